@@ -1,0 +1,37 @@
+"""triehh-beam: private heavy-hitter discovery (TrieHH) as Apache Beam pipelines."""
+
+import pathlib
+
+import setuptools
+
+HERE = pathlib.Path(__file__).parent
+
+setuptools.setup(
+    name="triehh-beam",
+    version="0.1.0",
+    description="Private heavy-hitter discovery (TrieHH) as Apache Beam pipelines",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=setuptools.find_packages(include=["triehh_beam", "triehh_beam.*", "pipelines", "pipelines.*"]),
+    package_data={"triehh_beam": ["data/*"]},
+    install_requires=[
+        "apache-beam[gcp]>=2.77,<2.78",
+        "google-cloud-storage>=2.14",
+        "numpy>=1.26",
+        # The generated *_pb2.py files are made by protoc 33.x (grpcio-tools 1.81): they need
+        # a protobuf runtime of at least that generation.
+        "protobuf>=6.33.5,<7",
+        "pyarrow>=15",
+        "scipy>=1.11",
+    ],
+    extras_require={
+        "test": [
+            # Pinned: the check that the checked-in *_pb2.py files match protos/ regenerates them.
+            "grpcio-tools==1.81.1",
+            "pytest>=8",
+            "pytest-xdist>=3.5",
+        ],
+    },
+    entry_points={"console_scripts": ["triehh=triehh_beam.cli:main"]},
+)

@@ -1,0 +1,1 @@
+"""triehh-beam: private heavy-hitter discovery with the TrieHH protocol."""

@@ -1,0 +1,156 @@
+"""Deterministic user sampling and item-choice randomness, keyed by the secret seed.
+
+Round ``r`` samples exactly ``m`` distinct users, uniformly without replacement: the ``m`` users
+with the smallest ranks ``SipHash(K_r, user id)``, where ``K_r`` is derived from the secret seed
+and ``r`` (bottom-m sampling). Because a keyed PRF orders the users uniformly at random, the
+bottom ``m`` are a uniform ``m``-subset; because the rank depends only on (seed, round, user id),
+a retried bundle, a re-run round or a resumed job draws the same users.
+
+Ties between ranks (a 2^-64 event) are broken by the user id bytes, so the sample always has
+exactly ``min(m, number of distinct users)`` members.
+
+User ids are strings, integers or bytes. Their canonical form is bytes: UTF-8 for strings, the
+decimal digits for integers, the bytes themselves for bytes. So ``42``, ``"42"`` and ``b"42"``
+are the same user (documented behaviour: a population whose ids arrive in both forms is not
+split into two users).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import Iterable, List, Sequence, Tuple, Union
+
+import numpy as np
+
+from triehh_beam import keyed_hash
+
+__all__ = ["Sampler", "SmallestRanks", "user_id_bytes"]
+
+UserId = Union[str, int, bytes]
+
+
+def user_id_bytes(user_id: UserId) -> bytes:
+    """The canonical bytes of a user id (see the module docstring).
+
+    Raises:
+      TypeError: for ids that are not str, int or bytes (``bool`` included: it is a bug).
+      ValueError: for an empty id.
+    """
+    if isinstance(user_id, bool) or not isinstance(user_id, (str, int, bytes, np.integer)):
+        raise TypeError(f"user ids are str, int or bytes, not {type(user_id).__name__}")
+    if isinstance(user_id, str):
+        raw = user_id.encode("utf-8")
+    elif isinstance(user_id, bytes):
+        raw = user_id
+    else:
+        raw = str(int(user_id)).encode("ascii")
+    if not raw:
+        raise ValueError("empty user id")
+    return raw
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampler:
+    """Every random decision of a job, derived from its secret seed.
+
+    Args:
+      seed: the job's secret seed, 16 to 64 bytes. It is private state: never publish it.
+    """
+
+    seed: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.seed, bytes):
+            raise TypeError("the seed must be bytes")
+        keyed_hash.derive_key(self.seed, b"check")  # validates the length
+
+    def _key(self, purpose: str, round_index: int) -> Tuple[int, int]:
+        if round_index < 1:
+            raise ValueError(f"rounds are numbered from 1, got {round_index}")
+        return keyed_hash.derive_key(self.seed, f"{purpose}/round={round_index}".encode())
+
+    def ranks_packed(self, round_index: int, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
+        return keyed_hash.siphash24_batch(self._key("sample", round_index), data, offsets)
+
+    def ranks(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
+        """Sampling ranks (``uint64``) of user ids in round ``round_index``; smaller is sampled."""
+        data, offsets = keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids)
+        return self.ranks_packed(round_index, data, offsets)
+
+    def rank(self, round_index: int, user_id: UserId) -> int:
+        return int(self.ranks(round_index, [user_id])[0])
+
+    def choice_uniform(self, round_index: int, user_id: UserId) -> float:
+        """A uniform number in [0, 1) for the user's item choice in this round.
+
+        Independent of the sampling rank (a different derived key), and deterministic.
+        """
+        h = keyed_hash.siphash24(self._key("choose", round_index), user_id_bytes(user_id))
+        return (h >> 11) * 2.0**-53
+
+    def sample(self, round_index: int, user_ids: Iterable[UserId], m: int) -> List[bytes]:
+        """Exactly ``min(m, distinct users)`` distinct users, as canonical id bytes.
+
+        Duplicates in ``user_ids`` (several records of one user) count once.
+
+        Raises:
+          ValueError: for ``m < 0``.
+        """
+        if m < 0:
+            raise ValueError(f"sample size must be >= 0, got {m}")
+        distinct = sorted({user_id_bytes(u) for u in user_ids})
+        data, offsets = keyed_hash.pack_messages(distinct)
+        ranks = self.ranks_packed(round_index, data, offsets)
+        smallest = SmallestRanks(m)
+        smallest.add_batch(ranks, distinct)
+        return [uid for _, uid in smallest.extract()]
+
+
+class SmallestRanks:
+    """The ``m`` smallest distinct (rank, user) pairs: the pure core of bottom-m sampling.
+
+    Accumulators can be filled from batches and merged in any order with the same result, which
+    is what a Beam ``CombineFn`` needs; a user seen several times (many records) counts once.
+    """
+
+    def __init__(self, m: int, pairs: Sequence[Tuple[int, bytes]] = ()):
+        if m < 0:
+            raise ValueError(f"sample size must be >= 0, got {m}")
+        self.m = m
+        self._pairs = sorted(set(pairs))[:m]
+
+    def add_batch(self, ranks: np.ndarray, user_ids: Sequence[bytes]) -> None:
+        """Adds a batch of ranks with their users' canonical id bytes."""
+        if self.m == 0 or len(ranks) == 0:
+            return
+        ranks = np.asarray(ranks, dtype=np.uint64)
+        # Only the batch's m smallest distinct ranks can enter: pick them with numpy, then merge
+        # exactly. Distinct, because a user with many records repeats its rank.
+        distinct_ranks = np.unique(ranks)
+        if len(distinct_ranks) > self.m:
+            bound = distinct_ranks[self.m - 1]
+            if len(self._pairs) == self.m:
+                bound = min(bound, np.uint64(self._pairs[-1][0]))
+            candidates = np.flatnonzero(ranks <= bound)
+        else:
+            candidates = range(len(ranks))
+        self._merge_pairs((int(ranks[i]), user_ids[i]) for i in candidates)
+
+    def _merge_pairs(self, pairs: Iterable[Tuple[int, bytes]]) -> None:
+        self._pairs = heapq.nsmallest(self.m, set(self._pairs).union(pairs))
+
+    def merge(self, other: "SmallestRanks") -> "SmallestRanks":
+        """A new accumulator holding the union's m smallest."""
+        merged = SmallestRanks(self.m, self._pairs)
+        merged._merge_pairs(other._pairs)
+        return merged
+
+    def extract(self) -> List[Tuple[int, bytes]]:
+        """The (rank, user id bytes) pairs, smallest rank first."""
+        return list(self._pairs)
+
+    def threshold(self) -> Tuple[int, bytes] | None:
+        """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
+        return self._pairs[-1] if self._pairs else None

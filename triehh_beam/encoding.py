@@ -133,6 +133,10 @@ class ItemEncoder:
             if self.case_fold:
                 # casefold can produce non-NFC output (e.g. with combining marks): renormalise.
                 text = unicodedata.normalize("NFC", text.casefold())
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise EncodingError("text item holds a lone surrogate (not valid UTF-8)") from None
             return text
         if not isinstance(item, (bytes, bytearray, memoryview)):
             raise EncodingError(f"bytes encoder expects bytes, got {type(item).__name__}")

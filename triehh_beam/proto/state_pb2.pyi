@@ -1,0 +1,111 @@
+from triehh_beam.proto import trie_pb2 as _trie_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PrivacyPlan(_message.Message):
+    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_FIELD_NUMBER: _ClassVar[int]
+    MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DELTA_FIELD_NUMBER: _ClassVar[int]
+    THETA_FIELD_NUMBER: _ClassVar[int]
+    GAMMA_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    population: int
+    max_length: int
+    target_epsilon: float
+    target_delta: float
+    theta: int
+    gamma: float
+    batch_size: int
+    epsilon: float
+    delta: float
+    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
+
+class InputSpec(_message.Message):
+    __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column")
+    FILE_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    USER_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    ITEM_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    COUNT_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    file_pattern: str
+    format: str
+    user_column: str
+    item_column: str
+    count_column: str
+    def __init__(self, file_pattern: _Optional[str] = ..., format: _Optional[str] = ..., user_column: _Optional[str] = ..., item_column: _Optional[str] = ..., count_column: _Optional[str] = ...) -> None: ...
+
+class RoundConfig(_message.Message):
+    __slots__ = ("round_index", "theta", "batch_size", "population", "encoding", "truncate_long_items")
+    ROUND_INDEX_FIELD_NUMBER: _ClassVar[int]
+    THETA_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_LONG_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    round_index: int
+    theta: int
+    batch_size: int
+    population: int
+    encoding: _trie_pb2.Encoding
+    truncate_long_items: bool
+    def __init__(self, round_index: _Optional[int] = ..., theta: _Optional[int] = ..., batch_size: _Optional[int] = ..., population: _Optional[int] = ..., encoding: _Optional[_Union[_trie_pb2.Encoding, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ...) -> None: ...
+
+class RoundSummary(_message.Message):
+    __slots__ = ("round_index", "frontier_size", "prefixes_kept", "counters", "elapsed_seconds")
+    class CountersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ROUND_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PREFIXES_KEPT_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    round_index: int
+    frontier_size: int
+    prefixes_kept: int
+    counters: _containers.ScalarMap[str, int]
+    elapsed_seconds: float
+    def __init__(self, round_index: _Optional[int] = ..., frontier_size: _Optional[int] = ..., prefixes_kept: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
+
+class JobState(_message.Message):
+    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SECRET_SEED_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_LONG_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TRIE_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    job_id: str
+    secret_seed: bytes
+    input: InputSpec
+    plan: PrivacyPlan
+    truncate_long_items: bool
+    trie: _trie_pb2.Trie
+    rounds_completed: int
+    rounds: _containers.RepeatedCompositeFieldContainer[RoundSummary]
+    finished: bool
+    stop_reason: str
+    created_at: str
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ...) -> None: ...

@@ -31,6 +31,8 @@ setuptools.setup(
             "grpcio-tools==1.81.1",
             "pytest>=8",
             "pytest-xdist>=3.5",
+            # Regenerates the bundled demo population in its tests; never needed at run time.
+            "wordfreq>=3.1",
         ],
     },
     entry_points={"console_scripts": ["triehh=triehh_beam.cli:main"]},

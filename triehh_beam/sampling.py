@@ -18,6 +18,7 @@ split into two users).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 from typing import Iterable, List, Sequence, Tuple, Union
 
@@ -50,6 +51,11 @@ def user_id_bytes(user_id: UserId) -> bytes:
     return raw
 
 
+@functools.lru_cache(maxsize=1024)
+def _derived_key(seed: bytes, purpose: str) -> Tuple[int, int]:
+    return keyed_hash.derive_key(seed, purpose.encode())
+
+
 @dataclasses.dataclass(frozen=True)
 class Sampler:
     """Every random decision of a job, derived from its secret seed.
@@ -66,13 +72,19 @@ class Sampler:
         keyed_hash.derive_key(self.seed, b"check")  # validates the length
 
     def _key(self, purpose: str, round_index: int) -> Tuple[int, int]:
+        if isinstance(round_index, bool) or not isinstance(round_index, (int, np.integer)):
+            raise TypeError(f"rounds are integers, got {round_index!r}")
         if round_index < 1:
             raise ValueError(f"rounds are numbered from 1, got {round_index}")
-        return keyed_hash.derive_key(self.seed, f"{purpose}/round={round_index}".encode())
+        return _derived_key(self.seed, f"{purpose}/round={int(round_index)}")
 
     def ranks_packed(self, round_index: int, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
         return keyed_hash.siphash24_batch(self._key("sample", round_index), data, offsets)
+
+    def fingerprints_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """64-bit keyed fingerprints of user ids (for counting distinct users), round-free."""
+        return keyed_hash.siphash24_batch(_derived_key(self.seed, "census"), data, offsets)
 
     def ranks(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
         """Sampling ranks (``uint64``) of user ids in round ``round_index``; smaller is sampled."""
@@ -87,8 +99,14 @@ class Sampler:
 
         Independent of the sampling rank (a different derived key), and deterministic.
         """
-        h = keyed_hash.siphash24(self._key("choose", round_index), user_id_bytes(user_id))
-        return (h >> 11) * 2.0**-53
+        return float(self.choice_uniforms(round_index, [user_id])[0])
+
+    def choice_uniforms(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
+        """``choice_uniform`` for many users at once (one hash call for the batch)."""
+        data, offsets = keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids)
+        hashes = keyed_hash.siphash24_batch(self._key("choose", round_index), data, offsets)
+        # The top 53 bits, scaled: exactly representable doubles in [0, 1).
+        return (hashes >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
     def sample(self, round_index: int, user_ids: Iterable[UserId], m: int) -> List[bytes]:
         """Exactly ``min(m, distinct users)`` distinct users, as canonical id bytes.
@@ -154,3 +172,26 @@ class SmallestRanks:
     def threshold(self) -> Tuple[int, bytes] | None:
         """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
         return self._pairs[-1] if self._pairs else None
+
+
+def rank_prefilter_bound(population: int, sample_size: int, miss_probability: float = 1e-12) -> int:
+    """A rank that the ``sample_size``-th smallest of ``population`` ranks exceeds only rarely.
+
+    Ranks are uniform on [0, 2^64), so the m-th smallest of n is 2^64 times a Beta(m, n - m + 1)
+    variable. Keeping only records whose rank is at most this bound (one pass over the data)
+    leaves every sampled user's records with probability ``1 - miss_probability``; a pipeline
+    must still check that it kept at least ``sample_size`` distinct users and otherwise redo the
+    round without the prefilter (the sample itself never depends on the bound).
+
+    Returns:
+      An integer bound in [0, 2^64 - 1]; 2^64 - 1 (no filtering) when m >= n.
+    """
+    from scipy import stats  # local: only the Beam glue needs it, and scipy is slow to import
+
+    top = 2**64 - 1
+    if sample_size >= population:
+        return top
+    if sample_size <= 0:
+        return 0
+    quantile = stats.beta.isf(miss_probability, sample_size, population - sample_size + 1)
+    return min(top, int(quantile * 2.0**64) + 1)

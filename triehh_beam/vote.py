@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import numbers
 from typing import Collection, Iterable, Mapping, Optional, Tuple, Union
 
 from triehh_beam.encoding import Units
@@ -30,8 +31,9 @@ def _merged_counts(weighted: WeightedSequences) -> list:
     pairs = weighted.items() if isinstance(weighted, Mapping) else weighted
     totals: dict = {}
     for sequence, count in pairs:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
             raise ValueError(f"counts must be non-negative integers, got {count!r}")
+        count = int(count)
         if count:
             totals[sequence] = totals.get(sequence, 0) + count
     return sorted(totals.items())

@@ -1,0 +1,449 @@
+"""The TrieHH round as Beam PTransforms.
+
+Elements between the stages::
+
+  pyarrow.RecordBatch(user_id: binary, item: string, count: int64)   from ReadRecordBatches
+    -> SampleUsers         (user_id bytes, item str, count int), sampled users' records only
+    -> GroupByUser         (user_id bytes, {sequence: count})       one element per sampled user
+    -> MapToPrefixVotes    prefix (tuple of units)                   at most one per user
+    -> CountAndPrune       [prefix, ...]                             one element: the kept prefixes
+
+The record batches are touched once, with numpy, to compute the users' sampling ranks; all
+later stages handle only the ~m sampled users. The protocol decisions themselves live in the
+pure modules (``sampling``, ``vote``, ``counting``); these classes only wire them into Beam.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from triehh_beam import sampling
+from triehh_beam.beam import record_io
+from triehh_beam.counting import PrefixCounter
+from triehh_beam.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
+from triehh_beam.vote import client_vote
+
+__all__ = [
+    "CountAndPrune",
+    "CountDistinctUsers",
+    "GroupByUser",
+    "MapToPrefixVotes",
+    "METRICS_NAMESPACE",
+    "RunRound",
+    "SampleShortfallError",
+    "SampleUsers",
+]
+
+METRICS_NAMESPACE = "triehh"
+
+# (rank, user id bytes, item, count): a record of a candidate for the sample.
+_Candidate = Tuple[int, bytes, str, int]
+
+
+class SampleShortfallError(RuntimeError):
+    """The rank prefilter kept fewer distinct users than the sample needs (about 1e-12 odds).
+
+    The sample does not depend on the prefilter: re-running the round with ``population=None``
+    (no prefilter) draws the same, complete sample.
+    """
+
+
+def _counter(name: str):
+    return Metrics.counter(METRICS_NAMESPACE, name)
+
+
+class _RankCandidatesDoFn(beam.DoFn):
+    """Ranks a whole record batch with numpy and emits the records whose rank may be sampled."""
+
+    def __init__(self, sampler: sampling.Sampler, round_index: int, bound: int):
+        self._sampler = sampler
+        self._round = round_index
+        self._bound = np.uint64(bound)
+
+    def setup(self):
+        self._records_ranked = _counter("records_ranked")
+
+    def process(self, batch) -> Iterable[_Candidate]:
+        if batch.num_rows == 0:
+            return
+        self._records_ranked.inc(batch.num_rows)
+        users = batch.column("user_id")
+        ranks = self._sampler.ranks_packed(self._round, *record_io.binary_buffers(users))
+        for i in np.flatnonzero(ranks <= self._bound):
+            i = int(i)
+            yield (
+                int(ranks[i]),
+                users[i].as_py(),
+                batch.column("item")[i].as_py(),
+                batch.column("count")[i].as_py(),
+            )
+
+
+class _SmallestRanksCombineFn(beam.CombineFn):
+    """The m smallest distinct (rank, user) pairs; delegates to ``sampling.SmallestRanks``."""
+
+    def __init__(self, sample_size: int):
+        self._m = sample_size
+
+    def create_accumulator(self):
+        return sampling.SmallestRanks(self._m)
+
+    def add_input(self, accumulator, candidate: _Candidate):
+        rank, user = candidate[0], candidate[1]
+        accumulator.add_batch(np.array([rank], dtype=np.uint64), [user])
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        accumulators = iter(accumulators)
+        merged = next(accumulators)
+        for accumulator in accumulators:
+            merged = merged.merge(accumulator)
+        return merged
+
+    def extract_output(self, accumulator) -> Tuple[Optional[Tuple[int, bytes]], int]:
+        # (the largest sampled (rank, user) pair, number of distinct users sampled)
+        return accumulator.threshold(), len(accumulator.extract())
+
+
+class _KeepSampledDoFn(beam.DoFn):
+    """Keeps the candidates at or below the exact sampling threshold."""
+
+    def __init__(self, expected_users: Optional[int]):
+        self._expected = expected_users
+
+    def process(self, candidate: _Candidate, threshold) -> Iterable[Tuple[bytes, str, int]]:
+        largest, users = threshold
+        if self._expected is not None and users < self._expected:
+            raise SampleShortfallError(
+                f"the rank prefilter kept {users} distinct users, fewer than the "
+                f"{self._expected} the sample needs; re-run the round without the prefilter"
+            )
+        if largest is not None and (candidate[0], candidate[1]) <= largest:
+            yield candidate[1], candidate[2], candidate[3]
+
+
+class SampleUsers(beam.PTransform):
+    """Exactly ``min(m, distinct users)`` users, keeping all of their records.
+
+    The sample is the bottom-m of the keyed ranks ``Sampler.ranks(round, user)``: deterministic
+    in (secret seed, round, user id). When ``population`` (the number of distinct users) is
+    known, one numpy pass drops every record whose rank is far above where the m-th smallest
+    rank can be (``sampling.rank_prefilter_bound``), so only about m users' records leave the
+    read stage; the exact bottom-m is then taken over those. Without ``population`` every record
+    is a candidate (correct, slower).
+
+    Input: ``pyarrow.RecordBatch`` with columns user_id (binary), item, count.
+    Output: ``(user_id bytes, item, count)`` for every record of every sampled user.
+    """
+
+    def __init__(
+        self,
+        sampler: sampling.Sampler,
+        round_index: int,
+        sample_size: int,
+        population: Optional[int] = None,
+    ):
+        super().__init__()
+        if sample_size < 1:
+            raise ValueError(f"sample size must be >= 1, got {sample_size}")
+        self._sampler = sampler
+        self._round = round_index
+        self._m = sample_size
+        self._population = population
+
+    def expand(self, batches):
+        if self._population is None:
+            bound, expected = 2**64 - 1, None
+        else:
+            bound = sampling.rank_prefilter_bound(self._population, self._m)
+            expected = min(self._m, self._population)
+        candidates = batches | "RankCandidates" >> beam.ParDo(
+            _RankCandidatesDoFn(self._sampler, self._round, bound)
+        )
+        threshold = candidates | f"SmallestRanks({self._m})" >> beam.CombineGlobally(
+            _SmallestRanksCombineFn(self._m)
+        )
+        return candidates | "KeepSampled" >> beam.ParDo(
+            _KeepSampledDoFn(expected), threshold=beam.pvalue.AsSingleton(threshold)
+        )
+
+
+_DROPPED = ((), 0)
+
+
+class _EncodeItemsDoFn(beam.DoFn):
+    """``(user, item, count)`` -> ``(user, (sequence, count))``; ``(user, ((), 0))`` if dropped.
+
+    A record whose item cannot be used still yields the user with an empty sequence and count 0,
+    so that a sampled user whose items were all dropped is still counted as sampled (and casts
+    no vote). (A ``None`` would break the tuple coder Beam infers for this stage.)
+    """
+
+    def __init__(self, encoder: ItemEncoder, truncate: bool):
+        self._encoder = encoder
+        self._truncate = truncate
+
+    def setup(self):
+        self._too_long = _counter("items_too_long")
+        self._unencodable = _counter("items_unencodable")
+
+    def process(self, record):
+        user, item, count = record
+        try:
+            if self._truncate:
+                sequence = self._encoder.encode_truncated(item)
+            else:
+                sequence = self._encoder.encode(item)
+        except ItemTooLongError:
+            self._too_long.inc()
+            yield user, _DROPPED
+        except EncodingError:
+            self._unencodable.inc()
+            yield user, _DROPPED
+        else:
+            yield user, (sequence, count)
+
+
+class _SumPerSequenceCombineFn(beam.CombineFn):
+    """One user's ``(sequence, count)`` pairs -> ``{sequence: total count}``."""
+
+    def create_accumulator(self) -> Dict[Units, int]:
+        return {}
+
+    def add_input(self, accumulator, sequence_count):
+        sequence, count = sequence_count
+        if count:
+            accumulator[sequence] = accumulator.get(sequence, 0) + count
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        return PrefixCounter.merge(accumulators)
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+class GroupByUser(beam.PTransform):
+    """``(user, item, count)`` records -> ``(user, {sequence: local count})``, one per user.
+
+    Items are encoded here, for sampled users only. Items longer than ``L - 1`` units are
+    dropped (the paper's model; counter ``items_too_long``) or, with ``truncate=True``, cut to
+    their first ``L`` units so that only their prefixes can be discovered.
+    """
+
+    def __init__(self, encoder: ItemEncoder, truncate: bool = False):
+        super().__init__()
+        self._encoder = encoder
+        self._truncate = truncate
+
+    def expand(self, records):
+        return (
+            records
+            | "EncodeItems" >> beam.ParDo(_EncodeItemsDoFn(self._encoder, self._truncate))
+            | "SumPerUser" >> beam.CombinePerKey(_SumPerSequenceCombineFn())
+        )
+
+
+class _VoteDoFn(beam.DoFn):
+    """One user's vote; the frontier arrives as a side input (a frozenset: the lookup itself)."""
+
+    def __init__(self, sampler: sampling.Sampler, round_index: int):
+        self._sampler = sampler
+        self._round = round_index
+
+    def setup(self):
+        self._users_sampled = _counter("users_sampled")
+        self._users_without_items = _counter("users_without_items")
+        self._votes_cast = _counter("votes_cast")
+        self._votes_filtered = _counter("votes_filtered_by_frontier")
+
+    def process(self, user_items, frontier: FrozenSet[Units]) -> Iterable[Units]:
+        user, weighted = user_items
+        self._users_sampled.inc()
+        if not weighted:
+            self._users_without_items.inc()
+            return
+        u = self._sampler.choice_uniform(self._round, user)
+        vote = client_vote(weighted, frontier, self._round, u)
+        if vote is None:
+            self._votes_filtered.inc()
+            return
+        self._votes_cast.inc()
+        yield vote
+
+
+class MapToPrefixVotes(beam.PTransform):
+    """``(user, {sequence: count})`` -> the user's one vote, a length-r prefix (or nothing).
+
+    Args:
+      sampler: the job's sampler; the item choice uses ``Sampler.choice_uniform``.
+      round_index: r, from 1.
+      frontier: a PCollection with one element, the frozenset of the trie's length r-1
+        prefixes (``{()}`` in round 1), broadcast as a side input.
+    """
+
+    def __init__(self, sampler: sampling.Sampler, round_index: int, frontier):
+        super().__init__()
+        self._sampler = sampler
+        self._round = round_index
+        self._frontier = frontier
+
+    def expand(self, user_items):
+        return user_items | "Vote" >> beam.ParDo(
+            _VoteDoFn(self._sampler, self._round),
+            frontier=beam.pvalue.AsSingleton(self._frontier),
+        )
+
+
+class _PruneBelowThresholdCombineFn(beam.CombineFn):
+    """Counts votes per prefix; only prefixes with >= theta votes leave, without counts."""
+
+    def __init__(self, theta: int):
+        self._core = PrefixCounter(theta)
+
+    def create_accumulator(self):
+        return self._core.create()
+
+    def add_input(self, accumulator, prefix):
+        return self._core.add(accumulator, prefix)
+
+    def merge_accumulators(self, accumulators):
+        return self._core.merge(accumulators)
+
+    def extract_output(self, accumulator) -> List[Units]:
+        return self._core.extract_kept(accumulator)
+
+
+class _CountKeptDoFn(beam.DoFn):
+    def setup(self):
+        self._kept = _counter("prefixes_kept")
+
+    def process(self, kept: List[Units]):
+        self._kept.inc(len(kept))
+        yield kept
+
+
+class CountAndPrune(beam.PTransform):
+    """Votes -> one element: the sorted list of prefixes with at least ``theta`` votes."""
+
+    def __init__(self, theta: int):
+        super().__init__()
+        self._theta = theta
+
+    def expand(self, votes):
+        return (
+            votes
+            | f"PruneBelow({self._theta})"
+            >> beam.CombineGlobally(_PruneBelowThresholdCombineFn(self._theta))
+            | "CountKept" >> beam.ParDo(_CountKeptDoFn())
+        )
+
+
+class RunRound(beam.PTransform):
+    """One TrieHH round over record batches: sample, group, vote, count and prune.
+
+    Args:
+      sampler: the job's sampler (secret seed).
+      round_index: r, from 1.
+      sample_size: m, users sampled this round.
+      theta: the threshold.
+      encoder: the item encoder (unit size, L).
+      frontier: the trie's length r-1 prefixes (a frozenset; ``{()}`` in round 1).
+      population: the number of distinct users, if known (enables the one-pass prefilter).
+      truncate: cut over-long items to L units instead of dropping them.
+
+    Output: one element, the sorted list of prefixes kept this round.
+    """
+
+    def __init__(
+        self,
+        sampler: sampling.Sampler,
+        round_index: int,
+        sample_size: int,
+        theta: int,
+        encoder: ItemEncoder,
+        frontier: FrozenSet[Units],
+        population: Optional[int] = None,
+        truncate: bool = False,
+    ):
+        super().__init__()
+        self._sampler = sampler
+        self._round = round_index
+        self._m = sample_size
+        self._theta = theta
+        self._encoder = encoder
+        self._frontier = frozenset(frontier)
+        self._population = population
+        self._truncate = truncate
+
+    def expand(self, batches):
+        frontier = batches.pipeline | "Frontier" >> beam.Create([self._frontier])
+        return (
+            batches
+            | "SampleUsers" >> SampleUsers(self._sampler, self._round, self._m, self._population)
+            | "GroupByUser" >> GroupByUser(self._encoder, self._truncate)
+            | "MapToPrefixVotes" >> MapToPrefixVotes(self._sampler, self._round, frontier)
+            | "CountAndPrune" >> CountAndPrune(self._theta)
+        )
+
+
+class _DistinctFingerprintsDoFn(beam.DoFn):
+    """A batch -> (shard, sorted distinct user fingerprints) for each of 256 shards."""
+
+    def __init__(self, sampler: sampling.Sampler):
+        self._sampler = sampler
+
+    def setup(self):
+        self._records_read = _counter("census_records_read")
+
+    def process(self, batch):
+        if batch.num_rows == 0:
+            return
+        self._records_read.inc(batch.num_rows)
+        fingerprints = np.unique(
+            self._sampler.fingerprints_packed(*record_io.binary_buffers(batch.column("user_id")))
+        )
+        shards = (fingerprints >> np.uint64(56)).astype(np.int64)
+        bounds = np.searchsorted(shards, np.arange(257))
+        for shard in np.flatnonzero(bounds[1:] > bounds[:-1]):
+            yield int(shard), fingerprints[bounds[shard] : bounds[shard + 1]]
+
+
+class _UnionSizeCombineFn(beam.CombineFn):
+    def create_accumulator(self):
+        return np.zeros(0, dtype=np.uint64)
+
+    def add_input(self, accumulator, fingerprints):
+        return np.union1d(accumulator, fingerprints)
+
+    def merge_accumulators(self, accumulators):
+        return np.unique(np.concatenate(list(accumulators)))
+
+    def extract_output(self, accumulator) -> int:
+        return int(len(accumulator))
+
+
+class CountDistinctUsers(beam.PTransform):
+    """Record batches -> one element: the number of distinct users (the census, n).
+
+    Users are counted through 64-bit keyed fingerprints, sharded 256 ways so that no worker
+    holds all of them. A fingerprint collision (odds about n^2 / 2^65) can only make the count
+    smaller than the truth, which makes the privacy plan conservative, never optimistic.
+    """
+
+    def __init__(self, sampler: sampling.Sampler):
+        super().__init__()
+        self._sampler = sampler
+
+    def expand(self, batches):
+        return (
+            batches
+            | "DistinctFingerprints" >> beam.ParDo(_DistinctFingerprintsDoFn(self._sampler))
+            | "UnionPerShard" >> beam.CombinePerKey(_UnionSizeCombineFn())
+            | "ShardSizes" >> beam.Values()
+            | "Total" >> beam.CombineGlobally(sum)
+        )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import heapq
-from typing import Iterable, List, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -129,15 +129,37 @@ class Sampler:
 class SmallestRanks:
     """The ``m`` smallest distinct (rank, user) pairs: the pure core of bottom-m sampling.
 
-    Accumulators can be filled from batches and merged in any order with the same result, which
-    is what a Beam ``CombineFn`` needs; a user seen several times (many records) counts once.
+    Accumulators can be filled one pair or one batch at a time and merged in any order with the
+    same result, which is what a Beam ``CombineFn`` needs; a user seen several times (many
+    records) counts once. Pairs are collected in a set and cut down to the ``m`` smallest only
+    when the set grows past ``2m`` (and on the way out), so adding is amortised O(log m).
     """
 
-    def __init__(self, m: int, pairs: Sequence[Tuple[int, bytes]] = ()):
+    def __init__(self, m: int, pairs: Iterable[Tuple[int, bytes]] = ()):
         if m < 0:
             raise ValueError(f"sample size must be >= 0, got {m}")
         self.m = m
-        self._pairs = sorted(set(pairs))[:m]
+        self._pairs: set = set()
+        self._largest_kept: Optional[Tuple[int, bytes]] = None  # known bound after a compaction
+        self._add_pairs(pairs)
+
+    def _add_pairs(self, pairs: Iterable[Tuple[int, bytes]]) -> None:
+        if self.m == 0:
+            return
+        bound = self._largest_kept
+        self._pairs.update(p for p in pairs if bound is None or p <= bound)
+        if len(self._pairs) > 2 * self.m + 64:
+            self._compact()
+
+    def _compact(self) -> None:
+        kept = heapq.nsmallest(self.m, self._pairs)
+        self._pairs = set(kept)
+        if len(kept) == self.m:
+            self._largest_kept = kept[-1]
+
+    def add(self, rank: int, user_id: bytes) -> None:
+        """Adds one (rank, user) pair."""
+        self._add_pairs(((int(rank), user_id),))
 
     def add_batch(self, ranks: np.ndarray, user_ids: Sequence[bytes]) -> None:
         """Adds a batch of ranks with their users' canonical id bytes."""
@@ -148,30 +170,25 @@ class SmallestRanks:
         # exactly. Distinct, because a user with many records repeats its rank.
         distinct_ranks = np.unique(ranks)
         if len(distinct_ranks) > self.m:
-            bound = distinct_ranks[self.m - 1]
-            if len(self._pairs) == self.m:
-                bound = min(bound, np.uint64(self._pairs[-1][0]))
-            candidates = np.flatnonzero(ranks <= bound)
+            candidates = np.flatnonzero(ranks <= distinct_ranks[self.m - 1])
         else:
             candidates = range(len(ranks))
-        self._merge_pairs((int(ranks[i]), user_ids[i]) for i in candidates)
-
-    def _merge_pairs(self, pairs: Iterable[Tuple[int, bytes]]) -> None:
-        self._pairs = heapq.nsmallest(self.m, set(self._pairs).union(pairs))
+        self._add_pairs((int(ranks[i]), user_ids[i]) for i in candidates)
 
     def merge(self, other: "SmallestRanks") -> "SmallestRanks":
         """A new accumulator holding the union's m smallest."""
         merged = SmallestRanks(self.m, self._pairs)
-        merged._merge_pairs(other._pairs)
+        merged._add_pairs(other._pairs)
         return merged
 
     def extract(self) -> List[Tuple[int, bytes]]:
         """The (rank, user id bytes) pairs, smallest rank first."""
-        return list(self._pairs)
+        return heapq.nsmallest(self.m, self._pairs)
 
-    def threshold(self) -> Tuple[int, bytes] | None:
+    def threshold(self) -> Optional[Tuple[int, bytes]]:
         """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
-        return self._pairs[-1] if self._pairs else None
+        kept = self.extract()
+        return kept[-1] if kept else None
 
 
 def rank_prefilter_bound(population: int, sample_size: int, miss_probability: float = 1e-12) -> int:

@@ -93,8 +93,7 @@ class _SmallestRanksCombineFn(beam.CombineFn):
         return sampling.SmallestRanks(self._m)
 
     def add_input(self, accumulator, candidate: _Candidate):
-        rank, user = candidate[0], candidate[1]
-        accumulator.add_batch(np.array([rank], dtype=np.uint64), [user])
+        accumulator.add(candidate[0], candidate[1])
         return accumulator
 
     def merge_accumulators(self, accumulators):
@@ -106,7 +105,8 @@ class _SmallestRanksCombineFn(beam.CombineFn):
 
     def extract_output(self, accumulator) -> Tuple[Optional[Tuple[int, bytes]], int]:
         # (the largest sampled (rank, user) pair, number of distinct users sampled)
-        return accumulator.threshold(), len(accumulator.extract())
+        sampled = accumulator.extract()
+        return (sampled[-1] if sampled else None), len(sampled)
 
 
 class _KeepSampledDoFn(beam.DoFn):
@@ -249,7 +249,8 @@ class GroupByUser(beam.PTransform):
 
 
 class _VoteDoFn(beam.DoFn):
-    """One user's vote; the frontier arrives as a side input (a frozenset: the lookup itself)."""
+    """A batch of users -> their votes; the frontier arrives as a side input (a frozenset,
+    which is the lookup itself). The item-choice uniforms of a batch are one numpy hash call."""
 
     def __init__(self, sampler: sampling.Sampler, round_index: int):
         self._sampler = sampler
@@ -261,19 +262,19 @@ class _VoteDoFn(beam.DoFn):
         self._votes_cast = _counter("votes_cast")
         self._votes_filtered = _counter("votes_filtered_by_frontier")
 
-    def process(self, user_items, frontier: FrozenSet[Units]) -> Iterable[Units]:
-        user, weighted = user_items
-        self._users_sampled.inc()
-        if not weighted:
-            self._users_without_items.inc()
-            return
-        u = self._sampler.choice_uniform(self._round, user)
-        vote = client_vote(weighted, frontier, self._round, u)
-        if vote is None:
-            self._votes_filtered.inc()
-            return
-        self._votes_cast.inc()
-        yield vote
+    def process(self, users: List[Tuple[bytes, Dict[Units, int]]], frontier: FrozenSet[Units]) -> Iterable[Units]:
+        self._users_sampled.inc(len(users))
+        uniforms = self._sampler.choice_uniforms(self._round, [user for user, _ in users])
+        for (user, weighted), u in zip(users, uniforms):
+            if not weighted:
+                self._users_without_items.inc()
+                continue
+            vote = client_vote(weighted, frontier, self._round, float(u))
+            if vote is None:
+                self._votes_filtered.inc()
+                continue
+            self._votes_cast.inc()
+            yield vote
 
 
 class MapToPrefixVotes(beam.PTransform):
@@ -293,9 +294,14 @@ class MapToPrefixVotes(beam.PTransform):
         self._frontier = frontier
 
     def expand(self, user_items):
-        return user_items | "Vote" >> beam.ParDo(
-            _VoteDoFn(self._sampler, self._round),
-            frontier=beam.pvalue.AsSingleton(self._frontier),
+        return (
+            user_items
+            | "BatchUsers" >> beam.BatchElements(min_batch_size=1, max_batch_size=4096)
+            | "Vote"
+            >> beam.ParDo(
+                _VoteDoFn(self._sampler, self._round),
+                frontier=beam.pvalue.AsSingleton(self._frontier),
+            )
         )
 
 

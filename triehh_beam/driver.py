@@ -1,0 +1,511 @@
+"""The multi-round driver: census, plan, one Beam job per round, committed state, outputs.
+
+The driver holds no Beam logic of its own: it builds each job from the library's transforms,
+runs it on the runner the pipeline options name, reads the job's small output (the census
+count, or the prefixes a round kept) back through ``FileSystems``, and commits state. Every job
+of a discovery uses the same ``PipelineOptions``.
+
+Order of events, and why:
+  1. Census: one job counts the distinct users, n.
+  2. Plan: the privacy planner picks theta and m for (epsilon, delta, L, n) and refuses an
+     infeasible target. The plan (the budget the job will spend) and the secret seed are
+     committed *before* any round runs, so nothing is released before the spend is recorded.
+  3. Rounds 1..L, each a Beam job, each committed as a new state object; stop early when a round
+     adds nothing or no prefix is left to extend. The epsilon reported is the plan's, for L
+     rounds: the stopping round depends on the data, so the spend is for all rounds that *can*
+     run.
+  4. Outputs: ``heavy_hitters.json`` and ``trie.pb`` in the output directory (never the seed).
+
+Re-running on the same state directory resumes after the last committed round with the same
+seed, so the resumed rounds draw exactly the samples an unbroken run would have drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import time
+import uuid
+from typing import Callable, Dict, List, Optional
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+import apache_beam as beam
+
+from triehh_beam import privacy
+from triehh_beam.beam import record_io, runners, transforms
+from triehh_beam.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.proto import state_pb2
+from triehh_beam.sampling import Sampler
+from triehh_beam.state_store import StateStore
+from triehh_beam.trie import Trie
+
+__all__ = [
+    "ConfigMismatchError",
+    "DiscoveryConfig",
+    "DiscoveryResult",
+    "InfeasiblePlanError",
+    "run_discovery",
+]
+
+RULES = privacy.RULES
+FORMATS = (None, "jsonl", "csv", "parquet")
+
+
+class InfeasiblePlanError(ValueError):
+    """The privacy target cannot be met for this population; ``plan`` explains why."""
+
+    def __init__(self, plan):
+        super().__init__(plan.reason)
+        self.plan = plan
+
+
+class ConfigMismatchError(ValueError):
+    """A resumed job was started with different inputs or parameters than its state holds."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryConfig:
+    """A whole discovery job, validated before any pipeline is built.
+
+    Args:
+      input_pattern: records to read (local path or any FileSystems path; globs allowed).
+      output_dir: where ``heavy_hitters.json`` and ``trie.pb`` are written.
+      epsilon, delta: the privacy target for the whole job (all L rounds).
+      max_length: L, units per item including the terminator, and the most rounds.
+      unit_size: characters per unit (k).
+      input_format: "jsonl", "csv", "parquet", or None to infer from file names.
+      rule: parameter rule, "authors" (the smallest theta, largest sample) or "corollary1".
+      state_dir: private state (holds the seed); default ``<output_dir>/state``.
+      seed: the secret seed (16 to 64 bytes); default a fresh random one for a new job.
+      case_fold: fold case of text items.
+      truncate_long_items: cut items longer than L - 1 units instead of dropping them.
+      theta, batch_size: expert override of the planner (both or neither). The guarantee is
+        then Theorem 1's for these values; if its conditions fail the job has none, and runs
+        only with ``allow_no_guarantee=True`` (for experiments and tests, never production).
+      allow_no_guarantee: see above.
+    """
+
+    input_pattern: str
+    output_dir: str
+    epsilon: float
+    delta: float
+    max_length: int
+    unit_size: int = 1
+    input_format: Optional[str] = None
+    rule: str = "authors"
+    state_dir: Optional[str] = None
+    seed: Optional[bytes] = dataclasses.field(default=None, repr=False)
+    case_fold: bool = False
+    truncate_long_items: bool = False
+    user_column: str = "user_id"
+    item_column: str = "item"
+    count_column: str = "count"
+    theta: Optional[int] = None
+    batch_size: Optional[int] = None
+    allow_no_guarantee: bool = False
+
+    def __post_init__(self):
+        if not self.input_pattern:
+            raise ValueError("an input pattern is required")
+        if not self.output_dir:
+            raise ValueError("an output directory is required")
+        if not self.epsilon > 0:
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+        if self.input_format not in FORMATS:
+            raise ValueError(f"format must be jsonl, csv or parquet, got {self.input_format!r}")
+        if self.seed is not None and not 16 <= len(self.seed) <= 64:
+            raise ValueError(f"the seed must be 16 to 64 bytes, got {len(self.seed)}")
+        if (self.theta is None) != (self.batch_size is None):
+            raise ValueError("theta and batch_size override the planner together: give both or neither")
+        if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
+            raise ValueError("theta and batch_size must be >= 1")
+        self.encoder  # validates unit_size and max_length
+
+    @property
+    def encoder(self) -> ItemEncoder:
+        return ItemEncoder(
+            kind=ItemKind.TEXT,
+            unit_size=self.unit_size,
+            max_length=self.max_length,
+            case_fold=self.case_fold,
+        )
+
+    @property
+    def resolved_state_dir(self) -> str:
+        return self.state_dir or FileSystems.join(self.output_dir, "state")
+
+    def input_spec(self) -> state_pb2.InputSpec:
+        return state_pb2.InputSpec(
+            file_pattern=self.input_pattern,
+            format=self.input_format or "",
+            user_column=self.user_column,
+            item_column=self.item_column,
+            count_column=self.count_column,
+        )
+
+    def read_transform(self) -> record_io.ReadRecordBatches:
+        return record_io.ReadRecordBatches(
+            self.input_pattern,
+            format=self.input_format,
+            user_column=self.user_column,
+            item_column=self.item_column,
+            count_column=self.count_column,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryResult:
+    heavy_hitters: List[str]
+    frequent_prefixes: List[str]
+    rounds_run: int
+    stop_reason: str
+    plan: state_pb2.PrivacyPlan
+    output_path: str
+    resumed_from_round: Optional[int]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    with FileSystems.create(temporary, compression_type="uncompressed") as f:
+        f.write(data)
+    FileSystems.rename([temporary], [path])
+
+
+def _read_single_output(prefix: str) -> bytes:
+    with FileSystems.open(prefix, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def _job_counters(result) -> Dict[str, int]:
+    counters = {}
+    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
+    return counters
+
+
+def _units_to_json(units: Units, encoder: ItemEncoder) -> List[str]:
+    return [encoder.unit_to_bytes(u).hex() for u in units]
+
+
+def _units_from_json(hex_units: List[str], encoder: ItemEncoder) -> Units:
+    return tuple(encoder.unit_from_bytes(bytes.fromhex(u)) for u in hex_units)
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoGuarantee:
+    """Stands in for a planner ``Plan`` when fixed parameters give no guarantee."""
+
+    reason: str
+    feasible: bool = False
+    alternatives: tuple = ()
+
+
+def _describe_plan(plan: state_pb2.PrivacyPlan) -> str:
+    guarantee = (
+        "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
+        if plan.no_guarantee
+        else f"epsilon={plan.epsilon:.4g} delta={plan.delta:.3g}"
+    )
+    return (
+        f"n={plan.population:,} theta={plan.theta} m={plan.batch_size:,} L={plan.max_length} "
+        f"rule={plan.rule}: {guarantee}"
+    )
+
+
+def _plan_document(plan: state_pb2.PrivacyPlan) -> dict:
+    guaranteed = not plan.no_guarantee
+    return {
+        "guarantee": (
+            "(epsilon, delta)-DP with user-level adjacency (TrieHH Theorem 1), covering all "
+            "max_length rounds"
+            if guaranteed
+            else "none: theta and batch size were fixed outside Theorem 1's conditions"
+        ),
+        "epsilon": plan.epsilon if guaranteed else None,
+        "delta": plan.delta if guaranteed else None,
+        "target_epsilon": plan.target_epsilon,
+        "target_delta": plan.target_delta,
+        "theta": plan.theta,
+        "gamma": plan.gamma,
+        "batch_size": plan.batch_size,
+        "population": plan.population,
+        "max_length": plan.max_length,
+        "rule": plan.rule,
+    }
+
+
+class _Driver:
+    def __init__(self, config: DiscoveryConfig, options: PipelineOptions, progress: Callable[[str], None]):
+        self.config = config
+        self.options = options
+        self.progress = progress
+        self.encoder = config.encoder
+        self.store = StateStore(config.resolved_state_dir)
+
+    # ---- jobs -------------------------------------------------------------------------------
+
+    def _run_job(self, build: Callable[[beam.Pipeline], None]) -> Dict[str, int]:
+        pipeline = runners.make_pipeline(self.options)
+        build(pipeline)
+        result = pipeline.run()
+        result.wait_until_finish()
+        return _job_counters(result)
+
+    def census(self, sampler: Sampler) -> int:
+        path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
+
+        def build(p):
+            (
+                p
+                | "ReadRecords" >> self.config.read_transform()
+                | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
+                | "Format" >> beam.Map(str)
+                | "Write" >> beam.io.WriteToText(path, num_shards=1, shard_name_template="")
+            )
+
+        self._run_job(build)
+        population = int(_read_single_output(path).decode().strip())
+        FileSystems.delete([path])
+        return population
+
+    def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
+        plan = state.plan
+        sampler = Sampler(state.secret_seed)
+        path = FileSystems.join(
+            self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
+        )
+        encoder = self.encoder
+
+        def build(p, population):
+            (
+                p
+                | "ReadRecords" >> self.config.read_transform()
+                | f"RunRound({round_index})"
+                >> transforms.RunRound(
+                    sampler,
+                    round_index,
+                    sample_size=plan.batch_size,
+                    theta=plan.theta,
+                    encoder=encoder,
+                    frontier=trie.frontier(),
+                    population=population,
+                    truncate=state.truncate_long_items,
+                )
+                | "ToJson" >> beam.Map(lambda kept: json.dumps([_units_to_json(k, encoder) for k in kept]))
+                | "Write" >> beam.io.WriteToText(path, num_shards=1, shard_name_template="")
+            )
+
+        try:
+            counters = self._run_job(lambda p: build(p, plan.population))
+        except Exception as e:  # the runner wraps worker errors; only a shortfall is retried
+            if "SampleShortfallError" not in f"{type(e).__name__}: {e}":
+                raise
+            self.progress(f"round {round_index}: rank prefilter too tight, re-running without it")
+            counters = self._run_job(lambda p: build(p, None))
+        kept = [_units_from_json(k, encoder) for k in json.loads(_read_single_output(path))]
+        FileSystems.delete([path])
+        return kept, counters
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def _new_state(self) -> state_pb2.JobState:
+        config = self.config
+        seed = config.seed or os.urandom(32)
+        sampler = Sampler(seed)
+        self.progress(f"census: counting distinct users in {config.input_pattern}")
+        population = self.census(sampler)
+        self.progress(f"census: {population:,} users")
+        plan = self._plan(population)
+        state = state_pb2.JobState(
+            job_id=uuid.uuid4().hex,
+            secret_seed=seed,
+            input=config.input_spec(),
+            plan=plan,
+            truncate_long_items=config.truncate_long_items,
+            trie=Trie.empty(self.encoder).to_proto(),
+            created_at=_now(),
+        )
+        # Budget before release: the spend is durable before any round runs.
+        self.store.commit(state)
+        return state
+
+    def _plan(self, population: int) -> state_pb2.PrivacyPlan:
+        """The privacy plan for ``population`` users; raises InfeasiblePlanError."""
+        config = self.config
+        recorded = state_pb2.PrivacyPlan(
+            rule=config.rule if config.theta is None else "fixed",
+            population=population,
+            max_length=config.max_length,
+            target_epsilon=config.epsilon,
+            target_delta=config.delta,
+        )
+        if config.theta is None:
+            plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+            if not plan.feasible:
+                raise InfeasiblePlanError(plan)
+            recorded.theta, recorded.gamma, recorded.batch_size = plan.theta, plan.gamma, plan.batch_size
+            recorded.epsilon, recorded.delta = plan.epsilon, plan.delta
+            return recorded
+        recorded.theta, recorded.batch_size = config.theta, config.batch_size
+        recorded.gamma = config.batch_size / population**0.5
+        try:
+            guarantee = privacy.theorem1(population, config.theta, config.max_length, batch_size=config.batch_size)
+        except privacy.PrivacyConditionError as e:
+            if not config.allow_no_guarantee:
+                raise InfeasiblePlanError(_NoGuarantee(f"fixed theta and batch size give no DP guarantee: {e}"))
+            recorded.no_guarantee = True
+            return recorded
+        recorded.epsilon, recorded.delta = guarantee.epsilon, guarantee.delta
+        return recorded
+
+    def _check_resumable(self, state: state_pb2.JobState) -> None:
+        config = self.config
+        mismatches = []
+        if state.input.SerializeToString(deterministic=True) != config.input_spec().SerializeToString(
+            deterministic=True
+        ):
+            mismatches.append(f"input (state has {state.input.file_pattern!r})")
+        plan = state.plan
+        for name, ours, theirs in (
+            ("epsilon", config.epsilon, plan.target_epsilon),
+            ("delta", config.delta, plan.target_delta),
+            ("max_length", config.max_length, plan.max_length),
+            ("rule", config.rule if config.theta is None else "fixed", plan.rule),
+        ):
+            if ours != theirs:
+                mismatches.append(f"{name} (state has {theirs!r}, asked {ours!r})")
+        if Trie.from_proto(state.trie).encoder != self.encoder:
+            mismatches.append("item encoding (unit size or case folding)")
+        if state.truncate_long_items != config.truncate_long_items:
+            mismatches.append("long-item policy")
+        if config.seed is not None and config.seed != state.secret_seed:
+            mismatches.append("secret seed")
+        if mismatches:
+            raise ConfigMismatchError(
+                f"{self.store.root} holds a job with a different "
+                + ", ".join(mismatches)
+                + "; use another output/state directory for a new job"
+            )
+
+    def run(self) -> DiscoveryResult:
+        state = self.store.load()
+        resumed_from = None
+        if state is None:
+            state = self._new_state()
+        else:
+            self._check_resumable(state)
+            resumed_from = state.rounds_completed
+            self.progress(
+                f"resuming job {state.job_id[:8]} after round {state.rounds_completed}"
+                + (" (finished)" if state.finished else "")
+            )
+        plan = state.plan
+        self.progress(f"plan: {_describe_plan(plan)}")
+        trie = Trie.from_proto(state.trie)
+        while not state.finished:
+            round_index = state.rounds_completed + 1
+            frontier = trie.frontier()
+            if round_index > plan.max_length or not frontier:
+                state = self._finish(state, "reached max length" if frontier else "no prefix left to extend")
+                break
+            started = time.monotonic()
+            kept, counters = self.run_round(state, trie, round_index)
+            elapsed = time.monotonic() - started
+            state = state_pb2.JobState.FromString(state.SerializeToString())
+            state.rounds.add(
+                round_index=round_index,
+                frontier_size=len(frontier),
+                prefixes_kept=len(kept),
+                counters=counters,
+                elapsed_seconds=elapsed,
+            )
+            self.progress(
+                f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
+                f"users sampled {counters.get('users_sampled', 0):,}, "
+                f"votes {counters.get('votes_cast', 0):,}, kept {len(kept):,} prefixes, "
+                f"{elapsed:.1f} s"
+            )
+            if not kept:
+                state.finished = True
+                state.stop_reason = f"round {round_index} added nothing"
+                self.store.commit(state)
+                break
+            trie = trie.with_level(kept)
+            state.trie.CopyFrom(trie.to_proto())
+            state.rounds_completed = round_index
+            if round_index == plan.max_length:
+                state.finished = True
+                state.stop_reason = "reached max length"
+            self.store.commit(state)
+        output_path = self._write_outputs(state, trie)
+        return DiscoveryResult(
+            heavy_hitters=list(trie.heavy_hitters()),
+            frequent_prefixes=list(trie.frequent_prefixes()),
+            rounds_run=len(state.rounds),
+            stop_reason=state.stop_reason,
+            plan=state.plan,
+            output_path=output_path,
+            resumed_from_round=resumed_from,
+        )
+
+    def _finish(self, state, reason: str):
+        state = state_pb2.JobState.FromString(state.SerializeToString())
+        state.finished = True
+        state.stop_reason = reason
+        self.store.commit(state)
+        return state
+
+    def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:
+        output_dir = self.config.output_dir
+        if not FileSystems.exists(output_dir):
+            FileSystems.mkdirs(output_dir)
+        plan = state.plan
+        document = {
+            "heavy_hitters": list(trie.heavy_hitters()),
+            "frequent_prefixes": list(trie.frequent_prefixes()),
+            "rounds_run": len(state.rounds),
+            "stop_reason": state.stop_reason,
+            "privacy": _plan_document(plan),
+            "encoding": {
+                "kind": self.encoder.kind.value,
+                "unit_size": self.encoder.unit_size,
+                "case_fold": self.encoder.case_fold,
+                "long_items": "truncate" if state.truncate_long_items else "drop",
+            },
+            "job_id": state.job_id,
+            "created_at": state.created_at,
+        }
+        path = FileSystems.join(output_dir, "heavy_hitters.json")
+        _write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        _write_atomically(FileSystems.join(output_dir, "trie.pb"), trie.to_bytes())
+        return path
+
+
+def run_discovery(
+    config: DiscoveryConfig,
+    options: Optional[PipelineOptions] = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> DiscoveryResult:
+    """Runs (or resumes) a whole discovery; see the module docstring.
+
+    Raises:
+      InfeasiblePlanError: the privacy target cannot be met for the counted population.
+      ConfigMismatchError: the state directory holds a different job.
+      StateError: the state directory is corrupt.
+    """
+    return _Driver(config, options or PipelineOptions([]), progress).run()

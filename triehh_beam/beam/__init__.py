@@ -1,1 +1,35 @@
-"""The Beam glue of triehh-beam: PTransforms, DoFns and record I/O over the pure protocol modules."""
+"""The Beam glue of triehh-beam: PTransforms, DoFns and record I/O over the pure protocol modules.
+
+Drop the transforms into your own pipeline::
+
+    records = p | ReadRecordBatches("gs://bucket/records/*.parquet")
+    kept = records | RunRound(sampler, round_index=1, sample_size=m, theta=theta,
+                              encoder=encoder, frontier=frozenset({()}), population=n)
+"""
+
+from triehh_beam.beam.record_io import ReadRecordBatches, RecordFormatError
+from triehh_beam.beam.runners import make_pipeline
+from triehh_beam.beam.transforms import (
+    METRICS_NAMESPACE,
+    CountAndPrune,
+    CountDistinctUsers,
+    GroupByUser,
+    MapToPrefixVotes,
+    RunRound,
+    SampleShortfallError,
+    SampleUsers,
+)
+
+__all__ = [
+    "METRICS_NAMESPACE",
+    "CountAndPrune",
+    "CountDistinctUsers",
+    "GroupByUser",
+    "MapToPrefixVotes",
+    "ReadRecordBatches",
+    "RecordFormatError",
+    "RunRound",
+    "SampleShortfallError",
+    "SampleUsers",
+    "make_pipeline",
+]

@@ -12,6 +12,7 @@ directory that holds another job (one-line reason on stderr); 1 a failure while 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from typing import List, Optional, Sequence
@@ -35,6 +36,8 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
         io.add_argument("--user-column", default="user_id", help="(default: %(default)s)")
         io.add_argument("--item-column", default="item", help="(default: %(default)s)")
         io.add_argument("--count-column", default="count", help="optional per-record count (default: %(default)s)")
+    io.add_argument("--log-format", choices=("text", "json"), default="text",
+                    help="progress as text lines, or as JSON lines with each round's Beam metrics (default: %(default)s)")
     io.add_argument("--state-dir", metavar="DIR", help="private job state, holds the secret seed (default: OUTPUT/state)")
     io.add_argument("--seed-file", metavar="F", help="file whose 16-64 bytes are the secret seed (default: a fresh random seed)")
 
@@ -97,6 +100,10 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+def _print_json_line(event: dict) -> None:
+    print(json.dumps(event, ensure_ascii=False, sort_keys=True), flush=True)
+
+
 def _fail(message: str, code: int) -> int:
     print(f"triehh: error: {message}", file=sys.stderr)
     return code
@@ -113,8 +120,14 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
     except (ValueError, OSError) as e:
         return _fail(str(e), 2)
     started = time.monotonic()
+    as_json = getattr(args, "log_format", "text") == "json"
     try:
-        result = run_discovery(config, PipelineOptions(list(beam_args)), progress=_say)
+        result = run_discovery(
+            config,
+            PipelineOptions(list(beam_args)),
+            progress=(lambda line: None) if as_json else _say,
+            events=_print_json_line if as_json else None,
+        )
     except InfeasiblePlanError as e:
         lines = [f"privacy target infeasible: {e.plan.reason}"]
         for alternative in getattr(e.plan, "alternatives", ()):
@@ -124,7 +137,18 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
         return _fail(str(e), 2)
     except ValueError as e:  # bad values that reach the driver (e.g. a bad pattern)
         return _fail(str(e), 2)
-    _print_summary(result, time.monotonic() - started)
+    if as_json:
+        _print_json_line({
+            "event": "summary",
+            "heavy_hitters": result.heavy_hitters,
+            "frequent_prefixes": result.frequent_prefixes,
+            "rounds_run": result.rounds_run,
+            "stop_reason": result.stop_reason,
+            "output": result.output_path,
+            "elapsed_seconds": round(time.monotonic() - started, 3),
+        })
+    else:
+        _print_summary(result, time.monotonic() - started)
     return 0
 
 

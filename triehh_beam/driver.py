@@ -45,6 +45,9 @@ from triehh_beam.state_store import StateStore
 from triehh_beam.trie import Trie
 
 __all__ = [
+    "build_census",
+    "build_round",
+    "submit_job_graphs",
     "ConfigMismatchError",
     "DiscoveryConfig",
     "DiscoveryResult",
@@ -249,13 +252,99 @@ def _plan_document(plan: state_pb2.PrivacyPlan) -> dict:
     }
 
 
+def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
+    """Adds the census job to ``pipeline``: the number of distinct users, written as text."""
+    (
+        pipeline
+        | "ReadRecords" >> config.read_transform()
+        | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
+        | "Format" >> beam.Map(str)
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+
+
+def build_round(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    sampler: Sampler,
+    plan: state_pb2.PrivacyPlan,
+    frontier,
+    round_index: int,
+    output_path: str,
+    population: Optional[int],
+) -> None:
+    """Adds round ``round_index`` to ``pipeline``: the kept prefixes, written as one JSON line.
+
+    ``population`` enables the one-pass rank prefilter (None: every record is a candidate).
+    """
+    encoder = config.encoder
+    (
+        pipeline
+        | "ReadRecords" >> config.read_transform()
+        | f"RunRound({round_index})"
+        >> transforms.RunRound(
+            sampler,
+            round_index,
+            sample_size=plan.batch_size,
+            theta=plan.theta,
+            encoder=encoder,
+            frontier=frontier,
+            population=population,
+            truncate=config.truncate_long_items,
+        )
+        | "ToJson" >> beam.Map(lambda kept: json.dumps([_units_to_json(k, encoder) for k in kept]))
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+
+
+def submit_job_graphs(
+    config: DiscoveryConfig, options: PipelineOptions, population: int, seed: Optional[bytes] = None
+) -> List:
+    """Builds and submits the census and every round's job, without reading anything back.
+
+    For a runner's offline validation (``--runner=DataflowRunner --dry_run=True`` translates each
+    graph into a job description and stops): the driver proper cannot run there, since it reads
+    each job's output. Round graphs use the plan for ``population`` and the round-1 frontier
+    (the graph's shape does not depend on the frontier). Returns the pipeline results.
+    """
+    plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+    if not plan.feasible:
+        raise InfeasiblePlanError(plan)
+    recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population)
+    sampler = Sampler(seed or os.urandom(32))
+    scratch = FileSystems.join(config.resolved_state_dir, "graphs")
+    results = []
+    census = runners.make_pipeline(options)
+    build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"))
+    results.append(census.run())
+    for round_index in range(1, config.max_length + 1):
+        pipeline = runners.make_pipeline(options)
+        output = FileSystems.join(scratch, f"round-{round_index:04d}.json")
+        build_round(pipeline, config, sampler, recorded, frozenset({()}), round_index, output, population)
+        results.append(pipeline.run())
+    return results
+
+
 class _Driver:
-    def __init__(self, config: DiscoveryConfig, options: PipelineOptions, progress: Callable[[str], None]):
+    def __init__(
+        self,
+        config: DiscoveryConfig,
+        options: PipelineOptions,
+        progress: Callable[[str], None],
+        events: Optional[Callable[[dict], None]],
+    ):
         self.config = config
         self.options = options
         self.progress = progress
+        self.events = events
         self.encoder = config.encoder
         self.store = StateStore(config.resolved_state_dir)
+
+    def _say(self, event: str, message: str, **fields) -> None:
+        """One progress line for people, and the same as a structured event for machines."""
+        self.progress(message)
+        if self.events is not None:
+            self.events({"event": event, "time": _now(), "message": message, **fields})
 
     # ---- jobs -------------------------------------------------------------------------------
 
@@ -268,56 +357,31 @@ class _Driver:
 
     def census(self, sampler: Sampler) -> int:
         path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
-
-        def build(p):
-            (
-                p
-                | "ReadRecords" >> self.config.read_transform()
-                | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
-                | "Format" >> beam.Map(str)
-                | "Write" >> beam.io.WriteToText(path, num_shards=1, shard_name_template="")
-            )
-
-        self._run_job(build)
+        self._run_job(lambda p: build_census(p, self.config, sampler, path))
         population = int(_read_single_output(path).decode().strip())
         FileSystems.delete([path])
         return population
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
-        plan = state.plan
-        sampler = Sampler(state.secret_seed)
         path = FileSystems.join(
             self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
         )
-        encoder = self.encoder
 
         def build(p, population):
-            (
-                p
-                | "ReadRecords" >> self.config.read_transform()
-                | f"RunRound({round_index})"
-                >> transforms.RunRound(
-                    sampler,
-                    round_index,
-                    sample_size=plan.batch_size,
-                    theta=plan.theta,
-                    encoder=encoder,
-                    frontier=trie.frontier(),
-                    population=population,
-                    truncate=state.truncate_long_items,
-                )
-                | "ToJson" >> beam.Map(lambda kept: json.dumps([_units_to_json(k, encoder) for k in kept]))
-                | "Write" >> beam.io.WriteToText(path, num_shards=1, shard_name_template="")
+            build_round(
+                p, self.config, Sampler(state.secret_seed), state.plan, trie.frontier(), round_index, path,
+                population=population,
             )
 
         try:
-            counters = self._run_job(lambda p: build(p, plan.population))
+            counters = self._run_job(lambda p: build(p, state.plan.population))
         except Exception as e:  # the runner wraps worker errors; only a shortfall is retried
             if "SampleShortfallError" not in f"{type(e).__name__}: {e}":
                 raise
-            self.progress(f"round {round_index}: rank prefilter too tight, re-running without it")
+            self._say("prefilter_retry", f"round {round_index}: rank prefilter too tight, re-running without it",
+                      round=round_index)
             counters = self._run_job(lambda p: build(p, None))
-        kept = [_units_from_json(k, encoder) for k in json.loads(_read_single_output(path))]
+        kept = [_units_from_json(k, self.encoder) for k in json.loads(_read_single_output(path))]
         FileSystems.delete([path])
         return kept, counters
 
@@ -327,9 +391,10 @@ class _Driver:
         config = self.config
         seed = config.seed or os.urandom(32)
         sampler = Sampler(seed)
-        self.progress(f"census: counting distinct users in {config.input_pattern}")
+        self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
+                  input=config.input_pattern)
         population = self.census(sampler)
-        self.progress(f"census: {population:,} users")
+        self._say("census_done", f"census: {population:,} users", population=population)
         plan = self._plan(population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
@@ -410,12 +475,16 @@ class _Driver:
         else:
             self._check_resumable(state)
             resumed_from = state.rounds_completed
-            self.progress(
+            self._say(
+                "resume",
                 f"resuming job {state.job_id[:8]} after round {state.rounds_completed}"
-                + (" (finished)" if state.finished else "")
+                + (" (finished)" if state.finished else ""),
+                job_id=state.job_id,
+                rounds_completed=state.rounds_completed,
+                finished=state.finished,
             )
         plan = state.plan
-        self.progress(f"plan: {_describe_plan(plan)}")
+        self._say("plan", f"plan: {_describe_plan(plan)}", **_plan_document(plan))
         trie = Trie.from_proto(state.trie)
         while not state.finished:
             round_index = state.rounds_completed + 1
@@ -434,11 +503,18 @@ class _Driver:
                 counters=counters,
                 elapsed_seconds=elapsed,
             )
-            self.progress(
+            self._say(
+                "round",
                 f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
                 f"users sampled {counters.get('users_sampled', 0):,}, "
                 f"votes {counters.get('votes_cast', 0):,}, kept {len(kept):,} prefixes, "
-                f"{elapsed:.1f} s"
+                f"{elapsed:.1f} s",
+                round=round_index,
+                max_rounds=plan.max_length,
+                frontier_size=len(frontier),
+                prefixes_kept=len(kept),
+                elapsed_seconds=round(elapsed, 3),
+                metrics=counters,
             )
             if not kept:
                 state.finished = True
@@ -500,12 +576,20 @@ def run_discovery(
     config: DiscoveryConfig,
     options: Optional[PipelineOptions] = None,
     progress: Callable[[str], None] = lambda line: None,
+    events: Optional[Callable[[dict], None]] = None,
 ) -> DiscoveryResult:
     """Runs (or resumes) a whole discovery; see the module docstring.
+
+    Args:
+      config: the job.
+      options: Beam pipeline options for every job (default: the in-process runner).
+      progress: called with one human-readable line per step.
+      events: called with the same steps as dicts (``event``, ``time``, ``message`` and the
+        step's figures: plan, per-round Beam metrics), e.g. to log JSON lines.
 
     Raises:
       InfeasiblePlanError: the privacy target cannot be met for the counted population.
       ConfigMismatchError: the state directory holds a different job.
       StateError: the state directory is corrupt.
     """
-    return _Driver(config, options or PipelineOptions([]), progress).run()
+    return _Driver(config, options or PipelineOptions([]), progress, events).run()

@@ -248,3 +248,48 @@ def test_count_distinct_users_counts_users_not_records():
         assert_that(n, equal_to([3000]))
 
     _run(build)
+
+
+def _unpacked(blob: bytes) -> bytes:
+    import base64
+    import bz2
+
+    return bz2.decompress(base64.b64decode(blob))
+
+
+def test_no_job_graph_carries_the_secret_seed():
+    # Job graphs are pickled (and staged by managed runners): they must hold only the derived
+    # keys of their own round. Every DoFn and CombineFn of a census and a round is pickled here
+    # as Beam pickles it (compressed), decompressed, and searched for the seed.
+    from apache_beam.internal import pickler
+    from apache_beam.pipeline import PipelineVisitor
+    from apache_beam.transforms.core import CombineGlobally, CombinePerKey, ParDo
+
+    seed = b"SEED-MUST-NOT-LEAK-0123456789abcdef"
+    sampler = Sampler(seed)
+    pipeline = beam.Pipeline(runner=FnApiRunner())
+    batches = pipeline | beam.Create([_batch([(1, "a", 1)])])
+    batches | transforms.CountDistinctUsers(sampler)
+    batches | transforms.RunRound(sampler, 2, 5, 2, ItemEncoder(max_length=4), frozenset({("a",)}), population=1)
+
+    pickled = []
+
+    class Collect(PipelineVisitor):
+        def visit_transform(self, node):
+            transform = node.transform
+            if transform is None:
+                return
+            for attribute in ("fn", "_fn", "combine_fn"):
+                if hasattr(transform, attribute):
+                    pickled.append(_unpacked(pickler.dumps(getattr(transform, attribute))))
+            pickled.append(_unpacked(pickler.dumps(transform.__dict__.get("_keys"))))
+
+        def enter_composite_transform(self, node):
+            self.visit_transform(node)
+
+    pipeline.visit(Collect())
+    assert len(pickled) > 10
+    assert not any(seed in blob for blob in pickled)
+    # ...while the derived keys do travel (the search would pass vacuously if nothing was pickled).
+    assert any(b"RoundKeys" in blob for blob in pickled)
+    assert any(b"CensusKey" in blob for blob in pickled)

@@ -26,7 +26,7 @@ import numpy as np
 
 from triehh_beam import keyed_hash
 
-__all__ = ["Sampler", "SmallestRanks", "user_id_bytes"]
+__all__ = ["CensusKey", "RoundKeys", "Sampler", "SmallestRanks", "rank_prefilter_bound", "user_id_bytes"]
 
 UserId = Union[str, int, bytes]
 
@@ -78,13 +78,20 @@ class Sampler:
             raise ValueError(f"rounds are numbered from 1, got {round_index}")
         return _derived_key(self.seed, f"{purpose}/round={int(round_index)}")
 
+    def round_keys(self, round_index: int) -> RoundKeys:
+        """The derived keys of one round (what that round's job graph carries)."""
+        return RoundKeys(round_index, self._key("sample", round_index), self._key("choose", round_index))
+
+    def census_key(self) -> CensusKey:
+        return CensusKey(_derived_key(self.seed, "census"))
+
     def ranks_packed(self, round_index: int, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
-        return keyed_hash.siphash24_batch(self._key("sample", round_index), data, offsets)
+        return self.round_keys(round_index).ranks_packed(data, offsets)
 
     def fingerprints_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """64-bit keyed fingerprints of user ids (for counting distinct users), round-free."""
-        return keyed_hash.siphash24_batch(_derived_key(self.seed, "census"), data, offsets)
+        return self.census_key().fingerprints_packed(data, offsets)
 
     def ranks(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
         """Sampling ranks (``uint64``) of user ids in round ``round_index``; smaller is sampled."""
@@ -103,10 +110,7 @@ class Sampler:
 
     def choice_uniforms(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
         """``choice_uniform`` for many users at once (one hash call for the batch)."""
-        data, offsets = keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids)
-        hashes = keyed_hash.siphash24_batch(self._key("choose", round_index), data, offsets)
-        # The top 53 bits, scaled: exactly representable doubles in [0, 1).
-        return (hashes >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        return self.round_keys(round_index).choice_uniforms(user_ids)
 
     def sample(self, round_index: int, user_ids: Iterable[UserId], m: int) -> List[bytes]:
         """Exactly ``min(m, distinct users)`` distinct users, as canonical id bytes.
@@ -124,6 +128,43 @@ class Sampler:
         smallest = SmallestRanks(m)
         smallest.add_batch(ranks, distinct)
         return [uid for _, uid in smallest.extract()]
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundKeys:
+    """The two keys of one round, derived from the seed: what a round's workers receive.
+
+    Job graphs are pickled, and on a managed runner staged to storage: they carry these
+    one-way-derived keys of their own round, never the secret seed (from which every round's
+    keys, past and future, follow). The keys still reveal that round's sample to whoever holds
+    them and the data, so staging locations must be as private as the state directory.
+    """
+
+    round_index: int
+    sample_key: Tuple[int, int] = dataclasses.field(repr=False)
+    choice_key: Tuple[int, int] = dataclasses.field(repr=False)
+
+    def ranks_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
+        return keyed_hash.siphash24_batch(self.sample_key, data, offsets)
+
+    def choice_uniforms(self, user_ids: Iterable[UserId]) -> np.ndarray:
+        """Uniform numbers in [0, 1) for the users' item choices, one hash call for all."""
+        data, offsets = keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids)
+        hashes = keyed_hash.siphash24_batch(self.choice_key, data, offsets)
+        # The top 53 bits, scaled: exactly representable doubles in [0, 1).
+        return (hashes >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+@dataclasses.dataclass(frozen=True)
+class CensusKey:
+    """The key of the census's user fingerprints (derived from the seed; no round's keys)."""
+
+    key: Tuple[int, int] = dataclasses.field(repr=False)
+
+    def fingerprints_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """64-bit keyed fingerprints of user ids (for counting distinct users)."""
+        return keyed_hash.siphash24_batch(self.key, data, offsets)
 
 
 class SmallestRanks:

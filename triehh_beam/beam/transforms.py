@@ -56,12 +56,21 @@ def _counter(name: str):
     return Metrics.counter(METRICS_NAMESPACE, name)
 
 
+def _round_keys(sampler, round_index: int) -> sampling.RoundKeys:
+    """A round's derived keys from a ``Sampler`` (or the keys themselves): transforms keep only
+    these, so no pickled job graph ever carries the secret seed."""
+    if isinstance(sampler, sampling.RoundKeys):
+        if sampler.round_index != round_index:
+            raise ValueError(f"keys of round {sampler.round_index} given for round {round_index}")
+        return sampler
+    return sampler.round_keys(round_index)
+
+
 class _RankCandidatesDoFn(beam.DoFn):
     """Ranks a whole record batch with numpy and emits the records whose rank may be sampled."""
 
-    def __init__(self, sampler: sampling.Sampler, round_index: int, bound: int):
-        self._sampler = sampler
-        self._round = round_index
+    def __init__(self, keys: sampling.RoundKeys, bound: int):
+        self._keys = keys  # this round's derived keys only, never the seed
         self._bound = np.uint64(bound)
 
     def setup(self):
@@ -72,7 +81,7 @@ class _RankCandidatesDoFn(beam.DoFn):
             return
         self._records_ranked.inc(batch.num_rows)
         users = batch.column("user_id")
-        ranks = self._sampler.ranks_packed(self._round, *record_io.binary_buffers(users))
+        ranks = self._keys.ranks_packed(*record_io.binary_buffers(users))
         for i in np.flatnonzero(ranks <= self._bound):
             i = int(i)
             yield (
@@ -142,7 +151,7 @@ class SampleUsers(beam.PTransform):
 
     def __init__(
         self,
-        sampler: sampling.Sampler,
+        sampler: "sampling.Sampler | sampling.RoundKeys",
         round_index: int,
         sample_size: int,
         population: Optional[int] = None,
@@ -150,8 +159,7 @@ class SampleUsers(beam.PTransform):
         super().__init__()
         if sample_size < 1:
             raise ValueError(f"sample size must be >= 1, got {sample_size}")
-        self._sampler = sampler
-        self._round = round_index
+        self._keys = _round_keys(sampler, round_index)
         self._m = sample_size
         self._population = population
 
@@ -162,7 +170,7 @@ class SampleUsers(beam.PTransform):
             bound = sampling.rank_prefilter_bound(self._population, self._m)
             expected = min(self._m, self._population)
         candidates = batches | "RankCandidates" >> beam.ParDo(
-            _RankCandidatesDoFn(self._sampler, self._round, bound)
+            _RankCandidatesDoFn(self._keys, bound)
         )
         threshold = candidates | f"SmallestRanks({self._m})" >> beam.CombineGlobally(
             _SmallestRanksCombineFn(self._m)
@@ -252,9 +260,8 @@ class _VoteDoFn(beam.DoFn):
     """A batch of users -> their votes; the frontier arrives as a side input (a frozenset,
     which is the lookup itself). The item-choice uniforms of a batch are one numpy hash call."""
 
-    def __init__(self, sampler: sampling.Sampler, round_index: int):
-        self._sampler = sampler
-        self._round = round_index
+    def __init__(self, keys: sampling.RoundKeys):
+        self._keys = keys  # this round's derived keys only, never the seed
 
     def setup(self):
         self._users_sampled = _counter("users_sampled")
@@ -264,12 +271,12 @@ class _VoteDoFn(beam.DoFn):
 
     def process(self, users: List[Tuple[bytes, Dict[Units, int]]], frontier: FrozenSet[Units]) -> Iterable[Units]:
         self._users_sampled.inc(len(users))
-        uniforms = self._sampler.choice_uniforms(self._round, [user for user, _ in users])
+        uniforms = self._keys.choice_uniforms([user for user, _ in users])
         for (user, weighted), u in zip(users, uniforms):
             if not weighted:
                 self._users_without_items.inc()
                 continue
-            vote = client_vote(weighted, frontier, self._round, float(u))
+            vote = client_vote(weighted, frontier, self._keys.round_index, float(u))
             if vote is None:
                 self._votes_filtered.inc()
                 continue
@@ -287,10 +294,9 @@ class MapToPrefixVotes(beam.PTransform):
         prefixes (``{()}`` in round 1), broadcast as a side input.
     """
 
-    def __init__(self, sampler: sampling.Sampler, round_index: int, frontier):
+    def __init__(self, sampler: "sampling.Sampler | sampling.RoundKeys", round_index: int, frontier):
         super().__init__()
-        self._sampler = sampler
-        self._round = round_index
+        self._keys = _round_keys(sampler, round_index)
         self._frontier = frontier
 
     def expand(self, user_items):
@@ -299,7 +305,7 @@ class MapToPrefixVotes(beam.PTransform):
             | "BatchUsers" >> beam.BatchElements(min_batch_size=1, max_batch_size=4096)
             | "Vote"
             >> beam.ParDo(
-                _VoteDoFn(self._sampler, self._round),
+                _VoteDoFn(self._keys),
                 frontier=beam.pvalue.AsSingleton(self._frontier),
             )
         )
@@ -367,7 +373,7 @@ class RunRound(beam.PTransform):
 
     def __init__(
         self,
-        sampler: sampling.Sampler,
+        sampler: "sampling.Sampler | sampling.RoundKeys",
         round_index: int,
         sample_size: int,
         theta: int,
@@ -377,7 +383,7 @@ class RunRound(beam.PTransform):
         truncate: bool = False,
     ):
         super().__init__()
-        self._sampler = sampler
+        self._keys = _round_keys(sampler, round_index)
         self._round = round_index
         self._m = sample_size
         self._theta = theta
@@ -390,9 +396,9 @@ class RunRound(beam.PTransform):
         frontier = batches.pipeline | "Frontier" >> beam.Create([self._frontier])
         return (
             batches
-            | "SampleUsers" >> SampleUsers(self._sampler, self._round, self._m, self._population)
+            | "SampleUsers" >> SampleUsers(self._keys, self._round, self._m, self._population)
             | "GroupByUser" >> GroupByUser(self._encoder, self._truncate)
-            | "MapToPrefixVotes" >> MapToPrefixVotes(self._sampler, self._round, frontier)
+            | "MapToPrefixVotes" >> MapToPrefixVotes(self._keys, self._round, frontier)
             | "CountAndPrune" >> CountAndPrune(self._theta)
         )
 
@@ -400,8 +406,8 @@ class RunRound(beam.PTransform):
 class _DistinctFingerprintsDoFn(beam.DoFn):
     """A batch -> (shard, sorted distinct user fingerprints) for each of 256 shards."""
 
-    def __init__(self, sampler: sampling.Sampler):
-        self._sampler = sampler
+    def __init__(self, census_key: sampling.CensusKey):
+        self._census_key = census_key  # the census key only, never the seed
 
     def setup(self):
         self._records_read = _counter("census_records_read")
@@ -411,7 +417,7 @@ class _DistinctFingerprintsDoFn(beam.DoFn):
             return
         self._records_read.inc(batch.num_rows)
         fingerprints = np.unique(
-            self._sampler.fingerprints_packed(*record_io.binary_buffers(batch.column("user_id")))
+            self._census_key.fingerprints_packed(*record_io.binary_buffers(batch.column("user_id")))
         )
         shards = (fingerprints >> np.uint64(56)).astype(np.int64)
         bounds = np.searchsorted(shards, np.arange(257))
@@ -443,12 +449,12 @@ class CountDistinctUsers(beam.PTransform):
 
     def __init__(self, sampler: sampling.Sampler):
         super().__init__()
-        self._sampler = sampler
+        self._census_key = sampler.census_key()
 
     def expand(self, batches):
         return (
             batches
-            | "DistinctFingerprints" >> beam.ParDo(_DistinctFingerprintsDoFn(self._sampler))
+            | "DistinctFingerprints" >> beam.ParDo(_DistinctFingerprintsDoFn(self._census_key))
             | "UnionPerShard" >> beam.CombinePerKey(_UnionSizeCombineFn())
             | "ShardSizes" >> beam.Values()
             | "Total" >> beam.CombineGlobally(sum)

@@ -50,6 +50,19 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
     privacy.add_argument("--unit-size", type=int, default=1, metavar="K", help="characters per unit (default: %(default)s)")
     privacy.add_argument("--rule", choices=("authors", "corollary1"), default="authors", help="parameter rule (default: %(default)s)")
 
+    budget = parser.add_argument_group("lifetime budget of the population (privacy ledger)")
+    budget.add_argument("--ledger", metavar="DIR",
+                        help="where the population's ledger.jsonl lives; share it between jobs on the same "
+                        "population (default: the state directory)")
+    budget.add_argument("--budget-epsilon", type=float, help="lifetime epsilon of the population (default: unlimited)")
+    budget.add_argument("--budget-delta", type=float, help="lifetime delta of the population (default: unlimited)")
+
+    operate = parser.add_argument_group("operation")
+    operate.add_argument("--dry-run", action="store_true",
+                         help="count users, print the inputs matched, the plan and the budget it would spend; run no round")
+    operate.add_argument("--lease-seconds", type=float, default=6 * 3600,
+                         help="how long a run holds the state directory's lease between renewals (default: %(default)s)")
+
     items = parser.add_argument_group("items")
     items.add_argument("--case-fold", action="store_true", help="fold case of text items")
     items.add_argument("--truncate-long-items", action="store_true",
@@ -93,6 +106,10 @@ def config_from_args(args: argparse.Namespace, input_pattern: Optional[str] = No
         theta=args.theta,
         batch_size=args.batch_size,
         allow_no_guarantee=args.allow_no_guarantee,
+        ledger_dir=args.ledger,
+        budget_epsilon=args.budget_epsilon,
+        budget_delta=args.budget_delta,
+        lease_seconds=args.lease_seconds,
     )
 
 
@@ -112,7 +129,9 @@ def _fail(message: str, code: int) -> int:
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
     from triehh_beam.beam.record_io import RecordFormatError
-    from triehh_beam.driver import ConfigMismatchError, InfeasiblePlanError, run_discovery
+    from triehh_beam.cas import LeaseHeld
+    from triehh_beam.driver import ConfigMismatchError, InfeasiblePlanError, dry_run, run_discovery
+    from triehh_beam.ledger import BudgetExceededError
     from triehh_beam.state_store import StateError
 
     try:
@@ -121,20 +140,36 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
         return _fail(str(e), 2)
     started = time.monotonic()
     as_json = getattr(args, "log_format", "text") == "json"
+    options = PipelineOptions(list(beam_args))
+    if options.get_all_options().get("dry_run"):
+        return _fail(
+            "--dry_run=True only builds one Beam job; a discovery runs several and reads each "
+            "one's output. Use --dry-run to plan without running rounds, or "
+            "triehh_beam.driver.submit_job_graphs to validate every job graph on a runner",
+            2,
+        )
     try:
+        if args.dry_run:
+            report = dry_run(config, options, progress=(lambda line: None) if as_json else _say)
+            if as_json:
+                _print_json_line({"event": "dry_run", **report})
+            return 0
         result = run_discovery(
             config,
-            PipelineOptions(list(beam_args)),
+            options,
             progress=(lambda line: None) if as_json else _say,
             events=_print_json_line if as_json else None,
         )
     except InfeasiblePlanError as e:
-        lines = [f"privacy target infeasible: {e.plan.reason}"]
-        for alternative in getattr(e.plan, "alternatives", ()):
-            lines.append(f"  alternative: {alternative.description}")
-        return _fail("\n".join(lines), 2)
-    except (ConfigMismatchError, RecordFormatError, FileNotFoundError, StateError) as e:
+        alternatives = "; ".join(a.description for a in getattr(e.plan, "alternatives", ()))
+        message = f"privacy target infeasible: {e.plan.reason}"
+        if alternatives:
+            message += f". Alternatives: {alternatives} (details: triehh plan)"
+        return _fail(message, 2)
+    except (ConfigMismatchError, RecordFormatError, FileNotFoundError, StateError, BudgetExceededError) as e:
         return _fail(str(e), 2)
+    except LeaseHeld as e:
+        return _fail(f"another run is working on this state directory: {e}", 2)
     except ValueError as e:  # bad values that reach the driver (e.g. a bad pattern)
         return _fail(str(e), 2)
     if as_json:

@@ -296,7 +296,64 @@ def _register_demo(subparsers) -> None:
     discover.register_demo(subparsers)
 
 
-_SUBCOMMANDS: Sequence[Callable] = (_register_plan, _register_discover, _register_demo)
+def _register_ledger(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ledger",
+        help="print a population's privacy ledger: every job's spend and the total",
+        description="Prints the privacy ledger kept in a state directory (or a shared --ledger "
+        "directory): one record per job, with its (epsilon, delta), and their basic sequential "
+        "composition.",
+    )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--state", metavar="DIR", help="a job's state directory (its default ledger)")
+    where.add_argument("--ledger", metavar="DIR", help="a shared ledger directory")
+    parser.add_argument("--budget-epsilon", type=_epsilon, help="show what is left of this lifetime epsilon")
+    parser.add_argument("--budget-delta", type=_delta, help="show what is left of this lifetime delta")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=_run_ledger)
+
+
+def _run_ledger(args) -> int:
+    from triehh_beam import cas, ledger
+
+    try:
+        budget = ledger.Budget(args.budget_epsilon, args.budget_delta)
+        book = ledger.Ledger(args.ledger or args.state, budget)
+        records = book.records()
+    except (ValueError, cas.CasError) as err:
+        raise _UsageError(str(err))
+    total = book.total(records)
+    left = ledger.remaining(budget, total)
+    if args.json:
+        print(json.dumps({
+            "ledger": book.path,
+            "records": records,
+            "spent": {"epsilon": _finite_or_none(total.epsilon), "delta": _finite_or_none(total.delta)},
+            "remaining": {"epsilon": _finite_or_none(left.epsilon), "delta": _finite_or_none(left.delta)},
+        }, indent=2))
+        return 0
+    print(f"privacy ledger {book.path}: {len(records)} job(s)")
+    print(f"  {'time':<25} {'job':<10} {'epsilon':>10} {'delta':>10}  input")
+    for r in records:
+        eps = "unbounded" if r.get("epsilon") is None else f"{r['epsilon']:.6g}"
+        delta = "unbounded" if r.get("delta") is None else f"{r['delta']:.3g}"
+        print(f"  {r.get('time', ''):<25} {str(r.get('job_id', r.get('record_id')))[:8]:<10} "
+              f"{eps:>10} {delta:>10}  {r.get('input', '')}")
+    print(f"  total (basic composition): epsilon {total.epsilon:.6g}, delta {total.delta:.3g}")
+    if budget.limited:
+        print(f"  remaining of the budget:   epsilon {_amount(left.epsilon, '.6g')}, delta {_amount(left.delta, '.3g')}")
+    return 0
+
+
+def _amount(x: float, spec: str) -> str:
+    return format(x, spec) if math.isfinite(x) else "unlimited"
+
+
+def _finite_or_none(x: float):
+    return x if math.isfinite(x) else None
+
+
+_SUBCOMMANDS: Sequence[Callable] = (_register_plan, _register_discover, _register_demo, _register_ledger)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,10 +22,13 @@ seed, so the resumed rounds draw exactly the samples an unbroken run would have 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import datetime
 import json
 import os
+import socket
 import time
 import uuid
 from typing import Callable, Dict, List, Optional
@@ -36,6 +39,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import apache_beam as beam
 
+from triehh_beam import cas
+from triehh_beam import ledger as ledger_lib
 from triehh_beam import privacy
 from triehh_beam.beam import record_io, runners, transforms
 from triehh_beam.encoding import ItemEncoder, ItemKind, Units
@@ -91,6 +96,10 @@ class DiscoveryConfig:
         then Theorem 1's for these values; if its conditions fail the job has none, and runs
         only with ``allow_no_guarantee=True`` (for experiments and tests, never production).
       allow_no_guarantee: see above.
+      ledger_dir: where the population's privacy ledger lives (default: the state directory);
+        jobs on the same population should share it.
+      budget_epsilon, budget_delta: the population's lifetime budget (None: unlimited).
+      lease_seconds: how long a run's lease on the state directory lasts between renewals.
     """
 
     input_pattern: str
@@ -111,6 +120,10 @@ class DiscoveryConfig:
     theta: Optional[int] = None
     batch_size: Optional[int] = None
     allow_no_guarantee: bool = False
+    ledger_dir: Optional[str] = None
+    budget_epsilon: Optional[float] = None
+    budget_delta: Optional[float] = None
+    lease_seconds: float = 6 * 3600
 
     def __post_init__(self):
         if not self.input_pattern:
@@ -131,6 +144,9 @@ class DiscoveryConfig:
             raise ValueError("theta and batch_size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
             raise ValueError("theta and batch_size must be >= 1")
+        self.budget  # validates the budget
+        if not self.lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
         self.encoder  # validates unit_size and max_length
 
     @property
@@ -141,6 +157,14 @@ class DiscoveryConfig:
             max_length=self.max_length,
             case_fold=self.case_fold,
         )
+
+    @property
+    def budget(self) -> ledger_lib.Budget:
+        return ledger_lib.Budget(self.budget_epsilon, self.budget_delta)
+
+    @property
+    def resolved_ledger_dir(self) -> str:
+        return self.ledger_dir or self.resolved_state_dir
 
     @property
     def resolved_state_dir(self) -> str:
@@ -325,6 +349,23 @@ def submit_job_graphs(
     return results
 
 
+LEASE_NAME = "LEASE"
+
+
+def _holder_is_dead(record: cas.LeaseRecord) -> bool:
+    """True for a lease held by a process of this machine that no longer exists."""
+    try:
+        owner = json.loads(record.owner)
+        if owner.get("host") != socket.gethostname():
+            return False
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, KeyError, TypeError, PermissionError, OSError):
+        return False
+    return False
+
+
 class _Driver:
     def __init__(
         self,
@@ -339,6 +380,7 @@ class _Driver:
         self.events = events
         self.encoder = config.encoder
         self.store = StateStore(config.resolved_state_dir)
+        self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
 
     def _say(self, event: str, message: str, **fields) -> None:
         """One progress line for people, and the same as a structured event for machines."""
@@ -467,10 +509,59 @@ class _Driver:
                 + "; use another output/state directory for a new job"
             )
 
+    # ---- lease and ledger ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _lease(self):
+        """Holds the state directory's lease for the whole run; refuses a concurrent run.
+
+        A lease left by a run of this machine whose process is gone (killed) is taken over at
+        once; any other holder's lease must expire first.
+        """
+        lease = cas.Lease(cas.cas_store_for(self.config.resolved_state_dir), LEASE_NAME)
+        owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex})
+        held = lease.acquire(owner, self.config.lease_seconds, take_over=_holder_is_dead)
+        self._renew = lambda: lease.renew(self._held, self.config.lease_seconds)
+        self._held = held
+        try:
+            yield
+        finally:
+            try:
+                lease.release(self._held)
+            except cas.LeaseLost:
+                pass  # it had expired and been taken: nothing of ours to release
+
+    def _charge(self, state: state_pb2.JobState) -> None:
+        """Records the job's spend in the population's ledger (once per job), before round 1."""
+        plan = state.plan
+        details = {
+            "job_id": state.job_id,
+            "time": _now(),
+            "input": state.input.file_pattern,
+            "state_dir": self.config.resolved_state_dir,
+            "population": plan.population,
+            "theta": plan.theta,
+            "batch_size": plan.batch_size,
+            "max_length": plan.max_length,
+            "rule": plan.rule,
+            "target_epsilon": plan.target_epsilon,
+            "target_delta": plan.target_delta,
+        }
+        if plan.no_guarantee:
+            self.ledger.charge_unbounded(state.job_id, details)
+        else:
+            self.ledger.charge(state.job_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
+
     def run(self) -> DiscoveryResult:
+        with self._lease():
+            return self._run()
+
+    def _run(self) -> DiscoveryResult:
         state = self.store.load()
         resumed_from = None
         if state is None:
+            # Refused before any record is read if the target does not fit the budget.
+            self.ledger.check(ledger_lib.Spend(self.config.epsilon, self.config.delta))
             state = self._new_state()
         else:
             self._check_resumable(state)
@@ -485,6 +576,8 @@ class _Driver:
             )
         plan = state.plan
         self._say("plan", f"plan: {_describe_plan(plan)}", **_plan_document(plan))
+        # Budget before release: charged (once per job) before any round can release anything.
+        self._charge(state)
         trie = Trie.from_proto(state.trie)
         while not state.finished:
             round_index = state.rounds_completed + 1
@@ -503,6 +596,18 @@ class _Driver:
                 counters=counters,
                 elapsed_seconds=elapsed,
             )
+            if not kept:
+                state.finished = True
+                state.stop_reason = f"round {round_index} added nothing"
+            else:
+                trie = trie.with_level(kept)
+                state.trie.CopyFrom(trie.to_proto())
+                state.rounds_completed = round_index
+                if round_index == plan.max_length:
+                    state.finished = True
+                    state.stop_reason = "reached max length"
+            self.store.commit(state)
+            # Announced only once committed: a run killed after this line resumes after it.
             self._say(
                 "round",
                 f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
@@ -516,18 +621,7 @@ class _Driver:
                 elapsed_seconds=round(elapsed, 3),
                 metrics=counters,
             )
-            if not kept:
-                state.finished = True
-                state.stop_reason = f"round {round_index} added nothing"
-                self.store.commit(state)
-                break
-            trie = trie.with_level(kept)
-            state.trie.CopyFrom(trie.to_proto())
-            state.rounds_completed = round_index
-            if round_index == plan.max_length:
-                state.finished = True
-                state.stop_reason = "reached max length"
-            self.store.commit(state)
+            self._held = self._renew()
         output_path = self._write_outputs(state, trie)
         return DiscoveryResult(
             heavy_hitters=list(trie.heavy_hitters()),
@@ -570,6 +664,66 @@ class _Driver:
         _write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         _write_atomically(FileSystems.join(output_dir, "trie.pb"), trie.to_bytes())
         return path
+
+
+def dry_run(
+    config: DiscoveryConfig,
+    options: Optional[PipelineOptions] = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Plans a discovery without running any round: nothing is committed, nothing is charged.
+
+    Lists the files the input matches, counts the users (a census job; a resumable job's state
+    gives the count without reading), plans, and reports the budget the job would spend and
+    what the ledger has left. Raises like ``run_discovery`` for an infeasible target.
+    """
+    from apache_beam.io.filesystems import FileSystems as _fs
+
+    files = sorted(
+        m.path
+        for pattern in config.input_pattern.split(",")
+        for result in _fs.match([pattern.strip()])
+        for m in result.metadata_list
+    )
+    if not files:
+        raise FileNotFoundError(f"no file matches {config.input_pattern!r}")
+    driver = _Driver(config, options or PipelineOptions([]), progress, None)
+    state = driver.store.load()
+    if state is not None:
+        driver._check_resumable(state)
+        plan = state.plan
+    else:
+        population = driver.census(Sampler(config.seed or os.urandom(32)))
+        plan = driver._plan(population)
+    spent = driver.ledger.spent()
+    left = ledger_lib.remaining(config.budget, spent)
+    already_charged = state is not None and any(
+        r.get("record_id") == state.job_id for r in driver.ledger.records()
+    )
+    spend = ledger_lib.Spend(math.inf, math.inf) if plan.no_guarantee else ledger_lib.Spend(plan.epsilon, plan.delta)
+    fits = already_charged or (spend.epsilon <= left.epsilon and spend.delta <= left.delta)
+    report = {
+        "files": files,
+        "resumes_job": state.job_id if state is not None else None,
+        "rounds_completed": state.rounds_completed if state is not None else 0,
+        "plan": _plan_document(plan),
+        "would_spend": None if plan.no_guarantee else {"epsilon": plan.epsilon, "delta": plan.delta},
+        "already_charged": already_charged,
+        "ledger": driver.ledger.path,
+        "spent_so_far": {"epsilon": spent.epsilon, "delta": spent.delta},
+        "budget": {"epsilon": config.budget_epsilon, "delta": config.budget_delta},
+        "fits_budget": fits,
+    }
+    progress(f"dry run: {len(files)} input file(s): {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}")
+    progress(f"plan: {_describe_plan(plan)}")
+    if plan.no_guarantee:
+        progress("would spend: unbounded (no DP guarantee)")
+    else:
+        progress(f"would spend: epsilon {plan.epsilon:.6g}, delta {plan.delta:.3g}"
+                 + (" (already charged: a resume spends nothing more)" if already_charged else ""))
+    progress(f"ledger {driver.ledger.path}: spent epsilon {spent.epsilon:.6g}, delta {spent.delta:.3g}; "
+             f"budget {'fits' if fits else 'EXCEEDED'}")
+    return report
 
 
 def run_discovery(

@@ -353,7 +353,19 @@ def _finite_or_none(x: float):
     return x if math.isfinite(x) else None
 
 
-_SUBCOMMANDS: Sequence[Callable] = (_register_plan, _register_discover, _register_demo, _register_ledger)
+def _register_scheduled(subparsers) -> None:
+    from pipelines import scheduled
+
+    scheduled.register_scheduled(subparsers)
+
+
+_SUBCOMMANDS: Sequence[Callable] = (
+    _register_plan,
+    _register_discover,
+    _register_demo,
+    _register_ledger,
+    _register_scheduled,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,6 +29,7 @@ from typing import Optional
 from scipy.stats import hypergeom
 
 from triehh_beam import privacy
+from triehh_beam.privacy import _check_int  # one validation rule for both modules
 
 __all__ = [
     "FrequencyRequirement",
@@ -41,17 +42,6 @@ __all__ = [
     "min_population",
     "survival_probability",
 ]
-
-
-def _check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return value
 
 
 def _check_unit_interval(name: str, value, *, allow_zero: bool = False) -> float:

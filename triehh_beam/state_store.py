@@ -185,6 +185,12 @@ class StateStore:
                     MANIFEST_NAME, manifest, self._manifest_generation
                 )
         except cas.PreconditionFailed:
+            # A conditional write retried after a lost response fails against its own first
+            # attempt: if the manifest now holds exactly what we wrote, we won.
+            current = self._cas.read(MANIFEST_NAME)
+            if current is not None and current.data == manifest:
+                self._manifest_generation = current.generation
+                return object_path
             raise StateError(
                 f"{self.manifest_path}: another run published state in this directory since this "
                 "one read it; refusing to overwrite it"

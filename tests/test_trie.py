@@ -370,7 +370,8 @@ GOOD = """
 BAD_TRIES = {
     "no encoding": (GOOD.replace("encoding {", "# encoding {"), "no encoding"),
     "unspecified kind": (GOOD.replace("kind: TEXT", ""), "unknown or unspecified encoding kind 0"),
-    "future kind": (GOOD.replace("kind: TEXT", "kind: 3"), "unspecified encoding kind 3"),
+    "future kind": (GOOD.replace("kind: TEXT", "kind: 9"), "unspecified encoding kind 9"),
+    "unknown tokenizer": (GOOD.replace("max_length: 4", "max_length: 4 tokenizer: \"words-v9\""), "unknown tokenizer"),
     "unit size 0": (GOOD.replace("unit_size: 1", "unit_size: 0"), "invalid encoding: unit_size"),
     "too deep": (
         GOOD.replace("max_length: 4", "max_length: 2")

@@ -28,6 +28,7 @@ from google.protobuf import message as _message
 
 from triehh_beam.encoding import ItemEncoder, ItemKind, Unit, Units, is_terminated
 from triehh_beam.proto import trie_pb2, vote_pb2
+from triehh_beam.tokenize import TOKENIZER_ID
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -52,6 +53,7 @@ SCHEMA_VERSION = 1
 _KIND_TO_PROTO = {
     ItemKind.TEXT: trie_pb2.Encoding.TEXT,
     ItemKind.BYTES: trie_pb2.Encoding.BYTES,
+    ItemKind.INT: trie_pb2.Encoding.INT,
 }
 _KIND_FROM_PROTO = {value: kind for kind, value in _KIND_TO_PROTO.items()}
 
@@ -76,30 +78,9 @@ class TrieFormatError(ValueError):
 
 
 def _prefix_problem(prefix: Units, encoder: ItemEncoder) -> Optional[str]:
-    """Why ``prefix`` cannot be a prefix of a sequence ``encoder`` makes, or None if it can.
-
-    Every unit has the encoder's type and 1..unit_size characters/bytes, except the empty
-    end-of-sequence unit, which may only come last and after at least one unit (no item is
-    empty). Only an item's last unit can be short, so a short unit is followed by nothing or by
-    the terminator. A prefix has at most ``max_length`` units.
-    """
-    if len(prefix) > encoder.max_length:
-        return f"has {len(prefix)} units, more than max_length={encoder.max_length}"
-    unit_type = str if encoder.kind is ItemKind.TEXT else bytes
-    k = encoder.unit_size
-    for i, unit in enumerate(prefix):
-        if type(unit) is not unit_type:
-            return f"unit {i} is {type(unit).__name__}, expected {unit_type.__name__}"
-        if len(unit) > k:
-            return f"unit {i} ({unit!r}) is longer than unit_size={k}"
-        if not unit:
-            if i != len(prefix) - 1:
-                return f"has the terminator at position {i}, before its end"
-            if i == 0:
-                return "is the empty item (a terminator with no unit before it)"
-        elif len(unit) < k and i + 1 < len(prefix) and prefix[i + 1]:
-            return f"unit {i} ({unit!r}) is shorter than unit_size={k} but not the item's last"
-    return None
+    """Why ``prefix`` cannot be a prefix of a sequence ``encoder`` makes, or None if it can
+    (the encoder knows its own rules: ``ItemEncoder.prefix_problem``)."""
+    return encoder.prefix_problem(prefix)
 
 
 def _as_prefix(prefix) -> Units:
@@ -540,6 +521,8 @@ def encoding_to_proto(encoder: ItemEncoder) -> trie_pb2.Encoding:
         unit_size=encoder.unit_size,
         max_length=encoder.max_length,
         case_fold=encoder.case_fold,
+        int_bits=encoder.int_bits or 0,
+        tokenizer=encoder.tokenizer_id or "",
     )
 
 
@@ -553,12 +536,16 @@ def encoding_from_proto(
     """
     if message.kind not in _KIND_FROM_PROTO:
         raise TrieFormatError(source, f"unknown or unspecified encoding kind {message.kind}")
+    if message.tokenizer not in ("", TOKENIZER_ID):
+        raise TrieFormatError(source, f"unknown tokenizer {message.tokenizer!r}")
     try:
         return ItemEncoder(
             kind=_KIND_FROM_PROTO[message.kind],
             unit_size=message.unit_size,
             max_length=message.max_length,
             case_fold=message.case_fold,
+            int_bits=message.int_bits or None,
+            tokenize=message.tokenizer == TOKENIZER_ID,
         )
     except ValueError as error:
         raise TrieFormatError(source, f"invalid encoding: {error}") from error

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctriehh_beam/proto/trie.proto\x12\x0btriehh_beam\"\xa1\x01\n\x08\x45ncoding\x12(\n\x04kind\x18\x01 \x01(\x0e\x32\x1a.triehh_beam.Encoding.Kind\x12\x11\n\tunit_size\x18\x02 \x01(\r\x12\x12\n\nmax_length\x18\x03 \x01(\r\x12\x11\n\tcase_fold\x18\x04 \x01(\x08\"1\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04TEXT\x10\x01\x12\t\n\x05\x42YTES\x10\x02\"\xb7\x01\n\x04Trie\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\'\n\x08\x65ncoding\x18\x02 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12\'\n\x06levels\x18\x03 \x03(\x0b\x32\x17.triehh_beam.Trie.Level\x12\x12\n\x05\x64\x65pth\x18\x04 \x01(\rH\x00\x88\x01\x01\x1a\'\n\x05Level\x12\x0f\n\x07parents\x18\x01 \x03(\r\x12\r\n\x05units\x18\x02 \x03(\x0c\x42\x08\n\x06_depthb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctriehh_beam/proto/trie.proto\x12\x0btriehh_beam\"\xcf\x01\n\x08\x45ncoding\x12(\n\x04kind\x18\x01 \x01(\x0e\x32\x1a.triehh_beam.Encoding.Kind\x12\x11\n\tunit_size\x18\x02 \x01(\r\x12\x12\n\nmax_length\x18\x03 \x01(\r\x12\x11\n\tcase_fold\x18\x04 \x01(\x08\x12\x10\n\x08int_bits\x18\x05 \x01(\r\x12\x11\n\ttokenizer\x18\x06 \x01(\t\":\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04TEXT\x10\x01\x12\t\n\x05\x42YTES\x10\x02\x12\x07\n\x03INT\x10\x03\"\xb7\x01\n\x04Trie\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\'\n\x08\x65ncoding\x18\x02 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12\'\n\x06levels\x18\x03 \x03(\x0b\x32\x17.triehh_beam.Trie.Level\x12\x12\n\x05\x64\x65pth\x18\x04 \x01(\rH\x00\x88\x01\x01\x1a\'\n\x05Level\x12\x0f\n\x07parents\x18\x01 \x03(\r\x12\r\n\x05units\x18\x02 \x03(\x0c\x42\x08\n\x06_depthb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,11 +32,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'triehh_beam.proto.trie_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ENCODING']._serialized_start=46
-  _globals['_ENCODING']._serialized_end=207
-  _globals['_ENCODING_KIND']._serialized_start=158
-  _globals['_ENCODING_KIND']._serialized_end=207
-  _globals['_TRIE']._serialized_start=210
-  _globals['_TRIE']._serialized_end=393
-  _globals['_TRIE_LEVEL']._serialized_start=344
-  _globals['_TRIE_LEVEL']._serialized_end=383
+  _globals['_ENCODING']._serialized_end=253
+  _globals['_ENCODING_KIND']._serialized_start=195
+  _globals['_ENCODING_KIND']._serialized_end=253
+  _globals['_TRIE']._serialized_start=256
+  _globals['_TRIE']._serialized_end=439
+  _globals['_TRIE_LEVEL']._serialized_start=390
+  _globals['_TRIE_LEVEL']._serialized_end=429
 # @@protoc_insertion_point(module_scope)

@@ -8,24 +8,30 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Encoding(_message.Message):
-    __slots__ = ("kind", "unit_size", "max_length", "case_fold")
+    __slots__ = ("kind", "unit_size", "max_length", "case_fold", "int_bits", "tokenizer")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         KIND_UNSPECIFIED: _ClassVar[Encoding.Kind]
         TEXT: _ClassVar[Encoding.Kind]
         BYTES: _ClassVar[Encoding.Kind]
+        INT: _ClassVar[Encoding.Kind]
     KIND_UNSPECIFIED: Encoding.Kind
     TEXT: Encoding.Kind
     BYTES: Encoding.Kind
+    INT: Encoding.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     UNIT_SIZE_FIELD_NUMBER: _ClassVar[int]
     MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
     CASE_FOLD_FIELD_NUMBER: _ClassVar[int]
+    INT_BITS_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     kind: Encoding.Kind
     unit_size: int
     max_length: int
     case_fold: bool
-    def __init__(self, kind: _Optional[_Union[Encoding.Kind, str]] = ..., unit_size: _Optional[int] = ..., max_length: _Optional[int] = ..., case_fold: _Optional[bool] = ...) -> None: ...
+    int_bits: int
+    tokenizer: str
+    def __init__(self, kind: _Optional[_Union[Encoding.Kind, str]] = ..., unit_size: _Optional[int] = ..., max_length: _Optional[int] = ..., case_fold: _Optional[bool] = ..., int_bits: _Optional[int] = ..., tokenizer: _Optional[str] = ...) -> None: ...
 
 class Trie(_message.Message):
     __slots__ = ("schema_version", "encoding", "levels", "depth")

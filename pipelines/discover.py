@@ -60,10 +60,23 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
     operate = parser.add_argument_group("operation")
     operate.add_argument("--dry-run", action="store_true",
                          help="count users, print the inputs matched, the plan and the budget it would spend; run no round")
+    operate.add_argument("--dead-letter", metavar="PATH",
+                         help="write the rejected input rows (raw) to this JSON-lines file, for the operator")
+    operate.add_argument("--max-bad-fraction", type=float, metavar="F",
+                         help="refuse the job, before any round, if more than F of the rows are bad")
+    operate.add_argument("--max-item-bytes", type=int, default=4096, help="longer items are bad rows (default: %(default)s)")
+    operate.add_argument("--max-user-bytes", type=int, default=256, help="longer user ids are bad rows (default: %(default)s)")
     operate.add_argument("--lease-seconds", type=float, default=6 * 3600,
                          help="how long a run holds the state directory's lease between renewals (default: %(default)s)")
 
     items = parser.add_argument_group("items")
+    items.add_argument("--item-type", choices=("text", "bytes", "int"), default="text",
+                       help="text (units of K characters), bytes (K bytes) or int (K bits) (default: %(default)s)")
+    items.add_argument("--int-bits", type=int, help="width of integer items, 1-64 (default: 64)")
+    items.add_argument("--bytes-encoding", choices=("base64", "hex"),
+                       help="how byte items are written in JSON Lines and CSV (Parquet: binary columns)")
+    items.add_argument("--tokenize", action="store_true",
+                       help="split text fields into words (rule: triehh_beam/tokenize.py), each an item")
     items.add_argument("--case-fold", action="store_true", help="fold case of text items")
     items.add_argument("--truncate-long-items", action="store_true",
                        help="cut items longer than L-1 units to a prefix instead of dropping them")
@@ -106,6 +119,14 @@ def config_from_args(args: argparse.Namespace, input_pattern: Optional[str] = No
         theta=args.theta,
         batch_size=args.batch_size,
         allow_no_guarantee=args.allow_no_guarantee,
+        item_kind=args.item_type,
+        int_bits=args.int_bits,
+        tokenize=args.tokenize,
+        bytes_encoding=args.bytes_encoding,
+        max_user_bytes=args.max_user_bytes,
+        max_item_bytes=args.max_item_bytes,
+        dead_letter=args.dead_letter,
+        max_bad_fraction=args.max_bad_fraction,
         ledger_dir=args.ledger,
         budget_epsilon=args.budget_epsilon,
         budget_delta=args.budget_delta,
@@ -128,9 +149,15 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
-    from triehh_beam.beam.record_io import RecordFormatError
+    from triehh_beam.beam.record_io import RecordFormatError, record_format_error_from
     from triehh_beam.cas import LeaseHeld
-    from triehh_beam.driver import ConfigMismatchError, InfeasiblePlanError, dry_run, run_discovery
+    from triehh_beam.driver import (
+        BadInputError,
+        ConfigMismatchError,
+        InfeasiblePlanError,
+        dry_run,
+        run_discovery,
+    )
     from triehh_beam.ledger import BudgetExceededError
     from triehh_beam.state_store import StateError
 
@@ -166,12 +193,18 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
         if alternatives:
             message += f". Alternatives: {alternatives} (details: triehh plan)"
         return _fail(message, 2)
-    except (ConfigMismatchError, RecordFormatError, FileNotFoundError, StateError, BudgetExceededError) as e:
+    except (ConfigMismatchError, RecordFormatError, FileNotFoundError, StateError, BudgetExceededError,
+            BadInputError) as e:
         return _fail(str(e), 2)
     except LeaseHeld as e:
         return _fail(f"another run is working on this state directory: {e}", 2)
     except ValueError as e:  # bad values that reach the driver (e.g. a bad pattern)
         return _fail(str(e), 2)
+    except Exception as e:  # a worker's error, wrapped by a multi-process or remote runner
+        wrapped = record_format_error_from(e)
+        if wrapped is None:
+            raise
+        return _fail(str(wrapped), 2)
     if as_json:
         _print_json_line({
             "event": "summary",
@@ -193,9 +226,10 @@ def _print_summary(result, elapsed: float) -> None:
     _say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
          f"({result.stop_reason}), {elapsed:.1f} s:")
     for item in result.heavy_hitters:
-        _say(f"  {item}")
+        _say(f"  {item.hex() if isinstance(item, bytes) else item}")
     if result.frequent_prefixes:
-        _say(f"frequent prefixes (not complete items): {', '.join(result.frequent_prefixes)}")
+        shown = [p.hex() if isinstance(p, bytes) else str(p) for p in result.frequent_prefixes]
+        _say(f"frequent prefixes (not complete items): {', '.join(shown)}")
     if plan.no_guarantee:
         _say("privacy: NO DP GUARANTEE (theta and batch size fixed outside Theorem 1)")
     else:

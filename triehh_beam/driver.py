@@ -31,7 +31,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
@@ -50,6 +50,7 @@ from triehh_beam.state_store import StateStore
 from triehh_beam.trie import Trie
 
 __all__ = [
+    "BadInputError",
     "build_census",
     "build_round",
     "submit_job_graphs",
@@ -72,6 +73,10 @@ class InfeasiblePlanError(ValueError):
         self.plan = plan
 
 
+class BadInputError(ValueError):
+    """More of the input is bad than the job allows (``max_bad_fraction``)."""
+
+
 class ConfigMismatchError(ValueError):
     """A resumed job was started with different inputs or parameters than its state holds."""
 
@@ -92,6 +97,13 @@ class DiscoveryConfig:
       seed: the secret seed (16 to 64 bytes); default a fresh random one for a new job.
       case_fold: fold case of text items.
       truncate_long_items: cut items longer than L - 1 units instead of dropping them.
+      item_kind: "text", "bytes" or "int".
+      int_bits: width of integer items (default 64); unit_size is then in bits.
+      tokenize: split text fields into words (``triehh_beam.tokenize``), each an item.
+      bytes_encoding: "base64" or "hex" for byte items in JSON Lines and CSV.
+      max_user_bytes, max_item_bytes: longer user ids or items are bad rows.
+      dead_letter: a file to write the rejected rows to (raw), for the operator.
+      max_bad_fraction: refuse the job, before any round, if more of the rows are bad.
       theta, batch_size: expert override of the planner (both or neither). The guarantee is
         then Theorem 1's for these values; if its conditions fail the job has none, and runs
         only with ``allow_no_guarantee=True`` (for experiments and tests, never production).
@@ -117,6 +129,14 @@ class DiscoveryConfig:
     user_column: str = "user_id"
     item_column: str = "item"
     count_column: str = "count"
+    item_kind: str = "text"
+    int_bits: Optional[int] = None
+    tokenize: bool = False
+    bytes_encoding: Optional[str] = None
+    max_user_bytes: int = record_io.DEFAULT_MAX_USER_BYTES
+    max_item_bytes: int = record_io.DEFAULT_MAX_ITEM_BYTES
+    dead_letter: Optional[str] = None
+    max_bad_fraction: Optional[float] = None
     theta: Optional[int] = None
     batch_size: Optional[int] = None
     allow_no_guarantee: bool = False
@@ -144,6 +164,9 @@ class DiscoveryConfig:
             raise ValueError("theta and batch_size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
             raise ValueError("theta and batch_size must be >= 1")
+        if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
+            raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
+        self.record_options  # validates the reading options
         self.budget  # validates the budget
         if not self.lease_seconds > 0:
             raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
@@ -152,10 +175,21 @@ class DiscoveryConfig:
     @property
     def encoder(self) -> ItemEncoder:
         return ItemEncoder(
-            kind=ItemKind.TEXT,
+            kind=ItemKind(self.item_kind),
             unit_size=self.unit_size,
             max_length=self.max_length,
             case_fold=self.case_fold,
+            int_bits=self.int_bits if self.item_kind == "int" else None,
+            tokenize=self.tokenize,
+        )
+
+    @property
+    def record_options(self) -> record_io.RecordOptions:
+        return record_io.RecordOptions.for_encoder(
+            self.encoder,
+            bytes_encoding=self.bytes_encoding,
+            max_user_bytes=self.max_user_bytes,
+            max_item_bytes=self.max_item_bytes,
         )
 
     @property
@@ -177,15 +211,20 @@ class DiscoveryConfig:
             user_column=self.user_column,
             item_column=self.item_column,
             count_column=self.count_column,
+            bytes_encoding=self.bytes_encoding or "",
+            max_user_bytes=self.max_user_bytes,
+            max_item_bytes=self.max_item_bytes,
         )
 
-    def read_transform(self) -> record_io.ReadRecordBatches:
+    def read_transform(self, dead_letter: bool = False) -> record_io.ReadRecordBatches:
         return record_io.ReadRecordBatches(
             self.input_pattern,
             format=self.input_format,
             user_column=self.user_column,
             item_column=self.item_column,
             count_column=self.count_column,
+            options=self.record_options,
+            dead_letter=dead_letter,
         )
 
 
@@ -223,6 +262,19 @@ def _job_counters(result) -> Dict[str, int]:
         value = counter.committed if counter.committed is not None else counter.attempted
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
     return counters
+
+
+def _json_value(value, encoder: ItemEncoder):
+    """An item as JSON: text as is, integers as numbers, bytes as hex."""
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def _json_prefix(prefix: Units, encoder: ItemEncoder):
+    """A frequent prefix as JSON; for integers, its bits and the value range it covers."""
+    if encoder.kind is ItemKind.INT:
+        low, high = encoder.prefix_range(prefix)
+        return {"bits": b"".join(prefix).decode("ascii"), "range": [low, high]}
+    return _json_value(encoder.decode(prefix), encoder)
 
 
 def _units_to_json(units: Units, encoder: ItemEncoder) -> List[str]:
@@ -277,10 +329,19 @@ def _plan_document(plan: state_pb2.PrivacyPlan) -> dict:
 
 
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
-    """Adds the census job to ``pipeline``: the number of distinct users, written as text."""
+    """Adds the census job to ``pipeline``: the number of distinct users, written as text.
+
+    With ``config.dead_letter``, the census (the one job that reads every record before any
+    round) also writes the rejected rows there.
+    """
+    if config.dead_letter:
+        outputs = pipeline | "ReadRecords" >> config.read_transform(dead_letter=True)
+        records = outputs[record_io.RECORDS_TAG]
+        outputs[record_io.REJECTED_TAG] | "WriteDeadLetters" >> record_io.WriteDeadLetters(config.dead_letter)
+    else:
+        records = pipeline | "ReadRecords" >> config.read_transform()
     (
-        pipeline
-        | "ReadRecords" >> config.read_transform()
+        records
         | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
         | "Format" >> beam.Map(str)
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
@@ -397,12 +458,13 @@ class _Driver:
         result.wait_until_finish()
         return _job_counters(result)
 
-    def census(self, sampler: Sampler) -> int:
+    def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int]]:
+        """(distinct users, the job's counters: records read and dropped per reason)."""
         path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
-        self._run_job(lambda p: build_census(p, self.config, sampler, path))
+        counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
         population = int(_read_single_output(path).decode().strip())
         FileSystems.delete([path])
-        return population
+        return population, counters
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
         path = FileSystems.join(
@@ -435,8 +497,19 @@ class _Driver:
         sampler = Sampler(seed)
         self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
                   input=config.input_pattern)
-        population = self.census(sampler)
-        self._say("census_done", f"census: {population:,} users", population=population)
+        population, counters = self.census(sampler)
+        self._say(
+            "census_done",
+            f"census: {population:,} users; {record_io.describe_drops(counters)}",
+            population=population,
+            input=counters,
+        )
+        bad = record_io.bad_fraction(counters)
+        if config.max_bad_fraction is not None and bad > config.max_bad_fraction:
+            raise BadInputError(
+                f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
+                f"{config.max_bad_fraction:.2%} ({record_io.describe_drops(counters)}); no round was run"
+            )
         plan = self._plan(population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
@@ -446,6 +519,7 @@ class _Driver:
             truncate_long_items=config.truncate_long_items,
             trie=Trie.empty(self.encoder).to_proto(),
             created_at=_now(),
+            census_counters=counters,
         )
         # Budget before release: the spend is durable before any round runs.
         self.store.commit(state)
@@ -646,16 +720,34 @@ class _Driver:
             FileSystems.mkdirs(output_dir)
         plan = state.plan
         document = {
-            "heavy_hitters": list(trie.heavy_hitters()),
-            "frequent_prefixes": list(trie.frequent_prefixes()),
+            "heavy_hitters": [_json_value(v, self.encoder) for v in trie.heavy_hitters()],
+            "frequent_prefixes": [
+                _json_prefix(p, self.encoder) for p in trie.frequent_prefix_sequences()
+            ],
             "rounds_run": len(state.rounds),
             "stop_reason": state.stop_reason,
             "privacy": _plan_document(plan),
             "encoding": {
                 "kind": self.encoder.kind.value,
                 "unit_size": self.encoder.unit_size,
+                "unit": {"text": "characters", "bytes": "bytes", "int": "bits"}[self.encoder.kind.value],
                 "case_fold": self.encoder.case_fold,
+                "int_bits": self.encoder.int_bits,
+                "tokenizer": self.encoder.tokenizer_id or None,
+                "bytes_encoding": state.input.bytes_encoding or None,
                 "long_items": "truncate" if state.truncate_long_items else "drop",
+            },
+            "input": {
+                "records_read": state.census_counters.get("records_read", 0),
+                "dropped": {
+                    reason: state.census_counters.get(f"records_{reason}", 0)
+                    for reason in record_io.DROP_REASONS
+                    if state.census_counters.get(f"records_{reason}", 0)
+                },
+                "bad_fraction": record_io.bad_fraction(dict(state.census_counters)),
+                "files_read": state.census_counters.get("files_read", 0),
+                "files_empty": state.census_counters.get("files_empty", 0),
+                "items_too_long": sum(r.counters.get("items_too_long", 0) for r in state.rounds),
             },
             "job_id": state.job_id,
             "created_at": state.created_at,
@@ -693,7 +785,8 @@ def dry_run(
         driver._check_resumable(state)
         plan = state.plan
     else:
-        population = driver.census(Sampler(config.seed or os.urandom(32)))
+        population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
+        progress(f"census: {population:,} users; {record_io.describe_drops(counters)}")
         plan = driver._plan(population)
     spent = driver.ledger.spent()
     left = ledger_lib.remaining(config.budget, spent)

@@ -200,20 +200,29 @@ class _EncodeItemsDoFn(beam.DoFn):
         self._unencodable = _counter("items_unencodable")
 
     def process(self, record):
-        user, item, count = record
+        user, value, count = record
+        # A text field may hold several items (tokenised words), each with the record's count.
         try:
-            if self._truncate:
-                sequence = self._encoder.encode_truncated(item)
-            else:
-                sequence = self._encoder.encode(item)
-        except ItemTooLongError:
-            self._too_long.inc()
-            yield user, _DROPPED
+            items = self._encoder.items_of(value)
         except EncodingError:
+            items = []
+        if not items:
             self._unencodable.inc()
             yield user, _DROPPED
-        else:
-            yield user, (sequence, count)
+        for item in items:
+            try:
+                if self._truncate:
+                    sequence = self._encoder.encode_truncated(item)
+                else:
+                    sequence = self._encoder.encode(item)
+            except ItemTooLongError:
+                self._too_long.inc()
+                yield user, _DROPPED
+            except EncodingError:
+                self._unencodable.inc()
+                yield user, _DROPPED
+            else:
+                yield user, (sequence, count)
 
 
 class _SumPerSequenceCombineFn(beam.CombineFn):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from typing import List, Optional, Sequence
@@ -36,6 +37,9 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
         io.add_argument("--user-column", default="user_id", help="(default: %(default)s)")
         io.add_argument("--item-column", default="item", help="(default: %(default)s)")
         io.add_argument("--count-column", default="count", help="optional per-record count (default: %(default)s)")
+    io.add_argument("--verbose", action="store_true",
+                    help="keep Beam's own log output (on the in-process runner it is silenced: the "
+                    "product reports every input problem itself)")
     io.add_argument("--log-format", choices=("text", "json"), default="text",
                     help="progress as text lines, or as JSON lines with each round's Beam metrics (default: %(default)s)")
     io.add_argument("--state-dir", metavar="DIR", help="private job state, holds the secret seed (default: OUTPUT/state)")
@@ -175,6 +179,12 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
             "triehh_beam.driver.submit_job_graphs to validate every job graph on a runner",
             2,
         )
+    from triehh_beam.beam import runners
+
+    if not getattr(args, "verbose", False) and runners.uses_in_process_runner(options):
+        # A worker's error is logged by Beam with its traceback before it reaches us; we
+        # report it ourselves in one line (input problems) or re-raise it (anything else).
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     try:
         if args.dry_run:
             report = dry_run(config, options, progress=(lambda line: None) if as_json else _say)

@@ -170,6 +170,43 @@ def _peak_rss_mb() -> Dict[str, float]:
     }
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _system_busy():
+    """(busy ticks, total ticks) of all CPUs since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already in user
+    return total - idle, total
+
+
+def wait_for_quiet(max_busy_cores: float, max_wait: float, log) -> float:
+    """Waits until the machine's other load is below ``max_busy_cores`` (over 2 s windows).
+
+    Returns the busy cores seen last. Gives up (with a note) after ``max_wait`` seconds.
+    """
+    cores = os.cpu_count() or 1
+    deadline = time.monotonic() + max_wait
+    noted = False
+    while True:
+        before = _system_busy()
+        time.sleep(2.0)
+        after = _system_busy()
+        busy = (after[0] - before[0]) / max(1, after[1] - before[1]) * cores
+        if busy <= max_busy_cores:
+            return busy
+        if time.monotonic() > deadline:
+            log(f"  machine still busy ({busy:.1f} cores), measuring anyway")
+            return busy
+        if not noted:
+            log(f"  waiting for the machine to quieten ({busy:.1f} cores busy)")
+            noted = True
+
+
 def _files(manifest: Dict) -> List[str]:
     import glob
 
@@ -329,8 +366,10 @@ def measure_discovery(manifest: Dict, args) -> Dict:
     events = []
     t0 = time.perf_counter()
 
+    c0 = _cpu_seconds()
+
     def progress(line: str) -> None:
-        events.append((time.perf_counter() - t0, line))
+        events.append((time.perf_counter() - t0, _cpu_seconds() - c0, line))
 
     config = DiscoveryConfig(
         input_pattern=manifest["pattern"],
@@ -343,16 +382,21 @@ def measure_discovery(manifest: Dict, args) -> Dict:
     )
     result = run_discovery(config, PipelineOptions(args.pipeline_args), progress=progress)
     seconds = time.perf_counter() - t0
-    census = next((t for t, line in events if line.startswith("census:") and "users" in line
-                   and "counting" not in line), None)
-    round_seconds = []
-    for _, line in events:
+    census = next(((t, c) for t, c, line in events if line.startswith("census:") and "users" in line
+                   and "counting" not in line), (None, None))
+    round_seconds, round_cpu_seconds, last_cpu = [], [], census[1]
+    for _, cpu, line in events:
         if line.startswith("round ") and line.rstrip().endswith(" s"):
             round_seconds.append(float(line.rsplit(",", 1)[1].strip()[:-2]))
+            if last_cpu is not None:
+                round_cpu_seconds.append(round(cpu - last_cpu, 3))  # includes the state commit
+            last_cpu = cpu
     return {
         "seconds": seconds,
-        "census_seconds": census,
+        "census_seconds": census[0],
+        "census_cpu_seconds": census[1],
         "round_seconds": round_seconds,
+        "round_cpu_seconds": round_cpu_seconds,
         "rounds_run": result.rounds_run,
         "stop_reason": result.stop_reason,
         "heavy_hitters": len(result.heavy_hitters),
@@ -387,12 +431,13 @@ def run_measurement(args) -> Dict:
     rss_before = _rss_now_mb()
     args.scratch = tempfile.mkdtemp(prefix=f"scratch-{args._measure}-", dir=args.workdir)
     measure = MEASURES[args._measure]
+    load_before, busy_before, cpu_before = os.getloadavg()[0], _system_busy(), _cpu_seconds()
     try:
         if args.profile:
             import cProfile
             import pstats
 
-            profiler = cProfile.Profile()
+            profiler = cProfile.Profile(time.process_time)  # CPU time: robust to a shared machine
             result = profiler.runcall(measure, manifest, args)
             profiler.dump_stats(args.profile)
             stats = pstats.Stats(profiler, stream=sys.stderr)
@@ -402,6 +447,16 @@ def run_measurement(args) -> Dict:
             result = measure(manifest, args)
     finally:
         shutil.rmtree(args.scratch, ignore_errors=True)
+    # CPU seconds of this process (all its threads) over the measurement: robust to other
+    # load on the machine, unlike wall time. other_busy_cores: what everything else used.
+    result["cpu_seconds"] = _cpu_seconds() - cpu_before
+    busy_after = _system_busy()
+    elapsed_ticks = busy_after[1] - busy_before[1]
+    if elapsed_ticks > 0:
+        cores = (os.cpu_count() or 1)
+        busy_cores = (busy_after[0] - busy_before[0]) / elapsed_ticks * cores
+        result["other_busy_cores"] = max(0.0, busy_cores - result["cpu_seconds"] / result["seconds"])
+    result["loadavg_1m"] = [load_before, os.getloadavg()[0]]
     result.update(_peak_rss_mb())
     result["rss_after_imports_mb"] = rss_before
     result["import_seconds"] = import_seconds
@@ -429,6 +484,8 @@ def _child(kind: str, records: int, args, log) -> Dict:
     log_path = os.path.join(log_dir, f"{kind}-{records}-ipu{args.items_per_user}.log")
     env = dict(os.environ)
     env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if args.quiet_cores is not None:
+        wait_for_quiet(args.quiet_cores, args.quiet_wait, log)
     started = time.monotonic()
     with open(log_path, "w") as stderr:
         try:
@@ -466,28 +523,36 @@ def markdown_tables(rows: List[Dict]) -> str:
         return None if r is None or "error" in r else r.get(key)
 
     out = [
-        "| records | users | items/user | m | theta | baseline s | baseline rec/s | reader s | beam read s"
-        " | round s | round rec/s | round / baseline | discovery s | rounds | census s | mean round s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| records | users | items/user | m | theta | baseline s (cpu) | baseline rec/s | reader s"
+        " | beam read s | round s (cpu) | round rec/s | round / baseline: wall (cpu) | discovery s"
+        " | rounds | census s | mean round s | heavy hitters | other load, cores |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         n = row["records"]
         base, rnd = get(row, "baseline", "seconds"), get(row, "round", "seconds")
+        base_cpu, rnd_cpu = get(row, "baseline", "cpu_seconds"), get(row, "round", "cpu_seconds")
         disc = row["measurements"].get("discovery") or {}
         rounds = disc.get("round_seconds") or []
+        loads = [r.get("other_busy_cores") for r in row["measurements"].values() if r.get("other_busy_cores") is not None]
         out.append(
             "| " + " | ".join([
                 f"{n:,}", f"{row['users']:,}", str(row["items_per_user"]),
                 f"{row['plan']['m']:,}", str(row["plan"]["theta"]),
-                _fmt(base, ".2f"), _fmt(n / base if base else None, ",.0f"),
+                _fmt(base, ".2f") + (f" ({base_cpu:.2f})" if base_cpu is not None else ""),
+                _fmt(n / base if base else None, ",.0f"),
                 _fmt(get(row, "reader", "seconds"), ".2f"),
                 _fmt(get(row, "beam_read", "seconds"), ".2f"),
-                _fmt(rnd, ".2f"), _fmt(n / rnd if rnd else None, ",.0f"),
-                _fmt(rnd / base if rnd and base else None, ".2f") + ("x" if rnd and base else ""),
+                _fmt(rnd, ".2f") + (f" ({rnd_cpu:.2f})" if rnd_cpu is not None else ""),
+                _fmt(n / rnd if rnd else None, ",.0f"),
+                (f"{rnd / base:.2f}x" if rnd and base else "-")
+                + (f" ({rnd_cpu / base_cpu:.2f}x)" if rnd_cpu and base_cpu else ""),
                 _fmt(get(row, "discovery", "seconds"), ".1f"),
                 _fmt(get(row, "discovery", "rounds_run"), "d"),
                 _fmt(get(row, "discovery", "census_seconds"), ".1f"),
                 _fmt(sum(rounds) / len(rounds) if rounds else None, ".2f"),
+                _fmt(get(row, "discovery", "heavy_hitters"), "d"),
+                _fmt(max(loads) if loads else None, ".1f"),
             ]) + " |"
         )
     out += [
@@ -518,7 +583,17 @@ def machine() -> Dict:
             cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
     except OSError:
         pass
+    def git(*command):
+        try:
+            return subprocess.run(["git", "-C", REPO_ROOT, *command], capture_output=True,
+                                  text=True, timeout=30).stdout.rstrip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
     return {
+        "git_head": git("rev-parse", "--short", "HEAD"),
+        # Uncommitted product changes measured along with HEAD (the working tree is what runs).
+        "git_dirty_product_files": (git("status", "--porcelain", "--", "triehh_beam") or "").splitlines(),
         "nproc": os.cpu_count(),
         "cpu": cpu,
         "python": platform.python_version(),
@@ -541,7 +616,8 @@ def parse_args(argv=None):
     parser.add_argument("--kinds", default=",".join(KINDS),
                         help=f"comma-separated measurements (default all: {','.join(KINDS)})")
     parser.add_argument("--repeat", type=int, default=1,
-                        help="children per measurement; the fastest is reported, the largest peak RSS")
+                        help="children per measurement (discovery: always 1); the fastest time and the "
+                             "largest peak RSS are reported")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a measurement is abandoned")
     parser.add_argument("--files", type=int, default=8, help="Parquet files per population (default 8)")
     parser.add_argument("--vocabulary", type=int, default=4096, help="distinct items (default 4096)")
@@ -552,6 +628,11 @@ def parse_args(argv=None):
     parser.add_argument("--pipeline-arg", dest="pipeline_args", action="append", default=[],
                         help="a Beam pipeline option for the Beam runs, repeatable "
                              "(e.g. --pipeline-arg=--direct_num_workers=2)")
+    parser.add_argument("--quiet-cores", type=float, default=None,
+                        help="before each measurement, wait until the rest of the machine uses at "
+                             "most this many cores (a shared machine; e.g. 0.3)")
+    parser.add_argument("--quiet-wait", type=float, default=600,
+                        help="the longest wait for --quiet-cores, in seconds (default 600)")
     parser.add_argument("--_measure", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="with --_measure: write a cProfile dump here, print the top to stderr")
     args = parser.parse_args(argv)
@@ -578,6 +659,7 @@ def main(argv=None) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    at_start = machine()  # the product tree may move while a long run goes on
     rows = []
     for records in args.records:
         manifest = ensure_dataset(args.workdir, records, args.items_per_user, args.files,
@@ -598,7 +680,9 @@ def main(argv=None) -> int:
         log(f"{records:,} records, {n:,} users, {manifest['bytes'] / 2**20:.1f} MiB: "
             f"m={plan.batch_size:,} theta={plan.theta}")
         for kind in args.kinds:
-            results = [_child(kind, records, args, log) for _ in range(args.repeat)]
+            # Discovery runs census + up to L rounds already, so it is measured once.
+            repeat = 1 if kind == "discovery" else args.repeat
+            results = [_child(kind, records, args, log) for _ in range(repeat)]
             best = _best(results)
             row["measurements"][kind] = best
             if "error" not in best:
@@ -611,7 +695,8 @@ def main(argv=None) -> int:
     if args.out:
         document = {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(),
+            "machine": at_start,
+            "git_head_at_end": machine()["git_head"],
             "arguments": {k: v for k, v in vars(args).items() if not k.startswith("_")},
             "results": rows,
             "table": table,

@@ -19,6 +19,7 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from triehh_beam import sampling
@@ -82,14 +83,17 @@ class _RankCandidatesDoFn(beam.DoFn):
         self._records_ranked.inc(batch.num_rows)
         users = batch.column("user_id")
         ranks = self._keys.ranks_packed(*record_io.binary_buffers(users))
-        for i in np.flatnonzero(ranks <= self._bound):
-            i = int(i)
-            yield (
-                int(ranks[i]),
-                users[i].as_py(),
-                batch.column("item")[i].as_py(),
-                batch.column("count")[i].as_py(),
-            )
+        kept = np.flatnonzero(ranks <= self._bound)
+        if len(kept) == 0:
+            return
+        # One columnar take and conversion for the batch's candidates, not .as_py() per cell.
+        candidates = batch.take(pa.array(kept))
+        yield from zip(
+            ranks[kept].tolist(),
+            candidates.column("user_id").to_pylist(),
+            candidates.column("item").to_pylist(),
+            candidates.column("count").to_pylist(),
+        )
 
 
 class _SmallestRanksCombineFn(beam.CombineFn):
@@ -435,17 +439,32 @@ class _DistinctFingerprintsDoFn(beam.DoFn):
 
 
 class _UnionSizeCombineFn(beam.CombineFn):
+    """Distinct fingerprints of one shard -> their number.
+
+    The accumulator is a list of sorted unique arrays, compacted (one ``np.unique`` over their
+    concatenation) only when the buffered total doubles since the last compaction: amortised
+    O(n log n) per shard, where a ``union1d`` per input was quadratic (88 of 99 CPU-seconds
+    of a 10^7-user census).
+    """
+
     def create_accumulator(self):
-        return np.zeros(0, dtype=np.uint64)
+        return [np.zeros(0, dtype=np.uint64)]
+
+    @staticmethod
+    def _compacted(parts):
+        return [np.unique(np.concatenate(parts))]
 
     def add_input(self, accumulator, fingerprints):
-        return np.union1d(accumulator, fingerprints)
+        accumulator.append(fingerprints)
+        if sum(len(a) for a in accumulator[1:]) > max(len(accumulator[0]), 1 << 16):
+            accumulator = self._compacted(accumulator)
+        return accumulator
 
     def merge_accumulators(self, accumulators):
-        return np.unique(np.concatenate(list(accumulators)))
+        return self._compacted([part for accumulator in accumulators for part in accumulator])
 
     def extract_output(self, accumulator) -> int:
-        return int(len(accumulator))
+        return int(len(self._compacted(accumulator)[0]))
 
 
 class CountDistinctUsers(beam.PTransform):

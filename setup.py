@@ -18,12 +18,16 @@ setuptools.setup(
     install_requires=[
         "apache-beam[gcp]>=2.77,<2.78",
         "google-cloud-storage>=2.14",
+        # Plots of `triehh evaluate` and `triehh plan --plot` (Agg backend, no display).
+        "matplotlib>=3.7",
         "numpy>=1.26",
         # The generated *_pb2.py files are made by protoc 33.x (grpcio-tools 1.81): they need
         # a protobuf runtime of at least that generation.
         "protobuf>=6.33.5,<7",
         "pyarrow>=15",
         "scipy>=1.11",
+        # The progress bar over evaluation runs.
+        "tqdm>=4.60",
     ],
     extras_require={
         "test": [

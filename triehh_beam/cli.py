@@ -136,6 +136,10 @@ def _register_plan(subparsers) -> None:
                         help="item length in units, terminator included, for the discovery "
                              "table (default: L, the worst case)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--plot", metavar="DIR", default=None,
+                        help="also write the planning plots (PNG) into DIR: worst-case discovery vs "
+                             "frequency at epsilon/2, epsilon and 2*epsilon, vs population size, and "
+                             "the population needed for 90%% discovery")
     parser.set_defaults(func=_run_plan)
 
 
@@ -177,6 +181,17 @@ def _run_plan(args) -> int:
         print(json.dumps(report, indent=2, sort_keys=False))
     else:
         print(_format_plan(report))
+    if args.plot:
+        from triehh_beam.report import write_planning_plots
+
+        epsilons = sorted({args.epsilon / 2, args.epsilon, args.epsilon * 2})
+        try:
+            paths = write_planning_plots(args.plot, args.population, epsilons, args.delta,
+                                         args.max_length, rule=args.rule, length=args.item_length)
+        except ValueError as err:
+            raise _UsageError(str(err)) from None
+        for path in paths:
+            print(f"plot: {path}", file=sys.stderr)
     return 0
 
 
@@ -353,6 +368,12 @@ def _finite_or_none(x: float):
     return x if math.isfinite(x) else None
 
 
+def _register_evaluate(subparsers) -> None:
+    from pipelines import evaluate
+
+    evaluate.register_evaluate(subparsers)
+
+
 def _register_scheduled(subparsers) -> None:
     from pipelines import scheduled
 
@@ -365,6 +386,7 @@ _SUBCOMMANDS: Sequence[Callable] = (
     _register_demo,
     _register_ledger,
     _register_scheduled,
+    _register_evaluate,
 )
 
 

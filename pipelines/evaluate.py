@@ -51,34 +51,15 @@ _epsilons = _list_of(float, "epsilon", lambda v: v > 0, "> 0")
 _positive_ints = _list_of(int, "value", lambda v: v >= 1, ">= 1")
 
 
-def _delta(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
-    return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+
+
+from triehh_beam.argtypes import delta as _delta  # noqa: E402
+from triehh_beam.argtypes import non_negative_int as _non_negative_int  # noqa: E402
+from triehh_beam.argtypes import positive_int as _positive_int  # noqa: E402
 
 
 def _rivals(text: str):

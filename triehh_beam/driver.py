@@ -747,7 +747,8 @@ class _Driver:
                 "bad_fraction": record_io.bad_fraction(dict(state.census_counters)),
                 "files_read": state.census_counters.get("files_read", 0),
                 "files_empty": state.census_counters.get("files_empty", 0),
-                "items_too_long": sum(r.counters.get("items_too_long", 0) for r in state.rounds),
+                "note": "input-quality counts for the operator, from the census over all records; "
+                "not covered by the DP guarantee: remove this section before publishing",
             },
             "job_id": state.job_id,
             "created_at": state.created_at,

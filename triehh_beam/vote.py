@@ -28,12 +28,17 @@ WeightedSequences = Union[Mapping[Units, int], Iterable[Tuple[Units, int]]]
 
 
 def _merged_counts(weighted: WeightedSequences) -> list:
-    pairs = weighted.items() if isinstance(weighted, Mapping) else weighted
+    # type() checks first: this runs once per sampled user per round, and the ABC isinstance
+    # checks cost about 3 µs each time.
+    pairs = weighted.items() if type(weighted) is dict or isinstance(weighted, Mapping) else weighted
     totals: dict = {}
     for sequence, count in pairs:
-        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+        if type(count) is not int:
+            if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+                raise ValueError(f"counts must be non-negative integers, got {count!r}")
+            count = int(count)
+        if count < 0:
             raise ValueError(f"counts must be non-negative integers, got {count!r}")
-        count = int(count)
         if count:
             totals[sequence] = totals.get(sequence, 0) + count
     return sorted(totals.items())

@@ -176,3 +176,23 @@ def test_a_bad_config_is_refused_in_one_line(tmp_path, capsys, text, message):
     assert cli.main(["scheduled", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_resume_must_use_the_ledger_the_job_started_with(records, tmp_path, capsys):
+    # Kill-free way to get a resumable job: a finished one is resumed (and re-published).
+    assert _discover(records, tmp_path / "out", "--ledger", str(tmp_path / "ledger-a")) == 0
+    capsys.readouterr()
+    assert _discover(records, tmp_path / "out", "--ledger", str(tmp_path / "ledger-b")) == 2
+    assert "privacy ledger" in capsys.readouterr().err
+    assert not (tmp_path / "ledger-b" / "ledger.jsonl").exists()
+
+
+def test_job_graphs_are_only_submitted_to_a_runner_that_runs_nothing(records, tmp_path):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from triehh_beam.driver import DiscoveryConfig, submit_job_graphs
+
+    config = DiscoveryConfig(records, str(tmp_path / "out"), 3.0, 1e-6, 5)
+    with pytest.raises(ValueError, match="dry_run"):
+        submit_job_graphs(config, PipelineOptions([]), population=3000)
+    assert not (tmp_path / "out").exists()

@@ -392,6 +392,12 @@ def submit_job_graphs(
     each job's output. Round graphs use the plan for ``population`` and the round-1 frontier
     (the graph's shape does not depend on the frontier). Returns the pipeline results.
     """
+    if not options.get_all_options().get("dry_run"):
+        # A real run here would draw samples with no plan committed and no ledger charge.
+        raise ValueError(
+            "submit_job_graphs only validates graphs: give a runner option that submits nothing "
+            "(--dry_run=True); run_discovery runs jobs"
+        )
     plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
     if not plan.feasible:
         raise InfeasiblePlanError(plan)
@@ -520,6 +526,7 @@ class _Driver:
             trie=Trie.empty(self.encoder).to_proto(),
             created_at=_now(),
             census_counters=counters,
+            ledger=config.resolved_ledger_dir,
         )
         # Budget before release: the spend is durable before any round runs.
         self.store.commit(state)
@@ -576,6 +583,9 @@ class _Driver:
             mismatches.append("long-item policy")
         if config.seed is not None and config.seed != state.secret_seed:
             mismatches.append("secret seed")
+        if state.ledger and state.ledger != config.resolved_ledger_dir:
+            # A resume must be charged (or found charged) in the ledger the job started with.
+            mismatches.append(f"privacy ledger (state has {state.ledger!r})")
         if mismatches:
             raise ConfigMismatchError(
                 f"{self.store.root} holds a job with a different "

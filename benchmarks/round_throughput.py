@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import resource
@@ -44,8 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:

@@ -9,7 +9,6 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
-from scipy import stats
 
 from triehh_beam import sampling
 from triehh_beam.beam import transforms
@@ -263,7 +262,6 @@ def test_no_job_graph_carries_the_secret_seed():
     # as Beam pickles it (compressed), decompressed, and searched for the seed.
     from apache_beam.internal import pickler
     from apache_beam.pipeline import PipelineVisitor
-    from apache_beam.transforms.core import CombineGlobally, CombinePerKey, ParDo
 
     seed = b"SEED-MUST-NOT-LEAK-0123456789abcdef"
     sampler = Sampler(seed)

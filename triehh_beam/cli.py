@@ -51,7 +51,6 @@ class _ArgumentParser(argparse.ArgumentParser):
 from triehh_beam.argtypes import (  # noqa: E402  (kept under their old names here)
     delta as _delta,
     epsilon as _epsilon,
-    finite_float as _finite_float,
     population as _population,
     positive_int as _positive_int,
 )

@@ -780,12 +780,10 @@ def dry_run(
     gives the count without reading), plans, and reports the budget the job would spend and
     what the ledger has left. Raises like ``run_discovery`` for an infeasible target.
     """
-    from apache_beam.io.filesystems import FileSystems as _fs
-
     files = sorted(
         m.path
         for pattern in config.input_pattern.split(",")
-        for result in _fs.match([pattern.strip()])
+        for result in FileSystems.match([pattern.strip()])
         for m in result.metadata_list
     )
     if not files:

@@ -212,7 +212,7 @@ def _files(manifest: Dict) -> List[str]:
 
 
 def _plan(manifest: Dict, args) -> Dict:
-    from triehh_beam import privacy
+    from triehh_beam.protocol import privacy
 
     n = manifest["users"]
     delta = args.delta if args.delta is not None else 1.0 / n**2
@@ -229,7 +229,7 @@ def measure_baseline(manifest: Dict, args) -> Dict:
     import pyarrow.parquet as pq
 
     from triehh_beam.beam.record_io import binary_buffers
-    from triehh_beam.sampling import Sampler
+    from triehh_beam.protocol.sampling import Sampler
 
     sampler = Sampler(SEED)
     t0 = time.perf_counter()
@@ -258,7 +258,7 @@ def measure_reader(manifest: Dict, args) -> Dict:
     import numpy as np
 
     from triehh_beam.beam import record_io
-    from triehh_beam.sampling import Sampler
+    from triehh_beam.protocol.sampling import Sampler
 
     sampler = Sampler(SEED)
     t0 = time.perf_counter()
@@ -325,8 +325,8 @@ def measure_round(manifest: Dict, args) -> Dict:
     import apache_beam as beam
 
     from triehh_beam.beam import record_io, transforms
-    from triehh_beam.encoding import ItemEncoder
-    from triehh_beam.sampling import Sampler
+    from triehh_beam.protocol.encoding import ItemEncoder
+    from triehh_beam.protocol.sampling import Sampler
 
     plan = _plan(manifest, args)
     sampler = Sampler(SEED)
@@ -357,7 +357,7 @@ def measure_round(manifest: Dict, args) -> Dict:
 def measure_discovery(manifest: Dict, args) -> Dict:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from triehh_beam.driver import DiscoveryConfig, run_discovery
+    from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 
     plan = _plan(manifest, args)
     output_dir = os.path.join(args.scratch, "discovery")
@@ -421,7 +421,7 @@ def run_measurement(args) -> Dict:
     import scipy.stats  # noqa: F401  (rank_prefilter_bound imports it lazily)
 
     import triehh_beam.beam.transforms  # noqa: F401
-    import triehh_beam.driver  # noqa: F401
+    import triehh_beam.job.driver  # noqa: F401
 
     import_seconds = time.perf_counter() - i0
     manifest = ensure_dataset(args.workdir, args.records[0], args.items_per_user, args.files,
@@ -662,7 +662,7 @@ def main(argv=None) -> int:
     for records in args.records:
         manifest = ensure_dataset(args.workdir, records, args.items_per_user, args.files,
                                   args.vocabulary, args.zipf, log)
-        from triehh_beam import privacy
+        from triehh_beam.protocol import privacy
 
         n = manifest["users"]
         delta = args.delta if args.delta is not None else 1.0 / n**2

@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import pytest
 
-from triehh_beam import demo
+from triehh_beam.evaluation import demo
 from triehh_beam.beam.record_io import write_records
 
 REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[1])

@@ -106,7 +106,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from triehh_beam.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 
 try:  # Beam's zstd support; its errors are not OSError or ValueError.
     from zstandard import ZstdError as _ZstdError

@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from triehh_beam import sampling
+from triehh_beam.protocol import sampling
 from triehh_beam.beam import record_io
-from triehh_beam.counting import PrefixCounter
-from triehh_beam.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
-from triehh_beam.vote import client_vote
+from triehh_beam.protocol.counting import PrefixCounter
+from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
+from triehh_beam.protocol.vote import client_vote
 
 __all__ = [
     "CountAndPrune",

@@ -1,0 +1,170 @@
+"""`triehh plan`: human and JSON output, exit codes, errors without tracebacks."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from triehh_beam import cli
+from triehh_beam.protocol import privacy, utility
+
+FEASIBLE = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-10",
+            "--max-length", "10"]
+INFEASIBLE = ["plan", "--population", "1e4", "--epsilon", "1", "--delta", "1e-8",
+              "--max-length", "10"]
+
+
+def _run(capsys, argv):
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_feasible_plan_text(capsys):
+    code, out, err = _run(capsys, FEASIBLE)
+    assert code == 0 and err == ""
+    assert "FEASIBLE" in out and "INFEASIBLE" not in out
+    assert "threshold theta           14" in out
+    assert "2,354 users per round" in out
+    assert "achieved epsilon" in out and "3.99821" in out
+    assert "achieved delta" in out and "1.251e-11" in out
+    assert "worst case" in out
+    for row in ("50%", "90%", "99%"):
+        assert row in out
+    p = privacy.plan(100_000, 4, 1e-10, 10)
+    need = utility.min_frequency_for_plan(p, 0.9)
+    assert f"{need.count:,}" in out
+
+
+def test_feasible_plan_json(capsys):
+    code, out, err = _run(capsys, FEASIBLE + ["--json", "--unit-size", "2"])
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    for key in ("feasible", "theta", "gamma", "batch_size", "epsilon", "delta", "reason",
+                "alternatives"):
+        assert key in data
+    p = privacy.plan(100_000, 4, 1e-10, 10)
+    assert data["feasible"] is True and data["reason"] is None and data["alternatives"] == []
+    assert (data["theta"], data["batch_size"]) == (p.theta, p.batch_size)
+    assert data["epsilon"] == p.epsilon and data["delta"] == p.delta
+    assert data["unit_size"] == 2 and data["max_item_characters"] == 18
+    assert data["item_length"] == 10 and data["item_length_is_worst_case"] is True
+    assert [row["probability"] for row in data["discovery"]] == [0.5, 0.9, 0.99]
+    for row in data["discovery"]:
+        need = utility.min_frequency_for_plan(p, row["probability"])
+        assert row["count"] == need.count and row["fraction"] == need.fraction
+
+
+def test_item_length_option(capsys):
+    code, out, _ = _run(capsys, FEASIBLE + ["--item-length", "4", "--json"])
+    assert code == 0
+    data = json.loads(out)
+    assert data["item_length"] == 4 and data["item_length_is_worst_case"] is False
+    code, worst, _ = _run(capsys, FEASIBLE + ["--json"])
+    assert data["discovery"][1]["count"] < json.loads(worst)["discovery"][1]["count"]
+    code, text, _ = _run(capsys, FEASIBLE + ["--item-length", "4"])
+    assert "item of 4 units:" in text
+
+
+def test_infeasible_plan_text(capsys):
+    code, out, err = _run(capsys, INFEASIBLE)
+    assert code == 0 and err == ""
+    assert "INFEASIBLE" in out
+    assert "THETACEIL" in out and "gamma >= 1 fails" in out
+    assert "lower theta to 9" in out and "3.215e-06" in out
+    assert "raise epsilon to 1.28" in out
+    assert "collect at least n = 16141" in out
+    assert "Worst-case discovery" not in out
+
+
+def test_infeasible_plan_json(capsys):
+    code, out, _ = _run(capsys, INFEASIBLE + ["--json"])
+    assert code == 0
+    data = json.loads(out)
+    assert data["feasible"] is False
+    assert data["epsilon"] is None and data["delta"] is None
+    assert "gamma >= 1" in data["reason"]
+    assert (data["theta"], data["batch_size"]) == (12, 79)
+    kinds = {a["kind"]: a for a in data["alternatives"]}
+    assert set(kinds) == {"lower_theta", "raise_epsilon", "raise_population"}
+    assert kinds["lower_theta"]["theta"] == 9 and kinds["lower_theta"]["batch_size"] == 105
+    assert data["discovery"] == []
+
+
+def test_rule_option(capsys):
+    code, out, _ = _run(capsys, ["plan", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
+                                 "--max-length", "10", "--rule", "corollary1", "--json"])
+    assert code == 0
+    data = json.loads(out)
+    assert data["rule"] == "corollary1" and data["theta"] == 10  # Corollary 1's floor
+    code, out, _ = _run(capsys, ["plan", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
+                                 "--max-length", "10", "--json"])
+    assert json.loads(out)["theta"] == 7  # the exact smallest theta
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("--epsilon", "0"), "--epsilon"),
+        (("--epsilon", "-1"), "--epsilon"),
+        (("--epsilon", "nan"), "--epsilon"),
+        (("--delta", "0"), "--delta"),
+        (("--delta", "1"), "--delta"),
+        (("--delta", "2"), "--delta"),
+        (("--population", "0"), "--population"),
+        (("--population", "1.5"), "--population"),
+        (("--population", "many"), "--population"),
+        (("--max-length", "0"), "--max-length"),
+        (("--item-length", "11"), "--item-length"),
+        (("--unit-size", "0"), "--unit-size"),
+        (("--rule", "paper"), "--rule"),
+        (("--epsilon", "100000"), "too large"),
+    ],
+)
+def test_invalid_arguments_exit_2_with_one_line(capsys, change, message):
+    argv = list(FEASIBLE)
+    if change[0] in argv:
+        argv[argv.index(change[0]) + 1] = change[1]
+    else:
+        argv += list(change)
+    code, out, err = _run(capsys, argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_missing_arguments_and_command(capsys):
+    code, _, err = _run(capsys, ["plan", "--population", "100"])
+    assert code == 2 and err.count("\n") == 1 and "required" in err
+    code, _, err = _run(capsys, [])
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_help_exits_0(capsys):
+    code, out, _ = _run(capsys, ["plan", "--help"])
+    assert code == 0
+    assert "--unit-size" in out and "units of K characters" in out
+
+
+def test_subcommands_are_registered_by_functions():
+    parser = cli.build_parser()
+    args = parser.parse_args(FEASIBLE)
+    assert args.command == "plan" and callable(args.func)
+
+
+def test_python_dash_m(tmp_path):
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ok = subprocess.run([sys.executable, "-m", "triehh_beam.cli", *INFEASIBLE],
+                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "INFEASIBLE" in ok.stdout and ok.stderr == ""
+    bad = subprocess.run([sys.executable, "-m", "triehh_beam.cli", "plan", "--population", "0",
+                          "--epsilon", "1", "--delta", "1e-8", "--max-length", "10"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stdout == "" and bad.stderr.count("\n") == 1
+    assert "Traceback" not in bad.stderr and "--population" in bad.stderr

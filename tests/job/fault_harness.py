@@ -1,0 +1,106 @@
+"""Runs ``triehh <args>`` and SIGKILLs itself at a named point: the crash of a fault test.
+
+    python tests/fault_harness.py POINT -- discover --input ... --output ...
+
+The points are places where a real crash hurts most (inside a job, between writing a state
+object and publishing it, between the ledger charge and round 1, between the two output files).
+They are reached by wrapping library functions from the outside, in this test-only script: the
+product has no fault hooks. Exit status -9 means the point was reached and the process died
+there; any other status means it was not reached.
+"""
+
+import functools
+import os
+import signal
+import sys
+
+
+def _die():
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _wrap(owner, name, *, before=None, after=None):
+    """Replaces ``owner.name`` with a wrapper calling ``before(args)`` / ``after(args, result)``."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        if before is not None:
+            before(args, kwargs)
+        result = original(*args, **kwargs)
+        if after is not None:
+            after(args, kwargs, result)
+        return result
+
+    setattr(owner, name, wrapper)
+
+
+def _nth(n, condition=lambda args, kwargs: True):
+    """A predicate true at the n-th call that satisfies ``condition`` (1-based)."""
+    seen = [0]
+
+    def check(args, kwargs, *result):
+        if condition(args, kwargs):
+            seen[0] += 1
+            if seen[0] == n:
+                _die()
+
+    return check
+
+
+def _install(point: str) -> None:
+    from triehh_beam.job import driver, ledger, state_store
+    from triehh_beam.beam import transforms
+
+    def object_of_round(r):
+        return lambda args, kwargs: f"state-{r:04d}-" in args[0]
+
+    points = {
+        # inside the census job (the DoFn runs in this process on the in-process runner)
+        "census_job": lambda: _wrap(transforms._DistinctFingerprintsDoFn, "process", before=_nth(1)),
+        "after_census": lambda: _wrap(driver._Driver, "census", after=_nth(1)),
+        # the plan and seed are committed, the ledger not yet charged
+        "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),
+        "after_ledger_charge": lambda: _wrap(ledger.Ledger, "charge", after=_nth(1)),
+        "mid_round_1": lambda: _wrap(transforms._VoteDoFn, "process", before=_nth(1)),
+        "mid_round_2_ranking": lambda: _wrap(transforms._RankCandidatesDoFn, "process", before=_nth(2)),
+        # a round's state object is written but the manifest does not name it yet
+        "object_written_round_1": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(1))),
+        "object_written_round_2": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(2))),
+        "manifest_published_round_2": lambda: _wrap(state_store.StateStore, "commit", after=_nth(3)),
+        "after_round_job_before_commit": lambda: _wrap(driver._Driver, "run_round", after=_nth(2)),
+        "before_outputs": lambda: _wrap(driver._Driver, "_write_outputs", before=_nth(1)),
+        # heavy_hitters.json is written, trie.pb is not
+        "between_output_files": lambda: _wrap(driver, "_write_atomically", after=_nth(1)),
+        "after_outputs": lambda: _wrap(driver._Driver, "_write_outputs", after=_nth(1)),
+    }
+    if point not in points:
+        raise SystemExit(f"unknown point {point!r}; known: {', '.join(sorted(points))}")
+    points[point]()
+
+
+POINTS = (
+    "census_job",
+    "after_census",
+    "after_plan_commit",
+    "after_ledger_charge",
+    "mid_round_1",
+    "mid_round_2_ranking",
+    "object_written_round_1",
+    "object_written_round_2",
+    "manifest_published_round_2",
+    "after_round_job_before_commit",
+    "before_outputs",
+    "between_output_files",
+    "after_outputs",
+)
+
+
+if __name__ == "__main__":
+    point, separator, *argv = sys.argv[1:]
+    assert separator == "--", "usage: fault_harness.py POINT -- triehh arguments"
+    _install(point)
+    from triehh_beam import cli
+
+    sys.exit(cli.main(argv))

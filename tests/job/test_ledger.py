@@ -1,0 +1,199 @@
+"""The privacy ledger and lifetime budgets, `triehh ledger`, `triehh scheduled` and --dry-run."""
+
+import json
+import math
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+from triehh_beam import cli
+from triehh_beam.job import ledger
+from triehh_beam.beam.record_io import write_records
+
+WORDS = ["sun", "star", "moon", "sky", "sea"]
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    root = tmp_path_factory.mktemp("records")
+    rng = np.random.default_rng(5)
+    words = rng.choice(WORDS, size=3000, p=[0.4, 0.25, 0.2, 0.1, 0.05])
+    path = root / "records.jsonl"
+    write_records(str(path), [(i, str(w), 1) for i, w in enumerate(words)])
+    return str(path)
+
+
+# ---- the ledger itself -------------------------------------------------------------------------
+
+
+def test_a_job_is_charged_once_and_spends_compose(tmp_path):
+    book = ledger.Ledger(str(tmp_path), ledger.Budget(epsilon=5.0))
+    book.charge("job-a", ledger.Spend(2.0, 1e-9), {"input": "x"})
+    book.charge("job-a", ledger.Spend(2.0, 1e-9), {"input": "x"})  # a resume: no second charge
+    book.charge("job-b", ledger.Spend(1.5, 2e-9), {"input": "x"})
+    assert [r["record_id"] for r in book.records()] == ["job-a", "job-b"]
+    assert book.spent() == pytest.approx((3.5, 3e-9))
+    with pytest.raises(ledger.BudgetExceededError, match=r"epsilon 1\.5"):
+        book.check(ledger.Spend(2.0, 0.0))
+    book.check(ledger.Spend(2.0, 0.0), job_id="job-a")  # already charged: passes
+    with pytest.raises(ledger.BudgetExceededError):
+        book.charge("job-c", ledger.Spend(1.6, 0.0), {})
+    assert len(book.records()) == 2
+
+
+def test_a_job_without_guarantee_is_refused_under_a_budget_and_poisons_an_unlimited_ledger(tmp_path):
+    with pytest.raises(ledger.BudgetExceededError, match="without a DP guarantee"):
+        ledger.Ledger(str(tmp_path / "a"), ledger.Budget(delta=1e-6)).charge_unbounded("j", {})
+    book = ledger.Ledger(str(tmp_path / "b"))
+    book.charge_unbounded("j", {})
+    assert math.isinf(book.spent().epsilon)
+
+
+def _charge(args):
+    location, job = args
+    book = ledger.Ledger(location, ledger.Budget(epsilon=1.0))
+    try:
+        book.charge(job, ledger.Spend(0.4, 0.0), {})
+        return True
+    except ledger.BudgetExceededError:
+        return False
+
+
+def test_racing_jobs_never_overspend_the_budget(tmp_path):
+    # Eight processes race to charge 0.4 against a budget of 1.0: exactly two can win.
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        won = pool.map(_charge, [(str(tmp_path), f"job-{i}") for i in range(8)])
+    assert sum(won) == 2
+    records = ledger.Ledger(str(tmp_path)).records()
+    assert len(records) == 2 and sum(r["epsilon"] for r in records) <= 1.0
+
+
+# ---- through the command line ------------------------------------------------------------------
+
+
+def _discover(records, out, *extra):
+    return cli.main([
+        "discover", "--input", records, "--output", str(out), "--epsilon", "3", "--delta", "1e-6",
+        "--max-length", "5", *extra,
+    ])
+
+
+def test_budget_exhaustion_is_refused_before_reading_with_the_remaining_budget(records, tmp_path, capsys):
+    shared = ["--ledger", str(tmp_path / "ledger"), "--budget-epsilon", "5"]
+    assert _discover(records, tmp_path / "first", *shared) == 0
+    capsys.readouterr()
+    assert _discover(records, tmp_path / "second", *shared) == 2
+    out, err = capsys.readouterr()
+    assert "census" not in out  # refused before reading any record
+    assert "exceeds the remaining lifetime budget" in err and "epsilon 2.0" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "second" / "heavy_hitters.json").exists()
+    assert cli.main(["ledger", "--ledger", str(tmp_path / "ledger"), "--budget-epsilon", "5", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert len(shown["records"]) == 1
+    assert shown["remaining"]["epsilon"] == pytest.approx(5 - shown["records"][0]["epsilon"])
+
+
+def test_dry_run_plans_without_rounds_state_or_charge(records, tmp_path, capsys):
+    assert _discover(records, tmp_path / "out", "--dry-run", "--log-format", "json") == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["event"] == "dry_run" and report["files"] == [records]
+    assert report["plan"]["population"] == 3000 and report["fits_budget"]
+    assert report["would_spend"]["epsilon"] <= 3
+    state = tmp_path / "out" / "state"
+    assert not (state / "MANIFEST.json").exists()
+    assert not (state / "ledger.jsonl").exists()
+    assert not (tmp_path / "out" / "heavy_hitters.json").exists()
+
+
+def test_beams_own_dry_run_flag_is_refused_with_a_pointer(records, tmp_path, capsys):
+    assert _discover(records, tmp_path / "out", "--dry_run=True") == 2
+    assert "--dry-run" in capsys.readouterr().err
+
+
+def test_a_concurrent_run_on_the_same_state_directory_is_refused(records, tmp_path, capsys):
+    from triehh_beam.job import cas
+
+    state = tmp_path / "out" / "state"
+    held = cas.Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
+        json.dumps({"host": "another-machine", "pid": 1}), 3600
+    )
+    assert held is not None
+    assert _discover(records, tmp_path / "out") == 2
+    assert "another run is working on this state directory" in capsys.readouterr().err
+
+
+def test_a_lease_left_by_a_killed_run_of_this_machine_is_taken_over(records, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from triehh_beam.job import cas
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    state = tmp_path / "out" / "state"
+    cas.Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
+        json.dumps({"host": socket.gethostname(), "pid": dead.pid}), 3600
+    )
+    assert _discover(records, tmp_path / "out") == 0
+
+
+# ---- scheduled runs ----------------------------------------------------------------------------
+
+
+def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_path, capsys):
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\n'
+        'epsilon = 3.0\ndelta = 1e-6\nmax_length = 5\n\n'
+        f'[budget]\nledger = "{tmp_path / "ledger"}"\nepsilon = 7.0\n'
+    )
+    codes = [cli.main(["scheduled", "--config", str(config), "--date", d])
+             for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+    assert codes == [0, 0, 2]
+    assert sorted(os.listdir(tmp_path / "runs")) == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    assert (tmp_path / "runs" / "2026-11-02" / "heavy_hitters.json").exists()
+    assert not (tmp_path / "runs" / "2026-11-03" / "heavy_hitters.json").exists()
+    # Re-running a date resumes it: no second charge.
+    assert cli.main(["scheduled", "--config", str(config), "--date", "2026-11-01"]) == 0
+    assert len(ledger.Ledger(str(tmp_path / "ledger")).records()) == 2
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[discovery]\ninput = 'x'\n", "needs 'output_root'"),
+        ("not toml = = =", "not a valid config file"),
+        ("[discovery]\ninput='x'\noutput_root='y'\nepsilon=1\ndelta=1e-6\nmax_length=5\nfoo=1\n", "unknown [discovery] key"),
+        ("[elsewhere]\n", "a [discovery] section is required"),
+    ],
+)
+def test_a_bad_config_is_refused_in_one_line(tmp_path, capsys, text, message):
+    config = tmp_path / "job.toml"
+    config.write_text(text)
+    assert cli.main(["scheduled", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_resume_must_use_the_ledger_the_job_started_with(records, tmp_path, capsys):
+    # Kill-free way to get a resumable job: a finished one is resumed (and re-published).
+    assert _discover(records, tmp_path / "out", "--ledger", str(tmp_path / "ledger-a")) == 0
+    capsys.readouterr()
+    assert _discover(records, tmp_path / "out", "--ledger", str(tmp_path / "ledger-b")) == 2
+    assert "privacy ledger" in capsys.readouterr().err
+    assert not (tmp_path / "ledger-b" / "ledger.jsonl").exists()
+
+
+def test_job_graphs_are_only_submitted_to_a_runner_that_runs_nothing(records, tmp_path):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from triehh_beam.job.driver import DiscoveryConfig, submit_job_graphs
+
+    config = DiscoveryConfig(records, str(tmp_path / "out"), 3.0, 1e-6, 5)
+    with pytest.raises(ValueError, match="dry_run"):
+        submit_job_graphs(config, PipelineOptions([]), population=3000)
+    assert not (tmp_path / "out").exists()

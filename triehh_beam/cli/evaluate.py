@@ -1,0 +1,282 @@
+"""Entry point: ``triehh evaluate``, TrieHH's recall and discovery rates against rivals.
+
+Parses flags into a frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser
+does not know go to Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a
+progress bar over runs on stderr (tqdm, or one text line per run without it), and writes
+``evaluation.json``, the PNGs and ``report.html`` into the output directory
+(``report.write_report``). No evaluation logic lives here.
+
+    triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta 1e-10 --max-length 10 \\
+        --runs 10 --top-k 10,20,50 --output eval/ [--engine simulate] [--unit-size 1,2]
+
+Exit codes: 0 success; 2 bad arguments or unusable input (one line on stderr, no traceback);
+1 a failure while running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import Callable, Optional, Sequence
+
+__all__ = ["add_evaluate_arguments", "config_from_args", "main", "register_evaluate", "run"]
+
+_EXIT_USAGE = 2
+
+
+def _list_of(kind: Callable, name: str, check: Callable[[float], bool], requirement: str):
+    def parse(text: str):
+        values = []
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                value = kind(part)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"not a valid {name}: {part!r}") from None
+            if isinstance(value, float) and not math.isfinite(value) or not check(value):
+                raise argparse.ArgumentTypeError(f"each {name} must be {requirement}, got {part}")
+            values.append(value)
+        if not values:
+            raise argparse.ArgumentTypeError(f"give at least one {name}")
+        return tuple(values)
+
+    return parse
+
+
+_epsilons = _list_of(float, "epsilon", lambda v: v > 0, "> 0")
+_positive_ints = _list_of(int, "value", lambda v: v >= 1, ">= 1")
+
+
+
+
+
+
+
+
+from triehh_beam.cli.argtypes import delta as _delta  # noqa: E402
+from triehh_beam.cli.argtypes import non_negative_int as _non_negative_int  # noqa: E402
+from triehh_beam.cli.argtypes import positive_int as _positive_int  # noqa: E402
+
+
+def _rivals(text: str):
+    from triehh_beam.evaluation.experiment import RIVALS
+
+    if text.strip().lower() in ("", "none"):
+        return ()
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    for name in names:
+        if name not in RIVALS:
+            raise argparse.ArgumentTypeError(f"unknown rival {name!r}; choose from {', '.join(RIVALS)} or none")
+    return names
+
+
+def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``triehh evaluate``."""
+    io = parser.add_argument_group("input and output")
+    io.add_argument("--input", required=True, metavar="PATTERN",
+                    help="records: file, glob, gs:// path; comma-separate several")
+    io.add_argument("--output", required=True, metavar="DIR",
+                    help="where evaluation.json, the PNGs and report.html are written")
+    io.add_argument("--format", choices=("jsonl", "csv", "parquet"),
+                    help="input format (default: from the file extension)")
+    io.add_argument("--user-column", default="user_id", help="(default: %(default)s)")
+    io.add_argument("--item-column", default="item", help="(default: %(default)s)")
+    io.add_argument("--count-column", default="count", help="optional per-record count (default: %(default)s)")
+
+    target = parser.add_argument_group("what to evaluate")
+    target.add_argument("--epsilon", type=_epsilons, required=True, metavar="E[,E...]",
+                        help="epsilon of each configuration (TrieHH and PEM)")
+    target.add_argument("--delta", type=_delta, required=True, metavar="D", help="TrieHH's delta")
+    target.add_argument("--max-length", type=_positive_int, required=True, metavar="L",
+                        help="L in units of one character (items of up to L-1 characters); unit size "
+                             "k runs with ceil((L-1)/k)+1 units, so every unit size sees the same items")
+    target.add_argument("--unit-size", type=_positive_ints, default=(1,), metavar="K[,K...]",
+                        help="characters per unit, one configuration each (default: 1)")
+    target.add_argument("--runs", type=_positive_int, default=10, metavar="R",
+                        help="runs per configuration (default: %(default)s)")
+    target.add_argument("--top-k", type=_positive_ints, default=(10,), metavar="K[,K...]",
+                        help="the K of recall@K, F1@K, NCR@K, and PEM's k (default: 10)")
+    target.add_argument("--engine", choices=("pipeline", "simulate"), default="pipeline",
+                        help="'pipeline' (default): every run a real Beam job; 'simulate': the keyed "
+                             "simulation, the same draws as the pipeline for the same seed, faster")
+    target.add_argument("--rivals", type=_rivals, default=("pem", "exact"), metavar="NAMES",
+                        help="comma-separated: pem (local DP, same epsilon), exact (non-private "
+                             "top-K); 'none' for neither (default: pem,exact)")
+    target.add_argument("--rule", choices=("authors", "corollary1"), default="authors",
+                        help="parameter rule (default: %(default)s)")
+    target.add_argument("--case-fold", action="store_true", help="fold case of text items")
+    target.add_argument("--truncate-long-items", action="store_true",
+                        help="cut items longer than L-1 units to a prefix instead of dropping them")
+    target.add_argument("--seed", type=_non_negative_int, default=0,
+                        help="public evaluation seed the run seeds derive from (default: %(default)s)")
+    target.add_argument("--pem-eta", type=_positive_int, default=None, metavar="BITS",
+                        help="PEM's eta, bits added per group (default: 12 - ceil(log2 of the "
+                             "candidates kept))")
+    target.add_argument("--pem-candidate-factor", type=_positive_int, default=2, metavar="F",
+                        help="PEM keeps F*K prefixes after each intermediate group (default: %(default)s)")
+    target.add_argument("--work-dir", metavar="DIR",
+                        help="scratch area of the pipeline engine (default: a local temporary "
+                             "directory, removed afterwards); a gs:// path for remote runners")
+    target.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def config_from_args(args: argparse.Namespace):
+    """The frozen ``EvaluationConfig`` for parsed flags (raises ValueError on bad values)."""
+    from triehh_beam.evaluation.experiment import EvaluationConfig
+
+    return EvaluationConfig(
+        input_pattern=args.input,
+        epsilons=args.epsilon,
+        delta=args.delta,
+        max_length=args.max_length,
+        unit_sizes=args.unit_size,
+        runs=args.runs,
+        top_k=args.top_k,
+        engine=args.engine,
+        rivals=args.rivals,
+        input_format=args.format,
+        rule=args.rule,
+        case_fold=args.case_fold,
+        truncate_long_items=args.truncate_long_items,
+        user_column=args.user_column,
+        item_column=args.item_column,
+        count_column=args.count_column or None,
+        seed=args.seed,
+        pem_eta=args.pem_eta,
+        pem_candidate_factor=args.pem_candidate_factor,
+        work_dir=args.work_dir,
+    )
+
+
+def _progress(enabled: bool):
+    from triehh_beam.evaluation.experiment import Progress
+
+    class _Bar(Progress):
+        """tqdm on stderr when installed, else one line per run."""
+
+        def __init__(self):
+            self._bar = None
+            self._total = 0
+            self._done = 0
+
+        def start(self, total: int) -> None:
+            self._total = total
+            if not enabled:
+                return
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self._bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+
+        def advance(self, label: str) -> None:
+            self._done += 1
+            if not enabled:
+                return
+            if self._bar is not None:
+                self._bar.set_description(label, refresh=False)
+                self._bar.update(1)
+            else:
+                print(f"[{self._done}/{self._total}] {label}", file=sys.stderr, flush=True)
+
+        def note(self, line: str) -> None:
+            if self._bar is not None:
+                self._bar.write(line, file=sys.stderr)
+            else:
+                print(line, file=sys.stderr, flush=True)
+
+        def close(self) -> None:
+            if self._bar is not None:
+                self._bar.close()
+
+    return _Bar()
+
+
+def _fail(message: str) -> int:
+    print(f"triehh evaluate: error: {message}", file=sys.stderr)
+    return _EXIT_USAGE
+
+
+def _print_summary(result: dict, written: dict, json_path: str) -> None:
+    from triehh_beam.evaluation.report import summary_rows
+
+    ks = result["parameters"]["top_k"]
+    print(f"recall@K, mean [95% CI] over {result['parameters']['runs']} runs "
+          f"({result['parameters']['engine']} engine, {result['data_source']['users']:,} users):")
+    rows = summary_rows(result, "recall")
+    width = max([len(r[0]) for r in rows] + [6])
+    print(f"  {'method':<{width}}  " + "  ".join(f"{'recall@' + str(k):<22}" for k in ks))
+    for method, _, cells in rows:
+        print(f"  {method:<{width}}  " + "  ".join(f"{c:<22}" for c in cells))
+    for skipped in result["infeasible"]:
+        print(f"skipped epsilon={skipped['epsilon']:g} unit size {skipped['unit_size']}: infeasible "
+              f"({skipped['reason']})")
+    print(f"results: {json_path}")
+    print(f"report:  {written['report']}")
+
+
+def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    """Runs an evaluation for parsed flags; returns the exit code."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from triehh_beam.evaluation import experiment as evaluation, report
+    from triehh_beam.beam.record_io import RecordFormatError
+
+    try:
+        config = config_from_args(args)
+    except ValueError as e:
+        return _fail(str(e))
+    if beam_args and config.engine != "pipeline":
+        return _fail(f"unrecognized arguments: {' '.join(beam_args)} (Beam options need --engine pipeline)")
+    progress = _progress(not args.no_progress)
+    try:
+        result = evaluation.run_evaluation(config, PipelineOptions(list(beam_args)), progress)
+    except (FileNotFoundError, RecordFormatError, ValueError) as e:
+        return _fail(str(e))
+    finally:
+        progress.close()
+    os.makedirs(args.output, exist_ok=True)
+    json_path = evaluation.write_evaluation_json(result, os.path.join(args.output, "evaluation.json"))
+    written = report.write_report(result, args.output)
+    _print_summary(result, written, json_path)
+    return 0
+
+
+def register_evaluate(subparsers) -> None:
+    """Adds ``evaluate`` to the ``triehh`` tool (handler(args, beam_args), Beam flags allowed)."""
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="measure recall and discovery rates of TrieHH against PEM and the exact top-K",
+        description="Runs TrieHH R times per epsilon and unit size on an input (through the real "
+        "pipeline, or the keyed simulation with --engine simulate), PEM and the exact top-K on "
+        "the same input, and writes evaluation.json, plots and report.html. Flags this command "
+        "does not know are Beam pipeline options.",
+    )
+    add_evaluate_arguments(parser)
+    parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error and exit code 2 (as the ``triehh`` tool)."""
+
+    def error(self, message):  # noqa: D102 (argparse API)
+        self.exit(_EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m triehh_beam.cli.evaluate --input ...``: the same as ``triehh evaluate``."""
+    parser = _ArgumentParser(prog="triehh evaluate", description="Evaluate TrieHH (see triehh evaluate --help).")
+    add_evaluate_arguments(parser)
+    try:
+        args, beam_args = parser.parse_known_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else _EXIT_USAGE
+    return run(args, beam_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

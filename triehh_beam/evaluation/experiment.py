@@ -1,0 +1,769 @@
+"""Evaluation: how well TrieHH discovers heavy hitters on a given input, and against what.
+
+For each ε in a list, each unit size in a list and R runs, TrieHH runs on the input either
+
+* through the real pipeline (``engine="pipeline"``: ``driver.run_discovery`` on the runner the
+  pipeline options name, the in-process one by default; every run a whole job, census
+  included, with its own output and state directory in a scratch area), or
+* through the reference simulation (``engine="simulate"``: ``simulation.simulate_many`` in
+  keyed mode, which draws exactly what the pipeline draws for the same seed, so a run gives the
+  same trie as the pipeline's, much faster).
+
+Run ``j`` uses the secret seed ``run_seed(seed, j)`` (32 bytes derived from the public
+evaluation seed); the same seeds serve every ε and unit size, so the configurations are
+compared on paired runs. These seeds are public: evaluation is a measurement, never a release.
+
+The rivals run on the same input at the same ε:
+
+* ``exact``: the exact (non-private) top-K, the ceiling;
+* ``pem``: PEM with the OLH oracle (``triehh_beam.evaluation.pem``), ε-LDP, one run per (ε, K, run)
+  returning ``k = K`` items, keeping ``pem_candidate_factor · K`` prefixes per intermediate group
+  (default 2K), over items of ``L - 1`` bytes.
+
+What is computed (PROTOCOL.md §4), per TrieHH configuration:
+
+* recall@K, F1@K and NCR@K of every run (``metrics``: ties resolved in the run's favour), their
+  mean and a t-interval (``mean ± t_{(1+c)/2, R-1} · s/√R``, clipped to [0, 1]; none for R = 1);
+* the discovery rate of each item (fraction of runs that found it) with a Wilson score interval,
+  beside its frequency (distinct users holding it) and its Proposition 1 bound
+  ``utility.discovery_probability(users, n, m, θ, len)`` with ``len`` the item's encoded length
+  in units, terminator included (0 for an item too long to encode). The bound is exact for a
+  population of one item per user where the item shares no prefix; with shared prefixes the
+  rate is at least the bound; with several items per user it is not a bound (a holder votes for
+  another of its items with some probability), which the output says;
+* rounds run (the pipeline's count: a round is run only if the trie has a prefix to extend) and
+  prefixes kept per round (the trie's growth);
+* the privacy guarantee of one run (the plan's achieved ε and δ, Theorem 1) and what R runs on
+  the same users add up to (basic composition).
+
+Unit sizes: ``max_length`` is L for units of one character, i.e. items of up to L - 1
+characters. Unit size k runs with ``ceil((L - 1)/k) + 1`` units, so every unit size sees the
+same items (PROTOCOL.md §1, "Unit size"); the L used is recorded per configuration.
+
+Everything is in memory (the population is read once with ``record_io.iter_record_batches``, so
+Parquet, CSV and JSON Lines all work): meant for evaluation inputs of up to a few million
+records.
+
+The result is a JSON-ready dict (``run_evaluation``), written as ``evaluation.json``
+(``write_evaluation_json``); docs/evaluation.md documents its schema.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import hashlib
+import math
+import tempfile
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy import stats
+
+from triehh_beam.evaluation import metrics, pem
+from triehh_beam.protocol import privacy, utility
+from triehh_beam.beam import record_io
+from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
+
+__all__ = [
+    "ENGINES",
+    "RIVALS",
+    "SCHEMA",
+    "EvaluationConfig",
+    "Population",
+    "Progress",
+    "load_population",
+    "mean_ci",
+    "pipeline_rounds",
+    "run_evaluation",
+    "run_seed",
+    "wilson_interval",
+    "write_evaluation_json",
+]
+
+SCHEMA = "triehh-beam/evaluation/1"
+ENGINES = ("pipeline", "simulate")
+RIVALS = ("exact", "pem")
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration.
+
+
+def _as_tuple(name: str, values, kind, minimum) -> tuple:
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        values = (values,)
+    out = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{name} must hold numbers, got {value!r}")
+        if kind is int and int(value) != value:
+            raise ValueError(f"{name} must hold integers, got {value!r}")
+        value = kind(value)
+        if not math.isfinite(value) or value < minimum or (minimum == 0 and value <= 0):
+            raise ValueError(f"{name} must hold values {'> 0' if minimum == 0 else f'>= {minimum}'}, got {value!r}")
+        out.append(value)
+    if not out:
+        raise ValueError(f"{name} must not be empty")
+    return tuple(sorted(set(out)))
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+    """What to evaluate, validated before anything runs.
+
+    Args:
+      input_pattern: records (path, glob, several comma-separated; any ``FileSystems`` path).
+      epsilons: the ε of each TrieHH (and PEM) configuration.
+      delta: TrieHH's δ.
+      max_length: L in units of one character (items of up to L - 1 characters); unit size k
+        runs with ``ceil((L - 1)/k) + 1`` units.
+      unit_sizes: characters per unit, one configuration each.
+      runs: R, runs per configuration.
+      top_k: the K of recall@K, F1@K and NCR@K (and PEM's k).
+      engine: ``"pipeline"`` or ``"simulate"`` (module docstring).
+      rivals: any of ``"exact"``, ``"pem"``.
+      input_format: ``"jsonl"``, ``"csv"``, ``"parquet"`` or None (from the file names).
+      rule: the planner's rule.
+      case_fold, truncate_long_items: as ``DiscoveryConfig``.
+      user_column, item_column, count_column: the record columns (count may be None).
+      seed: the public evaluation seed the run seeds derive from.
+      confidence: of the intervals.
+      pem_eta: PEM's η (default: ``pem.PEMConfig``'s).
+      pem_candidate_factor: PEM keeps this many times K prefixes per intermediate group.
+      work_dir: scratch area of the pipeline engine (outputs and state of each run); default a
+        fresh local temporary directory, removed afterwards. Give a ``gs://`` path for a remote
+        runner.
+
+    Raises:
+      ValueError: for any invalid value.
+    """
+
+    input_pattern: str
+    epsilons: Tuple[float, ...]
+    delta: float
+    max_length: int
+    unit_sizes: Tuple[int, ...] = (1,)
+    runs: int = 10
+    top_k: Tuple[int, ...] = (10,)
+    engine: str = "pipeline"
+    rivals: Tuple[str, ...] = RIVALS
+    input_format: Optional[str] = None
+    rule: str = "authors"
+    case_fold: bool = False
+    truncate_long_items: bool = False
+    user_column: str = "user_id"
+    item_column: str = "item"
+    count_column: Optional[str] = "count"
+    seed: int = 0
+    confidence: float = 0.95
+    pem_eta: Optional[int] = None
+    pem_candidate_factor: int = 2
+    work_dir: Optional[str] = None
+
+    def __post_init__(self):
+        if not self.input_pattern:
+            raise ValueError("an input pattern is required")
+        object.__setattr__(self, "epsilons", _as_tuple("epsilons", self.epsilons, float, 0))
+        object.__setattr__(self, "unit_sizes", _as_tuple("unit sizes", self.unit_sizes, int, 1))
+        object.__setattr__(self, "top_k", _as_tuple("top-K", self.top_k, int, 1))
+        if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 2:
+            raise ValueError(f"max_length must be an integer >= 2, got {self.max_length!r}")
+        if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
+            raise ValueError(f"runs must be an integer >= 1, got {self.runs!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        rivals = tuple(self.rivals)
+        unknown = [r for r in rivals if r not in RIVALS]
+        if unknown:
+            raise ValueError(f"unknown rival {unknown[0]!r}; the rivals are {', '.join(RIVALS)}")
+        object.__setattr__(self, "rivals", tuple(r for r in RIVALS if r in rivals))
+        if self.input_format not in (None, *record_io.FORMATS):
+            raise ValueError(f"format must be one of {', '.join(record_io.FORMATS)}, got {self.input_format!r}")
+        if self.rule not in privacy.RULES:
+            raise ValueError(f"rule must be one of {', '.join(privacy.RULES)}, got {self.rule!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence!r}")
+        if self.pem_eta is not None and (not isinstance(self.pem_eta, int) or self.pem_eta < 1):
+            raise ValueError(f"pem_eta must be an integer >= 1, got {self.pem_eta!r}")
+        if not isinstance(self.pem_candidate_factor, int) or self.pem_candidate_factor < 1:
+            raise ValueError(f"pem_candidate_factor must be an integer >= 1, got {self.pem_candidate_factor!r}")
+        for unit_size in self.unit_sizes:
+            self.encoder(unit_size)  # validates the encoding
+        record_io.RecordColumns(self.user_column, self.item_column, self.count_column or None)
+
+    def max_length_for(self, unit_size: int) -> int:
+        """L in units of ``unit_size`` characters that fits the same items as L at unit size 1."""
+        return math.ceil((self.max_length - 1) / unit_size) + 1
+
+    def encoder(self, unit_size: int) -> ItemEncoder:
+        return ItemEncoder(
+            kind=ItemKind.TEXT,
+            unit_size=unit_size,
+            max_length=self.max_length_for(unit_size),
+            case_fold=self.case_fold,
+        )
+
+    @property
+    def columns(self) -> record_io.RecordColumns:
+        return record_io.RecordColumns(self.user_column, self.item_column, self.count_column or None)
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out.pop("work_dir")
+        for key in ("epsilons", "unit_sizes", "top_k", "rivals"):
+            out[key] = list(out[key])
+        out["max_length_by_unit_size"] = {str(k): self.max_length_for(k) for k in self.unit_sizes}
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Progress.
+
+
+class Progress:
+    """Receives progress events; the default ignores them (the entry point shows a bar)."""
+
+    def start(self, total: int) -> None:
+        """``total`` runs are about to be made (TrieHH and PEM runs together)."""
+
+    def advance(self, label: str) -> None:
+        """One run finished; ``label`` says which."""
+
+    def note(self, line: str) -> None:
+        """A line worth showing (a skipped configuration, a phase)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics.
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95, bounds=(0.0, 1.0)) -> dict:
+    """Mean, sample sd and a t-interval of the mean (clipped to ``bounds``; None for one value).
+
+    The t-interval assumes the runs are independent (they are: each has its own seed) and the
+    mean roughly normal; for a metric stuck at 0 or 1 it degenerates to a point.
+    """
+    x = np.asarray(list(values), dtype=float)
+    if len(x) == 0:
+        return {"mean": None, "sd": None, "ci": None, "n": 0}
+    mean = float(x.mean())
+    if len(x) == 1:
+        return {"mean": mean, "sd": None, "ci": None, "n": 1}
+    sd = float(x.std(ddof=1))
+    half = float(stats.t.ppf((1 + confidence) / 2, len(x) - 1)) * sd / math.sqrt(len(x))
+    lo, hi = mean - half, mean + half
+    if bounds is not None:
+        lo, hi = max(bounds[0], lo), min(bounds[1], hi)
+    return {"mean": mean, "sd": sd, "ci": [lo, hi], "n": int(len(x))}
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> Tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (good at 0 and 1, unlike Wald's)."""
+    if trials <= 0:
+        return (0.0, 1.0)
+    z = float(stats.norm.ppf((1 + confidence) / 2))
+    phat = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (phat + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(phat * (1 - phat) / trials + z * z / (4 * trials * trials)) / denominator
+    lo = 0.0 if successes <= 0 else max(0.0, centre - half)
+    hi = 1.0 if successes >= trials else min(1.0, centre + half)
+    return (lo, hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Input.
+
+
+@dataclasses.dataclass(frozen=True)
+class Population:
+    """The records of an input, in memory.
+
+    Attributes:
+      users: canonical user id bytes -> Counter(item -> record count), raw items as read.
+      files: the files read.
+      records: records kept (rows after the reader's checks).
+      dropped: records dropped per reason (``record_io.DROP_REASONS``).
+    """
+
+    users: Mapping[bytes, collections.Counter]
+    files: Tuple[str, ...]
+    records: int
+    dropped: Mapping[str, int]
+
+
+def _match_files(pattern: str) -> List[str]:
+    from apache_beam.io.filesystems import FileSystems
+
+    paths = set()
+    for part in (p.strip() for p in pattern.split(",")):
+        if not part:
+            continue
+        matched = [m.path for m in FileSystems.match([part])[0].metadata_list]
+        if not matched:
+            raise FileNotFoundError(f"no records files match {part!r}")
+        paths.update(matched)
+    if not paths:
+        raise ValueError(f"the input pattern {pattern!r} names no files")
+    return sorted(paths)
+
+
+def load_population(
+    input_pattern: str,
+    format: Optional[str] = None,
+    columns: record_io.RecordColumns = record_io.RecordColumns(),
+) -> Population:
+    """Reads every record of the matched files (``iter_record_batches``: same checks and drops as
+    the pipeline's reader).
+
+    Raises:
+      FileNotFoundError: a pattern matches nothing.
+      RecordFormatError, ValueError: a file cannot be read (the message names it).
+    """
+    users: Dict[bytes, collections.Counter] = {}
+    dropped: collections.Counter = collections.Counter()
+    records = 0
+    files = _match_files(input_pattern)
+    for path in files:
+        for batch, drops in record_io.iter_record_batches(path, format, columns):
+            dropped.update(drops)
+            records += batch.num_rows
+            ids = batch.column(0).to_pylist()
+            items = batch.column(1).to_pylist()
+            counts = batch.column(2).to_pylist()
+            for user, item, count in zip(ids, items, counts):
+                users.setdefault(user, collections.Counter())[item] += count
+    return Population(users=users, files=tuple(files), records=records,
+                      dropped={r: int(dropped.get(r, 0)) for r in record_io.DROP_REASONS})
+
+
+# --------------------------------------------------------------------------------------------
+# Seeds.
+
+
+def run_seed(seed: int, run: int) -> bytes:
+    """The 32-byte secret seed of TrieHH run ``run`` of an evaluation with public seed ``seed``."""
+    return hashlib.blake2b(f"triehh-beam/evaluate/{seed}/{run}".encode(), digest_size=32).digest()
+
+
+def _pem_seed(seed: int, epsilon: float, k: int, run: int) -> int:
+    digest = hashlib.blake2b(f"triehh-beam/evaluate/pem/{seed}/{epsilon!r}/{k}/{run}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big")
+
+
+# --------------------------------------------------------------------------------------------
+# TrieHH runs.
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    heavy_hitters: Tuple[str, ...]
+    frequent_prefixes: Tuple[str, ...]
+    rounds: int
+    level_sizes: Tuple[int, ...]
+    seconds: float
+    population: int
+
+
+def pipeline_rounds(result, max_rounds: int) -> int:
+    """The rounds the pipeline runs for the trie a ``SimulationResult`` grew.
+
+    The simulation also runs (and counts) a last round when the trie's deepest level holds only
+    complete items; the driver does not, since no prefix is left to extend. Both give the same
+    trie.
+    """
+    from triehh_beam.protocol.encoding import is_terminated
+
+    depth = len(result.levels)
+    if depth >= max_rounds:
+        return max_rounds
+    if depth and all(is_terminated(p) for p in result.levels[-1]):
+        return depth
+    return depth + 1
+
+
+def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
+                   on_run: Callable[[int], None]) -> List[_Run]:
+    from triehh_beam.evaluation.simulation import simulate_many
+
+    timings: List[float] = []
+
+    def seeds_with_progress() -> Iterator[bytes]:
+        # simulate_many consumes the seeds one run at a time: resuming after a yield means that
+        # run is done.
+        for index, seed in enumerate(seeds):
+            started = time.monotonic()
+            yield seed
+            timings.append(time.monotonic() - started)
+            on_run(index)
+
+    results = simulate_many(
+        users, encoder, plan.theta, plan.batch_size, seeds_with_progress(),
+        sampling="keyed", too_long="truncate" if truncate else "drop",
+    )
+    runs = []
+    for result, seconds in zip(results, timings + [0.0] * (len(results) - len(timings))):
+        runs.append(_Run(
+            heavy_hitters=tuple(sorted(result.heavy_hitters)),
+            frequent_prefixes=tuple(sorted(encoder.decode(p) for p in result.frequent_prefixes)),
+            rounds=pipeline_rounds(result, encoder.max_length),
+            level_sizes=tuple(len(level) for level in result.levels),
+            seconds=seconds,
+            population=result.n_users,
+        ))
+    return runs
+
+
+def _pipeline_runs(config: EvaluationConfig, unit_size: int, epsilon: float, seeds: Sequence[bytes],
+                   work_dir: str, options, on_run: Callable[[int], None]) -> List[_Run]:
+    from apache_beam.io.filesystems import FileSystems
+
+    from triehh_beam.job.driver import DiscoveryConfig, run_discovery
+    from triehh_beam.protocol.trie import Trie
+
+    runs = []
+    for index, seed in enumerate(seeds):
+        out = FileSystems.join(work_dir, f"eps{epsilon:g}-k{unit_size}-run{index}")
+        discovery = DiscoveryConfig(
+            input_pattern=config.input_pattern,
+            output_dir=out,
+            epsilon=epsilon,
+            delta=config.delta,
+            max_length=config.max_length_for(unit_size),
+            unit_size=unit_size,
+            input_format=config.input_format,
+            rule=config.rule,
+            seed=seed,
+            case_fold=config.case_fold,
+            truncate_long_items=config.truncate_long_items,
+            user_column=config.user_column,
+            item_column=config.item_column,
+            count_column=config.count_column or "",
+        )
+        started = time.monotonic()
+        result = run_discovery(discovery, options)
+        seconds = time.monotonic() - started
+        with FileSystems.open(FileSystems.join(out, "trie.pb"), compression_type="uncompressed") as f:
+            trie = Trie.from_bytes(f.read(), source="trie.pb")
+        runs.append(_Run(
+            heavy_hitters=tuple(sorted(result.heavy_hitters)),
+            frequent_prefixes=tuple(sorted(result.frequent_prefixes)),
+            rounds=result.rounds_run,
+            level_sizes=tuple(len(level) for level in trie.levels),
+            seconds=seconds,
+            population=result.plan.population,
+        ))
+        FileSystems.delete([out])
+        on_run(index)
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics over runs.
+
+
+def _metric_block(found_per_run: Sequence[Iterable], truth: Mapping, ks: Sequence[int], confidence: float) -> List[dict]:
+    blocks = []
+    for k in ks:
+        recall = [metrics.recall_at_k(found, truth, k) for found in found_per_run]
+        f1 = [metrics.f1_at_k(found, truth, k) for found in found_per_run]
+        ncr = [metrics.ncr_at_k(found, truth, k) for found in found_per_run]
+        blocks.append({
+            "k": int(k),
+            "effective_k": metrics.true_top_k(truth, k).k,
+            "recall": dict(mean_ci(recall, confidence), values=recall),
+            "f1": dict(mean_ci(f1, confidence), values=f1),
+            "ncr": dict(mean_ci(ncr, confidence), values=ncr),
+        })
+    return blocks
+
+
+def _encoded_length(item: str, encoder: ItemEncoder) -> Optional[int]:
+    try:
+        return len(encoder.encode(item))
+    except ItemTooLongError:
+        return None
+    except EncodingError:
+        return None
+
+
+def _ranking(truth: Mapping[str, int]) -> List[Tuple[str, int]]:
+    return sorted(truth.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _item_rows(runs: Sequence[_Run], ranking, n: int, plan, encoder: ItemEncoder, ks, confidence) -> List[dict]:
+    found = collections.Counter()
+    for run in runs:
+        found.update(set(run.heavy_hitters))
+    max_k = max(ks)
+    rows = []
+    for rank, (item, users) in enumerate(ranking, start=1):
+        if users < plan.theta and item not in found and rank > max_k:
+            continue  # fewer holders than theta: never discovered, bound 0; left out for size
+        length = _encoded_length(item, encoder)
+        bound = 0.0
+        if length is not None:
+            bound = utility.discovery_probability(users, n, plan.batch_size, plan.theta, length)
+        lo, hi = wilson_interval(found[item], len(runs), confidence)
+        rows.append({
+            "item": item,
+            "rank": rank,
+            "users": users,
+            "share": users / n,
+            "length": length,
+            "rate": found[item] / len(runs),
+            "rate_ci": [lo, hi],
+            "bound": bound,
+        })
+    return rows
+
+
+def _growth(runs: Sequence[_Run], max_rounds: int, confidence: float) -> List[dict]:
+    rows = []
+    for r in range(max_rounds):
+        sizes = [run.level_sizes[r] if r < len(run.level_sizes) else 0 for run in runs]
+        rows.append(dict(mean_ci(sizes, confidence, bounds=(0.0, math.inf)), round=r + 1, values=sizes))
+    return rows
+
+
+def _reachable(ranking, encoder: ItemEncoder, truth, ks) -> List[dict]:
+    """recall@K of the exact top-K among the items that fit: the best any run can do."""
+    fitting = [item for item, _ in ranking if _encoded_length(item, encoder) is not None]
+    out = []
+    for k in ks:
+        best = fitting[: metrics.true_top_k(truth, k).k]
+        out.append({"k": int(k), "recall": metrics.recall_at_k(best, truth, k)})
+    return out
+
+
+def _triehh_privacy(plan, runs: int) -> dict:
+    total = privacy.compose([(plan.epsilon, plan.delta)] * runs)
+    return {
+        "model": "central",
+        "guarantee": (
+            "(epsilon, delta)-DP with user-level adjacency (TrieHH Theorem 1), for one run, "
+            "covering all max_length rounds"
+        ),
+        "epsilon": plan.epsilon,
+        "delta": plan.delta,
+        "target_epsilon": plan.target_epsilon,
+        "target_delta": plan.target_delta,
+        "theta": plan.theta,
+        "batch_size": plan.batch_size,
+        "gamma": plan.gamma,
+        "population": plan.n,
+        "max_length": plan.max_length,
+        "rule": plan.rule,
+        "all_runs_composed": {
+            "epsilon": total.epsilon,
+            "delta": total.delta,
+            "note": "R runs on the same users are R releases (basic composition): evaluate on "
+                    "data whose privacy is not at stake",
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The evaluation.
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Optional[Progress] = None) -> dict:
+    """Runs every configuration and rival; returns the JSON-ready result (docs/evaluation.md).
+
+    Args:
+      config: what to evaluate.
+      pipeline_options: Beam ``PipelineOptions`` for the pipeline engine (default: in-process).
+      progress: receives one ``advance`` per finished run.
+
+    Raises:
+      FileNotFoundError, RecordFormatError, ValueError: unusable input.
+      InfeasiblePlanError is never raised: infeasible configurations are listed under
+        ``infeasible`` and skipped.
+    """
+    progress = progress or Progress()
+    started = time.monotonic()
+    population = load_population(config.input_pattern, config.input_format, config.columns)
+    if not population.users:
+        raise ValueError(f"{config.input_pattern}: no usable records")
+    base_encoder = config.encoder(config.unit_sizes[0])
+    truth_all = metrics.ground_truth(population.users, base_encoder)
+    n = truth_all.n_users
+    truth: Dict[str, int] = dict(truth_all.user_counts)
+    ranking = _ranking(truth)
+    multi_item = any(len(items) > 1 for items in population.users.values())
+
+    plans = []
+    infeasible = []
+    for unit_size in config.unit_sizes:
+        for epsilon in config.epsilons:
+            plan = privacy.plan(n, epsilon, config.delta, config.max_length_for(unit_size), config.rule,
+                                with_alternatives=False)
+            if plan.feasible:
+                plans.append((epsilon, unit_size, plan))
+            else:
+                infeasible.append({"epsilon": epsilon, "unit_size": unit_size,
+                                   "max_length": config.max_length_for(unit_size), "reason": plan.reason})
+                progress.note(f"skipped: epsilon={epsilon:g} unit size {unit_size}: {plan.reason}")
+    ks = config.top_k
+    total = len(plans) * config.runs + ("pem" in config.rivals) * len(config.epsilons) * len(ks) * config.runs
+    progress.start(total)
+
+    seeds = [run_seed(config.seed, j) for j in range(config.runs)]
+    work_dir = None
+    options = None
+    if config.engine == "pipeline":
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        options = pipeline_options or PipelineOptions([])
+        work_dir = config.work_dir or tempfile.mkdtemp(prefix="triehh-evaluate-")
+    warnings: List[str] = []
+    if multi_item:
+        warnings.append("some users hold several items: Proposition 1 is not a lower bound for them "
+                        "(a holder votes for another of its items with some probability)")
+    configurations = []
+    try:
+        for epsilon, unit_size, plan in plans:
+            encoder = config.encoder(unit_size)
+            label = f"TrieHH eps={epsilon:g} unit={unit_size}"
+
+            def on_run(index: int, label=label) -> None:
+                progress.advance(f"{label} run {index + 1}/{config.runs}")
+
+            if config.engine == "simulate":
+                runs = _simulate_runs(population.users, encoder, plan, seeds, config.truncate_long_items, on_run)
+            else:
+                runs = _pipeline_runs(config, unit_size, epsilon, seeds, work_dir, options, on_run)
+            mismatched = {run.population for run in runs} - {n}
+            if mismatched:
+                warnings.append(
+                    f"epsilon={epsilon:g} unit size {unit_size}: the engine counted "
+                    f"{sorted(mismatched)} users, the evaluation {n} (records with count 0?)"
+                )
+            found = [run.heavy_hitters for run in runs]
+            configurations.append({
+                "epsilon": epsilon,
+                "unit_size": unit_size,
+                "max_length": encoder.max_length,
+                "privacy": _triehh_privacy(plan, config.runs),
+                "metrics": _metric_block(found, truth, ks, config.confidence),
+                "reachable": _reachable(ranking, encoder, truth, ks),
+                "rounds": dict(mean_ci([r.rounds for r in runs], config.confidence, bounds=(0.0, math.inf)),
+                               values=[r.rounds for r in runs]),
+                "growth": _growth(runs, encoder.max_length, config.confidence),
+                "items": _item_rows(runs, ranking, n, plan, encoder, ks, config.confidence),
+                "runs": [
+                    {
+                        "run": j,
+                        "seed": seeds[j].hex(),
+                        "heavy_hitters": list(run.heavy_hitters),
+                        "frequent_prefixes": list(run.frequent_prefixes),
+                        "rounds": run.rounds,
+                        "level_sizes": list(run.level_sizes),
+                        "seconds": round(run.seconds, 3),
+                    }
+                    for j, run in enumerate(runs)
+                ],
+            })
+    finally:
+        if work_dir is not None and config.work_dir is None:
+            from apache_beam.io.filesystems import FileSystems
+
+            if FileSystems.exists(work_dir):
+                FileSystems.delete([work_dir])
+
+    rivals: Dict[str, Any] = {}
+    if "exact" in config.rivals:
+        exact_blocks = []
+        for k in ks:
+            top = [item for item, _ in ranking[: metrics.true_top_k(truth, k).k]]
+            exact_blocks.append(dict(_metric_block([top], truth, [k], config.confidence)[0], heavy_hitters=top))
+        rivals["exact"] = {
+            "privacy": {"model": "none", "guarantee": "none: the exact, non-private top-K (the ceiling)"},
+            "metrics": exact_blocks,
+        }
+    if "pem" in config.rivals:
+        rivals["pem"] = _run_pem_rival(config, population, base_encoder, truth, progress)
+
+    return {
+        "schema": SCHEMA,
+        "created_at": _now(),
+        "seconds": round(time.monotonic() - started, 1),
+        "parameters": dict(config.to_dict(), ci_method=(
+            "t-interval of the mean over runs (clipped to [0, 1]); Wilson score interval for "
+            "per-item discovery rates")),
+        "data_source": {
+            "input": config.input_pattern,
+            "files": list(population.files),
+            "records": population.records,
+            "records_dropped": dict(population.dropped),
+            "users": n,
+            "distinct_items": len(truth),
+            "users_with_several_items": sum(1 for items in population.users.values() if len(items) > 1),
+        },
+        "truth": [{"rank": r, "item": item, "users": users}
+                  for r, (item, users) in enumerate(ranking[: max(100, max(ks))], start=1)],
+        "infeasible": infeasible,
+        "warnings": warnings,
+        "triehh": configurations,
+        "rivals": rivals,
+    }
+
+
+def _run_pem_rival(config: EvaluationConfig, population: Population, encoder: ItemEncoder,
+                   truth: Mapping[str, int], progress: Progress) -> dict:
+    # PEM sees the same normalised items as the truth (NFC, case folding).
+    users: Dict[bytes, collections.Counter] = {}
+    for user, items in population.users.items():
+        normalised = collections.Counter()
+        for item, count in items.items():
+            try:
+                normalised[encoder.normalize(item)] += count
+            except EncodingError:
+                continue
+        users[user] = normalised
+    n_bytes = config.max_length - 1
+    by_epsilon = []
+    for epsilon in config.epsilons:
+        per_k = []
+        for k in config.top_k:
+            pem_config = pem.PEMConfig(epsilon=epsilon, k=int(k), n_bytes=n_bytes, eta=config.pem_eta,
+                                       candidates=config.pem_candidate_factor * int(k))
+            runs = []
+            for j in range(config.runs):
+                started = time.monotonic()
+                result = pem.run_pem(users, pem_config, _pem_seed(config.seed, epsilon, k, j))
+                runs.append({"run": j, "heavy_hitters": list(result.heavy_hitters),
+                             "seconds": round(time.monotonic() - started, 3)})
+                progress.advance(f"PEM eps={epsilon:g} k={k} run {j + 1}/{config.runs}")
+            block = _metric_block([r["heavy_hitters"] for r in runs], truth, [k], config.confidence)[0]
+            per_k.append(dict(block, parameters=pem_config.to_dict(), runs=runs))
+        by_epsilon.append({
+            "epsilon": epsilon,
+            "privacy": {"model": "local", "guarantee": "epsilon-LDP per user (one OLH report each)",
+                        "epsilon": epsilon, "delta": 0.0},
+            "metrics": per_k,
+        })
+    return {"n_bytes": n_bytes, "configurations": by_epsilon}
+
+
+def write_evaluation_json(result: dict, path: str) -> str:
+    """Writes the result as indented UTF-8 JSON (via ``FileSystems``); returns the path."""
+    import json
+
+    from apache_beam.io.filesystems import FileSystems
+
+    data = (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    with FileSystems.create(path, compression_type="uncompressed") as f:
+        f.write(data)
+    return path

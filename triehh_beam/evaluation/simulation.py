@@ -1,0 +1,392 @@
+"""An in-memory simulation of the whole TrieHH protocol (PROTOCOL.md §1), rounds and all.
+
+Two uses:
+
+* the **oracle** for the Beam pipeline: with ``sampling="keyed"`` it draws users with
+  ``Sampler.sample`` and item choices with ``Sampler.choice_uniform`` and votes with
+  ``vote.client_vote``, so for the same secret seed it must produce exactly the trie the
+  production pipeline produces;
+* a **planning and statistics tool**: with ``sampling="numpy"`` it is an independent, simple
+  re-implementation (``numpy.random.default_rng``: ``choice`` without replacement for the
+  sample, weighted ``choice`` for the item) whose statistics (discovery rates, mean recall) the
+  keyed mode and the pipeline must agree with.
+
+Conventions shared with the pipeline (an exact comparison relies on them):
+
+* The sampled population is every user with at least one record, whatever happens to the
+  records afterwards: a user whose items are all too long is still sampled (it is a device the
+  server asks) and then sends nothing. Ids that ``sampling.user_id_bytes`` maps to the same
+  bytes are one user.
+* Items are normalised and encoded with the ``ItemEncoder``; an item that needs more than ``L``
+  units is dropped (``too_long="drop"``, the default) or truncated to its first ``L`` units
+  (``"truncate"``: it can then only show up as a frequent prefix). Empty items are dropped.
+* Round ``r`` (from 1) votes for length-``r`` prefixes; a round that keeps no prefix ends the
+  run, and so does reaching ``max_rounds`` (default ``L``). The round that adds nothing is run
+  and counted, as in the paper's worked example ("the algorithm terminates in the sixth round").
+
+Privacy habit: per-prefix vote counts never leave a round, not even the counts above the
+threshold (TrieHH publishes the trie, not counts). The per-round statistics are totals only.
+
+Closed-form bounds (Proposition 1) live in ``utility``, not here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import (
+    Dict,
+    FrozenSet,
+    Hashable,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+    Union,
+)
+
+import numpy as np
+
+from triehh_beam.protocol.encoding import (
+    EmptyItemError,
+    ItemEncoder,
+    ItemTooLongError,
+    Units,
+    is_terminated,
+)
+from triehh_beam.evaluation.metrics import UserItems, user_records
+from triehh_beam.protocol.sampling import Sampler, UserId
+from triehh_beam.protocol.vote import client_vote
+
+__all__ = [
+    "RoundStats",
+    "SimulationResult",
+    "sampler_for_seed",
+    "simulate",
+    "simulate_many",
+]
+
+SAMPLING_MODES = ("keyed", "numpy")
+TOO_LONG_POLICIES = ("drop", "truncate")
+
+Seed = Union[Sampler, bytes, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundStats:
+    """Totals of one round (no per-prefix counts: see the module docstring).
+
+    Attributes:
+      round_index: the round, from 1.
+      users_sampled: users in the round's sample, ``min(m, n)``.
+      votes_cast: sampled users that sent a vote (the others' chosen item was not on the
+        frontier, was too short, or they hold no encodable item).
+      prefixes_kept: prefixes with at least ``theta`` votes, the size of the new level.
+    """
+
+    round_index: int
+    users_sampled: int
+    votes_cast: int
+    prefixes_kept: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationResult:
+    """The outcome of one simulated TrieHH run.
+
+    Attributes:
+      levels: ``levels[r - 1]`` is the set of length-``r`` prefixes kept in round ``r``; only
+        non-empty levels are listed, so ``len(levels)`` is the depth of the trie.
+      heavy_hitter_sequences: the discovered sequences (prefixes that end with the terminator).
+      heavy_hitters: the same, decoded (terminator stripped, normalised form of the items).
+      rounds_run: rounds executed, the final one that added nothing included.
+      round_stats: one ``RoundStats`` per round run.
+      stopped_because: ``"empty_round"`` (a round kept nothing) or ``"max_rounds"``.
+      n_users: size of the sampled population (users with at least one record).
+      records_too_long: over-long records, dropped or truncated according to the policy.
+      records_empty: empty items, dropped.
+    """
+
+    levels: Tuple[FrozenSet[Units], ...]
+    heavy_hitter_sequences: FrozenSet[Units]
+    heavy_hitters: FrozenSet[Hashable]
+    rounds_run: int
+    round_stats: Tuple[RoundStats, ...]
+    stopped_because: str
+    n_users: int
+    records_too_long: int
+    records_empty: int
+
+    @property
+    def prefixes(self) -> FrozenSet[Units]:
+        """Every prefix of the trie, all levels together."""
+        return frozenset().union(*self.levels)
+
+    @property
+    def frequent_prefixes(self) -> FrozenSet[Units]:
+        """The trie's leaves that do not end with the terminator (frequent prefixes that did not
+        grow into a full item)."""
+        leaves = set()
+        for depth, level in enumerate(self.levels):
+            children = self.levels[depth + 1] if depth + 1 < len(self.levels) else ()
+            parents = {child[:-1] for child in children}
+            leaves.update(p for p in level if not is_terminated(p) and p not in parents)
+        return frozenset(leaves)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Population:
+    """The encoded population, prepared once for any number of runs."""
+
+    # Canonical user ids, sorted; users[i]'s encoded items are weighted[i].
+    user_ids: Tuple[bytes, ...]
+    # Per user: ((sequence, local count), ...) sorted by sequence; empty if nothing encodable.
+    weighted: Tuple[Tuple[Tuple[Units, int], ...], ...]
+    records_too_long: int
+    records_empty: int
+    # Canonical user id -> its position in user_ids (the keyed sample returns ids).
+    index: Mapping[bytes, int] = dataclasses.field(compare=False, repr=False)
+
+
+def _prepare(users: Mapping[UserId, UserItems], encoder: ItemEncoder, too_long: str) -> _Population:
+    if too_long not in TOO_LONG_POLICIES:
+        raise ValueError(f"too_long must be one of {TOO_LONG_POLICIES}, got {too_long!r}")
+    if not isinstance(encoder, ItemEncoder):
+        raise TypeError(f"encoder must be an ItemEncoder, got {type(encoder).__name__}")
+    records = user_records(users)
+    user_ids = tuple(sorted(records))
+    weighted = []
+    n_too_long = n_empty = 0
+    for user_id in user_ids:
+        sequences: Dict[Units, int] = {}
+        for item, count in records[user_id].items():
+            try:
+                sequence = encoder.encode(item)
+            except EmptyItemError:
+                n_empty += count
+                continue
+            except ItemTooLongError:
+                n_too_long += count
+                if too_long == "drop":
+                    continue
+                sequence = encoder.encode_truncated(item)
+            # Distinct raw items can share a normal form (NFC, case folding): sum their counts.
+            sequences[sequence] = sequences.get(sequence, 0) + count
+        weighted.append(tuple(sorted(sequences.items())))
+    return _Population(
+        user_ids=user_ids,
+        weighted=tuple(weighted),
+        records_too_long=n_too_long,
+        records_empty=n_empty,
+        index={u: i for i, u in enumerate(user_ids)},
+    )
+
+
+def sampler_for_seed(seed: Seed) -> Sampler:
+    """The ``Sampler`` of a keyed simulation run.
+
+    A ``Sampler`` is used as is and ``bytes`` are the secret seed itself. A non-negative ``int``
+    ``i`` stands for the secret seed ``i.to_bytes(32, "big")``: a convenience for simulations
+    over many seeds (``seeds=range(100)``), reproducible by a pipeline given the same bytes. Such
+    seeds are public, so never use them for a real release.
+
+    Raises:
+      TypeError, ValueError: for other types, a negative int, or bytes of invalid length.
+    """
+    if isinstance(seed, Sampler):
+        return seed
+    if isinstance(seed, bytes):
+        return Sampler(seed)
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ValueError(f"integer seeds must be >= 0, got {seed}")
+        return Sampler(int(seed).to_bytes(32, "big"))
+    raise TypeError(f"a seed is a Sampler, bytes or a non-negative int, not {type(seed).__name__}")
+
+
+def _numpy_rng(seed: Seed) -> np.random.Generator:
+    if isinstance(seed, Sampler):
+        seed = seed.seed
+    if isinstance(seed, bytes):
+        seed = int.from_bytes(seed, "big")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(
+            f"a seed is a Sampler, bytes or a non-negative int, not {type(seed).__name__}"
+        )
+    if seed < 0:
+        raise ValueError(f"integer seeds must be >= 0, got {seed}")
+    return np.random.default_rng(int(seed))
+
+
+def _keyed_votes(
+    population: _Population, sampler: Sampler, round_index: int, m: int, frontier: FrozenSet[Units]
+) -> Tuple[int, List[Units]]:
+    """(users sampled, votes) of one round, exactly as the production pipeline draws them."""
+    sampled = sampler.sample(round_index, population.user_ids, m)
+    votes = []
+    for user_id in sampled:
+        weighted = population.weighted[population.index[user_id]]
+        # A user none of whose items extends the frontier sends nothing, whatever it draws:
+        # skip its (costly) draw. Likewise a user with one item needs no draw. Neither shortcut
+        # changes a vote.
+        if not any(
+            len(sequence) >= round_index and sequence[: round_index - 1] in frontier
+            for sequence, _ in weighted
+        ):
+            continue
+        u = sampler.choice_uniform(round_index, user_id) if len(weighted) > 1 else 0.0
+        vote = client_vote(weighted, frontier, round_index, u)
+        if vote is not None:
+            votes.append(vote)
+    return len(sampled), votes
+
+
+def _numpy_votes(
+    population: _Population,
+    rng: np.random.Generator,
+    round_index: int,
+    m: int,
+    frontier: FrozenSet[Units],
+) -> Tuple[int, List[Units]]:
+    """(users sampled, votes) of one round, drawn independently with numpy (no keyed hash, no
+    ``client_vote``): the same protocol written a second time."""
+    n = len(population.user_ids)
+    chosen_users = rng.choice(n, size=min(m, n), replace=False)
+    votes = []
+    for i in chosen_users:
+        weighted = population.weighted[i]
+        if not weighted:
+            continue
+        if len(weighted) == 1:
+            sequence = weighted[0][0]
+        else:
+            counts = np.array([c for _, c in weighted], dtype=float)
+            sequence = weighted[rng.choice(len(weighted), p=counts / counts.sum())][0]
+        if len(sequence) >= round_index and sequence[: round_index - 1] in frontier:
+            votes.append(sequence[:round_index])
+    return len(chosen_users), votes
+
+
+def _check_parameters(theta: int, m: int, max_rounds: Optional[int], sampling: str) -> None:
+    if sampling not in SAMPLING_MODES:
+        raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {sampling!r}")
+    if isinstance(theta, bool) or not isinstance(theta, (int, np.integer)) or theta < 1:
+        raise ValueError(f"theta must be an integer >= 1, got {theta!r}")
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
+        raise ValueError(f"the batch size m must be an integer >= 0, got {m!r}")
+    if max_rounds is not None and (
+        isinstance(max_rounds, bool)
+        or not isinstance(max_rounds, (int, np.integer))
+        or max_rounds < 1
+    ):
+        raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
+
+
+def _run(
+    population: _Population,
+    encoder: ItemEncoder,
+    theta: int,
+    m: int,
+    seed: Seed,
+    sampling: str,
+    max_rounds: int,
+) -> SimulationResult:
+    # Each mode's source of randomness, fixed for the whole run.
+    randomness = sampler_for_seed(seed) if sampling == "keyed" else _numpy_rng(seed)
+    draw = _keyed_votes if sampling == "keyed" else _numpy_votes
+
+    levels: List[FrozenSet[Units]] = []
+    stats: List[RoundStats] = []
+    frontier: FrozenSet[Units] = frozenset([()])
+    stopped_because = "max_rounds"
+    for round_index in range(1, max_rounds + 1):
+        users_sampled, votes = draw(population, randomness, round_index, m, frontier)
+        # prefix -> votes; local to the round and discarded after thresholding.
+        tally: Dict[Units, int] = {}
+        for vote in votes:
+            tally[vote] = tally.get(vote, 0) + 1
+        kept = frozenset(prefix for prefix, count in tally.items() if count >= theta)
+        del tally
+        stats.append(RoundStats(round_index, users_sampled, len(votes), len(kept)))
+        if not kept:
+            stopped_because = "empty_round"
+            break
+        levels.append(kept)
+        frontier = kept
+
+    sequences = frozenset(p for level in levels for p in level if is_terminated(p))
+    return SimulationResult(
+        levels=tuple(levels),
+        heavy_hitter_sequences=sequences,
+        heavy_hitters=frozenset(encoder.decode(s) for s in sequences),
+        rounds_run=len(stats),
+        round_stats=tuple(stats),
+        stopped_because=stopped_because,
+        n_users=len(population.user_ids),
+        records_too_long=population.records_too_long,
+        records_empty=population.records_empty,
+    )
+
+
+def simulate(
+    users: Mapping[UserId, UserItems],
+    encoder: ItemEncoder,
+    theta: int,
+    m: int,
+    seed: Seed,
+    *,
+    sampling: str = "keyed",
+    max_rounds: Optional[int] = None,
+    too_long: str = "drop",
+) -> SimulationResult:
+    """Runs TrieHH (Algorithm 1, or 3 for users with several items) on an in-memory population.
+
+    Args:
+      users: user id -> items: a list of records (items may repeat) or a mapping item -> count.
+        Not modified.
+      encoder: how items become unit sequences (its ``max_length`` is ``L``).
+      theta: the vote threshold θ >= 1.
+      m: users sampled per round (fewer if the population is smaller).
+      seed: ``"keyed"``: a ``Sampler``, the secret seed bytes, or an int (``sampler_for_seed``);
+        ``"numpy"``: an int, bytes or a ``Sampler`` whose seed is read as an integer for
+        ``numpy.random.default_rng``.
+      sampling: ``"keyed"`` (exactly the production draws) or ``"numpy"`` (independent draws).
+      max_rounds: the most rounds to run; default ``encoder.max_length``.
+      too_long: ``"drop"`` (default) or ``"truncate"`` items longer than ``L`` units.
+
+    Returns:
+      The ``SimulationResult``.
+
+    Raises:
+      ValueError, TypeError: for invalid parameters, seeds, user ids or items.
+      EncodingError: an item has the wrong type for the encoder.
+    """
+    results = simulate_many(
+        users, encoder, theta, m, [seed], sampling=sampling, max_rounds=max_rounds,
+        too_long=too_long,
+    )
+    return results[0]
+
+
+def simulate_many(
+    users: Mapping[UserId, UserItems],
+    encoder: ItemEncoder,
+    theta: int,
+    m: int,
+    seeds: Iterable[Seed],
+    *,
+    sampling: str = "keyed",
+    max_rounds: Optional[int] = None,
+    too_long: str = "drop",
+) -> Tuple[SimulationResult, ...]:
+    """One independent run per seed, the population encoded once (arguments as ``simulate``).
+
+    Returns:
+      The results in the order of ``seeds``.
+    """
+    _check_parameters(theta, m, max_rounds, sampling)
+    population = _prepare(users, encoder, too_long)
+    rounds = encoder.max_length if max_rounds is None else int(max_rounds)
+    return tuple(
+        _run(population, encoder, int(theta), int(m), seed, sampling, rounds) for seed in seeds
+    )

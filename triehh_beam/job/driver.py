@@ -1,0 +1,851 @@
+"""The multi-round driver: census, plan, one Beam job per round, committed state, outputs.
+
+The driver holds no Beam logic of its own: it builds each job from the library's transforms,
+runs it on the runner the pipeline options name, reads the job's small output (the census
+count, or the prefixes a round kept) back through ``FileSystems``, and commits state. Every job
+of a discovery uses the same ``PipelineOptions``.
+
+Order of events, and why:
+  1. Census: one job counts the distinct users, n.
+  2. Plan: the privacy planner picks theta and m for (epsilon, delta, L, n) and refuses an
+     infeasible target. The plan (the budget the job will spend) and the secret seed are
+     committed *before* any round runs, so nothing is released before the spend is recorded.
+  3. Rounds 1..L, each a Beam job, each committed as a new state object; stop early when a round
+     adds nothing or no prefix is left to extend. The epsilon reported is the plan's, for L
+     rounds: the stopping round depends on the data, so the spend is for all rounds that *can*
+     run.
+  4. Outputs: ``heavy_hitters.json`` and ``trie.pb`` in the output directory (never the seed).
+
+Re-running on the same state directory resumes after the last committed round with the same
+seed, so the resumed rounds draw exactly the samples an unbroken run would have drawn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import datetime
+import json
+import os
+import socket
+import time
+import uuid
+from typing import Callable, Dict, List, Optional, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+import apache_beam as beam
+
+from triehh_beam.job import cas
+from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.protocol import privacy
+from triehh_beam.beam import record_io, runners, transforms
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol.trie import Trie
+
+__all__ = [
+    "BadInputError",
+    "build_census",
+    "build_round",
+    "submit_job_graphs",
+    "ConfigMismatchError",
+    "DiscoveryConfig",
+    "DiscoveryResult",
+    "InfeasiblePlanError",
+    "run_discovery",
+]
+
+RULES = privacy.RULES
+FORMATS = (None, "jsonl", "csv", "parquet")
+
+
+class InfeasiblePlanError(ValueError):
+    """The privacy target cannot be met for this population; ``plan`` explains why."""
+
+    def __init__(self, plan):
+        super().__init__(plan.reason)
+        self.plan = plan
+
+
+class BadInputError(ValueError):
+    """More of the input is bad than the job allows (``max_bad_fraction``)."""
+
+
+class ConfigMismatchError(ValueError):
+    """A resumed job was started with different inputs or parameters than its state holds."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryConfig:
+    """A whole discovery job, validated before any pipeline is built.
+
+    Args:
+      input_pattern: records to read (local path or any FileSystems path; globs allowed).
+      output_dir: where ``heavy_hitters.json`` and ``trie.pb`` are written.
+      epsilon, delta: the privacy target for the whole job (all L rounds).
+      max_length: L, units per item including the terminator, and the most rounds.
+      unit_size: characters per unit (k).
+      input_format: "jsonl", "csv", "parquet", or None to infer from file names.
+      rule: parameter rule, "authors" (the smallest theta, largest sample) or "corollary1".
+      state_dir: private state (holds the seed); default ``<output_dir>/state``.
+      seed: the secret seed (16 to 64 bytes); default a fresh random one for a new job.
+      case_fold: fold case of text items.
+      truncate_long_items: cut items longer than L - 1 units instead of dropping them.
+      item_kind: "text", "bytes" or "int".
+      int_bits: width of integer items (default 64); unit_size is then in bits.
+      tokenize: split text fields into words (``triehh_beam.protocol.tokenize``), each an item.
+      bytes_encoding: "base64" or "hex" for byte items in JSON Lines and CSV.
+      max_user_bytes, max_item_bytes: longer user ids or items are bad rows.
+      dead_letter: a file to write the rejected rows to (raw), for the operator.
+      max_bad_fraction: refuse the job, before any round, if more of the rows are bad.
+      theta, batch_size: expert override of the planner (both or neither). The guarantee is
+        then Theorem 1's for these values; if its conditions fail the job has none, and runs
+        only with ``allow_no_guarantee=True`` (for experiments and tests, never production).
+      allow_no_guarantee: see above.
+      ledger_dir: where the population's privacy ledger lives (default: the state directory);
+        jobs on the same population should share it.
+      budget_epsilon, budget_delta: the population's lifetime budget (None: unlimited).
+      lease_seconds: how long a run's lease on the state directory lasts between renewals.
+    """
+
+    input_pattern: str
+    output_dir: str
+    epsilon: float
+    delta: float
+    max_length: int
+    unit_size: int = 1
+    input_format: Optional[str] = None
+    rule: str = "authors"
+    state_dir: Optional[str] = None
+    seed: Optional[bytes] = dataclasses.field(default=None, repr=False)
+    case_fold: bool = False
+    truncate_long_items: bool = False
+    user_column: str = "user_id"
+    item_column: str = "item"
+    count_column: str = "count"
+    item_kind: str = "text"
+    int_bits: Optional[int] = None
+    tokenize: bool = False
+    bytes_encoding: Optional[str] = None
+    max_user_bytes: int = record_io.DEFAULT_MAX_USER_BYTES
+    max_item_bytes: int = record_io.DEFAULT_MAX_ITEM_BYTES
+    dead_letter: Optional[str] = None
+    max_bad_fraction: Optional[float] = None
+    theta: Optional[int] = None
+    batch_size: Optional[int] = None
+    allow_no_guarantee: bool = False
+    ledger_dir: Optional[str] = None
+    budget_epsilon: Optional[float] = None
+    budget_delta: Optional[float] = None
+    lease_seconds: float = 6 * 3600
+
+    def __post_init__(self):
+        if not self.input_pattern:
+            raise ValueError("an input pattern is required")
+        if not self.output_dir:
+            raise ValueError("an output directory is required")
+        if not self.epsilon > 0:
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+        if self.input_format not in FORMATS:
+            raise ValueError(f"format must be jsonl, csv or parquet, got {self.input_format!r}")
+        if self.seed is not None and not 16 <= len(self.seed) <= 64:
+            raise ValueError(f"the seed must be 16 to 64 bytes, got {len(self.seed)}")
+        if (self.theta is None) != (self.batch_size is None):
+            raise ValueError("theta and batch_size override the planner together: give both or neither")
+        if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
+            raise ValueError("theta and batch_size must be >= 1")
+        if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
+            raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
+        self.record_options  # validates the reading options
+        self.budget  # validates the budget
+        if not self.lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
+        self.encoder  # validates unit_size and max_length
+
+    @property
+    def encoder(self) -> ItemEncoder:
+        return ItemEncoder(
+            kind=ItemKind(self.item_kind),
+            unit_size=self.unit_size,
+            max_length=self.max_length,
+            case_fold=self.case_fold,
+            int_bits=self.int_bits if self.item_kind == "int" else None,
+            tokenize=self.tokenize,
+        )
+
+    @property
+    def record_options(self) -> record_io.RecordOptions:
+        return record_io.RecordOptions.for_encoder(
+            self.encoder,
+            bytes_encoding=self.bytes_encoding,
+            max_user_bytes=self.max_user_bytes,
+            max_item_bytes=self.max_item_bytes,
+        )
+
+    @property
+    def budget(self) -> ledger_lib.Budget:
+        return ledger_lib.Budget(self.budget_epsilon, self.budget_delta)
+
+    @property
+    def resolved_ledger_dir(self) -> str:
+        return self.ledger_dir or self.resolved_state_dir
+
+    @property
+    def resolved_state_dir(self) -> str:
+        return self.state_dir or FileSystems.join(self.output_dir, "state")
+
+    def input_spec(self) -> state_pb2.InputSpec:
+        return state_pb2.InputSpec(
+            file_pattern=self.input_pattern,
+            format=self.input_format or "",
+            user_column=self.user_column,
+            item_column=self.item_column,
+            count_column=self.count_column,
+            bytes_encoding=self.bytes_encoding or "",
+            max_user_bytes=self.max_user_bytes,
+            max_item_bytes=self.max_item_bytes,
+        )
+
+    def read_transform(self, dead_letter: bool = False) -> record_io.ReadRecordBatches:
+        return record_io.ReadRecordBatches(
+            self.input_pattern,
+            format=self.input_format,
+            user_column=self.user_column,
+            item_column=self.item_column,
+            count_column=self.count_column,
+            options=self.record_options,
+            dead_letter=dead_letter,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryResult:
+    heavy_hitters: List[str]
+    frequent_prefixes: List[str]
+    rounds_run: int
+    stop_reason: str
+    plan: state_pb2.PrivacyPlan
+    output_path: str
+    resumed_from_round: Optional[int]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    with FileSystems.create(temporary, compression_type="uncompressed") as f:
+        f.write(data)
+    FileSystems.rename([temporary], [path])
+
+
+def _read_single_output(prefix: str) -> bytes:
+    with FileSystems.open(prefix, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def _job_counters(result) -> Dict[str, int]:
+    counters = {}
+    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
+    return counters
+
+
+def _json_value(value, encoder: ItemEncoder):
+    """An item as JSON: text as is, integers as numbers, bytes as hex."""
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def _json_prefix(prefix: Units, encoder: ItemEncoder):
+    """A frequent prefix as JSON; for integers, its bits and the value range it covers."""
+    if encoder.kind is ItemKind.INT:
+        low, high = encoder.prefix_range(prefix)
+        return {"bits": b"".join(prefix).decode("ascii"), "range": [low, high]}
+    return _json_value(encoder.decode(prefix), encoder)
+
+
+def _units_to_json(units: Units, encoder: ItemEncoder) -> List[str]:
+    return [encoder.unit_to_bytes(u).hex() for u in units]
+
+
+def _units_from_json(hex_units: List[str], encoder: ItemEncoder) -> Units:
+    return tuple(encoder.unit_from_bytes(bytes.fromhex(u)) for u in hex_units)
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoGuarantee:
+    """Stands in for a planner ``Plan`` when fixed parameters give no guarantee."""
+
+    reason: str
+    feasible: bool = False
+    alternatives: tuple = ()
+
+
+def _describe_plan(plan: state_pb2.PrivacyPlan) -> str:
+    guarantee = (
+        "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
+        if plan.no_guarantee
+        else f"epsilon={plan.epsilon:.4g} delta={plan.delta:.3g}"
+    )
+    return (
+        f"n={plan.population:,} theta={plan.theta} m={plan.batch_size:,} L={plan.max_length} "
+        f"rule={plan.rule}: {guarantee}"
+    )
+
+
+def _plan_document(plan: state_pb2.PrivacyPlan) -> dict:
+    guaranteed = not plan.no_guarantee
+    return {
+        "guarantee": (
+            "(epsilon, delta)-DP with user-level adjacency (TrieHH Theorem 1), covering all "
+            "max_length rounds"
+            if guaranteed
+            else "none: theta and batch size were fixed outside Theorem 1's conditions"
+        ),
+        "epsilon": plan.epsilon if guaranteed else None,
+        "delta": plan.delta if guaranteed else None,
+        "target_epsilon": plan.target_epsilon,
+        "target_delta": plan.target_delta,
+        "theta": plan.theta,
+        "gamma": plan.gamma,
+        "batch_size": plan.batch_size,
+        "population": plan.population,
+        "max_length": plan.max_length,
+        "rule": plan.rule,
+    }
+
+
+def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
+    """Adds the census job to ``pipeline``: the number of distinct users, written as text.
+
+    With ``config.dead_letter``, the census (the one job that reads every record before any
+    round) also writes the rejected rows there.
+    """
+    if config.dead_letter:
+        outputs = pipeline | "ReadRecords" >> config.read_transform(dead_letter=True)
+        records = outputs[record_io.RECORDS_TAG]
+        outputs[record_io.REJECTED_TAG] | "WriteDeadLetters" >> record_io.WriteDeadLetters(config.dead_letter)
+    else:
+        records = pipeline | "ReadRecords" >> config.read_transform()
+    (
+        records
+        | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
+        | "Format" >> beam.Map(str)
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+
+
+def build_round(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    sampler: Sampler,
+    plan: state_pb2.PrivacyPlan,
+    frontier,
+    round_index: int,
+    output_path: str,
+    population: Optional[int],
+) -> None:
+    """Adds round ``round_index`` to ``pipeline``: the kept prefixes, written as one JSON line.
+
+    ``population`` enables the one-pass rank prefilter (None: every record is a candidate).
+    """
+    encoder = config.encoder
+    (
+        pipeline
+        | "ReadRecords" >> config.read_transform()
+        | f"RunRound({round_index})"
+        >> transforms.RunRound(
+            sampler,
+            round_index,
+            sample_size=plan.batch_size,
+            theta=plan.theta,
+            encoder=encoder,
+            frontier=frontier,
+            population=population,
+            truncate=config.truncate_long_items,
+        )
+        | "ToJson" >> beam.Map(lambda kept: json.dumps([_units_to_json(k, encoder) for k in kept]))
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+
+
+def submit_job_graphs(
+    config: DiscoveryConfig, options: PipelineOptions, population: int, seed: Optional[bytes] = None
+) -> List:
+    """Builds and submits the census and every round's job, without reading anything back.
+
+    For a runner's offline validation (``--runner=DataflowRunner --dry_run=True`` translates each
+    graph into a job description and stops): the driver proper cannot run there, since it reads
+    each job's output. Round graphs use the plan for ``population`` and the round-1 frontier
+    (the graph's shape does not depend on the frontier). Returns the pipeline results.
+    """
+    if not options.get_all_options().get("dry_run"):
+        # A real run here would draw samples with no plan committed and no ledger charge.
+        raise ValueError(
+            "submit_job_graphs only validates graphs: give a runner option that submits nothing "
+            "(--dry_run=True); run_discovery runs jobs"
+        )
+    plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+    if not plan.feasible:
+        raise InfeasiblePlanError(plan)
+    recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population)
+    sampler = Sampler(seed or os.urandom(32))
+    scratch = FileSystems.join(config.resolved_state_dir, "graphs")
+    results = []
+    census = runners.make_pipeline(options)
+    build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"))
+    results.append(census.run())
+    for round_index in range(1, config.max_length + 1):
+        pipeline = runners.make_pipeline(options)
+        output = FileSystems.join(scratch, f"round-{round_index:04d}.json")
+        build_round(pipeline, config, sampler, recorded, frozenset({()}), round_index, output, population)
+        results.append(pipeline.run())
+    return results
+
+
+LEASE_NAME = "LEASE"
+
+
+def _holder_is_dead(record: cas.LeaseRecord) -> bool:
+    """True for a lease held by a process of this machine that no longer exists."""
+    try:
+        owner = json.loads(record.owner)
+        if owner.get("host") != socket.gethostname():
+            return False
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, KeyError, TypeError, PermissionError, OSError):
+        return False
+    return False
+
+
+class _Driver:
+    def __init__(
+        self,
+        config: DiscoveryConfig,
+        options: PipelineOptions,
+        progress: Callable[[str], None],
+        events: Optional[Callable[[dict], None]],
+    ):
+        self.config = config
+        self.options = options
+        self.progress = progress
+        self.events = events
+        self.encoder = config.encoder
+        self.store = StateStore(config.resolved_state_dir)
+        self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
+
+    def _say(self, event: str, message: str, **fields) -> None:
+        """One progress line for people, and the same as a structured event for machines."""
+        self.progress(message)
+        if self.events is not None:
+            self.events({"event": event, "time": _now(), "message": message, **fields})
+
+    # ---- jobs -------------------------------------------------------------------------------
+
+    def _run_job(self, build: Callable[[beam.Pipeline], None]) -> Dict[str, int]:
+        pipeline = runners.make_pipeline(self.options)
+        build(pipeline)
+        result = pipeline.run()
+        result.wait_until_finish()
+        return _job_counters(result)
+
+    def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int]]:
+        """(distinct users, the job's counters: records read and dropped per reason)."""
+        path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
+        counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
+        population = int(_read_single_output(path).decode().strip())
+        FileSystems.delete([path])
+        return population, counters
+
+    def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
+        path = FileSystems.join(
+            self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
+        )
+
+        def build(p, population):
+            build_round(
+                p, self.config, Sampler(state.secret_seed), state.plan, trie.frontier(), round_index, path,
+                population=population,
+            )
+
+        try:
+            counters = self._run_job(lambda p: build(p, state.plan.population))
+        except Exception as e:  # the runner wraps worker errors; only a shortfall is retried
+            if "SampleShortfallError" not in f"{type(e).__name__}: {e}":
+                raise
+            self._say("prefilter_retry", f"round {round_index}: rank prefilter too tight, re-running without it",
+                      round=round_index)
+            counters = self._run_job(lambda p: build(p, None))
+        kept = [_units_from_json(k, self.encoder) for k in json.loads(_read_single_output(path))]
+        FileSystems.delete([path])
+        return kept, counters
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def _new_state(self) -> state_pb2.JobState:
+        config = self.config
+        seed = config.seed or os.urandom(32)
+        sampler = Sampler(seed)
+        self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
+                  input=config.input_pattern)
+        population, counters = self.census(sampler)
+        self._say(
+            "census_done",
+            f"census: {population:,} users; {record_io.describe_drops(counters)}",
+            population=population,
+            input=counters,
+        )
+        bad = record_io.bad_fraction(counters)
+        if config.max_bad_fraction is not None and bad > config.max_bad_fraction:
+            raise BadInputError(
+                f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
+                f"{config.max_bad_fraction:.2%} ({record_io.describe_drops(counters)}); no round was run"
+            )
+        plan = self._plan(population)
+        state = state_pb2.JobState(
+            job_id=uuid.uuid4().hex,
+            secret_seed=seed,
+            input=config.input_spec(),
+            plan=plan,
+            truncate_long_items=config.truncate_long_items,
+            trie=Trie.empty(self.encoder).to_proto(),
+            created_at=_now(),
+            census_counters=counters,
+            ledger=config.resolved_ledger_dir,
+        )
+        # Budget before release: the spend is durable before any round runs.
+        self.store.commit(state)
+        return state
+
+    def _plan(self, population: int) -> state_pb2.PrivacyPlan:
+        """The privacy plan for ``population`` users; raises InfeasiblePlanError."""
+        config = self.config
+        recorded = state_pb2.PrivacyPlan(
+            rule=config.rule if config.theta is None else "fixed",
+            population=population,
+            max_length=config.max_length,
+            target_epsilon=config.epsilon,
+            target_delta=config.delta,
+        )
+        if config.theta is None:
+            plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+            if not plan.feasible:
+                raise InfeasiblePlanError(plan)
+            recorded.theta, recorded.gamma, recorded.batch_size = plan.theta, plan.gamma, plan.batch_size
+            recorded.epsilon, recorded.delta = plan.epsilon, plan.delta
+            return recorded
+        recorded.theta, recorded.batch_size = config.theta, config.batch_size
+        recorded.gamma = config.batch_size / population**0.5
+        try:
+            guarantee = privacy.theorem1(population, config.theta, config.max_length, batch_size=config.batch_size)
+        except privacy.PrivacyConditionError as e:
+            if not config.allow_no_guarantee:
+                raise InfeasiblePlanError(_NoGuarantee(f"fixed theta and batch size give no DP guarantee: {e}"))
+            recorded.no_guarantee = True
+            return recorded
+        recorded.epsilon, recorded.delta = guarantee.epsilon, guarantee.delta
+        return recorded
+
+    def _check_resumable(self, state: state_pb2.JobState) -> None:
+        config = self.config
+        mismatches = []
+        if state.input.SerializeToString(deterministic=True) != config.input_spec().SerializeToString(
+            deterministic=True
+        ):
+            mismatches.append(f"input (state has {state.input.file_pattern!r})")
+        plan = state.plan
+        for name, ours, theirs in (
+            ("epsilon", config.epsilon, plan.target_epsilon),
+            ("delta", config.delta, plan.target_delta),
+            ("max_length", config.max_length, plan.max_length),
+            ("rule", config.rule if config.theta is None else "fixed", plan.rule),
+        ):
+            if ours != theirs:
+                mismatches.append(f"{name} (state has {theirs!r}, asked {ours!r})")
+        if Trie.from_proto(state.trie).encoder != self.encoder:
+            mismatches.append("item encoding (unit size or case folding)")
+        if state.truncate_long_items != config.truncate_long_items:
+            mismatches.append("long-item policy")
+        if config.seed is not None and config.seed != state.secret_seed:
+            mismatches.append("secret seed")
+        if state.ledger and state.ledger != config.resolved_ledger_dir:
+            # A resume must be charged (or found charged) in the ledger the job started with.
+            mismatches.append(f"privacy ledger (state has {state.ledger!r})")
+        if mismatches:
+            raise ConfigMismatchError(
+                f"{self.store.root} holds a job with a different "
+                + ", ".join(mismatches)
+                + "; use another output/state directory for a new job"
+            )
+
+    # ---- lease and ledger ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _lease(self):
+        """Holds the state directory's lease for the whole run; refuses a concurrent run.
+
+        A lease left by a run of this machine whose process is gone (killed) is taken over at
+        once; any other holder's lease must expire first.
+        """
+        lease = cas.Lease(cas.cas_store_for(self.config.resolved_state_dir), LEASE_NAME)
+        owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex})
+        held = lease.acquire(owner, self.config.lease_seconds, take_over=_holder_is_dead)
+        self._renew = lambda: lease.renew(self._held, self.config.lease_seconds)
+        self._held = held
+        try:
+            yield
+        finally:
+            try:
+                lease.release(self._held)
+            except cas.LeaseLost:
+                pass  # it had expired and been taken: nothing of ours to release
+
+    def _charge(self, state: state_pb2.JobState) -> None:
+        """Records the job's spend in the population's ledger (once per job), before round 1."""
+        plan = state.plan
+        details = {
+            "job_id": state.job_id,
+            "time": _now(),
+            "input": state.input.file_pattern,
+            "state_dir": self.config.resolved_state_dir,
+            "population": plan.population,
+            "theta": plan.theta,
+            "batch_size": plan.batch_size,
+            "max_length": plan.max_length,
+            "rule": plan.rule,
+            "target_epsilon": plan.target_epsilon,
+            "target_delta": plan.target_delta,
+        }
+        if plan.no_guarantee:
+            self.ledger.charge_unbounded(state.job_id, details)
+        else:
+            self.ledger.charge(state.job_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
+
+    def run(self) -> DiscoveryResult:
+        with self._lease():
+            return self._run()
+
+    def _run(self) -> DiscoveryResult:
+        state = self.store.load()
+        resumed_from = None
+        if state is None:
+            # Refused before any record is read if the target does not fit the budget.
+            self.ledger.check(ledger_lib.Spend(self.config.epsilon, self.config.delta))
+            state = self._new_state()
+        else:
+            self._check_resumable(state)
+            resumed_from = state.rounds_completed
+            self._say(
+                "resume",
+                f"resuming job {state.job_id[:8]} after round {state.rounds_completed}"
+                + (" (finished)" if state.finished else ""),
+                job_id=state.job_id,
+                rounds_completed=state.rounds_completed,
+                finished=state.finished,
+            )
+        plan = state.plan
+        self._say("plan", f"plan: {_describe_plan(plan)}", **_plan_document(plan))
+        # Budget before release: charged (once per job) before any round can release anything.
+        self._charge(state)
+        trie = Trie.from_proto(state.trie)
+        while not state.finished:
+            round_index = state.rounds_completed + 1
+            frontier = trie.frontier()
+            if round_index > plan.max_length or not frontier:
+                state = self._finish(state, "reached max length" if frontier else "no prefix left to extend")
+                break
+            started = time.monotonic()
+            kept, counters = self.run_round(state, trie, round_index)
+            elapsed = time.monotonic() - started
+            state = state_pb2.JobState.FromString(state.SerializeToString())
+            state.rounds.add(
+                round_index=round_index,
+                frontier_size=len(frontier),
+                prefixes_kept=len(kept),
+                counters=counters,
+                elapsed_seconds=elapsed,
+            )
+            if not kept:
+                state.finished = True
+                state.stop_reason = f"round {round_index} added nothing"
+            else:
+                trie = trie.with_level(kept)
+                state.trie.CopyFrom(trie.to_proto())
+                state.rounds_completed = round_index
+                if round_index == plan.max_length:
+                    state.finished = True
+                    state.stop_reason = "reached max length"
+            self.store.commit(state)
+            # Announced only once committed: a run killed after this line resumes after it.
+            self._say(
+                "round",
+                f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
+                f"users sampled {counters.get('users_sampled', 0):,}, "
+                f"votes {counters.get('votes_cast', 0):,}, kept {len(kept):,} prefixes, "
+                f"{elapsed:.1f} s",
+                round=round_index,
+                max_rounds=plan.max_length,
+                frontier_size=len(frontier),
+                prefixes_kept=len(kept),
+                elapsed_seconds=round(elapsed, 3),
+                metrics=counters,
+            )
+            self._held = self._renew()
+        output_path = self._write_outputs(state, trie)
+        return DiscoveryResult(
+            heavy_hitters=list(trie.heavy_hitters()),
+            frequent_prefixes=list(trie.frequent_prefixes()),
+            rounds_run=len(state.rounds),
+            stop_reason=state.stop_reason,
+            plan=state.plan,
+            output_path=output_path,
+            resumed_from_round=resumed_from,
+        )
+
+    def _finish(self, state, reason: str):
+        state = state_pb2.JobState.FromString(state.SerializeToString())
+        state.finished = True
+        state.stop_reason = reason
+        self.store.commit(state)
+        return state
+
+    def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:
+        output_dir = self.config.output_dir
+        if not FileSystems.exists(output_dir):
+            FileSystems.mkdirs(output_dir)
+        plan = state.plan
+        document = {
+            "heavy_hitters": [_json_value(v, self.encoder) for v in trie.heavy_hitters()],
+            "frequent_prefixes": [
+                _json_prefix(p, self.encoder) for p in trie.frequent_prefix_sequences()
+            ],
+            "rounds_run": len(state.rounds),
+            "stop_reason": state.stop_reason,
+            "privacy": _plan_document(plan),
+            "encoding": {
+                "kind": self.encoder.kind.value,
+                "unit_size": self.encoder.unit_size,
+                "unit": {"text": "characters", "bytes": "bytes", "int": "bits"}[self.encoder.kind.value],
+                "case_fold": self.encoder.case_fold,
+                "int_bits": self.encoder.int_bits,
+                "tokenizer": self.encoder.tokenizer_id or None,
+                "bytes_encoding": state.input.bytes_encoding or None,
+                "long_items": "truncate" if state.truncate_long_items else "drop",
+            },
+            "input": {
+                "records_read": state.census_counters.get("records_read", 0),
+                "dropped": {
+                    reason: state.census_counters.get(f"records_{reason}", 0)
+                    for reason in record_io.DROP_REASONS
+                    if state.census_counters.get(f"records_{reason}", 0)
+                },
+                "bad_fraction": record_io.bad_fraction(dict(state.census_counters)),
+                "files_read": state.census_counters.get("files_read", 0),
+                "files_empty": state.census_counters.get("files_empty", 0),
+                "note": "input-quality counts for the operator, from the census over all records; "
+                "not covered by the DP guarantee: remove this section before publishing",
+            },
+            "job_id": state.job_id,
+            "created_at": state.created_at,
+        }
+        path = FileSystems.join(output_dir, "heavy_hitters.json")
+        _write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        _write_atomically(FileSystems.join(output_dir, "trie.pb"), trie.to_bytes())
+        return path
+
+
+def dry_run(
+    config: DiscoveryConfig,
+    options: Optional[PipelineOptions] = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Plans a discovery without running any round: nothing is committed, nothing is charged.
+
+    Lists the files the input matches, counts the users (a census job; a resumable job's state
+    gives the count without reading), plans, and reports the budget the job would spend and
+    what the ledger has left. Raises like ``run_discovery`` for an infeasible target.
+    """
+    files = sorted(
+        m.path
+        for pattern in config.input_pattern.split(",")
+        for result in FileSystems.match([pattern.strip()])
+        for m in result.metadata_list
+    )
+    if not files:
+        raise FileNotFoundError(f"no file matches {config.input_pattern!r}")
+    driver = _Driver(config, options or PipelineOptions([]), progress, None)
+    state = driver.store.load()
+    if state is not None:
+        driver._check_resumable(state)
+        plan = state.plan
+    else:
+        population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
+        progress(f"census: {population:,} users; {record_io.describe_drops(counters)}")
+        plan = driver._plan(population)
+    spent = driver.ledger.spent()
+    left = ledger_lib.remaining(config.budget, spent)
+    already_charged = state is not None and any(
+        r.get("record_id") == state.job_id for r in driver.ledger.records()
+    )
+    spend = ledger_lib.Spend(math.inf, math.inf) if plan.no_guarantee else ledger_lib.Spend(plan.epsilon, plan.delta)
+    fits = already_charged or (spend.epsilon <= left.epsilon and spend.delta <= left.delta)
+    report = {
+        "files": files,
+        "resumes_job": state.job_id if state is not None else None,
+        "rounds_completed": state.rounds_completed if state is not None else 0,
+        "plan": _plan_document(plan),
+        "would_spend": None if plan.no_guarantee else {"epsilon": plan.epsilon, "delta": plan.delta},
+        "already_charged": already_charged,
+        "ledger": driver.ledger.path,
+        "spent_so_far": {"epsilon": spent.epsilon, "delta": spent.delta},
+        "budget": {"epsilon": config.budget_epsilon, "delta": config.budget_delta},
+        "fits_budget": fits,
+    }
+    progress(f"dry run: {len(files)} input file(s): {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}")
+    progress(f"plan: {_describe_plan(plan)}")
+    if plan.no_guarantee:
+        progress("would spend: unbounded (no DP guarantee)")
+    else:
+        progress(f"would spend: epsilon {plan.epsilon:.6g}, delta {plan.delta:.3g}"
+                 + (" (already charged: a resume spends nothing more)" if already_charged else ""))
+    progress(f"ledger {driver.ledger.path}: spent epsilon {spent.epsilon:.6g}, delta {spent.delta:.3g}; "
+             f"budget {'fits' if fits else 'EXCEEDED'}")
+    return report
+
+
+def run_discovery(
+    config: DiscoveryConfig,
+    options: Optional[PipelineOptions] = None,
+    progress: Callable[[str], None] = lambda line: None,
+    events: Optional[Callable[[dict], None]] = None,
+) -> DiscoveryResult:
+    """Runs (or resumes) a whole discovery; see the module docstring.
+
+    Args:
+      config: the job.
+      options: Beam pipeline options for every job (default: the in-process runner).
+      progress: called with one human-readable line per step.
+      events: called with the same steps as dicts (``event``, ``time``, ``message`` and the
+        step's figures: plan, per-round Beam metrics), e.g. to log JSON lines.
+
+    Raises:
+      InfeasiblePlanError: the privacy target cannot be met for the counted population.
+      ConfigMismatchError: the state directory holds a different job.
+      StateError: the state directory is corrupt.
+    """
+    return _Driver(config, options or PipelineOptions([]), progress, events).run()

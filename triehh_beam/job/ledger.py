@@ -1,0 +1,168 @@
+"""The privacy ledger: what every job on a population has spent, and the lifetime budget.
+
+Each job appends one record, durably and before it releases anything, with the (epsilon, delta)
+it spends for all of its rounds, its job id, the time and its parameters. Spends compose by
+basic sequential composition (epsilons add up, deltas add up). A population may have a
+lifetime budget; a job whose spend would exceed what is left is refused.
+
+Rules (documented in the README):
+  * A job is charged once, when its plan and seed are committed, before round 1 runs: from
+    then on its samples are drawn and could be released, so the spend is real even if the job
+    later fails. A job refused before that (infeasible target, budget, bad input) is not charged.
+  * A resumed job is not charged again: the record's id is the job id, and an append with an id
+    already in the ledger does nothing.
+  * The check and the append are one compare-and-swap, so two jobs racing for the last of a
+    budget cannot both win.
+  * Before reading any record, a job checks its *target* (epsilon, delta) against what is left;
+    the charge is the *achieved* spend, which the planner guarantees is at most the target.
+
+The ledger is a JSON-lines object written only through ``triehh_beam.job.cas`` (local: exclusive
+create and locked atomic replace; GCS: generation preconditions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable, List, NamedTuple, Optional
+
+from triehh_beam.job import cas
+
+__all__ = ["Budget", "BudgetExceededError", "LEDGER_NAME", "Ledger", "Spend", "remaining"]
+
+LEDGER_NAME = "ledger.jsonl"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """A lifetime (epsilon, delta) budget for a population; None means unlimited."""
+
+    epsilon: Optional[float] = None
+    delta: Optional[float] = None
+
+    def __post_init__(self):
+        if self.epsilon is not None and not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"budget epsilon must be a positive number, got {self.epsilon}")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise ValueError(f"budget delta must be in (0, 1), got {self.delta}")
+
+    @property
+    def limited(self) -> bool:
+        return self.epsilon is not None or self.delta is not None
+
+
+class Spend(NamedTuple):
+    """Spent or remaining (epsilon, delta); infinite for a job without a guarantee, or for what
+    is left of an unlimited budget."""
+
+    epsilon: float
+    delta: float
+
+
+class BudgetExceededError(ValueError):
+    """A job would spend more than the population's remaining lifetime budget."""
+
+
+def remaining(budget: Budget, spent: Spend) -> Spend:
+    """What is left of ``budget`` after ``spent`` (infinite for an unlimited component)."""
+    return Spend(
+        math.inf if budget.epsilon is None else max(0.0, budget.epsilon - spent.epsilon),
+        math.inf if budget.delta is None else max(0.0, budget.delta - spent.delta),
+    )
+
+
+def _describe(left: Spend) -> str:
+    eps = "unlimited" if math.isinf(left.epsilon) else f"{left.epsilon:.6g}"
+    delta = "unlimited" if math.isinf(left.delta) else f"{left.delta:.3g}"
+    return f"epsilon {eps}, delta {delta}"
+
+
+class Ledger:
+    """The spend records of one population, in a compare-and-swap store.
+
+    Args:
+      location: a local directory or ``gs://bucket/prefix`` holding ``ledger.jsonl``.
+      budget: the lifetime budget enforced on ``charge``.
+      client: a ``google.cloud.storage.Client`` for ``gs://`` (default: the environment's).
+    """
+
+    def __init__(self, location: str, budget: Budget = Budget(), client=None):
+        self.location = location
+        self.budget = budget
+        self._store = cas.cas_store_for(location, client=client)
+
+    @property
+    def path(self) -> str:
+        return self._store.location(LEDGER_NAME)
+
+    def records(self) -> List[dict]:
+        """Every spend record, oldest first."""
+        return cas.read_records(self._store, LEDGER_NAME)
+
+    @staticmethod
+    def total(records: Iterable[dict]) -> Spend:
+        """Basic sequential composition of the records; a job without a guarantee (recorded
+        with null epsilon and delta) makes the total infinite."""
+        epsilon = delta = 0.0
+        for r in records:
+            epsilon += math.inf if r.get("epsilon") is None else float(r["epsilon"])
+            delta += math.inf if r.get("delta") is None else float(r["delta"])
+        return Spend(epsilon, delta)
+
+    def spent(self) -> Spend:
+        return self.total(self.records())
+
+    def _refusal(self, spend: Spend, records: List[dict], what: str) -> Optional[str]:
+        left = remaining(self.budget, self.total(records))
+        if spend.epsilon <= left.epsilon and spend.delta <= left.delta:
+            return None
+        return (
+            f"{what} (epsilon {spend.epsilon:.6g}, delta {spend.delta:.3g}) exceeds the remaining "
+            f"lifetime budget of this population ({_describe(left)}; ledger {self.path})"
+        )
+
+    def check(self, spend: Spend, job_id: Optional[str] = None) -> None:
+        """Refuses, before anything is read, a job whose spend would not fit.
+
+        A job already in the ledger (a resume) always passes: it has been charged.
+
+        Raises:
+          BudgetExceededError: with the remaining budget in the message.
+        """
+        records = self.records()
+        if job_id is not None and any(r.get("record_id") == job_id for r in records):
+            return
+        refusal = self._refusal(spend, records, "this job's target")
+        if refusal:
+            raise BudgetExceededError(refusal)
+
+    def charge(self, job_id: str, spend: Spend, details: dict) -> None:
+        """Records the job's spend once, atomically with the budget check.
+
+        Raises:
+          BudgetExceededError: the spend no longer fits (another job took the budget).
+        """
+
+        def fits(records: List[dict]) -> None:
+            refusal = self._refusal(spend, records, "this job's spend")
+            if refusal:
+                raise BudgetExceededError(refusal)
+
+        record = {"record_id": job_id, "epsilon": spend.epsilon, "delta": spend.delta, **details}
+        cas.append_record(self._store, LEDGER_NAME, record, precondition=fits)
+
+    def charge_unbounded(self, job_id: str, details: dict) -> None:
+        """Records a job that has no DP guarantee (fixed parameters outside Theorem 1).
+
+        Its spend is unbounded, so it is refused on a population with a budget, and recorded
+        (null epsilon and delta) so that the ledger's total becomes infinite.
+
+        Raises:
+          BudgetExceededError: the population has a lifetime budget.
+        """
+        if self.budget.limited:
+            raise BudgetExceededError(
+                "a job without a DP guarantee cannot run on a population with a lifetime budget"
+            )
+        record = {"record_id": job_id, "epsilon": None, "delta": None, "no_guarantee": True, **details}
+        cas.append_record(self._store, LEDGER_NAME, record)

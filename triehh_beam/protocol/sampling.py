@@ -1,0 +1,255 @@
+"""Deterministic user sampling and item-choice randomness, keyed by the secret seed.
+
+Round ``r`` samples exactly ``m`` distinct users, uniformly without replacement: the ``m`` users
+with the smallest ranks ``SipHash(K_r, user id)``, where ``K_r`` is derived from the secret seed
+and ``r`` (bottom-m sampling). Because a keyed PRF orders the users uniformly at random, the
+bottom ``m`` are a uniform ``m``-subset; because the rank depends only on (seed, round, user id),
+a retried bundle, a re-run round or a resumed job draws the same users.
+
+Ties between ranks (a 2^-64 event) are broken by the user id bytes, so the sample always has
+exactly ``min(m, number of distinct users)`` members.
+
+User ids are strings, integers or bytes. Their canonical form is bytes: UTF-8 for strings, the
+decimal digits for integers, the bytes themselves for bytes. So ``42``, ``"42"`` and ``b"42"``
+are the same user (documented behaviour: a population whose ids arrive in both forms is not
+split into two users).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import heapq
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from triehh_beam.protocol import keyed_hash
+
+__all__ = ["CensusKey", "RoundKeys", "Sampler", "SmallestRanks", "rank_prefilter_bound", "user_id_bytes"]
+
+UserId = Union[str, int, bytes]
+
+
+def user_id_bytes(user_id: UserId) -> bytes:
+    """The canonical bytes of a user id (see the module docstring).
+
+    Raises:
+      TypeError: for ids that are not str, int or bytes (``bool`` included: it is a bug).
+      ValueError: for an empty id.
+    """
+    if isinstance(user_id, bool) or not isinstance(user_id, (str, int, bytes, np.integer)):
+        raise TypeError(f"user ids are str, int or bytes, not {type(user_id).__name__}")
+    if isinstance(user_id, str):
+        raw = user_id.encode("utf-8")
+    elif isinstance(user_id, bytes):
+        raw = user_id
+    else:
+        raw = str(int(user_id)).encode("ascii")
+    if not raw:
+        raise ValueError("empty user id")
+    return raw
+
+
+@functools.lru_cache(maxsize=1024)
+def _derived_key(seed: bytes, purpose: str) -> Tuple[int, int]:
+    return keyed_hash.derive_key(seed, purpose.encode())
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampler:
+    """Every random decision of a job, derived from its secret seed.
+
+    Args:
+      seed: the job's secret seed, 16 to 64 bytes. It is private state: never publish it.
+    """
+
+    seed: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.seed, bytes):
+            raise TypeError("the seed must be bytes")
+        keyed_hash.derive_key(self.seed, b"check")  # validates the length
+
+    def _key(self, purpose: str, round_index: int) -> Tuple[int, int]:
+        if isinstance(round_index, bool) or not isinstance(round_index, (int, np.integer)):
+            raise TypeError(f"rounds are integers, got {round_index!r}")
+        if round_index < 1:
+            raise ValueError(f"rounds are numbered from 1, got {round_index}")
+        return _derived_key(self.seed, f"{purpose}/round={int(round_index)}")
+
+    def round_keys(self, round_index: int) -> RoundKeys:
+        """The derived keys of one round (what that round's job graph carries)."""
+        return RoundKeys(round_index, self._key("sample", round_index), self._key("choose", round_index))
+
+    def census_key(self) -> CensusKey:
+        return CensusKey(_derived_key(self.seed, "census"))
+
+    def ranks_packed(self, round_index: int, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
+        return self.round_keys(round_index).ranks_packed(data, offsets)
+
+    def fingerprints_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """64-bit keyed fingerprints of user ids (for counting distinct users), round-free."""
+        return self.census_key().fingerprints_packed(data, offsets)
+
+    def ranks(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
+        """Sampling ranks (``uint64``) of user ids in round ``round_index``; smaller is sampled."""
+        data, offsets = keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids)
+        return self.ranks_packed(round_index, data, offsets)
+
+    def rank(self, round_index: int, user_id: UserId) -> int:
+        return int(self.ranks(round_index, [user_id])[0])
+
+    def choice_uniform(self, round_index: int, user_id: UserId) -> float:
+        """A uniform number in [0, 1) for the user's item choice in this round.
+
+        Independent of the sampling rank (a different derived key), and deterministic.
+        """
+        return float(self.choice_uniforms(round_index, [user_id])[0])
+
+    def choice_uniforms(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
+        """``choice_uniform`` for many users at once (one hash call for the batch)."""
+        return self.round_keys(round_index).choice_uniforms(user_ids)
+
+    def sample(self, round_index: int, user_ids: Iterable[UserId], m: int) -> List[bytes]:
+        """Exactly ``min(m, distinct users)`` distinct users, as canonical id bytes.
+
+        Duplicates in ``user_ids`` (several records of one user) count once.
+
+        Raises:
+          ValueError: for ``m < 0``.
+        """
+        if m < 0:
+            raise ValueError(f"sample size must be >= 0, got {m}")
+        distinct = sorted({user_id_bytes(u) for u in user_ids})
+        data, offsets = keyed_hash.pack_messages(distinct)
+        ranks = self.ranks_packed(round_index, data, offsets)
+        smallest = SmallestRanks(m)
+        smallest.add_batch(ranks, distinct)
+        return [uid for _, uid in smallest.extract()]
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundKeys:
+    """The two keys of one round, derived from the seed: what a round's workers receive.
+
+    Job graphs are pickled, and on a managed runner staged to storage: they carry these
+    one-way-derived keys of their own round, never the secret seed (from which every round's
+    keys, past and future, follow). The keys still reveal that round's sample to whoever holds
+    them and the data, so staging locations must be as private as the state directory.
+    """
+
+    round_index: int
+    sample_key: Tuple[int, int] = dataclasses.field(repr=False)
+    choice_key: Tuple[int, int] = dataclasses.field(repr=False)
+
+    def ranks_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
+        return keyed_hash.siphash24_batch(self.sample_key, data, offsets)
+
+    def choice_uniforms(self, user_ids: Iterable[UserId]) -> np.ndarray:
+        """Uniform numbers in [0, 1) for the users' item choices, one hash call for all."""
+        data, offsets = keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids)
+        hashes = keyed_hash.siphash24_batch(self.choice_key, data, offsets)
+        # The top 53 bits, scaled: exactly representable doubles in [0, 1).
+        return (hashes >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+@dataclasses.dataclass(frozen=True)
+class CensusKey:
+    """The key of the census's user fingerprints (derived from the seed; no round's keys)."""
+
+    key: Tuple[int, int] = dataclasses.field(repr=False)
+
+    def fingerprints_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """64-bit keyed fingerprints of user ids (for counting distinct users)."""
+        return keyed_hash.siphash24_batch(self.key, data, offsets)
+
+
+class SmallestRanks:
+    """The ``m`` smallest distinct (rank, user) pairs: the pure core of bottom-m sampling.
+
+    Accumulators can be filled one pair or one batch at a time and merged in any order with the
+    same result, which is what a Beam ``CombineFn`` needs; a user seen several times (many
+    records) counts once. Pairs are collected in a set and cut down to the ``m`` smallest only
+    when the set grows past ``2m`` (and on the way out), so adding is amortised O(log m).
+    """
+
+    def __init__(self, m: int, pairs: Iterable[Tuple[int, bytes]] = ()):
+        if m < 0:
+            raise ValueError(f"sample size must be >= 0, got {m}")
+        self.m = m
+        self._pairs: set = set()
+        self._largest_kept: Optional[Tuple[int, bytes]] = None  # known bound after a compaction
+        self._add_pairs(pairs)
+
+    def _add_pairs(self, pairs: Iterable[Tuple[int, bytes]]) -> None:
+        if self.m == 0:
+            return
+        bound = self._largest_kept
+        self._pairs.update(p for p in pairs if bound is None or p <= bound)
+        if len(self._pairs) > 2 * self.m + 64:
+            self._compact()
+
+    def _compact(self) -> None:
+        kept = heapq.nsmallest(self.m, self._pairs)
+        self._pairs = set(kept)
+        if len(kept) == self.m:
+            self._largest_kept = kept[-1]
+
+    def add(self, rank: int, user_id: bytes) -> None:
+        """Adds one (rank, user) pair."""
+        self._add_pairs(((int(rank), user_id),))
+
+    def add_batch(self, ranks: np.ndarray, user_ids: Sequence[bytes]) -> None:
+        """Adds a batch of ranks with their users' canonical id bytes."""
+        if self.m == 0 or len(ranks) == 0:
+            return
+        ranks = np.asarray(ranks, dtype=np.uint64)
+        # Only the batch's m smallest distinct ranks can enter: pick them with numpy, then merge
+        # exactly. Distinct, because a user with many records repeats its rank.
+        distinct_ranks = np.unique(ranks)
+        if len(distinct_ranks) > self.m:
+            candidates = np.flatnonzero(ranks <= distinct_ranks[self.m - 1])
+        else:
+            candidates = range(len(ranks))
+        self._add_pairs((int(ranks[i]), user_ids[i]) for i in candidates)
+
+    def merge(self, other: "SmallestRanks") -> "SmallestRanks":
+        """A new accumulator holding the union's m smallest."""
+        merged = SmallestRanks(self.m, self._pairs)
+        merged._add_pairs(other._pairs)
+        return merged
+
+    def extract(self) -> List[Tuple[int, bytes]]:
+        """The (rank, user id bytes) pairs, smallest rank first."""
+        return heapq.nsmallest(self.m, self._pairs)
+
+    def threshold(self) -> Optional[Tuple[int, bytes]]:
+        """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
+        kept = self.extract()
+        return kept[-1] if kept else None
+
+
+def rank_prefilter_bound(population: int, sample_size: int, miss_probability: float = 1e-12) -> int:
+    """A rank that the ``sample_size``-th smallest of ``population`` ranks exceeds only rarely.
+
+    Ranks are uniform on [0, 2^64), so the m-th smallest of n is 2^64 times a Beta(m, n - m + 1)
+    variable. Keeping only records whose rank is at most this bound (one pass over the data)
+    leaves every sampled user's records with probability ``1 - miss_probability``; a pipeline
+    must still check that it kept at least ``sample_size`` distinct users and otherwise redo the
+    round without the prefilter (the sample itself never depends on the bound).
+
+    Returns:
+      An integer bound in [0, 2^64 - 1]; 2^64 - 1 (no filtering) when m >= n.
+    """
+    from scipy import stats  # local: only the Beam glue needs it, and scipy is slow to import
+
+    top = 2**64 - 1
+    if sample_size >= population:
+        return top
+    if sample_size <= 0:
+        return 0
+    quantile = stats.beta.isf(miss_probability, sample_size, population - sample_size + 1)
+    return min(top, int(quantile * 2.0**64) + 1)

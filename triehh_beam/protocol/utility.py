@@ -1,0 +1,337 @@
+"""Worst-case utility of TrieHH (Proposition 1) and the planning questions it answers.
+
+A sequence held by ``f`` of the ``n`` users that shares no prefix with any other sequence
+survives a round when at least ``theta`` of the ``m`` sampled users hold it:
+``P(X >= theta)`` with ``X ~ Hypergeometric(population n, successes f, draws m)`` (each user is
+sampled without replacement; a sampled holder votes for it, in the worst case where holders
+hold nothing else). Rounds draw fresh batches, so a sequence of ``len`` units (terminator
+included) is discovered with probability ``P(X >= theta) ** len``. Real data does better:
+sequences share prefixes, whose votes add up.
+
+The inverse questions a planner asks:
+
+- ``min_frequency``: the fewest holders (count and fraction of n) discovered with probability
+  p at a given n, m, theta (``min_frequency_for_plan`` takes them from a ``Plan``);
+- ``min_population``: the fewest users n such that items held by a fraction ``phi`` of them are
+  discovered with probability p at a target (epsilon, delta, L), where theta and m come from the
+  planner at each n.
+
+Pure Python + scipy; no Beam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Optional
+
+from scipy.stats import hypergeom
+
+from triehh_beam.protocol import privacy
+from triehh_beam.protocol.privacy import _check_int  # one validation rule for both modules
+
+__all__ = [
+    "FrequencyRequirement",
+    "PopulationRequirement",
+    "count_for_fraction",
+    "discovery_probability",
+    "discovery_probability_for_fraction",
+    "min_frequency",
+    "min_frequency_for_plan",
+    "min_population",
+    "survival_probability",
+]
+
+
+def _check_unit_interval(name: str, value, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    low_ok = value >= 0.0 if allow_zero else value > 0.0
+    if not (low_ok and value <= 1.0):
+        interval = "[0, 1]" if allow_zero else "(0, 1]"
+        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+    return value
+
+
+def survival_probability(count: int, n: int, batch_size: int, theta: int) -> float:
+    """``P(X >= theta)``, ``X ~ Hypergeometric(n, count, batch_size)``: one round survived.
+
+    Args:
+      count: f, the number of users holding the sequence (0 <= f <= n).
+      n: the population size.
+      batch_size: m, the users sampled per round (0 <= m <= n).
+      theta: the vote threshold (>= 1).
+
+    Raises:
+      ValueError: for arguments out of range.
+    """
+    n = _check_int("n", n, 1)
+    count = _check_int("count", count, 0, n)
+    batch_size = _check_int("batch_size", batch_size, 0, n)
+    theta = _check_int("theta", theta, 1)
+    if theta > min(count, batch_size):
+        return 0.0
+    # scipy's order: (k, M = population, n = successes, N = draws); sf(k) = P(X > k).
+    return float(min(1.0, max(0.0, hypergeom.sf(theta - 1, n, count, batch_size))))
+
+
+def discovery_probability(count: int, n: int, batch_size: int, theta: int, length: int) -> float:
+    """Proposition 1: ``P(X >= theta) ** length``, the worst-case discovery probability.
+
+    Args:
+      count, n, batch_size, theta: as in ``survival_probability``.
+      length: the sequence length in units, terminator included (>= 1).
+
+    Raises:
+      ValueError: for arguments out of range.
+    """
+    length = _check_int("length", length, 1)
+    return survival_probability(count, n, batch_size, theta) ** length
+
+
+def count_for_fraction(fraction: float, n: int) -> int:
+    """The number of users an item of frequency ``fraction`` has: ``ceil(fraction * n)``.
+
+    Ceiling, because an item "of frequency at least phi" has at least that many holders (and
+    Proposition 1 is increasing in the count). A product within 1e-9 of an integer counts as
+    that integer, so float noise (0.07 * 100 = 7.000000000000001) does not add a user.
+
+    Raises:
+      ValueError: fraction outside [0, 1] or n < 1.
+    """
+    fraction = _check_unit_interval("fraction", fraction, allow_zero=True)
+    n = _check_int("n", n, 1)
+    x = fraction * n
+    nearest = round(x)
+    if abs(x - nearest) <= 1e-9 * max(1.0, x):
+        return min(int(nearest), n)
+    return min(math.ceil(x), n)
+
+
+def discovery_probability_for_fraction(
+    fraction: float, n: int, batch_size: int, theta: int, length: int
+) -> float:
+    """``discovery_probability`` for an item held by ``count_for_fraction(fraction, n)`` users."""
+    return discovery_probability(count_for_fraction(fraction, n), n, batch_size, theta, length)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrequencyRequirement:
+    """The fewest holders an item needs to be discovered with probability ``target``.
+
+    Attributes:
+      target: the probability asked for.
+      count: the smallest number of holders reaching it.
+      fraction: ``count / n``.
+      probability: the discovery probability at ``count`` (>= target; at ``count - 1`` it is
+        below target).
+      n, batch_size, theta, length: the setting.
+    """
+
+    target: float
+    count: int
+    fraction: float
+    probability: float
+    n: int
+    batch_size: int
+    theta: int
+    length: int
+
+    def __post_init__(self):
+        if not 0 <= self.count <= self.n:
+            raise ValueError(f"count must be in [0, n], got {self.count}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def min_frequency(
+    probability: float, n: int, batch_size: int, theta: int, length: int
+) -> Optional[FrequencyRequirement]:
+    """The smallest count f with ``discovery_probability(f, ...) >= probability``.
+
+    The hypergeometric tail is nondecreasing in the number of successes, so a bisection over
+    the integers 0..n is exact.
+
+    Returns:
+      The requirement, or None when even ``f = n`` falls short (e.g. ``m < theta``).
+
+    Raises:
+      ValueError: probability outside (0, 1], or invalid setting.
+    """
+    probability = _check_unit_interval("probability", probability)
+    n = _check_int("n", n, 1)
+    batch_size = _check_int("batch_size", batch_size, 0, n)
+    theta = _check_int("theta", theta, 1)
+    length = _check_int("length", length, 1)
+
+    def prob(count: int) -> float:
+        return discovery_probability(count, n, batch_size, theta, length)
+
+    if prob(n) < probability:
+        return None
+    lo, hi = theta - 1, n  # prob(lo) == 0 < probability (fewer holders than theta), prob(hi) ok
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if prob(mid) >= probability:
+            hi = mid
+        else:
+            lo = mid
+    return FrequencyRequirement(
+        target=probability,
+        count=hi,
+        fraction=hi / n,
+        probability=prob(hi),
+        n=n,
+        batch_size=batch_size,
+        theta=theta,
+        length=length,
+    )
+
+
+def min_frequency_for_plan(
+    plan: privacy.Plan, probability: float, length: Optional[int] = None
+) -> Optional[FrequencyRequirement]:
+    """``min_frequency`` at a plan's n, m and theta.
+
+    Args:
+      plan: a feasible ``Plan``.
+      probability: the discovery probability wanted, in (0, 1].
+      length: the item length in units with terminator; default L, the worst case.
+
+    Raises:
+      ValueError: the plan is infeasible, or length is outside [1, L].
+    """
+    if not plan.feasible:
+        raise ValueError("the plan is infeasible: it has no batch size to evaluate")
+    length = plan.max_length if length is None else _check_int("length", length, 1, plan.max_length)
+    return min_frequency(probability, plan.n, plan.batch_size, plan.theta, length)
+
+
+@dataclasses.dataclass(frozen=True)
+class PopulationRequirement:
+    """The population at which items of a given frequency are discovered with probability p.
+
+    Attributes:
+      n: the population found (see ``min_population`` for what "smallest" means).
+      fraction, count: the item's frequency and its holders at ``n``.
+      target, probability: the probability asked for and the one reached at ``n``.
+      probability_below: the discovery probability at ``n - 1`` (0 when infeasible there).
+      theta, batch_size, epsilon, delta: the plan at ``n``.
+      rule, length: the planning rule and the item length used.
+    """
+
+    n: int
+    fraction: float
+    count: int
+    target: float
+    probability: float
+    probability_below: float
+    theta: int
+    batch_size: int
+    epsilon: float
+    delta: float
+    rule: str
+    length: int
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _planned_probability(
+    n: int, fraction: float, epsilon: float, delta: float, max_length: int, rule: str, length: int
+):
+    """(plan, probability) at population n; probability 0 when the plan is infeasible."""
+    p = privacy.plan(n, epsilon, delta, max_length, rule, with_alternatives=False)
+    if not p.feasible:
+        return p, 0.0
+    count = count_for_fraction(fraction, n)
+    return p, discovery_probability(count, n, p.batch_size, p.theta, length)
+
+
+def min_population(
+    fraction: float,
+    probability: float,
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    *,
+    rule: str = "authors",
+    length: Optional[int] = None,
+) -> Optional[PopulationRequirement]:
+    """How many users are needed to discover items of frequency ``fraction`` with ``probability``.
+
+    At each candidate n the planner picks theta and m for (epsilon, delta, L) with ``rule``; an
+    infeasible plan counts as probability 0. The item has ``count_for_fraction(fraction, n)``
+    holders.
+
+    Assumption (documented, not proven): the probability is nondecreasing in n. It is up to
+    the flooring of m, the ceiling of the count and the flicker of feasibility near the
+    smallest feasible n, each of which moves by at most one unit per step. The search is an
+    exponential search followed by an integer bisection that keeps ``ok(lo) = False`` and
+    ``ok(hi) = True``, so whatever the shape, the returned n is a transition point: the
+    probability is >= target at n and < target at n - 1. It is the smallest such n when the
+    assumption holds.
+
+    Args:
+      fraction: the item's frequency, in (0, 1].
+      probability: the discovery probability wanted, in (0, 1].
+      epsilon, delta, max_length: the privacy target and L.
+      rule: the planner's rule (``"authors"`` or ``"corollary1"``).
+      length: the item length in units with terminator; default L (the worst case).
+
+    Returns:
+      The requirement, or None when no population up to 2^53 reaches the target.
+
+    Raises:
+      ValueError: for invalid arguments.
+    """
+    fraction = _check_unit_interval("fraction", fraction)
+    probability = _check_unit_interval("probability", probability)
+    max_length = _check_int("max_length", max_length, 1)
+    length = max_length if length is None else _check_int("length", length, 1, max_length)
+    # Validate the privacy target once, with the planner's own messages.
+    privacy.PrivacyTarget(1, epsilon, delta, max_length)
+    privacy.rule_theta(rule, epsilon, delta, max_length)
+
+    def ok(n: int) -> bool:
+        return _planned_probability(n, fraction, epsilon, delta, max_length, rule, length)[1] >= (
+            probability
+        )
+
+    lo = 1
+    if ok(lo):
+        hi = lo
+    else:
+        hi = 2
+        while not ok(hi):
+            lo = hi
+            if hi >= privacy.MAX_POPULATION:
+                return None
+            hi = min(2 * hi, privacy.MAX_POPULATION)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ok(mid):
+                hi = mid
+            else:
+                lo = mid
+    found, reached = _planned_probability(hi, fraction, epsilon, delta, max_length, rule, length)
+    below = 0.0
+    if hi > 1:
+        below = _planned_probability(hi - 1, fraction, epsilon, delta, max_length, rule, length)[1]
+    return PopulationRequirement(
+        n=hi,
+        fraction=fraction,
+        count=count_for_fraction(fraction, hi),
+        target=probability,
+        probability=reached,
+        probability_below=below,
+        theta=found.theta,
+        batch_size=found.batch_size,
+        epsilon=found.epsilon,
+        delta=found.delta,
+        rule=rule,
+        length=length,
+    )

@@ -32,7 +32,7 @@ def _sig_digits(printed: str) -> int:
 # ---------------------------------------------------------------------------------------------
 # Theorem 1 against the paper's numbers.
 
-# Table 1 of the paper (PROTOCOL.md): n = 10^k, theta = k, gamma = 1000; epsilon for L = 1, 10.
+# Table 1 of the paper (docs/protocol.md): n = 10^k, theta = k, gamma = 1000; epsilon for L = 1, 10.
 TABLE_1 = [
     (10, "0.105", "1.05"),
     (12, "0.012", "0.12"),

@@ -20,7 +20,7 @@ The rivals run on the same input at the same ε:
   returning ``k = K`` items, keeping ``pem_candidate_factor · K`` prefixes per intermediate group
   (default 2K), over items of ``L - 1`` bytes.
 
-What is computed (PROTOCOL.md §4), per TrieHH configuration:
+What is computed (docs/protocol.md §4), per TrieHH configuration:
 
 * recall@K, F1@K and NCR@K of every run (``metrics``: ties resolved in the run's favour), their
   mean and a t-interval (``mean ± t_{(1+c)/2, R-1} · s/√R``, clipped to [0, 1]; none for R = 1);
@@ -38,7 +38,7 @@ What is computed (PROTOCOL.md §4), per TrieHH configuration:
 
 Unit sizes: ``max_length`` is L for units of one character, i.e. items of up to L - 1
 characters. Unit size k runs with ``ceil((L - 1)/k) + 1`` units, so every unit size sees the
-same items (PROTOCOL.md §1, "Unit size"); the L used is recorded per configuration.
+same items (docs/protocol.md §1, "Unit size"); the L used is recorded per configuration.
 
 Everything is in memory (the population is read once with ``record_io.iter_record_batches``, so
 Parquet, CSV and JSON Lines all work): meant for evaluation inputs of up to a few million

@@ -1,4 +1,4 @@
-"""How discovery results are judged (PROTOCOL.md §4): ground truth, recall, F1, NCR, rates.
+"""How discovery results are judged (docs/protocol.md §4): ground truth, recall, F1, NCR, rates.
 
 Pure functions, no Beam. Ground truth is item -> frequency, where the frequency that TrieHH's
 guarantee speaks of is the number of *distinct users* holding the item (``ground_truth``

@@ -1,4 +1,4 @@
-"""PEM with the OLH frequency oracle (PROTOCOL.md §3): the local-DP rival of TrieHH.
+"""PEM with the OLH frequency oracle (docs/protocol.md §3): the local-DP rival of TrieHH.
 
 Pure numpy, in memory, deterministic given a seed. Conceptually PEM is a second protocol over
 the same round machinery as TrieHH (one group of users per round, each round extending the
@@ -12,7 +12,7 @@ seed ``s``, ``H_s(v) = mix64(s XOR fingerprint(v))`` reduced to ``d'`` buckets),
 uniform over the ``d' - 1`` other buckets. This is ε-LDP: for any two values the probability of
 any report differs by at most ``p / ((1 - p)/(d' - 1)) = e^ε``.
 
-* ``d' = ceil(e^ε + 1)``, as PROTOCOL.md §3 states. (The OLH paper's optimum is
+* ``d' = ceil(e^ε + 1)``, as docs/protocol.md §3 states. (The OLH paper's optimum is
   ``g = e^ε + 1``, which its implementation rounds to an integer; the ceiling follows the
   protocol document and differs from rounding by at most one bucket.)
 * ``p = e^ε / (e^ε + d' - 1)``; write ``q' = 1/d'``.

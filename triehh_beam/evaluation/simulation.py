@@ -1,4 +1,4 @@
-"""An in-memory simulation of the whole TrieHH protocol (PROTOCOL.md §1), rounds and all.
+"""An in-memory simulation of the whole TrieHH protocol (docs/protocol.md §1), rounds and all.
 
 Two uses:
 

@@ -2,7 +2,7 @@
 
 TrieHH adds no noise: a run over ``n`` users with batch size ``m = gamma * sqrt(n)``, vote
 threshold ``theta`` and at most ``L`` rounds is (epsilon, delta)-DP with user-level adjacency
-(Theorem 1 of the TrieHH paper, restated in PROTOCOL.md section 1) when
+(Theorem 1 of the TrieHH paper, restated in docs/protocol.md §1) when
 
     4 <= theta <= sqrt(n)   and   1 <= gamma <= sqrt(n) / (theta + 1),
 

@@ -1,7 +1,7 @@
 """The server's trie of discovered prefixes, and its wire formats.
 
 A :class:`Trie` holds, for each round ``r = 1..depth``, the set of length-``r`` prefixes that
-round kept (PROTOCOL.md §1, step 4). Prefixes are tuples of units as defined by
+round kept (docs/protocol.md §1, step 4). Prefixes are tuples of units as defined by
 :mod:`triehh_beam.protocol.encoding`: a prefix ending with the empty end-of-sequence unit is
 *terminated* (a complete item, a heavy hitter) and is never extended.
 
@@ -204,7 +204,7 @@ class Trie:
         return 0 < len(prefix) <= self.depth and prefix in self._levels[len(prefix) - 1]
 
     def frontier(self) -> FrozenSet[Units]:
-        """The prefixes the next round's votes extend (PROTOCOL.md §1, step 2).
+        """The prefixes the next round's votes extend (docs/protocol.md §1, step 2).
 
         The deepest level's prefixes that are not terminated; ``{()}`` (the empty prefix) for
         the empty trie. Empty when every deepest prefix is terminated, or when the trie already

@@ -41,7 +41,7 @@ import apache_beam as beam
 
 from triehh_beam.job import cas
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import parameters, planner, privacy
 from triehh_beam.beam import record_io, runners, transforms
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.proto import state_pb2
@@ -61,7 +61,7 @@ __all__ = [
     "run_discovery",
 ]
 
-RULES = privacy.RULES
+RULES = parameters.RULES
 FORMATS = (None, "jsonl", "csv", "parquet")
 
 
@@ -398,7 +398,7 @@ def submit_job_graphs(
             "submit_job_graphs only validates graphs: give a runner option that submits nothing "
             "(--dry_run=True); run_discovery runs jobs"
         )
-    plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+    plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
     if not plan.feasible:
         raise InfeasiblePlanError(plan)
     recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population)
@@ -543,7 +543,7 @@ class _Driver:
             target_delta=config.delta,
         )
         if config.theta is None:
-            plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+            plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
             if not plan.feasible:
                 raise InfeasiblePlanError(plan)
             recorded.theta, recorded.gamma, recorded.batch_size = plan.theta, plan.gamma, plan.batch_size

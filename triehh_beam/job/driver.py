@@ -40,6 +40,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import apache_beam as beam
 
 from triehh_beam.job import cas
+from triehh_beam.job.lease import Lease, LeaseLost, LeaseRecord
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.protocol import parameters, planner, privacy
 from triehh_beam.beam import record_io, runners, transforms
@@ -419,7 +420,7 @@ def submit_job_graphs(
 LEASE_NAME = "LEASE"
 
 
-def _holder_is_dead(record: cas.LeaseRecord) -> bool:
+def _holder_is_dead(record: LeaseRecord) -> bool:
     """True for a lease held by a process of this machine that no longer exists."""
     try:
         owner = json.loads(record.owner)
@@ -602,7 +603,7 @@ class _Driver:
         A lease left by a run of this machine whose process is gone (killed) is taken over at
         once; any other holder's lease must expire first.
         """
-        lease = cas.Lease(cas.cas_store_for(self.config.resolved_state_dir), LEASE_NAME)
+        lease = Lease(cas.cas_store_for(self.config.resolved_state_dir), LEASE_NAME)
         owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex})
         held = lease.acquire(owner, self.config.lease_seconds, take_over=_holder_is_dead)
         self._renew = lambda: lease.renew(self._held, self.config.lease_seconds)
@@ -612,7 +613,7 @@ class _Driver:
         finally:
             try:
                 lease.release(self._held)
-            except cas.LeaseLost:
+            except LeaseLost:
                 pass  # it had expired and been taken: nothing of ours to release
 
     def _charge(self, state: state_pb2.JobState) -> None:

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from triehh_beam.protocol import planner, utility
+from triehh_beam.protocol import planner
 from triehh_beam.protocol.utility import (
     count_for_fraction,
     discovery_probability,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from typing import Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 # The parameter rules' internals: the one feasibility test plans and alternatives share.
 from triehh_beam.protocol.parameters import (
@@ -81,6 +81,10 @@ class Alternative:
         return dataclasses.asdict(self)
 
 
+# What each search returns: the alternative, or None and a note saying why there is none.
+_Found = Tuple[Optional[Alternative], Optional[str]]
+
+
 def alternatives_for(
     rule: str, n: int, epsilon: float, delta: float, max_length: int
 ) -> Tuple[Tuple[Alternative, ...], Tuple[str, ...]]:
@@ -94,8 +98,8 @@ def alternatives_for(
       ``(alternatives, notes)``: in the order lower theta, raise (or lower) epsilon, raise
       population; a note says why a kind is missing.
     """
-    found: list = []
-    notes: list = []
+    found: List[Alternative] = []
+    notes: List[str] = []
     for search in (_lower_theta, _raise_epsilon, _raise_population):
         alternative, note = search(rule, n, epsilon, delta, max_length)
         if alternative is not None:
@@ -105,7 +109,15 @@ def alternatives_for(
     return tuple(found), tuple(notes)
 
 
-def _alternative(kind, description, n, epsilon, delta, ev: _Evaluation, step=None) -> Alternative:
+def _alternative(
+    kind: str,
+    description: str,
+    n: int,
+    epsilon: float,
+    delta: float,
+    ev: _Evaluation,
+    step: Optional[float] = None,
+) -> Alternative:
     return Alternative(
         kind=kind,
         description=description,
@@ -121,7 +133,7 @@ def _alternative(kind, description, n, epsilon, delta, ev: _Evaluation, step=Non
     )
 
 
-def _lower_theta(rule, n, epsilon, delta, max_length):
+def _lower_theta(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
     """Keep epsilon and n; the largest theta <= floor(THETACEIL) Theorem 1 accepts, its delta.
 
     Usually floor(THETACEIL) itself; lower only when flooring m pushes gamma just below 1.
@@ -178,7 +190,7 @@ def _ceil_significant(x: float, digits: int) -> Tuple[Decimal, Decimal]:
     return (Decimal(x) / unit).to_integral_value(rounding=ROUND_CEILING) * unit, unit
 
 
-def _raise_epsilon(rule, n, epsilon, delta, max_length):
+def _raise_epsilon(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
     """Keep delta and n; the smallest epsilon the same feasibility test accepts.
 
     With theta fixed at the delta-driven value, the batch size grows with epsilon, so
@@ -237,7 +249,16 @@ def _raise_epsilon(rule, n, epsilon, delta, max_length):
     )
 
 
-def _lower_epsilon(rule, n, epsilon, delta, max_length, eps_min, eps_top, feasible):
+def _lower_epsilon(
+    rule: str,
+    n: int,
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    eps_min: float,
+    eps_top: float,
+    feasible: Callable[[float], bool],
+) -> _Found:
     """The target epsilon is above eps_top = L ln(1 + theta_delta): spend less.
 
     Beyond eps_top the rule raises theta to e^(epsilon/L) - 1 and the batch shrinks, so a
@@ -269,7 +290,7 @@ def _lower_epsilon(rule, n, epsilon, delta, max_length, eps_min, eps_top, feasib
     )
 
 
-def _raise_population(rule, n, epsilon, delta, max_length):
+def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
     """Keep (epsilon, delta); the smallest N such that every population >= N works.
 
     theta does not depend on n, and the only condition that does is gamma >= 1, i.e.

@@ -16,7 +16,7 @@ itself (``Trie.to_bytes``) is read with the same helpers. Messages are defined i
 from __future__ import annotations
 
 import dataclasses
-from typing import FrozenSet, Sequence
+from typing import FrozenSet, Sequence, Type, TypeVar
 
 from google.protobuf import message as _message
 
@@ -41,6 +41,8 @@ __all__ = [
 # The version written into every Trie, FrontierBroadcast and Vote message; readers refuse any
 # other. Bump it when a change to the messages means an old reader would misread a new message.
 SCHEMA_VERSION = 1
+
+_M = TypeVar("_M", bound=_message.Message)
 
 _KIND_TO_PROTO = {
     ItemKind.TEXT: trie_pb2.Encoding.TEXT,
@@ -250,7 +252,8 @@ def _check_version(version: int, source: str) -> None:
         )
 
 
-def _parse(message_type, data: bytes, source: str):
+def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
+    """Parses ``data`` as a ``message_type``; refuses what does not parse, naming ``source``."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
     message = message_type()

@@ -21,6 +21,7 @@ from triehh_beam.protocol.parameters import (
     _check_rule,
     _delta_theta,
     _evaluate_rule,
+    _Evaluation,
     theta_ceiling,
 )
 
@@ -163,7 +164,16 @@ def plan(
     )
 
 
-def _reason(ev, delta_theta, ceiling, n, epsilon, delta, max_length, rule) -> str:
+def _reason(
+    ev: _Evaluation,
+    delta_theta: int,
+    ceiling: float,
+    n: int,
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    rule: str,
+) -> str:
     origin = (
         f"the smallest theta with delta(theta) <= {delta:.4g}"
         if ev.theta == delta_theta

@@ -14,7 +14,7 @@ not mix):
              counts rows: the runner's fixed and per-batch cost.
   round      one TrieHH round on the default (in-process) runner: ``ReadRecordBatches |
              RunRound(sampler, 1, m, theta, encoder, frontier={()}, population=n)`` writing its
-             small output, with m and theta from ``privacy.plan(n, epsilon, delta, L)``.
+             small output, with m and theta from ``planner.plan(n, epsilon, delta, L)``.
   discovery  ``run_discovery(DiscoveryConfig(...))``: census plus every round that runs.
 
 Usage (from the repository root)::
@@ -212,11 +212,11 @@ def _files(manifest: Dict) -> List[str]:
 
 
 def _plan(manifest: Dict, args) -> Dict:
-    from triehh_beam.protocol import privacy
+    from triehh_beam.protocol import planner
 
     n = manifest["users"]
     delta = args.delta if args.delta is not None else 1.0 / n**2
-    plan = privacy.plan(n, args.epsilon, delta, args.max_length)
+    plan = planner.plan(n, args.epsilon, delta, args.max_length)
     if not plan.feasible:
         raise SystemExit(f"infeasible privacy target for n={n}: {plan.reason}")
     return {"n": n, "epsilon": args.epsilon, "delta": delta, "m": plan.batch_size, "theta": plan.theta}
@@ -662,11 +662,11 @@ def main(argv=None) -> int:
     for records in args.records:
         manifest = ensure_dataset(args.workdir, records, args.items_per_user, args.files,
                                   args.vocabulary, args.zipf, log)
-        from triehh_beam.protocol import privacy
+        from triehh_beam.protocol import planner
 
         n = manifest["users"]
         delta = args.delta if args.delta is not None else 1.0 / n**2
-        plan = privacy.plan(n, args.epsilon, delta, args.max_length)
+        plan = planner.plan(n, args.epsilon, delta, args.max_length)
         row = {
             "records": records,
             "users": n,

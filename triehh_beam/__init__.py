@@ -15,16 +15,11 @@ from triehh_beam.protocol.encoding import (
     ItemKind,
     ItemTooLongError,
 )
-from triehh_beam.protocol.privacy import (
-    DPGuarantee,
-    Plan,
-    PrivacyConditionError,
-    compose,
-    plan,
-    theorem1,
-)
+from triehh_beam.protocol.planner import Plan, plan
+from triehh_beam.protocol.privacy import DPGuarantee, PrivacyConditionError, compose, theorem1
 from triehh_beam.protocol.sampling import Sampler, SmallestRanks, user_id_bytes
-from triehh_beam.protocol.trie import Trie, TrieFormatError
+from triehh_beam.protocol.messages import TrieFormatError
+from triehh_beam.protocol.trie import Trie
 from triehh_beam.protocol.utility import discovery_probability, min_frequency, min_population
 from triehh_beam.protocol.vote import choose_sequence, client_vote, prefix_vote
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import planner
 from triehh_beam.cli import main
 
 SEED = bytes(range(100, 132))
@@ -56,7 +56,7 @@ def test_discover_runs_and_prints_progress_and_a_summary(records, tmp_path, seed
     lines = out.splitlines()
     assert lines[0] == f"census: counting distinct users in {records}"
     assert "census: 2,000 users; read 2,000 records from 1 file; none dropped" in lines
-    plan = privacy.plan(2000, 4.0, 1e-6, 4)
+    plan = planner.plan(2000, 4.0, 1e-6, 4)
     assert f"plan: n=2,000 theta={plan.theta} m={plan.batch_size} L=4 rule=authors: epsilon={plan.epsilon:.4g} " \
            f"delta={plan.delta:.3g}" in lines
     rounds = [line for line in lines if line.startswith("round ")]
@@ -103,7 +103,7 @@ def test_an_infeasible_target_is_refused_with_the_planners_reason(few_records, t
     assert not [line for line in out.splitlines() if line.startswith(("plan:", "round"))]
     assert "Traceback" not in err
     lines = err.splitlines()
-    reason = privacy.plan(50, 4.0, 1e-6, 4).reason
+    reason = planner.plan(50, 4.0, 1e-6, 4).reason
     assert len(lines) == 1, err
     assert lines[0].startswith(f"triehh: error: privacy target infeasible: {reason}. Alternatives: ")
     assert not (tmp_path / "out" / "state" / "MANIFEST.json").exists()

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.protocol import privacy, utility
+from triehh_beam.protocol import planner, utility
 
 FEASIBLE = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-10",
             "--max-length", "10"]
@@ -34,7 +34,7 @@ def test_feasible_plan_text(capsys):
     assert "worst case" in out
     for row in ("50%", "90%", "99%"):
         assert row in out
-    p = privacy.plan(100_000, 4, 1e-10, 10)
+    p = planner.plan(100_000, 4, 1e-10, 10)
     need = utility.min_frequency_for_plan(p, 0.9)
     assert f"{need.count:,}" in out
 
@@ -46,7 +46,7 @@ def test_feasible_plan_json(capsys):
     for key in ("feasible", "theta", "gamma", "batch_size", "epsilon", "delta", "reason",
                 "alternatives"):
         assert key in data
-    p = privacy.plan(100_000, 4, 1e-10, 10)
+    p = planner.plan(100_000, 4, 1e-10, 10)
     assert data["feasible"] is True and data["reason"] is None and data["alternatives"] == []
     assert (data["theta"], data["batch_size"]) == (p.theta, p.batch_size)
     assert data["epsilon"] == p.epsilon and data["delta"] == p.delta

@@ -50,7 +50,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.internal import apiclient
 
 from triehh_beam.job import driver
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import planner
 from triehh_beam.beam.record_io import write_records
 from triehh_beam.protocol.encoding import ItemEncoder
 
@@ -245,7 +245,7 @@ def test_submit_job_graphs_translates_the_census_and_every_round_offline(records
         check_dataflow_job(job, image)
     assert CENSUS_STEPS <= step_names(jobs[0])
     assert not any(name.startswith("RunRound(") for name in step_names(jobs[0]))
-    planned = privacy.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
+    planned = planner.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
     assert planned.feasible
     for r, job in enumerate(jobs[1:], start=1):
         names = step_names(job)

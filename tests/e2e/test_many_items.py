@@ -46,7 +46,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from scipy import stats
 
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import planner
 from triehh_beam.beam import record_io, runners, transforms
 from triehh_beam.beam.record_io import write_records
 from triehh_beam.cli import main
@@ -741,7 +741,7 @@ def recall_runs(tmp_path_factory, english_words):
 
 def test_many_words_per_user_pipeline_equals_the_keyed_simulation(recall_runs):
     users, runs = recall_runs
-    plan = privacy.plan(RECALL_USERS, EPSILON, DELTA, RECALL_L)
+    plan = planner.plan(RECALL_USERS, EPSILON, DELTA, RECALL_L)
     assert plan.feasible
     encoder = ItemEncoder(max_length=RECALL_L)
     for seed, output, result in runs:

@@ -16,7 +16,7 @@ from scipy import stats
 
 from triehh_beam.cli import evaluate as evaluate_cli
 from triehh_beam.evaluation import experiment as evaluation, metrics
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import planner
 from triehh_beam.beam.record_io import write_records
 from triehh_beam.evaluation.simulation import SimulationResult
 
@@ -144,7 +144,7 @@ def test_truth_and_data_source(small_result, small_input):
 
 def test_metrics_are_the_metrics_of_each_run(small_result):
     (config,) = small_result["triehh"]
-    plan = privacy.plan(2000, 8.0, 1e-3, 4)
+    plan = planner.plan(2000, 8.0, 1e-3, 4)
     assert config["privacy"]["theta"] == plan.theta and config["privacy"]["batch_size"] == plan.batch_size
     assert config["privacy"]["epsilon"] == pytest.approx(plan.epsilon)
     assert config["privacy"]["all_runs_composed"]["epsilon"] == pytest.approx(4 * plan.epsilon)

@@ -32,7 +32,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from scipy import stats
 
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import planner
 from triehh_beam.beam.record_io import write_records
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, InfeasiblePlanError, run_discovery
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
@@ -160,7 +160,7 @@ def test_resuming_with_a_different_job_is_refused(three_users, tmp_path, change,
 @pytest.mark.parametrize(
     "overrides, reason",
     [
-        (dict(epsilon=1.0, delta=1e-10), lambda: privacy.plan(50, 1.0, 1e-10, L).reason),
+        (dict(epsilon=1.0, delta=1e-10), lambda: planner.plan(50, 1.0, 1e-10, L).reason),
         (dict(theta=1, batch_size=10), lambda: "fixed theta and batch size give no DP guarantee"),
     ],
     ids=["planned", "fixed-without-guarantee"],
@@ -411,7 +411,7 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
 
 def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, make_population, grep_files):
     population = make_population(5000, max_chars=L - 1)
-    plan = privacy.plan(len(population.users), EPSILON, DELTA, L)
+    plan = planner.plan(len(population.users), EPSILON, DELTA, L)
     sampler = Sampler(SEED)
     ids = list(population.users)
     # Two rare items, each held by one user who is sampled when the item would get its vote:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from triehh_beam.job import cas, ledger
+from triehh_beam.job.lease import Lease
 from triehh_beam.beam.record_io import write_records
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -91,4 +92,4 @@ def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, popu
     assert len(records) == 1, records
     assert records[0]["epsilon"] <= 6
     # The lease was released by the re-run: a third run starts (and finds the job finished).
-    assert cas.Lease(cas.cas_store_for(str(out / "state")), "LEASE").current().released
+    assert Lease(cas.cas_store_for(str(out / "state")), "LEASE").current().released

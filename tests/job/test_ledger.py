@@ -115,9 +115,10 @@ def test_beams_own_dry_run_flag_is_refused_with_a_pointer(records, tmp_path, cap
 
 def test_a_concurrent_run_on_the_same_state_directory_is_refused(records, tmp_path, capsys):
     from triehh_beam.job import cas
+    from triehh_beam.job.lease import Lease
 
     state = tmp_path / "out" / "state"
-    held = cas.Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
+    held = Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
         json.dumps({"host": "another-machine", "pid": 1}), 3600
     )
     assert held is not None
@@ -131,11 +132,12 @@ def test_a_lease_left_by_a_killed_run_of_this_machine_is_taken_over(records, tmp
     import sys
 
     from triehh_beam.job import cas
+    from triehh_beam.job.lease import Lease
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     state = tmp_path / "out" / "state"
-    cas.Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
+    Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
         json.dumps({"host": socket.gethostname(), "pid": dead.pid}), 3600
     )
     assert _discover(records, tmp_path / "out") == 0

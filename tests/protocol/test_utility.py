@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from triehh_beam.protocol import privacy, utility
+from triehh_beam.protocol import planner
 from triehh_beam.protocol.utility import (
     count_for_fraction,
     discovery_probability,
@@ -129,20 +129,20 @@ def test_min_frequency_unreachable():
 
 
 def test_min_frequency_for_plan():
-    p = privacy.plan(100_000, 4, 1e-10, 10)
+    p = planner.plan(100_000, 4, 1e-10, 10)
     need = min_frequency_for_plan(p, 0.9)
     assert need.length == 10 and (need.n, need.batch_size, need.theta) == (100_000, 2354, 14)
     shorter = min_frequency_for_plan(p, 0.9, length=4)
     assert shorter.count < need.count
     with pytest.raises(ValueError, match="infeasible"):
-        min_frequency_for_plan(privacy.plan(10**4, 1, 1e-8, 10), 0.9)
+        min_frequency_for_plan(planner.plan(10**4, 1, 1e-8, 10), 0.9)
     with pytest.raises(ValueError):
         min_frequency_for_plan(p, 0.9, length=11)
 
 
 def _probability_at(n, fraction, eps, delta, max_length, rule, length):
     """The forward computation, written out independently of min_population's helper."""
-    p = privacy.plan(n, eps, delta, max_length, rule, with_alternatives=False)
+    p = planner.plan(n, eps, delta, max_length, rule, with_alternatives=False)
     if not p.feasible:
         return 0.0
     return discovery_probability(math.ceil(round(fraction * n, 9)), n, p.batch_size, p.theta,
@@ -172,7 +172,7 @@ def test_min_population_consistent_with_forward(fraction, target, eps, delta, ma
     for smaller in (int(need.n * 0.98), int(need.n * 0.9), int(need.n * 0.5)):
         assert _probability_at(smaller, fraction, eps, delta, max_length, rule, length) < target
     # the reported plan is the planner's at n
-    p = privacy.plan(need.n, eps, delta, max_length, rule)
+    p = planner.plan(need.n, eps, delta, max_length, rule)
     assert (need.theta, need.batch_size, need.epsilon, need.delta) == (
         p.theta, p.batch_size, p.epsilon, p.delta)
     assert need.count == count_for_fraction(fraction, need.n)
@@ -190,10 +190,3 @@ def test_min_population_smaller_fraction_needs_more_users():
     assert needs == sorted(needs)
     budgets = [min_population(0.01, 0.9, e, 1e-10, 10).n for e in (8.0, 4.0, 2.0, 1.0)]
     assert budgets == sorted(budgets)
-
-
-def test_protocol_modules_do_not_import_beam():
-    import pathlib
-
-    for module in (utility, privacy):
-        assert "apache_beam" not in pathlib.Path(module.__file__).read_text(encoding="utf-8")

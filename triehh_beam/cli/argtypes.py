@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import parameters
 
 __all__ = ["delta", "epsilon", "finite_float", "non_negative_int", "population", "positive_int"]
 
@@ -28,7 +28,7 @@ def population(text: str) -> int:
         value = int(as_float)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    if value > privacy.MAX_POPULATION:
+    if value > parameters.MAX_POPULATION:
         raise argparse.ArgumentTypeError(f"must be <= 2^53, got {value}")
     return value
 

@@ -154,7 +154,7 @@ def _fail(message: str, code: int) -> int:
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
     from triehh_beam.beam.record_io import RecordFormatError, record_format_error_from
-    from triehh_beam.job.cas import LeaseHeld
+    from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.driver import (
         BadInputError,
         ConfigMismatchError,

@@ -24,7 +24,7 @@ import sys
 import textwrap
 from typing import Callable, List, Optional, Sequence
 
-from triehh_beam.protocol import privacy, utility
+from triehh_beam.protocol import parameters, planner, utility
 
 __all__ = ["build_parser", "main"]
 
@@ -83,7 +83,7 @@ def _register_plan(subparsers) -> None:
                         help="characters (or bytes) per unit, recorded in the output: L counts "
                              "units of K characters, so items of up to (L-1)*K characters fit "
                              "(default 1)")
-    parser.add_argument("--rule", choices=privacy.RULES, default="authors",
+    parser.add_argument("--rule", choices=parameters.RULES, default="authors",
                         help="'authors' (default): the smallest theta with delta(theta) <= D, "
                              "exactly; 'corollary1': the paper's Corollary 1 (theta >= 10)")
     parser.add_argument("--item-length", type=_positive_int, default=None, metavar="LEN",
@@ -99,7 +99,7 @@ def _register_plan(subparsers) -> None:
 
 def _plan_report(args) -> dict:
     """The plan and its discovery table, as one JSON-ready dict."""
-    result = privacy.plan(args.population, args.epsilon, args.delta, args.max_length, args.rule)
+    result = planner.plan(args.population, args.epsilon, args.delta, args.max_length, args.rule)
     item_length = args.max_length if args.item_length is None else args.item_length
     report = result.to_dict()
     report["population"] = result.n
@@ -127,7 +127,7 @@ def _run_plan(args) -> int:
             f"--item-length {args.item_length} exceeds --max-length {args.max_length}"
         )
     try:  # what the argument types cannot see alone (e.g. epsilon/L too large)
-        privacy.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
+        parameters.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
     except ValueError as err:
         raise _UsageError(str(err)) from None
     report = _plan_report(args)

@@ -63,7 +63,7 @@ import numpy as np
 from scipy import stats
 
 from triehh_beam.evaluation import metrics, pem
-from triehh_beam.protocol import privacy, utility
+from triehh_beam.protocol import parameters, planner, privacy, utility
 from triehh_beam.beam import record_io
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
 
@@ -184,8 +184,8 @@ class EvaluationConfig:
         object.__setattr__(self, "rivals", tuple(r for r in RIVALS if r in rivals))
         if self.input_format not in (None, *record_io.FORMATS):
             raise ValueError(f"format must be one of {', '.join(record_io.FORMATS)}, got {self.input_format!r}")
-        if self.rule not in privacy.RULES:
-            raise ValueError(f"rule must be one of {', '.join(privacy.RULES)}, got {self.rule!r}")
+        if self.rule not in parameters.RULES:
+            raise ValueError(f"rule must be one of {', '.join(parameters.RULES)}, got {self.rule!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
         if not 0 < self.confidence < 1:
@@ -607,7 +607,7 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
     infeasible = []
     for unit_size in config.unit_sizes:
         for epsilon in config.epsilons:
-            plan = privacy.plan(n, epsilon, config.delta, config.max_length_for(unit_size), config.rule,
+            plan = planner.plan(n, epsilon, config.delta, config.max_length_for(unit_size), config.rule,
                                 with_alternatives=False)
             if plan.feasible:
                 plans.append((epsilon, unit_size, plan))

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triehh_beam.protocol import privacy, utility
+from triehh_beam.protocol import parameters, planner, utility
 
 __all__ = ["summary_rows", "write_planning_plots", "write_report"]
 
@@ -471,14 +471,14 @@ def write_planning_plots(
     if not 1 <= length <= max_length:
         raise ValueError(f"length must be in [1, {max_length}], got {length}")
     for eps in epsilons:
-        privacy.PrivacyTarget(n, eps, delta, max_length)
+        parameters.PrivacyTarget(n, eps, delta, max_length)
     worst = " (worst case: length L)" if length == max_length else ""
     setting = f"δ = {delta:g}, L = {max_length}, item length {length} units{worst}"
     paths = []
 
     # 1. Discovery probability vs frequency at n.
     fig, ax = plt.subplots(figsize=(6.6, 4.2))
-    plans = [privacy.plan(n, eps, delta, max_length, rule, with_alternatives=False) for eps in epsilons]
+    plans = [planner.plan(n, eps, delta, max_length, rule, with_alternatives=False) for eps in epsilons]
     # Zoom on where the curves rise: from below the 1% point to above the 99.9% point.
     low, high = 1.0, 1.0 / n
     for plan in plans:
@@ -517,7 +517,7 @@ def write_planning_plots(
         for fraction, style in styles:
             probs = []
             for pop in populations:
-                plan = privacy.plan(int(pop), eps, delta, max_length, rule, with_alternatives=False)
+                plan = planner.plan(int(pop), eps, delta, max_length, rule, with_alternatives=False)
                 probs.append(0.0 if not plan.feasible else utility.discovery_probability_for_fraction(
                     fraction, int(pop), plan.batch_size, plan.theta, length))
             ax.plot(populations, probs, style, color=_colour(index),

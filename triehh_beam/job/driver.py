@@ -40,8 +40,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import apache_beam as beam
 
 from triehh_beam.job import cas
+from triehh_beam.job.lease import Lease, LeaseLost, LeaseRecord
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import parameters, planner, privacy
 from triehh_beam.beam import record_io, runners, transforms
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.proto import state_pb2
@@ -61,7 +62,7 @@ __all__ = [
     "run_discovery",
 ]
 
-RULES = privacy.RULES
+RULES = parameters.RULES
 FORMATS = (None, "jsonl", "csv", "parquet")
 
 
@@ -398,7 +399,7 @@ def submit_job_graphs(
             "submit_job_graphs only validates graphs: give a runner option that submits nothing "
             "(--dry_run=True); run_discovery runs jobs"
         )
-    plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+    plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
     if not plan.feasible:
         raise InfeasiblePlanError(plan)
     recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population)
@@ -419,7 +420,7 @@ def submit_job_graphs(
 LEASE_NAME = "LEASE"
 
 
-def _holder_is_dead(record: cas.LeaseRecord) -> bool:
+def _holder_is_dead(record: LeaseRecord) -> bool:
     """True for a lease held by a process of this machine that no longer exists."""
     try:
         owner = json.loads(record.owner)
@@ -543,7 +544,7 @@ class _Driver:
             target_delta=config.delta,
         )
         if config.theta is None:
-            plan = privacy.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+            plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
             if not plan.feasible:
                 raise InfeasiblePlanError(plan)
             recorded.theta, recorded.gamma, recorded.batch_size = plan.theta, plan.gamma, plan.batch_size
@@ -602,7 +603,7 @@ class _Driver:
         A lease left by a run of this machine whose process is gone (killed) is taken over at
         once; any other holder's lease must expire first.
         """
-        lease = cas.Lease(cas.cas_store_for(self.config.resolved_state_dir), LEASE_NAME)
+        lease = Lease(cas.cas_store_for(self.config.resolved_state_dir), LEASE_NAME)
         owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex})
         held = lease.acquire(owner, self.config.lease_seconds, take_over=_holder_is_dead)
         self._renew = lambda: lease.renew(self._held, self.config.lease_seconds)
@@ -612,7 +613,7 @@ class _Driver:
         finally:
             try:
                 lease.release(self._held)
-            except cas.LeaseLost:
+            except LeaseLost:
                 pass  # it had expired and been taken: nothing of ours to release
 
     def _charge(self, state: state_pb2.JobState) -> None:

@@ -26,7 +26,7 @@ import dataclasses
 import math
 from typing import Iterable, List, NamedTuple, Optional
 
-from triehh_beam.job import cas
+from triehh_beam.job import cas, record_log
 
 __all__ = ["Budget", "BudgetExceededError", "LEDGER_NAME", "Ledger", "Spend", "remaining"]
 
@@ -97,7 +97,7 @@ class Ledger:
 
     def records(self) -> List[dict]:
         """Every spend record, oldest first."""
-        return cas.read_records(self._store, LEDGER_NAME)
+        return record_log.read_records(self._store, LEDGER_NAME)
 
     @staticmethod
     def total(records: Iterable[dict]) -> Spend:
@@ -149,7 +149,7 @@ class Ledger:
                 raise BudgetExceededError(refusal)
 
         record = {"record_id": job_id, "epsilon": spend.epsilon, "delta": spend.delta, **details}
-        cas.append_record(self._store, LEDGER_NAME, record, precondition=fits)
+        record_log.append_record(self._store, LEDGER_NAME, record, precondition=fits)
 
     def charge_unbounded(self, job_id: str, details: dict) -> None:
         """Records a job that has no DP guarantee (fixed parameters outside Theorem 1).
@@ -165,4 +165,4 @@ class Ledger:
                 "a job without a DP guarantee cannot run on a population with a lifetime budget"
             )
         record = {"record_id": job_id, "epsilon": None, "delta": None, "no_guarantee": True, **details}
-        cas.append_record(self._store, LEDGER_NAME, record)
+        record_log.append_record(self._store, LEDGER_NAME, record)

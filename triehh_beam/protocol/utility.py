@@ -28,7 +28,7 @@ from typing import Optional
 
 from scipy.stats import hypergeom
 
-from triehh_beam.protocol import privacy
+from triehh_beam.protocol import parameters, planner
 from triehh_beam.protocol.privacy import _check_int  # one validation rule for both modules
 
 __all__ = [
@@ -192,7 +192,7 @@ def min_frequency(
 
 
 def min_frequency_for_plan(
-    plan: privacy.Plan, probability: float, length: Optional[int] = None
+    plan: planner.Plan, probability: float, length: Optional[int] = None
 ) -> Optional[FrequencyRequirement]:
     """``min_frequency`` at a plan's n, m and theta.
 
@@ -244,7 +244,7 @@ def _planned_probability(
     n: int, fraction: float, epsilon: float, delta: float, max_length: int, rule: str, length: int
 ):
     """(plan, probability) at population n; probability 0 when the plan is infeasible."""
-    p = privacy.plan(n, epsilon, delta, max_length, rule, with_alternatives=False)
+    p = planner.plan(n, epsilon, delta, max_length, rule, with_alternatives=False)
     if not p.feasible:
         return p, 0.0
     count = count_for_fraction(fraction, n)
@@ -293,8 +293,8 @@ def min_population(
     max_length = _check_int("max_length", max_length, 1)
     length = max_length if length is None else _check_int("length", length, 1, max_length)
     # Validate the privacy target once, with the planner's own messages.
-    privacy.PrivacyTarget(1, epsilon, delta, max_length)
-    privacy.rule_theta(rule, epsilon, delta, max_length)
+    parameters.PrivacyTarget(1, epsilon, delta, max_length)
+    parameters.rule_theta(rule, epsilon, delta, max_length)
 
     def ok(n: int) -> bool:
         return _planned_probability(n, fraction, epsilon, delta, max_length, rule, length)[1] >= (
@@ -308,9 +308,9 @@ def min_population(
         hi = 2
         while not ok(hi):
             lo = hi
-            if hi >= privacy.MAX_POPULATION:
+            if hi >= parameters.MAX_POPULATION:
                 return None
-            hi = min(2 * hi, privacy.MAX_POPULATION)
+            hi = min(2 * hi, parameters.MAX_POPULATION)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if ok(mid):

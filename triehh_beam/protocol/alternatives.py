@@ -1,0 +1,360 @@
+"""The honest ways out of an infeasible TrieHH target, each certified by Theorem 1.
+
+When Theorem 1 cannot certify a target (epsilon, delta) for ``n`` users and ``L`` rounds
+(typically: the delta-driven theta exceeds ``THETACEIL = sqrt(n) (1 - e^(-epsilon/L))``, so
+``gamma < 1``; docs/protocol.md §1, "Choosing parameters"), the planner offers what does work,
+with its numbers: ``lower_theta``, the largest theta at or below THETACEIL that Theorem 1
+accepts and the larger delta it gives; ``raise_epsilon``, the smallest epsilon that works at
+this delta (or ``lower_epsilon``, when epsilon/L is so large that the rule's
+``theta >= e^(epsilon/L) - 1`` does not fit and a smaller epsilon does); and
+``raise_population``, the smallest population from which every larger one works at this
+(epsilon, delta). Each search goes through the same feasibility test as the plan itself
+(:mod:`triehh_beam.protocol.parameters`) and is tight at the resolution it reports. Pure Python;
+no Beam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Callable, List, Optional, Tuple
+
+# The parameter rules' internals: the one feasibility test plans and alternatives share.
+from triehh_beam.protocol.parameters import (
+    MAX_POPULATION,
+    _delta_theta,
+    _evaluate,
+    _evaluate_rule,
+    _Evaluation,
+    _rule_theta,
+    batch_size_for,
+    theta_ceiling,
+)
+from triehh_beam.protocol.privacy import theorem1_delta
+
+__all__ = ["ALTERNATIVE_KINDS", "Alternative", "alternatives_for"]
+
+ALTERNATIVE_KINDS = ("lower_theta", "raise_epsilon", "lower_epsilon", "raise_population")
+
+# Alternatives for epsilon are rounded *up* to this many significant digits (more if needed).
+_EPSILON_DIGITS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Alternative:
+    """An honest way out of an infeasible target, with the numbers Theorem 1 certifies.
+
+    Attributes:
+      kind: ``"lower_theta"`` (keep epsilon and n, accept a larger delta), ``"raise_epsilon"``
+        (keep delta and n), ``"lower_epsilon"`` (keep delta and n: the target epsilon is so
+        large that the rule's theta >= e^(epsilon/L) - 1 does not fit, a smaller one does) or
+        ``"raise_population"`` (keep epsilon and delta).
+      description: one line for people.
+      n, target_epsilon, target_delta: the target this alternative plans for.
+      theta, gamma, batch_size: its parameters (gamma before flooring m, as in the rule).
+      epsilon, delta: what Theorem 1 gives at the floored batch size.
+      step: the resolution of a searched quantity: asking for ``target_epsilon - step``
+        (raise_epsilon) or ``n - step`` users (raise_population) is infeasible. None for
+        lower_theta.
+    """
+
+    kind: str
+    description: str
+    n: int
+    target_epsilon: float
+    target_delta: float
+    theta: int
+    gamma: float
+    batch_size: int
+    epsilon: float
+    delta: float
+    step: Optional[float] = None
+
+    def __post_init__(self):
+        if self.kind not in ALTERNATIVE_KINDS:
+            raise ValueError(
+                f"kind must be one of {', '.join(ALTERNATIVE_KINDS)}, got {self.kind!r}"
+            )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# What each search returns: the alternative, or None and a note saying why there is none.
+_Found = Tuple[Optional[Alternative], Optional[str]]
+
+
+def alternatives_for(
+    rule: str, n: int, epsilon: float, delta: float, max_length: int
+) -> Tuple[Tuple[Alternative, ...], Tuple[str, ...]]:
+    """The alternatives that exist for an infeasible target, and notes on those that do not.
+
+    Args:
+      rule: ``"authors"`` or ``"corollary1"`` (already validated).
+      n, epsilon, delta, max_length: the target (already validated, see ``PrivacyTarget``).
+
+    Returns:
+      ``(alternatives, notes)``: in the order lower theta, raise (or lower) epsilon, raise
+      population; a note says why a kind is missing.
+    """
+    found: List[Alternative] = []
+    notes: List[str] = []
+    for search in (_lower_theta, _raise_epsilon, _raise_population):
+        alternative, note = search(rule, n, epsilon, delta, max_length)
+        if alternative is not None:
+            found.append(alternative)
+        if note:
+            notes.append(note)
+    return tuple(found), tuple(notes)
+
+
+def _alternative(
+    kind: str,
+    description: str,
+    n: int,
+    epsilon: float,
+    delta: float,
+    ev: _Evaluation,
+    step: Optional[float] = None,
+) -> Alternative:
+    return Alternative(
+        kind=kind,
+        description=description,
+        n=n,
+        target_epsilon=epsilon,
+        target_delta=delta,
+        theta=ev.theta,
+        gamma=ev.gamma,
+        batch_size=ev.batch_size,
+        epsilon=ev.guarantee.epsilon,
+        delta=ev.guarantee.delta,
+        step=step,
+    )
+
+
+def _lower_theta(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
+    """Keep epsilon and n; the largest theta <= floor(THETACEIL) Theorem 1 accepts, its delta.
+
+    Usually floor(THETACEIL) itself; lower only when flooring m pushes gamma just below 1.
+    The rule's own minimum theta (5 or 10) does not apply: only Theorem 1's theta >= 4. When
+    the rule's theta came from epsilon (theta >= e^(epsilon/L) - 1), not from delta, the lower
+    theta may even keep delta within the target.
+    """
+    ceiling = theta_ceiling(n, epsilon, max_length)
+    top = min(math.floor(ceiling), _rule_theta(rule, epsilon, delta, max_length) - 1)
+    if top < 4:
+        return None, (
+            f"lowering theta cannot help: THETACEIL = {ceiling:.4g} < 4, Theorem 1's smallest theta"
+        )
+    for theta in range(top, 3, -1):
+        # The guarantee is delta(theta) when that exceeds the target: evaluate against it.
+        new_delta = max(theorem1_delta(theta), delta)
+        if new_delta >= 1.0:
+            break
+        ev = _evaluate(n, epsilon, new_delta, max_length, theta)
+        if ev.batch_size * (theta + 1) > n:
+            break  # gamma <= sqrt(n)/(theta+1) fails, and only gets worse as theta decreases
+        if not ev.feasible:
+            continue  # gamma >= 1 missed by flooring m: a smaller theta has a larger m
+        if new_delta > delta:
+            effect = f"but delta grows to {ev.guarantee.delta:.4g}"
+        else:
+            effect = f"and delta(theta) {_format_delta(ev.guarantee.delta)} is within the target"
+        return (
+            _alternative(
+                "lower_theta",
+                f"lower theta to {theta} (<= THETACEIL = {ceiling:.4g}): keeps epsilon = "
+                f"{epsilon:g} and n = {n}, {effect}",
+                n,
+                epsilon,
+                new_delta,
+                ev,
+            ),
+            None,
+        )
+    return None, (
+        f"lowering theta cannot help: no theta <= {top} satisfies Theorem 1 at epsilon = "
+        f"{epsilon:g}, n = {n}"
+    )
+
+
+def _format_delta(delta: float) -> str:
+    """``= 1.2e-11``, or ``< 1e-308`` for a delta that underflowed to 0."""
+    return f"= {delta:.4g}" if delta > 0 else "< 1e-308"
+
+
+def _ceil_significant(x: float, digits: int) -> Tuple[Decimal, Decimal]:
+    """``x`` rounded up to ``digits`` significant digits, and one unit of that last digit."""
+    unit = Decimal(1).scaleb(math.floor(math.log10(x)) - digits + 1)
+    return (Decimal(x) / unit).to_integral_value(rounding=ROUND_CEILING) * unit, unit
+
+
+def _raise_epsilon(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
+    """Keep delta and n; the smallest epsilon the same feasibility test accepts.
+
+    With theta fixed at the delta-driven value, the batch size grows with epsilon, so
+    feasibility is monotone in epsilon up to eps_top = L ln(1 + theta_delta), where the rule
+    starts raising theta (beyond it the batch shrinks again: if eps_top fails, no epsilon
+    works). Bisection finds the boundary; the answer is rounded up to 3 significant digits and
+    checked so that one unit less in the last digit is infeasible.
+    """
+    theta_d = _delta_theta(rule, delta)
+    eps_top = max_length * math.log1p(theta_d)
+    while math.ceil(math.expm1(eps_top / max_length)) > theta_d:
+        eps_top = math.nextafter(eps_top, 0.0)
+
+    def feasible(eps: float) -> bool:
+        return _evaluate_rule(rule, n, eps, delta, max_length).feasible
+
+    if not feasible(eps_top):
+        return None, (
+            f"raising epsilon cannot help at delta = {delta:.4g}: theta = {theta_d} needs "
+            f"n >= (theta+1)^2 = {(theta_d + 1) ** 2} users at any epsilon (n = {n})"
+        )
+    lo, hi = 0.0, eps_top
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    for digits in range(_EPSILON_DIGITS, 16):
+        value, unit = _ceil_significant(hi, digits)
+        if float(value) <= eps_top and feasible(float(value)):
+            break
+    else:
+        value, unit = Decimal(hi), Decimal(hi - lo)
+    # Tight at the reported resolution: one unit less must fail (same test).
+    while value - unit > 0 and feasible(float(value - unit)):
+        value -= unit
+    value, unit = float(value), float(unit)
+    if value < epsilon:
+        return _lower_epsilon(rule, n, epsilon, delta, max_length, value, eps_top, feasible)
+    ev = _evaluate_rule(rule, n, value, delta, max_length)
+    return (
+        _alternative(
+            "raise_epsilon",
+            f"raise epsilon to {value:g} (the smallest, to {unit:g}, that works at "
+            f"delta = {delta:.4g}, n = {n}, L = {max_length})",
+            n,
+            value,
+            delta,
+            ev,
+            step=unit,
+        ),
+        None,
+    )
+
+
+def _lower_epsilon(
+    rule: str,
+    n: int,
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    eps_min: float,
+    eps_top: float,
+    feasible: Callable[[float], bool],
+) -> _Found:
+    """The target epsilon is above eps_top = L ln(1 + theta_delta): spend less.
+
+    Beyond eps_top the rule raises theta to e^(epsilon/L) - 1 and the batch shrinks, so a
+    larger epsilon can be infeasible while a smaller one works; an (eps', delta) plan with
+    eps' < epsilon meets the target too. The best is eps_top (largest batch), rounded down to
+    3 significant digits (more if needed).
+    """
+    for digits in range(_EPSILON_DIGITS, 16):
+        unit = Decimal(1).scaleb(math.floor(math.log10(eps_top)) - digits + 1)
+        value = float((Decimal(eps_top) / unit).to_integral_value(rounding=ROUND_FLOOR) * unit)
+        if value >= eps_min and feasible(value):
+            break
+    else:
+        value = eps_top
+    ev = _evaluate_rule(rule, n, value, delta, max_length)
+    return (
+        _alternative(
+            "lower_epsilon",
+            f"spend less: epsilon = {value:g} works at delta = {delta:.4g}, n = {n}, "
+            f"L = {max_length} (so does any epsilon in [{eps_min:g}, {value:g}]); above "
+            f"L*ln(1 + {ev.theta}) = {eps_top:.4g} the rule raises theta to e^(epsilon/L) - 1 "
+            f"and the batch shrinks",
+            n,
+            value,
+            delta,
+            ev,
+        ),
+        None,
+    )
+
+
+def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
+    """Keep (epsilon, delta); the smallest N such that every population >= N works.
+
+    theta does not depend on n, and the only condition that does is gamma >= 1, i.e.
+    m(n)^2 >= n with m(n) = floor(n s / theta) nondecreasing. Because m is floored, feasibility
+    can flicker just above the continuous bound (theta/s)^2; the answer is the end of the
+    flicker: N - 1 is infeasible and everything from N on is feasible.
+    """
+    theta = _rule_theta(rule, epsilon, delta, max_length)
+
+    def feasible(pop: int) -> bool:
+        return _evaluate(pop, epsilon, delta, max_length, theta).feasible
+
+    def m_of(pop: int) -> int:
+        return batch_size_for(pop, epsilon, max_length, theta)
+
+    def last_with_m_at_most(k: int) -> int:
+        lo, hi = 0, MAX_POPULATION + 1  # m_of(lo) <= k < m_of(hi) (m_of(0) is 0)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if m_of(mid) <= k:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    if not feasible(MAX_POPULATION):
+        return None, (
+            f"no population up to 2^53 makes (epsilon={epsilon:g}, delta={delta:.4g}) feasible"
+        )
+    s = -math.expm1(-epsilon / max_length)
+    c = theta / s  # m(n) ~ n / c; gamma >= 1 needs m(n) >= sqrt(n)
+    # For k >= c + 3 the users with m(n) = k number at most ~c <= k, all n <= k^2: feasible.
+    k = math.ceil(c) + 3
+    while k > 0 and last_with_m_at_most(k) <= k * k:
+        k -= 1
+    candidate = last_with_m_at_most(k) + 1 if k > 0 else 1
+    # Confirm with the plan's own test; move to the nearest tight point if floats disagree.
+    while not feasible(candidate):
+        candidate += 1
+    while candidate > 1 and feasible(candidate - 1):
+        candidate -= 1
+    if candidate > MAX_POPULATION:
+        return None, "no population up to 2^53 works"
+    # The first n that works at all: the first n of the first plateau m(n) = k with n <= k^2.
+    k = max(1, math.floor(c) - 3)
+    while last_with_m_at_most(k - 1) + 1 > k * k:
+        k += 1
+    first = last_with_m_at_most(k - 1) + 1
+    flicker = ""
+    if first < candidate and feasible(first):
+        flicker = (
+            f"; n = {first} already works but some n in between do not, because m is floored"
+        )
+    ev = _evaluate(candidate, epsilon, delta, max_length, theta)
+    return (
+        _alternative(
+            "raise_population",
+            f"collect at least n = {candidate} users (from there on every n works at "
+            f"epsilon = {epsilon:g}, delta = {delta:.4g}, L = {max_length}{flicker})",
+            candidate,
+            epsilon,
+            delta,
+            ev,
+            step=1,
+        ),
+        None,
+    )

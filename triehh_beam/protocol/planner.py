@@ -1,0 +1,196 @@
+"""TrieHH's planner: from a target (epsilon, delta) to a ``Plan``, or why there is none.
+
+``plan`` validates a target (epsilon, delta) for ``n`` users and ``L`` rounds, picks theta and
+the batch size with one of the parameter rules (:mod:`triehh_beam.protocol.parameters`:
+``"authors"`` or Corollary 1, docs/protocol.md §1, "Choosing parameters"), and evaluates
+Theorem 1 (:mod:`triehh_beam.protocol.privacy`) at the floored batch size. A target Theorem 1
+cannot certify is returned as an infeasible ``Plan``, never adjusted, with the reason in numbers
+and the honest alternatives (:mod:`triehh_beam.protocol.alternatives`). This is what a job
+consults, and records, before anything runs. Pure Python; no Beam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import List, Optional, Tuple
+
+from triehh_beam.protocol.alternatives import Alternative, alternatives_for
+from triehh_beam.protocol.parameters import (
+    PrivacyTarget,
+    _check_rule,
+    _delta_theta,
+    _evaluate_rule,
+    _Evaluation,
+    theta_ceiling,
+)
+
+__all__ = ["Plan", "plan"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The parameters for a target (epsilon, delta), or why there are none.
+
+    Attributes:
+      feasible: Theorem 1 certifies the target with these parameters.
+      rule: ``"authors"`` or ``"corollary1"``.
+      n, max_length: population and L.
+      target_epsilon, target_delta: what was asked for.
+      theta: the threshold the rule picks (also when infeasible: the one that did not fit).
+      gamma: the rule's gamma, before flooring m.
+      batch_size: m, floored.
+      effective_gamma: m / sqrt(n), what Theorem 1 is evaluated at.
+      theta_ceiling: THETACEIL = sqrt(n) (1 - e^(-epsilon/L)).
+      epsilon, delta: what Theorem 1 gives at the floored m (None when infeasible: Theorem 1
+        then gives no guarantee at all).
+      reason: why the target is infeasible (None when feasible).
+      alternatives: when infeasible, the ways out that exist (see ``Alternative``).
+      notes: remarks (e.g. an alternative that does not exist, and why).
+    """
+
+    feasible: bool
+    rule: str
+    n: int
+    max_length: int
+    target_epsilon: float
+    target_delta: float
+    theta: int
+    gamma: float
+    batch_size: int
+    effective_gamma: float
+    theta_ceiling: float
+    epsilon: Optional[float]
+    delta: Optional[float]
+    reason: Optional[str] = None
+    alternatives: Tuple[Alternative, ...] = ()
+    notes: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        _check_rule(self.rule)
+        object.__setattr__(self, "alternatives", tuple(self.alternatives))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        if self.feasible and (self.epsilon is None or self.delta is None or self.reason):
+            raise ValueError("a feasible plan has an epsilon and a delta and no reason")
+        if not self.feasible and not self.reason:
+            raise ValueError("an infeasible plan needs a reason")
+
+    @property
+    def sampling_rate(self) -> float:
+        """m / n, the share of the population sampled in each round."""
+        return self.batch_size / self.n
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (alternatives as a list of dicts)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["alternatives"] = [a.to_dict() for a in self.alternatives]
+        out["notes"] = list(self.notes)
+        out["sampling_rate"] = self.sampling_rate
+        return out
+
+
+def plan(
+    n: int,
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    rule: str = "authors",
+    *,
+    with_alternatives: bool = True,
+) -> Plan:
+    """Chooses theta and the batch size for a target (epsilon, delta), or says why it cannot.
+
+    Args:
+      n: the population size (users), 1 <= n <= 2^53.
+      epsilon: the target epsilon, > 0.
+      delta: the target delta, in (0, 1).
+      max_length: L, the maximum sequence length in units (terminator included).
+      rule: ``"authors"`` (default: the exact smallest theta, hence the largest batch) or
+        ``"corollary1"``.
+      with_alternatives: compute the alternatives of an infeasible target (a few searches;
+        turn off in loops that only need ``feasible``).
+
+    Returns:
+      A ``Plan``; infeasible targets are returned with ``feasible=False``, never adjusted.
+
+    Raises:
+      ValueError: for invalid arguments (one-line messages).
+    """
+    rule = _check_rule(rule)
+    target = PrivacyTarget(n, epsilon, delta, max_length)
+    n, epsilon, delta, max_length = target.n, target.epsilon, target.delta, target.max_length
+    ev = _evaluate_rule(rule, n, epsilon, delta, max_length)
+    ceiling = theta_ceiling(n, epsilon, max_length)
+    common = dict(
+        rule=rule,
+        n=n,
+        max_length=max_length,
+        target_epsilon=epsilon,
+        target_delta=delta,
+        theta=ev.theta,
+        gamma=ev.gamma,
+        batch_size=ev.batch_size,
+        effective_gamma=ev.batch_size / math.sqrt(n),
+        theta_ceiling=ceiling,
+    )
+    notes: List[str] = []
+    delta_theta = _delta_theta(rule, delta)
+    if ev.theta > delta_theta:
+        notes.append(
+            f"theta raised from {delta_theta} to {ev.theta} = ceil(e^(epsilon/L) - 1) "
+            f"to keep gamma <= sqrt(n)/(theta+1)"
+        )
+    if ev.feasible:
+        return Plan(
+            feasible=True,
+            epsilon=ev.guarantee.epsilon,
+            delta=ev.guarantee.delta,
+            notes=tuple(notes),
+            **common,
+        )
+    reason = _reason(ev, delta_theta, ceiling, n, epsilon, delta, max_length, rule)
+    alternatives: Tuple[Alternative, ...] = ()
+    if with_alternatives:
+        alternatives, more_notes = alternatives_for(rule, n, epsilon, delta, max_length)
+        notes.extend(more_notes)
+    return Plan(
+        feasible=False,
+        epsilon=None,
+        delta=None,
+        reason=reason,
+        alternatives=tuple(alternatives),
+        notes=tuple(notes),
+        **common,
+    )
+
+
+def _reason(
+    ev: _Evaluation,
+    delta_theta: int,
+    ceiling: float,
+    n: int,
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    rule: str,
+) -> str:
+    origin = (
+        f"the smallest theta with delta(theta) <= {delta:.4g}"
+        if ev.theta == delta_theta
+        else "ceil(e^(epsilon/L) - 1)"
+    )
+    if rule == "corollary1" and ev.theta == delta_theta:
+        origin = f"Corollary 1's theta for delta = {delta:.4g}"
+    lead = (
+        f"Theorem 1 cannot certify (epsilon={epsilon:g}, delta={delta:.4g}) "
+        f"for n={n}, L={max_length}"
+    )
+    if ev.theta > ceiling:
+        why = (
+            f"theta = {ev.theta} ({origin}) exceeds THETACEIL = sqrt(n)*(1 - e^(-epsilon/L)) = "
+            f"{ceiling:.4g}, so gamma = {ev.gamma:.4g} < 1 even before m is floored "
+            f"(m = {ev.batch_size})"
+        )
+    else:
+        why = f"with theta = {ev.theta} ({origin}) and m = {ev.batch_size}"
+    return f"{lead}: {why}. " + "; ".join(ev.violations)

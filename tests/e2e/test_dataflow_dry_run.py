@@ -51,7 +51,7 @@ from apache_beam.runners.dataflow.internal import apiclient
 
 from triehh_beam.job import driver
 from triehh_beam.protocol import privacy
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.write import write_records
 from triehh_beam.protocol.encoding import ItemEncoder
 
 DATAFLOW_DRY_RUN = [

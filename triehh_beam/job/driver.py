@@ -500,7 +500,10 @@ class _Driver:
         return _job_counters(result)
 
     def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int]]:
-        """(distinct users, the job's counters: records read and dropped per reason)."""
+        """(distinct users, the job's counters: records read and dropped per reason).
+
+        Raises RecordFormatError naming every input file that cannot be read.
+        """
         path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
         counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
         unreadable = _read_single_output(unreadable_path(path))

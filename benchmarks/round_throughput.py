@@ -5,9 +5,9 @@ For each population size this measures, each in a fresh child process (so peak R
 not mix):
 
   baseline   read the Parquet files with pyarrow (``ParquetFile.iter_batches`` over user_id and
-             item), cast the user ids to canonical bytes as ``record_io`` does and hash them with
+             item), cast the user ids to canonical bytes as the reader (``triehh_beam.io``) does and hash them with
              ``Sampler.ranks_packed`` on ``binary_buffers``: the floor a round is held against.
-  reader     the product's own reader without Beam (``record_io.iter_record_batches``, which
+  reader     the product's own reader without Beam (``triehh_beam.io.iter_record_batches``, which
              also validates and normalises every batch) plus the same hashing: how much of the
              gap is normalisation rather than Beam.
   beam_read  a Beam pipeline on the default runner that only reads (``ReadRecordBatches``) and
@@ -228,7 +228,7 @@ def measure_baseline(manifest: Dict, args) -> Dict:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from triehh_beam.beam.record_io import binary_buffers
+    from triehh_beam.io import binary_buffers
     from triehh_beam.protocol.sampling import Sampler
 
     sampler = Sampler(SEED)
@@ -243,7 +243,7 @@ def measure_baseline(manifest: Dict, args) -> Dict:
             read_s += r1 - r0
             if batch is None:
                 break
-            # The canonical bytes, as record_io._normalise_users does for an integer column.
+            # The canonical bytes, as triehh_beam.io.normalise._normalise_users does for an integer column.
             users = pc.cast(pc.cast(batch.column("user_id"), pa.string()), pa.binary())
             ranks = sampler.ranks_packed(1, *binary_buffers(users))
             checksum ^= int(np.bitwise_xor.reduce(ranks))
@@ -257,15 +257,15 @@ def measure_baseline(manifest: Dict, args) -> Dict:
 def measure_reader(manifest: Dict, args) -> Dict:
     import numpy as np
 
-    from triehh_beam.beam import record_io
+    from triehh_beam.io import binary_buffers, iter_record_batches
     from triehh_beam.protocol.sampling import Sampler
 
     sampler = Sampler(SEED)
     t0 = time.perf_counter()
     rows, checksum = 0, 0
     for path in _files(manifest):
-        for batch, _ in record_io.iter_record_batches(path, "parquet"):
-            ranks = sampler.ranks_packed(1, *record_io.binary_buffers(batch.column("user_id")))
+        for batch, _ in iter_record_batches(path, "parquet"):
+            ranks = sampler.ranks_packed(1, *binary_buffers(batch.column("user_id")))
             checksum ^= int(np.bitwise_xor.reduce(ranks))
             rows += batch.num_rows
     return {"seconds": time.perf_counter() - t0, "rows": rows, "checksum": checksum}
@@ -300,14 +300,14 @@ def _run_pipeline(build, args) -> Dict:
 def measure_beam_read(manifest: Dict, args) -> Dict:
     import apache_beam as beam
 
-    from triehh_beam.beam import record_io
+    from triehh_beam.beam.read import ReadRecordBatches
 
     out_path = os.path.join(args.scratch, "beam-read.txt")
 
     def build(p):
         (
             p
-            | "Read" >> record_io.ReadRecordBatches(manifest["pattern"], format="parquet")
+            | "Read" >> ReadRecordBatches(manifest["pattern"], format="parquet")
             | "Rows" >> beam.Map(lambda batch: batch.num_rows)
             | "Sum" >> beam.CombineGlobally(sum)
             | "Write" >> beam.io.WriteToText(out_path, num_shards=1, shard_name_template="")
@@ -324,7 +324,8 @@ def measure_beam_read(manifest: Dict, args) -> Dict:
 def measure_round(manifest: Dict, args) -> Dict:
     import apache_beam as beam
 
-    from triehh_beam.beam import record_io, transforms
+    from triehh_beam.beam import transforms
+    from triehh_beam.beam.read import ReadRecordBatches
     from triehh_beam.protocol.encoding import ItemEncoder
     from triehh_beam.protocol.sampling import Sampler
 
@@ -336,7 +337,7 @@ def measure_round(manifest: Dict, args) -> Dict:
     def build(p):
         (
             p
-            | "Read" >> record_io.ReadRecordBatches(manifest["pattern"], format="parquet")
+            | "Read" >> ReadRecordBatches(manifest["pattern"], format="parquet")
             | "Round" >> transforms.RunRound(
                 sampler, 1, plan["m"], plan["theta"], encoder, frontier={()}, population=plan["n"]
             )

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from triehh_beam.evaluation import demo
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.write import write_records
 
 REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[1])
 

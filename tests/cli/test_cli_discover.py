@@ -152,3 +152,14 @@ def test_a_corrupt_state_directory_is_refused_naming_the_manifest(records, tmp_p
     code = _discover("--input", records, "--output", str(tmp_path / "out"), *TARGET, "--state-dir", str(state_dir))
     assert code == 2
     assert str(state_dir / "MANIFEST.json") in _one_line_error(capsys)
+
+
+def test_an_unreadable_file_is_refused_in_one_line_naming_it(records, tmp_path, seed_file, capsys):
+    # With worker processes too: the census reports the file as a value, no traceback parsed.
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet at all")
+    code = _discover("--input", f"{records},{broken}", "--output", str(tmp_path / "out"),
+                     *TARGET, "--seed-file", seed_file, "--direct_running_mode=multi_processing", "--direct_num_workers=1")
+    assert code == 2
+    line = _one_line_error(capsys)
+    assert f"{broken}: cannot read it as parquet" in line

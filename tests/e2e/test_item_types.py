@@ -15,8 +15,8 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from triehh_beam.beam.record_io import (
-    ReadRecordBatches,
+from triehh_beam.beam.read import ReadRecordBatches
+from triehh_beam.io import (
     RecordFormatError,
     RecordOptions,
     iter_record_batches,

@@ -47,8 +47,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from scipy import stats
 
 from triehh_beam.protocol import planner
-from triehh_beam.beam import record_io, runners, transforms
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.beam import runners, transforms
+from triehh_beam.beam.read import ReadRecordBatches
+from triehh_beam.io.schema import RecordOptions
+from triehh_beam.io.write import write_records
 from triehh_beam.cli import main
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 from triehh_beam.protocol.encoding import ItemEncoder
@@ -277,7 +279,7 @@ def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_word
     pipeline = runners.make_pipeline(PipelineOptions([]))
     grouped = (
         pipeline
-        | record_io.ReadRecordBatches(pattern, options=record_io.RecordOptions.for_encoder(encoder))
+        | ReadRecordBatches(pattern, options=RecordOptions.for_encoder(encoder))
         | transforms.SampleUsers(Sampler(_seed("split")), 1, n, population=n)
         | transforms.GroupByUser(encoder)
         | beam.MapTuple(lambda user, counts: (user, sorted(counts.items())))

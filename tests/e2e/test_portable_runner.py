@@ -39,7 +39,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam import runners
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 
 pytestmark = pytest.mark.portable

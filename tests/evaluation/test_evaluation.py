@@ -17,7 +17,7 @@ from scipy import stats
 from triehh_beam.cli import evaluate as evaluate_cli
 from triehh_beam.evaluation import experiment as evaluation, metrics
 from triehh_beam.protocol import planner
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.write import write_records
 from triehh_beam.evaluation.simulation import SimulationResult
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import matplotlib.image
 import pytest
 
 from triehh_beam.evaluation import experiment as evaluation, report
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.write import write_records
 
 POPULATION = {"aa": 600, "ab": 400, "b": 300, "cc": 200, "d": 150, "e": 100, "f": 60, "g": 30}
 

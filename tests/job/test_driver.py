@@ -33,7 +33,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from scipy import stats
 
 from triehh_beam.protocol import planner
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.schema import RecordFormatError
+from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, InfeasiblePlanError, run_discovery
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
 from triehh_beam.evaluation.metrics import ground_truth, recall_at_k
@@ -179,6 +180,35 @@ def test_an_infeasible_target_is_refused_before_any_state_is_committed(
     assert not (state_dir / MANIFEST_NAME).exists()
     assert not list(state_dir.rglob("state-*.pb"))
     assert not (tmp_path / "out" / "heavy_hitters.json").exists()
+
+
+@pytest.mark.parametrize("runner", ["in-process", "multi-process"])
+def test_unreadable_files_are_refused_by_type_before_any_state_is_committed(tmp_path, runner):
+    records = tmp_path / "records"
+    records.mkdir()
+    write_records(str(records / "good.jsonl"), [(1, "hello"), (2, "hey"), (3, "hi")])
+    (records / "broken.parquet").write_bytes(b"not parquet at all")
+    write_records(str(records / "cut.jsonl.gz"), [(i, "word") for i in range(2000)])
+    data = (records / "cut.jsonl.gz").read_bytes()
+    (records / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
+    config = _config(f"{records}/*", tmp_path / "out", epsilon=1.0, theta=1, batch_size=3,
+                     allow_no_guarantee=True)
+    options = PipelineOptions(
+        ["--direct_running_mode=multi_processing", "--direct_num_workers=2"] if runner == "multi-process" else []
+    )
+    # Raised in the driver process as a RecordFormatError naming both files, whatever the
+    # runner: the census outputs unreadable files as values, no worker traceback is parsed.
+    with pytest.raises(RecordFormatError) as error:
+        run_discovery(config, options)
+    message = str(error.value)
+    assert message.startswith("2 files cannot be read: ")
+    assert f"{records / 'broken.parquet'}: cannot read it as parquet" in message
+    assert f"{records / 'cut.jsonl.gz'}: the compressed stream ends before its end marker" in message
+    assert "Traceback" not in message
+    state_dir = pathlib.Path(config.resolved_state_dir)
+    assert not (state_dir / MANIFEST_NAME).exists()
+    assert not list(state_dir.rglob("state-*.pb"))
+    assert not list(state_dir.rglob("*.unreadable.jsonl"))  # the census cleans up after itself
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from triehh_beam.job import cas, ledger
 from triehh_beam.job.lease import Lease
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.write import write_records
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fault_harness import POINTS  # noqa: E402

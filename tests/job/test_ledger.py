@@ -10,7 +10,7 @@ import pytest
 
 from triehh_beam import cli
 from triehh_beam.job import ledger
-from triehh_beam.beam.record_io import write_records
+from triehh_beam.io.write import write_records
 
 WORDS = ["sun", "star", "moon", "sky", "sea"]
 

@@ -7,8 +7,9 @@ Drop the transforms into your own pipeline::
                               encoder=encoder, frontier=frozenset({()}), population=n)
 """
 
-from triehh_beam.beam.record_io import ReadRecordBatches, RecordFormatError
+from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.beam.runners import make_pipeline
+from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.beam.transforms import (
     METRICS_NAMESPACE,
     CountAndPrune,

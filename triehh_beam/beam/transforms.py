@@ -23,7 +23,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from triehh_beam.protocol import sampling
-from triehh_beam.beam import record_io
+from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
 from triehh_beam.protocol.vote import client_vote
@@ -82,7 +82,7 @@ class _RankCandidatesDoFn(beam.DoFn):
             return
         self._records_ranked.inc(batch.num_rows)
         users = batch.column("user_id")
-        ranks = self._keys.ranks_packed(*record_io.binary_buffers(users))
+        ranks = self._keys.ranks_packed(*binary_buffers(users))
         kept = np.flatnonzero(ranks <= self._bound)
         if len(kept) == 0:
             return
@@ -430,7 +430,7 @@ class _DistinctFingerprintsDoFn(beam.DoFn):
             return
         self._records_read.inc(batch.num_rows)
         fingerprints = np.unique(
-            self._census_key.fingerprints_packed(*record_io.binary_buffers(batch.column("user_id")))
+            self._census_key.fingerprints_packed(*binary_buffers(batch.column("user_id")))
         )
         shards = (fingerprints >> np.uint64(56)).astype(np.int64)
         bounds = np.searchsorted(shards, np.arange(257))

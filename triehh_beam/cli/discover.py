@@ -153,7 +153,7 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
-    from triehh_beam.beam.record_io import RecordFormatError, record_format_error_from
+    from triehh_beam.io.schema import RecordFormatError
     from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.driver import (
         BadInputError,
@@ -210,11 +210,6 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
         return _fail(f"another run is working on this state directory: {e}", 2)
     except ValueError as e:  # bad values that reach the driver (e.g. a bad pattern)
         return _fail(str(e), 2)
-    except Exception as e:  # a worker's error, wrapped by a multi-process or remote runner
-        wrapped = record_format_error_from(e)
-        if wrapped is None:
-            raise
-        return _fail(str(wrapped), 2)
     if as_json:
         _print_json_line({
             "event": "summary",

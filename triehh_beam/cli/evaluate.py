@@ -224,7 +224,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.evaluation import experiment as evaluation, report
-    from triehh_beam.beam.record_io import RecordFormatError
+    from triehh_beam.io.schema import RecordFormatError
 
     try:
         config = config_from_args(args)

@@ -40,7 +40,7 @@ Unit sizes: ``max_length`` is L for units of one character, i.e. items of up to 
 characters. Unit size k runs with ``ceil((L - 1)/k) + 1`` units, so every unit size sees the
 same items (docs/protocol.md §1, "Unit size"); the L used is recorded per configuration.
 
-Everything is in memory (the population is read once with ``record_io.iter_record_batches``, so
+Everything is in memory (the population is read once with ``iter_record_batches``, so
 Parquet, CSV and JSON Lines all work): meant for evaluation inputs of up to a few million
 records.
 
@@ -64,7 +64,10 @@ from scipy import stats
 
 from triehh_beam.evaluation import metrics, pem
 from triehh_beam.protocol import parameters, planner, privacy, utility
-from triehh_beam.beam import record_io
+from triehh_beam.io.drops import DROP_REASONS
+from triehh_beam.io.files import match_files
+from triehh_beam.io.reader import iter_record_batches
+from triehh_beam.io.schema import FORMATS, RecordColumns
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
 
 __all__ = [
@@ -182,8 +185,8 @@ class EvaluationConfig:
         if unknown:
             raise ValueError(f"unknown rival {unknown[0]!r}; the rivals are {', '.join(RIVALS)}")
         object.__setattr__(self, "rivals", tuple(r for r in RIVALS if r in rivals))
-        if self.input_format not in (None, *record_io.FORMATS):
-            raise ValueError(f"format must be one of {', '.join(record_io.FORMATS)}, got {self.input_format!r}")
+        if self.input_format not in (None, *FORMATS):
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.input_format!r}")
         if self.rule not in parameters.RULES:
             raise ValueError(f"rule must be one of {', '.join(parameters.RULES)}, got {self.rule!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -196,7 +199,7 @@ class EvaluationConfig:
             raise ValueError(f"pem_candidate_factor must be an integer >= 1, got {self.pem_candidate_factor!r}")
         for unit_size in self.unit_sizes:
             self.encoder(unit_size)  # validates the encoding
-        record_io.RecordColumns(self.user_column, self.item_column, self.count_column or None)
+        RecordColumns(self.user_column, self.item_column, self.count_column or None)
 
     def max_length_for(self, unit_size: int) -> int:
         """L in units of ``unit_size`` characters that fits the same items as L at unit size 1."""
@@ -211,8 +214,8 @@ class EvaluationConfig:
         )
 
     @property
-    def columns(self) -> record_io.RecordColumns:
-        return record_io.RecordColumns(self.user_column, self.item_column, self.count_column or None)
+    def columns(self) -> RecordColumns:
+        return RecordColumns(self.user_column, self.item_column, self.count_column or None)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -290,7 +293,7 @@ class Population:
       users: canonical user id bytes -> Counter(item -> record count), raw items as read.
       files: the files read.
       records: records kept (rows after the reader's checks).
-      dropped: records dropped per reason (``record_io.DROP_REASONS``).
+      dropped: records dropped per reason (``DROP_REASONS``).
     """
 
     users: Mapping[bytes, collections.Counter]
@@ -299,26 +302,10 @@ class Population:
     dropped: Mapping[str, int]
 
 
-def _match_files(pattern: str) -> List[str]:
-    from apache_beam.io.filesystems import FileSystems
-
-    paths = set()
-    for part in (p.strip() for p in pattern.split(",")):
-        if not part:
-            continue
-        matched = [m.path for m in FileSystems.match([part])[0].metadata_list]
-        if not matched:
-            raise FileNotFoundError(f"no records files match {part!r}")
-        paths.update(matched)
-    if not paths:
-        raise ValueError(f"the input pattern {pattern!r} names no files")
-    return sorted(paths)
-
-
 def load_population(
     input_pattern: str,
     format: Optional[str] = None,
-    columns: record_io.RecordColumns = record_io.RecordColumns(),
+    columns: RecordColumns = RecordColumns(),
 ) -> Population:
     """Reads every record of the matched files (``iter_record_batches``: same checks and drops as
     the pipeline's reader).
@@ -330,9 +317,9 @@ def load_population(
     users: Dict[bytes, collections.Counter] = {}
     dropped: collections.Counter = collections.Counter()
     records = 0
-    files = _match_files(input_pattern)
+    files = match_files(input_pattern)
     for path in files:
-        for batch, drops in record_io.iter_record_batches(path, format, columns):
+        for batch, drops in iter_record_batches(path, format, columns):
             dropped.update(drops)
             records += batch.num_rows
             ids = batch.column(0).to_pylist()
@@ -341,7 +328,7 @@ def load_population(
             for user, item, count in zip(ids, items, counts):
                 users.setdefault(user, collections.Counter())[item] += count
     return Population(users=users, files=tuple(files), records=records,
-                      dropped={r: int(dropped.get(r, 0)) for r in record_io.DROP_REASONS})
+                      dropped={r: int(dropped.get(r, 0)) for r in DROP_REASONS})
 
 
 # --------------------------------------------------------------------------------------------

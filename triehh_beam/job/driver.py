@@ -43,7 +43,21 @@ from triehh_beam.job import cas
 from triehh_beam.job.lease import Lease, LeaseLost, LeaseRecord
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.protocol import parameters, planner, privacy
-from triehh_beam.beam import record_io, runners, transforms
+from triehh_beam.beam import runners, transforms
+from triehh_beam.beam.read import (
+    RECORDS_TAG,
+    REJECTED_TAG,
+    UNREADABLE_TAG,
+    ReadRecordBatches,
+    WriteDeadLetters,
+)
+from triehh_beam.io.drops import DROP_REASONS, bad_fraction, describe_drops
+from triehh_beam.io.schema import (
+    DEFAULT_MAX_ITEM_BYTES,
+    DEFAULT_MAX_USER_BYTES,
+    RecordFormatError,
+    RecordOptions,
+)
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
@@ -134,8 +148,8 @@ class DiscoveryConfig:
     int_bits: Optional[int] = None
     tokenize: bool = False
     bytes_encoding: Optional[str] = None
-    max_user_bytes: int = record_io.DEFAULT_MAX_USER_BYTES
-    max_item_bytes: int = record_io.DEFAULT_MAX_ITEM_BYTES
+    max_user_bytes: int = DEFAULT_MAX_USER_BYTES
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES
     dead_letter: Optional[str] = None
     max_bad_fraction: Optional[float] = None
     theta: Optional[int] = None
@@ -185,8 +199,8 @@ class DiscoveryConfig:
         )
 
     @property
-    def record_options(self) -> record_io.RecordOptions:
-        return record_io.RecordOptions.for_encoder(
+    def record_options(self) -> RecordOptions:
+        return RecordOptions.for_encoder(
             self.encoder,
             bytes_encoding=self.bytes_encoding,
             max_user_bytes=self.max_user_bytes,
@@ -217,8 +231,8 @@ class DiscoveryConfig:
             max_item_bytes=self.max_item_bytes,
         )
 
-    def read_transform(self, dead_letter: bool = False) -> record_io.ReadRecordBatches:
-        return record_io.ReadRecordBatches(
+    def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
+        return ReadRecordBatches(
             self.input_pattern,
             format=self.input_format,
             user_column=self.user_column,
@@ -332,21 +346,42 @@ def _plan_document(plan: state_pb2.PrivacyPlan) -> dict:
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
     """Adds the census job to ``pipeline``: the number of distinct users, written as text.
 
-    With ``config.dead_letter``, the census (the one job that reads every record before any
-    round) also writes the rejected rows there.
+    The files that cannot be read are written as JSON lines ``[file, message]`` to
+    ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
+    ``config.dead_letter``, the census (the one job that reads every record before any round)
+    also writes the rejected rows there.
     """
+    outputs = pipeline | "ReadRecords" >> config.read_transform(
+        dead_letter=bool(config.dead_letter)
+    ).with_unreadable_output()
     if config.dead_letter:
-        outputs = pipeline | "ReadRecords" >> config.read_transform(dead_letter=True)
-        records = outputs[record_io.RECORDS_TAG]
-        outputs[record_io.REJECTED_TAG] | "WriteDeadLetters" >> record_io.WriteDeadLetters(config.dead_letter)
-    else:
-        records = pipeline | "ReadRecords" >> config.read_transform()
+        outputs[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
     (
-        records
+        outputs[UNREADABLE_TAG]
+        | "UnreadableToJson" >> beam.Map(lambda unreadable: json.dumps(list(unreadable)))
+        | "WriteUnreadable"
+        >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
+    )
+    (
+        outputs[RECORDS_TAG]
         | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
         | "Format" >> beam.Map(str)
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
+
+
+def unreadable_path(census_output_path: str) -> str:
+    """Where ``build_census`` writes the files it could not read."""
+    return census_output_path + ".unreadable.jsonl"
+
+
+def _refuse_unreadable(lines: bytes) -> None:
+    """Raises RecordFormatError naming every file the census could not read (none: returns)."""
+    messages = sorted(json.loads(line)[1] for line in lines.decode("utf-8").splitlines() if line)
+    if len(messages) == 1:
+        raise RecordFormatError(messages[0])
+    if messages:
+        raise RecordFormatError(f"{len(messages)} files cannot be read: " + "; ".join(messages))
 
 
 def build_round(
@@ -466,11 +501,16 @@ class _Driver:
         return _job_counters(result)
 
     def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int]]:
-        """(distinct users, the job's counters: records read and dropped per reason)."""
+        """(distinct users, the job's counters: records read and dropped per reason).
+
+        Raises RecordFormatError naming every input file that cannot be read.
+        """
         path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
         counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
+        unreadable = _read_single_output(unreadable_path(path))
         population = int(_read_single_output(path).decode().strip())
-        FileSystems.delete([path])
+        FileSystems.delete([path, unreadable_path(path)])
+        _refuse_unreadable(unreadable)  # before any round: a job reads every file or none
         return population, counters
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
@@ -507,15 +547,15 @@ class _Driver:
         population, counters = self.census(sampler)
         self._say(
             "census_done",
-            f"census: {population:,} users; {record_io.describe_drops(counters)}",
+            f"census: {population:,} users; {describe_drops(counters)}",
             population=population,
             input=counters,
         )
-        bad = record_io.bad_fraction(counters)
+        bad = bad_fraction(counters)
         if config.max_bad_fraction is not None and bad > config.max_bad_fraction:
             raise BadInputError(
                 f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
-                f"{config.max_bad_fraction:.2%} ({record_io.describe_drops(counters)}); no round was run"
+                f"{config.max_bad_fraction:.2%} ({describe_drops(counters)}); no round was run"
             )
         plan = self._plan(population)
         state = state_pb2.JobState(
@@ -752,10 +792,10 @@ class _Driver:
                 "records_read": state.census_counters.get("records_read", 0),
                 "dropped": {
                     reason: state.census_counters.get(f"records_{reason}", 0)
-                    for reason in record_io.DROP_REASONS
+                    for reason in DROP_REASONS
                     if state.census_counters.get(f"records_{reason}", 0)
                 },
-                "bad_fraction": record_io.bad_fraction(dict(state.census_counters)),
+                "bad_fraction": bad_fraction(dict(state.census_counters)),
                 "files_read": state.census_counters.get("files_read", 0),
                 "files_empty": state.census_counters.get("files_empty", 0),
                 "note": "input-quality counts for the operator, from the census over all records; "
@@ -796,7 +836,7 @@ def dry_run(
         plan = state.plan
     else:
         population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
-        progress(f"census: {population:,} users; {record_io.describe_drops(counters)}")
+        progress(f"census: {population:,} users; {describe_drops(counters)}")
         plan = driver._plan(population)
     spent = driver.ledger.spent()
     left = ledger_lib.remaining(config.budget, spent)

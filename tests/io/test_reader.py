@@ -1,0 +1,251 @@
+"""Tests of triehh_beam.io.reader: reading one file of any format without Beam, on the
+bad-input corpus (tests/io/fixtures/bad_input) and on damaged files, which only ever raise
+RecordFormatError naming the file."""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import filecmp
+import gzip
+import importlib.util
+import json
+import lzma
+import os
+import pickle
+import random
+import zlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from triehh_beam.io import (
+    DROP_REASONS,
+    RecordColumns,
+    RecordFormatError,
+    RecordOptions,
+    RejectedRow,
+    iter_record_batches,
+    iter_record_blocks,
+    write_records,
+)
+from tests.io.helpers import (
+    CORPUS,
+    EXPECTED,
+    FORMATS,
+    INT32,
+    LONG_USER,
+    TEXT,
+    UNREADABLE,
+    corpus,
+    read_blocks,
+    read_rows,
+)
+
+
+def test_leading_zeros_are_kept_in_csv_and_jsonl(tmp_path):
+    for name in ("z.csv", "z.jsonl"):
+        path = str(tmp_path / name)
+        write_records(path, [("007", "a"), ("7", "b"), (7, "c")])
+        assert [r[0] for r in read_rows(path)[0]] == [b"007", b"7", b"7"]
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_missing_count_column_counts_one(tmp_path, format):
+    path = str(tmp_path / f"n.{format}")
+    write_records(path, [("u1", "a"), ("u2", "b")])
+    assert read_rows(path)[0] == [(b"u1", "a", 1), (b"u2", "b", 1)]
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_bad_rows_are_dropped_and_counted(tmp_path, format):
+    path = str(tmp_path / f"b.{format}")
+    write_records(path, [("u", "a", 1), (None, "b", 1), ("", "c", 1), ("v", None, 1), ("w", "", 1),
+                         ("x", "d", -2), ("y", "e", 0)])
+    rows, drops = read_rows(path)
+    assert rows == [(b"u", "a", 1), (b"y", "e", 0)]
+    assert drops == {"missing_user": 2, "missing_item": 2, "bad_count": 1}
+
+
+def test_null_counts_are_bad_in_csv_and_parquet_but_one_in_jsonl(tmp_path):
+    for format, expected in [("csv", ([], {"bad_count": 1})), ("parquet", ([], {"bad_count": 1})),
+                             ("jsonl", ([(b"u", "a", 1)], {}))]:
+        path = str(tmp_path / f"c.{format}")
+        write_records(path, [("u", "a", None)])
+        assert read_rows(path) == expected, format
+
+
+def test_empty_files_have_no_records(tmp_path):
+    for name in ("e.csv", "e.jsonl"):
+        (tmp_path / name).write_bytes(b"")
+        assert read_rows(str(tmp_path / name)) == ([], {})
+    (tmp_path / "h.csv").write_text("user_id,item\n")
+    assert read_rows(str(tmp_path / "h.csv")) == ([], {})
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_missing_column_names_the_file_and_column(tmp_path, format):
+    path = str(tmp_path / f"nocol.{format}")
+    write_records(path, [("u", "a", 1)], columns=RecordColumns(item="thing"))
+    with pytest.raises(RecordFormatError, match=rf"nocol\.{format}.*item column 'item'"):
+        read_rows(path)
+    with pytest.raises(RecordFormatError, match=rf"nocol\.{format}.*user id column 'uid'"):
+        read_rows(path, columns=RecordColumns(user="uid", item="thing"))
+
+
+def test_unreadable_files_name_the_file(tmp_path):
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(RecordFormatError, match=r"bad\.parquet: cannot read it as parquet"):
+        read_rows(str(tmp_path / "bad.parquet"))
+    # A line that is not UTF-8 is a counted bad row, not a failure of the whole file.
+    (tmp_path / "bad.csv").write_bytes(b"user_id,item\n\xff\xfe,a\n")
+    assert read_rows(str(tmp_path / "bad.csv")) == ([], {"invalid_utf8": 1})
+    (tmp_path / "bad.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00garbage" * 10)
+    with pytest.raises(RecordFormatError, match=r"bad\.jsonl\.gz: cannot read it as jsonl"):
+        read_rows(str(tmp_path / "bad.jsonl.gz"))
+    pq.write_table(pa.table({"user_id": [1.5], "item": ["a"]}), str(tmp_path / "f.parquet"))
+    with pytest.raises(RecordFormatError, match=r"f\.parquet: the user id column 'user_id'"):
+        read_rows(str(tmp_path / "f.parquet"))
+
+
+def test_batches_are_bounded_and_compact(tmp_path):
+    n = 10_000
+    rows = [(f"user{i:05d}", "item" * 5, 1) for i in range(n)]
+    for format in FORMATS:
+        path = str(tmp_path / f"big.{format}")
+        write_records(path, rows, row_group_size=3000 if format == "parquet" else None)
+        batches = [b for b, _ in iter_record_batches(path, batch_size=1000)]
+        assert all(0 < b.num_rows <= 1000 for b in batches)
+        assert sum(b.num_rows for b in batches) == n
+        for batch in batches:  # a slice would pickle its parent block's buffers too
+            assert len(pickle.dumps(batch)) < 2 * batch.nbytes + 4096, format
+
+
+def test_the_corpus_is_what_its_generator_writes(tmp_path):
+    spec = importlib.util.spec_from_file_location("make_corpus", corpus("make_corpus.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.write_corpus(str(tmp_path))
+    names = sorted(os.listdir(tmp_path))
+    assert names == sorted(n for n in os.listdir(CORPUS) if n != "make_corpus.py"
+                           and not n.startswith((".", "__")))
+    for name in names:
+        if name.endswith(".parquet") and name != "not_parquet.parquet":
+            ours, theirs = pq.read_table(corpus(name)), pq.read_table(str(tmp_path / name))
+            assert ours.schema == theirs.schema
+            as_bytes = lambda t: [pa.compute.cast(c, pa.binary()) if pa.types.is_string(c.type)
+                                  else c for c in t.columns]
+            assert all(a.equals(b) for a, b in zip(as_bytes(ours), as_bytes(theirs))), name
+        else:
+            assert filecmp.cmp(corpus(name), str(tmp_path / name), shallow=False), name
+    size = sum(os.path.getsize(corpus(n)) for n in os.listdir(CORPUS))
+    assert size < 50_000
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_kind_is_counted_exactly_and_good_rows_survive(name):
+    options, rows, drops = EXPECTED[name]
+    got_rows, got_drops, rejected = read_blocks(corpus(name), options)
+    assert got_rows == rows
+    assert got_drops == drops
+    assert collections.Counter(r.reason for r in rejected) == collections.Counter(drops)
+    assert set(drops) <= set(DROP_REASONS)
+
+
+@pytest.mark.parametrize("name", ["bad.jsonl", "bad.csv"])
+def test_rejected_lines_are_the_exact_raw_lines(name):
+    options, _, _ = EXPECTED[name]
+    lines = open(corpus(name), "rb").read().split(b"\n")
+    _, _, rejected = read_blocks(corpus(name), options)
+    raw = [r for r in rejected if isinstance(r.raw, bytes)]
+    assert all(r.raw in lines for r in raw)
+    if name == "bad.jsonl":  # JSON Lines: every rejected record is its exact line
+        assert len(raw) == len(rejected)
+        by_reason = collections.defaultdict(list)
+        for r in rejected:
+            by_reason[r.reason].append(r.raw)
+        assert sorted(by_reason["invalid_utf8"]) == sorted(
+            [b'{"user_id": "v1", "item": "caf\xe9"}', b'{"user_id": "\\ud800", "item": "x"}'])
+        assert by_reason["bad_user"] == [b'{"user_id": 4.5, "item": "float user"}']
+    else:  # CSV: lines for parser and UTF-8 rejects, renderings for value checks
+        assert sorted(r.raw for r in raw) == sorted(
+            [b"m1,too few", b"m2,too,many,fields", b"v1,caf\xe9,1", b"\xff\xfe,x,1"])
+        rendered = [json.loads(r.raw) for r in rejected if isinstance(r.raw, str)]
+        assert {"user_id": "c2", "item": "kiwi", "count": "two"} in rendered
+        assert {"user_id": "", "item": "no user", "count": "1"} in rendered
+
+
+def test_parquet_rejects_are_json_renderings():
+    _, _, rejected = read_blocks(corpus("bad_rows.parquet"))
+    rendered = {r.reason: json.loads(r.raw) for r in rejected if r.reason != "missing_user"}
+    assert rendered["invalid_utf8"] == {"user_id": "u2", "item": {"base64": "//4="}, "count": 1}
+    assert rendered["bad_count"] in ({"user_id": "u5", "item": "fine", "count": -2},
+                                     {"user_id": "u9", "item": "d", "count": None})
+    assert rendered["oversized_user"]["user_id"] == LONG_USER
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_unreadable_files_fail_naming_the_file(name):
+    with pytest.raises(RecordFormatError, match=UNREADABLE[name]):
+        read_blocks(corpus(name))
+
+
+def test_a_file_gone_before_it_is_read_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="gone.csv"):
+        read_blocks(str(tmp_path / "gone.csv"))
+
+
+_COMPRESS = {
+    "": lambda b: b,
+    ".gz": lambda b: gzip.compress(b, mtime=0),
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
+    ".zst": lambda b: zstandard.ZstdCompressor().compress(b),
+    ".deflate": zlib.compress,
+}
+
+def test_damaged_files_raise_nothing_but_record_format_errors(tmp_path):
+    """Random damage (bit flips, cuts, inserted and zeroed bytes) to every format and
+    compression: each file either reads (its bad records counted) or fails with a
+    RecordFormatError naming it; batches are always valid and usable."""
+    rows = [(f"u{i}", "wörd" if i % 3 else "x", i % 5) for i in range(200)]
+    seeds = {}
+    for format in ("jsonl", "csv", "parquet"):
+        path = str(tmp_path / f"seed.{format}")
+        write_records(path, rows, row_group_size=64)
+        seeds[format] = open(path, "rb").read()
+    rng = random.Random(20240601)
+    outcomes = collections.Counter()
+    for i in range(240):
+        format = rng.choice(sorted(seeds))
+        suffix = "" if format == "parquet" else rng.choice(sorted(_COMPRESS))
+        data = bytearray(_COMPRESS[suffix](seeds[format]))
+        for _ in range(rng.choice([1, 1, 3, 10])):
+            at = rng.randrange(len(data)) if data else 0
+            damage = rng.choice(["flip", "cut", "insert", "zero"])
+            if damage == "flip" and data:
+                data[at] ^= 1 << rng.randrange(8)
+            elif damage == "cut":
+                del data[at:]
+            elif damage == "insert":
+                data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
+            else:
+                data[at:at + 16] = bytes(len(data[at:at + 16]))
+        path = tmp_path / f"damaged-{i}.{format}{suffix}"
+        path.write_bytes(bytes(data))
+        options = rng.choice([TEXT, RecordOptions(item_kind="bytes"), INT32])
+        try:
+            for block in iter_record_blocks(str(path), options=options,
+                                            keep_rejected=rng.random() < 0.5,
+                                            batch_size=rng.choice([7, 65536])):
+                block.batch.validate(full=True)
+                assert block.batch.schema == options.schema
+                block.batch.column("item").to_pylist()  # usable downstream
+                assert all(isinstance(r, RejectedRow) for r in block.rejected)
+            outcomes["read"] += 1
+        except RecordFormatError as e:
+            assert str(path) in str(e)
+            outcomes["refused"] += 1
+    assert outcomes["read"] > 20 and outcomes["refused"] > 20

@@ -1,0 +1,108 @@
+"""Why records are dropped, and the reports over a job's counts of them: the drop reasons in the
+order records are checked (a dropped record counts once, under its first reason), the names of
+the reader's counters (``records_read``, ``records_<reason>``, ``files_read``, ``files_empty``),
+the share of bad records (``bad_fraction``), the one line an operator reads (``describe_drops``)
+and the JSON line a rejected record becomes in a dead-letter file (``dead_letter_json``).
+Counts only: nothing here ever carries a record's content, except the dead letter itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Dict, Tuple, Union
+
+__all__ = [
+    "DROP_REASONS",
+    "FILE_COUNTERS",
+    "RECORDS_READ",
+    "bad_fraction",
+    "counter_name",
+    "dead_letter_json",
+    "describe_drops",
+]
+
+# In the order records are checked; a dropped record is counted under its first reason.
+DROP_REASONS = (
+    "malformed",
+    "invalid_utf8",
+    "missing_user",
+    "bad_user",
+    "oversized_user",
+    "missing_item",
+    "bad_item",
+    "oversized_item",
+    "bad_count",
+)
+# Per-file counters (not records, never bad: an empty file is reported, not refused).
+FILE_COUNTERS = ("files_read", "files_empty")
+# Every record read: the rows output plus all the drops.
+RECORDS_READ = "records_read"
+
+
+def counter_name(reason: str) -> str:
+    """The counter of the records dropped for ``reason`` (one of ``DROP_REASONS``)."""
+    if reason not in DROP_REASONS:
+        raise ValueError(f"unknown drop reason {reason!r}; the reasons are {DROP_REASONS}")
+    return f"records_{reason}"
+
+
+def bad_fraction(counters: Dict[str, int]) -> float:
+    """The share of the records read that were dropped as bad, from a job's counters.
+
+    Args:
+      counters: counter name -> value in the ``triehh`` namespace, as a job reports them
+        (``records_read`` and ``records_<reason>``; other names are ignored).
+
+    Returns:
+      (sum of ``records_<reason>`` over every ``DROP_REASONS`` reason) / ``records_read``:
+      every dropped record is bad, whatever the reason (a record with no user id or no item is
+      as unusable as a malformed one). ``files_empty`` is not bad. 0.0 when nothing was read.
+    """
+    read = int(counters.get(RECORDS_READ, 0) or 0)
+    if read <= 0:
+        return 0.0
+    bad = sum(int(counters.get(counter_name(reason), 0) or 0) for reason in DROP_REASONS)
+    return bad / read
+
+
+def describe_drops(counters: Dict[str, int]) -> str:
+    """One line for an operator: records read, dropped (with the share) and why, empty files.
+
+    Only counts, never content, e.g. ``"read 1,000 records from 3 files (1 empty); dropped 12
+    (1.2%): malformed 3, invalid_utf8 2, missing_user 7"``.
+    """
+    read = int(counters.get(RECORDS_READ, 0) or 0)
+    files = int(counters.get("files_read", 0) or 0)
+    empty = int(counters.get("files_empty", 0) or 0)
+    line = f"read {read:,} records"
+    if files:
+        line += f" from {files:,} file{'s' if files != 1 else ''}"
+        if empty:
+            line += f" ({empty:,} empty)"
+    reasons = [
+        (reason, int(counters.get(counter_name(reason), 0) or 0)) for reason in DROP_REASONS
+    ]
+    dropped = sum(n for _, n in reasons)
+    if not dropped:
+        return line + "; none dropped"
+    share = f"{100 * bad_fraction(counters):.3g}%"
+    details = ", ".join(f"{reason} {n:,}" for reason, n in reasons if n)
+    return f"{line}; dropped {dropped:,} ({share}): {details}"
+
+
+def dead_letter_json(rejected: Tuple[str, str, Union[bytes, str]]) -> str:
+    """One rejected record as a JSON line (without the line break).
+
+    ``{"file": ..., "reason": ..., "raw_base64": ...}`` for a raw input line (base64 of its
+    exact bytes), ``{"file": ..., "reason": ..., "row": {...}}`` for a rendered row.
+    """
+    path, reason, raw = rejected
+    record = {"file": path, "reason": reason}
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        record["raw_base64"] = base64.b64encode(bytes(raw)).decode("ascii")
+    else:
+        record["row"] = json.loads(raw)
+    return json.dumps(record, ensure_ascii=False, sort_keys=False)
+
+

@@ -26,6 +26,7 @@ from triehh_beam.protocol import privacy
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 
 __all__ = [
+    "BY_NAME",
     "DiscoveryConfig",
     "GROUPS",
     "SETTINGS",

@@ -1,1 +1,2 @@
-"""Runnable Beam entry points (``python -m pipelines.discover``) built from the library; the library never imports them."""
+"""Runnable Beam entry points (``python -m pipelines.discover``) built from the library, which
+never imports them."""

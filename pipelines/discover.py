@@ -6,10 +6,9 @@ Beam's spelling ``--max_length`` and the command-line tool's ``--max-length`` bo
 every other flag (``--runner``, ``--project``, ``--temp_location``, ...) goes to the runner, and
 the default runner is the library's in-process one, so nothing is downloaded. The module only
 parses and wires: ``run_discovery`` runs the census, the plan and the rounds exactly as
-``triehh discover`` does, with the same results for the same seed::
-
-    python -m pipelines.discover --input='records/*.parquet' --output=out \
-        --epsilon=4 --delta=1e-10 --max_length=10 [--runner=DataflowRunner --project=...]
+``triehh discover`` does, with the same results for the same seed. Example:
+``python -m pipelines.discover --input='records/*.parquet' --output=out --epsilon=4
+--delta=1e-10 --max_length=10 [--runner=DataflowRunner --project=...]``.
 """
 
 from __future__ import annotations
@@ -45,7 +44,8 @@ def config_from_options(options: PipelineOptions) -> DiscoveryConfig:
       ValueError: a setting is missing or out of range; OSError: an unreadable seed file.
     """
     view = options.view_as(DiscoveryOptions)
-    return config_lib.config_from_values({item.dest: getattr(view, item.dest) for item in config_lib.SETTINGS})
+    values = {item.dest: getattr(view, item.dest) for item in config_lib.SETTINGS}
+    return config_lib.config_from_values(values)
 
 
 def _say(line: str) -> None:

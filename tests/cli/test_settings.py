@@ -124,7 +124,8 @@ def test_date_is_substituted_in_every_text_value_of_discovery(tmp_path):
     "text, message",
     [
         ("[discovery]\ncolour = 'blue'\n", "unknown [discovery] key(s) colour (accepted: "),
-        ("[budget]\nepsilon = 1\nlifetime = 2\n", "unknown [budget] key(s) lifetime (accepted: delta, epsilon, ledger)"),
+        ("[budget]\nepsilon = 1\nlifetime = 2\n",
+         "unknown [budget] key(s) lifetime (accepted: delta, epsilon, ledger)"),
         ("[discovery]\nepsilon = 'lots'\n", "[discovery] epsilon: not a valid value 'lots'"),
         ("[discovery]\ntokenize = 'yes'\n", "[discovery] tokenize must be true or false"),
         ("[discovery]\nitem_type = 'float'\n", "[discovery] item_type must be one of text, bytes, int"),

@@ -3,7 +3,8 @@
 Parses flags (one per setting of ``job.config``, plus how to report progress) into a frozen
 ``DiscoveryConfig`` and Beam ``PipelineOptions`` (every flag this parser does not know is passed
 to Beam unchanged, e.g. ``--runner``, ``--project``, ``--temp_location``), then hands both to the
-driver (``execute``, which ``demo`` and ``scheduled`` share). No Beam logic lives here. Exit codes: 0 success; 2 bad arguments, an infeasible privacy target, unusable input or a state
+driver (``execute``, which ``demo`` and ``scheduled`` share); no Beam logic lives here. Exit
+codes: 0 success; 2 bad arguments, an infeasible privacy target, unusable input or a state
 directory that holds another job (one-line reason on stderr); 1 a failure while running.
 """
 
@@ -21,7 +22,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.job import config as config_lib
 from triehh_beam.job.config import DiscoveryConfig
 
-__all__ = ["DEMO_DEFAULTS", "add_discover_arguments", "config_from_args", "execute", "register_discover", "run", "say"]
+__all__ = [
+    "DEMO_DEFAULTS",
+    "add_discover_arguments",
+    "config_from_args",
+    "execute",
+    "register_discover",
+    "run",
+    "say",
+]
 
 DEMO_DEFAULTS = dict(epsilon=4.0, delta=1e-10, max_length=10)
 

@@ -1,16 +1,13 @@
-"""Entry point: ``triehh evaluate``, TrieHH's recall and discovery rates against rivals.
+"""``triehh evaluate``: TrieHH's recall and discovery rates against rivals, on one input.
 
-Parses flags into a frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser
-does not know go to Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a
-progress bar over runs on stderr (tqdm, or one text line per run without it), and writes
-``evaluation.json``, the PNGs and ``report.html`` into the output directory
-(``report.write_report``). No evaluation logic lives here.
-
-    triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta 1e-10 --max-length 10 \\
-        --runs 10 --top-k 10,20,50 --output eval/ [--engine simulate] [--unit-size 1,2]
-
-Exit codes: 0 success; 2 bad arguments or unusable input (one line on stderr, no traceback);
-1 a failure while running.
+Parses flags (the input settings shared with ``discover`` come from ``job.config``) into a
+frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser does not know go to
+Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a progress bar over runs on
+stderr (tqdm, or one text line per run without it), and writes ``evaluation.json``, the PNGs and
+``report.html`` into the output directory (``report.write_report``); no evaluation logic lives
+here. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta 1e-10
+--max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0 success; 2 bad
+arguments or unusable input (one line on stderr, no traceback); 1 a failure while running.
 """
 
 from __future__ import annotations

@@ -6,10 +6,6 @@ Each subcommand lives in its own module (``plan``, ``discover``, ``demo``, ``led
 ``accepts_beam_args``: flags such a command does not know are Beam pipeline options, the other
 commands refuse them. Exit codes: 0 when the command did its job, 2 for invalid arguments (one
 line on stderr, no traceback), 1 for a failure while running.
-
-    triehh plan --population 100000 --epsilon 4 --delta 1e-10 --max-length 10
-    triehh discover --input 'records/*.parquet' --output out --epsilon 4 --delta 1e-10 --max-length 10
-    triehh demo
 """
 
 from __future__ import annotations

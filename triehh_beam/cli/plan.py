@@ -3,9 +3,8 @@
 Parses the target, asks the privacy planner (``protocol.privacy.plan``) and the utility bounds
 (``protocol.utility``) and prints the plan as aligned text or one JSON object, optionally with
 the planning plots; an infeasible target is still a plan (exit code 0), shown with the
-alternatives that exist. Invalid arguments exit with code 2 and one line on stderr.
-
-    triehh plan --population 100000 --epsilon 4 --delta 1e-10 --max-length 10
+alternatives that exist. Invalid arguments exit with code 2 and one line on stderr. Example:
+``triehh plan --population 100000 --epsilon 4 --delta 1e-10 --max-length 10``.
 """
 
 from __future__ import annotations

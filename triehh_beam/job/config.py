@@ -82,7 +82,8 @@ class Setting:
       compare: "always", "given" (only when set: the state holds the value the job drew) or
         "recorded" (only when the state holds a value: older states do not).
       record: the value as the state records it, from the whole config (default: the field).
-      mismatch: how a resume refusal names it (default: the field and both values).
+      mismatch: how a resume refusal describes a difference, a format string of ``name``,
+        ``ours`` and ``theirs`` (never name a secret's value).
       choices, metavar: as argparse's.
       load: turns the parsed value into the field's value (reads a seed file); None: as is.
       section, key: where ``triehh scheduled`` reads it in its config file.
@@ -98,7 +99,7 @@ class Setting:
     identity: Optional[str]
     compare: str
     record: Optional[Callable[["DiscoveryConfig"], Any]]
-    mismatch: Optional[str]
+    mismatch: str
     choices: Optional[Tuple[str, ...]]
     metavar: Optional[str]
     load: Optional[Callable[[Any], Any]]
@@ -183,7 +184,7 @@ def setting(
     identity: Optional[str] = None,
     compare: str = "always",
     record: Optional[Callable[["DiscoveryConfig"], Any]] = None,
-    mismatch: Optional[str] = None,
+    mismatch: str = "{name} (state has {theirs!r}, asked {ours!r})",
     choices: Optional[Tuple[str, ...]] = None,
     metavar: Optional[str] = None,
     load: Optional[Callable[[Any], Any]] = None,
@@ -227,13 +228,13 @@ class DiscoveryConfig:
         metavar="DIR", example="out")
     epsilon: float = setting(
         "--epsilon", "epsilon for the whole job", _TARGET, parse=float,
-        identity="plan.target_epsilon", mismatch="epsilon", example="2.5")
+        identity="plan.target_epsilon", example="2.5")
     delta: float = setting(
         "--delta", "delta for the whole job", _TARGET, parse=float,
-        identity="plan.target_delta", mismatch="delta", example="1e-9")
+        identity="plan.target_delta", example="1e-9")
     max_length: int = setting(
         "--max-length", "units per item including the terminator; also the most rounds", _TARGET,
-        parse=int, metavar="L", identity="plan.max_length", mismatch="max_length", example="6")
+        parse=int, metavar="L", identity="plan.max_length", example="6")
     unit_size: int = setting(
         "--unit-size", "characters per unit (default: %(default)s)", _TARGET, default=1, parse=int,
         metavar="K", identity=ENCODING, example="2")
@@ -243,7 +244,7 @@ class DiscoveryConfig:
         record=_text_or_empty("input_format"), example="csv")
     rule: str = setting(
         "--rule", "parameter rule (default: %(default)s)", _TARGET, default="authors",
-        choices=tuple(RULES), identity="plan.rule", mismatch="rule",
+        choices=tuple(RULES), identity="plan.rule",
         record=lambda c: c.rule if c.theta is None else "fixed", example="corollary1")
     state_dir: Optional[str] = setting(
         "--state-dir", "private job state, holds the secret seed (default: OUTPUT/state)", _IO,
@@ -298,11 +299,11 @@ class DiscoveryConfig:
         _OPERATE, default=None, parse=float, metavar="F", example="0.01")
     theta: Optional[int] = setting(
         "--theta", "fix the threshold instead of planning it (with --batch-size)", _EXPERT,
-        default=None, parse=int, identity="plan.theta", compare="given", mismatch="theta",
+        default=None, parse=int, identity="plan.theta", compare="given",
         example="12")
     batch_size: Optional[int] = setting(
         "--batch-size", "fix the users sampled per round (with --theta)", _EXPERT, default=None,
-        parse=int, identity="plan.batch_size", compare="given", mismatch="batch_size", example="300")
+        parse=int, identity="plan.batch_size", compare="given", example="300")
     allow_no_guarantee: bool = setting(
         "--allow-no-guarantee", "run fixed parameters even when Theorem 1 gives no guarantee for them",
         _EXPERT, default=False, parse=None, example="true")
@@ -310,6 +311,8 @@ class DiscoveryConfig:
         "--ledger", "where the population's ledger.jsonl lives; share it between jobs on the same "
         "population (default: the state directory)", _BUDGET, default=None, metavar="DIR",
         section="budget", key="ledger", identity="ledger", compare="recorded",
+        # A resume must be charged (or found charged) in the ledger the job started with.
+        mismatch="privacy ledger (state has {theirs!r})",
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
         "--budget-epsilon", "lifetime epsilon of the population (default: unlimited)", _BUDGET,
@@ -413,15 +416,8 @@ class DiscoveryConfig:
                 continue
             if item.compare == "recorded" and not theirs:
                 continue
-            if ours == theirs:
-                continue
-            if item.name in ("seed", "truncate_long_items"):
-                mismatches.append(item.mismatch)  # never the seed's bytes
-            elif item.name == "ledger_dir":
-                # A resume must be charged (or found charged) in the ledger the job started with.
-                mismatches.append(f"privacy ledger (state has {theirs!r})")
-            else:
-                mismatches.append(f"{item.mismatch or item.name} (state has {theirs!r}, asked {ours!r})")
+            if ours != theirs:
+                mismatches.append(item.mismatch.format(name=item.name, ours=ours, theirs=theirs))
         if state_encoder != self.encoder:
             mismatches.append("item encoding (unit size or case folding)")
         return mismatches

@@ -152,7 +152,7 @@ def test_help_exits_0(capsys):
 def test_subcommands_are_registered_by_functions():
     parser = cli.build_parser()
     args = parser.parse_args(FEASIBLE)
-    assert args.command == "plan" and callable(args.func)
+    assert args.command == "plan" and callable(args.handler)
 
 
 def test_python_dash_m(tmp_path):

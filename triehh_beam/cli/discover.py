@@ -1,11 +1,10 @@
-"""Entry point: a whole private heavy-hitter discovery (``triehh discover``, ``triehh demo``).
+"""``triehh discover``: a whole private heavy-hitter discovery from device records.
 
-Parses flags into a frozen ``DiscoveryConfig`` and Beam ``PipelineOptions`` (every flag this
-parser does not know is passed to Beam unchanged, e.g. ``--runner``, ``--project``,
-``--temp_location``, ``--direct_running_mode``), then hands both to the driver. No Beam logic
-lives here.
-
-Exit codes: 0 success; 2 bad arguments, an infeasible privacy target, unusable input or a state
+Parses flags (one per setting of ``job.config``, plus how to report progress) into a frozen
+``DiscoveryConfig`` and Beam ``PipelineOptions`` (every flag this parser does not know is passed
+to Beam unchanged, e.g. ``--runner``, ``--project``, ``--temp_location``), then hands both to the
+driver (``execute``, which ``demo`` and ``scheduled`` share); no Beam logic lives here. Exit
+codes: 0 success; 2 bad arguments, an infeasible privacy target, unusable input or a state
 directory that holds another job (one-line reason on stderr); 1 a failure while running.
 """
 
@@ -16,129 +15,66 @@ import json
 import logging
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-__all__ = ["add_discover_arguments", "config_from_args", "register_demo", "register_discover", "run"]
+from triehh_beam.job import config as config_lib
+from triehh_beam.job.config import DiscoveryConfig
+
+__all__ = [
+    "DEMO_DEFAULTS",
+    "add_discover_arguments",
+    "config_from_args",
+    "execute",
+    "register_discover",
+    "run",
+    "say",
+]
 
 DEMO_DEFAULTS = dict(epsilon=4.0, delta=1e-10, max_length=10)
 
 
 def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
-    """The flags of a discovery; ``demo`` makes input and output optional."""
-    io = parser.add_argument_group("input and output")
+    """The flags of a discovery: one per setting (``job.config.SETTINGS``) and how to report.
+
+    ``demo`` reads the bundled population: no input flags, an output directory and a privacy
+    target by default.
+    """
+    groups = {config_lib.GROUPS[0]: parser.add_argument_group(config_lib.GROUPS[0])}
     if demo:
-        io.add_argument("--output", default="triehh-demo-output", help="output directory (default: %(default)s)")
+        groups[config_lib.GROUPS[0]].add_argument(
+            "--output", default="triehh-demo-output", help="output directory (default: %(default)s)")
+        skip = ("input_pattern", "output_dir", "input_format", "user_column", "item_column", "count_column")
+        optional = tuple(DEMO_DEFAULTS)
     else:
-        io.add_argument("--input", required=True, metavar="PATTERN", help="records: file, glob, gs:// path; comma-separate several")
-        io.add_argument("--output", required=True, metavar="DIR", help="where heavy_hitters.json and trie.pb are written")
-        io.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="input format (default: from the file extension)")
-        io.add_argument("--user-column", default="user_id", help="(default: %(default)s)")
-        io.add_argument("--item-column", default="item", help="(default: %(default)s)")
-        io.add_argument("--count-column", default="count", help="optional per-record count (default: %(default)s)")
+        skip = optional = ()
+    groups = config_lib.add_arguments(parser, skip=skip, optional=optional, groups=groups)
+    io = groups[config_lib.GROUPS[0]]
     io.add_argument("--verbose", action="store_true",
                     help="keep Beam's own log output (on the in-process runner it is silenced: the "
                     "product reports every input problem itself)")
     io.add_argument("--log-format", choices=("text", "json"), default="text",
                     help="progress as text lines, or as JSON lines with each round's Beam metrics (default: %(default)s)")
-    io.add_argument("--state-dir", metavar="DIR", help="private job state, holds the secret seed (default: OUTPUT/state)")
-    io.add_argument("--seed-file", metavar="F", help="file whose 16-64 bytes are the secret seed (default: a fresh random seed)")
-
-    privacy = parser.add_argument_group("privacy target")
-    defaults = DEMO_DEFAULTS if demo else {}
-    privacy.add_argument("--epsilon", type=float, required=not demo, default=defaults.get("epsilon"), help="epsilon for the whole job")
-    privacy.add_argument("--delta", type=float, required=not demo, default=defaults.get("delta"), help="delta for the whole job")
-    privacy.add_argument("--max-length", type=int, required=not demo, default=defaults.get("max_length"), metavar="L",
-                         help="units per item including the terminator; also the most rounds")
-    privacy.add_argument("--unit-size", type=int, default=1, metavar="K", help="characters per unit (default: %(default)s)")
-    privacy.add_argument("--rule", choices=("authors", "corollary1"), default="authors", help="parameter rule (default: %(default)s)")
-
-    budget = parser.add_argument_group("lifetime budget of the population (privacy ledger)")
-    budget.add_argument("--ledger", metavar="DIR",
-                        help="where the population's ledger.jsonl lives; share it between jobs on the same "
-                        "population (default: the state directory)")
-    budget.add_argument("--budget-epsilon", type=float, help="lifetime epsilon of the population (default: unlimited)")
-    budget.add_argument("--budget-delta", type=float, help="lifetime delta of the population (default: unlimited)")
-
-    operate = parser.add_argument_group("operation")
-    operate.add_argument("--dry-run", action="store_true",
-                         help="count users, print the inputs matched, the plan and the budget it would spend; run no round")
-    operate.add_argument("--dead-letter", metavar="PATH",
-                         help="write the rejected input rows (raw) to this JSON-lines file, for the operator")
-    operate.add_argument("--max-bad-fraction", type=float, metavar="F",
-                         help="refuse the job, before any round, if more than F of the rows are bad")
-    operate.add_argument("--max-item-bytes", type=int, default=4096, help="longer items are bad rows (default: %(default)s)")
-    operate.add_argument("--max-user-bytes", type=int, default=256, help="longer user ids are bad rows (default: %(default)s)")
-    operate.add_argument("--lease-seconds", type=float, default=6 * 3600,
-                         help="how long a run holds the state directory's lease between renewals (default: %(default)s)")
-
-    items = parser.add_argument_group("items")
-    items.add_argument("--item-type", choices=("text", "bytes", "int"), default="text",
-                       help="text (units of K characters), bytes (K bytes) or int (K bits) (default: %(default)s)")
-    items.add_argument("--int-bits", type=int, help="width of integer items, 1-64 (default: 64)")
-    items.add_argument("--bytes-encoding", choices=("base64", "hex"),
-                       help="how byte items are written in JSON Lines and CSV (Parquet: binary columns)")
-    items.add_argument("--tokenize", action="store_true",
-                       help="split text fields into words (rule: triehh_beam/protocol/tokenize.py), each an item")
-    items.add_argument("--case-fold", action="store_true", help="fold case of text items")
-    items.add_argument("--truncate-long-items", action="store_true",
-                       help="cut items longer than L-1 units to a prefix instead of dropping them")
-
-    expert = parser.add_argument_group("expert (experiments only)")
-    expert.add_argument("--theta", type=int, help="fix the threshold instead of planning it (with --batch-size)")
-    expert.add_argument("--batch-size", type=int, help="fix the users sampled per round (with --theta)")
-    expert.add_argument("--allow-no-guarantee", action="store_true",
-                        help="run fixed parameters even when Theorem 1 gives no guarantee for them")
+    groups["operation"].add_argument(
+        "--dry-run", action="store_true",
+        help="count users, print the inputs matched, the plan and the budget it would spend; run no round")
+    if demo:
+        parser.set_defaults(**DEMO_DEFAULTS)
 
 
-def config_from_args(args: argparse.Namespace, input_pattern: Optional[str] = None):
-    """The frozen ``DiscoveryConfig`` for parsed flags (raises ValueError on bad values)."""
-    from triehh_beam.job.driver import DiscoveryConfig
+def config_from_args(args: argparse.Namespace, input_pattern: Optional[str] = None) -> DiscoveryConfig:
+    """The frozen ``DiscoveryConfig`` for parsed flags.
 
-    seed = None
-    if args.seed_file:
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.open(args.seed_file, compression_type="uncompressed") as f:
-            seed = f.read()
-        if not 16 <= len(seed) <= 64:
-            raise ValueError(f"{args.seed_file}: a seed file holds 16 to 64 bytes, this one {len(seed)}")
-    return DiscoveryConfig(
-        input_pattern=input_pattern or args.input,
-        output_dir=args.output,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        max_length=args.max_length,
-        unit_size=args.unit_size,
-        input_format=getattr(args, "format", None),
-        rule=args.rule,
-        state_dir=args.state_dir,
-        seed=seed,
-        case_fold=args.case_fold,
-        truncate_long_items=args.truncate_long_items,
-        user_column=getattr(args, "user_column", "user_id"),
-        item_column=getattr(args, "item_column", "item"),
-        count_column=getattr(args, "count_column", "count"),
-        theta=args.theta,
-        batch_size=args.batch_size,
-        allow_no_guarantee=args.allow_no_guarantee,
-        item_kind=args.item_type,
-        int_bits=args.int_bits,
-        tokenize=args.tokenize,
-        bytes_encoding=args.bytes_encoding,
-        max_user_bytes=args.max_user_bytes,
-        max_item_bytes=args.max_item_bytes,
-        dead_letter=args.dead_letter,
-        max_bad_fraction=args.max_bad_fraction,
-        ledger_dir=args.ledger,
-        budget_epsilon=args.budget_epsilon,
-        budget_delta=args.budget_delta,
-        lease_seconds=args.lease_seconds,
-    )
+    Raises:
+      ValueError: a bad value; OSError: an unreadable seed file (both name what was wrong).
+    """
+    overrides = {} if input_pattern is None else {"input_pattern": input_pattern}
+    return config_lib.config_from_values(vars(args), **overrides)
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
+    """Prints one progress line at once (a scheduler or pipe sees it as it happens)."""
     print(line, flush=True)
 
 
@@ -153,24 +89,35 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
+    try:
+        config = config_from_args(args, input_pattern)
+    except (ValueError, OSError) as e:
+        return _fail(str(e), 2)
+    return execute(config, beam_args, dry_run=args.dry_run, log_format=args.log_format,
+                   verbose=args.verbose)
+
+
+def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool = False,
+            log_format: str = "text", verbose: bool = False) -> int:
+    """Runs (or with ``dry_run`` plans) the discovery ``config`` on Beam; returns the exit code.
+
+    Every refusal (bad input, an infeasible target, a state directory that holds another job or
+    is held by another run, the budget spent) is one line on stderr and exit code 2.
+    """
     from triehh_beam.io.schema import RecordFormatError
     from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.driver import (
         BadInputError,
         ConfigMismatchError,
         InfeasiblePlanError,
-        dry_run,
+        dry_run as plan_only,
         run_discovery,
     )
     from triehh_beam.job.ledger import BudgetExceededError
     from triehh_beam.job.state_store import StateError
 
-    try:
-        config = config_from_args(args, input_pattern)
-    except (ValueError, OSError) as e:
-        return _fail(str(e), 2)
     started = time.monotonic()
-    as_json = getattr(args, "log_format", "text") == "json"
+    as_json = log_format == "json"
     options = PipelineOptions(list(beam_args))
     if options.get_all_options().get("dry_run"):
         return _fail(
@@ -181,20 +128,20 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
         )
     from triehh_beam.beam import runners
 
-    if not getattr(args, "verbose", False) and runners.uses_in_process_runner(options):
+    if not verbose and runners.uses_in_process_runner(options):
         # A worker's error is logged by Beam with its traceback before it reaches us; we
         # report it ourselves in one line (input problems) or re-raise it (anything else).
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     try:
-        if args.dry_run:
-            report = dry_run(config, options, progress=(lambda line: None) if as_json else _say)
+        if dry_run:
+            report = plan_only(config, options, progress=(lambda line: None) if as_json else say)
             if as_json:
                 _print_json_line({"event": "dry_run", **report})
             return 0
         result = run_discovery(
             config,
             options,
-            progress=(lambda line: None) if as_json else _say,
+            progress=(lambda line: None) if as_json else say,
             events=_print_json_line if as_json else None,
         )
     except InfeasiblePlanError as e:
@@ -227,23 +174,24 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
 
 def _print_summary(result, elapsed: float) -> None:
     plan = result.plan
-    _say("")
-    _say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
+    say("")
+    say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
          f"({result.stop_reason}), {elapsed:.1f} s:")
     for item in result.heavy_hitters:
-        _say(f"  {item.hex() if isinstance(item, bytes) else item}")
+        say(f"  {item.hex() if isinstance(item, bytes) else item}")
     if result.frequent_prefixes:
         shown = [p.hex() if isinstance(p, bytes) else str(p) for p in result.frequent_prefixes]
-        _say(f"frequent prefixes (not complete items): {', '.join(shown)}")
+        say(f"frequent prefixes (not complete items): {', '.join(shown)}")
     if plan.no_guarantee:
-        _say("privacy: NO DP GUARANTEE (theta and batch size fixed outside Theorem 1)")
+        say("privacy: NO DP GUARANTEE (theta and batch size fixed outside Theorem 1)")
     else:
-        _say(f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} rounds; "
+        say(f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} rounds; "
              f"n={plan.population:,}, theta={plan.theta}, m={plan.batch_size:,} per round")
-    _say(f"results: {result.output_path}")
+    say(f"results: {result.output_path}")
 
 
 def register_discover(subparsers) -> None:
+    """Adds ``discover`` to the ``triehh`` tool (Beam flags allowed)."""
     parser = subparsers.add_parser(
         "discover",
         help="discover heavy hitters in device records (a Beam job per round)",
@@ -253,39 +201,3 @@ def register_discover(subparsers) -> None:
     )
     add_discover_arguments(parser)
     parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True)
-
-
-def register_demo(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="run discover on the bundled population of 200,000 users (one English word each)",
-        description="Runs `triehh discover` on the bundled real-word population (words drawn "
-        "from wordfreq's English frequencies), then compares what it found with the truth.",
-    )
-    add_discover_arguments(parser, demo=True)
-    parser.set_defaults(handler=_run_demo, accepts_beam_args=True)
-
-
-def _run_demo(args: argparse.Namespace, beam_args: List[str]) -> int:
-    from triehh_beam.evaluation import demo
-
-    path = demo.demo_population_path()
-    _say(f"demo population: {path}")
-    code = run(args, beam_args, input_pattern=path)
-    if code != 0:
-        return code
-    import json
-    import os
-
-    with open(os.path.join(args.output, "heavy_hitters.json"), encoding="utf-8") as f:
-        found = set(json.load(f)["heavy_hitters"])
-    truth = demo.truth(path)
-    n = sum(1 for _ in truth)
-    _say("")
-    _say("the truth (known here because the demo population is synthetic):")
-    _say(f"  {'rank':>4}  {'word':<10} {'users':>7}  found")
-    for rank, (word, users) in enumerate(truth[:25], start=1):
-        _say(f"  {rank:>4}  {word:<10} {users:>7,}  {'yes' if word in found else '-'}")
-    hits = sum(1 for word, _ in truth[:10] if word in found)
-    _say(f"  recall of the true top 10: {hits}/10 ({n:,} distinct words in the population)")
-    return 0

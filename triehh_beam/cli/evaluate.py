@@ -1,65 +1,29 @@
-"""Entry point: ``triehh evaluate``, TrieHH's recall and discovery rates against rivals.
+"""``triehh evaluate``: TrieHH's recall and discovery rates against rivals, on one input.
 
-Parses flags into a frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser
-does not know go to Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a
-progress bar over runs on stderr (tqdm, or one text line per run without it), and writes
-``evaluation.json``, the PNGs and ``report.html`` into the output directory
-(``report.write_report``). No evaluation logic lives here.
-
-    triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta 1e-10 --max-length 10 \\
-        --runs 10 --top-k 10,20,50 --output eval/ [--engine simulate] [--unit-size 1,2]
-
-Exit codes: 0 success; 2 bad arguments or unusable input (one line on stderr, no traceback);
-1 a failure while running.
+Parses flags (the input settings shared with ``discover`` come from ``job.config``) into a
+frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser does not know go to
+Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a progress bar over runs on
+stderr (tqdm, or one text line per run without it), and writes ``evaluation.json``, the PNGs and
+``report.html`` into the output directory (``report.write_report``); no evaluation logic lives
+here. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta 1e-10
+--max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0 success; 2 bad
+arguments or unusable input (one line on stderr, no traceback); 1 a failure while running.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
+
+from triehh_beam.cli import argtypes
+from triehh_beam.job.config import BY_NAME
 
 __all__ = ["add_evaluate_arguments", "config_from_args", "main", "register_evaluate", "run"]
 
-_EXIT_USAGE = 2
-
-
-def _list_of(kind: Callable, name: str, check: Callable[[float], bool], requirement: str):
-    def parse(text: str):
-        values = []
-        for part in text.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            try:
-                value = kind(part)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"not a valid {name}: {part!r}") from None
-            if isinstance(value, float) and not math.isfinite(value) or not check(value):
-                raise argparse.ArgumentTypeError(f"each {name} must be {requirement}, got {part}")
-            values.append(value)
-        if not values:
-            raise argparse.ArgumentTypeError(f"give at least one {name}")
-        return tuple(values)
-
-    return parse
-
-
-_epsilons = _list_of(float, "epsilon", lambda v: v > 0, "> 0")
-_positive_ints = _list_of(int, "value", lambda v: v >= 1, ">= 1")
-
-
-
-
-
-
-
-
-from triehh_beam.cli.argtypes import delta as _delta  # noqa: E402
-from triehh_beam.cli.argtypes import non_negative_int as _non_negative_int  # noqa: E402
-from triehh_beam.cli.argtypes import positive_int as _positive_int  # noqa: E402
+_epsilons = argtypes.list_of(float, "epsilon", lambda v: v > 0, "> 0")
+_positive_ints = argtypes.list_of(int, "value", lambda v: v >= 1, ">= 1")
 
 
 def _rivals(text: str):
@@ -77,26 +41,22 @@ def _rivals(text: str):
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``triehh evaluate``."""
     io = parser.add_argument_group("input and output")
-    io.add_argument("--input", required=True, metavar="PATTERN",
-                    help="records: file, glob, gs:// path; comma-separate several")
+    BY_NAME["input_pattern"].add_to(io)
     io.add_argument("--output", required=True, metavar="DIR",
                     help="where evaluation.json, the PNGs and report.html are written")
-    io.add_argument("--format", choices=("jsonl", "csv", "parquet"),
-                    help="input format (default: from the file extension)")
-    io.add_argument("--user-column", default="user_id", help="(default: %(default)s)")
-    io.add_argument("--item-column", default="item", help="(default: %(default)s)")
-    io.add_argument("--count-column", default="count", help="optional per-record count (default: %(default)s)")
+    for name in ("input_format", "user_column", "item_column", "count_column"):
+        BY_NAME[name].add_to(io)
 
     target = parser.add_argument_group("what to evaluate")
     target.add_argument("--epsilon", type=_epsilons, required=True, metavar="E[,E...]",
                         help="epsilon of each configuration (TrieHH and PEM)")
-    target.add_argument("--delta", type=_delta, required=True, metavar="D", help="TrieHH's delta")
-    target.add_argument("--max-length", type=_positive_int, required=True, metavar="L",
+    target.add_argument("--delta", type=argtypes.delta, required=True, metavar="D", help="TrieHH's delta")
+    target.add_argument("--max-length", type=argtypes.positive_int, required=True, metavar="L",
                         help="L in units of one character (items of up to L-1 characters); unit size "
                              "k runs with ceil((L-1)/k)+1 units, so every unit size sees the same items")
     target.add_argument("--unit-size", type=_positive_ints, default=(1,), metavar="K[,K...]",
                         help="characters per unit, one configuration each (default: 1)")
-    target.add_argument("--runs", type=_positive_int, default=10, metavar="R",
+    target.add_argument("--runs", type=argtypes.positive_int, default=10, metavar="R",
                         help="runs per configuration (default: %(default)s)")
     target.add_argument("--top-k", type=_positive_ints, default=(10,), metavar="K[,K...]",
                         help="the K of recall@K, F1@K, NCR@K, and PEM's k (default: 10)")
@@ -106,17 +66,14 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--rivals", type=_rivals, default=("pem", "exact"), metavar="NAMES",
                         help="comma-separated: pem (local DP, same epsilon), exact (non-private "
                              "top-K); 'none' for neither (default: pem,exact)")
-    target.add_argument("--rule", choices=("authors", "corollary1"), default="authors",
-                        help="parameter rule (default: %(default)s)")
-    target.add_argument("--case-fold", action="store_true", help="fold case of text items")
-    target.add_argument("--truncate-long-items", action="store_true",
-                        help="cut items longer than L-1 units to a prefix instead of dropping them")
-    target.add_argument("--seed", type=_non_negative_int, default=0,
+    for name in ("rule", "case_fold", "truncate_long_items"):  # the same settings as discover's
+        BY_NAME[name].add_to(target)
+    target.add_argument("--seed", type=argtypes.non_negative_int, default=0,
                         help="public evaluation seed the run seeds derive from (default: %(default)s)")
-    target.add_argument("--pem-eta", type=_positive_int, default=None, metavar="BITS",
+    target.add_argument("--pem-eta", type=argtypes.positive_int, default=None, metavar="BITS",
                         help="PEM's eta, bits added per group (default: 12 - ceil(log2 of the "
                              "candidates kept))")
-    target.add_argument("--pem-candidate-factor", type=_positive_int, default=2, metavar="F",
+    target.add_argument("--pem-candidate-factor", type=argtypes.positive_int, default=2, metavar="F",
                         help="PEM keeps F*K prefixes after each intermediate group (default: %(default)s)")
     target.add_argument("--work-dir", metavar="DIR",
                         help="scratch area of the pipeline engine (default: a local temporary "
@@ -198,7 +155,7 @@ def _progress(enabled: bool):
 
 def _fail(message: str) -> int:
     print(f"triehh evaluate: error: {message}", file=sys.stderr)
-    return _EXIT_USAGE
+    return argtypes.EXIT_USAGE
 
 
 def _print_summary(result: dict, written: dict, json_path: str) -> None:
@@ -260,21 +217,14 @@ def register_evaluate(subparsers) -> None:
     parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True)
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 2 (as the ``triehh`` tool)."""
-
-    def error(self, message):  # noqa: D102 (argparse API)
-        self.exit(_EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m triehh_beam.cli.evaluate --input ...``: the same as ``triehh evaluate``."""
-    parser = _ArgumentParser(prog="triehh evaluate", description="Evaluate TrieHH (see triehh evaluate --help).")
+    parser = argtypes.ArgumentParser(prog="triehh evaluate", description="Evaluate TrieHH (see triehh evaluate --help).")
     add_evaluate_arguments(parser)
     try:
         args, beam_args = parser.parse_known_args(argv)
     except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else _EXIT_USAGE
+        return exit_.code if isinstance(exit_.code, int) else argtypes.EXIT_USAGE
     return run(args, beam_args)
 
 

@@ -1,21 +1,49 @@
-"""Entry point: one run of a recurring discovery described by a config file (``triehh scheduled``).
+"""``triehh scheduled``: one run of a recurring discovery described by a config file.
 
 A scheduler (cron, a Kubernetes CronJob, Airflow) runs ``triehh scheduled --config job.toml``
-every period. Each run discovers into its own dated output directory, and every run on the same
-population charges the same privacy ledger against the population's lifetime budget, so a
-schedule cannot spend more than the budget whatever its frequency. A re-run for the same date
-resumes that date's job (same state directory) instead of spending again.
+every period; each run discovers into its own dated output directory, every run on the same
+population charges the same privacy ledger against the population's lifetime budget (so a
+schedule cannot spend more than the budget whatever its frequency), and a re-run for the same
+date resumes that date's job instead of spending again. The file accepts every setting of
+``triehh discover`` (``job.config.SETTINGS``, the key its flag with underscores), parsed as the
+flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the format.
+"""
 
-Config (TOML, or YAML with the same keys)::
+from __future__ import annotations
 
+import argparse
+import datetime
+import json
+import sys
+import textwrap
+import tomllib
+from typing import Any, Dict, List, Tuple
+
+from triehh_beam.cli import discover
+from triehh_beam.job import config as config_lib
+from triehh_beam.job.config import DiscoveryConfig, Setting
+
+__all__ = [
+    "CONFIG_EXAMPLE",
+    "ConfigError",
+    "OUTPUT_ROOT",
+    "file_settings",
+    "load_config",
+    "register_scheduled",
+    "run_config",
+]
+
+CONFIG_EXAMPLE = """\
     [discovery]
-    input = "gs://bucket/records/{date}/*.parquet"   # {date} is the run's date, YYYY-MM-DD
+    input = "gs://bucket/records/{date}/*.parquet"   # {date}: the run's date, YYYY-MM-DD, in
+                                                     # any text value of [discovery]
     output_root = "gs://bucket/triehh/words"         # this run writes output_root/{date}/
     epsilon = 1.0
     delta = 1e-10
     max_length = 10
-    unit_size = 1                                    # optional, as are the other discover flags
-    rule = "authors"
+    rule = "authors"                                 # optional, as is every other setting of
+    item_type = "text"                               # triehh discover: its flag with
+    tokenize = true                                  # underscores (--item-type: item_type)
 
     [budget]                                         # optional: the population's lifetime budget
     ledger = "gs://bucket/triehh/ledgers/words"
@@ -27,29 +55,26 @@ Config (TOML, or YAML with the same keys)::
                "--temp_location=gs://bucket/tmp"]
 """
 
-from __future__ import annotations
-
-import argparse
-import datetime
-import json
-import sys
-import tomllib
-from typing import List
-
-__all__ = ["load_config", "register_scheduled"]
-
-_DISCOVERY_KEYS = {
-    "input", "output_root", "epsilon", "delta", "max_length", "unit_size", "rule", "format",
-    "user_column", "item_column", "count_column", "case_fold", "truncate_long_items", "seed_file",
-}
+# The one key that differs from discover's flags: each run writes to OUTPUT_ROOT/<date>.
+OUTPUT_ROOT = "output_root"
+_SECTIONS = ("discovery", "budget", "beam")
 
 
 class ConfigError(ValueError):
     """The config file is unreadable or wrong; the message names the file and the key."""
 
 
+def file_settings() -> Dict[Tuple[str, str], Setting]:
+    """Every setting a config file accepts, by (section, key): all of discover's settings."""
+    accepted = {}
+    for item in config_lib.SETTINGS:
+        key = OUTPUT_ROOT if item.name == "output_dir" else item.key
+        accepted[(item.section, key)] = item
+    return accepted
+
+
 def load_config(path: str) -> dict:
-    """Parses a TOML or YAML config file and checks its keys."""
+    """Parses a TOML or YAML config file and checks its sections and keys."""
     from apache_beam.io.filesystems import FileSystems
 
     try:
@@ -68,51 +93,51 @@ def load_config(path: str) -> dict:
         raise ConfigError(f"{path}: not a valid config file ({e})") from None
     if not isinstance(config, dict) or "discovery" not in config:
         raise ConfigError(f"{path}: a [discovery] section is required")
-    unknown = set(config) - {"discovery", "budget", "beam"}
+    unknown = set(config) - set(_SECTIONS)
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
-    discovery = config["discovery"]
-    for key in ("input", "output_root", "epsilon", "delta", "max_length"):
-        if key not in discovery:
-            raise ConfigError(f"{path}: [discovery] needs {key!r}")
-    unknown = set(discovery) - _DISCOVERY_KEYS
-    if unknown:
-        raise ConfigError(f"{path}: unknown [discovery] key(s) {', '.join(sorted(unknown))}")
-    unknown = set(config.get("budget", {})) - {"ledger", "epsilon", "delta"}
-    if unknown:
-        raise ConfigError(f"{path}: unknown [budget] key(s) {', '.join(sorted(unknown))}")
+    for section in _SECTIONS:
+        if not isinstance(config.get(section, {}), dict):
+            raise ConfigError(f"{path}: [{section}] must be a table of keys")
+    accepted = file_settings()
+    for (section, key), item in accepted.items():
+        if item.required and key not in config[section]:
+            raise ConfigError(f"{path}: [{section}] needs {key!r}")
+    for section in ("discovery", "budget"):
+        values = config.get(section, {})
+        known = sorted(key for (where, key) in accepted if where == section)
+        unknown = set(values) - set(known)
+        if unknown:
+            raise ConfigError(f"{path}: unknown [{section}] key(s) {', '.join(sorted(unknown))} "
+                              f"(accepted: {', '.join(known)})")
     options = config.get("beam", {}).get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ConfigError(f"{path}: [beam] options must be a list of strings")
     return config
 
 
-def discover_argv(config: dict, date: str, dry_run: bool = False) -> List[str]:
-    """The ``triehh discover`` arguments of one run (``date`` as YYYY-MM-DD)."""
-    discovery = dict(config["discovery"])
-    output = discovery.pop("output_root").rstrip("/") + "/" + date
-    argv = ["--input", discovery.pop("input").replace("{date}", date), "--output", output]
-    for key, value in sorted(discovery.items()):
-        flag = "--" + key.replace("_", "-")
-        if flag == "--format" or not isinstance(value, bool):
-            argv += [flag, str(value)]
-        elif value:
-            argv.append(flag)
-    budget = config.get("budget", {})
-    if "ledger" in budget:
-        argv += ["--ledger", budget["ledger"]]
-    if "epsilon" in budget:
-        argv += ["--budget-epsilon", str(budget["epsilon"])]
-    if "delta" in budget:
-        argv += ["--budget-delta", str(budget["delta"])]
-    if dry_run:
-        argv.append("--dry-run")
-    return argv + list(config.get("beam", {}).get("options", []))
+def run_config(config: dict, date: str) -> DiscoveryConfig:
+    """The ``DiscoveryConfig`` of the run of ``date`` (YYYY-MM-DD), as ``triehh discover`` would
+    build it from the same settings given as flags.
+
+    Raises:
+      ValueError: a value has the wrong type or is out of range (the message names the key);
+        OSError: an unreadable seed file.
+    """
+    values: Dict[str, Any] = {}
+    for (section, key), item in file_settings().items():
+        if key not in config.get(section, {}):
+            continue
+        value = config[section][key]
+        if section == "discovery" and isinstance(value, str):
+            value = value.replace("{date}", date)
+        values[item.dest] = item.from_file_value(value)
+    output_dir = config_lib.BY_NAME["output_dir"]
+    values[output_dir.dest] = values[output_dir.dest].rstrip("/") + "/" + date
+    return config_lib.config_from_values(values)
 
 
 def _run(args: argparse.Namespace, extra: List[str]) -> int:
-    from triehh_beam import cli
-
     if extra:
         print(f"triehh scheduled: error: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
         return 2
@@ -123,16 +148,29 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
     except ValueError as e:
         print(f"triehh scheduled: error: {e}", file=sys.stderr)
         return 2
-    argv = discover_argv(config, date, dry_run=args.dry_run)
-    print(json.dumps({"event": "scheduled_run", "date": date, "argv": argv}), flush=True)
-    return cli.main(["discover", *argv])
+    try:
+        discovery = run_config(config, date)
+    except (ValueError, OSError) as e:
+        print(f"triehh scheduled: error: {args.config}: {e}", file=sys.stderr)
+        return 2
+    beam_options = list(config.get("beam", {}).get("options", []))
+    print(json.dumps({"event": "scheduled_run", "date": date, "input": discovery.input_pattern,
+                      "output": discovery.output_dir, "beam_options": beam_options}), flush=True)
+    return discover.execute(discovery, beam_options, dry_run=args.dry_run)
 
 
 def register_scheduled(subparsers) -> None:
+    """Adds ``scheduled`` to the ``triehh`` tool."""
     parser = subparsers.add_parser(
         "scheduled",
         help="one run of a recurring discovery described by a TOML/YAML config file",
-        description=__doc__.split("\n\n")[1],
+        description=textwrap.fill(
+            "Runs one dated discovery described by a TOML or YAML file (or a dry run): "
+        "each date writes OUTPUT_ROOT/DATE, every date charges the same ledger, a re-run of a date "
+        "resumes it. The file accepts every setting of `triehh discover` (key: the flag with "
+        "underscores).", width=92),
+        epilog="config file (TOML; YAML with the same keys):\n" + CONFIG_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", required=True, help="the job's TOML or YAML file (local or gs://)")
     parser.add_argument("--date", help="the run's date, YYYY-MM-DD (default: today, UTC)")

@@ -40,24 +40,19 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import apache_beam as beam
 
 from triehh_beam.job import cas
+from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.lease import Lease, LeaseLost, LeaseRecord
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.protocol import parameters, planner, privacy
+from triehh_beam.protocol import planner, privacy
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.read import (
     RECORDS_TAG,
     REJECTED_TAG,
     UNREADABLE_TAG,
-    ReadRecordBatches,
     WriteDeadLetters,
 )
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction, describe_drops
-from triehh_beam.io.schema import (
-    DEFAULT_MAX_ITEM_BYTES,
-    DEFAULT_MAX_USER_BYTES,
-    RecordFormatError,
-    RecordOptions,
-)
+from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
@@ -76,10 +71,6 @@ __all__ = [
     "run_discovery",
 ]
 
-RULES = parameters.RULES
-FORMATS = (None, "jsonl", "csv", "parquet")
-
-
 class InfeasiblePlanError(ValueError):
     """The privacy target cannot be met for this population; ``plan`` explains why."""
 
@@ -94,153 +85,6 @@ class BadInputError(ValueError):
 
 class ConfigMismatchError(ValueError):
     """A resumed job was started with different inputs or parameters than its state holds."""
-
-
-@dataclasses.dataclass(frozen=True)
-class DiscoveryConfig:
-    """A whole discovery job, validated before any pipeline is built.
-
-    Args:
-      input_pattern: records to read (local path or any FileSystems path; globs allowed).
-      output_dir: where ``heavy_hitters.json`` and ``trie.pb`` are written.
-      epsilon, delta: the privacy target for the whole job (all L rounds).
-      max_length: L, units per item including the terminator, and the most rounds.
-      unit_size: characters per unit (k).
-      input_format: "jsonl", "csv", "parquet", or None to infer from file names.
-      rule: parameter rule, "authors" (the smallest theta, largest sample) or "corollary1".
-      state_dir: private state (holds the seed); default ``<output_dir>/state``.
-      seed: the secret seed (16 to 64 bytes); default a fresh random one for a new job.
-      case_fold: fold case of text items.
-      truncate_long_items: cut items longer than L - 1 units instead of dropping them.
-      item_kind: "text", "bytes" or "int".
-      int_bits: width of integer items (default 64); unit_size is then in bits.
-      tokenize: split text fields into words (``triehh_beam.protocol.tokenize``), each an item.
-      bytes_encoding: "base64" or "hex" for byte items in JSON Lines and CSV.
-      max_user_bytes, max_item_bytes: longer user ids or items are bad rows.
-      dead_letter: a file to write the rejected rows to (raw), for the operator.
-      max_bad_fraction: refuse the job, before any round, if more of the rows are bad.
-      theta, batch_size: expert override of the planner (both or neither). The guarantee is
-        then Theorem 1's for these values; if its conditions fail the job has none, and runs
-        only with ``allow_no_guarantee=True`` (for experiments and tests, never production).
-      allow_no_guarantee: see above.
-      ledger_dir: where the population's privacy ledger lives (default: the state directory);
-        jobs on the same population should share it.
-      budget_epsilon, budget_delta: the population's lifetime budget (None: unlimited).
-      lease_seconds: how long a run's lease on the state directory lasts between renewals.
-    """
-
-    input_pattern: str
-    output_dir: str
-    epsilon: float
-    delta: float
-    max_length: int
-    unit_size: int = 1
-    input_format: Optional[str] = None
-    rule: str = "authors"
-    state_dir: Optional[str] = None
-    seed: Optional[bytes] = dataclasses.field(default=None, repr=False)
-    case_fold: bool = False
-    truncate_long_items: bool = False
-    user_column: str = "user_id"
-    item_column: str = "item"
-    count_column: str = "count"
-    item_kind: str = "text"
-    int_bits: Optional[int] = None
-    tokenize: bool = False
-    bytes_encoding: Optional[str] = None
-    max_user_bytes: int = DEFAULT_MAX_USER_BYTES
-    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES
-    dead_letter: Optional[str] = None
-    max_bad_fraction: Optional[float] = None
-    theta: Optional[int] = None
-    batch_size: Optional[int] = None
-    allow_no_guarantee: bool = False
-    ledger_dir: Optional[str] = None
-    budget_epsilon: Optional[float] = None
-    budget_delta: Optional[float] = None
-    lease_seconds: float = 6 * 3600
-
-    def __post_init__(self):
-        if not self.input_pattern:
-            raise ValueError("an input pattern is required")
-        if not self.output_dir:
-            raise ValueError("an output directory is required")
-        if not self.epsilon > 0:
-            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
-        if self.rule not in RULES:
-            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
-        if self.input_format not in FORMATS:
-            raise ValueError(f"format must be jsonl, csv or parquet, got {self.input_format!r}")
-        if self.seed is not None and not 16 <= len(self.seed) <= 64:
-            raise ValueError(f"the seed must be 16 to 64 bytes, got {len(self.seed)}")
-        if (self.theta is None) != (self.batch_size is None):
-            raise ValueError("theta and batch_size override the planner together: give both or neither")
-        if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
-            raise ValueError("theta and batch_size must be >= 1")
-        if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
-            raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
-        self.record_options  # validates the reading options
-        self.budget  # validates the budget
-        if not self.lease_seconds > 0:
-            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
-        self.encoder  # validates unit_size and max_length
-
-    @property
-    def encoder(self) -> ItemEncoder:
-        return ItemEncoder(
-            kind=ItemKind(self.item_kind),
-            unit_size=self.unit_size,
-            max_length=self.max_length,
-            case_fold=self.case_fold,
-            int_bits=self.int_bits if self.item_kind == "int" else None,
-            tokenize=self.tokenize,
-        )
-
-    @property
-    def record_options(self) -> RecordOptions:
-        return RecordOptions.for_encoder(
-            self.encoder,
-            bytes_encoding=self.bytes_encoding,
-            max_user_bytes=self.max_user_bytes,
-            max_item_bytes=self.max_item_bytes,
-        )
-
-    @property
-    def budget(self) -> ledger_lib.Budget:
-        return ledger_lib.Budget(self.budget_epsilon, self.budget_delta)
-
-    @property
-    def resolved_ledger_dir(self) -> str:
-        return self.ledger_dir or self.resolved_state_dir
-
-    @property
-    def resolved_state_dir(self) -> str:
-        return self.state_dir or FileSystems.join(self.output_dir, "state")
-
-    def input_spec(self) -> state_pb2.InputSpec:
-        return state_pb2.InputSpec(
-            file_pattern=self.input_pattern,
-            format=self.input_format or "",
-            user_column=self.user_column,
-            item_column=self.item_column,
-            count_column=self.count_column,
-            bytes_encoding=self.bytes_encoding or "",
-            max_user_bytes=self.max_user_bytes,
-            max_item_bytes=self.max_item_bytes,
-        )
-
-    def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
-        return ReadRecordBatches(
-            self.input_pattern,
-            format=self.input_format,
-            user_column=self.user_column,
-            item_column=self.item_column,
-            count_column=self.count_column,
-            options=self.record_options,
-            dead_letter=dead_letter,
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -603,30 +447,7 @@ class _Driver:
         return recorded
 
     def _check_resumable(self, state: state_pb2.JobState) -> None:
-        config = self.config
-        mismatches = []
-        if state.input.SerializeToString(deterministic=True) != config.input_spec().SerializeToString(
-            deterministic=True
-        ):
-            mismatches.append(f"input (state has {state.input.file_pattern!r})")
-        plan = state.plan
-        for name, ours, theirs in (
-            ("epsilon", config.epsilon, plan.target_epsilon),
-            ("delta", config.delta, plan.target_delta),
-            ("max_length", config.max_length, plan.max_length),
-            ("rule", config.rule if config.theta is None else "fixed", plan.rule),
-        ):
-            if ours != theirs:
-                mismatches.append(f"{name} (state has {theirs!r}, asked {ours!r})")
-        if Trie.from_proto(state.trie).encoder != self.encoder:
-            mismatches.append("item encoding (unit size or case folding)")
-        if state.truncate_long_items != config.truncate_long_items:
-            mismatches.append("long-item policy")
-        if config.seed is not None and config.seed != state.secret_seed:
-            mismatches.append("secret seed")
-        if state.ledger and state.ledger != config.resolved_ledger_dir:
-            # A resume must be charged (or found charged) in the ledger the job started with.
-            mismatches.append(f"privacy ledger (state has {state.ledger!r})")
+        mismatches = self.config.resume_mismatches(state, Trie.from_proto(state.trie).encoder)
         if mismatches:
             raise ConfigMismatchError(
                 f"{self.store.root} holds a job with a different "

@@ -1,0 +1,74 @@
+"""``python -m pipelines.discover`` (standard Beam options, in a subprocess) gives the same
+heavy hitters, document and trie as ``triehh discover`` on the same input and seed, passes
+Beam's own flags to the runner, and refuses a missing setting in one line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from triehh_beam import cli
+
+SEED = bytes(range(7, 39))
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory, make_population):
+    directory = tmp_path_factory.mktemp("pipeline-records")
+    return make_population(2000, max_chars=3, vocabulary=60, exponent=1.5).write(directory, name="users")
+
+
+@pytest.fixture
+def seed_file(tmp_path):
+    path = tmp_path / "seed.bin"
+    path.write_bytes(SEED)
+    return str(path)
+
+
+def _published(output) -> dict:
+    document = json.loads((output / "heavy_hitters.json").read_text(encoding="utf-8"))
+    for volatile in ("job_id", "created_at"):
+        assert document.pop(volatile)
+    return document
+
+
+def test_the_beam_entry_point_equals_triehh_discover(records, tmp_path, seed_file, subprocess_env, capsys):
+    by_cli, by_beam = tmp_path / "cli", tmp_path / "beam"
+    assert cli.main(["discover", "--input", records, "--output", str(by_cli), "--epsilon", "4",
+                     "--delta", "1e-6", "--max-length", "4", "--seed-file", seed_file]) == 0
+    capsys.readouterr()
+    # Beam's spelling of the settings; --max-length (the tool's) is accepted too; a Beam flag
+    # (--direct_num_workers) goes to the runner.
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.discover", f"--input={records}", f"--output={by_beam}",
+         "--epsilon=4", "--delta=1e-6", "--max-length=4", f"--seed_file={seed_file}",
+         "--direct_num_workers=1"],
+        capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.splitlines()[0] == f"census: counting distinct users in {records}"
+    published = _published(by_beam)
+    assert published["heavy_hitters"]
+    assert published == _published(by_cli)
+    assert (by_beam / "trie.pb").read_bytes() == (by_cli / "trie.pb").read_bytes()
+
+
+def test_a_missing_setting_is_refused_in_one_line(tmp_path, subprocess_env):
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.discover", f"--output={tmp_path / 'out'}", "--epsilon=4",
+         "--delta=1e-6", "--max_length=4"],
+        capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == "pipelines.discover: error: --input is required"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_library_never_imports_pipelines(subprocess_env, tmp_path):
+    code = ("import sys, triehh_beam.cli, triehh_beam.job.driver, triehh_beam.evaluation.experiment; "
+            "assert not [m for m in sys.modules if m == 'pipelines' or m.startswith('pipelines.')]")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=subprocess_env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr

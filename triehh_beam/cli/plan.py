@@ -1,0 +1,217 @@
+"""``triehh plan``: theta and the batch size for a privacy target, and what they can discover.
+
+Parses the target, asks the privacy planner (``protocol.planner.plan``) and the utility bounds
+(``protocol.utility``) and prints the plan as aligned text or one JSON object, optionally with
+the planning plots; an infeasible target is still a plan (exit code 0), shown with the
+alternatives that exist. Invalid arguments exit with code 2 and one line on stderr. Example:
+``triehh plan --population 100000 --epsilon 4 --delta 1e-10 --max-length 10``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import textwrap
+from typing import List
+
+from triehh_beam.cli import argtypes
+from triehh_beam.cli.argtypes import UsageError
+from triehh_beam.protocol import parameters, planner, utility
+
+__all__ = ["register_plan"]
+
+_WIDTH = 96
+_DISCOVERY_PROBABILITIES = (0.5, 0.9, 0.99)
+
+
+def register_plan(subparsers) -> None:
+    """Adds ``plan`` to the ``triehh`` tool."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="choose theta and the batch size for a privacy target (Theorem 1)",
+        description=(
+            "Choose the vote threshold theta and the per-round batch size m that make a TrieHH "
+            "run (epsilon, delta)-DP for N users (Theorem 1), and show the worst-case "
+            "frequency needed to be discovered (Proposition 1). Infeasible targets are "
+            "reported as such, with the alternatives that exist."
+        ),
+    )
+    parser.add_argument("--population", "-n", type=argtypes.population, required=True, metavar="N",
+                        help="number of users (devices); 1e5 is accepted")
+    parser.add_argument("--epsilon", type=argtypes.epsilon, required=True, metavar="E",
+                        help="target epsilon for the whole run (all rounds), > 0")
+    parser.add_argument("--delta", type=argtypes.delta, required=True, metavar="D",
+                        help="target delta, in (0, 1); 1/N^2 or smaller is customary")
+    parser.add_argument("--max-length", type=argtypes.positive_int, required=True, metavar="L",
+                        help="L: the maximum item length in units, terminator included; "
+                             "also the number of rounds")
+    parser.add_argument("--unit-size", type=argtypes.positive_int, default=1, metavar="K",
+                        help="characters (or bytes) per unit, recorded in the output: L counts "
+                             "units of K characters, so items of up to (L-1)*K characters fit "
+                             "(default 1)")
+    parser.add_argument("--rule", choices=parameters.RULES, default="authors",
+                        help="'authors' (default): the smallest theta with delta(theta) <= D, "
+                             "exactly; 'corollary1': the paper's Corollary 1 (theta >= 10)")
+    parser.add_argument("--item-length", type=argtypes.positive_int, default=None, metavar="LEN",
+                        help="item length in units, terminator included, for the discovery "
+                             "table (default: L, the worst case)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--plot", metavar="DIR", default=None,
+                        help="also write the planning plots (PNG) into DIR: worst-case discovery vs "
+                             "frequency at epsilon/2, epsilon and 2*epsilon, vs population size, and "
+                             "the population needed for 90%% discovery")
+    parser.set_defaults(handler=lambda args, extra: _run_plan(args))
+
+
+def _plan_report(args) -> dict:
+    """The plan and its discovery table, as one JSON-ready dict."""
+    result = planner.plan(args.population, args.epsilon, args.delta, args.max_length, args.rule)
+    item_length = args.max_length if args.item_length is None else args.item_length
+    report = result.to_dict()
+    report["population"] = result.n
+    report["unit_size"] = args.unit_size
+    report["max_item_characters"] = (args.max_length - 1) * args.unit_size
+    report["item_length"] = item_length
+    report["item_length_is_worst_case"] = item_length == args.max_length
+    rows = []
+    if result.feasible:
+        for p in _DISCOVERY_PROBABILITIES:
+            need = utility.min_frequency_for_plan(result, p, item_length)
+            rows.append({
+                "probability": p,
+                "count": None if need is None else need.count,
+                "fraction": None if need is None else need.fraction,
+                "achieved_probability": None if need is None else need.probability,
+            })
+    report["discovery"] = rows
+    return report
+
+
+def _run_plan(args) -> int:
+    if args.item_length is not None and args.item_length > args.max_length:
+        raise UsageError(
+            f"--item-length {args.item_length} exceeds --max-length {args.max_length}"
+        )
+    try:  # what the argument types cannot see alone (e.g. epsilon/L too large)
+        parameters.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    report = _plan_report(args)
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=False))
+    else:
+        print(_format_plan(report))
+    if args.plot:
+        from triehh_beam.evaluation.report import write_planning_plots
+
+        epsilons = sorted({args.epsilon / 2, args.epsilon, args.epsilon * 2})
+        try:
+            paths = write_planning_plots(args.plot, args.population, epsilons, args.delta,
+                                         args.max_length, rule=args.rule, length=args.item_length)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        for path in paths:
+            print(f"plot: {path}", file=sys.stderr)
+    return 0
+
+
+def _num(x: float, digits: int = 4) -> str:
+    return f"{x:.{digits}g}"
+
+
+def _users(k: int) -> str:
+    return f"{k:,}"
+
+
+def _percent(x: float, digits: int = 3) -> str:
+    return f"{100 * x:.{digits}g}%"
+
+
+def _row(label: str, value: str) -> str:
+    return f"  {label:<26}{value}"
+
+
+def _wrap(text: str, indent: str) -> List[str]:
+    return textwrap.wrap(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent)
+
+
+def _format_plan(r: dict) -> str:
+    """The human report: aligned text for a design doc."""
+    k = r["unit_size"]
+    unit_word = "1 character" if k == 1 else f"{k} characters"
+    lines = [
+        f"TrieHH plan (Theorem 1; rule: {r['rule']})",
+        "",
+        _row("population n", f"{_users(r['n'])} users"),
+        _row("max length L", f"{r['max_length']} units of {unit_word}, terminator included"),
+        _row("", f"(items up to {r['max_item_characters']} characters; "
+                 f"at most {r['max_length']} rounds)"),
+        _row("target epsilon", _num(r["target_epsilon"], 6)),
+        _row("target delta", _num(r["target_delta"])),
+        _row("result", "FEASIBLE" if r["feasible"] else "INFEASIBLE"),
+        "",
+    ]
+    if r["feasible"]:
+        m = _users(r["batch_size"])
+        lines += [
+            _row("threshold theta", str(r["theta"])),
+            _row("gamma", f"{_num(r['gamma'])} (rule); m/sqrt(n) = "
+                          f"{_num(r['effective_gamma'])} after flooring m"),
+            _row("batch size m", f"{m} users per round ({_percent(r['sampling_rate'])} of n), "
+                                 f"sampled fresh each round"),
+            _row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
+            _row("achieved epsilon", f"{_num(r['epsilon'], 6)} (Theorem 1 at m = {m}; "
+                                     f"target {_num(r['target_epsilon'], 6)})"),
+            _row("achieved delta", f"{_num(r['delta'])} (target {_num(r['target_delta'])})"),
+        ]
+        for note in r["notes"]:
+            lines += _wrap(f"note: {note}", "  ")
+        worst = " = L, the worst case" if r["item_length_is_worst_case"] else ""
+        lines += [
+            "",
+            f"Worst-case discovery (Proposition 1) of an item of {r['item_length']} units"
+            f"{worst}:",
+            f"  {'probability':<14}{'users holding it':>18}{'share of n':>14}",
+        ]
+        for row in r["discovery"]:
+            if row["count"] is None:
+                lines.append(f"  {_percent(row['probability']):<14}{'unreachable':>18}")
+                continue
+            lines.append(
+                f"  {_percent(row['probability']):<14}{_users(row['count']):>18}"
+                f"{_percent(row['fraction'], 4):>14}"
+            )
+        lines += _wrap(
+            "Assumes the item shares no prefix with any other item; real data, where items "
+            "share prefixes, does better. Use --item-length for shorter items.",
+            "  ",
+        )
+        return "\n".join(lines)
+
+    lines += [
+        _row("theta (for delta)", str(r["theta"])),
+        _row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
+        _row("batch size m", f"{_users(r['batch_size'])} (m/sqrt(n) = "
+                             f"{_num(r['effective_gamma'])})"),
+        "",
+        "Why:",
+    ]
+    lines += _wrap(r["reason"], "  ")
+    lines += ["", "Alternatives (each certified by Theorem 1):"]
+    if not r["alternatives"]:
+        lines.append("  none")
+    for i, alt in enumerate(r["alternatives"], 1):
+        lines += textwrap.wrap(alt["description"], width=_WIDTH, initial_indent=f"  {i}. ",
+                               subsequent_indent="     ")
+        effective_gamma = alt["batch_size"] / math.sqrt(alt["n"])
+        lines += [
+            f"     n = {_users(alt['n'])}, theta = {alt['theta']}, "
+            f"m = {_users(alt['batch_size'])}, "
+            f"gamma = {_num(alt['gamma'])} (m/sqrt(n) = {_num(effective_gamma)})",
+            f"     Theorem 1 gives epsilon = {_num(alt['epsilon'], 6)}, "
+            f"delta {'= ' + _num(alt['delta']) if alt['delta'] > 0 else '< 1e-308'}",
+        ]
+    for note in r["notes"]:
+        lines += _wrap(f"note: {note}", "  ")
+    return "\n".join(lines)

@@ -1,0 +1,504 @@
+"""Every setting of a discovery job, defined once: ``DiscoveryConfig`` and its ``SETTINGS``.
+
+Each field of the frozen ``DiscoveryConfig`` carries its ``Setting`` (command-line flag, parser,
+help text, argument group, where ``triehh scheduled`` reads it from a config file, and where a
+job's state records it when it is part of the job's identity), so that the ``triehh discover``
+flags (``add_arguments``), the Beam options of ``pipelines/discover.py``
+(``add_pipeline_arguments``), the keys a scheduled job's config file accepts
+(``Setting.from_file_value``), the ``InputSpec`` recorded in a job's state (``input_spec``) and
+the comparison made when a job resumes (``resume_mismatches``) are all derived from the one
+definition and cannot drift apart. The configuration is validated in ``__post_init__``, before
+any pipeline is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+
+from triehh_beam.beam.read import ReadRecordBatches
+from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
+from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol import parameters
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+
+__all__ = [
+    "BY_NAME",
+    "DiscoveryConfig",
+    "GROUPS",
+    "SETTINGS",
+    "Setting",
+    "add_arguments",
+    "add_pipeline_arguments",
+    "config_from_values",
+    "read_seed_file",
+    "setting",
+]
+
+RULES = parameters.RULES
+FORMATS = (None, "jsonl", "csv", "parquet")
+
+# Argument groups of ``triehh discover --help``, in the order they are shown.
+GROUPS = (
+    "input and output",
+    "privacy target",
+    "lifetime budget of the population (privacy ledger)",
+    "operation",
+    "items",
+    "expert (experiments only)",
+)
+
+# Where a job's state records an identity setting (``Setting.identity``): a field of the
+# state's ``InputSpec`` ("input.<field>"), of its ``PrivacyPlan`` ("plan.<field>"), the trie's
+# item encoding (compared as a whole) or a field of ``JobState`` itself.
+ENCODING = "trie.encoding"
+
+
+def read_seed_file(path: str) -> bytes:
+    """The secret seed held in ``path`` (16 to 64 bytes); raises ValueError or OSError naming it."""
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        seed = f.read()
+    if not 16 <= len(seed) <= 64:
+        raise ValueError(f"{path}: a seed file holds 16 to 64 bytes, this one {len(seed)}")
+    return seed
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting of a discovery, as every front end sees it.
+
+    Attributes:
+      name: the ``DiscoveryConfig`` field.
+      flag: the ``triehh discover`` flag (``--max-length``).
+      parse: turns the flag's text into a value (argparse ``type``); None for a switch.
+      default: the field's default (``dataclasses.MISSING`` when required).
+      help: the flag's help text.
+      group: its argument group (one of ``GROUPS``).
+      identity: where a job's state records it (see ``ENCODING``), or None when it is not part
+        of the job's identity (a resumed job may change it).
+      compare: "always", "given" (only when set: the state holds the value the job drew) or
+        "recorded" (only when the state holds a value: older states do not).
+      record: the value as the state records it, from the whole config (default: the field).
+      mismatch: how a resume refusal describes a difference, a format string of ``name``,
+        ``ours`` and ``theirs`` (never name a secret's value).
+      choices, metavar: as argparse's.
+      load: turns the parsed value into the field's value (reads a seed file); None: as is.
+      section, key: where ``triehh scheduled`` reads it in its config file.
+      example: a valid value other than the default, as it is written after the flag.
+    """
+
+    name: str
+    flag: str
+    parse: Optional[Callable[[str], Any]]
+    default: Any
+    help: str
+    group: str
+    identity: Optional[str]
+    compare: str
+    record: Optional[Callable[["DiscoveryConfig"], Any]]
+    mismatch: str
+    choices: Optional[Tuple[str, ...]]
+    metavar: Optional[str]
+    load: Optional[Callable[[Any], Any]]
+    section: str
+    key: str
+    example: str
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination: the flag without dashes (``max_length``, ``seed_file``)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def required(self) -> bool:
+        return self.default is dataclasses.MISSING
+
+    @property
+    def is_switch(self) -> bool:
+        return self.parse is None
+
+    def add_to(self, parser, *, required: Optional[bool] = None, beam: bool = False) -> None:
+        """Adds the flag to an argparse parser or group.
+
+        Args:
+          parser: the parser or argument group.
+          required: overrides whether the flag is required (default: when the field has no
+            default; never for ``beam``).
+          beam: Beam's spelling (``--max_length``, with the dashed flag as an alias), never
+            required: every ``PipelineOptions`` in the process parses these flags.
+        """
+        flags = [self.flag]
+        if beam:
+            flags = ["--" + self.dest] + ([self.flag] if self.flag != "--" + self.dest else [])
+        default = None if self.required else self.default
+        if self.is_switch:
+            parser.add_argument(*flags, dest=self.dest, action="store_true", help=self.help)
+            return
+        kwargs: Dict[str, Any] = dict(dest=self.dest, type=self.parse, default=default, help=self.help)
+        if not beam:
+            kwargs["required"] = self.required if required is None else required
+        if self.choices:
+            kwargs["choices"] = self.choices
+        if self.metavar:
+            kwargs["metavar"] = self.metavar
+        parser.add_argument(*flags, **kwargs)
+
+    def from_file_value(self, value: Any) -> Any:
+        """A value read from a config file, parsed as the flag's text would be.
+
+        Raises:
+          ValueError: the value has the wrong type or does not parse; the message names the key.
+        """
+        where = f"[{self.section}] {self.key}"
+        if self.is_switch:
+            if not isinstance(value, bool):
+                raise ValueError(f"{where} must be true or false, got {value!r}")
+            return value
+        if isinstance(value, (bool, list, dict)) or value is None:
+            raise ValueError(f"{where} must be a single value, got {value!r}")
+        try:
+            parsed = self.parse(str(value))
+        except (ValueError, argparse.ArgumentTypeError) as e:
+            raise ValueError(f"{where}: not a valid value {value!r} ({e})") from None
+        if self.choices and parsed not in self.choices:
+            raise ValueError(f"{where} must be one of {', '.join(self.choices)}, got {value!r}")
+        return parsed
+
+    def field_value(self, parsed: Any) -> Any:
+        """The ``DiscoveryConfig`` field's value for a parsed flag value."""
+        if parsed is None or self.load is None:
+            return parsed
+        return self.load(parsed)
+
+
+def setting(
+    flag: str,
+    help: str,
+    group: str,
+    *,
+    default: Any = dataclasses.MISSING,
+    parse: Optional[Callable[[str], Any]] = str,
+    identity: Optional[str] = None,
+    compare: str = "always",
+    record: Optional[Callable[["DiscoveryConfig"], Any]] = None,
+    mismatch: str = "{name} (state has {theirs!r}, asked {ours!r})",
+    choices: Optional[Tuple[str, ...]] = None,
+    metavar: Optional[str] = None,
+    load: Optional[Callable[[Any], Any]] = None,
+    section: str = "discovery",
+    key: Optional[str] = None,
+    example: str,
+    repr: bool = True,
+) -> Any:
+    """A ``DiscoveryConfig`` field that carries its ``Setting`` (see there for the arguments)."""
+    spec = dict(flag=flag, parse=parse, default=default, help=help, group=group, identity=identity,
+                compare=compare, record=record, mismatch=mismatch, choices=choices, metavar=metavar,
+                load=load, section=section, key=key, example=example)
+    return dataclasses.field(default=default, repr=repr, metadata={"setting": spec})
+
+
+_IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT = GROUPS
+
+
+def _text_or_empty(name: str) -> Callable[["DiscoveryConfig"], Any]:
+    return lambda config: getattr(config, name) or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryConfig:
+    """A whole discovery job, validated before any pipeline is built.
+
+    Every field is a ``Setting`` (its help text says what it means); ``SETTINGS`` lists them.
+    ``theta`` and ``batch_size`` override the planner together (both or neither): the guarantee
+    is then Theorem 1's for these values, and if its conditions fail the job has none and runs
+    only with ``allow_no_guarantee=True`` (experiments and tests, never production).
+
+    Raises:
+      ValueError: a value is out of range or settings contradict each other.
+    """
+
+    input_pattern: str = setting(
+        "--input", "records: file, glob, gs:// path; comma-separate several", _IO,
+        metavar="PATTERN", identity="input.file_pattern", example="records/day-2.jsonl")
+    output_dir: str = setting(
+        "--output", "where heavy_hitters.json and trie.pb are written", _IO,
+        metavar="DIR", example="out")
+    epsilon: float = setting(
+        "--epsilon", "epsilon for the whole job", _TARGET, parse=float,
+        identity="plan.target_epsilon", example="2.5")
+    delta: float = setting(
+        "--delta", "delta for the whole job", _TARGET, parse=float,
+        identity="plan.target_delta", example="1e-9")
+    max_length: int = setting(
+        "--max-length", "units per item including the terminator; also the most rounds", _TARGET,
+        parse=int, metavar="L", identity="plan.max_length", example="6")
+    unit_size: int = setting(
+        "--unit-size", "characters per unit (default: %(default)s)", _TARGET, default=1, parse=int,
+        metavar="K", identity=ENCODING, example="2")
+    input_format: Optional[str] = setting(
+        "--format", "input format (default: from the file extension)", _IO, default=None,
+        choices=("jsonl", "csv", "parquet"), identity="input.format",
+        record=_text_or_empty("input_format"), example="csv")
+    rule: str = setting(
+        "--rule", "parameter rule (default: %(default)s)", _TARGET, default="authors",
+        choices=tuple(RULES), identity="plan.rule",
+        record=lambda c: c.rule if c.theta is None else "fixed", example="corollary1")
+    state_dir: Optional[str] = setting(
+        "--state-dir", "private job state, holds the secret seed (default: OUTPUT/state)", _IO,
+        default=None, metavar="DIR", example="private/state")
+    seed: Optional[bytes] = setting(
+        "--seed-file", "file whose 16-64 bytes are the secret seed (default: a fresh random seed)",
+        _IO, default=None, metavar="F", load=read_seed_file, identity="secret_seed",
+        compare="given", mismatch="secret seed", example="private/seed.bin", repr=False)
+    case_fold: bool = setting(
+        "--case-fold", "fold case of text items", _ITEMS, default=False, parse=None,
+        identity=ENCODING, example="true")
+    truncate_long_items: bool = setting(
+        "--truncate-long-items", "cut items longer than L-1 units to a prefix instead of dropping them",
+        _ITEMS, default=False, parse=None, identity="truncate_long_items",
+        mismatch="long-item policy", example="true")
+    user_column: str = setting(
+        "--user-column", "(default: %(default)s)", _IO, default="user_id",
+        identity="input.user_column", example="device")
+    item_column: str = setting(
+        "--item-column", "(default: %(default)s)", _IO, default="item",
+        identity="input.item_column", example="word")
+    count_column: str = setting(
+        "--count-column", "optional per-record count (default: %(default)s)", _IO, default="count",
+        identity="input.count_column", example="times")
+    item_kind: str = setting(
+        "--item-type", "text (units of K characters), bytes (K bytes) or int (K bits) (default: %(default)s)",
+        _ITEMS, default="text", choices=tuple(kind.value for kind in ItemKind), identity=ENCODING,
+        example="int")
+    int_bits: Optional[int] = setting(
+        "--int-bits", "width of integer items, 1-64 (default: 64)", _ITEMS, default=None, parse=int,
+        identity=ENCODING, example="32")
+    tokenize: bool = setting(
+        "--tokenize", "split text fields into words (rule: triehh_beam/protocol/tokenize.py), each an item",
+        _ITEMS, default=False, parse=None, identity=ENCODING, example="true")
+    bytes_encoding: Optional[str] = setting(
+        "--bytes-encoding", "how byte items are written in JSON Lines and CSV (Parquet: binary columns)",
+        _ITEMS, default=None, choices=("base64", "hex"), identity="input.bytes_encoding",
+        record=_text_or_empty("bytes_encoding"), example="hex")
+    max_user_bytes: int = setting(
+        "--max-user-bytes", "longer user ids are bad rows (default: %(default)s)", _OPERATE,
+        default=DEFAULT_MAX_USER_BYTES, parse=int, identity="input.max_user_bytes",
+        example="128")
+    max_item_bytes: int = setting(
+        "--max-item-bytes", "longer items are bad rows (default: %(default)s)", _OPERATE,
+        default=DEFAULT_MAX_ITEM_BYTES, parse=int, identity="input.max_item_bytes",
+        example="1024")
+    dead_letter: Optional[str] = setting(
+        "--dead-letter", "write the rejected input rows (raw) to this JSON-lines file, for the operator",
+        _OPERATE, default=None, metavar="PATH", example="private/rejected.jsonl")
+    max_bad_fraction: Optional[float] = setting(
+        "--max-bad-fraction", "refuse the job, before any round, if more than F of the rows are bad",
+        _OPERATE, default=None, parse=float, metavar="F", example="0.01")
+    theta: Optional[int] = setting(
+        "--theta", "fix the threshold instead of planning it (with --batch-size)", _EXPERT,
+        default=None, parse=int, identity="plan.theta", compare="given",
+        example="12")
+    batch_size: Optional[int] = setting(
+        "--batch-size", "fix the users sampled per round (with --theta)", _EXPERT, default=None,
+        parse=int, identity="plan.batch_size", compare="given", example="300")
+    allow_no_guarantee: bool = setting(
+        "--allow-no-guarantee", "run fixed parameters even when Theorem 1 gives no guarantee for them",
+        _EXPERT, default=False, parse=None, example="true")
+    ledger_dir: Optional[str] = setting(
+        "--ledger", "where the population's ledger.jsonl lives; share it between jobs on the same "
+        "population (default: the state directory)", _BUDGET, default=None, metavar="DIR",
+        section="budget", key="ledger", identity="ledger", compare="recorded",
+        # A resume must be charged (or found charged) in the ledger the job started with.
+        mismatch="privacy ledger (state has {theirs!r})",
+        record=lambda c: c.resolved_ledger_dir, example="private/ledger")
+    budget_epsilon: Optional[float] = setting(
+        "--budget-epsilon", "lifetime epsilon of the population (default: unlimited)", _BUDGET,
+        default=None, parse=float, section="budget", key="epsilon", example="20")
+    budget_delta: Optional[float] = setting(
+        "--budget-delta", "lifetime delta of the population (default: unlimited)", _BUDGET,
+        default=None, parse=float, section="budget", key="delta", example="1e-7")
+    lease_seconds: float = setting(
+        "--lease-seconds", "how long a run holds the state directory's lease between renewals "
+        "(default: %(default)s)", _OPERATE, default=6 * 3600, parse=float, example="600")
+
+    def __post_init__(self):
+        if not self.input_pattern:
+            raise ValueError("an input pattern is required")
+        if not self.output_dir:
+            raise ValueError("an output directory is required")
+        if not self.epsilon > 0:
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+        if self.input_format not in FORMATS:
+            raise ValueError(f"format must be jsonl, csv or parquet, got {self.input_format!r}")
+        if self.seed is not None and not 16 <= len(self.seed) <= 64:
+            raise ValueError(f"the seed must be 16 to 64 bytes, got {len(self.seed)}")
+        if (self.theta is None) != (self.batch_size is None):
+            raise ValueError("theta and batch_size override the planner together: give both or neither")
+        if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
+            raise ValueError("theta and batch_size must be >= 1")
+        if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
+            raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
+        self.record_options  # validates the reading options
+        self.budget  # validates the budget
+        if not self.lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
+        self.encoder  # validates unit_size and max_length
+
+    @property
+    def encoder(self) -> ItemEncoder:
+        return ItemEncoder(
+            kind=ItemKind(self.item_kind),
+            unit_size=self.unit_size,
+            max_length=self.max_length,
+            case_fold=self.case_fold,
+            int_bits=self.int_bits if self.item_kind == "int" else None,
+            tokenize=self.tokenize,
+        )
+
+    @property
+    def record_options(self) -> RecordOptions:
+        return RecordOptions.for_encoder(
+            self.encoder,
+            bytes_encoding=self.bytes_encoding,
+            max_user_bytes=self.max_user_bytes,
+            max_item_bytes=self.max_item_bytes,
+        )
+
+    @property
+    def budget(self) -> ledger_lib.Budget:
+        return ledger_lib.Budget(self.budget_epsilon, self.budget_delta)
+
+    @property
+    def resolved_ledger_dir(self) -> str:
+        return self.ledger_dir or self.resolved_state_dir
+
+    @property
+    def resolved_state_dir(self) -> str:
+        return self.state_dir or FileSystems.join(self.output_dir, "state")
+
+    def recorded(self, item: Setting) -> Any:
+        """The value of an identity setting as a job's state records it."""
+        return item.record(self) if item.record is not None else getattr(self, item.name)
+
+    def input_spec(self) -> state_pb2.InputSpec:
+        """The ``InputSpec`` a job's state records: every setting whose identity is ``input.*``."""
+        return state_pb2.InputSpec(**{
+            item.identity.split(".", 1)[1]: self.recorded(item)
+            for item in SETTINGS
+            if item.identity and item.identity.startswith("input.")
+        })
+
+    def resume_mismatches(self, state: state_pb2.JobState, state_encoder: ItemEncoder) -> List[str]:
+        """What differs between this configuration and a job's committed state.
+
+        Every identity setting is compared (see ``Setting.identity``); each difference is
+        described in a few words, never with the secret seed. ``state_encoder`` is the item
+        encoding of the state's trie. An empty list: the job may resume.
+        """
+        mismatches = []
+        if state.input.SerializeToString(deterministic=True) != self.input_spec().SerializeToString(
+            deterministic=True
+        ):
+            mismatches.append(f"input (state has {state.input.file_pattern!r})")
+        for item in SETTINGS:
+            if item.identity is None or item.identity.startswith("input.") or item.identity == ENCODING:
+                continue
+            ours = self.recorded(item)
+            theirs = _state_value(state, item.identity)
+            if item.compare == "given" and getattr(self, item.name) is None:
+                continue
+            if item.compare == "recorded" and not theirs:
+                continue
+            if ours != theirs:
+                mismatches.append(item.mismatch.format(name=item.name, ours=ours, theirs=theirs))
+        if state_encoder != self.encoder:
+            mismatches.append("item encoding (unit size or case folding)")
+        return mismatches
+
+    def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
+        return ReadRecordBatches(
+            self.input_pattern,
+            format=self.input_format,
+            user_column=self.user_column,
+            item_column=self.item_column,
+            count_column=self.count_column,
+            options=self.record_options,
+            dead_letter=dead_letter,
+        )
+
+
+def _state_value(state: state_pb2.JobState, path: str) -> Any:
+    value: Any = state
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+SETTINGS: Tuple[Setting, ...] = tuple(
+    Setting(name=f.name, **{**f.metadata["setting"], "key": f.metadata["setting"]["key"] or
+                            f.metadata["setting"]["flag"].lstrip("-").replace("-", "_")})
+    for f in dataclasses.fields(DiscoveryConfig)
+)
+BY_NAME: Dict[str, Setting] = {item.name: item for item in SETTINGS}
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    optional: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    groups: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
+    """Adds a flag for every setting to ``parser``, in its group; returns the groups by name.
+
+    Args:
+      parser: the ``triehh discover`` (or ``demo``) parser.
+      optional: settings whose flag is optional even if the field is required (the caller
+        supplies a default).
+      skip: settings that get no flag.
+      groups: argument groups already made, by name (made here otherwise).
+    """
+    made = dict(groups or {})
+    for name in GROUPS:
+        if name not in made:
+            made[name] = parser.add_argument_group(name)
+    for item in SETTINGS:
+        if item.name in skip:
+            continue
+        item.add_to(made[item.group], required=False if item.name in optional else None)
+    return made
+
+
+def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds every setting as a Beam pipeline option (``--max_length``; ``--max-length`` too)."""
+    for item in SETTINGS:
+        item.add_to(parser, beam=True)
+
+
+def config_from_values(values: Mapping[str, Any], **overrides: Any) -> DiscoveryConfig:
+    """The ``DiscoveryConfig`` for parsed values keyed by ``Setting.dest`` (argparse namespace).
+
+    Values absent or None take the field's default; ``overrides`` (by field name) replace
+    values. Raises ValueError (bad values, a required setting missing) or OSError (a seed file
+    that cannot be read).
+    """
+    fields: Dict[str, Any] = {}
+    for item in SETTINGS:
+        if item.name in overrides:
+            fields[item.name] = overrides[item.name]
+            continue
+        value = values.get(item.dest)
+        if value is None:
+            if item.required:
+                raise ValueError(f"{item.flag} is required")
+            continue
+        fields[item.name] = item.field_value(value)
+    return DiscoveryConfig(**fields)

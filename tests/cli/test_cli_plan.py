@@ -155,6 +155,7 @@ def test_subcommands_are_registered_by_functions():
     assert args.command == "plan" and callable(args.handler)
 
 
+@pytest.mark.slow
 def test_python_dash_m(tmp_path):
     root = pathlib.Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -54,6 +54,8 @@ from triehh_beam.protocol import planner
 from triehh_beam.io.write import write_records
 from triehh_beam.protocol.encoding import ItemEncoder
 
+pytestmark = pytest.mark.slow  # whole discoveries in subprocesses or many rounds: see README, Tests
+
 DATAFLOW_DRY_RUN = [
     "--runner=DataflowRunner",
     "--dry_run=True",

@@ -63,6 +63,8 @@ from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 from triehh_beam.protocol.tokenize import TOKENIZER_ID, tokenize
 from triehh_beam.protocol.trie import Trie
 
+pytestmark = pytest.mark.slow  # whole discoveries in subprocesses or many rounds: see README, Tests
+
 
 # Targets the fixed-parameter runs record (they spend no guaranteed budget: no_guarantee).
 EPSILON, DELTA = 4.0, 1e-6

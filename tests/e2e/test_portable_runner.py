@@ -42,7 +42,7 @@ from triehh_beam.beam import runners
 from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 
-pytestmark = pytest.mark.portable
+pytestmark = [pytest.mark.portable, pytest.mark.slow]
 
 REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[2])
 SEED = bytes(range(7, 39))

@@ -264,6 +264,7 @@ def pipeline_runs(zipf_population, compute_once):
     return compute_once("zipf-pipeline-runs", compute)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(PIPELINE_SEEDS)))
 def test_pipeline_equals_the_keyed_simulation(pipeline_runs, zipf_population, index):
     run = pipeline_runs[index]
@@ -345,6 +346,7 @@ def test_a_round_is_committed_before_it_is_announced(pipeline_runs):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_trie_twice_and_on_the_multi_process_runner(
     tmp_path, make_population, monkeypatch, subprocess_env
 ):
@@ -374,6 +376,7 @@ def test_the_same_seed_gives_the_same_trie_twice_and_on_the_multi_process_runner
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_population, subprocess_env):
     max_length = 8  # words of up to 7 letters: several rounds remain after round 2
     pattern = make_population(5000, max_chars=max_length - 1).write(tmp_path / "records", shards=2)

@@ -18,6 +18,8 @@ from triehh_beam.io.write import write_records
 sys.path.insert(0, os.path.dirname(__file__))
 from fault_harness import POINTS  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole discoveries in subprocesses or many rounds: see README, Tests
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HARNESS = str(REPO / "tests" / "job" / "fault_harness.py")
 WORDS = ["apple", "apply", "ample", "maple", "mango", "man", "map", "zebra", "zero", "zoo"]

@@ -11,6 +11,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from apache_beam.io.filesystems import FileSystems
 
 from tests.gcs_emulators import (  # noqa: F401 (fixtures)
@@ -103,6 +105,7 @@ def test_state_store_commit_and_load_round_trip(gcs_emulator, gcs_emulator_clien
     )
 
 
+@pytest.mark.slow
 def test_a_discovery_reads_and_writes_gs(gcs_emulator, gcs_emulator_client):
     # Three users, one word each, everyone sampled (m = n = 3), theta = 1: every prefix of every
     # word survives every round, so all three words are discovered.

@@ -61,6 +61,7 @@ def _charge(args):
         return False
 
 
+@pytest.mark.slow
 def test_racing_jobs_never_overspend_the_budget(tmp_path):
     # Eight processes race to charge 0.4 against a budget of 1.0: exactly two can win.
     with multiprocessing.get_context("spawn").Pool(4) as pool:
@@ -80,6 +81,7 @@ def _discover(records, out, *extra):
     ])
 
 
+@pytest.mark.slow
 def test_budget_exhaustion_is_refused_before_reading_with_the_remaining_budget(records, tmp_path, capsys):
     shared = ["--ledger", str(tmp_path / "ledger"), "--budget-epsilon", "5"]
     assert _discover(records, tmp_path / "first", *shared) == 0
@@ -146,6 +148,7 @@ def test_a_lease_left_by_a_killed_run_of_this_machine_is_taken_over(records, tmp
 # ---- scheduled runs ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_path, capsys):
     config = tmp_path / "job.toml"
     config.write_text(
@@ -181,6 +184,7 @@ def test_a_bad_config_is_refused_in_one_line(tmp_path, capsys, text, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_resume_must_use_the_ledger_the_job_started_with(records, tmp_path, capsys):
     # Kill-free way to get a resumable job: a finished one is resumed (and re-published).
     assert _discover(records, tmp_path / "out", "--ledger", str(tmp_path / "ledger-a")) == 0

@@ -43,7 +43,9 @@ from triehh_beam.job import cas
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.protocol import privacy
 from triehh_beam.beam import record_io, runners, transforms
+from triehh_beam.protocol import rounds
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.job.state_store import StateStore
@@ -285,6 +287,24 @@ def _units_from_json(hex_units: List[str], encoder: ItemEncoder) -> Units:
     return tuple(encoder.unit_from_bytes(bytes.fromhex(u)) for u in hex_units)
 
 
+def _round_result_to_json(result: RoundResult, encoder: ItemEncoder) -> str:
+    """A round job's one output line (private state: read back by the driver, then deleted)."""
+    return json.dumps({
+        "kept": [_units_to_json(k, encoder) for k in result.kept],
+        "users_sampled": result.users_sampled,
+        "users_required": result.users_required,
+    })
+
+
+def _round_result_from_json(data: bytes, encoder: ItemEncoder) -> RoundResult:
+    document = json.loads(data)
+    return RoundResult(
+        kept=tuple(_units_from_json(k, encoder) for k in document["kept"]),
+        users_sampled=document["users_sampled"],
+        users_required=document["users_required"],
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class _NoGuarantee:
     """Stands in for a planner ``Plan`` when fixed parameters give no guarantee."""
@@ -377,7 +397,7 @@ def build_round(
             population=population,
             truncate=config.truncate_long_items,
         )
-        | "ToJson" >> beam.Map(lambda kept: json.dumps([_units_to_json(k, encoder) for k in kept]))
+        | "ToJson" >> beam.Map(_round_result_to_json, encoder=encoder)
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
 
@@ -473,27 +493,34 @@ class _Driver:
         return population, counters
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
-        path = FileSystems.join(
-            self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
-        )
+        """Runs round ``round_index`` on ``trie``'s frontier: (kept prefixes, the job's counters).
 
-        def build(p, population):
-            build_round(
+        A sample that came up short (the rank prefilter kept too few users, odds about 1e-12)
+        is a value in the round's result, decided here: the round is re-run without the
+        prefilter, which draws the same, complete sample. Nothing of the short run is kept.
+        """
+
+        def attempt(population: Optional[int]) -> Tuple[RoundResult, Dict[str, int]]:
+            path = FileSystems.join(
+                self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
+            )
+            counters = self._run_job(lambda p: build_round(
                 p, self.config, Sampler(state.secret_seed), state.plan, trie.frontier(), round_index, path,
                 population=population,
-            )
+            ))
+            result = _round_result_from_json(_read_single_output(path), self.encoder)
+            FileSystems.delete([path])
+            return result, counters
 
-        try:
-            counters = self._run_job(lambda p: build(p, state.plan.population))
-        except Exception as e:  # the runner wraps worker errors; only a shortfall is retried
-            if "SampleShortfallError" not in f"{type(e).__name__}: {e}":
-                raise
-            self._say("prefilter_retry", f"round {round_index}: rank prefilter too tight, re-running without it",
-                      round=round_index)
-            counters = self._run_job(lambda p: build(p, None))
-        kept = [_units_from_json(k, self.encoder) for k in json.loads(_read_single_output(path))]
-        FileSystems.delete([path])
-        return kept, counters
+        result, counters = attempt(state.plan.population)
+        if result.sample_short:
+            self._say(
+                "prefilter_retry",
+                f"round {round_index}: rank prefilter too tight, re-running without it",
+                round=round_index,
+            )
+            result, counters = attempt(None)
+        return list(result.kept), counters
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -663,15 +690,15 @@ class _Driver:
         # Budget before release: charged (once per job) before any round can release anything.
         self._charge(state)
         trie = Trie.from_proto(state.trie)
+        step = rounds.next_round(trie, plan.max_length)
+        if not state.finished and isinstance(step, rounds.Stop):
+            state = self._finish(state, step.describe())  # a state committed before its stop
         while not state.finished:
-            round_index = state.rounds_completed + 1
-            frontier = trie.frontier()
-            if round_index > plan.max_length or not frontier:
-                state = self._finish(state, "reached max length" if frontier else "no prefix left to extend")
-                break
+            round_index, frontier = step.index, step.frontier
             started = time.monotonic()
             kept, counters = self.run_round(state, trie, round_index)
             elapsed = time.monotonic() - started
+            trie, step = rounds.apply_round(trie, step, kept, plan.max_length)
             state = state_pb2.JobState.FromString(state.SerializeToString())
             state.rounds.add(
                 round_index=round_index,
@@ -680,16 +707,12 @@ class _Driver:
                 counters=counters,
                 elapsed_seconds=elapsed,
             )
-            if not kept:
-                state.finished = True
-                state.stop_reason = f"round {round_index} added nothing"
-            else:
-                trie = trie.with_level(kept)
+            if kept:
                 state.trie.CopyFrom(trie.to_proto())
                 state.rounds_completed = round_index
-                if round_index == plan.max_length:
-                    state.finished = True
-                    state.stop_reason = "reached max length"
+            if isinstance(step, rounds.Stop):
+                state.finished = True
+                state.stop_reason = step.describe()
             self.store.commit(state)
             # Announced only once committed: a run killed after this line resumes after it.
             self._say(

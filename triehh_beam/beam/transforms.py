@@ -10,7 +10,7 @@ label and typed boundaries, and every counter is in the one ``triehh`` namespace
 
 from __future__ import annotations
 
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 import apache_beam as beam
 import numpy as np

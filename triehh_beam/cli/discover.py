@@ -159,9 +159,9 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
         BadInputError,
         ConfigMismatchError,
         InfeasiblePlanError,
-        dry_run,
         run_discovery,
     )
+    from triehh_beam.job.dry_run import dry_run
     from triehh_beam.job.ledger import BudgetExceededError
     from triehh_beam.job.state_store import StateError
 

@@ -341,7 +341,7 @@ def measure_round(manifest: Dict, args) -> Dict:
             | "Round" >> transforms.RunRound(
                 sampler, 1, plan["m"], plan["theta"], encoder, frontier={()}, population=plan["n"]
             )
-            | "ToJson" >> beam.Map(lambda kept: json.dumps(len(kept)))
+            | "ToJson" >> beam.Map(lambda result: json.dumps(len(result.kept)))
             | "Write" >> beam.io.WriteToText(out_path, num_shards=1, shard_name_template="")
         )
         return out_path

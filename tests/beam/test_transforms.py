@@ -14,6 +14,7 @@ from triehh_beam.protocol import sampling
 from triehh_beam.beam import transforms
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.vote import client_vote
 
@@ -232,10 +233,63 @@ def test_run_round_one_of_three_users_with_threshold_one():
             sampler, 2, sample_size=3, theta=1, encoder=ItemEncoder(max_length=6),
             frontier=frozenset({("h",)}), population=3,
         )
-        assert_that(kept, equal_to([[("h", "e"), ("h", "i")]]))
+        assert_that(kept, equal_to([RoundResult(kept=(("h", "e"), ("h", "i")), users_sampled=3, users_required=3)]))
 
     counters = _run(build)
     assert counters["votes_cast"] == 3 and counters["prefixes_kept"] == 2
+
+
+def _round_on_50_users(population, expected):
+    """Runs round 1 of 50 users (each its own word) for m = 5 and a stated population, checks
+    its one result against ``expected``; returns the counters."""
+    sampler = Sampler(SEED)
+    rows = [(u, f"w{u}", 1) for u in range(50)]
+
+    def build(p):
+        result = p | beam.Create([_batch(rows)]) | transforms.RunRound(
+            sampler, 1, sample_size=5, theta=1, encoder=ItemEncoder(max_length=6),
+            frontier=frozenset({()}), population=population,
+        )
+        assert_that(result, equal_to([expected]))
+
+    return _run(build)
+
+
+def test_a_short_sample_is_a_value_with_nothing_kept():
+    # A population of 10^9 stated for 50 users: the rank prefilter keeps fewer than m = 5 users.
+    # The round still succeeds; its result says so, and nothing is computed from the short sample.
+    sampler = Sampler(SEED)
+    users = [str(u) for u in range(50)]
+    passing = int(np.sum(sampler.ranks(1, users) <= sampling.rank_prefilter_bound(10**9, 5)))
+    assert passing < 5
+    counters = _round_on_50_users(10**9, RoundResult((), users_sampled=passing, users_required=5))
+    assert counters.get("votes_cast", 0) == 0 and counters.get("users_sampled", 0) == 0
+    assert RoundResult((), passing, 5).sample_short
+    # Without the prefilter the same round draws its complete sample: five users, one vote each
+    # (every word starts with "w").
+    counters = _round_on_50_users(None, RoundResult((("w",),), users_sampled=5, users_required=None))
+    assert counters["votes_cast"] == 5
+
+
+def test_sample_users_with_sample_size_counts_the_distinct_users_drawn():
+    sampler = Sampler(SEED)
+    rows = _population(users=30, records_per_user=4)
+
+    def build(p):
+        records, size = p | beam.Create(_batches(rows, 16)) | transforms.SampleUsers(
+            sampler, 2, 7, population=30
+        ).with_sample_size()
+        assert_that(size, equal_to([7]), label="size")
+        users = records | beam.Map(lambda r: r[0]) | beam.Distinct()
+        assert_that(users, equal_to(sampler.sample(2, range(30), 7)), label="users")
+
+    _run(build)
+
+
+def test_type_hints_refuse_a_wrong_element_type_when_the_graph_is_built():
+    pipeline = beam.Pipeline(runner=FnApiRunner())
+    with pytest.raises(Exception, match="type hint violation"):
+        pipeline | beam.Create([1, 2, 3]) | transforms.CountAndPrune(1)
 
 
 def test_count_distinct_users_counts_users_not_records():

@@ -217,7 +217,11 @@ def stand_in_outputs(encoder: ItemEncoder, max_length: int):
         else:
             r = int(path.rsplit("/round-", 1)[1][:4])
             units = encoder.encode("a" * (max_length - 1))[:r]
-            data = json.dumps([[encoder.unit_to_bytes(u).hex() for u in units]]).encode()
+            data = json.dumps({
+                "kept": [[encoder.unit_to_bytes(u).hex() for u in units]],
+                "users_sampled": POPULATION,  # everyone: never short of the plan's sample
+                "users_required": POPULATION,
+            }).encode()
         # The driver deletes the file after reading it: write what the job would have written.
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:

@@ -16,9 +16,9 @@ from scipy import stats
 
 from triehh_beam.cli import evaluate as evaluate_cli
 from triehh_beam.evaluation import experiment as evaluation, metrics
+from triehh_beam.evaluation import stats as eval_stats
 from triehh_beam.protocol import planner
 from triehh_beam.io.write import write_records
-from triehh_beam.evaluation.simulation import SimulationResult
 
 # --------------------------------------------------------------------------------------------
 # A tiny population with a known truth (n = 2000, one item per user).
@@ -58,51 +58,33 @@ def _config(path, **overrides):
 
 def test_mean_ci_is_the_t_interval():
     values = [0.5, 0.7, 0.9, 0.6]
-    got = evaluation.mean_ci(values, 0.95)
+    got = eval_stats.mean_ci(values, 0.95)
     mean, sd = np.mean(values), np.std(values, ddof=1)
     half = stats.t.ppf(0.975, 3) * sd / 2
     assert got["mean"] == pytest.approx(mean)
     assert got["sd"] == pytest.approx(sd)
     assert got["ci"] == pytest.approx([mean - half, min(1.0, mean + half)])
-    assert evaluation.mean_ci([1.0, 1.0])["ci"] == [1.0, 1.0]
-    assert evaluation.mean_ci([0.3])["ci"] is None
-    assert evaluation.mean_ci([])["mean"] is None
+    assert eval_stats.mean_ci([1.0, 1.0])["ci"] == [1.0, 1.0]
+    assert eval_stats.mean_ci([0.3])["ci"] is None
+    assert eval_stats.mean_ci([])["mean"] is None
     # Clipped to [0, 1] by default, not with other bounds.
-    assert evaluation.mean_ci([0.0, 1.0])["ci"] == [0.0, 1.0]
-    assert evaluation.mean_ci([0.0, 1.0], bounds=None)["ci"][0] < 0
+    assert eval_stats.mean_ci([0.0, 1.0])["ci"] == [0.0, 1.0]
+    assert eval_stats.mean_ci([0.0, 1.0], bounds=None)["ci"][0] < 0
 
 
 def test_wilson_interval():
     # Known value: 0 successes of 10 at 95% -> [0, 0.2775].
-    lo, hi = evaluation.wilson_interval(0, 10)
+    lo, hi = eval_stats.wilson_interval(0, 10)
     assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
-    lo, hi = evaluation.wilson_interval(5, 10)
+    lo, hi = eval_stats.wilson_interval(5, 10)
     assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
-    assert evaluation.wilson_interval(10, 10)[1] == 1.0
+    assert eval_stats.wilson_interval(10, 10)[1] == 1.0
 
 
 def test_run_seeds_are_distinct_deterministic_and_secret_sized():
     seeds = [evaluation.run_seed(0, j) for j in range(50)]
     assert len(set(seeds)) == 50 and all(len(s) == 32 for s in seeds)
     assert evaluation.run_seed(0, 3) == evaluation.run_seed(0, 3) != evaluation.run_seed(1, 3)
-
-
-def _result(levels):
-    sequences = frozenset(p for level in levels for p in level if p and p[-1] == "")
-    return SimulationResult(
-        levels=tuple(frozenset(level) for level in levels), heavy_hitter_sequences=sequences,
-        heavy_hitters=frozenset(), rounds_run=0, round_stats=(), stopped_because="empty_round",
-        n_users=1, records_too_long=0, records_empty=0,
-    )
-
-
-def test_pipeline_rounds_follow_the_driver():
-    # Deepest level holds only complete items: the driver stops there (no prefix to extend).
-    assert evaluation.pipeline_rounds(_result([{("a",)}, {("a", "")}]), 10) == 2
-    # Deepest level has a prefix to extend: the driver runs one more round, which adds nothing.
-    assert evaluation.pipeline_rounds(_result([{("a",)}, {("a", ""), ("a", "b")}]), 10) == 3
-    assert evaluation.pipeline_rounds(_result([]), 10) == 1
-    assert evaluation.pipeline_rounds(_result([{("a",)}, {("a", "b")}]), 2) == 2
 
 
 # --------------------------------------------------------------------------------------------

@@ -86,8 +86,15 @@ def test_three_users_keyed_run_is_exactly_the_users_choices(seed):
     assert result.heavy_hitters == {
         ENC.decode(p) for level in expected for p in level if is_terminated(p)
     }
-    assert result.rounds_run == len(expected) + 1
-    assert result.stopped_because == "empty_round"
+    # The last level holds only complete items (nothing to extend: no further round), or the
+    # round after it kept nothing (that round is run and counted), or L rounds ran.
+    if len(expected) == ENC.max_length:
+        want = (len(expected), "max_rounds", "reached max length")
+    elif all(is_terminated(p) for p in expected[-1]):
+        want = (len(expected), "nothing_to_extend", "no prefix left to extend")
+    else:
+        want = (len(expected) + 1, "empty_round", f"round {len(expected) + 1} added nothing")
+    assert (result.rounds_run, result.stopped_because, result.stop.describe()) == want
     for stats_r, level in zip(result.round_stats, result.levels):
         assert stats_r.users_sampled == 3
         assert len(level) <= stats_r.votes_cast <= 3  # one vote per user, at least one per prefix
@@ -147,8 +154,9 @@ def test_everyone_holds_the_same_word(mode, seed):
     assert found.heavy_hitters == {"data"}
     assert found.heavy_hitter_sequences == {ENC.encode("data")}
     assert found.frequent_prefixes == frozenset()
-    assert found.rounds_run == 6 and found.stopped_because == "empty_round"
-    assert [s.votes_cast for s in found.round_stats] == [10, 10, 10, 10, 10, 0]
+    # "data$" is complete: no prefix is left to extend, so no sixth round is run.
+    assert found.rounds_run == 5 and found.stopped_because == "nothing_to_extend"
+    assert [s.votes_cast for s in found.round_stats] == [10, 10, 10, 10, 10]
     assert found.n_users == 40
 
     missed = simulate(SAME_WORD, ENC, theta=11, m=10, seed=seed, sampling=mode)

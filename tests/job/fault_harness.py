@@ -50,7 +50,7 @@ def _nth(n, condition=lambda args, kwargs: True):
 
 
 def _install(point: str) -> None:
-    from triehh_beam.job import driver, ledger, state_store
+    from triehh_beam.job import driver, ledger, outputs, state_store
     from triehh_beam.beam import transforms
 
     def object_of_round(r):
@@ -72,7 +72,7 @@ def _install(point: str) -> None:
         "after_round_job_before_commit": lambda: _wrap(driver._Driver, "run_round", after=_nth(2)),
         "before_outputs": lambda: _wrap(driver._Driver, "_write_outputs", before=_nth(1)),
         # heavy_hitters.json is written, trie.pb is not
-        "between_output_files": lambda: _wrap(driver, "_write_atomically", after=_nth(1)),
+        "between_output_files": lambda: _wrap(outputs, "write_atomically", after=_nth(1)),
         "after_outputs": lambda: _wrap(driver._Driver, "_write_outputs", after=_nth(1)),
     }
     if point not in points:

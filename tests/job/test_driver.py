@@ -127,6 +127,26 @@ def test_rerunning_a_finished_job_runs_nothing_and_republishes_the_same_result(t
     assert pathlib.Path(config.output_dir, "trie.pb").read_bytes() == trie_before
 
 
+def test_a_short_sample_is_rerun_without_the_prefilter_and_changes_nothing(three_users, tmp_path, monkeypatch):
+    # A prefilter bound of 0 keeps no candidate: every round's first job comes back short (a
+    # value in its result, not an error), and the driver re-runs it without the prefilter. The
+    # discovery is the unbroken one, and each round records the counters of its complete run.
+    from triehh_beam.protocol import sampling
+
+    monkeypatch.setattr(sampling, "rank_prefilter_bound", lambda population, m: 0)
+    config, expected = three_users
+    config = dataclasses.replace(config, output_dir=str(tmp_path / "out"), state_dir=None)
+    events = []
+    result = run_discovery(config, events=events.append)
+    assert result.heavy_hitters == expected.heavy_hitters
+    assert (result.rounds_run, result.stop_reason) == (expected.rounds_run, expected.stop_reason)
+    retries = [e["round"] for e in events if e["event"] == "prefilter_retry"]
+    assert retries == list(range(1, result.rounds_run + 1))
+    state = StateStore(str(tmp_path / "out" / "state")).load()
+    assert [r.counters["users_sampled"] for r in state.rounds] == [3] * result.rounds_run
+    assert _trie(config.output_dir) == _trie(three_users[0].output_dir)
+
+
 @pytest.mark.parametrize(
     "change, named",
     [
@@ -278,10 +298,12 @@ def test_pipeline_equals_the_keyed_simulation(pipeline_runs, zipf_population, in
     assert _spelled(trie, encoder) == _spelled(simulated.levels, encoder)
     assert trie.levels == simulated.levels
     assert set(run["heavy_hitters"]) == set(simulated.heavy_hitters)
-    # Round by round, the totals agree too (the pipeline may skip the last, empty-frontier round
-    # that the simulation runs and counts).
-    rounds = StateStore(run["state_dir"]).load().rounds
-    assert len(rounds) in (simulated.rounds_run, simulated.rounds_run - 1)
+    # Round by round, the totals agree too, and both stop after the same round for the same
+    # reason (one round loop, protocol.rounds).
+    state = StateStore(run["state_dir"]).load()
+    rounds = state.rounds
+    assert len(rounds) == simulated.rounds_run
+    assert state.stop_reason == simulated.stop.describe()
     for summary, expected in zip(rounds, simulated.round_stats):
         assert summary.round_index == expected.round_index
         assert summary.counters["users_sampled"] == expected.users_sampled

@@ -3,8 +3,9 @@
 Drop the transforms into your own pipeline::
 
     records = p | ReadRecordBatches("gs://bucket/records/*.parquet")
-    kept = records | RunRound(sampler, round_index=1, sample_size=m, theta=theta,
-                              encoder=encoder, frontier=frozenset({()}), population=n)
+    result = records | RunRound(sampler, round_index=1, sample_size=m, theta=theta,
+                                encoder=encoder, frontier=frozenset({()}), population=n)
+    # one element: a RoundResult (result.kept, result.sample_short)
 """
 
 from triehh_beam.beam.read import ReadRecordBatches
@@ -17,7 +18,6 @@ from triehh_beam.beam.transforms import (
     GroupByUser,
     MapToPrefixVotes,
     RunRound,
-    SampleShortfallError,
     SampleUsers,
 )
 
@@ -30,7 +30,6 @@ __all__ = [
     "ReadRecordBatches",
     "RecordFormatError",
     "RunRound",
-    "SampleShortfallError",
     "SampleUsers",
     "make_pipeline",
 ]

@@ -1,21 +1,16 @@
-"""The TrieHH round as Beam PTransforms.
-
-Elements between the stages::
-
-  pyarrow.RecordBatch(user_id: binary, item: string, count: int64)   from ReadRecordBatches
-    -> SampleUsers         (user_id bytes, item str, count int), sampled users' records only
-    -> GroupByUser         (user_id bytes, {sequence: count})       one element per sampled user
-    -> MapToPrefixVotes    prefix (tuple of units)                   at most one per user
-    -> CountAndPrune       [prefix, ...]                             one element: the kept prefixes
-
-The record batches are touched once, with numpy, to compute the users' sampling ranks; all
-later stages handle only the ~m sampled users. The protocol decisions themselves live in the
-pure modules (``sampling``, ``vote``, ``counting``); these classes only wire them into Beam.
+"""The TrieHH round as thin Beam PTransforms over the pure protocol modules (``sampling``, ``vote``,
+``counting``, ``rounds``): ``SampleUsers`` ranks each record batch once with numpy and keeps the
+records of exactly ``min(m, n)`` users, ``GroupByUser`` gives one ``(user, {sequence: count})``
+per sampled user, ``MapToPrefixVotes`` casts at most one vote per user against the frontier side
+input, ``CountAndPrune`` keeps the prefixes with at least theta votes (one element, no counts),
+and ``RunRound`` chains them into one element, the round's ``rounds.RoundResult``; a sample that
+comes up short is a value in that result, never an exception. Every step has a stable CamelCase
+label and typed boundaries, and every counter is in the one ``triehh`` namespace.
 """
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 import apache_beam as beam
 import numpy as np
@@ -26,6 +21,7 @@ from triehh_beam.protocol import sampling
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
+from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.vote import client_vote
 
 __all__ = [
@@ -35,22 +31,21 @@ __all__ = [
     "MapToPrefixVotes",
     "METRICS_NAMESPACE",
     "RunRound",
-    "SampleShortfallError",
     "SampleUsers",
 ]
 
 METRICS_NAMESPACE = "triehh"
 
-# (rank, user id bytes, item, count): a record of a candidate for the sample.
-_Candidate = Tuple[int, bytes, str, int]
-
-
-class SampleShortfallError(RuntimeError):
-    """The rank prefilter kept fewer distinct users than the sample needs (about 1e-12 odds).
-
-    The sample does not depend on the prefilter: re-running the round with ``population=None``
-    (no prefilter) draws the same, complete sample.
-    """
+# The element types between the stages. Items are text, bytes or integers (``ItemKind``), and
+# ranks are unsigned 64-bit: both stay ``Any`` so that Beam keeps its general coder (a VarInt
+# coder would overflow above 2**63).
+_Item = Any
+_Rank = Any
+_Record = Tuple[bytes, _Item, int]  # (user id, item, count)
+_Candidate = Tuple[_Rank, bytes, _Item, int]  # a record of a candidate for the sample, with its rank
+_Threshold = Tuple[Optional[Tuple[_Rank, bytes]], int]  # (largest sampled (rank, user), users sampled)
+_Prefix = Tuple[Union[str, bytes], ...]  # Units: a prefix or sequence
+_UserItems = Tuple[bytes, Dict[_Prefix, int]]  # (user, {sequence: local count})
 
 
 def _counter(name: str):
@@ -67,6 +62,8 @@ def _round_keys(sampler, round_index: int) -> sampling.RoundKeys:
     return sampler.round_keys(round_index)
 
 
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(_Candidate)
 class _RankCandidatesDoFn(beam.DoFn):
     """Ranks a whole record batch with numpy and emits the records whose rank may be sampled."""
 
@@ -77,7 +74,7 @@ class _RankCandidatesDoFn(beam.DoFn):
     def setup(self):
         self._records_ranked = _counter("records_ranked")
 
-    def process(self, batch) -> Iterable[_Candidate]:
+    def process(self, batch):
         if batch.num_rows == 0:
             return
         self._records_ranked.inc(batch.num_rows)
@@ -96,6 +93,8 @@ class _RankCandidatesDoFn(beam.DoFn):
         )
 
 
+@beam.typehints.with_input_types(_Candidate)
+@beam.typehints.with_output_types(_Threshold)
 class _SmallestRanksCombineFn(beam.CombineFn):
     """The m smallest distinct (rank, user) pairs; delegates to ``sampling.SmallestRanks``."""
 
@@ -116,29 +115,30 @@ class _SmallestRanksCombineFn(beam.CombineFn):
             merged = merged.merge(accumulator)
         return merged
 
-    def extract_output(self, accumulator) -> Tuple[Optional[Tuple[int, bytes]], int]:
+    def extract_output(self, accumulator):
         # (the largest sampled (rank, user) pair, number of distinct users sampled)
         sampled = accumulator.extract()
         return (sampled[-1] if sampled else None), len(sampled)
 
 
+@beam.typehints.with_input_types(_Candidate, threshold=_Threshold)
+@beam.typehints.with_output_types(_Record)
 class _KeepSampledDoFn(beam.DoFn):
-    """Keeps the candidates at or below the exact sampling threshold."""
+    """Keeps the candidates at or below the exact sampling threshold, and nothing at all when
+    the sample came up short (the shortfall is reported as a value, ``RoundResult``)."""
 
     def __init__(self, expected_users: Optional[int]):
         self._expected = expected_users
 
-    def process(self, candidate: _Candidate, threshold) -> Iterable[Tuple[bytes, str, int]]:
+    def process(self, candidate, threshold: _Threshold):
         largest, users = threshold
-        if self._expected is not None and users < self._expected:
-            raise SampleShortfallError(
-                f"the rank prefilter kept {users} distinct users, fewer than the "
-                f"{self._expected} the sample needs; re-run the round without the prefilter"
-            )
-        if largest is not None and (candidate[0], candidate[1]) <= largest:
+        # Nothing is computed from an incomplete sample: short, it keeps no record.
+        complete = self._expected is None or users >= self._expected
+        if complete and largest is not None and (candidate[0], candidate[1]) <= largest:
             yield candidate[1], candidate[2], candidate[3]
 
 
+@beam.typehints.with_input_types(pa.RecordBatch)
 class SampleUsers(beam.PTransform):
     """Exactly ``min(m, distinct users)`` users, keeping all of their records.
 
@@ -146,11 +146,15 @@ class SampleUsers(beam.PTransform):
     in (secret seed, round, user id). When ``population`` (the number of distinct users) is
     known, one numpy pass drops every record whose rank is far above where the m-th smallest
     rank can be (``sampling.rank_prefilter_bound``), so only about m users' records leave the
-    read stage; the exact bottom-m is then taken over those. Without ``population`` every record
-    is a candidate (correct, slower).
+    read stage; the exact bottom-m is then taken over those. Should that prefilter keep fewer
+    than ``min(m, population)`` users (odds about 1e-12), the sample is short and no record
+    leaves: ``with_sample_size()`` says so, and re-running with ``population=None`` (every
+    record a candidate: correct, slower) draws the same, complete sample.
 
     Input: ``pyarrow.RecordBatch`` with columns user_id (binary), item, count.
-    Output: ``(user_id bytes, item, count)`` for every record of every sampled user.
+    Output: ``(user_id bytes, item, count)`` for every record of every sampled user; with
+    ``with_sample_size()``, the pair ``(records, sample size)``, the second a PCollection of one
+    ``int``, the distinct users the sample drew.
     """
 
     def __init__(
@@ -166,33 +170,53 @@ class SampleUsers(beam.PTransform):
         self._keys = _round_keys(sampler, round_index)
         self._m = sample_size
         self._population = population
+        self._with_size = False
+        self.with_output_types(_Record)  # with_sample_size() returns a pair instead
+
+    @property
+    def required_users(self) -> Optional[int]:
+        """``min(m, population)``: the users the sample must draw (None: population unknown)."""
+        return None if self._population is None else min(self._m, self._population)
+
+    def with_sample_size(self) -> "SampleUsers":
+        """The same sample, returned as ``(records, sample size)`` (as ``ParDo.with_outputs``)."""
+        other = SampleUsers(self._keys, self._keys.round_index, self._m, self._population)
+        other._with_size = True
+        other._type_hints = other._type_hints.with_output_types()  # a pair: typed by its steps
+        return other
 
     def expand(self, batches):
         if self._population is None:
-            bound, expected = 2**64 - 1, None
+            bound = 2**64 - 1
         else:
             bound = sampling.rank_prefilter_bound(self._population, self._m)
-            expected = min(self._m, self._population)
         candidates = batches | "RankCandidates" >> beam.ParDo(
             _RankCandidatesDoFn(self._keys, bound)
         )
         threshold = candidates | f"SmallestRanks({self._m})" >> beam.CombineGlobally(
             _SmallestRanksCombineFn(self._m)
         )
-        return candidates | "KeepSampled" >> beam.ParDo(
-            _KeepSampledDoFn(expected), threshold=beam.pvalue.AsSingleton(threshold)
+        records = candidates | "KeepSampled" >> beam.ParDo(
+            _KeepSampledDoFn(self.required_users), threshold=beam.pvalue.AsSingleton(threshold)
         )
+        if not self._with_size:
+            return records
+        size = threshold | "SampleSize" >> beam.MapTuple(_users_of).with_output_types(int)
+        return records, size
 
 
-_DROPPED = ((), 0)
+def _users_of(largest: Optional[Tuple[_Rank, bytes]], users: int) -> int:
+    return users
 
 
+@beam.typehints.with_input_types(_Record)
+@beam.typehints.with_output_types(_UserItems)
 class _EncodeItemsDoFn(beam.DoFn):
-    """``(user, item, count)`` -> ``(user, (sequence, count))``; ``(user, ((), 0))`` if dropped.
+    """``(user, item, count)`` -> ``(user, {sequence: count})``, the record's encodable items.
 
-    A record whose item cannot be used still yields the user with an empty sequence and count 0,
-    so that a sampled user whose items were all dropped is still counted as sampled (and casts
-    no vote). (A ``None`` would break the tuple coder Beam infers for this stage.)
+    A record yields its user even when none of its items can be used (an empty mapping), so
+    that a sampled user whose items were all dropped is still counted as sampled (and casts no
+    vote). A text field may hold several items (tokenised words), each with the record's count.
     """
 
     def __init__(self, encoder: ItemEncoder, truncate: bool):
@@ -205,14 +229,13 @@ class _EncodeItemsDoFn(beam.DoFn):
 
     def process(self, record):
         user, value, count = record
-        # A text field may hold several items (tokenised words), each with the record's count.
         try:
             items = self._encoder.items_of(value)
         except EncodingError:
             items = []
         if not items:
             self._unencodable.inc()
-            yield user, _DROPPED
+        sequences: Dict[Units, int] = {}
         for item in items:
             try:
                 if self._truncate:
@@ -221,23 +244,24 @@ class _EncodeItemsDoFn(beam.DoFn):
                     sequence = self._encoder.encode(item)
             except ItemTooLongError:
                 self._too_long.inc()
-                yield user, _DROPPED
             except EncodingError:
                 self._unencodable.inc()
-                yield user, _DROPPED
             else:
-                yield user, (sequence, count)
+                if count:
+                    sequences[sequence] = sequences.get(sequence, 0) + count
+        yield user, sequences
 
 
+@beam.typehints.with_input_types(Dict[_Prefix, int])
+@beam.typehints.with_output_types(Dict[_Prefix, int])
 class _SumPerSequenceCombineFn(beam.CombineFn):
-    """One user's ``(sequence, count)`` pairs -> ``{sequence: total count}``."""
+    """One user's ``{sequence: count}`` mappings -> ``{sequence: total count}``."""
 
     def create_accumulator(self) -> Dict[Units, int]:
         return {}
 
-    def add_input(self, accumulator, sequence_count):
-        sequence, count = sequence_count
-        if count:
+    def add_input(self, accumulator, sequences):
+        for sequence, count in sequences.items():
             accumulator[sequence] = accumulator.get(sequence, 0) + count
         return accumulator
 
@@ -248,6 +272,8 @@ class _SumPerSequenceCombineFn(beam.CombineFn):
         return accumulator
 
 
+@beam.typehints.with_input_types(_Record)
+@beam.typehints.with_output_types(_UserItems)
 class GroupByUser(beam.PTransform):
     """``(user, item, count)`` records -> ``(user, {sequence: local count})``, one per user.
 
@@ -269,6 +295,8 @@ class GroupByUser(beam.PTransform):
         )
 
 
+@beam.typehints.with_input_types(List[_UserItems], frontier=FrozenSet[_Prefix])
+@beam.typehints.with_output_types(_Prefix)
 class _VoteDoFn(beam.DoFn):
     """A batch of users -> their votes; the frontier arrives as a side input (a frozenset,
     which is the lookup itself). The item-choice uniforms of a batch are one numpy hash call."""
@@ -282,7 +310,7 @@ class _VoteDoFn(beam.DoFn):
         self._votes_cast = _counter("votes_cast")
         self._votes_filtered = _counter("votes_filtered_by_frontier")
 
-    def process(self, users: List[Tuple[bytes, Dict[Units, int]]], frontier: FrozenSet[Units]) -> Iterable[Units]:
+    def process(self, users, frontier: FrozenSet[Units]):
         self._users_sampled.inc(len(users))
         uniforms = self._keys.choice_uniforms([user for user, _ in users])
         for (user, weighted), u in zip(users, uniforms):
@@ -297,6 +325,8 @@ class _VoteDoFn(beam.DoFn):
             yield vote
 
 
+@beam.typehints.with_input_types(_UserItems)
+@beam.typehints.with_output_types(_Prefix)
 class MapToPrefixVotes(beam.PTransform):
     """``(user, {sequence: count})`` -> the user's one vote, a length-r prefix (or nothing).
 
@@ -324,6 +354,8 @@ class MapToPrefixVotes(beam.PTransform):
         )
 
 
+@beam.typehints.with_input_types(_Prefix)
+@beam.typehints.with_output_types(List[_Prefix])
 class _PruneBelowThresholdCombineFn(beam.CombineFn):
     """Counts votes per prefix; only prefixes with >= theta votes leave, without counts."""
 
@@ -339,19 +371,25 @@ class _PruneBelowThresholdCombineFn(beam.CombineFn):
     def merge_accumulators(self, accumulators):
         return self._core.merge(accumulators)
 
-    def extract_output(self, accumulator) -> List[Units]:
+    def extract_output(self, accumulator):
         return self._core.extract_kept(accumulator)
 
 
+@beam.typehints.with_input_types(List[_Prefix])
+@beam.typehints.with_output_types(List[_Prefix])
 class _CountKeptDoFn(beam.DoFn):
+    """Counts the kept prefixes (their number only: no prefix and no vote count)."""
+
     def setup(self):
         self._kept = _counter("prefixes_kept")
 
-    def process(self, kept: List[Units]):
+    def process(self, kept):
         self._kept.inc(len(kept))
         yield kept
 
 
+@beam.typehints.with_input_types(_Prefix)
+@beam.typehints.with_output_types(List[_Prefix])
 class CountAndPrune(beam.PTransform):
     """Votes -> one element: the sorted list of prefixes with at least ``theta`` votes."""
 
@@ -368,11 +406,17 @@ class CountAndPrune(beam.PTransform):
         )
 
 
+def _round_result(kept: List[Units], users_sampled: int, users_required: Optional[int]) -> RoundResult:
+    return RoundResult(tuple(kept), users_sampled, users_required)
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(RoundResult)
 class RunRound(beam.PTransform):
     """One TrieHH round over record batches: sample, group, vote, count and prune.
 
     Args:
-      sampler: the job's sampler (secret seed).
+      sampler: the job's sampler (secret seed); the graph keeps only the round's derived keys.
       round_index: r, from 1.
       sample_size: m, users sampled this round.
       theta: the threshold.
@@ -381,7 +425,10 @@ class RunRound(beam.PTransform):
       population: the number of distinct users, if known (enables the one-pass prefilter).
       truncate: cut over-long items to L units instead of dropping them.
 
-    Output: one element, the sorted list of prefixes kept this round.
+    Output: one element, the round's ``RoundResult``: the sorted prefixes kept, and the users
+    the sample drew against those it must draw. When ``result.sample_short`` (the prefilter
+    kept too few users; odds about 1e-12) nothing was kept, and the caller re-runs the round
+    with ``population=None``.
     """
 
     def __init__(
@@ -406,16 +453,26 @@ class RunRound(beam.PTransform):
         self._truncate = truncate
 
     def expand(self, batches):
-        frontier = batches.pipeline | "Frontier" >> beam.Create([self._frontier])
-        return (
-            batches
-            | "SampleUsers" >> SampleUsers(self._keys, self._round, self._m, self._population)
+        frontier = batches.pipeline | "Frontier" >> beam.Create([self._frontier]).with_output_types(
+            FrozenSet[_Prefix]
+        )
+        sample = SampleUsers(self._keys, self._round, self._m, self._population)
+        records, sample_size = batches | "SampleUsers" >> sample.with_sample_size()
+        kept = (
+            records
             | "GroupByUser" >> GroupByUser(self._encoder, self._truncate)
             | "MapToPrefixVotes" >> MapToPrefixVotes(self._keys, self._round, frontier)
             | "CountAndPrune" >> CountAndPrune(self._theta)
         )
+        return kept | "RoundResult" >> beam.Map(
+            _round_result,
+            users_sampled=beam.pvalue.AsSingleton(sample_size),
+            users_required=sample.required_users,
+        )
 
 
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(Tuple[int, np.ndarray])
 class _DistinctFingerprintsDoFn(beam.DoFn):
     """A batch -> (shard, sorted distinct user fingerprints) for each of 256 shards."""
 
@@ -438,6 +495,8 @@ class _DistinctFingerprintsDoFn(beam.DoFn):
             yield int(shard), fingerprints[bounds[shard] : bounds[shard + 1]]
 
 
+@beam.typehints.with_input_types(np.ndarray)
+@beam.typehints.with_output_types(int)
 class _UnionSizeCombineFn(beam.CombineFn):
     """Distinct fingerprints of one shard -> their number.
 
@@ -463,10 +522,12 @@ class _UnionSizeCombineFn(beam.CombineFn):
     def merge_accumulators(self, accumulators):
         return self._compacted([part for accumulator in accumulators for part in accumulator])
 
-    def extract_output(self, accumulator) -> int:
+    def extract_output(self, accumulator):
         return int(len(self._compacted(accumulator)[0]))
 
 
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(int)
 class CountDistinctUsers(beam.PTransform):
     """Record batches -> one element: the number of distinct users (the census, n).
 
@@ -485,5 +546,5 @@ class CountDistinctUsers(beam.PTransform):
             | "DistinctFingerprints" >> beam.ParDo(_DistinctFingerprintsDoFn(self._census_key))
             | "UnionPerShard" >> beam.CombinePerKey(_UnionSizeCombineFn())
             | "ShardSizes" >> beam.Values()
-            | "Total" >> beam.CombineGlobally(sum)
+            | "Total" >> beam.CombineGlobally(sum).with_output_types(int)
         )

@@ -110,9 +110,9 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         BadInputError,
         ConfigMismatchError,
         InfeasiblePlanError,
-        dry_run as plan_only,
         run_discovery,
     )
+    from triehh_beam.job.dry_run import dry_run as plan_only
     from triehh_beam.job.ledger import BudgetExceededError
     from triehh_beam.job.state_store import StateError
 

@@ -1,51 +1,16 @@
-"""Evaluation: how well TrieHH discovers heavy hitters on a given input, and against what.
-
-For each ε in a list, each unit size in a list and R runs, TrieHH runs on the input either
-
-* through the real pipeline (``engine="pipeline"``: ``driver.run_discovery`` on the runner the
-  pipeline options name, the in-process one by default; every run a whole job, census
-  included, with its own output and state directory in a scratch area), or
-* through the reference simulation (``engine="simulate"``: ``simulation.simulate_many`` in
-  keyed mode, which draws exactly what the pipeline draws for the same seed, so a run gives the
-  same trie as the pipeline's, much faster).
-
-Run ``j`` uses the secret seed ``run_seed(seed, j)`` (32 bytes derived from the public
-evaluation seed); the same seeds serve every ε and unit size, so the configurations are
-compared on paired runs. These seeds are public: evaluation is a measurement, never a release.
-
-The rivals run on the same input at the same ε:
-
-* ``exact``: the exact (non-private) top-K, the ceiling;
-* ``pem``: PEM with the OLH oracle (``triehh_beam.evaluation.pem``), ε-LDP, one run per (ε, K, run)
-  returning ``k = K`` items, keeping ``pem_candidate_factor · K`` prefixes per intermediate group
-  (default 2K), over items of ``L - 1`` bytes.
-
-What is computed (docs/protocol.md §4), per TrieHH configuration:
-
-* recall@K, F1@K and NCR@K of every run (``metrics``: ties resolved in the run's favour), their
-  mean and a t-interval (``mean ± t_{(1+c)/2, R-1} · s/√R``, clipped to [0, 1]; none for R = 1);
-* the discovery rate of each item (fraction of runs that found it) with a Wilson score interval,
-  beside its frequency (distinct users holding it) and its Proposition 1 bound
-  ``utility.discovery_probability(users, n, m, θ, len)`` with ``len`` the item's encoded length
-  in units, terminator included (0 for an item too long to encode). The bound is exact for a
-  population of one item per user where the item shares no prefix; with shared prefixes the
-  rate is at least the bound; with several items per user it is not a bound (a holder votes for
-  another of its items with some probability), which the output says;
-* rounds run (the pipeline's count: a round is run only if the trie has a prefix to extend) and
-  prefixes kept per round (the trie's growth);
-* the privacy guarantee of one run (the plan's achieved ε and δ, Theorem 1) and what R runs on
-  the same users add up to (basic composition).
-
-Unit sizes: ``max_length`` is L for units of one character, i.e. items of up to L - 1
-characters. Unit size k runs with ``ceil((L - 1)/k) + 1`` units, so every unit size sees the
-same items (docs/protocol.md §1, "Unit size"); the L used is recorded per configuration.
-
-Everything is in memory (the population is read once with ``iter_record_batches``, so
-Parquet, CSV and JSON Lines all work): meant for evaluation inputs of up to a few million
-records.
-
-The result is a JSON-ready dict (``run_evaluation``), written as ``evaluation.json``
-(``write_evaluation_json``); docs/evaluation.md documents its schema.
+"""Evaluation: how well TrieHH discovers heavy hitters on a given input, and against what. For each
+ε, unit size and each of R runs (run ``j`` with the public, derived secret seed ``run_seed(seed,
+j)``, the same for every configuration, so configurations are compared on paired runs), TrieHH
+runs either through the real pipeline (``engine="pipeline"``: ``driver.run_discovery``, census
+included, in a scratch directory) or the keyed simulation (``engine="simulate"``, which grows
+the pipeline's trie in the pipeline's rounds, much faster), beside the exact top-K and PEM (ε-LDP,
+``evaluation.pem``) at the same ε; the result (``run_evaluation``, docs/evaluation.md documents
+its schema, docs/protocol.md §4 its measures) holds recall@K, F1@K and NCR@K with t-intervals
+(``evaluation.stats``), each item's discovery rate with a Wilson interval beside its Proposition
+1 bound (a bound only for one item per user), the rounds run and the trie's growth, and the
+privacy of one run and of all R composed. Unit size k runs with ``ceil((L - 1)/k) + 1`` units so
+that every unit size sees the same items; the input is read into memory
+(``evaluation.population``).
 """
 
 from __future__ import annotations
@@ -60,13 +25,11 @@ import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import stats
 
 from triehh_beam.evaluation import metrics, pem
+from triehh_beam.evaluation.population import Population, load_population
+from triehh_beam.evaluation.stats import mean_ci, wilson_interval
 from triehh_beam.protocol import parameters, planner, privacy, utility
-from triehh_beam.io.drops import DROP_REASONS
-from triehh_beam.io.files import match_files
-from triehh_beam.io.reader import iter_record_batches
 from triehh_beam.io.schema import FORMATS, RecordColumns
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
 
@@ -75,14 +38,9 @@ __all__ = [
     "RIVALS",
     "SCHEMA",
     "EvaluationConfig",
-    "Population",
     "Progress",
-    "load_population",
-    "mean_ci",
-    "pipeline_rounds",
     "run_evaluation",
     "run_seed",
-    "wilson_interval",
     "write_evaluation_json",
 ]
 
@@ -244,94 +202,6 @@ class Progress:
 
 
 # --------------------------------------------------------------------------------------------
-# Statistics.
-
-
-def mean_ci(values: Sequence[float], confidence: float = 0.95, bounds=(0.0, 1.0)) -> dict:
-    """Mean, sample sd and a t-interval of the mean (clipped to ``bounds``; None for one value).
-
-    The t-interval assumes the runs are independent (they are: each has its own seed) and the
-    mean roughly normal; for a metric stuck at 0 or 1 it degenerates to a point.
-    """
-    x = np.asarray(list(values), dtype=float)
-    if len(x) == 0:
-        return {"mean": None, "sd": None, "ci": None, "n": 0}
-    mean = float(x.mean())
-    if len(x) == 1:
-        return {"mean": mean, "sd": None, "ci": None, "n": 1}
-    sd = float(x.std(ddof=1))
-    half = float(stats.t.ppf((1 + confidence) / 2, len(x) - 1)) * sd / math.sqrt(len(x))
-    lo, hi = mean - half, mean + half
-    if bounds is not None:
-        lo, hi = max(bounds[0], lo), min(bounds[1], hi)
-    return {"mean": mean, "sd": sd, "ci": [lo, hi], "n": int(len(x))}
-
-
-def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> Tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (good at 0 and 1, unlike Wald's)."""
-    if trials <= 0:
-        return (0.0, 1.0)
-    z = float(stats.norm.ppf((1 + confidence) / 2))
-    phat = successes / trials
-    denominator = 1 + z * z / trials
-    centre = (phat + z * z / (2 * trials)) / denominator
-    half = z * math.sqrt(phat * (1 - phat) / trials + z * z / (4 * trials * trials)) / denominator
-    lo = 0.0 if successes <= 0 else max(0.0, centre - half)
-    hi = 1.0 if successes >= trials else min(1.0, centre + half)
-    return (lo, hi)
-
-
-# --------------------------------------------------------------------------------------------
-# Input.
-
-
-@dataclasses.dataclass(frozen=True)
-class Population:
-    """The records of an input, in memory.
-
-    Attributes:
-      users: canonical user id bytes -> Counter(item -> record count), raw items as read.
-      files: the files read.
-      records: records kept (rows after the reader's checks).
-      dropped: records dropped per reason (``DROP_REASONS``).
-    """
-
-    users: Mapping[bytes, collections.Counter]
-    files: Tuple[str, ...]
-    records: int
-    dropped: Mapping[str, int]
-
-
-def load_population(
-    input_pattern: str,
-    format: Optional[str] = None,
-    columns: RecordColumns = RecordColumns(),
-) -> Population:
-    """Reads every record of the matched files (``iter_record_batches``: same checks and drops as
-    the pipeline's reader).
-
-    Raises:
-      FileNotFoundError: a pattern matches nothing.
-      RecordFormatError, ValueError: a file cannot be read (the message names it).
-    """
-    users: Dict[bytes, collections.Counter] = {}
-    dropped: collections.Counter = collections.Counter()
-    records = 0
-    files = match_files(input_pattern)
-    for path in files:
-        for batch, drops in iter_record_batches(path, format, columns):
-            dropped.update(drops)
-            records += batch.num_rows
-            ids = batch.column(0).to_pylist()
-            items = batch.column(1).to_pylist()
-            counts = batch.column(2).to_pylist()
-            for user, item, count in zip(ids, items, counts):
-                users.setdefault(user, collections.Counter())[item] += count
-    return Population(users=users, files=tuple(files), records=records,
-                      dropped={r: int(dropped.get(r, 0)) for r in DROP_REASONS})
-
-
-# --------------------------------------------------------------------------------------------
 # Seeds.
 
 
@@ -359,23 +229,6 @@ class _Run:
     population: int
 
 
-def pipeline_rounds(result, max_rounds: int) -> int:
-    """The rounds the pipeline runs for the trie a ``SimulationResult`` grew.
-
-    The simulation also runs (and counts) a last round when the trie's deepest level holds only
-    complete items; the driver does not, since no prefix is left to extend. Both give the same
-    trie.
-    """
-    from triehh_beam.protocol.encoding import is_terminated
-
-    depth = len(result.levels)
-    if depth >= max_rounds:
-        return max_rounds
-    if depth and all(is_terminated(p) for p in result.levels[-1]):
-        return depth
-    return depth + 1
-
-
 def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
                    on_run: Callable[[int], None]) -> List[_Run]:
     from triehh_beam.evaluation.simulation import simulate_many
@@ -400,7 +253,7 @@ def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
         runs.append(_Run(
             heavy_hitters=tuple(sorted(result.heavy_hitters)),
             frequent_prefixes=tuple(sorted(encoder.decode(p) for p in result.frequent_prefixes)),
-            rounds=pipeline_rounds(result, encoder.max_length),
+            rounds=result.rounds_run,
             level_sizes=tuple(len(level) for level in result.levels),
             seconds=seconds,
             population=result.n_users,
@@ -486,6 +339,11 @@ def _ranking(truth: Mapping[str, int]) -> List[Tuple[str, int]]:
 
 
 def _item_rows(runs: Sequence[_Run], ranking, n: int, plan, encoder: ItemEncoder, ks, confidence) -> List[dict]:
+    """Per item: its holders, its discovery rate over the runs (Wilson interval) and its
+    Proposition 1 bound ``utility.discovery_probability(users, n, m, θ, len)``, ``len`` its
+    encoded length with the terminator (bound 0 if too long). The bound is exact for one item
+    per user sharing no prefix, a lower bound with shared prefixes, and no bound with several
+    items per user (a holder may vote for another of its items)."""
     found = collections.Counter()
     for run in runs:
         found.update(set(run.heavy_hitters))

@@ -1,33 +1,12 @@
-"""An in-memory simulation of the whole TrieHH protocol (docs/protocol.md §1), rounds and all.
-
-Two uses:
-
-* the **oracle** for the Beam pipeline: with ``sampling="keyed"`` it draws users with
-  ``Sampler.sample`` and item choices with ``Sampler.choice_uniform`` and votes with
-  ``vote.client_vote``, so for the same secret seed it must produce exactly the trie the
-  production pipeline produces;
-* a **planning and statistics tool**: with ``sampling="numpy"`` it is an independent, simple
-  re-implementation (``numpy.random.default_rng``: ``choice`` without replacement for the
-  sample, weighted ``choice`` for the item) whose statistics (discovery rates, mean recall) the
-  keyed mode and the pipeline must agree with.
-
-Conventions shared with the pipeline (an exact comparison relies on them):
-
-* The sampled population is every user with at least one record, whatever happens to the
-  records afterwards: a user whose items are all too long is still sampled (it is a device the
-  server asks) and then sends nothing. Ids that ``sampling.user_id_bytes`` maps to the same
-  bytes are one user.
-* Items are normalised and encoded with the ``ItemEncoder``; an item that needs more than ``L``
-  units is dropped (``too_long="drop"``, the default) or truncated to its first ``L`` units
-  (``"truncate"``: it can then only show up as a frequent prefix). Empty items are dropped.
-* Round ``r`` (from 1) votes for length-``r`` prefixes; a round that keeps no prefix ends the
-  run, and so does reaching ``max_rounds`` (default ``L``). The round that adds nothing is run
-  and counted, as in the paper's worked example ("the algorithm terminates in the sixth round").
-
-Privacy habit: per-prefix vote counts never leave a round, not even the counts above the
-threshold (TrieHH publishes the trie, not counts). The per-round statistics are totals only.
-
-Closed-form bounds (Proposition 1) live in ``utility``, not here.
+"""An in-memory simulation of the whole TrieHH protocol (docs/protocol.md §1), rounds and all,
+on the round loop the driver runs (``protocol.rounds``). With ``sampling="keyed"`` it is the
+oracle of the Beam pipeline: it draws users with ``Sampler.sample``, item choices with
+``Sampler.choice_uniform`` and votes with ``vote.client_vote``, so for one secret seed it grows
+exactly the pipeline's trie in exactly its rounds; with ``sampling="numpy"`` it is an
+independent re-implementation (``numpy.random.default_rng``) whose statistics the keyed mode and
+the pipeline must agree with. Per-prefix vote counts never leave a round, not even those above
+the threshold (TrieHH publishes the trie); the per-round statistics are totals only, and the
+conventions an exact comparison relies on are listed in ``simulate``.
 """
 
 from __future__ import annotations
@@ -56,6 +35,8 @@ from triehh_beam.protocol.encoding import (
 )
 from triehh_beam.evaluation.metrics import UserItems, user_records
 from triehh_beam.protocol.sampling import Sampler, UserId
+from triehh_beam.protocol import rounds
+from triehh_beam.protocol.trie import Trie
 from triehh_beam.protocol.vote import client_vote
 
 __all__ = [
@@ -99,9 +80,13 @@ class SimulationResult:
         non-empty levels are listed, so ``len(levels)`` is the depth of the trie.
       heavy_hitter_sequences: the discovered sequences (prefixes that end with the terminator).
       heavy_hitters: the same, decoded (terminator stripped, normalised form of the items).
-      rounds_run: rounds executed, the final one that added nothing included.
+      rounds_run: rounds executed, a final one that added nothing included (exactly the rounds
+        the pipeline runs: ``protocol.rounds`` is both loops).
       round_stats: one ``RoundStats`` per round run.
-      stopped_because: ``"empty_round"`` (a round kept nothing) or ``"max_rounds"``.
+      stopped_because: the ``rounds.StopReason`` value: ``"empty_round"`` (a round kept
+        nothing), ``"max_rounds"`` or ``"nothing_to_extend"`` (every deepest prefix is a
+        complete item).
+      stop: the same as a ``rounds.Stop`` (``stop.describe()`` is the driver's stop reason).
       n_users: size of the sampled population (users with at least one record).
       records_too_long: over-long records, dropped or truncated according to the policy.
       records_empty: empty items, dropped.
@@ -116,6 +101,7 @@ class SimulationResult:
     n_users: int
     records_too_long: int
     records_empty: int
+    stop: Optional[rounds.Stop] = None
 
     @property
     def prefixes(self) -> FrozenSet[Units]:
@@ -295,25 +281,21 @@ def _run(
     randomness = sampler_for_seed(seed) if sampling == "keyed" else _numpy_rng(seed)
     draw = _keyed_votes if sampling == "keyed" else _numpy_votes
 
-    levels: List[FrozenSet[Units]] = []
+    trie = Trie.empty(encoder)
     stats: List[RoundStats] = []
-    frontier: FrozenSet[Units] = frozenset([()])
-    stopped_because = "max_rounds"
-    for round_index in range(1, max_rounds + 1):
-        users_sampled, votes = draw(population, randomness, round_index, m, frontier)
+    step = rounds.next_round(trie, max_rounds)
+    while isinstance(step, rounds.NextRound):
+        users_sampled, votes = draw(population, randomness, step.index, m, step.frontier)
         # prefix -> votes; local to the round and discarded after thresholding.
         tally: Dict[Units, int] = {}
         for vote in votes:
             tally[vote] = tally.get(vote, 0) + 1
         kept = frozenset(prefix for prefix, count in tally.items() if count >= theta)
         del tally
-        stats.append(RoundStats(round_index, users_sampled, len(votes), len(kept)))
-        if not kept:
-            stopped_because = "empty_round"
-            break
-        levels.append(kept)
-        frontier = kept
+        stats.append(RoundStats(step.index, users_sampled, len(votes), len(kept)))
+        trie, step = rounds.apply_round(trie, step, kept, max_rounds)
 
+    levels = trie.levels
     sequences = frozenset(p for level in levels for p in level if is_terminated(p))
     return SimulationResult(
         levels=tuple(levels),
@@ -321,7 +303,8 @@ def _run(
         heavy_hitters=frozenset(encoder.decode(s) for s in sequences),
         rounds_run=len(stats),
         round_stats=tuple(stats),
-        stopped_because=stopped_because,
+        stopped_because=step.reason.value,
+        stop=step,
         n_users=len(population.user_ids),
         records_too_long=population.records_too_long,
         records_empty=population.records_empty,
@@ -340,6 +323,17 @@ def simulate(
     too_long: str = "drop",
 ) -> SimulationResult:
     """Runs TrieHH (Algorithm 1, or 3 for users with several items) on an in-memory population.
+
+    Conventions shared with the pipeline (an exact comparison relies on them): the sampled
+    population is every user with at least one record, whatever happens to its records
+    afterwards (a user whose items are all too long is still sampled, and sends nothing); ids
+    that ``sampling.user_id_bytes`` maps to the same bytes are one user. Items are normalised
+    and encoded with the ``ItemEncoder``; an item longer than ``L`` units is dropped
+    (``too_long="drop"``) or truncated to its first ``L`` units (``"truncate"``: it can then
+    only show up as a frequent prefix); empty items are dropped. The rounds are
+    ``protocol.rounds``'s: a round that keeps nothing is run and counted (as in the paper's
+    worked example, "the algorithm terminates in the sixth round"), no round is run once every
+    deepest prefix is a complete item, and at most ``max_rounds`` run.
 
     Args:
       users: user id -> items: a list of records (items may repeat) or a mapping item -> count.
@@ -386,7 +380,7 @@ def simulate_many(
     """
     _check_parameters(theta, m, max_rounds, sampling)
     population = _prepare(users, encoder, too_long)
-    rounds = encoder.max_length if max_rounds is None else int(max_rounds)
+    limit = encoder.max_length if max_rounds is None else int(max_rounds)
     return tuple(
-        _run(population, encoder, int(theta), int(m), seed, sampling, rounds) for seed in seeds
+        _run(population, encoder, int(theta), int(m), seed, sampling, limit) for seed in seeds
     )

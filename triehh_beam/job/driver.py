@@ -1,34 +1,21 @@
-"""The multi-round driver: census, plan, one Beam job per round, committed state, outputs.
-
-The driver holds no Beam logic of its own: it builds each job from the library's transforms,
-runs it on the runner the pipeline options name, reads the job's small output (the census
-count, or the prefixes a round kept) back through ``FileSystems``, and commits state. Every job
-of a discovery uses the same ``PipelineOptions``.
-
-Order of events, and why:
-  1. Census: one job counts the distinct users, n.
-  2. Plan: the privacy planner picks theta and m for (epsilon, delta, L, n) and refuses an
-     infeasible target. The plan (the budget the job will spend) and the secret seed are
-     committed *before* any round runs, so nothing is released before the spend is recorded.
-  3. Rounds 1..L, each a Beam job, each committed as a new state object; stop early when a round
-     adds nothing or no prefix is left to extend. The epsilon reported is the plan's, for L
-     rounds: the stopping round depends on the data, so the spend is for all rounds that *can*
-     run.
-  4. Outputs: ``heavy_hitters.json`` and ``trie.pb`` in the output directory (never the seed).
-
-Re-running on the same state directory resumes after the last committed round with the same
-seed, so the resumed rounds draw exactly the samples an unbroken run would have drawn.
+"""The multi-round driver, which holds no Beam logic of its own: a census job counts the distinct
+users n; the plan (``planning``: theta and m for the target, an infeasible one refused) and the
+secret seed are committed, and the spend charged to the population's ledger, before any round
+runs, so nothing is released before the budget is recorded (the plan's epsilon covers all L
+rounds, since where the data stops the loop cannot be known in advance); then one Beam job per
+round, on the round loop of ``protocol.rounds`` (the simulation's), each round's result read
+back through ``FileSystems`` and committed as a new state object before it is announced; last
+the outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, never the seed). Every job
+uses the same ``PipelineOptions``, and re-running on the same state directory resumes after the
+last committed round with the same seed, drawing exactly the samples an unbroken run would.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
 import datetime
 import json
 import os
-import socket
 import time
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
@@ -39,11 +26,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import apache_beam as beam
 
-from triehh_beam.job import cas
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.lease import Lease, LeaseLost, LeaseRecord
+from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.protocol import planner, privacy
+from triehh_beam.job import outputs
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.planning import InfeasiblePlanError, plan_for
+from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.read import (
     RECORDS_TAG,
@@ -51,9 +39,10 @@ from triehh_beam.beam.read import (
     UNREADABLE_TAG,
     WriteDeadLetters,
 )
-from triehh_beam.io.drops import DROP_REASONS, bad_fraction, describe_drops
+from triehh_beam.io.drops import bad_fraction, describe_drops
 from triehh_beam.io.schema import RecordFormatError
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.protocol import rounds
+from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.job.state_store import StateStore
@@ -71,12 +60,6 @@ __all__ = [
     "run_discovery",
 ]
 
-class InfeasiblePlanError(ValueError):
-    """The privacy target cannot be met for this population; ``plan`` explains why."""
-
-    def __init__(self, plan):
-        super().__init__(plan.reason)
-        self.plan = plan
 
 
 class BadInputError(ValueError):
@@ -102,13 +85,6 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-    with FileSystems.create(temporary, compression_type="uncompressed") as f:
-        f.write(data)
-    FileSystems.rename([temporary], [path])
-
-
 def _read_single_output(prefix: str) -> bytes:
     with FileSystems.open(prefix, compression_type="uncompressed") as f:
         return f.read()
@@ -121,70 +97,6 @@ def _job_counters(result) -> Dict[str, int]:
         value = counter.committed if counter.committed is not None else counter.attempted
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
     return counters
-
-
-def _json_value(value, encoder: ItemEncoder):
-    """An item as JSON: text as is, integers as numbers, bytes as hex."""
-    return value.hex() if isinstance(value, bytes) else value
-
-
-def _json_prefix(prefix: Units, encoder: ItemEncoder):
-    """A frequent prefix as JSON; for integers, its bits and the value range it covers."""
-    if encoder.kind is ItemKind.INT:
-        low, high = encoder.prefix_range(prefix)
-        return {"bits": b"".join(prefix).decode("ascii"), "range": [low, high]}
-    return _json_value(encoder.decode(prefix), encoder)
-
-
-def _units_to_json(units: Units, encoder: ItemEncoder) -> List[str]:
-    return [encoder.unit_to_bytes(u).hex() for u in units]
-
-
-def _units_from_json(hex_units: List[str], encoder: ItemEncoder) -> Units:
-    return tuple(encoder.unit_from_bytes(bytes.fromhex(u)) for u in hex_units)
-
-
-@dataclasses.dataclass(frozen=True)
-class _NoGuarantee:
-    """Stands in for a planner ``Plan`` when fixed parameters give no guarantee."""
-
-    reason: str
-    feasible: bool = False
-    alternatives: tuple = ()
-
-
-def _describe_plan(plan: state_pb2.PrivacyPlan) -> str:
-    guarantee = (
-        "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
-        if plan.no_guarantee
-        else f"epsilon={plan.epsilon:.4g} delta={plan.delta:.3g}"
-    )
-    return (
-        f"n={plan.population:,} theta={plan.theta} m={plan.batch_size:,} L={plan.max_length} "
-        f"rule={plan.rule}: {guarantee}"
-    )
-
-
-def _plan_document(plan: state_pb2.PrivacyPlan) -> dict:
-    guaranteed = not plan.no_guarantee
-    return {
-        "guarantee": (
-            "(epsilon, delta)-DP with user-level adjacency (TrieHH Theorem 1), covering all "
-            "max_length rounds"
-            if guaranteed
-            else "none: theta and batch size were fixed outside Theorem 1's conditions"
-        ),
-        "epsilon": plan.epsilon if guaranteed else None,
-        "delta": plan.delta if guaranteed else None,
-        "target_epsilon": plan.target_epsilon,
-        "target_delta": plan.target_delta,
-        "theta": plan.theta,
-        "gamma": plan.gamma,
-        "batch_size": plan.batch_size,
-        "population": plan.population,
-        "max_length": plan.max_length,
-        "rule": plan.rule,
-    }
 
 
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
@@ -257,7 +169,7 @@ def build_round(
             population=population,
             truncate=config.truncate_long_items,
         )
-        | "ToJson" >> beam.Map(lambda kept: json.dumps([_units_to_json(k, encoder) for k in kept]))
+        | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=encoder)
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
 
@@ -294,23 +206,6 @@ def submit_job_graphs(
         build_round(pipeline, config, sampler, recorded, frozenset({()}), round_index, output, population)
         results.append(pipeline.run())
     return results
-
-
-LEASE_NAME = "LEASE"
-
-
-def _holder_is_dead(record: LeaseRecord) -> bool:
-    """True for a lease held by a process of this machine that no longer exists."""
-    try:
-        owner = json.loads(record.owner)
-        if owner.get("host") != socket.gethostname():
-            return False
-        os.kill(int(owner["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (ValueError, KeyError, TypeError, PermissionError, OSError):
-        return False
-    return False
 
 
 class _Driver:
@@ -358,27 +253,34 @@ class _Driver:
         return population, counters
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
-        path = FileSystems.join(
-            self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
-        )
+        """Runs round ``round_index`` on ``trie``'s frontier: (kept prefixes, the job's counters).
 
-        def build(p, population):
-            build_round(
+        A sample that came up short (the rank prefilter kept too few users, odds about 1e-12)
+        is a value in the round's result, decided here: the round is re-run without the
+        prefilter, which draws the same, complete sample. Nothing of the short run is kept.
+        """
+
+        def attempt(population: Optional[int]) -> Tuple[RoundResult, Dict[str, int]]:
+            path = FileSystems.join(
+                self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
+            )
+            counters = self._run_job(lambda p: build_round(
                 p, self.config, Sampler(state.secret_seed), state.plan, trie.frontier(), round_index, path,
                 population=population,
-            )
+            ))
+            result = outputs.round_result_from_json(_read_single_output(path), self.encoder)
+            FileSystems.delete([path])
+            return result, counters
 
-        try:
-            counters = self._run_job(lambda p: build(p, state.plan.population))
-        except Exception as e:  # the runner wraps worker errors; only a shortfall is retried
-            if "SampleShortfallError" not in f"{type(e).__name__}: {e}":
-                raise
-            self._say("prefilter_retry", f"round {round_index}: rank prefilter too tight, re-running without it",
-                      round=round_index)
-            counters = self._run_job(lambda p: build(p, None))
-        kept = [_units_from_json(k, self.encoder) for k in json.loads(_read_single_output(path))]
-        FileSystems.delete([path])
-        return kept, counters
+        result, counters = attempt(state.plan.population)
+        if result.sample_short:
+            self._say(
+                "prefilter_retry",
+                f"round {round_index}: rank prefilter too tight, re-running without it",
+                round=round_index,
+            )
+            result, counters = attempt(None)
+        return list(result.kept), counters
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -401,7 +303,7 @@ class _Driver:
                 f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
                 f"{config.max_bad_fraction:.2%} ({describe_drops(counters)}); no round was run"
             )
-        plan = self._plan(population)
+        plan = plan_for(config, population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
             secret_seed=seed,
@@ -417,35 +319,6 @@ class _Driver:
         self.store.commit(state)
         return state
 
-    def _plan(self, population: int) -> state_pb2.PrivacyPlan:
-        """The privacy plan for ``population`` users; raises InfeasiblePlanError."""
-        config = self.config
-        recorded = state_pb2.PrivacyPlan(
-            rule=config.rule if config.theta is None else "fixed",
-            population=population,
-            max_length=config.max_length,
-            target_epsilon=config.epsilon,
-            target_delta=config.delta,
-        )
-        if config.theta is None:
-            plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
-            if not plan.feasible:
-                raise InfeasiblePlanError(plan)
-            recorded.theta, recorded.gamma, recorded.batch_size = plan.theta, plan.gamma, plan.batch_size
-            recorded.epsilon, recorded.delta = plan.epsilon, plan.delta
-            return recorded
-        recorded.theta, recorded.batch_size = config.theta, config.batch_size
-        recorded.gamma = config.batch_size / population**0.5
-        try:
-            guarantee = privacy.theorem1(population, config.theta, config.max_length, batch_size=config.batch_size)
-        except privacy.PrivacyConditionError as e:
-            if not config.allow_no_guarantee:
-                raise InfeasiblePlanError(_NoGuarantee(f"fixed theta and batch size give no DP guarantee: {e}"))
-            recorded.no_guarantee = True
-            return recorded
-        recorded.epsilon, recorded.delta = guarantee.epsilon, guarantee.delta
-        return recorded
-
     def _check_resumable(self, state: state_pb2.JobState) -> None:
         mismatches = self.config.resume_mismatches(state, Trie.from_proto(state.trie).encoder)
         if mismatches:
@@ -456,26 +329,6 @@ class _Driver:
             )
 
     # ---- lease and ledger ---------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _lease(self):
-        """Holds the state directory's lease for the whole run; refuses a concurrent run.
-
-        A lease left by a run of this machine whose process is gone (killed) is taken over at
-        once; any other holder's lease must expire first.
-        """
-        lease = Lease(cas.cas_store_for(self.config.resolved_state_dir), LEASE_NAME)
-        owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex})
-        held = lease.acquire(owner, self.config.lease_seconds, take_over=_holder_is_dead)
-        self._renew = lambda: lease.renew(self._held, self.config.lease_seconds)
-        self._held = held
-        try:
-            yield
-        finally:
-            try:
-                lease.release(self._held)
-            except LeaseLost:
-                pass  # it had expired and been taken: nothing of ours to release
 
     def _charge(self, state: state_pb2.JobState) -> None:
         """Records the job's spend in the population's ledger (once per job), before round 1."""
@@ -499,7 +352,8 @@ class _Driver:
             self.ledger.charge(state.job_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
 
     def run(self) -> DiscoveryResult:
-        with self._lease():
+        with lease_lib.StateLease(self.config.resolved_state_dir, self.config.lease_seconds) as held:
+            self._lease = held
             return self._run()
 
     def _run(self) -> DiscoveryResult:
@@ -521,19 +375,19 @@ class _Driver:
                 finished=state.finished,
             )
         plan = state.plan
-        self._say("plan", f"plan: {_describe_plan(plan)}", **_plan_document(plan))
+        self._say("plan", f"plan: {outputs.describe_plan(plan)}", **outputs.plan_document(plan))
         # Budget before release: charged (once per job) before any round can release anything.
         self._charge(state)
         trie = Trie.from_proto(state.trie)
+        step = rounds.next_round(trie, plan.max_length)
+        if not state.finished and isinstance(step, rounds.Stop):
+            state = self._finish(state, step.describe())  # a state committed before its stop
         while not state.finished:
-            round_index = state.rounds_completed + 1
-            frontier = trie.frontier()
-            if round_index > plan.max_length or not frontier:
-                state = self._finish(state, "reached max length" if frontier else "no prefix left to extend")
-                break
+            round_index, frontier = step.index, step.frontier
             started = time.monotonic()
             kept, counters = self.run_round(state, trie, round_index)
             elapsed = time.monotonic() - started
+            trie, step = rounds.apply_round(trie, step, kept, plan.max_length)
             state = state_pb2.JobState.FromString(state.SerializeToString())
             state.rounds.add(
                 round_index=round_index,
@@ -542,16 +396,12 @@ class _Driver:
                 counters=counters,
                 elapsed_seconds=elapsed,
             )
-            if not kept:
-                state.finished = True
-                state.stop_reason = f"round {round_index} added nothing"
-            else:
-                trie = trie.with_level(kept)
+            if kept:
                 state.trie.CopyFrom(trie.to_proto())
                 state.rounds_completed = round_index
-                if round_index == plan.max_length:
-                    state.finished = True
-                    state.stop_reason = "reached max length"
+            if isinstance(step, rounds.Stop):
+                state.finished = True
+                state.stop_reason = step.describe()
             self.store.commit(state)
             # Announced only once committed: a run killed after this line resumes after it.
             self._say(
@@ -567,7 +417,7 @@ class _Driver:
                 elapsed_seconds=round(elapsed, 3),
                 metrics=counters,
             )
-            self._held = self._renew()
+            self._lease.renew()
         output_path = self._write_outputs(state, trie)
         return DiscoveryResult(
             heavy_hitters=list(trie.heavy_hitters()),
@@ -579,115 +429,15 @@ class _Driver:
             resumed_from_round=resumed_from,
         )
 
+    def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:
+        return outputs.write_outputs(self.config.output_dir, state, trie)
+
     def _finish(self, state, reason: str):
         state = state_pb2.JobState.FromString(state.SerializeToString())
         state.finished = True
         state.stop_reason = reason
         self.store.commit(state)
         return state
-
-    def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:
-        output_dir = self.config.output_dir
-        if not FileSystems.exists(output_dir):
-            FileSystems.mkdirs(output_dir)
-        plan = state.plan
-        document = {
-            "heavy_hitters": [_json_value(v, self.encoder) for v in trie.heavy_hitters()],
-            "frequent_prefixes": [
-                _json_prefix(p, self.encoder) for p in trie.frequent_prefix_sequences()
-            ],
-            "rounds_run": len(state.rounds),
-            "stop_reason": state.stop_reason,
-            "privacy": _plan_document(plan),
-            "encoding": {
-                "kind": self.encoder.kind.value,
-                "unit_size": self.encoder.unit_size,
-                "unit": {"text": "characters", "bytes": "bytes", "int": "bits"}[self.encoder.kind.value],
-                "case_fold": self.encoder.case_fold,
-                "int_bits": self.encoder.int_bits,
-                "tokenizer": self.encoder.tokenizer_id or None,
-                "bytes_encoding": state.input.bytes_encoding or None,
-                "long_items": "truncate" if state.truncate_long_items else "drop",
-            },
-            "input": {
-                "records_read": state.census_counters.get("records_read", 0),
-                "dropped": {
-                    reason: state.census_counters.get(f"records_{reason}", 0)
-                    for reason in DROP_REASONS
-                    if state.census_counters.get(f"records_{reason}", 0)
-                },
-                "bad_fraction": bad_fraction(dict(state.census_counters)),
-                "files_read": state.census_counters.get("files_read", 0),
-                "files_empty": state.census_counters.get("files_empty", 0),
-                "note": "input-quality counts for the operator, from the census over all records; "
-                "not covered by the DP guarantee: remove this section before publishing",
-            },
-            "job_id": state.job_id,
-            "created_at": state.created_at,
-        }
-        path = FileSystems.join(output_dir, "heavy_hitters.json")
-        _write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-        _write_atomically(FileSystems.join(output_dir, "trie.pb"), trie.to_bytes())
-        return path
-
-
-def dry_run(
-    config: DiscoveryConfig,
-    options: Optional[PipelineOptions] = None,
-    progress: Callable[[str], None] = lambda line: None,
-) -> dict:
-    """Plans a discovery without running any round: nothing is committed, nothing is charged.
-
-    Lists the files the input matches, counts the users (a census job; a resumable job's state
-    gives the count without reading), plans, and reports the budget the job would spend and
-    what the ledger has left. Raises like ``run_discovery`` for an infeasible target.
-    """
-    files = sorted(
-        m.path
-        for pattern in config.input_pattern.split(",")
-        for result in FileSystems.match([pattern.strip()])
-        for m in result.metadata_list
-    )
-    if not files:
-        raise FileNotFoundError(f"no file matches {config.input_pattern!r}")
-    driver = _Driver(config, options or PipelineOptions([]), progress, None)
-    state = driver.store.load()
-    if state is not None:
-        driver._check_resumable(state)
-        plan = state.plan
-    else:
-        population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
-        progress(f"census: {population:,} users; {describe_drops(counters)}")
-        plan = driver._plan(population)
-    spent = driver.ledger.spent()
-    left = ledger_lib.remaining(config.budget, spent)
-    already_charged = state is not None and any(
-        r.get("record_id") == state.job_id for r in driver.ledger.records()
-    )
-    spend = ledger_lib.Spend(math.inf, math.inf) if plan.no_guarantee else ledger_lib.Spend(plan.epsilon, plan.delta)
-    fits = already_charged or (spend.epsilon <= left.epsilon and spend.delta <= left.delta)
-    report = {
-        "files": files,
-        "resumes_job": state.job_id if state is not None else None,
-        "rounds_completed": state.rounds_completed if state is not None else 0,
-        "plan": _plan_document(plan),
-        "would_spend": None if plan.no_guarantee else {"epsilon": plan.epsilon, "delta": plan.delta},
-        "already_charged": already_charged,
-        "ledger": driver.ledger.path,
-        "spent_so_far": {"epsilon": spent.epsilon, "delta": spent.delta},
-        "budget": {"epsilon": config.budget_epsilon, "delta": config.budget_delta},
-        "fits_budget": fits,
-    }
-    progress(f"dry run: {len(files)} input file(s): {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}")
-    progress(f"plan: {_describe_plan(plan)}")
-    if plan.no_guarantee:
-        progress("would spend: unbounded (no DP guarantee)")
-    else:
-        progress(f"would spend: epsilon {plan.epsilon:.6g}, delta {plan.delta:.3g}"
-                 + (" (already charged: a resume spends nothing more)" if already_charged else ""))
-    progress(f"ledger {driver.ledger.path}: spent epsilon {spent.epsilon:.6g}, delta {spent.delta:.3g}; "
-             f"budget {'fits' if fits else 'EXCEEDED'}")
-    return report
 
 
 def run_discovery(

@@ -7,6 +7,8 @@ generation it read, so of any number of simultaneous takers exactly one wins and
 ``LeaseHeld`` naming the winner; the holder renews with ``Lease.renew`` and ends with
 ``Lease.release``, and a hold that ended behind its back surfaces as ``LeaseLost``. Each write
 carries a fresh ``lease_id``, so a write whose response was lost is recognised on re-reading.
+``StateLease`` is how a discovery holds its state directory: renewed after every round, and a
+lease left by a killed process of this machine taken over at once.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
+import socket
 import time
 import uuid
 from typing import Callable, Optional
@@ -26,10 +30,11 @@ from triehh_beam.job.cas import (
     PreconditionFailed,
     Versioned,
     _check_name,
+    cas_store_for,
     _encode,
 )
 
-__all__ = ["HeldLease", "Lease", "LeaseHeld", "LeaseLost", "LeaseRecord"]
+__all__ = ["HeldLease", "LEASE_NAME", "Lease", "LeaseHeld", "LeaseLost", "LeaseRecord", "StateLease", "holder_is_dead"]
 
 
 def _timestamp(seconds: float) -> str:
@@ -203,3 +208,48 @@ class Lease:
         """
         record = LeaseRecord(held.owner, held.lease_id, held.acquired_at, self.clock(), released=True)
         self._swap(held, record, "release")
+
+
+LEASE_NAME = "LEASE"
+
+
+def holder_is_dead(record: LeaseRecord) -> bool:
+    """True for a lease held by a process of this machine that no longer exists."""
+    try:
+        owner = json.loads(record.owner)
+        if owner.get("host") != socket.gethostname():
+            return False
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, KeyError, TypeError, PermissionError, OSError):
+        return False
+    return False
+
+
+class StateLease:
+    """Holds the lease on ``state_dir`` (a context manager); ``renew()`` after each round.
+
+    Raises (on entering):
+      LeaseHeld: another live run holds the lease.
+    """
+
+    def __init__(self, state_dir: str, lease_seconds: float):
+        self._lease = Lease(cas_store_for(state_dir), LEASE_NAME)
+        self._seconds = lease_seconds
+        self._held = None
+
+    def __enter__(self) -> "StateLease":
+        owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex})
+        self._held = self._lease.acquire(owner, self._seconds, take_over=holder_is_dead)
+        return self
+
+    def renew(self) -> None:
+        """Extends the lease by its duration; raises ``LeaseLost`` if it was taken."""
+        self._held = self._lease.renew(self._held, self._seconds)
+
+    def __exit__(self, *exc_info) -> None:
+        try:
+            self._lease.release(self._held)
+        except LeaseLost:
+            pass  # it had expired and been taken: nothing of ours to release

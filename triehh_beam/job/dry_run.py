@@ -1,0 +1,73 @@
+"""A dry run of a discovery: which files it would read, how many users they hold, the plan and
+the budget it would spend and what the population's ledger has left. Nothing is committed and
+nothing is charged; an infeasible target is refused as by ``run_discovery``."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable, Optional
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from triehh_beam.io.drops import describe_drops
+from triehh_beam.io.files import match_files
+from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job.driver import DiscoveryConfig, _Driver
+from triehh_beam.job.outputs import describe_plan, plan_document
+from triehh_beam.job.planning import plan_for
+from triehh_beam.protocol.sampling import Sampler
+
+__all__ = ["dry_run"]
+
+
+def dry_run(
+    config: DiscoveryConfig,
+    options: Optional[PipelineOptions] = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Plans a discovery without running any round: nothing is committed, nothing is charged.
+
+    Lists the files the input matches, counts the users (a census job; a resumable job's state
+    gives the count without reading), plans, and reports the budget the job would spend and
+    what the ledger has left. Raises like ``run_discovery`` for an infeasible target.
+    """
+    files = match_files(config.input_pattern)  # FileNotFoundError for a part matching nothing
+    driver = _Driver(config, options or PipelineOptions([]), progress, None)
+    state = driver.store.load()
+    if state is not None:
+        driver._check_resumable(state)
+        plan = state.plan
+    else:
+        population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
+        progress(f"census: {population:,} users; {describe_drops(counters)}")
+        plan = plan_for(config, population)
+    spent = driver.ledger.spent()
+    left = ledger_lib.remaining(config.budget, spent)
+    already_charged = state is not None and any(
+        r.get("record_id") == state.job_id for r in driver.ledger.records()
+    )
+    spend = ledger_lib.Spend(math.inf, math.inf) if plan.no_guarantee else ledger_lib.Spend(plan.epsilon, plan.delta)
+    fits = already_charged or (spend.epsilon <= left.epsilon and spend.delta <= left.delta)
+    report = {
+        "files": files,
+        "resumes_job": state.job_id if state is not None else None,
+        "rounds_completed": state.rounds_completed if state is not None else 0,
+        "plan": plan_document(plan),
+        "would_spend": None if plan.no_guarantee else {"epsilon": plan.epsilon, "delta": plan.delta},
+        "already_charged": already_charged,
+        "ledger": driver.ledger.path,
+        "spent_so_far": {"epsilon": spent.epsilon, "delta": spent.delta},
+        "budget": {"epsilon": config.budget_epsilon, "delta": config.budget_delta},
+        "fits_budget": fits,
+    }
+    progress(f"dry run: {len(files)} input file(s): {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}")
+    progress(f"plan: {describe_plan(plan)}")
+    if plan.no_guarantee:
+        progress("would spend: unbounded (no DP guarantee)")
+    else:
+        progress(f"would spend: epsilon {plan.epsilon:.6g}, delta {plan.delta:.3g}"
+                 + (" (already charged: a resume spends nothing more)" if already_charged else ""))
+    progress(f"ledger {driver.ledger.path}: spent epsilon {spent.epsilon:.6g}, delta {spent.delta:.3g}; "
+             f"budget {'fits' if fits else 'EXCEEDED'}")
+    return report

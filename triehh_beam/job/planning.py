@@ -1,0 +1,71 @@
+"""The privacy plan a discovery records before any round: the planner's theta and m for the
+target (epsilon, delta) and population, or fixed expert values with their Theorem 1 guarantee
+(or none, only where explicitly allowed); an infeasible target is refused with the planner's
+explanation."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol import planner, privacy
+
+if TYPE_CHECKING:
+    from triehh_beam.job.driver import DiscoveryConfig
+
+__all__ = ["InfeasiblePlanError", "plan_for"]
+
+
+class InfeasiblePlanError(ValueError):
+    """The privacy target cannot be met for this population; ``plan`` explains why."""
+
+    def __init__(self, plan):
+        super().__init__(plan.reason)
+        self.plan = plan
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoGuarantee:
+    """Stands in for a planner ``Plan`` when fixed parameters give no guarantee."""
+
+    reason: str
+    feasible: bool = False
+    alternatives: tuple = ()
+
+
+def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPlan:
+    """The privacy plan of ``config`` for ``population`` users, as the job records it.
+
+    The planner picks theta and m for (epsilon, delta, L, n), or the config fixes them (the
+    guarantee is then Theorem 1's for those values, or none with ``allow_no_guarantee``).
+
+    Raises:
+      InfeasiblePlanError: the target cannot be met, or fixed values give no guarantee and
+        ``allow_no_guarantee`` is not set.
+    """
+    recorded = state_pb2.PrivacyPlan(
+        rule=config.rule if config.theta is None else "fixed",
+        population=population,
+        max_length=config.max_length,
+        target_epsilon=config.epsilon,
+        target_delta=config.delta,
+    )
+    if config.theta is None:
+        plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+        if not plan.feasible:
+            raise InfeasiblePlanError(plan)
+        recorded.theta, recorded.gamma, recorded.batch_size = plan.theta, plan.gamma, plan.batch_size
+        recorded.epsilon, recorded.delta = plan.epsilon, plan.delta
+        return recorded
+    recorded.theta, recorded.batch_size = config.theta, config.batch_size
+    recorded.gamma = config.batch_size / population**0.5
+    try:
+        guarantee = privacy.theorem1(population, config.theta, config.max_length, batch_size=config.batch_size)
+    except privacy.PrivacyConditionError as e:
+        if not config.allow_no_guarantee:
+            raise InfeasiblePlanError(_NoGuarantee(f"fixed theta and batch size give no DP guarantee: {e}"))
+        recorded.no_guarantee = True
+        return recorded
+    recorded.epsilon, recorded.delta = guarantee.epsilon, guarantee.delta
+    return recorded

@@ -1,10 +1,8 @@
-"""triehh-beam: private heavy-hitter discovery with the TrieHH protocol.
-
-The top-level package is the protocol in plain Python (no Beam import), usable on devices and
-in tests: encoding, the trie, sampling, the client vote, counting, the privacy planner,
-Proposition 1, metrics and the reference simulation. The Beam glue lives in
-``triehh_beam.beam``; the multi-round driver in ``triehh_beam.job.driver``; the state store in
-``triehh_beam.job.state_store``; the command-line tool in ``triehh_beam.cli``.
+"""triehh-beam: private heavy-hitter discovery with the TrieHH protocol, in layers: the pure
+protocol (``triehh_beam.protocol``: no Beam, no Arrow, no files, so it runs on devices and in
+tests), Arrow readers (``io``), thin Beam transforms (``beam``), operating a job (``job``: config,
+driver, state, ledger), evaluation and the ``triehh`` tool (``cli``). The names below are the
+protocol's, re-exported for convenience; importing this package does not import Beam.
 """
 
 from triehh_beam.protocol.counting import PrefixCounter

@@ -136,6 +136,36 @@ def test_a_bad_seed_file_is_refused(records, tmp_path, seed, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "flags, named, hint",
+    [
+        (["--ledger-dir", "private/ledger"], "unknown argument --ledger-dir", "did you mean --ledger?"),
+        (["--budget_epsilon=5"], "--budget_epsilon is not a Beam pipeline option", "--budget-epsilon"),
+        (["--max-lenght", "4"], "unknown argument --max-lenght", "did you mean --max-length?"),
+        (["--runner=DirectRunner", "--no_such_beam_flag=1"], "unknown argument --no_such_beam_flag", ""),
+    ],
+    ids=["typo-ledger", "beam-spelling-of-a-setting", "typo-setting", "after-a-beam-flag"],
+)
+def test_an_argument_neither_triehh_nor_beam_defines_is_refused(records, tmp_path, flags, named, hint, capsys):
+    # Beam used to drop these with a warning and the job ran without them (here: its budget).
+    code = _discover("--input", records, "--output", str(tmp_path / "out"), *TARGET, *flags)
+    assert code == 2
+    line = _one_line_error(capsys)
+    assert named in line and hint in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_scheduled_refuses_an_unknown_beam_option_in_its_config(records, tmp_path, capsys):
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\nepsilon = 4\n'
+        'delta = 1e-6\nmax_length = 4\n\n[beam]\noptions = ["--direct_num_workers=1", "--ledger_dir=x"]\n')
+    assert main(["scheduled", "--config", str(config), "--date", "2026-01-02"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "unknown argument --ledger_dir" in err
+    assert not (tmp_path / "runs" / "2026-01-02" / "heavy_hitters.json").exists()
+
+
 def test_plan_still_refuses_unknown_flags(capsys):
     code = main(["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-10", "--max-length", "10",
                  "--direct_num_workers=1"])

@@ -115,6 +115,30 @@ def test_an_infeasible_target_is_refused_in_one_line(few_records, tmp_path, seed
     assert len(err.splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry-run"])
+@pytest.mark.parametrize(
+    "fixed, over",
+    [
+        (["--theta", "10", "--batch-size", "180"], "epsilon = 9.21034 > 4"),
+        (["--theta", "10", "--batch-size", "126", "--delta", "1e-9"], "delta = 3.149e-07 > 1e-09"),
+    ],
+    ids=["epsilon", "delta"],
+)
+def test_fixed_theta_and_batch_size_over_the_target_are_refused_before_any_round(
+    records, tmp_path, fixed, over, dry_run, capsys
+):
+    # Theorem 1 applies (gamma <= sqrt(n)/(theta+1)) but gives more than the target: the job
+    # used to record and charge the larger spend, noticed only in the ledger.
+    code = _discover("--input", records, "--output", str(tmp_path / "out"), *TARGET, *fixed, *dry_run)
+    assert code == 2
+    line = _one_line_error(capsys)
+    assert f"fixed theta = 10 and m = {fixed[3]} exceed the target: Theorem 1 gives {over}" in line
+    assert "for n = 2000, L = 4; the planner meets the target with theta = " in line
+    assert not (tmp_path / "out" / "state" / "MANIFEST.json").exists()
+    assert not (tmp_path / "out" / "state" / "ledger.jsonl").exists()
+    assert not (tmp_path / "out" / "state" / "rounds").exists()
+
+
 def test_a_pattern_that_matches_nothing_is_refused(tmp_path, capsys):
     pattern = str(tmp_path / "nothing-*.parquet")
     assert _discover("--input", pattern, "--output", str(tmp_path / "out"), *TARGET) == 2

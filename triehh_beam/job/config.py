@@ -214,8 +214,9 @@ class DiscoveryConfig:
 
     Every field is a ``Setting`` (its help text says what it means); ``SETTINGS`` lists them.
     ``theta`` and ``batch_size`` override the planner together (both or neither): the guarantee
-    is then Theorem 1's for these values, and if its conditions fail the job has none and runs
-    only with ``allow_no_guarantee=True`` (experiments and tests, never production).
+    is then Theorem 1's for these values, which must not exceed the target (epsilon, delta); if
+    its conditions fail, or it exceeds the target, the job has none and runs only with
+    ``allow_no_guarantee=True`` (experiments and tests, never production).
 
     Raises:
       ValueError: a value is out of range or settings contradict each other.
@@ -306,7 +307,8 @@ class DiscoveryConfig:
         "--batch-size", "fix the users sampled per round (with --theta)", _EXPERT, default=None,
         parse=int, identity="plan.batch_size", compare="given", example="300")
     allow_no_guarantee: bool = setting(
-        "--allow-no-guarantee", "run fixed parameters even when Theorem 1 gives no guarantee for them",
+        "--allow-no-guarantee", "run fixed parameters even when Theorem 1 gives them no guarantee, or one above the "
+        "target (the job then claims none)",
         _EXPERT, default=False, parse=None, example="true")
     ledger_dir: Optional[str] = setting(
         "--ledger", "where the population's ledger.jsonl lives, shared by every job on the same "

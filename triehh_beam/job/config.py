@@ -265,6 +265,10 @@ class DiscoveryConfig:
     user_column: str = setting(
         "--user-column", "(default: %(default)s)", _IO, default="user_id",
         identity="input.user_column", example="device")
+    normalise_user_ids: bool = setting(
+        "--normalise-user-ids", "strip surrounding white space from text user ids and put them in "
+        "Unicode NFC, so ' 42' and '42' are one user (the guarantee is per distinct id)", _IO,
+        default=False, parse=None, identity="input.normalise_user_ids", example="true")
     item_column: str = setting(
         "--item-column", "(default: %(default)s)", _IO, default="item",
         identity="input.item_column", example="word")
@@ -378,6 +382,7 @@ class DiscoveryConfig:
             bytes_encoding=self.bytes_encoding,
             max_user_bytes=self.max_user_bytes,
             max_item_bytes=self.max_item_bytes,
+            normalise_user_ids=self.normalise_user_ids,
         )
 
     @property

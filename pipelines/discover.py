@@ -3,8 +3,9 @@
 The flags are standard Beam ``PipelineOptions``: ``DiscoveryOptions`` declares one option per
 setting of the library's ``DiscoveryConfig`` (generated from ``triehh_beam.job.config.SETTINGS``,
 Beam's spelling ``--max_length`` and the command-line tool's ``--max-length`` both accepted),
-every other flag (``--runner``, ``--project``, ``--temp_location``, ...) goes to the runner, and
-the default runner is the library's in-process one, so nothing is downloaded. The module only
+every other flag Beam's ``PipelineOptions`` define (``--runner``, ``--project``,
+``--temp_location``, ...) goes to the runner, any flag none defines (``--ledger-dir``) is refused
+rather than dropped with Beam's warning, and the default runner is the library's in-process one, so nothing is downloaded. The module only
 parses and wires: ``run_discovery`` runs the census, the plan and the rounds exactly as
 ``triehh discover`` does, with the same results for the same seed. Example:
 ``python -m pipelines.discover --input='records/*.parquet' --output=out --epsilon=4
@@ -19,11 +20,12 @@ from typing import Optional, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from triehh_beam.beam.runners import describe_unknown, unknown_pipeline_args
 from triehh_beam.job import config as config_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.driver import DiscoveryResult, run_discovery
 
-__all__ = ["DiscoveryOptions", "config_from_options", "main", "run"]
+__all__ = ["DiscoveryOptions", "config_from_options", "main", "options_from_argv", "run"]
 
 _EXIT_USAGE = 2
 
@@ -52,16 +54,31 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+def options_from_argv(argv: Sequence[str]) -> PipelineOptions:
+    """The ``PipelineOptions`` of ``argv``.
+
+    Raises:
+      ValueError: an argument that no options class (Beam's or ``DiscoveryOptions``) defines,
+        which Beam would drop with only a warning (a mistyped ``--budget-epsilon`` would leave
+        the job without its budget).
+    """
+    unknown = unknown_pipeline_args(argv)
+    if unknown:
+        raise ValueError(describe_unknown(unknown, own="the discovery's settings"))
+    return PipelineOptions(list(argv))
+
+
 def run(argv: Optional[Sequence[str]] = None) -> DiscoveryResult:
     """Runs the discovery ``argv`` describes (default: ``sys.argv[1:]``) and returns its result."""
-    options = PipelineOptions(list(sys.argv[1:] if argv is None else argv))
+    options = options_from_argv(list(sys.argv[1:] if argv is None else argv))
     return run_discovery(config_from_options(options), options, progress=_say)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``run`` with a one-line refusal (exit code 2) for missing or bad settings."""
-    options = PipelineOptions(list(sys.argv[1:] if argv is None else argv))
+    """``run`` with a one-line refusal (exit code 2) for unknown arguments, missing or bad
+    settings."""
     try:
+        options = options_from_argv(list(sys.argv[1:] if argv is None else argv))
         config = config_from_options(options)
     except (ValueError, OSError) as e:
         print(f"pipelines.discover: error: {e}", file=sys.stderr)

@@ -47,3 +47,11 @@ def test_a_default_run_makes_no_network_connection_and_never_starts_prism(monkey
     assert_that(squares, equal_to([1, 4, 9]))
     pipeline.run().wait_until_finish()
     assert attempts == []
+
+
+def test_unknown_pipeline_args_are_what_no_options_class_defines():
+    argv = ["--runner", "DataflowRunner", "--project=p", "--direct_num_workers=2", "--ledger-dir", "x",
+            "--budget_epsilon=3", "--no_use_public_ips"]
+    assert runners.unknown_pipeline_args(argv) == ["--ledger-dir", "--budget_epsilon"]
+    assert runners.unknown_pipeline_args(["--runner=FlinkRunner", "--flink_master=host:8081"]) == []
+    assert runners.unknown_pipeline_args(["stray"]) == ["stray"]

@@ -115,6 +115,30 @@ def test_an_infeasible_target_is_refused_in_one_line(few_records, tmp_path, seed
     assert len(err.splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry-run"])
+@pytest.mark.parametrize(
+    "fixed, over",
+    [
+        (["--theta", "10", "--batch-size", "180"], "epsilon = 9.21034 > 4"),
+        (["--theta", "10", "--batch-size", "126", "--delta", "1e-9"], "delta = 3.149e-07 > 1e-09"),
+    ],
+    ids=["epsilon", "delta"],
+)
+def test_fixed_theta_and_batch_size_over_the_target_are_refused_before_any_round(
+    records, tmp_path, fixed, over, dry_run, capsys
+):
+    # Theorem 1 applies (gamma <= sqrt(n)/(theta+1)) but gives more than the target: the job
+    # used to record and charge the larger spend, noticed only in the ledger.
+    code = _discover("--input", records, "--output", str(tmp_path / "out"), *TARGET, *fixed, *dry_run)
+    assert code == 2
+    line = _one_line_error(capsys)
+    assert f"fixed theta = 10 and m = {fixed[3]} exceed the target: Theorem 1 gives {over}" in line
+    assert "for n = 2000, L = 4; the planner meets the target with theta = " in line
+    assert not (tmp_path / "out" / "state" / "MANIFEST.json").exists()
+    assert not (tmp_path / "out" / "state" / "ledger.jsonl").exists()
+    assert not (tmp_path / "out" / "state" / "rounds").exists()
+
+
 def test_a_pattern_that_matches_nothing_is_refused(tmp_path, capsys):
     pattern = str(tmp_path / "nothing-*.parquet")
     assert _discover("--input", pattern, "--output", str(tmp_path / "out"), *TARGET) == 2
@@ -134,6 +158,36 @@ def test_a_bad_seed_file_is_refused(records, tmp_path, seed, capsys):
     if seed is not None:
         assert f"this one {len(seed)}" in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, named, hint",
+    [
+        (["--ledger-dir", "private/ledger"], "unknown argument --ledger-dir", "did you mean --ledger?"),
+        (["--budget_epsilon=5"], "--budget_epsilon is not a Beam pipeline option", "--budget-epsilon"),
+        (["--max-lenght", "4"], "unknown argument --max-lenght", "did you mean --max-length?"),
+        (["--runner=DirectRunner", "--no_such_beam_flag=1"], "unknown argument --no_such_beam_flag", ""),
+    ],
+    ids=["typo-ledger", "beam-spelling-of-a-setting", "typo-setting", "after-a-beam-flag"],
+)
+def test_an_argument_neither_triehh_nor_beam_defines_is_refused(records, tmp_path, flags, named, hint, capsys):
+    # Beam used to drop these with a warning and the job ran without them (here: its budget).
+    code = _discover("--input", records, "--output", str(tmp_path / "out"), *TARGET, *flags)
+    assert code == 2
+    line = _one_line_error(capsys)
+    assert named in line and hint in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_scheduled_refuses_an_unknown_beam_option_in_its_config(records, tmp_path, capsys):
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\nepsilon = 4\n'
+        'delta = 1e-6\nmax_length = 4\n\n[beam]\noptions = ["--direct_num_workers=1", "--ledger_dir=x"]\n')
+    assert main(["scheduled", "--config", str(config), "--date", "2026-01-02"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "unknown argument --ledger_dir" in err
+    assert not (tmp_path / "runs" / "2026-01-02" / "heavy_hitters.json").exists()
 
 
 def test_plan_still_refuses_unknown_flags(capsys):

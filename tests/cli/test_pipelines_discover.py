@@ -66,6 +66,21 @@ def test_a_missing_setting_is_refused_in_one_line(tmp_path, subprocess_env):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_argument_no_options_class_defines_is_refused_in_one_line(records, tmp_path, subprocess_env):
+    # Beam dropped it with a warning and the job ran without a budget.
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.discover", f"--input={records}", f"--output={tmp_path / 'out'}",
+         "--epsilon=4", "--delta=1e-6", "--max_length=4", "--ledger=ledger", "--budget-epsilon=9",
+         "--ledger-dir=elsewhere"],
+        capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "pipelines.discover: error: unknown argument --ledger-dir: neither the discovery's settings "
+        "nor Beam's pipeline options define it")
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_library_never_imports_pipelines(subprocess_env, tmp_path):
     code = ("import sys, triehh_beam.cli, triehh_beam.job.driver, triehh_beam.evaluation.experiment; "
             "assert not [m for m in sys.modules if m == 'pipelines' or m.startswith('pipelines.')]")

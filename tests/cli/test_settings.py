@@ -25,6 +25,8 @@ COMPANIONS = {
     "batch_size": {"theta": "12"},
     "int_bits": {"item_kind": "int"},
     "bytes_encoding": {"item_kind": "bytes"},
+    "budget_epsilon": {"ledger_dir": "private/ledger"},
+    "budget_delta": {"ledger_dir": "private/ledger"},
 }
 BASE = {"input_pattern": "records/day.jsonl", "epsilon": "4", "delta": "1e-6", "max_length": "5"}
 IDS = [item.name for item in SETTINGS]

@@ -311,6 +311,17 @@ def test_evaluate_command_reports_unusable_input_in_one_line(tmp_path, capsys):
     assert code == 2
 
 
+def test_evaluate_command_refuses_a_flag_beam_does_not_define(small_input, tmp_path, capsys):
+    # Beam would drop it with a warning and the evaluation would run without it.
+    code = evaluate_cli.main(["--input", small_input, "--epsilon", "1", "--delta", "1e-3",
+                              "--max-length", "4", "--output", str(tmp_path / "o"), "--engine", "pipeline",
+                              "--direct_num_workers=1", "--direct-num-workers=2"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unknown argument --direct-num-workers" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
 def test_register_evaluate_adds_the_subcommand():
     import argparse
 

@@ -214,3 +214,23 @@ def test_decoding_agrees_with_the_standard_library_on_random_text():
         got, bad = _decode(values, encoding)
         assert got == expected and bad == len(values) - len(expected), encoding
         assert 50 < len(expected) < len(values) - 50  # both outcomes are exercised
+
+
+@pytest.mark.parametrize("normalise", [False, True], ids=["off", "on"])
+def test_normalise_user_ids_strips_white_space_and_composes_text_ids(normalise):
+    decomposed, composed = "Jose\u0301", "Jos\u00e9"
+    table = pa.table({"user_id": [" 42", "42\t", "42", decomposed, composed, " \u3000", "7"],
+                      "item": ["a"] * 7})
+    batch, drops = normalise_batch(table, options=RecordOptions(normalise_user_ids=normalise))
+    ids = batch.column(0).to_pylist()
+    if normalise:
+        assert ids == [b"42", b"42", b"42", composed.encode(), composed.encode(), b"7"]
+        assert drops["missing_user"] == 1  # white space only (an ideographic space too)
+    else:
+        assert ids == [b" 42", b"42\t", b"42", decomposed.encode(), composed.encode(),
+                       " \u3000".encode(), b"7"]
+        assert drops["missing_user"] == 0
+    # Integer ids are not text: unchanged either way.
+    ints = pa.table({"user_id": pa.array([42, -5], pa.int64()), "item": ["a", "b"]})
+    batch, _ = normalise_batch(ints, options=RecordOptions(normalise_user_ids=normalise))
+    assert batch.column(0).to_pylist() == [b"42", b"-5"]

@@ -500,3 +500,23 @@ def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, mak
     for form in (SEED, SEED.hex().encode(), base64.b64encode(SEED), base64.urlsafe_b64encode(SEED)):
         assert grep_files(output, form, exclude=state_dir) == []
         assert not [line for line in lines if form.decode("latin-1") in line]
+
+
+@pytest.mark.parametrize("normalise, users", [(False, 32), (True, 31)], ids=["off", "on"])
+def test_normalise_user_ids_makes_42_and_space_42_one_user_with_one_vote(tmp_path, normalise, users):
+    from triehh_beam.job.state_store import StateStore
+
+    records = tmp_path / "records.jsonl"
+    rows = [(f"u{i:02d}", "ab", 1) for i in range(30)] + [(" 42", "ab", 1), ("42", "ab", 1)]
+    write_records(str(records), rows)
+    config = DiscoveryConfig(str(records), str(tmp_path / "out"), 1.0, 1e-6, 3, seed=bytes(range(32)),
+                             theta=1, batch_size=100, allow_no_guarantee=True,
+                             normalise_user_ids=normalise)
+    run_discovery(config)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.plan.population == users and state.input.normalise_user_ids == normalise
+    first = state.rounds[0].counters
+    assert first["users_sampled"] == users and first["votes_cast"] == users  # one vote per id
+    # Part of the job's identity: a resume with the other choice is refused.
+    with pytest.raises(ConfigMismatchError, match="input"):
+        run_discovery(dataclasses.replace(config, normalise_user_ids=not normalise))

@@ -167,6 +167,32 @@ def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_
     assert len(ledger.Ledger(str(tmp_path / "ledger")).records()) == 2
 
 
+def test_a_scheduled_budget_without_a_shared_ledger_is_refused_on_every_date(records, tmp_path, capsys):
+    # The reproduction: without a ledger key each date had its own ledger in its own state
+    # directory, and three runs of epsilon = 3 all ran against a budget of epsilon = 5.
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\n'
+        'epsilon = 3.0\ndelta = 1e-6\nmax_length = 5\n\n[budget]\nepsilon = 5.0\n'
+    )
+    codes = [cli.main(["scheduled", "--config", str(config), "--date", d])
+             for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+    assert codes == [2, 2, 2]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all("needs the population's shared ledger" in line for line in err)
+    assert all("[budget] ledger" in line and "Traceback" not in line for line in err)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("budget", [["--budget-epsilon", "5"], ["--budget-delta", "1e-5"]])
+def test_a_budget_without_a_shared_ledger_is_refused_before_reading(records, tmp_path, capsys, budget):
+    assert _discover(records, tmp_path / "out", *budget) == 2
+    out, err = capsys.readouterr()
+    assert "census" not in out
+    assert len(err.strip().splitlines()) == 1 and "--ledger DIR" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

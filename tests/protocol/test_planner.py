@@ -149,3 +149,19 @@ def test_plan_rejects_unknown_rule():
 def test_plan_accepts_numpy_integers():
     np = pytest.importorskip("numpy")
     assert plan(np.int64(100_000), 4, 1e-10, np.int32(10)).batch_size == 2354
+
+
+def test_fixed_values_over_the_target_are_explained_with_the_planners_answer():
+    from triehh_beam.protocol.planner import fixed_over_target
+
+    planned = plan(2000, 4.0, 1e-6, 4)
+    # The planner's own values meet their target; more users per round spend more epsilon.
+    assert fixed_over_target(2000, 4.0, 1e-6, 4, planned.theta, planned.batch_size) is None
+    reason, alternatives = fixed_over_target(2000, 4.0, 1e-6, 4, 10, 180)
+    assert theorem1(2000, 10, 4, batch_size=180).epsilon > 4.0
+    assert reason.startswith("fixed theta = 10 and m = 180 exceed the target: Theorem 1 gives epsilon = ")
+    assert f"theta = {planned.theta}, m = {planned.batch_size}" in reason and alternatives == ()
+    # A smaller theta has a larger delta; an infeasible target brings the planner's alternatives.
+    reason, alternatives = fixed_over_target(10000, 1.0, 1e-8, 10, 5, 105)
+    assert "delta = " in reason and plan(10000, 1.0, 1e-8, 10).reason in reason
+    assert alternatives == plan(10000, 1.0, 1e-8, 10).alternatives and alternatives

@@ -6,15 +6,18 @@ run and then falls back. triehh-beam's default is therefore the in-process ``FnA
 out. ``--runner=DirectRunner`` (or no ``--runner``) means that in-process runner;
 ``--direct_running_mode=multi_processing`` with ``--direct_num_workers=N`` still applies to it.
 Every other runner name (``DataflowRunner``, ``FlinkRunner``, ``PortableRunner``, ...) is passed
-to Beam unchanged.
+to Beam unchanged. ``unknown_pipeline_args`` finds the arguments no ``PipelineOptions`` class
+defines, with Beam's own parser, which would otherwise drop them with only a warning.
 """
 
 from __future__ import annotations
 
+from typing import List, Sequence
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-__all__ = ["make_pipeline", "uses_in_process_runner"]
+__all__ = ["describe_unknown", "make_pipeline", "unknown_pipeline_args", "uses_in_process_runner"]
 
 _IN_PROCESS_NAMES = {None, "", "DirectRunner", "FnApiRunner", "direct"}
 
@@ -42,3 +45,29 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if uses_in_process_runner(options):
         return beam.Pipeline(runner=_in_process_runner(options), options=options)
     return beam.Pipeline(options=options)
+
+
+
+def unknown_pipeline_args(argv: Sequence[str]) -> List[str]:
+    """The names of the arguments of ``argv`` that no ``PipelineOptions`` class defines.
+
+    Parsed by the parser ``PipelineOptions.get_all_options`` builds from every options class
+    loaded in the process (Beam's own, the runners', any the caller declared), so the list of
+    known flags is Beam's, never a copy. A flag is named without its value (``--x=1``, ``--x 1``:
+    ``--x``); stray words are named only when no unknown flag is. Beam itself only warns about
+    these arguments and drops them.
+    """
+    unknown: List[str] = []
+
+    def parse(parser) -> None:  # called with the parser holding every class's arguments
+        unknown.extend(parser.parse_known_args(list(argv))[1])
+
+    PipelineOptions(list(argv)).get_all_options(add_extra_args_fn=parse, retain_unknown_options=True)
+    return [token.split("=", 1)[0] for token in unknown if token.startswith("-")] or unknown
+
+
+def describe_unknown(names: Sequence[str], own: str = "triehh") -> str:
+    """One line refusing ``unknown_pipeline_args``'s ``names``; ``own``: who else defines flags."""
+    many = len(names) > 1
+    return (f"unknown argument{'s' if many else ''} {', '.join(names)}: neither {own} nor Beam's "
+            f"pipeline options define {'them' if many else 'it'}")

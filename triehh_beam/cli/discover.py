@@ -1,9 +1,11 @@
 """``triehh discover``: a whole private heavy-hitter discovery from device records.
 
 Parses flags (one per setting of ``job.config``, plus how to report progress) into a frozen
-``DiscoveryConfig`` and Beam ``PipelineOptions`` (every flag this parser does not know is passed
-to Beam unchanged, e.g. ``--runner``, ``--project``, ``--temp_location``), then hands both to the
-driver (``execute``, which ``demo`` and ``scheduled`` share); no Beam logic lives here. Exit
+``DiscoveryConfig`` and Beam ``PipelineOptions`` (a flag this parser does not know must be one
+that Beam's ``PipelineOptions`` define, e.g. ``--runner``, ``--project``, ``--temp_location``;
+any other, such as a mistyped ``--budget_epsilon`` or ``--ledger-dir``, is refused, since Beam
+would drop it with a warning and the job would run without it), then hands both to the driver
+(``execute``, which ``demo`` and ``scheduled`` share); no Beam logic lives here. Exit
 codes: 0 success; 2 bad arguments, an infeasible privacy target, unusable input or a state
 directory that holds another job (one-line reason on stderr); 1 a failure while running.
 """
@@ -11,6 +13,7 @@ directory that holds another job (one-line reason on stderr); 1 a failure while 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import sys
@@ -26,6 +29,7 @@ __all__ = [
     "DEMO_DEFAULTS",
     "add_discover_arguments",
     "config_from_args",
+    "unknown_arguments",
     "execute",
     "register_discover",
     "run",
@@ -87,6 +91,34 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def unknown_arguments(beam_args: Sequence[str]) -> Optional[str]:
+    """Why ``beam_args`` cannot go to Beam, in one line, or None when Beam defines them all.
+
+    Refused: a triehh setting given where Beam options go (``--budget_epsilon``, Beam's
+    spelling, to ``triehh discover``; any setting in a scheduled config's ``[beam]`` options),
+    which Beam would parse into options nobody reads, and every argument that no Beam
+    ``PipelineOptions`` class defines (Beam's own parser decides), which Beam would drop.
+    """
+    from triehh_beam.beam import runners
+
+    settings = {}
+    for item in config_lib.SETTINGS:
+        settings[item.flag] = settings["--" + item.dest] = item
+    for token in beam_args:
+        item = settings.get(token.split("=", 1)[0])
+        if item is not None:
+            return (f"{token.split('=', 1)[0]} is not a Beam pipeline option: the triehh setting is "
+                    f"{item.flag} ([{item.section}] {item.key} in a scheduled config)")
+    names = runners.unknown_pipeline_args(beam_args)
+    if not names:
+        return None
+    message = runners.describe_unknown(names)
+    close = difflib.get_close_matches(names[0], sorted(settings), n=1, cutoff=0.8)
+    if close:
+        message += f" (did you mean {settings[close[0]].flag}?)"
+    return message
+
+
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
     try:
@@ -118,6 +150,9 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
 
     started = time.monotonic()
     as_json = log_format == "json"
+    refused = unknown_arguments(beam_args)
+    if refused:
+        return _fail(refused, 2)
     options = PipelineOptions(list(beam_args))
     if options.get_all_options().get("dry_run"):
         return _fail(
@@ -195,9 +230,9 @@ def register_discover(subparsers) -> None:
     parser = subparsers.add_parser(
         "discover",
         help="discover heavy hitters in device records (a Beam job per round)",
-        description="Discover heavy hitters with TrieHH. Flags this command does not know are "
-        "Beam pipeline options (e.g. --runner=DataflowRunner --project=... --temp_location=gs://...). "
-        "The default runner is Beam's in-process runner.",
+        description="Discover heavy hitters with TrieHH. Flags this command does not know must be "
+        "Beam pipeline options (e.g. --runner=DataflowRunner --project=... --temp_location=gs://...); "
+        "any other is refused. The default runner is Beam's in-process runner.",
     )
     add_discover_arguments(parser)
     parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True)

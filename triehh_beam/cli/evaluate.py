@@ -189,6 +189,11 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         return _fail(str(e))
     if beam_args and config.engine != "pipeline":
         return _fail(f"unrecognized arguments: {' '.join(beam_args)} (Beam options need --engine pipeline)")
+    from triehh_beam.beam import runners
+
+    unknown = runners.unknown_pipeline_args(beam_args)
+    if unknown:  # Beam would drop them with a warning
+        return _fail(runners.describe_unknown(unknown))
     progress = _progress(not args.no_progress)
     try:
         result = evaluation.run_evaluation(config, PipelineOptions(list(beam_args)), progress)

@@ -46,13 +46,13 @@ CONFIG_EXAMPLE = """\
     tokenize = true                                  # underscores (--item-type: item_type)
 
     [budget]                                         # optional: the population's lifetime budget
-    ledger = "gs://bucket/triehh/ledgers/words"
+    ledger = "gs://bucket/triehh/ledgers/words"      # required with a budget: shared by every date
     epsilon = 12.0
     delta = 1e-8
 
-    [beam]                                           # optional: pipeline options, passed through
+    [beam]                                           # optional: Beam pipeline options, passed through
     options = ["--runner=DataflowRunner", "--project=my-project", "--region=europe-west1",
-               "--temp_location=gs://bucket/tmp"]
+               "--temp_location=gs://bucket/tmp"]              # only options Beam defines
 """
 
 # The one key that differs from discover's flags: each run writes to OUTPUT_ROOT/<date>.

@@ -4,7 +4,8 @@ bytes (what ``sampling.user_id_bytes`` gives one id), items the item kind's type
 decoded from base64 or hex, or int64), counts int64; each row that fails a check is dropped and
 counted under its first reason (``drops.DROP_REASONS``), and a column whose type cannot hold
 what it should is a ``RecordFormatError``. ``binary_buffers`` hands a batch's ``user_id``
-column to the numpy hashing without copying it.
+column to the numpy hashing without copying it. With ``normalise_user_ids``, text ids are
+stripped of surrounding white space and put in Unicode NFC before anything else sees them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import binascii
 import codecs
 import collections
+import unicodedata
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -257,6 +259,8 @@ def normalise_block(
     # lines that are not UTF-8, so their batches need no second check.
     utf8_ok = None if utf8_checked else _text_utf8_ok(user_raw, item_raw, count_raw, options)
     users = _normalise_users(user_raw, columns.user)
+    if options.normalise_user_ids:
+        users = _normalised_text_ids(user_raw, users, utf8_ok)
     items, item_present, item_ok = _normalise_items(item_raw, columns.item, options)
     if has_count:
         counts, count_ok = _normalise_counts(count_raw, columns.count)
@@ -416,6 +420,28 @@ def _normalise_users(array: pa.Array, name: str) -> pa.Array:
     if pa.types.is_integer(kind):
         return pc.cast(pc.cast(array, pa.string()), pa.binary())  # decimal digits, e.g. "-5"
     return as_binary(array)  # strings are UTF-8 already: no copy
+
+
+def _normalised_text_ids(raw: pa.Array, users: pa.Array, utf8_ok: Optional[pa.Array]) -> pa.Array:
+    """``users`` (canonical bytes) with text ids stripped of surrounding white space and in NFC.
+
+    Only string columns are text; ids that are not UTF-8 (dropped as ``invalid_utf8`` first)
+    become null rather than reaching Arrow's Unicode kernels.
+    """
+    if not is_text(raw.type):
+        return users
+    text = users.view(pa.string())
+    if utf8_ok is not None:
+        text = pc.if_else(pc.fill_null(utf8_ok, False), text, pa.scalar(None, pa.string()))
+    text = pc.utf8_trim_whitespace(text)
+    # NFC changes only ids with a non-ASCII character; those few go through Python's
+    # unicodedata, since pyarrow's utf8_normalize (25.0.1) returns NFD whatever form is asked.
+    not_ascii = pc.invert(pc.fill_null(pc.string_is_ascii(text), True))
+    if _true_count(not_ascii):
+        composed = [unicodedata.normalize("NFC", value)
+                    for value in pc.filter(text, not_ascii).to_pylist()]
+        text = pc.replace_with_mask(text, not_ascii, pa.array(composed, pa.string()))
+    return as_binary(text)
 
 
 def _normalise_items(

@@ -111,6 +111,9 @@ class RecordOptions:
       max_user_bytes: ids longer than this (canonical bytes) are ``oversized_user``.
       max_item_bytes: items longer than this (UTF-8 bytes of text, decoded bytes) are
         ``oversized_item``.
+      normalise_user_ids: text user ids (string columns) lose surrounding white space and are
+        put in Unicode NFC, so that ``" 42"`` and ``"42"`` are one user; an id left empty is
+        ``missing_user``. Integer and binary ids are taken as they are.
 
     Raises:
       ValueError: for an unknown kind or encoding, an encoding for items that are not bytes,
@@ -122,6 +125,7 @@ class RecordOptions:
     bytes_encoding: Optional[str] = None
     max_user_bytes: int = DEFAULT_MAX_USER_BYTES
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES
+    normalise_user_ids: bool = False
 
     def __post_init__(self):
         kind = ItemKind(self.item_kind)
@@ -155,6 +159,7 @@ class RecordOptions:
         bytes_encoding: Optional[str] = None,
         max_user_bytes: int = DEFAULT_MAX_USER_BYTES,
         max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+        normalise_user_ids: bool = False,
     ) -> "RecordOptions":
         """The options that read items of ``encoder``'s kind (and integer width)."""
         return cls(
@@ -163,6 +168,7 @@ class RecordOptions:
             bytes_encoding=bytes_encoding,
             max_user_bytes=max_user_bytes,
             max_item_bytes=max_item_bytes,
+            normalise_user_ids=normalise_user_ids,
         )
 
     @property

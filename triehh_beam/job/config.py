@@ -214,8 +214,9 @@ class DiscoveryConfig:
 
     Every field is a ``Setting`` (its help text says what it means); ``SETTINGS`` lists them.
     ``theta`` and ``batch_size`` override the planner together (both or neither): the guarantee
-    is then Theorem 1's for these values, and if its conditions fail the job has none and runs
-    only with ``allow_no_guarantee=True`` (experiments and tests, never production).
+    is then Theorem 1's for these values, which must not exceed the target (epsilon, delta); if
+    its conditions fail, or it exceeds the target, the job has none and runs only with
+    ``allow_no_guarantee=True`` (experiments and tests, never production).
 
     Raises:
       ValueError: a value is out of range or settings contradict each other.
@@ -264,6 +265,10 @@ class DiscoveryConfig:
     user_column: str = setting(
         "--user-column", "(default: %(default)s)", _IO, default="user_id",
         identity="input.user_column", example="device")
+    normalise_user_ids: bool = setting(
+        "--normalise-user-ids", "strip surrounding white space from text user ids and put them in "
+        "Unicode NFC, so ' 42' and '42' are one user (the guarantee is per distinct id)", _IO,
+        default=False, parse=None, identity="input.normalise_user_ids", example="true")
     item_column: str = setting(
         "--item-column", "(default: %(default)s)", _IO, default="item",
         identity="input.item_column", example="word")
@@ -306,20 +311,21 @@ class DiscoveryConfig:
         "--batch-size", "fix the users sampled per round (with --theta)", _EXPERT, default=None,
         parse=int, identity="plan.batch_size", compare="given", example="300")
     allow_no_guarantee: bool = setting(
-        "--allow-no-guarantee", "run fixed parameters even when Theorem 1 gives no guarantee for them",
+        "--allow-no-guarantee", "run fixed parameters even when Theorem 1 gives them no guarantee, or one above the "
+        "target (the job then claims none)",
         _EXPERT, default=False, parse=None, example="true")
     ledger_dir: Optional[str] = setting(
-        "--ledger", "where the population's ledger.jsonl lives; share it between jobs on the same "
-        "population (default: the state directory)", _BUDGET, default=None, metavar="DIR",
+        "--ledger", "where the population's ledger.jsonl lives, shared by every job on the same "
+        "population; required with a lifetime budget (without one: the state directory)", _BUDGET, default=None, metavar="DIR",
         section="budget", key="ledger", identity="ledger", compare="recorded",
         # A resume must be charged (or found charged) in the ledger the job started with.
         mismatch="privacy ledger (state has {theirs!r})",
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
-        "--budget-epsilon", "lifetime epsilon of the population (default: unlimited)", _BUDGET,
+        "--budget-epsilon", "lifetime epsilon of the population, enforced in --ledger (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="epsilon", example="20")
     budget_delta: Optional[float] = setting(
-        "--budget-delta", "lifetime delta of the population (default: unlimited)", _BUDGET,
+        "--budget-delta", "lifetime delta of the population, enforced in --ledger (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="delta", example="1e-7")
     lease_seconds: float = setting(
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "
@@ -348,6 +354,12 @@ class DiscoveryConfig:
             raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
         self.record_options  # validates the reading options
         self.budget  # validates the budget
+        if (self.budget_epsilon is not None or self.budget_delta is not None) and not self.ledger_dir:
+            # The default ledger, in the job's own state directory, is fresh for every job: a
+            # budget there bounds nothing (each dated run of a schedule would spend it anew).
+            raise ValueError(
+                "a lifetime budget needs the population's shared ledger: give --ledger DIR "
+                "([budget] ledger in a scheduled config), the same for every job on the population")
         if not self.lease_seconds > 0:
             raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
         self.encoder  # validates unit_size and max_length
@@ -370,6 +382,7 @@ class DiscoveryConfig:
             bytes_encoding=self.bytes_encoding,
             max_user_bytes=self.max_user_bytes,
             max_item_bytes=self.max_item_bytes,
+            normalise_user_ids=self.normalise_user_ids,
         )
 
     @property

@@ -1,7 +1,7 @@
 """The privacy plan a discovery records before any round: the planner's theta and m for the
 target (epsilon, delta) and population, or fixed expert values with their Theorem 1 guarantee
-(or none, only where explicitly allowed); an infeasible target is refused with the planner's
-explanation."""
+(or none, only where explicitly allowed); an infeasible target, or fixed values that spend more
+than the target, are refused with the planner's explanation."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ class InfeasiblePlanError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class _NoGuarantee:
-    """Stands in for a planner ``Plan`` when fixed parameters give no guarantee."""
+class _Refusal:
+    """Stands in for a planner ``Plan`` when fixed parameters give no guarantee or exceed the
+    target."""
 
     reason: str
     feasible: bool = False
@@ -38,11 +39,12 @@ def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPla
     """The privacy plan of ``config`` for ``population`` users, as the job records it.
 
     The planner picks theta and m for (epsilon, delta, L, n), or the config fixes them (the
-    guarantee is then Theorem 1's for those values, or none with ``allow_no_guarantee``).
+    guarantee is then Theorem 1's for those values, which must not exceed the target; with
+    ``allow_no_guarantee`` values that give none, or more than the target, run with none).
 
     Raises:
-      InfeasiblePlanError: the target cannot be met, or fixed values give no guarantee and
-        ``allow_no_guarantee`` is not set.
+      InfeasiblePlanError: the target cannot be met, fixed values spend more than the target,
+        or fixed values give no guarantee and ``allow_no_guarantee`` is not set.
     """
     recorded = state_pb2.PrivacyPlan(
         rule=config.rule if config.theta is None else "fixed",
@@ -64,7 +66,17 @@ def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPla
         guarantee = privacy.theorem1(population, config.theta, config.max_length, batch_size=config.batch_size)
     except privacy.PrivacyConditionError as e:
         if not config.allow_no_guarantee:
-            raise InfeasiblePlanError(_NoGuarantee(f"fixed theta and batch size give no DP guarantee: {e}"))
+            raise InfeasiblePlanError(_Refusal(f"fixed theta and batch size give no DP guarantee: {e}"))
+        recorded.no_guarantee = True
+        return recorded
+    # Refused, not recorded: the job would charge the ledger more than the target it was given.
+    over = planner.fixed_over_target(population, config.epsilon, config.delta, config.max_length,
+                                     config.theta, config.batch_size, config.rule)
+    if over is not None:
+        if not config.allow_no_guarantee:
+            raise InfeasiblePlanError(_Refusal(*over))
+        # An experiment's values: the target is not met, so the job claims no guarantee at all
+        # (charged as unbounded), never one larger than it was asked for.
         recorded.no_guarantee = True
         return recorded
     recorded.epsilon, recorded.delta = guarantee.epsilon, guarantee.delta

@@ -34,7 +34,7 @@ class PrivacyPlan(_message.Message):
     def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ...) -> None: ...
 
 class InputSpec(_message.Message):
-    __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes")
+    __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids")
     FILE_PATTERN_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     USER_COLUMN_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class InputSpec(_message.Message):
     BYTES_ENCODING_FIELD_NUMBER: _ClassVar[int]
     MAX_USER_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEM_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NORMALISE_USER_IDS_FIELD_NUMBER: _ClassVar[int]
     file_pattern: str
     format: str
     user_column: str
@@ -51,7 +52,8 @@ class InputSpec(_message.Message):
     bytes_encoding: str
     max_user_bytes: int
     max_item_bytes: int
-    def __init__(self, file_pattern: _Optional[str] = ..., format: _Optional[str] = ..., user_column: _Optional[str] = ..., item_column: _Optional[str] = ..., count_column: _Optional[str] = ..., bytes_encoding: _Optional[str] = ..., max_user_bytes: _Optional[int] = ..., max_item_bytes: _Optional[int] = ...) -> None: ...
+    normalise_user_ids: bool
+    def __init__(self, file_pattern: _Optional[str] = ..., format: _Optional[str] = ..., user_column: _Optional[str] = ..., item_column: _Optional[str] = ..., count_column: _Optional[str] = ..., bytes_encoding: _Optional[str] = ..., max_user_bytes: _Optional[int] = ..., max_item_bytes: _Optional[int] = ..., normalise_user_ids: _Optional[bool] = ...) -> None: ...
 
 class RoundConfig(_message.Message):
     __slots__ = ("round_index", "theta", "batch_size", "population", "encoding", "truncate_long_items")

@@ -6,7 +6,8 @@ the batch size with one of the parameter rules (:mod:`triehh_beam.protocol.param
 Theorem 1 (:mod:`triehh_beam.protocol.privacy`) at the floored batch size. A target Theorem 1
 cannot certify is returned as an infeasible ``Plan``, never adjusted, with the reason in numbers
 and the honest alternatives (:mod:`triehh_beam.protocol.alternatives`). This is what a job
-consults, and records, before anything runs. Pure Python; no Beam.
+consults, and records, before anything runs; ``fixed_over_target`` checks theta and m fixed by
+hand against the same target. Pure Python; no Beam.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dataclasses
 import math
 from typing import List, Optional, Tuple
 
+from triehh_beam.protocol import privacy
 from triehh_beam.protocol.alternatives import Alternative, alternatives_for
 from triehh_beam.protocol.parameters import (
     PrivacyTarget,
@@ -25,7 +27,7 @@ from triehh_beam.protocol.parameters import (
     theta_ceiling,
 )
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Plan", "fixed_over_target", "plan"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +164,47 @@ def plan(
         notes=tuple(notes),
         **common,
     )
+
+
+def fixed_over_target(
+    n: int,
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    theta: int,
+    batch_size: int,
+    rule: str = "authors",
+) -> Optional[Tuple[str, Tuple[Alternative, ...]]]:
+    """Why a fixed theta and batch size spend more than the target, or None when they do not.
+
+    Theorem 1 at (n, theta, m, L) must give epsilon <= the target epsilon and delta <= the
+    target delta; otherwise the job would record, and charge, more than was asked for.
+
+    Returns:
+      None when the fixed values meet the target; else (one line with Theorem 1's numbers and
+      the planner's answer for the target, the planner's alternatives when the target itself
+      is infeasible).
+
+    Raises:
+      privacy.PrivacyConditionError: Theorem 1 does not apply to the fixed values at all.
+    """
+    guarantee = privacy.theorem1(n, theta, max_length, batch_size=batch_size)
+    if guarantee.epsilon <= epsilon and guarantee.delta <= delta:
+        return None
+    over = []
+    if guarantee.epsilon > epsilon:
+        over.append(f"epsilon = {guarantee.epsilon:.6g} > {epsilon:g}")
+    if guarantee.delta > delta:
+        over.append(f"delta = {guarantee.delta:.4g} > {delta:.4g}")
+    lead = (f"fixed theta = {theta} and m = {batch_size} exceed the target: Theorem 1 gives "
+            f"{' and '.join(over)} for n = {n}, L = {max_length}")
+    planned = plan(n, epsilon, delta, max_length, rule)
+    if planned.feasible:
+        return (f"{lead}; the planner meets the target with theta = {planned.theta}, "
+                f"m = {planned.batch_size} (epsilon = {planned.epsilon:.6g}, delta = "
+                f"{planned.delta:.4g}); use those, or raise the target to what the fixed values "
+                f"give", ())
+    return f"{lead}; and the target itself: {planned.reason}", planned.alternatives
 
 
 def _reason(

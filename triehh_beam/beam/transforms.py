@@ -406,8 +406,14 @@ class CountAndPrune(beam.PTransform):
         )
 
 
-def _round_result(kept: List[Units], users_sampled: int, users_required: Optional[int]) -> RoundResult:
-    return RoundResult(tuple(kept), users_sampled, users_required)
+def _round_result(
+    kept: List[Units], users_sampled: int, users_required: Optional[int], records_ranked: int
+) -> RoundResult:
+    return RoundResult(tuple(kept), users_sampled, users_required, records_ranked)
+
+
+def _rows(batch: pa.RecordBatch) -> int:
+    return batch.num_rows
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)
@@ -425,8 +431,9 @@ class RunRound(beam.PTransform):
       population: the number of distinct users, if known (enables the one-pass prefilter).
       truncate: cut over-long items to L units instead of dropping them.
 
-    Output: one element, the round's ``RoundResult``: the sorted prefixes kept, and the users
-    the sample drew against those it must draw. When ``result.sample_short`` (the prefilter
+    Output: one element, the round's ``RoundResult``: the sorted prefixes kept, the users the
+    sample drew against those it must draw, and the records it ranked (a value, not a metric,
+    so that the driver can check them against the census on any runner). When ``result.sample_short`` (the prefilter
     kept too few users; odds about 1e-12) nothing was kept, and the caller re-runs the round
     with ``population=None``.
     """
@@ -464,10 +471,16 @@ class RunRound(beam.PTransform):
             | "MapToPrefixVotes" >> MapToPrefixVotes(self._keys, self._round, frontier)
             | "CountAndPrune" >> CountAndPrune(self._theta)
         )
+        records_ranked = (
+            batches
+            | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
+            | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
+        )
         return kept | "RoundResult" >> beam.Map(
             _round_result,
             users_sampled=beam.pvalue.AsSingleton(sample_size),
             users_required=sample.required_users,
+            records_ranked=beam.pvalue.AsSingleton(records_ranked),
         )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from triehh_beam.protocol import sampling
@@ -25,6 +26,7 @@ from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.vote import client_vote
 
 __all__ = [
+    "DropZeroCountsDoFn",
     "CountAndPrune",
     "CountDistinctUsers",
     "GroupByUser",
@@ -60,6 +62,26 @@ def _round_keys(sampler, round_index: int) -> sampling.RoundKeys:
             raise ValueError(f"keys of round {sampler.round_index} given for round {round_index}")
         return sampler
     return sampler.round_keys(round_index)
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(pa.RecordBatch)
+class DropZeroCountsDoFn(beam.DoFn):
+    """Drops the records whose count is 0 (counter ``records_zero_count``): a user holds an item
+    only with a positive count, and a user with no such record is not in the population. The
+    census and every round apply it, so n counts exactly the users a round can sample, as the
+    simulation's ``user_records`` does."""
+
+    def setup(self):
+        self._zero = _counter("records_zero_count")
+
+    def process(self, batch):
+        positive = pc.greater(batch.column("count"), 0)
+        kept = batch.filter(positive)
+        if kept.num_rows < batch.num_rows:
+            self._zero.inc(batch.num_rows - kept.num_rows)
+        if kept.num_rows:
+            yield kept
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)

@@ -122,7 +122,7 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
         | "WriteUnreadable"
         >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
     )
-    records = outputs[RECORDS_TAG]
+    records = outputs[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
     counted = (
         records
         | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
@@ -181,6 +181,7 @@ def build_round(
     )
     (
         read[RECORDS_TAG]
+        | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
         | f"RunRound({round_index})"
         >> transforms.RunRound(
             sampler,

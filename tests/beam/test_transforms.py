@@ -233,7 +233,8 @@ def test_run_round_one_of_three_users_with_threshold_one():
             sampler, 2, sample_size=3, theta=1, encoder=ItemEncoder(max_length=6),
             frontier=frozenset({("h",)}), population=3,
         )
-        assert_that(kept, equal_to([RoundResult(kept=(("h", "e"), ("h", "i")), users_sampled=3, users_required=3)]))
+        assert_that(kept, equal_to([RoundResult(kept=(("h", "e"), ("h", "i")), users_sampled=3, users_required=3,
+                                                  records_ranked=3)]))
 
     counters = _run(build)
     assert counters["votes_cast"] == 3 and counters["prefixes_kept"] == 2
@@ -262,12 +263,12 @@ def test_a_short_sample_is_a_value_with_nothing_kept():
     users = [str(u) for u in range(50)]
     passing = int(np.sum(sampler.ranks(1, users) <= sampling.rank_prefilter_bound(10**9, 5)))
     assert passing < 5
-    counters = _round_on_50_users(10**9, RoundResult((), users_sampled=passing, users_required=5))
+    counters = _round_on_50_users(10**9, RoundResult((), users_sampled=passing, users_required=5, records_ranked=50))
     assert counters.get("votes_cast", 0) == 0 and counters.get("users_sampled", 0) == 0
     assert RoundResult((), passing, 5).sample_short
     # Without the prefilter the same round draws its complete sample: five users, one vote each
     # (every word starts with "w").
-    counters = _round_on_50_users(None, RoundResult((("w",),), users_sampled=5, users_required=None))
+    counters = _round_on_50_users(None, RoundResult((("w",),), users_sampled=5, users_required=None, records_ranked=50))
     assert counters["votes_cast"] == 5
 
 

@@ -21,7 +21,7 @@ from tests.gcs_emulators import (  # noqa: F401 (fixtures)
     gcs_emulator_client,
     gcs_emulator_server,
 )
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
 from triehh_beam.proto import state_pb2
 from triehh_beam.job.state_store import MANIFEST_NAME, STATE_SCHEMA_VERSION, StateStore
 
@@ -140,3 +140,38 @@ def test_a_discovery_reads_and_writes_gs(gcs_emulator, gcs_emulator_client):
     resumed = run_discovery(config)  # the finished job on gs:// is resumed, not re-run
     assert resumed.resumed_from_round == 6
     assert sorted(resumed.heavy_hitters) == ["hello", "hey", "hi"]
+
+
+@pytest.mark.slow
+def test_a_rewritten_gcs_object_is_refused_by_its_generation(gcs_emulator, gcs_emulator_client):
+    # Issue 10, finding 1: the state records each object's generation; the same bytes uploaded
+    # again (same name, same size) are a new generation, and a round on them is refused.
+    records = "".join(
+        json.dumps({"user_id": user, "item": word}) + "\n" for user, word in ((1, "hello"), (2, "hey"), (3, "hi"))
+    )
+    blob = gcs_emulator_client.bucket(gcs_emulator).blob("changing/records-00.jsonl")
+    blob.upload_from_string(records)
+    config = DiscoveryConfig(
+        input_pattern=f"gs://{gcs_emulator}/changing/*.jsonl", output_dir=f"gs://{gcs_emulator}/changing-out",
+        epsilon=1.0, delta=1e-6, max_length=8, theta=1, batch_size=3, allow_no_guarantee=True,
+    )
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_round_1(line):
+        if line.startswith("round 1/"):
+            raise Stop(line)
+
+    with pytest.raises(Stop):
+        run_discovery(config, progress=stop_after_round_1)
+    state = StateStore(config.resolved_state_dir).load()
+    (recorded,) = state.input_snapshot.files
+    assert recorded.path == f"gs://{gcs_emulator}/changing/records-00.jsonl"
+    assert recorded.generation == gcs_emulator_client.bucket(gcs_emulator).get_blob("changing/records-00.jsonl").generation
+    assert recorded.size_bytes == len(records) and state.input_snapshot.records == 3
+
+    gcs_emulator_client.bucket(gcs_emulator).blob("changing/records-00.jsonl").upload_from_string(records)
+    with pytest.raises(InputChangedError, match=r"records-00\.jsonl (was rewritten \(generation|was modified)"):
+        run_discovery(config)
+    assert StateStore(config.resolved_state_dir).load().rounds_completed == 1

@@ -15,6 +15,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from triehh_beam.protocol import sampling
@@ -25,6 +26,7 @@ from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.vote import client_vote
 
 __all__ = [
+    "DropZeroCountsDoFn",
     "CountAndPrune",
     "CountDistinctUsers",
     "GroupByUser",
@@ -60,6 +62,26 @@ def _round_keys(sampler, round_index: int) -> sampling.RoundKeys:
             raise ValueError(f"keys of round {sampler.round_index} given for round {round_index}")
         return sampler
     return sampler.round_keys(round_index)
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(pa.RecordBatch)
+class DropZeroCountsDoFn(beam.DoFn):
+    """Drops the records whose count is 0 (counter ``records_zero_count``): a user holds an item
+    only with a positive count, and a user with no such record is not in the population. The
+    census and every round apply it, so n counts exactly the users a round can sample, as the
+    simulation's ``user_records`` does."""
+
+    def setup(self):
+        self._zero = _counter("records_zero_count")
+
+    def process(self, batch):
+        positive = pc.greater(batch.column("count"), 0)
+        kept = batch.filter(positive)
+        if kept.num_rows < batch.num_rows:
+            self._zero.inc(batch.num_rows - kept.num_rows)
+        if kept.num_rows:
+            yield kept
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)
@@ -406,8 +428,14 @@ class CountAndPrune(beam.PTransform):
         )
 
 
-def _round_result(kept: List[Units], users_sampled: int, users_required: Optional[int]) -> RoundResult:
-    return RoundResult(tuple(kept), users_sampled, users_required)
+def _round_result(
+    kept: List[Units], users_sampled: int, users_required: Optional[int], records_ranked: int
+) -> RoundResult:
+    return RoundResult(tuple(kept), users_sampled, users_required, records_ranked)
+
+
+def _rows(batch: pa.RecordBatch) -> int:
+    return batch.num_rows
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)
@@ -425,8 +453,9 @@ class RunRound(beam.PTransform):
       population: the number of distinct users, if known (enables the one-pass prefilter).
       truncate: cut over-long items to L units instead of dropping them.
 
-    Output: one element, the round's ``RoundResult``: the sorted prefixes kept, and the users
-    the sample drew against those it must draw. When ``result.sample_short`` (the prefilter
+    Output: one element, the round's ``RoundResult``: the sorted prefixes kept, the users the
+    sample drew against those it must draw, and the records it ranked (a value, not a metric,
+    so that the driver can check them against the census on any runner). When ``result.sample_short`` (the prefilter
     kept too few users; odds about 1e-12) nothing was kept, and the caller re-runs the round
     with ``population=None``.
     """
@@ -464,10 +493,16 @@ class RunRound(beam.PTransform):
             | "MapToPrefixVotes" >> MapToPrefixVotes(self._keys, self._round, frontier)
             | "CountAndPrune" >> CountAndPrune(self._theta)
         )
+        records_ranked = (
+            batches
+            | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
+            | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
+        )
         return kept | "RoundResult" >> beam.Map(
             _round_result,
             users_sampled=beam.pvalue.AsSingleton(sample_size),
             users_required=sample.required_users,
+            records_ranked=beam.pvalue.AsSingleton(records_ranked),
         )
 
 

@@ -26,10 +26,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import apache_beam as beam
 
+from triehh_beam.job import input_files
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.planning import InfeasiblePlanError, plan_for
 from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
@@ -57,6 +59,7 @@ __all__ = [
     "DiscoveryConfig",
     "DiscoveryResult",
     "InfeasiblePlanError",
+    "InputChangedError",
     "run_discovery",
 ]
 
@@ -100,7 +103,8 @@ def _job_counters(result) -> Dict[str, int]:
 
 
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
-    """Adds the census job to ``pipeline``: the number of distinct users, written as text.
+    """Adds the census job to ``pipeline``: the number of distinct users and the number of
+    records they were counted over, written as one JSON line ``{"users", "records"}``.
 
     The files that cannot be read are written as JSON lines ``[file, message]`` to
     ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
@@ -118,16 +122,26 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
         | "WriteUnreadable"
         >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
     )
+    records = outputs[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
+    counted = (
+        records
+        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
+        | "CountRecords" >> beam.CombineGlobally(sum).with_output_types(int)
+    )
     (
-        outputs[RECORDS_TAG]
+        records
         | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
-        | "Format" >> beam.Map(str)
+        | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
 
 
+def _census_json(users: int, records: int) -> str:
+    return json.dumps({"users": users, "records": records})
+
+
 def unreadable_path(census_output_path: str) -> str:
-    """Where ``build_census`` writes the files it could not read."""
+    """Where ``build_census`` (or ``build_round``) writes the files it could not read."""
     return census_output_path + ".unreadable.jsonl"
 
 
@@ -153,11 +167,21 @@ def build_round(
     """Adds round ``round_index`` to ``pipeline``: the kept prefixes, written as one JSON line.
 
     ``population`` enables the one-pass rank prefilter (None: every record is a candidate).
+    Files that cannot be read are written as ``build_census`` writes them, to
+    ``unreadable_path(output_path)``, so that the driver refuses them in one line on any runner
+    (a worker raising would print its traceback on a multi-process runner).
     """
     encoder = config.encoder
+    read = pipeline | "ReadRecords" >> config.read_transform().with_unreadable_output()
     (
-        pipeline
-        | "ReadRecords" >> config.read_transform()
+        read[UNREADABLE_TAG]
+        | "UnreadableToJson" >> beam.Map(lambda unreadable: json.dumps(list(unreadable)))
+        | "WriteUnreadable"
+        >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
+    )
+    (
+        read[RECORDS_TAG]
+        | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
         | f"RunRound({round_index})"
         >> transforms.RunRound(
             sampler,
@@ -239,18 +263,53 @@ class _Driver:
         result.wait_until_finish()
         return _job_counters(result)
 
-    def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int]]:
-        """(distinct users, the job's counters: records read and dropped per reason).
+    def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int], state_pb2.InputSnapshot]:
+        """(distinct users, the job's counters: records read and dropped per reason, what it
+        read: the files, as listed before and after the job, and the records counted).
 
-        Raises RecordFormatError naming every input file that cannot be read.
+        Raises RecordFormatError naming every input file that cannot be read, and
+        InputChangedError when the input changed while the census read it.
         """
+        before = input_files.snapshot(self.config.input_pattern)
         path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
         counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
         unreadable = _read_single_output(unreadable_path(path))
-        population = int(_read_single_output(path).decode().strip())
+        census = json.loads(_read_single_output(path))
         FileSystems.delete([path, unreadable_path(path)])
         _refuse_unreadable(unreadable)  # before any round: a job reads every file or none
-        return population, counters
+        change = input_files.first_change(before, input_files.snapshot(self.config.input_pattern))
+        if change is not None:
+            raise InputChangedError(f"the input changed while the census read it: {change}; no round was run")
+        read = state_pb2.InputSnapshot(files=before, records=census["records"])
+        return census["users"], counters, read
+
+    def check_input(self, state: state_pb2.JobState, when: str) -> None:
+        """Refuses (InputChangedError) input that is not the files the census read, unchanged."""
+        if not state.HasField("input_snapshot"):
+            raise InputChangedError(
+                f"{self.store.root} holds a job that did not record what its census read; it cannot "
+                "be resumed safely, start a new job in another output/state directory"
+            )
+        try:
+            current = input_files.snapshot(self.config.input_pattern)
+        except FileNotFoundError as e:
+            raise InputChangedError(f"the input changed since the census {when}: {e}") from None
+        change = input_files.first_change(state.input_snapshot.files, current)
+        if change is not None:
+            raise InputChangedError(
+                f"the input changed since the census {when}: {change}; refusing (the privacy plan "
+                "holds only for the population the census counted)"
+            )
+
+    def _check_round_read(self, state: state_pb2.JobState, round_index: int, result: RoundResult) -> None:
+        """Refuses a round that did not rank exactly the records the census counted."""
+        expected = state.input_snapshot.records
+        if result.records_ranked != expected:
+            raise InputChangedError(
+                f"round {round_index} ranked {result.records_ranked:,} records where the census "
+                f"counted {expected:,}: the input changed under the job; nothing of the round was kept"
+            )
+        self.check_input(state, f"(after round {round_index} read it)")
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
         """Runs round ``round_index`` on ``trie``'s frontier: (kept prefixes, the job's counters).
@@ -268,8 +327,17 @@ class _Driver:
                 p, self.config, Sampler(state.secret_seed), state.plan, trie.frontier(), round_index, path,
                 population=population,
             ))
+            unreadable = _read_single_output(unreadable_path(path))
             result = outputs.round_result_from_json(_read_single_output(path), self.encoder)
-            FileSystems.delete([path])
+            FileSystems.delete([path, unreadable_path(path)])
+            try:
+                _refuse_unreadable(unreadable)
+            except RecordFormatError as e:
+                raise InputChangedError(
+                    f"round {round_index}: input the census read is now unreadable: {e}; nothing of "
+                    "the round was kept"
+                ) from None
+            self._check_round_read(state, round_index, result)  # before anything of it is used
             return result, counters
 
         result, counters = attempt(state.plan.population)
@@ -290,7 +358,7 @@ class _Driver:
         sampler = Sampler(seed)
         self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
                   input=config.input_pattern)
-        population, counters = self.census(sampler)
+        population, counters, read = self.census(sampler)
         self._say(
             "census_done",
             f"census: {population:,} users; {describe_drops(counters)}",
@@ -314,6 +382,7 @@ class _Driver:
             created_at=_now(),
             census_counters=counters,
             ledger=config.resolved_ledger_dir,
+            input_snapshot=read,
         )
         # Budget before release: the spend is durable before any round runs.
         self.store.commit(state)
@@ -384,6 +453,7 @@ class _Driver:
             state = self._finish(state, step.describe())  # a state committed before its stop
         while not state.finished:
             round_index, frontier = step.index, step.frontier
+            self.check_input(state, f"(before round {round_index})")
             started = time.monotonic()
             kept, counters = self.run_round(state, trie, round_index)
             elapsed = time.monotonic() - started

@@ -39,7 +39,7 @@ def dry_run(
         driver._check_resumable(state)
         plan = state.plan
     else:
-        population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
+        population, counters, _ = driver.census(Sampler(config.seed or os.urandom(32)))
         progress(f"census: {population:,} users; {describe_drops(counters)}")
         plan = plan_for(config, population)
     spent = driver.ledger.spent()

@@ -61,6 +61,7 @@ def round_result_to_json(result: RoundResult, encoder: ItemEncoder) -> str:
         "kept": [units_to_json(k, encoder) for k in result.kept],
         "users_sampled": result.users_sampled,
         "users_required": result.users_required,
+        "records_ranked": result.records_ranked,
     })
 
 
@@ -71,6 +72,7 @@ def round_result_from_json(data: bytes, encoder: ItemEncoder) -> RoundResult:
         kept=tuple(units_from_json(k, encoder) for k in document["kept"]),
         users_sampled=document["users_sampled"],
         users_required=document["users_required"],
+        records_ranked=document.get("records_ranked"),
     )
 
 

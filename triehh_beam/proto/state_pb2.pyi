@@ -55,6 +55,26 @@ class InputSpec(_message.Message):
     normalise_user_ids: bool
     def __init__(self, file_pattern: _Optional[str] = ..., format: _Optional[str] = ..., user_column: _Optional[str] = ..., item_column: _Optional[str] = ..., count_column: _Optional[str] = ..., bytes_encoding: _Optional[str] = ..., max_user_bytes: _Optional[int] = ..., max_item_bytes: _Optional[int] = ..., normalise_user_ids: _Optional[bool] = ...) -> None: ...
 
+class InputFile(_message.Message):
+    __slots__ = ("path", "size_bytes", "last_updated", "generation")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_UPDATED_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size_bytes: int
+    last_updated: float
+    generation: int
+    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., last_updated: _Optional[float] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class InputSnapshot(_message.Message):
+    __slots__ = ("files", "records")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    files: _containers.RepeatedCompositeFieldContainer[InputFile]
+    records: int
+    def __init__(self, files: _Optional[_Iterable[_Union[InputFile, _Mapping]]] = ..., records: _Optional[int] = ...) -> None: ...
+
 class RoundConfig(_message.Message):
     __slots__ = ("round_index", "theta", "batch_size", "population", "encoding", "truncate_long_items")
     ROUND_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -93,7 +113,7 @@ class RoundSummary(_message.Message):
     def __init__(self, round_index: _Optional[int] = ..., frontier_size: _Optional[int] = ..., prefixes_kept: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger")
+    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +135,7 @@ class JobState(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     CENSUS_COUNTERS_FIELD_NUMBER: _ClassVar[int]
     LEDGER_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job_id: str
     secret_seed: bytes
@@ -129,4 +150,5 @@ class JobState(_message.Message):
     created_at: str
     census_counters: _containers.ScalarMap[str, int]
     ledger: str
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ...) -> None: ...
+    input_snapshot: InputSnapshot
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ...) -> None: ...

@@ -124,11 +124,14 @@ class RoundResult:
       users_sampled: distinct users in the sample the round drew.
       users_required: the sample the round must draw, ``min(m, n)``, when the population ``n``
         is known; None when it is not (every record was a candidate, so the sample is exact).
+      records_ranked: the records the round read and ranked (None: not counted), for the
+        driver to check the round read exactly what the census counted.
     """
 
     kept: Tuple[Units, ...]
     users_sampled: int
     users_required: Optional[int] = None
+    records_ranked: Optional[int] = None
 
     @property
     def sample_short(self) -> bool:

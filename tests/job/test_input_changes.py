@@ -1,0 +1,210 @@
+"""Input that changes under a job (issue 10, finding 1): the state records what the census read
+(the files with their sizes, modification times or GCS generations, and the records counted),
+and a round or a resume whose input differs is refused with a one-line reason (exit code 2),
+as is a round that did not rank exactly the records the census counted."""
+
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from triehh_beam.io.write import write_records
+from triehh_beam.job import driver as driver_lib
+from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
+from triehh_beam.job.state_store import StateStore
+
+SEED = hashlib.sha256(b"triehh-beam input change tests").digest()  # public: tests only
+EPSILON, DELTA, L = 4.0, 1e-6, 6
+
+
+class _Stop(Exception):
+    """Raised from the progress callback: the job stops right after a committed round."""
+
+
+def _stop_after_round_1(line: str) -> None:
+    if line.startswith("round 1/"):  # announced only once round 1 is committed
+        raise _Stop(line)
+
+
+def _config(pattern, output, **overrides) -> DiscoveryConfig:
+    fields = dict(epsilon=EPSILON, delta=DELTA, max_length=L, seed=SEED)
+    fields.update(overrides)
+    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **fields)
+
+
+def _stopped_after_round_1(config: DiscoveryConfig):
+    with pytest.raises(_Stop):
+        run_discovery(config, progress=_stop_after_round_1)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.rounds_completed == 1 and not state.finished
+    return state
+
+
+@pytest.fixture
+def four_thousand(tmp_path, make_population):
+    """The issue's population: 4,000 users in two files, the job stopped after round 1."""
+    pattern = make_population(4000, max_chars=L - 1).write(tmp_path / "records", shards=2)
+    config = _config(pattern, tmp_path / "out")
+    return pattern, config, _stopped_after_round_1(config)
+
+
+def test_the_state_records_what_the_census_read(four_thousand, tmp_path):
+    pattern, config, state = four_thousand
+    files = sorted((tmp_path / "records").glob("*.parquet"))
+    recorded = state.input_snapshot
+    assert [f.path for f in recorded.files] == [str(f) for f in files]
+    for entry, path in zip(recorded.files, files):
+        assert entry.size_bytes == path.stat().st_size
+        assert entry.last_updated == pytest.approx(path.stat().st_mtime)
+        assert entry.generation == 0  # local files have none
+    assert recorded.records == 4000  # one record per user
+
+
+def test_resuming_after_half_the_input_was_deleted_is_refused_with_exit_2(four_thousand, tmp_path, subprocess_env):
+    # The issue's reproduction: stop after round 1, delete half the input, resume. It used to
+    # sample from the 2,000 users left under a plan made for 4,000.
+    pattern, config, state = four_thousand
+    deleted = tmp_path / "records" / "records-01.parquet"
+    deleted.unlink()
+    with pytest.raises(InputChangedError, match=f"{deleted} is gone"):
+        run_discovery(config)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "triehh_beam.cli", "discover", "--input", pattern, "--output", config.output_dir,
+         "--epsilon", str(EPSILON), "--delta", str(DELTA), "--max-length", str(L)],
+        capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=240,
+    )
+    assert resumed.returncode == 2, resumed.stderr
+    lines = resumed.stderr.strip().splitlines()
+    assert len(lines) == 1, resumed.stderr
+    assert "the input changed since the census" in lines[0] and f"{deleted} is gone" in lines[0]
+    after = StateStore(config.resolved_state_dir).load()
+    assert after.rounds_completed == 1 and len(after.rounds) == len(state.rounds)  # no round ran
+    assert not pathlib.Path(config.output_dir, "heavy_hitters.json").exists()
+
+
+@pytest.mark.parametrize("change", ["size", "mtime"])
+def test_a_file_modified_in_place_is_refused(four_thousand, tmp_path, change):
+    pattern, config, state = four_thousand
+    modified = tmp_path / "records" / "records-00.parquet"
+    if change == "size":  # same name, other content
+        write_records(str(modified), [(user, "other") for user in range(10)])
+    else:  # same name, same bytes, touched
+        stat = modified.stat()
+        os.utime(modified, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(InputChangedError, match=f"{modified} (changed size|was modified)"):
+        run_discovery(config)
+    assert StateStore(config.resolved_state_dir).load().rounds_completed == 1
+
+
+def test_a_new_file_matching_the_pattern_is_refused(four_thousand, tmp_path):
+    pattern, config, state = four_thousand
+    added = tmp_path / "records" / "records-02.parquet"
+    write_records(str(added), [(10_000 + user, "the") for user in range(50)])
+    with pytest.raises(InputChangedError, match=f"{added} is new"):
+        run_discovery(config)
+
+
+def _write_jsonl(path: pathlib.Path, rows) -> None:
+    path.write_text("".join(json.dumps({"user_id": u, "item": w}) + "\n" for u, w in rows), encoding="utf-8")
+
+
+def test_a_round_that_ranked_other_records_than_the_census_is_refused(tmp_path, monkeypatch):
+    # A change the file listing cannot see (same size, modification time restored) still
+    # changes what a round reads: the round's count of ranked records tells.
+    records = tmp_path / "records.jsonl"
+    _write_jsonl(records, [(user, word) for user, word in enumerate(["hello", "hey", "hi"] * 20)])
+    config = _config(records, tmp_path / "out", epsilon=1.0, theta=1, batch_size=5, allow_no_guarantee=True)
+    original = driver_lib.build_round
+
+    def build_round_on_changed_input(*args, **kwargs):
+        text = records.read_text(encoding="utf-8")
+        first = text.splitlines()[0]
+        stat = records.stat()
+        # The first record becomes a malformed line of the same length (dropped when read).
+        records.write_text(text.replace(first, "x" * len(first), 1), encoding="utf-8")
+        os.utime(records, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(driver_lib, "build_round", build_round_on_changed_input)
+    with pytest.raises(InputChangedError, match="round 1 ranked 59 records where the census counted 60"):
+        run_discovery(config)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.rounds_completed == 0 and not state.rounds  # nothing of the round was kept
+
+
+def test_input_that_changes_while_the_census_reads_it_is_refused(tmp_path, monkeypatch):
+    records = tmp_path / "records.jsonl"
+    _write_jsonl(records, [(1, "hello"), (2, "hey"), (3, "hi")])
+    config = _config(records, tmp_path / "out", epsilon=1.0, theta=1, batch_size=3, allow_no_guarantee=True)
+    original = driver_lib.build_census
+
+    def build_census_then_append(*args, **kwargs):
+        original(*args, **kwargs)
+        with open(records, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"user_id": 4, "item": "ho"}) + "\n")
+
+    monkeypatch.setattr(driver_lib, "build_census", build_census_then_append)
+    with pytest.raises(InputChangedError, match="while the census read it: .*records.jsonl changed size"):
+        run_discovery(config)
+    assert StateStore(config.resolved_state_dir).load() is None  # no plan, no seed committed
+
+
+def test_a_finished_job_republishes_without_its_input(tmp_path):
+    # Nothing is read or sampled again: deleting the raw data after a job is allowed.
+    records = tmp_path / "records.jsonl"
+    _write_jsonl(records, [(1, "hello"), (2, "hey"), (3, "hi")])
+    config = _config(records, tmp_path / "out", epsilon=1.0, theta=1, batch_size=3, allow_no_guarantee=True)
+    first = run_discovery(config)
+    records.unlink()
+    records.write_text("", encoding="utf-8")  # the pattern still matches (a file), now empty
+    again = run_discovery(config)
+    assert again.heavy_hitters == first.heavy_hitters and again.resumed_from_round == first.rounds_run
+
+
+# A test-only wrapper (the product has no hooks): the input file becomes unreadable after the
+# round's input check and before its job reads it, with its size and modification time kept,
+# so that only reading it can tell. Then ``triehh discover`` runs with the given arguments.
+_CORRUPT_THEN_DISCOVER = """
+import os, sys
+from triehh_beam.job import driver
+path = sys.argv[1]
+original = driver.build_round
+def build_round(*args, **kwargs):
+    data = open(path, "rb").read()
+    stat = os.stat(path)
+    with open(path, "wb") as f:
+        f.write(b"\\x00" * len(data))  # no longer a gzip stream, same length
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    return original(*args, **kwargs)
+driver.build_round = build_round
+from triehh_beam.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", [[], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]],
+                         ids=["in-process", "multi-process"])
+def test_input_unreadable_in_a_round_is_one_line_and_exit_2_on_every_runner(tmp_path, subprocess_env, runner):
+    records = tmp_path / "records.jsonl.gz"
+    import gzip
+
+    records.write_bytes(gzip.compress(
+        "".join(json.dumps({"user_id": u, "item": w}) + "\n" for u, w in ((1, "hello"), (2, "hey"), (3, "hi"))).encode()
+    ))
+    command = [
+        sys.executable, "-c", _CORRUPT_THEN_DISCOVER, str(records),
+        "discover", "--input", str(records), "--output", str(tmp_path / "out"),
+        "--epsilon", "1", "--delta", "1e-6", "--max-length", "4", "--theta", "1", "--batch-size", "3",
+        "--allow-no-guarantee", *runner,
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=240)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"round 1: input the census read is now unreadable: {records}" in lines[0]
+    assert StateStore(str(tmp_path / "out" / "state")).load().rounds_completed == 0

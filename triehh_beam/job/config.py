@@ -225,7 +225,7 @@ class DiscoveryConfig:
         "--input", "records: file, glob, gs:// path; comma-separate several", _IO,
         metavar="PATTERN", identity="input.file_pattern", example="records/day-2.jsonl")
     output_dir: str = setting(
-        "--output", "where heavy_hitters.json and trie.pb are written", _IO,
+        "--output", "where the publishable heavy_hitters.json and trie.pb are written", _IO,
         metavar="DIR", example="out")
     epsilon: float = setting(
         "--epsilon", "epsilon for the whole job", _TARGET, parse=float,
@@ -321,6 +321,11 @@ class DiscoveryConfig:
     budget_delta: Optional[float] = setting(
         "--budget-delta", "lifetime delta of the population (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="delta", example="1e-7")
+    verbose: bool = setting(
+        "--verbose", "also show exact private counts (users, votes, dropped rows) in progress lines "
+        "and events, marked private, and keep Beam's own log output (silenced on the in-process "
+        "runner otherwise): such logs are operator data, never to be published", _OPERATE,
+        default=False, parse=None, example="true")
     lease_seconds: float = setting(
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "
         "(default: %(default)s)", _OPERATE, default=6 * 3600, parse=float, example="600")

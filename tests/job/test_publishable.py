@@ -120,3 +120,39 @@ def test_the_published_directory_holds_no_count_from_the_census(tmp_path, make_p
     assert report["input"]["files_read"] == 2
     assert (report["privacy"]["population"], report["privacy"]["batch_size"]) == (N, plan.batch_size)
 
+
+
+def test_a_public_population_publishes_n_m_and_the_achieved_epsilon(neighbours, tmp_path):
+    # Both neighbours hold at least N - 1 users: declared public, N - 1 is what both plan for.
+    plan = planner.plan(N - 1, EPSILON, DELTA, L)
+    texts = {}
+    for name, source in neighbours.items():
+        root = tmp_path / name
+        run_discovery(_config(str(source / "records.parquet"), root, population=N - 1))
+        published = _published(root)
+        assert published["privacy"]["population_public"] is True
+        assert (published["privacy"]["population"], published["privacy"]["batch_size"]) == (N - 1, plan.batch_size)
+        assert (published["privacy"]["epsilon"], published["privacy"]["delta"]) == (plan.epsilon, plan.delta)
+        assert _report(root)["input"]["distinct_users"] == (N if name == "whole" else N - 1)  # the count stays private
+        texts[name] = (root / "out" / "trie.pb").read_bytes(), published
+    (trie_whole, whole), (trie_minus_one, minus_one) = texts["whole"], texts["minus_one"]
+    assert trie_whole == trie_minus_one
+    for name in RANDOM_FIELDS:
+        del whole[name], minus_one[name]
+    assert whole == minus_one
+
+
+def test_a_public_population_larger_than_the_input_is_refused(neighbours, tmp_path, capsys):
+    from triehh_beam.cli import main
+
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(SEED)
+    code = main(["discover", "--input", str(neighbours["whole"] / "records.parquet"), "--output", str(tmp_path / "out"),
+                 "--epsilon", str(EPSILON), "--delta", str(DELTA), "--max-length", str(L),
+                 "--seed-file", str(seed), "--population", str(N + 1)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines() == [
+        f"triehh: error: --population {N + 1:,} is more than the {N:,} distinct users the input holds: "
+        "sampling m of fewer users than planned would exceed the planned epsilon; no round was run"]
+    assert not (tmp_path / "out" / "state" / "MANIFEST.json").exists()

@@ -109,6 +109,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         BadInputError,
         ConfigMismatchError,
         InfeasiblePlanError,
+        PopulationError,
         run_discovery,
     )
     from triehh_beam.job.dry_run import dry_run as plan_only
@@ -150,7 +151,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             message += f". Alternatives: {alternatives} (details: triehh plan)"
         return _fail(message, 2)
     except (ConfigMismatchError, RecordFormatError, FileNotFoundError, StateError, BudgetExceededError,
-            BadInputError) as e:
+            BadInputError, PopulationError) as e:
         return _fail(str(e), 2)
     except LeaseHeld as e:
         return _fail(f"another run is working on this state directory: {e}", 2)

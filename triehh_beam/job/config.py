@@ -243,6 +243,13 @@ class DiscoveryConfig:
         "--format", "input format (default: from the file extension)", _IO, default=None,
         choices=("jsonl", "csv", "parquet"), identity="input.format",
         record=_text_or_empty("input_format"), example="csv")
+    population: Optional[int] = setting(
+        "--population", "a population size n that is public: the plan uses N and n, m and the achieved "
+        "epsilon, delta are published; refused if the input holds fewer distinct users (default: "
+        "n is the census count, private, and none of these is published)", _TARGET, default=None,
+        parse=int, metavar="N", identity="plan.public_population", record=lambda c: c.population or 0,
+        mismatch="public population (state has {theirs!r}, asked {ours!r}; 0: none declared)",
+        example="4000")
     rule: str = setting(
         "--rule", "parameter rule (default: %(default)s)", _TARGET, default="authors",
         choices=tuple(RULES), identity="plan.rule",
@@ -349,6 +356,8 @@ class DiscoveryConfig:
             raise ValueError("theta and batch_size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
             raise ValueError("theta and batch_size must be >= 1")
+        if self.population is not None and self.population < 1:
+            raise ValueError(f"population must be >= 1, got {self.population}")
         if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
             raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
         self.record_options  # validates the reading options

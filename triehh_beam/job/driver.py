@@ -32,7 +32,7 @@ from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.planning import InfeasiblePlanError, plan_for
+from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
 from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.read import (
@@ -59,6 +59,7 @@ __all__ = [
     "DiscoveryConfig",
     "DiscoveryResult",
     "InfeasiblePlanError",
+    "PopulationError",
     "run_discovery",
 ]
 
@@ -284,7 +285,8 @@ class _Driver:
             FileSystems.delete([path])
             return result, counters
 
-        result, counters = attempt(state.plan.population)
+        # The prefilter's cutoff is for the users the census counted (n may be a public N).
+        result, counters = attempt(state.census_counters.get("distinct_users") or state.plan.population)
         if result.sample_short:
             self._say(
                 "prefilter_retry",
@@ -317,7 +319,7 @@ class _Driver:
                 f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
                 f"{config.max_bad_fraction:.2%} ({describe_drops(counters)}); no round was run"
             )
-        plan = plan_for(config, population)
+        plan = plan_for_census(config, population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
             secret_seed=seed,

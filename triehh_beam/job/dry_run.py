@@ -16,7 +16,7 @@ from triehh_beam.io.files import match_files
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
 from triehh_beam.job.outputs import describe_plan, plan_document
-from triehh_beam.job.planning import plan_for
+from triehh_beam.job.planning import plan_for_census
 from triehh_beam.protocol.sampling import Sampler
 
 __all__ = ["dry_run"]
@@ -42,7 +42,7 @@ def dry_run(
     else:
         population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
         progress(f"census [private]: {population:,} users; {describe_drops(counters)}")
-        plan = plan_for(config, population)
+        plan = plan_for_census(config, population)
     spent = driver.ledger.spent()
     left = ledger_lib.remaining(config.budget, spent)
     already_charged = state is not None and any(

@@ -46,7 +46,14 @@ def _one_line_error(capsys) -> str:
     return lines[0]
 
 
-def test_discover_runs_and_prints_progress_and_a_summary(records, tmp_path, seed_file, capsys):
+def _counts_in(line: str, plan) -> list:
+    """The exact private figures of the 2,000-user run that appear in ``line``."""
+    figures = ["2,000", f"m={plan.batch_size}", f"sampled {plan.batch_size}", "votes ",
+               f"{plan.epsilon:.4g}", "records from", "dropped"]
+    return [figure for figure in figures if figure in line]
+
+
+def test_discover_prints_progress_and_a_summary_without_a_private_count(records, tmp_path, seed_file, capsys):
     output = tmp_path / "out"
     # --direct_num_workers is a Beam option: unknown to our parser, passed through to Beam.
     code = _discover("--input", records, "--output", str(output), *TARGET, "--seed-file", seed_file,
@@ -55,12 +62,11 @@ def test_discover_runs_and_prints_progress_and_a_summary(records, tmp_path, seed
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f"census: counting distinct users in {records}"
-    assert "census: 2,000 users; read 2,000 records from 1 file; none dropped" in lines
+    assert lines[1].startswith("census: done, ")
     plan = planner.plan(2000, 4.0, 1e-6, 4)
-    assert f"plan: n=2,000 theta={plan.theta} m={plan.batch_size} L=4 rule=authors: epsilon={plan.epsilon:.4g} " \
-           f"delta={plan.delta:.3g}" in lines
+    assert f"plan: theta={plan.theta} L=4 rule=authors: target epsilon=4 delta=1e-06" in lines
     rounds = [line for line in lines if line.startswith("round ")]
-    assert rounds and rounds[0].startswith(f"round 1/4: frontier 1, users sampled {plan.batch_size}, ")
+    assert rounds and rounds[0].startswith("round 1/4: frontier 1, kept ")
     document = json.loads((output / "heavy_hitters.json").read_text(encoding="utf-8"))
     summary = next(i for i, line in enumerate(lines) if line.startswith("discovered "))
     assert lines[summary].startswith(f"discovered {len(document['heavy_hitters'])} heavy hitters in "
@@ -68,11 +74,32 @@ def test_discover_runs_and_prints_progress_and_a_summary(records, tmp_path, seed
     assert document["heavy_hitters"]
     for item in document["heavy_hitters"]:
         assert f"  {item}" in lines[summary + 1:]
-    assert f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all 4 rounds; " \
-           f"n=2,000, theta={plan.theta}, m={plan.batch_size} per round" in lines
-    assert lines[-1] == f"results: {output / 'heavy_hitters.json'}"
+    assert f"privacy: within the target (4, 1e-06)-DP, user level, for all 4 rounds; theta={plan.theta}" in lines
+    assert lines[-2] == f"results (publishable): {output / 'heavy_hitters.json'}"
+    assert lines[-1] == f"operator report (private, every count; never publish): " \
+                        f"{output / 'state' / 'operator_report.json'}"
     assert (output / "trie.pb").is_file()
     assert "Traceback" not in err
+    # No exact count of the population (users, records, votes, m, the achieved epsilon).
+    assert [(line, _counts_in(line, plan)) for line in lines if _counts_in(line, plan)] == []
+
+
+def test_verbose_progress_shows_the_exact_counts_marked_private(records, tmp_path, seed_file, capsys):
+    output = tmp_path / "out"
+    code = _discover("--input", records, "--output", str(output), *TARGET, "--seed-file", seed_file,
+                     "--verbose")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = out.splitlines()
+    plan = planner.plan(2000, 4.0, 1e-6, 4)
+    census = next(line for line in lines if line.startswith("census: done, "))
+    assert census.endswith("[private: 2,000 users; read 2,000 records from 1 file; none dropped]")
+    assert f"[private: n=2,000 theta={plan.theta} m={plan.batch_size} L=4 rule=authors: " \
+           f"epsilon={plan.epsilon:.4g} delta={plan.delta:.3g}]" in next(l for l in lines if l.startswith("plan: "))
+    rounds = [line for line in lines if line.startswith("round ")]
+    assert f"[private: users sampled {plan.batch_size}, votes " in rounds[0]
+    # Every line that holds a private figure says so.
+    assert [line for line in lines if _counts_in(line, plan) and "private" not in line] == []
 
 
 def test_missing_input_is_refused(tmp_path, capsys):
@@ -99,7 +126,7 @@ def _infeasible(few_records, tmp_path, seed_file, capsys):
 def test_an_infeasible_target_is_refused_with_the_planners_reason(few_records, tmp_path, seed_file, capsys):
     code, out, err = _infeasible(few_records, tmp_path, seed_file, capsys)
     assert code == 2
-    assert any(line.startswith("census: 50 users; ") for line in out.splitlines())  # then nothing else
+    assert any(line.startswith("census: done, ") for line in out.splitlines())  # then nothing else
     assert not [line for line in out.splitlines() if line.startswith(("plan:", "round"))]
     assert "Traceback" not in err
     lines = err.splitlines()

@@ -89,6 +89,11 @@ def _document(output_dir) -> dict:
     return json.loads(pathlib.Path(output_dir, "heavy_hitters.json").read_text(encoding="utf-8"))
 
 
+def _report(output_dir) -> dict:
+    """The private operator report (every count), in the job's state directory."""
+    return json.loads(pathlib.Path(output_dir, "state", "operator_report.json").read_text(encoding="utf-8"))
+
+
 def _rounds(output_dir):
     """The committed per-round summaries (with each round's Beam counters)."""
     return StateStore(str(pathlib.Path(output_dir, "state"))).load().rounds
@@ -406,7 +411,7 @@ def test_integers_through_the_cli_find_a_value_and_a_range(tmp_path, capsys):
     assert code == 0, err
     document = _document(output)
     assert document["encoding"]["kind"] == "int" and document["encoding"]["int_bits"] == INT_BITS
-    assert document["input"]["dropped"] == {}
+    assert _report(output)["input"]["dropped"] == {}
     assert sorted(document["heavy_hitters"]) == sorted([FREQUENT_VALUE, NEGATIVE_VALUE])
     assert all(type(v) is int for v in document["heavy_hitters"])  # JSON numbers
     covering = [
@@ -456,7 +461,7 @@ def test_byte_items_through_the_cli_come_back_as_the_planted_bytes(tmp_path, cap
     assert code == 0, err
     document = _document(output)
     assert document["encoding"]["kind"] == "bytes"
-    assert document["input"]["dropped"] == {}
+    assert _report(output)["input"]["dropped"] == {}
     discovered = document["heavy_hitters"]
     assert all(h == h.lower() for h in discovered)  # hex in the JSON
     assert sorted(bytes.fromhex(h) for h in discovered) == sorted(PLANTED_BYTES)
@@ -503,10 +508,9 @@ def test_long_items_are_dropped_and_counted_or_truncated_to_a_prefix(tmp_path, t
         for summary in rounds:
             assert summary.counters["items_too_long"] == LONG_HOLDERS
             assert summary.counters["users_without_items"] == LONG_HOLDERS
-        # heavy_hitters.json sums the rounds' counters (records met once per round, not distinct).
         # Counted per round among sampled users (operator metrics in the state), never
-        # published: heavy_hitters.json carries only the census's input-quality counts.
-        assert "items_too_long" not in document["input"]
+        # published: heavy_hitters.json carries no count, the operator report only the census's.
+        assert "input" not in document and "items_too_long" not in _report(output)["input"]
     users = {user: [item] for user, item in rows}
     simulated = simulate(users, ItemEncoder(max_length=max_length), theta, n, seed,
                          too_long="truncate" if truncate else "drop")
@@ -577,7 +581,7 @@ def test_tokenize_discovers_the_frequent_words_of_sentences(tmp_path, capsys, sh
     assert all(item.isalpha() or item == "👍" for item in discovered), discovered
     encoder = ItemEncoder(max_length=max_length, tokenize=True)
     simulated = simulate(population, encoder, theta, m, _seed("tokenize"), sampling="keyed")
-    assert document["privacy"]["population"] == TOKENIZE_USERS + len(TOKENLESS_TEXTS)
+    assert _report(output)["privacy"]["population"] == TOKENIZE_USERS + len(TOKENLESS_TEXTS)
     _assert_equals_keyed_simulation(output, simulated)
     assert discovered == set(simulated.heavy_hitters)
     holders = ground_truth(population, encoder).user_counts
@@ -659,11 +663,12 @@ def test_bad_rows_are_counted_exactly_kept_out_of_outputs_and_dead_lettered_raw(
     document = _document(output)
     assert sorted(document["heavy_hitters"]) == sorted(GOOD_WORDS)
     expected = {reason: len(lines) for reason, lines in BAD_LINES.items()}
-    assert document["input"]["dropped"] == expected
+    report = _report(output)
+    assert report["input"]["dropped"] == expected
     bad = sum(expected.values())
-    assert document["input"]["records_read"] == GOOD_USERS + bad
-    assert document["input"]["bad_fraction"] == pytest.approx(bad / (GOOD_USERS + bad))
-    assert document["privacy"]["population"] == GOOD_USERS
+    assert report["input"]["records_read"] == GOOD_USERS + bad
+    assert report["input"]["bad_fraction"] == pytest.approx(bad / (GOOD_USERS + bad))
+    assert report["privacy"]["population"] == GOOD_USERS
     # No offending content anywhere in the output directory (state included) or in the logs.
     assert grep_files(output, b"cat")  # the search works
     for marker in MARKERS:

@@ -339,9 +339,14 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     for document in documents:
         del document["job_id"], document["created_at"]
     assert documents[0] == documents[1]
-    # The counters came back through the job service's metrics: same progress lines, timings aside.
+    # The counters came back through the job service's metrics: the same per-round counters in
+    # the (private) operator reports, and the same progress lines, timings aside.
     assert _without_timings(portable_lines) == _without_timings(in_process_lines)
-    assert any("users sampled 100" in line for line in portable_lines)
+    reports = [json.loads((tmp_path / run / "state" / "operator_report.json").read_text())
+               for run in ("in_process", "portable")]
+    counters = [[r["counters"] for r in report["rounds"]] for report in reports]
+    assert counters[0] == counters[1]
+    assert all(round_counters["users_sampled"] == 100 for round_counters in counters[1])
 
     # Every job ran on the job service: the census, then one job per round.
     assert _job_service_jobs(job_port) == ["DONE"] * (1 + result.rounds_run)

@@ -109,10 +109,11 @@ def test_three_users_discover_exactly_their_words_without_a_guarantee(three_user
     assert result.plan.no_guarantee and (result.plan.theta, result.plan.batch_size) == (1, 3)
     document = _heavy_hitters_document(config.output_dir)
     assert sorted(document["heavy_hitters"]) == ["hello", "hey", "hi"]
-    assert document["privacy"]["epsilon"] is None
-    assert document["privacy"]["delta"] is None
     assert document["privacy"]["guarantee"].startswith("none")
-    assert (document["privacy"]["theta"], document["privacy"]["batch_size"]) == (1, 3)
+    assert document["privacy"]["theta"] == 1 and "batch_size" not in document["privacy"]
+    report = json.loads(pathlib.Path(result.report_path).read_text(encoding="utf-8"))
+    assert report["privacy"]["epsilon"] is None and report["privacy"]["delta"] is None
+    assert (report["privacy"]["theta"], report["privacy"]["batch_size"]) == (1, 3)
 
 
 def test_rerunning_a_finished_job_runs_nothing_and_republishes_the_same_result(three_users):

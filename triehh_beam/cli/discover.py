@@ -55,9 +55,6 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
         skip = optional = ()
     groups = config_lib.add_arguments(parser, skip=skip, optional=optional, groups=groups)
     io = groups[config_lib.GROUPS[0]]
-    io.add_argument("--verbose", action="store_true",
-                    help="keep Beam's own log output (on the in-process runner it is silenced: the "
-                    "product reports every input problem itself)")
     io.add_argument("--log-format", choices=("text", "json"), default="text",
                     help="progress as text lines, or as JSON lines with each round's Beam metrics (default: %(default)s)")
     groups["operation"].add_argument(
@@ -125,13 +122,15 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
         config = config_from_args(args, input_pattern)
     except (ValueError, OSError) as e:
         return _fail(str(e), 2)
-    return execute(config, beam_args, dry_run=args.dry_run, log_format=args.log_format,
-                   verbose=args.verbose)
+    return execute(config, beam_args, dry_run=args.dry_run, log_format=args.log_format)
 
 
 def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool = False,
-            log_format: str = "text", verbose: bool = False) -> int:
+            log_format: str = "text") -> int:
     """Runs (or with ``dry_run`` plans) the discovery ``config`` on Beam; returns the exit code.
+
+    Progress shows no exact count unless ``config.verbose`` (then marked private); the exact
+    counts are in the operator report, in the job's state directory.
 
     Every refusal (bad input, an infeasible target, a state directory that holds another job or
     is held by another run, the budget spent) is one line on stderr and exit code 2.
@@ -143,6 +142,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         ConfigMismatchError,
         InfeasiblePlanError,
         InputChangedError,
+        PopulationError,
         run_discovery,
     )
     from triehh_beam.job.dry_run import dry_run as plan_only
@@ -164,7 +164,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         )
     from triehh_beam.beam import runners
 
-    if not verbose and runners.uses_in_process_runner(options):
+    if not config.verbose and runners.uses_in_process_runner(options):
         # A worker's error is logged by Beam with its traceback before it reaches us; we
         # report it ourselves in one line (input problems) or re-raise it (anything else).
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
@@ -187,7 +187,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             message += f". Alternatives: {alternatives} (details: triehh plan)"
         return _fail(message, 2)
     except (ConfigMismatchError, RecordFormatError, FileNotFoundError, StateError, BudgetExceededError,
-            BadInputError, InputChangedError) as e:
+            BadInputError, InputChangedError, PopulationError) as e:
         return _fail(str(e), 2)
     except LeaseHeld as e:
         return _fail(f"another run is working on this state directory: {e}", 2)
@@ -201,14 +201,17 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             "rounds_run": result.rounds_run,
             "stop_reason": result.stop_reason,
             "output": result.output_path,
+            "operator_report": result.report_path,
             "elapsed_seconds": round(time.monotonic() - started, 3),
         })
     else:
-        _print_summary(result, time.monotonic() - started)
+        _print_summary(result, time.monotonic() - started, config.verbose)
     return 0
 
 
-def _print_summary(result, elapsed: float) -> None:
+def _print_summary(result, elapsed: float, verbose: bool) -> None:
+    from triehh_beam.job.outputs import population_is_public
+
     plan = result.plan
     say("")
     say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
@@ -220,10 +223,18 @@ def _print_summary(result, elapsed: float) -> None:
         say(f"frequent prefixes (not complete items): {', '.join(shown)}")
     if plan.no_guarantee:
         say("privacy: NO DP GUARANTEE (theta and batch size fixed outside Theorem 1)")
-    else:
+    elif population_is_public(plan):
         say(f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} rounds; "
-             f"n={plan.population:,}, theta={plan.theta}, m={plan.batch_size:,} per round")
-    say(f"results: {result.output_path}")
+             f"n={plan.population:,} (declared public), theta={plan.theta}, m={plan.batch_size:,} per round")
+    else:
+        line = (f"privacy: within the target ({plan.target_epsilon:.4g}, {plan.target_delta:.3g})-DP, "
+                f"user level, for all {plan.max_length} rounds; theta={plan.theta}")
+        if verbose:
+            line += (f" [private: ({plan.epsilon:.4g}, {plan.delta:.3g}) achieved, "
+                     f"n={plan.population:,}, m={plan.batch_size:,} per round]")
+        say(line)
+    say(f"results (publishable): {result.output_path}")
+    say(f"operator report (private, every count; never publish): {result.report_path}")
 
 
 def register_discover(subparsers) -> None:

@@ -226,7 +226,7 @@ class DiscoveryConfig:
         "--input", "records: file, glob, gs:// path; comma-separate several", _IO,
         metavar="PATTERN", identity="input.file_pattern", example="records/day-2.jsonl")
     output_dir: str = setting(
-        "--output", "where heavy_hitters.json and trie.pb are written", _IO,
+        "--output", "where the publishable heavy_hitters.json and trie.pb are written", _IO,
         metavar="DIR", example="out")
     epsilon: float = setting(
         "--epsilon", "epsilon for the whole job", _TARGET, parse=float,
@@ -244,6 +244,13 @@ class DiscoveryConfig:
         "--format", "input format (default: from the file extension)", _IO, default=None,
         choices=("jsonl", "csv", "parquet"), identity="input.format",
         record=_text_or_empty("input_format"), example="csv")
+    population: Optional[int] = setting(
+        "--population", "a population size n that is public: the plan uses N and n, m and the achieved "
+        "epsilon, delta are published; refused if the input holds fewer distinct users (default: "
+        "n is the census count, private, and none of these is published)", _TARGET, default=None,
+        parse=int, metavar="N", identity="plan.public_population", record=lambda c: c.population or 0,
+        mismatch="public population (state has {theirs!r}, asked {ours!r}; 0: none declared)",
+        example="4000")
     rule: str = setting(
         "--rule", "parameter rule (default: %(default)s)", _TARGET, default="authors",
         choices=tuple(RULES), identity="plan.rule",
@@ -327,6 +334,11 @@ class DiscoveryConfig:
     budget_delta: Optional[float] = setting(
         "--budget-delta", "lifetime delta of the population, enforced in --ledger (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="delta", example="1e-7")
+    verbose: bool = setting(
+        "--verbose", "also show exact private counts (users, votes, dropped rows) in progress lines "
+        "and events, marked private, and keep Beam's own log output (silenced on the in-process "
+        "runner otherwise): such logs are operator data, never to be published", _OPERATE,
+        default=False, parse=None, example="true")
     lease_seconds: float = setting(
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "
         "(default: %(default)s)", _OPERATE, default=6 * 3600, parse=float, example="600")
@@ -350,6 +362,8 @@ class DiscoveryConfig:
             raise ValueError("theta and batch_size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
             raise ValueError("theta and batch_size must be >= 1")
+        if self.population is not None and self.population < 1:
+            raise ValueError(f"population must be >= 1, got {self.population}")
         if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
             raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
         self.record_options  # validates the reading options

@@ -5,7 +5,9 @@ runs, so nothing is released before the budget is recorded (the plan's epsilon c
 rounds, since where the data stops the loop cannot be known in advance); then one Beam job per
 round, on the round loop of ``protocol.rounds`` (the simulation's), each round's result read
 back through ``FileSystems`` and committed as a new state object before it is announced; last
-the outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, never the seed). Every job
+the private operator report (every count) into the state directory and the publishable outputs
+(``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no count, never the seed); progress
+shows exact counts only with ``verbose``, marked private. Every job
 uses the same ``PipelineOptions``, and re-running on the same state directory resumes after the
 last committed round with the same seed, drawing exactly the samples an unbroken run would.
 """
@@ -32,7 +34,7 @@ from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.input_files import InputChangedError
-from triehh_beam.job.planning import InfeasiblePlanError, plan_for
+from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
 from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.read import (
@@ -60,6 +62,7 @@ __all__ = [
     "DiscoveryResult",
     "InfeasiblePlanError",
     "InputChangedError",
+    "PopulationError",
     "run_discovery",
 ]
 
@@ -82,6 +85,7 @@ class DiscoveryResult:
     plan: state_pb2.PrivacyPlan
     output_path: str
     resumed_from_round: Optional[int]
+    report_path: str = ""  # the private operator report, in the state directory
 
 
 def _now() -> str:
@@ -248,8 +252,17 @@ class _Driver:
         self.store = StateStore(config.resolved_state_dir)
         self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
 
-    def _say(self, event: str, message: str, **fields) -> None:
-        """One progress line for people, and the same as a structured event for machines."""
+    def _say(self, event: str, message: str, private: Optional[Tuple[str, dict]] = None, **fields) -> None:
+        """One progress line for people, and the same as a structured event for machines.
+
+        ``private`` is (text, figures) of exact counts: shown only with ``config.verbose``,
+        the text appended in brackets after "private:", the figures under the event's
+        ``private`` key.
+        """
+        if private is not None and self.config.verbose:
+            text, figures = private
+            message = f"{message} [private: {text}]"
+            fields = {**fields, "private": figures}
         self.progress(message)
         if self.events is not None:
             self.events({"event": event, "time": _now(), "message": message, **fields})
@@ -340,7 +353,8 @@ class _Driver:
             self._check_round_read(state, round_index, result)  # before anything of it is used
             return result, counters
 
-        result, counters = attempt(state.plan.population)
+        # The prefilter's cutoff is for the users the census counted (n may be a public N).
+        result, counters = attempt(state.census_counters.get("distinct_users") or state.plan.population)
         if result.sample_short:
             self._say(
                 "prefilter_retry",
@@ -358,20 +372,22 @@ class _Driver:
         sampler = Sampler(seed)
         self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
                   input=config.input_pattern)
+        started = time.monotonic()
         population, counters, read = self.census(sampler)
         self._say(
             "census_done",
-            f"census: {population:,} users; {describe_drops(counters)}",
-            population=population,
-            input=counters,
+            f"census: done, {time.monotonic() - started:.1f} s",
+            private=(f"{population:,} users; {describe_drops(counters)}",
+                     {"population": population, "input": counters}),
         )
+        counters = {**counters, "distinct_users": population}
         bad = bad_fraction(counters)
         if config.max_bad_fraction is not None and bad > config.max_bad_fraction:
             raise BadInputError(
                 f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
                 f"{config.max_bad_fraction:.2%} ({describe_drops(counters)}); no round was run"
             )
-        plan = plan_for(config, population)
+        plan = plan_for_census(config, population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
             secret_seed=seed,
@@ -444,7 +460,12 @@ class _Driver:
                 finished=state.finished,
             )
         plan = state.plan
-        self._say("plan", f"plan: {outputs.describe_plan(plan)}", **outputs.plan_document(plan))
+        self._say(
+            "plan", f"plan: {outputs.describe_published_plan(plan)}",
+            private=None if outputs.population_is_public(plan)
+            else (outputs.describe_plan(plan), outputs.plan_document(plan)),
+            **outputs.published_plan_document(plan),
+        )
         # Budget before release: charged (once per job) before any round can release anything.
         self._charge(state)
         trie = Trie.from_proto(state.trie)
@@ -477,17 +498,18 @@ class _Driver:
             self._say(
                 "round",
                 f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
-                f"users sampled {counters.get('users_sampled', 0):,}, "
-                f"votes {counters.get('votes_cast', 0):,}, kept {len(kept):,} prefixes, "
-                f"{elapsed:.1f} s",
+                f"kept {len(kept):,} prefixes, {elapsed:.1f} s",
+                private=(f"users sampled {counters.get('users_sampled', 0):,}, "
+                         f"votes {counters.get('votes_cast', 0):,}", {"metrics": counters}),
                 round=round_index,
                 max_rounds=plan.max_length,
                 frontier_size=len(frontier),
                 prefixes_kept=len(kept),
                 elapsed_seconds=round(elapsed, 3),
-                metrics=counters,
             )
             self._lease.renew()
+        report_path = outputs.write_operator_report(
+            self.config.resolved_state_dir, state, self.config.output_dir)
         output_path = self._write_outputs(state, trie)
         return DiscoveryResult(
             heavy_hitters=list(trie.heavy_hitters()),
@@ -497,6 +519,7 @@ class _Driver:
             plan=state.plan,
             output_path=output_path,
             resumed_from_round=resumed_from,
+            report_path=report_path,
         )
 
     def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:

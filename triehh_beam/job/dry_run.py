@@ -1,6 +1,7 @@
 """A dry run of a discovery: which files it would read, how many users they hold, the plan and
 the budget it would spend and what the population's ledger has left. Nothing is committed and
-nothing is charged; an infeasible target is refused as by ``run_discovery``."""
+nothing is charged; an infeasible target is refused as by ``run_discovery``. An operator tool:
+its counts, n, m and the achieved epsilon are private (labelled so), never to be published."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from triehh_beam.io.files import match_files
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
 from triehh_beam.job.outputs import describe_plan, plan_document
-from triehh_beam.job.planning import plan_for
+from triehh_beam.job.planning import plan_for_census
 from triehh_beam.protocol.sampling import Sampler
 
 __all__ = ["dry_run"]
@@ -40,8 +41,8 @@ def dry_run(
         plan = state.plan
     else:
         population, counters, _ = driver.census(Sampler(config.seed or os.urandom(32)))
-        progress(f"census: {population:,} users; {describe_drops(counters)}")
-        plan = plan_for(config, population)
+        progress(f"census [private]: {population:,} users; {describe_drops(counters)}")
+        plan = plan_for_census(config, population)
     spent = driver.ledger.spent()
     left = ledger_lib.remaining(config.budget, spent)
     already_charged = state is not None and any(
@@ -50,6 +51,8 @@ def dry_run(
     spend = ledger_lib.Spend(math.inf, math.inf) if plan.no_guarantee else ledger_lib.Spend(plan.epsilon, plan.delta)
     fits = already_charged or (spend.epsilon <= left.epsilon and spend.delta <= left.delta)
     report = {
+        "private": "operator data: the counts, n, m and the achieved epsilon, delta are not "
+        "covered by the DP guarantee; never publish them",
         "files": files,
         "resumes_job": state.job_id if state is not None else None,
         "rounds_completed": state.rounds_completed if state is not None else 0,
@@ -62,11 +65,11 @@ def dry_run(
         "fits_budget": fits,
     }
     progress(f"dry run: {len(files)} input file(s): {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}")
-    progress(f"plan: {describe_plan(plan)}")
+    progress(f"plan [private]: {describe_plan(plan)}")
     if plan.no_guarantee:
         progress("would spend: unbounded (no DP guarantee)")
     else:
-        progress(f"would spend: epsilon {plan.epsilon:.6g}, delta {plan.delta:.3g}"
+        progress(f"would spend [private]: epsilon {plan.epsilon:.6g}, delta {plan.delta:.3g}"
                  + (" (already charged: a resume spends nothing more)" if already_charged else ""))
     progress(f"ledger {driver.ledger.path}: spent epsilon {spent.epsilon:.6g}, delta {spent.delta:.3g}; "
              f"budget {'fits' if fits else 'EXCEEDED'}")

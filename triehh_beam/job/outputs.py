@@ -1,6 +1,12 @@
-"""What a discovery writes and reads back: the published ``heavy_hitters.json`` and ``trie.pb``
-(each written atomically), the privacy plan as a line and as a document, and the one-line JSON a
-round job writes for the driver (its ``RoundResult``, private state deleted once read)."""
+"""What a discovery writes and reads back. Two audiences, kept apart: the PUBLISHABLE result
+(``heavy_hitters.json`` and ``trie.pb`` in the output directory, each written atomically) holds
+only the trie and what is fixed before any record is read (target epsilon and delta, theta, L,
+the encoding), plus n, m and the achieved epsilon, delta when the operator declared n public
+(``--population``); every field is the same for two neighbouring populations whose tries are
+equal. The PRIVATE operator report (``operator_report.json`` in the job's state directory) holds
+every count: records read and dropped, files, users counted, the plan for n, per-round counters.
+Also the privacy plan as a line and as a document, and the one-line JSON a round job writes for
+the driver (its ``RoundResult``, private state deleted once read)."""
 
 from __future__ import annotations
 
@@ -17,13 +23,27 @@ from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.trie import Trie
 
 __all__ = [
+    "OPERATOR_REPORT_NAME",
     "describe_plan",
+    "describe_published_plan",
+    "operator_report",
     "plan_document",
+    "population_is_public",
+    "published_document",
+    "published_plan_document",
     "round_result_from_json",
     "round_result_to_json",
     "write_atomically",
+    "write_operator_report",
     "write_outputs",
 ]
+
+OPERATOR_REPORT_NAME = "operator_report.json"
+PRIVATE_NOTE = (
+    "PRIVATE operator data: exact counts (records, dropped rows, files, users, per-round "
+    "counters) and the plan for the counted population are NOT covered by the DP guarantee; "
+    "never publish this file (README, 'The privacy model')"
+)
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -76,8 +96,26 @@ def round_result_from_json(data: bytes, encoder: ItemEncoder) -> RoundResult:
     )
 
 
+def population_is_public(plan: state_pb2.PrivacyPlan) -> bool:
+    """Whether the operator declared n public (``--population``): then n, m and the achieved
+    epsilon, delta (all functions of n) may be published."""
+    return plan.public_population > 0
+
+
+def describe_published_plan(plan: state_pb2.PrivacyPlan) -> str:
+    """The plan in one line, as much of it as may be published (progress output by default)."""
+    if population_is_public(plan):
+        return describe_plan(plan) + " (n declared public)"
+    target = (
+        "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
+        if plan.no_guarantee
+        else f"target epsilon={plan.target_epsilon:.4g} delta={plan.target_delta:.3g}"
+    )
+    return f"theta={plan.theta} L={plan.max_length} rule={plan.rule}: {target}"
+
+
 def describe_plan(plan: state_pb2.PrivacyPlan) -> str:
-    """The plan in one line, for progress output."""
+    """The whole plan in one line, n and m included (private unless n is declared public)."""
     guarantee = (
         "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
         if plan.no_guarantee
@@ -90,7 +128,7 @@ def describe_plan(plan: state_pb2.PrivacyPlan) -> str:
 
 
 def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
-    """The plan as published in ``heavy_hitters.json`` (and reported by a dry run)."""
+    """The whole plan, n and m included: the operator report's and a dry run's (private)."""
     guaranteed = not plan.no_guarantee
     return {
         "guarantee": (
@@ -109,51 +147,115 @@ def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
         "population": plan.population,
         "max_length": plan.max_length,
         "rule": plan.rule,
+        "population_public": population_is_public(plan),
     }
 
 
-def write_outputs(output_dir: str, state: state_pb2.JobState, trie: Trie) -> str:
-    """Publishes ``heavy_hitters.json`` and ``trie.pb`` in ``output_dir`` (each written
-    atomically, the JSON first); returns the JSON's path. Never the seed, never a count the
-    guarantee does not cover, except the operator's input-quality section, marked as such."""
+# The plan's fields that are functions of n (and of nothing fixed before the census): gamma is
+# m / sqrt(n) or the rule's sqrt(n)-scaled design value, the achieved epsilon is Theorem 1's at
+# m / n. Published only when n is declared public.
+N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta")
+
+
+def published_plan_document(plan: state_pb2.PrivacyPlan) -> dict:
+    """The plan as ``heavy_hitters.json`` publishes it: n, m, gamma and the achieved epsilon,
+    delta only when n is declared public (``--population``)."""
+    document = plan_document(plan)
+    if population_is_public(plan):
+        return document
+    for name in N_DEPENDENT:
+        del document[name]
+    document["note"] = (
+        "n, m and the achieved epsilon, delta (<= the target) are functions of the population "
+        "size and are not published; declare n public with --population to publish them"
+    )
+    return document
+
+
+def encoding_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
+    return {
+        "kind": encoder.kind.value,
+        "unit_size": encoder.unit_size,
+        "unit": {"text": "characters", "bytes": "bytes", "int": "bits"}[encoder.kind.value],
+        "case_fold": encoder.case_fold,
+        "int_bits": encoder.int_bits,
+        "tokenizer": encoder.tokenizer_id or None,
+        "bytes_encoding": state.input.bytes_encoding or None,
+        "long_items": "truncate" if state.truncate_long_items else "drop",
+    }
+
+
+def published_document(state: state_pb2.JobState, trie: Trie) -> dict:
+    """``heavy_hitters.json``: the trie's items and prefixes, and fields fixed before any record
+    was read (rounds run and the stop reason are functions of the trie and L), n-dependent ones
+    only when n is declared public. ``job_id`` and ``created_at`` are drawn at random and from
+    the clock, independent of the records."""
     encoder = trie.encoder
-    if not FileSystems.exists(output_dir):
-        FileSystems.mkdirs(output_dir)
-    plan = state.plan
-    document = {
+    return {
         "heavy_hitters": [json_value(v, encoder) for v in trie.heavy_hitters()],
-        "frequent_prefixes": [
-            json_prefix(p, encoder) for p in trie.frequent_prefix_sequences()
-        ],
+        "frequent_prefixes": [json_prefix(p, encoder) for p in trie.frequent_prefix_sequences()],
         "rounds_run": len(state.rounds),
         "stop_reason": state.stop_reason,
-        "privacy": plan_document(plan),
-        "encoding": {
-            "kind": encoder.kind.value,
-            "unit_size": encoder.unit_size,
-            "unit": {"text": "characters", "bytes": "bytes", "int": "bits"}[encoder.kind.value],
-            "case_fold": encoder.case_fold,
-            "int_bits": encoder.int_bits,
-            "tokenizer": encoder.tokenizer_id or None,
-            "bytes_encoding": state.input.bytes_encoding or None,
-            "long_items": "truncate" if state.truncate_long_items else "drop",
-        },
-        "input": {
-            "records_read": state.census_counters.get("records_read", 0),
-            "dropped": {
-                reason: state.census_counters.get(f"records_{reason}", 0)
-                for reason in DROP_REASONS
-                if state.census_counters.get(f"records_{reason}", 0)
-            },
-            "bad_fraction": bad_fraction(dict(state.census_counters)),
-            "files_read": state.census_counters.get("files_read", 0),
-            "files_empty": state.census_counters.get("files_empty", 0),
-            "note": "input-quality counts for the operator, from the census over all records; "
-            "not covered by the DP guarantee: remove this section before publishing",
-        },
+        "privacy": published_plan_document(state.plan),
+        "encoding": encoding_document(state, encoder),
         "job_id": state.job_id,
         "created_at": state.created_at,
     }
+
+
+def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
+    """The private operator report: every count the job made (see ``PRIVATE_NOTE``)."""
+    counters = dict(state.census_counters)
+    return {
+        "private": PRIVATE_NOTE,
+        "job_id": state.job_id,
+        "created_at": state.created_at,
+        "published_to": output_dir,
+        "input": {
+            "pattern": state.input.file_pattern,
+            "distinct_users": counters.get("distinct_users", state.plan.population),
+            "records_read": counters.get("records_read", 0),
+            "dropped": {
+                reason: counters.get(f"records_{reason}", 0)
+                for reason in DROP_REASONS
+                if counters.get(f"records_{reason}", 0)
+            },
+            "bad_fraction": bad_fraction(counters),
+            "files_read": counters.get("files_read", 0),
+            "files_empty": counters.get("files_empty", 0),
+            "census_counters": counters,
+        },
+        "privacy": plan_document(state.plan),
+        "rounds": [
+            {
+                "round": r.round_index,
+                "frontier_size": r.frontier_size,
+                "prefixes_kept": r.prefixes_kept,
+                "elapsed_seconds": r.elapsed_seconds,
+                "counters": dict(r.counters),
+            }
+            for r in state.rounds
+        ],
+        "rounds_run": len(state.rounds),
+        "stop_reason": state.stop_reason,
+    }
+
+
+def write_operator_report(state_dir: str, state: state_pb2.JobState, output_dir: str) -> str:
+    """Writes ``operator_report.json`` into the job's (private) state directory; its path."""
+    path = FileSystems.join(state_dir, OPERATOR_REPORT_NAME)
+    document = operator_report(state, output_dir)
+    write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    return path
+
+
+def write_outputs(output_dir: str, state: state_pb2.JobState, trie: Trie) -> str:
+    """Publishes ``heavy_hitters.json`` (``published_document``) and ``trie.pb`` in
+    ``output_dir`` (each written atomically, the JSON first); returns the JSON's path. Never
+    the seed, never a count: those are in the operator report (``write_operator_report``)."""
+    if not FileSystems.exists(output_dir):
+        FileSystems.mkdirs(output_dir)
+    document = published_document(state, trie)
     path = FileSystems.join(output_dir, "heavy_hitters.json")
     write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     write_atomically(FileSystems.join(output_dir, "trie.pb"), trie.to_bytes())

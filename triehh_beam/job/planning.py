@@ -1,7 +1,10 @@
 """The privacy plan a discovery records before any round: the planner's theta and m for the
 target (epsilon, delta) and population, or fixed expert values with their Theorem 1 guarantee
 (or none, only where explicitly allowed); an infeasible target, or fixed values that spend more
-than the target, are refused with the planner's explanation."""
+than the target, are refused with the planner's explanation. A population size declared public
+(``--population N``) is planned for instead of the census count, which must then be at least N
+(fewer users sampled m at a higher rate than planned: the achieved epsilon would be
+understated)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,11 @@ from triehh_beam.protocol import planner, privacy
 if TYPE_CHECKING:
     from triehh_beam.job.driver import DiscoveryConfig
 
-__all__ = ["InfeasiblePlanError", "plan_for"]
+__all__ = ["InfeasiblePlanError", "PopulationError", "plan_for", "plan_for_census"]
+
+
+class PopulationError(ValueError):
+    """The input does not hold the population the operator declared public."""
 
 
 class InfeasiblePlanError(ValueError):
@@ -81,3 +88,33 @@ def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPla
         return recorded
     recorded.epsilon, recorded.delta = guarantee.epsilon, guarantee.delta
     return recorded
+
+
+def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.PrivacyPlan:
+    """The plan for a census that counted ``counted`` distinct users: for the count, or for
+    the public population ``config.population`` (recorded as ``public_population``).
+
+    Raises:
+      PopulationError: the input holds fewer users than the declared population (m of fewer
+        users is a higher sampling rate than planned), or so many more that Theorem 1's
+        conditions fail for them at the planned m and theta.
+      InfeasiblePlanError: as ``plan_for``.
+    """
+    declared = config.population
+    if declared is None:
+        return plan_for(config, counted)
+    if counted < declared:
+        raise PopulationError(
+            f"--population {declared:,} is more than the {counted:,} distinct users the input "
+            "holds: sampling m of fewer users than planned would exceed the planned epsilon; "
+            "no round was run")
+    plan = plan_for(config, declared)
+    plan.public_population = declared
+    if counted > declared and not plan.no_guarantee:
+        violations = privacy.theorem1_violations(counted, plan.theta, batch_size=plan.batch_size)
+        if violations:
+            raise PopulationError(
+                f"the input holds {counted:,} distinct users, so many more than --population "
+                f"{declared:,} that Theorem 1 fails for them at m={plan.batch_size:,}: "
+                + "; ".join(violations))
+    return plan

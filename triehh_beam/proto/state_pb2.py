@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from triehh_beam.proto import trie_pb2 as triehh__beam_dot_proto_dot_trie__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtriehh_beam/proto/state.proto\x12\x0btriehh_beam\x1a\x1ctriehh_beam/proto/trie.proto\"\xd9\x01\n\x0bPrivacyPlan\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\x12\n\npopulation\x18\x02 \x01(\x04\x12\x12\n\nmax_length\x18\x03 \x01(\r\x12\x16\n\x0etarget_epsilon\x18\x04 \x01(\x01\x12\x14\n\x0ctarget_delta\x18\x05 \x01(\x01\x12\r\n\x05theta\x18\x06 \x01(\r\x12\r\n\x05gamma\x18\x07 \x01(\x01\x12\x12\n\nbatch_size\x18\x08 \x01(\x04\x12\x0f\n\x07\x65psilon\x18\t \x01(\x01\x12\r\n\x05\x64\x65lta\x18\n \x01(\x01\x12\x14\n\x0cno_guarantee\x18\x0b \x01(\x08\"\xd5\x01\n\tInputSpec\x12\x14\n\x0c\x66ile_pattern\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x13\n\x0buser_column\x18\x03 \x01(\t\x12\x13\n\x0bitem_column\x18\x04 \x01(\t\x12\x14\n\x0c\x63ount_column\x18\x05 \x01(\t\x12\x16\n\x0e\x62ytes_encoding\x18\x06 \x01(\t\x12\x16\n\x0emax_user_bytes\x18\x07 \x01(\r\x12\x16\n\x0emax_item_bytes\x18\x08 \x01(\r\x12\x1a\n\x12normalise_user_ids\x18\x14 \x01(\x08\"W\n\tInputFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x14\n\x0clast_updated\x18\x03 \x01(\x01\x12\x12\n\ngeneration\x18\x04 \x01(\x03\"G\n\rInputSnapshot\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.triehh_beam.InputFile\x12\x0f\n\x07records\x18\x02 \x01(\x04\"\x9f\x01\n\x0bRoundConfig\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\r\n\x05theta\x18\x02 \x01(\r\x12\x12\n\nbatch_size\x18\x03 \x01(\x04\x12\x12\n\npopulation\x18\x04 \x01(\x04\x12\'\n\x08\x65ncoding\x18\x05 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\"\xd6\x01\n\x0cRoundSummary\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\x15\n\rfrontier_size\x18\x02 \x01(\r\x12\x15\n\rprefixes_kept\x18\x03 \x01(\r\x12\x39\n\x08\x63ounters\x18\x04 \x03(\x0b\x32\'.triehh_beam.RoundSummary.CountersEntry\x12\x17\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x93\x04\n\x08JobState\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bsecret_seed\x18\x03 \x01(\x0c\x12%\n\x05input\x18\x04 \x01(\x0b\x32\x16.triehh_beam.InputSpec\x12&\n\x04plan\x18\x05 \x01(\x0b\x32\x18.triehh_beam.PrivacyPlan\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\x12\x1f\n\x04trie\x18\x07 \x01(\x0b\x32\x11.triehh_beam.Trie\x12\x18\n\x10rounds_completed\x18\x08 \x01(\r\x12)\n\x06rounds\x18\t \x03(\x0b\x32\x19.triehh_beam.RoundSummary\x12\x10\n\x08\x66inished\x18\n \x01(\x08\x12\x13\n\x0bstop_reason\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x42\n\x0f\x63\x65nsus_counters\x18\r \x03(\x0b\x32).triehh_beam.JobState.CensusCountersEntry\x12\x0e\n\x06ledger\x18\x0e \x01(\t\x12\x32\n\x0einput_snapshot\x18\x0f \x01(\x0b\x32\x1a.triehh_beam.InputSnapshot\x1a\x35\n\x13\x43\x65nsusCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtriehh_beam/proto/state.proto\x12\x0btriehh_beam\x1a\x1ctriehh_beam/proto/trie.proto\"\xf4\x01\n\x0bPrivacyPlan\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\x12\n\npopulation\x18\x02 \x01(\x04\x12\x12\n\nmax_length\x18\x03 \x01(\r\x12\x16\n\x0etarget_epsilon\x18\x04 \x01(\x01\x12\x14\n\x0ctarget_delta\x18\x05 \x01(\x01\x12\r\n\x05theta\x18\x06 \x01(\r\x12\r\n\x05gamma\x18\x07 \x01(\x01\x12\x12\n\nbatch_size\x18\x08 \x01(\x04\x12\x0f\n\x07\x65psilon\x18\t \x01(\x01\x12\r\n\x05\x64\x65lta\x18\n \x01(\x01\x12\x14\n\x0cno_guarantee\x18\x0b \x01(\x08\x12\x19\n\x11public_population\x18\x0c \x01(\x04\"\xd5\x01\n\tInputSpec\x12\x14\n\x0c\x66ile_pattern\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x13\n\x0buser_column\x18\x03 \x01(\t\x12\x13\n\x0bitem_column\x18\x04 \x01(\t\x12\x14\n\x0c\x63ount_column\x18\x05 \x01(\t\x12\x16\n\x0e\x62ytes_encoding\x18\x06 \x01(\t\x12\x16\n\x0emax_user_bytes\x18\x07 \x01(\r\x12\x16\n\x0emax_item_bytes\x18\x08 \x01(\r\x12\x1a\n\x12normalise_user_ids\x18\x14 \x01(\x08\"W\n\tInputFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x14\n\x0clast_updated\x18\x03 \x01(\x01\x12\x12\n\ngeneration\x18\x04 \x01(\x03\"G\n\rInputSnapshot\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.triehh_beam.InputFile\x12\x0f\n\x07records\x18\x02 \x01(\x04\"\x9f\x01\n\x0bRoundConfig\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\r\n\x05theta\x18\x02 \x01(\r\x12\x12\n\nbatch_size\x18\x03 \x01(\x04\x12\x12\n\npopulation\x18\x04 \x01(\x04\x12\'\n\x08\x65ncoding\x18\x05 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\"\xd6\x01\n\x0cRoundSummary\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\x15\n\rfrontier_size\x18\x02 \x01(\r\x12\x15\n\rprefixes_kept\x18\x03 \x01(\r\x12\x39\n\x08\x63ounters\x18\x04 \x03(\x0b\x32\'.triehh_beam.RoundSummary.CountersEntry\x12\x17\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x93\x04\n\x08JobState\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bsecret_seed\x18\x03 \x01(\x0c\x12%\n\x05input\x18\x04 \x01(\x0b\x32\x16.triehh_beam.InputSpec\x12&\n\x04plan\x18\x05 \x01(\x0b\x32\x18.triehh_beam.PrivacyPlan\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\x12\x1f\n\x04trie\x18\x07 \x01(\x0b\x32\x11.triehh_beam.Trie\x12\x18\n\x10rounds_completed\x18\x08 \x01(\r\x12)\n\x06rounds\x18\t \x03(\x0b\x32\x19.triehh_beam.RoundSummary\x12\x10\n\x08\x66inished\x18\n \x01(\x08\x12\x13\n\x0bstop_reason\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x42\n\x0f\x63\x65nsus_counters\x18\r \x03(\x0b\x32).triehh_beam.JobState.CensusCountersEntry\x12\x0e\n\x06ledger\x18\x0e \x01(\t\x12\x32\n\x0einput_snapshot\x18\x0f \x01(\x0b\x32\x1a.triehh_beam.InputSnapshot\x1a\x35\n\x13\x43\x65nsusCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,21 +37,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._loaded_options = None
   _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_options = b'8\001'
   _globals['_PRIVACYPLAN']._serialized_start=77
-  _globals['_PRIVACYPLAN']._serialized_end=294
-  _globals['_INPUTSPEC']._serialized_start=297
-  _globals['_INPUTSPEC']._serialized_end=510
-  _globals['_INPUTFILE']._serialized_start=512
-  _globals['_INPUTFILE']._serialized_end=599
-  _globals['_INPUTSNAPSHOT']._serialized_start=601
-  _globals['_INPUTSNAPSHOT']._serialized_end=672
-  _globals['_ROUNDCONFIG']._serialized_start=675
-  _globals['_ROUNDCONFIG']._serialized_end=834
-  _globals['_ROUNDSUMMARY']._serialized_start=837
-  _globals['_ROUNDSUMMARY']._serialized_end=1051
-  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_start=1004
-  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_end=1051
-  _globals['_JOBSTATE']._serialized_start=1054
-  _globals['_JOBSTATE']._serialized_end=1585
-  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_start=1532
-  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_end=1585
+  _globals['_PRIVACYPLAN']._serialized_end=321
+  _globals['_INPUTSPEC']._serialized_start=324
+  _globals['_INPUTSPEC']._serialized_end=537
+  _globals['_INPUTFILE']._serialized_start=539
+  _globals['_INPUTFILE']._serialized_end=626
+  _globals['_INPUTSNAPSHOT']._serialized_start=628
+  _globals['_INPUTSNAPSHOT']._serialized_end=699
+  _globals['_ROUNDCONFIG']._serialized_start=702
+  _globals['_ROUNDCONFIG']._serialized_end=861
+  _globals['_ROUNDSUMMARY']._serialized_start=864
+  _globals['_ROUNDSUMMARY']._serialized_end=1078
+  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_start=1031
+  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_end=1078
+  _globals['_JOBSTATE']._serialized_start=1081
+  _globals['_JOBSTATE']._serialized_end=1612
+  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_start=1559
+  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_end=1612
 # @@protoc_insertion_point(module_scope)

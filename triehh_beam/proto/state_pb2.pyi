@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PrivacyPlan(_message.Message):
-    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee")
+    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population")
     RULE_FIELD_NUMBER: _ClassVar[int]
     POPULATION_FIELD_NUMBER: _ClassVar[int]
     MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class PrivacyPlan(_message.Message):
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     NO_GUARANTEE_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_POPULATION_FIELD_NUMBER: _ClassVar[int]
     rule: str
     population: int
     max_length: int
@@ -31,7 +32,8 @@ class PrivacyPlan(_message.Message):
     epsilon: float
     delta: float
     no_guarantee: bool
-    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ...) -> None: ...
+    public_population: int
+    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ...) -> None: ...
 
 class InputSpec(_message.Message):
     __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids")

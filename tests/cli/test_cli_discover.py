@@ -106,7 +106,7 @@ def test_an_infeasible_target_is_refused_with_the_planners_reason(few_records, t
     reason = planner.plan(50, 4.0, 1e-6, 4).reason
     assert len(lines) == 1, err
     assert lines[0].startswith(f"triehh: error: privacy target infeasible: {reason}. Alternatives: ")
-    assert not (tmp_path / "out" / "state" / "MANIFEST.json").exists()
+    assert not (tmp_path / "out.state" / "MANIFEST.json").exists()
 
 
 def test_an_infeasible_target_is_refused_in_one_line(few_records, tmp_path, seed_file, capsys):

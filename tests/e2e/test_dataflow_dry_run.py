@@ -243,6 +243,7 @@ def test_submit_job_graphs_translates_the_census_and_every_round_offline(records
     config = driver.DiscoveryConfig(
         input_pattern=records,  # local: building a graph lists the input files
         output_dir="gs://triehh-test/out",  # state and job outputs on gs://, never touched
+        state_dir="gs://triehh-test-private/state",
         epsilon=4.0,
         delta=1e-10,
         max_length=MAX_LENGTH,
@@ -427,7 +428,7 @@ def test_every_flex_template_parameter_is_known_to_the_launcher():
     known = set(launcher.VALUE_PARAMETERS) | set(launcher.SWITCH_PARAMETERS) | launcher.WRAPPER_PARAMETERS
     assert set(names) == known
     required = {p["name"] for p in metadata["parameters"] if not p.get("isOptional")}
-    assert required == {"input", "output", "epsilon", "delta", "max_length"}
+    assert required == {"input", "output", "epsilon", "delta", "max_length", "state_dir"}
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", name) for name in names)  # no "-" in Flex names
 
 

@@ -91,7 +91,7 @@ def _document(output_dir) -> dict:
 
 def _rounds(output_dir):
     """The committed per-round summaries (with each round's Beam counters)."""
-    return StateStore(str(pathlib.Path(output_dir, "state"))).load().rounds
+    return StateStore(str(output_dir) + ".state").load().rounds
 
 
 def _levels(output_dir):
@@ -104,7 +104,7 @@ def _assert_equals_keyed_simulation(output_dir, simulated):
     rounds = _rounds(output_dir)
     # One round loop (protocol.rounds): the same rounds, the same stop.
     assert len(rounds) == simulated.rounds_run
-    assert StateStore(str(pathlib.Path(output_dir, "state"))).load().stop_reason == simulated.stop.describe()
+    assert StateStore(str(output_dir) + ".state").load().stop_reason == simulated.stop.describe()
     for summary, expected in zip(rounds, simulated.round_stats):
         assert summary.round_index == expected.round_index
         assert summary.counters["users_sampled"] == expected.users_sampled
@@ -162,7 +162,7 @@ def test_a_user_with_100k_records_casts_one_vote_per_round_and_its_item_is_not_d
     result = run_discovery(_config(tmp_path / "records-*.parquet", output, seed, max_length=5, **_fixed(2, n)))
 
     assert result.plan.population == n  # the census counts the heavy user once
-    state = StateStore(str(output / "state")).load()
+    state = StateStore(str(output) + ".state").load()
     assert state.census_counters["records_read"] == len(rows) == 300 + HEAVY_RECORDS
     assert state.census_counters["files_read"] == 3
     rounds = _rounds(output)
@@ -687,7 +687,7 @@ def test_too_many_bad_rows_refuse_the_job_before_any_round_or_charge(bad_records
     assert "Traceback" not in err
     for marker in MARKERS:
         assert marker.decode() not in out + err
-    state_dir = output / "state"
+    state_dir = pathlib.Path(str(output) + ".state")
     objects = [state_pb2.JobState.FromString(p.read_bytes()) for p in state_dir.rglob("state-*.pb")]
     assert not [s for s in objects if s.rounds_completed >= 1 or s.rounds]
     assert not (state_dir / MANIFEST_NAME).exists()

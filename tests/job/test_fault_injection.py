@@ -90,8 +90,8 @@ def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, popu
     rerun = _run(_argv(population, out))
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert _outputs(out) == unbroken
-    records = ledger.Ledger(str(out / "state")).records()
+    records = ledger.Ledger(str(out) + ".state").records()
     assert len(records) == 1, records
     assert records[0]["epsilon"] <= 6
     # The lease was released by the re-run: a third run starts (and finds the job finished).
-    assert Lease(cas.cas_store_for(str(out / "state")), "LEASE").current().released
+    assert Lease(cas.cas_store_for(str(out) + ".state"), "LEASE").current().released

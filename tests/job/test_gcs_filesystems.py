@@ -116,6 +116,7 @@ def test_a_discovery_reads_and_writes_gs(gcs_emulator, gcs_emulator_client):
     config = DiscoveryConfig(
         input_pattern=f"gs://{gcs_emulator}/in/*.jsonl",
         output_dir=f"gs://{gcs_emulator}/out",
+        state_dir=f"gs://{gcs_emulator}/private/state",  # required on gs://
         epsilon=1.0,
         delta=1e-6,
         max_length=8,
@@ -131,7 +132,8 @@ def test_a_discovery_reads_and_writes_gs(gcs_emulator, gcs_emulator_client):
         gcs_emulator_client.bucket(gcs_emulator).blob("out/heavy_hitters.json").download_as_bytes()
     )
     assert sorted(document["heavy_hitters"]) == ["hello", "hey", "hi"]
-    state = StateStore(f"gs://{gcs_emulator}/out/state").load()
+    state = StateStore(f"gs://{gcs_emulator}/private/state").load()
+    assert not [n for n in _names(gcs_emulator_client, gcs_emulator) if n.startswith("out/state")]
     assert state.finished and state.rounds_completed == len(state.rounds) == 6  # "hello" + terminator
     names = _names(gcs_emulator_client, gcs_emulator)
     assert "out/trie.pb" in names

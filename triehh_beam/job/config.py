@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from apache_beam.io.filesystems import FileSystems
@@ -86,6 +87,8 @@ class Setting:
       mismatch: how a resume refusal describes a difference, a format string of ``name``,
         ``ours`` and ``theirs`` (never name a secret's value).
       choices, metavar: as argparse's.
+      accepts: also accepts a recorded value for which ``accepts(config, theirs)`` is true
+        (a value that moved with the state), or None.
       load: turns the parsed value into the field's value (reads a seed file); None: as is.
       section, key: where ``triehh scheduled`` reads it in its config file.
       example: a valid value other than the default, as it is written after the flag.
@@ -101,6 +104,7 @@ class Setting:
     compare: str
     record: Optional[Callable[["DiscoveryConfig"], Any]]
     mismatch: str
+    accepts: Optional[Callable[["DiscoveryConfig", Any], bool]]
     choices: Optional[Tuple[str, ...]]
     metavar: Optional[str]
     load: Optional[Callable[[Any], Any]]
@@ -186,6 +190,7 @@ def setting(
     compare: str = "always",
     record: Optional[Callable[["DiscoveryConfig"], Any]] = None,
     mismatch: str = "{name} (state has {theirs!r}, asked {ours!r})",
+    accepts: Optional[Callable[["DiscoveryConfig", Any], bool]] = None,
     choices: Optional[Tuple[str, ...]] = None,
     metavar: Optional[str] = None,
     load: Optional[Callable[[Any], Any]] = None,
@@ -196,7 +201,7 @@ def setting(
 ) -> Any:
     """A ``DiscoveryConfig`` field that carries its ``Setting`` (see there for the arguments)."""
     spec = dict(flag=flag, parse=parse, default=default, help=help, group=group, identity=identity,
-                compare=compare, record=record, mismatch=mismatch, choices=choices, metavar=metavar,
+                compare=compare, record=record, mismatch=mismatch, accepts=accepts, choices=choices, metavar=metavar,
                 load=load, section=section, key=key, example=example)
     return dataclasses.field(default=default, repr=repr, metadata={"setting": spec})
 
@@ -248,7 +253,8 @@ class DiscoveryConfig:
         choices=tuple(RULES), identity="plan.rule",
         record=lambda c: c.rule if c.theta is None else "fixed", example="corollary1")
     state_dir: Optional[str] = setting(
-        "--state-dir", "private job state, holds the secret seed (default: OUTPUT/state)", _IO,
+        "--state-dir", "private job state, holds the secret seed; never inside the output "
+        "(default: OUTPUT.state beside a local output; required for a gs:// output)", _IO,
         default=None, metavar="DIR", example="private/state")
     seed: Optional[bytes] = setting(
         "--seed-file", "file whose 16-64 bytes are the secret seed (default: a fresh random seed)",
@@ -314,6 +320,8 @@ class DiscoveryConfig:
         section="budget", key="ledger", identity="ledger", compare="recorded",
         # A resume must be charged (or found charged) in the ledger the job started with.
         mismatch="privacy ledger (state has {theirs!r})",
+        # A job moved out of OUTPUT/state (the old default) took its default ledger with it.
+        accepts=lambda c, theirs: c.ledger_dir is None and theirs == c.legacy_state_dir,
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
         "--budget-epsilon", "lifetime epsilon of the population (default: unlimited)", _BUDGET,
@@ -344,6 +352,17 @@ class DiscoveryConfig:
             raise ValueError("theta and batch_size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
             raise ValueError("theta and batch_size must be >= 1")
+        if self.state_dir is None and not _is_local(self.output_dir):
+            raise ValueError(
+                f"a {self.output_dir.split('://')[0]}:// output needs --state-dir: the state holds "
+                "the secret seed, so put it where only the job can read it (another bucket; "
+                "README: Secrets and state)"
+            )
+        if _inside(self.resolved_state_dir, self.output_dir):
+            raise ValueError(
+                f"the state directory {self.resolved_state_dir} is inside the output "
+                f"{self.output_dir}: it holds the secret seed, so keep it out of what is published"
+            )
         if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
             raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
         self.record_options  # validates the reading options
@@ -382,7 +401,16 @@ class DiscoveryConfig:
 
     @property
     def resolved_state_dir(self) -> str:
-        return self.state_dir or FileSystems.join(self.output_dir, "state")
+        """``state_dir``, or ``OUTPUT.state`` beside a local output (outside what is published)."""
+        if self.state_dir:
+            return self.state_dir
+        return os.path.abspath(self.output_dir) + ".state"
+
+    @property
+    def legacy_state_dir(self) -> str:
+        """Where releases before 0.2 kept the state by default: ``OUTPUT/state``, inside the
+        published output (a job found there must be moved out before it resumes)."""
+        return FileSystems.join(self.output_dir, "state")
 
     def recorded(self, item: Setting) -> Any:
         """The value of an identity setting as a job's state records it."""
@@ -417,7 +445,7 @@ class DiscoveryConfig:
                 continue
             if item.compare == "recorded" and not theirs:
                 continue
-            if ours != theirs:
+            if ours != theirs and not (item.accepts is not None and item.accepts(self, theirs)):
                 mismatches.append(item.mismatch.format(name=item.name, ours=ours, theirs=theirs))
         if state_encoder != self.encoder:
             mismatches.append("item encoding (unit size or case folding)")
@@ -433,6 +461,19 @@ class DiscoveryConfig:
             options=self.record_options,
             dead_letter=dead_letter,
         )
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it (local paths absolute, URLs as written)."""
+    if _is_local(path) and _is_local(directory):
+        path, directory = os.path.abspath(path), os.path.abspath(directory)
+        return os.path.commonpath([path, directory]) == directory
+    path, directory = path.rstrip("/"), directory.rstrip("/")
+    return path == directory or path.startswith(directory + "/")
 
 
 def _state_value(state: state_pb2.JobState, path: str) -> Any:

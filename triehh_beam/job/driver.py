@@ -26,6 +26,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import apache_beam as beam
 
+from triehh_beam.job import cas
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
@@ -45,7 +46,7 @@ from triehh_beam.protocol import rounds
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 from triehh_beam.protocol.trie import Trie
 
 __all__ = [
@@ -57,6 +58,8 @@ __all__ = [
     "DiscoveryConfig",
     "DiscoveryResult",
     "InfeasiblePlanError",
+    "StateLocationError",
+    "check_state_location",
     "run_discovery",
 ]
 
@@ -68,6 +71,28 @@ class BadInputError(ValueError):
 
 class ConfigMismatchError(ValueError):
     """A resumed job was started with different inputs or parameters than its state holds."""
+
+
+class StateLocationError(ValueError):
+    """A job's private state sits inside the published output (the old default, OUTPUT/state)."""
+
+
+def check_state_location(config: DiscoveryConfig) -> None:
+    """Refuses an output directory that holds a job's state (and so its secret seed).
+
+    Releases before 0.2 kept the state in ``OUTPUT/state`` by default. Such a job resumes once
+    its state directory is moved out of the output (its default ledger moves with it).
+
+    Raises:
+      StateLocationError: one line naming the directory and where to move it.
+    """
+    legacy = config.legacy_state_dir
+    if FileSystems.exists(FileSystems.join(legacy, MANIFEST_NAME)):
+        raise StateLocationError(
+            f"{legacy} holds a job's private state (its secret seed) inside the output; move it "
+            f"out to {config.resolved_state_dir} (mv, or gcloud storage mv on gs://) and re-run "
+            "the same command to resume it"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +246,7 @@ class _Driver:
         self.progress = progress
         self.events = events
         self.encoder = config.encoder
+        check_state_location(config)
         self.store = StateStore(config.resolved_state_dir)
         self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
 
@@ -351,7 +377,15 @@ class _Driver:
         else:
             self.ledger.charge(state.job_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
 
+    def prepare_state_dir(self) -> None:
+        """Makes a local state directory owner-only (0700) before anything is written there,
+        with the subdirectories where Beam writes each job's output."""
+        root = self.config.resolved_state_dir
+        for private in (root, FileSystems.join(root, "census"), FileSystems.join(root, "rounds")):
+            cas.make_private_dir(private)
+
     def run(self) -> DiscoveryResult:
+        self.prepare_state_dir()
         with lease_lib.StateLease(self.config.resolved_state_dir, self.config.lease_seconds) as held:
             self._lease = held
             return self._run()

@@ -39,6 +39,7 @@ def dry_run(
         driver._check_resumable(state)
         plan = state.plan
     else:
+        driver.prepare_state_dir()
         population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
         progress(f"census: {population:,} users; {describe_drops(counters)}")
         plan = plan_for(config, population)

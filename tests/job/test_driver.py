@@ -267,9 +267,11 @@ def pipeline_runs(zipf_population, compute_once):
                         delta=published.plan.delta,
                     ))
 
-            result = run_discovery(_config(pattern, output_dir, seed=seed), progress=progress)
+            config = _config(pattern, output_dir, seed=seed)
+            result = run_discovery(config, progress=progress)
             runs.append(dict(
                 seed=seed.hex(),
+                identity=config.sampling_identity().decode(),
                 output_dir=str(output_dir),
                 state_dir=str(output_dir) + ".state",
                 heavy_hitters=result.heavy_hitters,
@@ -290,9 +292,12 @@ def test_pipeline_equals_the_keyed_simulation(pipeline_runs, zipf_population, in
     run = pipeline_runs[index]
     encoder = ENCODER
     assert (run["theta"], run["batch_size"]) == (10, 973)  # the planner's choice for n = 20,000
+    # The pipeline keys its samples with (seed, job identity), and records the identity.
+    state = StateStore(run["state_dir"]).load()
+    assert state.sampling_identity == run["identity"]
     simulated = simulate(
         zipf_population.users, encoder, run["theta"], run["batch_size"], bytes.fromhex(run["seed"]),
-        sampling="keyed",
+        sampling="keyed", identity=run["identity"].encode(),
     )
     trie = _trie(run["output_dir"])
     assert _spelled(trie, encoder) == _spelled(simulated.levels, encoder)
@@ -380,8 +385,13 @@ def test_the_same_seed_gives_the_same_trie_twice_and_on_the_multi_process_runner
     pattern = make_population(3000, max_chars=4).write(tmp_path / "records", shards=4)
 
     def trie_bytes(name, options=None):
-        result = run_discovery(_config(pattern, tmp_path / name, max_length=3, unit_size=2), options)
+        # One output for all three (the job's identity, output included, keys its samples), each
+        # run's output and state moved aside after it.
+        output = tmp_path / "out"
+        result = run_discovery(_config(pattern, output, max_length=3, unit_size=2), options)
         assert result.rounds_run >= 2
+        output.rename(tmp_path / name)
+        pathlib.Path(f"{output}.state").rename(tmp_path / f"{name}.state")
         return pathlib.Path(tmp_path, name, "trie.pb").read_bytes()
 
     first = trie_bytes("first")
@@ -447,8 +457,12 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
     first_round = re.search(r"^round (\d+)/", resumed.stdout, re.M)
     assert first_round and int(first_round.group(1)) == killed_state.rounds_completed + 1
 
-    unbroken = tmp_path / "unbroken"
-    run_discovery(_config(pattern, unbroken, max_length=max_length))
+    # The same command unbroken (same output: the job's identity keys its samples), the resumed
+    # run's output and state moved aside first.
+    output.rename(tmp_path / "resumed-aside")
+    pathlib.Path(f"{output}.state").rename(tmp_path / "resumed-aside.state")
+    run_discovery(_config(pattern, output, max_length=max_length))
+    unbroken, output = output, tmp_path / "resumed-aside"
     assert (output / "trie.pb").read_bytes() == (unbroken / "trie.pb").read_bytes()
     resumed_document = _heavy_hitters_document(output)
     unbroken_document = _heavy_hitters_document(unbroken)
@@ -467,7 +481,9 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
 def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, make_population, grep_files):
     population = make_population(5000, max_chars=L - 1)
     plan = planner.plan(len(population.users), EPSILON, DELTA, L)
-    sampler = Sampler(SEED)
+    records = tmp_path / "records.parquet"
+    output = tmp_path / "out"
+    sampler = Sampler(SEED, _config(records, output).sampling_identity())  # the job's own keys
     ids = list(population.users)
     # Two rare items, each held by one user who is sampled when the item would get its vote:
     # "€ur" votes "€" in round 1 (a unit no one else has); "th¥" votes "th¥" in round 3 under
@@ -476,9 +492,7 @@ def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, mak
     deep_holder = next(int(u) for u in sampler.sample(3, ids, plan.batch_size) if int(u) != root_holder)
     users = dict(population.users)
     users[root_holder], users[deep_holder] = ["€ur"], ["th¥"]
-    records = tmp_path / "records.parquet"
     write_records(str(records), [(user, items[0]) for user, items in users.items()])
-    output = tmp_path / "out"
     lines, events = [], []
     result = run_discovery(_config(records, output), progress=lines.append, events=events.append)
     # Progress lines and structured events (with each round's Beam metrics) are logs too.

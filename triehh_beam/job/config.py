@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -87,6 +88,8 @@ class Setting:
       mismatch: how a resume refusal describes a difference, a format string of ``name``,
         ``ours`` and ``theirs`` (never name a secret's value).
       choices, metavar: as argparse's.
+      keyed: part of the job's sampling identity (``DiscoveryConfig.sampling_identity``), mixed
+        into every derived key; default: when it is part of the job's identity.
       accepts: also accepts a recorded value for which ``accepts(config, theirs)`` is true
         (a value that moved with the state), or None.
       load: turns the parsed value into the field's value (reads a seed file); None: as is.
@@ -105,6 +108,7 @@ class Setting:
     record: Optional[Callable[["DiscoveryConfig"], Any]]
     mismatch: str
     accepts: Optional[Callable[["DiscoveryConfig", Any], bool]]
+    keyed: bool
     choices: Optional[Tuple[str, ...]]
     metavar: Optional[str]
     load: Optional[Callable[[Any], Any]]
@@ -191,6 +195,7 @@ def setting(
     record: Optional[Callable[["DiscoveryConfig"], Any]] = None,
     mismatch: str = "{name} (state has {theirs!r}, asked {ours!r})",
     accepts: Optional[Callable[["DiscoveryConfig", Any], bool]] = None,
+    keyed: Optional[bool] = None,
     choices: Optional[Tuple[str, ...]] = None,
     metavar: Optional[str] = None,
     load: Optional[Callable[[Any], Any]] = None,
@@ -201,7 +206,8 @@ def setting(
 ) -> Any:
     """A ``DiscoveryConfig`` field that carries its ``Setting`` (see there for the arguments)."""
     spec = dict(flag=flag, parse=parse, default=default, help=help, group=group, identity=identity,
-                compare=compare, record=record, mismatch=mismatch, accepts=accepts, choices=choices, metavar=metavar,
+                compare=compare, record=record, mismatch=mismatch, accepts=accepts,
+                keyed=identity is not None if keyed is None else keyed, choices=choices, metavar=metavar,
                 load=load, section=section, key=key, example=example)
     return dataclasses.field(default=default, repr=repr, metadata={"setting": spec})
 
@@ -231,7 +237,7 @@ class DiscoveryConfig:
         metavar="PATTERN", identity="input.file_pattern", example="records/day-2.jsonl")
     output_dir: str = setting(
         "--output", "where heavy_hitters.json and trie.pb are written", _IO,
-        metavar="DIR", example="out")
+        metavar="DIR", keyed=True, example="out")
     epsilon: float = setting(
         "--epsilon", "epsilon for the whole job", _TARGET, parse=float,
         identity="plan.target_epsilon", example="2.5")
@@ -259,7 +265,7 @@ class DiscoveryConfig:
     seed: Optional[bytes] = setting(
         "--seed-file", "file whose 16-64 bytes are the secret seed (default: a fresh random seed)",
         _IO, default=None, metavar="F", load=read_seed_file, identity="secret_seed",
-        compare="given", mismatch="secret seed", example="private/seed.bin", repr=False)
+        compare="given", keyed=False, mismatch="secret seed", example="private/seed.bin", repr=False)
     case_fold: bool = setting(
         "--case-fold", "fold case of text items", _ITEMS, default=False, parse=None,
         identity=ENCODING, example="true")
@@ -317,7 +323,7 @@ class DiscoveryConfig:
     ledger_dir: Optional[str] = setting(
         "--ledger", "where the population's ledger.jsonl lives; share it between jobs on the same "
         "population (default: the state directory)", _BUDGET, default=None, metavar="DIR",
-        section="budget", key="ledger", identity="ledger", compare="recorded",
+        section="budget", key="ledger", identity="ledger", compare="recorded", keyed=False,
         # A resume must be charged (or found charged) in the ledger the job started with.
         mismatch="privacy ledger (state has {theirs!r})",
         # A job moved out of OUTPUT/state (the old default) took its default ledger with it.
@@ -412,6 +418,26 @@ class DiscoveryConfig:
         published output (a job found there must be moved out before it resumes)."""
         return FileSystems.join(self.output_dir, "state")
 
+    def sampling_identity(self) -> bytes:
+        """The job's identity, mixed into every key derived from the seed (``Sampler``).
+
+        A canonical JSON object of every ``keyed`` setting (input, output, target, encoding,
+        reading options; never the seed or the ledger), paths as written (the output
+        normalised: ``out/`` and ``./out`` are ``out``): the same command draws the same samples
+        on every run, retry and resume, while two jobs that share a seed file (two dates of a
+        schedule) draw independent ones. A job's state records it.
+        """
+        values = {}
+        for item in SETTINGS:
+            if item.keyed:
+                value = getattr(self, item.name)
+                if item.name == "output_dir":
+                    value = os.path.normpath(value) if _is_local(value) else value.rstrip("/")
+                values[item.name] = value
+        text = json.dumps({"triehh-beam/job-identity": 1, **values}, sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        return text.encode("ascii")
+
     def recorded(self, item: Setting) -> Any:
         """The value of an identity setting as a job's state records it."""
         return item.record(self) if item.record is not None else getattr(self, item.name)
@@ -449,6 +475,13 @@ class DiscoveryConfig:
                 mismatches.append(item.mismatch.format(name=item.name, ours=ours, theirs=theirs))
         if state_encoder != self.encoder:
             mismatches.append("item encoding (unit size or case folding)")
+        if state.sampling_identity and state.sampling_identity.encode() != self.sampling_identity():
+            # The identity keys every sample: a resume under another would draw other users.
+            theirs, ours = json.loads(state.sampling_identity), json.loads(self.sampling_identity())
+            names = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+            unnamed = [n for n in names if n not in BY_NAME or BY_NAME[n].identity is None]
+            if unnamed or not mismatches:
+                mismatches.append(f"job identity ({', '.join(unnamed or names)}: the samples are keyed by it)")
         return mismatches
 
     def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:

@@ -219,7 +219,7 @@ def submit_job_graphs(
     if not plan.feasible:
         raise InfeasiblePlanError(plan)
     recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population)
-    sampler = Sampler(seed or os.urandom(32))
+    sampler = Sampler(seed or os.urandom(32), config.sampling_identity())
     scratch = FileSystems.join(config.resolved_state_dir, "graphs")
     results = []
     census = runners.make_pipeline(options)
@@ -291,7 +291,7 @@ class _Driver:
                 self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
             )
             counters = self._run_job(lambda p: build_round(
-                p, self.config, Sampler(state.secret_seed), state.plan, trie.frontier(), round_index, path,
+                p, self.config, Sampler(state.secret_seed, state.sampling_identity.encode()), state.plan, trie.frontier(), round_index, path,
                 population=population,
             ))
             result = outputs.round_result_from_json(_read_single_output(path), self.encoder)
@@ -313,7 +313,10 @@ class _Driver:
     def _new_state(self) -> state_pb2.JobState:
         config = self.config
         seed = config.seed or os.urandom(32)
-        sampler = Sampler(seed)
+        # Keyed by the job's identity too: another job given the same seed file samples
+        # independently; recorded, so a resume keys its rounds exactly as this run did.
+        identity = config.sampling_identity()
+        sampler = Sampler(seed, identity)
         self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
                   input=config.input_pattern)
         population, counters = self.census(sampler)
@@ -333,6 +336,7 @@ class _Driver:
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
             secret_seed=seed,
+            sampling_identity=identity.decode("ascii"),
             input=config.input_spec(),
             plan=plan,
             truncate_long_items=config.truncate_long_items,

@@ -40,7 +40,7 @@ def dry_run(
         plan = state.plan
     else:
         driver.prepare_state_dir()
-        population, counters = driver.census(Sampler(config.seed or os.urandom(32)))
+        population, counters = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
         progress(f"census: {population:,} users; {describe_drops(counters)}")
         plan = plan_for(config, population)
     spent = driver.ledger.spent()

@@ -77,7 +77,7 @@ def test_discover_prints_progress_and_a_summary_without_a_private_count(records,
     assert f"privacy: within the target (4, 1e-06)-DP, user level, for all 4 rounds; theta={plan.theta}" in lines
     assert lines[-2] == f"results (publishable): {output / 'heavy_hitters.json'}"
     assert lines[-1] == f"operator report (private, every count; never publish): " \
-                        f"{output / 'state' / 'operator_report.json'}"
+                        f"{output}.state/operator_report.json"
     assert (output / "trie.pb").is_file()
     assert "Traceback" not in err
     # No exact count of the population (users, records, votes, m, the achieved epsilon).
@@ -133,7 +133,7 @@ def test_an_infeasible_target_is_refused_with_the_planners_reason(few_records, t
     reason = planner.plan(50, 4.0, 1e-6, 4).reason
     assert len(lines) == 1, err
     assert lines[0].startswith(f"triehh: error: privacy target infeasible: {reason}. Alternatives: ")
-    assert not (tmp_path / "out" / "state" / "MANIFEST.json").exists()
+    assert not (tmp_path / "out.state" / "MANIFEST.json").exists()
 
 
 def test_an_infeasible_target_is_refused_in_one_line(few_records, tmp_path, seed_file, capsys):

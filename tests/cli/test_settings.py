@@ -92,7 +92,11 @@ def test_every_field_of_the_config_is_a_setting_with_a_flag_and_an_example():
 def test_discover_and_scheduled_accept_every_setting_and_mean_the_same(item, tmp_path):
     values = _values(item, tmp_path)
     output_root = str(tmp_path / "runs")
-    from_flags = _from_discover(values, f"{output_root}/{DATE}")
+    # Each date's state is its own directory, never inside output_root: state_dir/DATE, or
+    # OUTPUT_ROOT.state/DATE by default; a discover run spells it out.
+    flags = dict(values)
+    flags["state_dir"] = f"{values.get('state_dir', output_root + '.state')}/{DATE}"
+    from_flags = _from_discover(flags, f"{output_root}/{DATE}")
     from_file = _from_scheduled(values, output_root, tmp_path)
     assert from_file == from_flags
     # The example is not the default: the setting really reached the configuration.
@@ -100,6 +104,8 @@ def test_discover_and_scheduled_accept_every_setting_and_mean_the_same(item, tmp
         assert from_file.seed == OTHER_SEED
     elif item.name == "output_dir":
         assert from_file.output_dir == f"{output_root}/{DATE}"
+    elif item.name == "state_dir":
+        assert from_file.state_dir == f"{item.example}/{DATE}"
     else:
         assert getattr(from_file, item.name) != item.default
         assert getattr(from_file, item.name) == item.field_value(

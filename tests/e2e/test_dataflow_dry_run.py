@@ -70,6 +70,7 @@ DEFAULT_IMAGE = (
 CUSTOM_IMAGE = "us-central1-docker.pkg.dev/triehh-test/triehh/triehh-beam:0.1.0"
 SEED = bytes(range(32))
 POPULATION = 1_000_000  # what the stand-in census "counts"
+RECORDS = 1_500_000  # ... and the records it read, which every stand-in round then ranks
 MAX_LENGTH = 4
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
@@ -213,7 +214,7 @@ def stand_in_outputs(encoder: ItemEncoder, max_length: int):
         if path.endswith(".unreadable.jsonl"):
             data = b""  # the census read every file
         elif "/census/" in path:
-            data = f"{POPULATION}\n".encode()
+            data = json.dumps({"users": POPULATION, "records": RECORDS}).encode()
         else:
             r = int(path.rsplit("/round-", 1)[1][:4])
             units = encoder.encode("a" * (max_length - 1))[:r]
@@ -221,6 +222,7 @@ def stand_in_outputs(encoder: ItemEncoder, max_length: int):
                 "kept": [[encoder.unit_to_bytes(u).hex() for u in units]],
                 "users_sampled": POPULATION,  # everyone: never short of the plan's sample
                 "users_required": POPULATION,
+                "records_ranked": RECORDS,  # what the census counted: the input did not change
             }).encode()
         # The driver deletes the file after reading it: write what the job would have written.
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -243,6 +245,7 @@ def test_submit_job_graphs_translates_the_census_and_every_round_offline(records
     config = driver.DiscoveryConfig(
         input_pattern=records,  # local: building a graph lists the input files
         output_dir="gs://triehh-test/out",  # state and job outputs on gs://, never touched
+        state_dir="gs://triehh-test-private/state",
         epsilon=4.0,
         delta=1e-10,
         max_length=MAX_LENGTH,
@@ -427,7 +430,7 @@ def test_every_flex_template_parameter_is_known_to_the_launcher():
     known = set(launcher.VALUE_PARAMETERS) | set(launcher.SWITCH_PARAMETERS) | launcher.WRAPPER_PARAMETERS
     assert set(names) == known
     required = {p["name"] for p in metadata["parameters"] if not p.get("isOptional")}
-    assert required == {"input", "output", "epsilon", "delta", "max_length"}
+    assert required == {"input", "output", "epsilon", "delta", "max_length", "state_dir"}
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", name) for name in names)  # no "-" in Flex names
 
 

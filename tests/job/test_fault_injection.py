@@ -4,6 +4,7 @@ unbroken run with the same seed, and the ledger charges the job once."""
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,20 +70,30 @@ def _outputs(out):
     return document, (out / "trie.pb").read_bytes()
 
 
+def _clear(out) -> None:
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(f"{out}.state", ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def unbroken(population, tmp_path_factory):
+    """The unbroken run's outputs, and its output path: the killed runs use the same one (the
+    job's identity, output included, keys its samples), one at a time (a worker runs a module's
+    tests in turn), each clearing it first."""
     out = tmp_path_factory.mktemp("unbroken") / "out"
     result = _run(_argv(population, out))
     assert result.returncode == 0, result.stderr
     document, trie = _outputs(out)
     assert document["rounds_run"] >= 3, "the fault points need a run of several rounds"
     assert document["heavy_hitters"], "the population must have heavy hitters to compare"
-    return document, trie
+    _clear(out)
+    return (document, trie), out
 
 
 @pytest.mark.parametrize("point", POINTS)
 def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, population, unbroken, tmp_path):
-    out = tmp_path / "out"
+    unbroken, out = unbroken
+    _clear(out)
     killed = _run(_argv(population, out), harness_point=point)
     assert killed.returncode == -signal.SIGKILL, (
         f"the point {point} was not reached (exit {killed.returncode}): {killed.stderr[-2000:]}"
@@ -90,8 +101,8 @@ def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, popu
     rerun = _run(_argv(population, out))
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert _outputs(out) == unbroken
-    records = ledger.Ledger(str(out / "state")).records()
+    records = ledger.Ledger(str(out) + ".state").records()
     assert len(records) == 1, records
     assert records[0]["epsilon"] <= 6
     # The lease was released by the re-run: a third run starts (and finds the job finished).
-    assert Lease(cas.cas_store_for(str(out / "state")), "LEASE").current().released
+    assert Lease(cas.cas_store_for(str(out) + ".state"), "LEASE").current().released

@@ -116,6 +116,7 @@ def test_a_discovery_reads_and_writes_gs(gcs_emulator, gcs_emulator_client):
     config = DiscoveryConfig(
         input_pattern=f"gs://{gcs_emulator}/in/*.jsonl",
         output_dir=f"gs://{gcs_emulator}/out",
+        state_dir=f"gs://{gcs_emulator}/private/state",  # required on gs://
         epsilon=1.0,
         delta=1e-6,
         max_length=8,
@@ -131,7 +132,8 @@ def test_a_discovery_reads_and_writes_gs(gcs_emulator, gcs_emulator_client):
         gcs_emulator_client.bucket(gcs_emulator).blob("out/heavy_hitters.json").download_as_bytes()
     )
     assert sorted(document["heavy_hitters"]) == ["hello", "hey", "hi"]
-    state = StateStore(f"gs://{gcs_emulator}/out/state").load()
+    state = StateStore(f"gs://{gcs_emulator}/private/state").load()
+    assert not [n for n in _names(gcs_emulator_client, gcs_emulator) if n.startswith("out/state")]
     assert state.finished and state.rounds_completed == len(state.rounds) == 6  # "hello" + terminator
     names = _names(gcs_emulator_client, gcs_emulator)
     assert "out/trie.pb" in names
@@ -153,6 +155,7 @@ def test_a_rewritten_gcs_object_is_refused_by_its_generation(gcs_emulator, gcs_e
     blob.upload_from_string(records)
     config = DiscoveryConfig(
         input_pattern=f"gs://{gcs_emulator}/changing/*.jsonl", output_dir=f"gs://{gcs_emulator}/changing-out",
+        state_dir=f"gs://{gcs_emulator}/private/changing-state",  # required on gs://
         epsilon=1.0, delta=1e-6, max_length=8, theta=1, batch_size=3, allow_no_guarantee=True,
     )
 

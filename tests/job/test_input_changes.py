@@ -207,4 +207,4 @@ def test_input_unreadable_in_a_round_is_one_line_and_exit_2_on_every_runner(tmp_
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
     assert f"round 1: input the census read is now unreadable: {records}" in lines[0]
-    assert StateStore(str(tmp_path / "out" / "state")).load().rounds_completed == 0
+    assert StateStore(f"{tmp_path / 'out'}.state").load().rounds_completed == 0

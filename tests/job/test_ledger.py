@@ -104,7 +104,7 @@ def test_dry_run_plans_without_rounds_state_or_charge(records, tmp_path, capsys)
     assert report["event"] == "dry_run" and report["files"] == [records]
     assert report["plan"]["population"] == 3000 and report["fits_budget"]
     assert report["would_spend"]["epsilon"] <= 3
-    state = tmp_path / "out" / "state"
+    state = tmp_path / "out.state"
     assert not (state / "MANIFEST.json").exists()
     assert not (state / "ledger.jsonl").exists()
     assert not (tmp_path / "out" / "heavy_hitters.json").exists()
@@ -119,7 +119,7 @@ def test_a_concurrent_run_on_the_same_state_directory_is_refused(records, tmp_pa
     from triehh_beam.job import cas
     from triehh_beam.job.lease import Lease
 
-    state = tmp_path / "out" / "state"
+    state = tmp_path / "out.state"
     held = Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
         json.dumps({"host": "another-machine", "pid": 1}), 3600
     )
@@ -138,7 +138,7 @@ def test_a_lease_left_by_a_killed_run_of_this_machine_is_taken_over(records, tmp
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    state = tmp_path / "out" / "state"
+    state = tmp_path / "out.state"
     Lease(cas.cas_store_for(str(state)), "LEASE").acquire(
         json.dumps({"host": socket.gethostname(), "pid": dead.pid}), 3600
     )
@@ -159,7 +159,9 @@ def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_
     codes = [cli.main(["scheduled", "--config", str(config), "--date", d])
              for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
     assert codes == [0, 0, 2]
-    assert sorted(os.listdir(tmp_path / "runs")) == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    # The refused date wrote nothing to the published tree (its state is not in it either).
+    assert sorted(os.listdir(tmp_path / "runs")) == ["2026-11-01", "2026-11-02"]
+    assert {"2026-11-01", "2026-11-02"} <= set(os.listdir(tmp_path / "runs.state"))  # not in runs/
     assert (tmp_path / "runs" / "2026-11-02" / "heavy_hitters.json").exists()
     assert not (tmp_path / "runs" / "2026-11-03" / "heavy_hitters.json").exists()
     # Re-running a date resumes it: no second charge.

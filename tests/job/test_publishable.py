@@ -13,6 +13,8 @@ import hashlib
 import json
 import pathlib
 
+import shutil
+
 import pytest
 
 from triehh_beam.io.write import write_records
@@ -49,13 +51,24 @@ def neighbours(tmp_path_factory, make_population):
     rows = population.rows()
     removed = 1234
     rows[removed] = (rows[removed][0], "zqx")  # unique: no English word in the vocabulary
+    base = tmp_path_factory.mktemp("neighbours")
     runs = {}
     for name, kept in (("whole", rows), ("minus_one", rows[:removed] + rows[removed + 1:])):
-        root = tmp_path_factory.mktemp(name)
-        write_records(str(root / "records.parquet"), kept)
-        run_discovery(_config(str(root / "records.parquet"), root))
-        runs[name] = root
+        write_records(str(base / "records.parquet"), kept)
+        runs[name] = _run_as_the_same_job(base, name)
     return runs
+
+
+def _run_as_the_same_job(base: pathlib.Path, name: str, **overrides) -> pathlib.Path:
+    """Runs the job on ``base/records.parquet`` into ``base/out`` and ``base/state``, then moves
+    the three to ``base/name``. Neighbouring datasets are the same job on different data: the
+    input and output paths are part of the job's identity, mixed into its sampling keys."""
+    run_discovery(_config(str(base / "records.parquet"), base, **overrides))
+    root = base / name
+    root.mkdir()
+    for part in ("records.parquet", "out", "state"):
+        (base / part).rename(root / part)
+    return root
 
 
 def test_neighbouring_populations_publish_identical_files_when_their_tries_are_equal(neighbours):
@@ -127,8 +140,8 @@ def test_a_public_population_publishes_n_m_and_the_achieved_epsilon(neighbours, 
     plan = planner.plan(N - 1, EPSILON, DELTA, L)
     texts = {}
     for name, source in neighbours.items():
-        root = tmp_path / name
-        run_discovery(_config(str(source / "records.parquet"), root, population=N - 1))
+        shutil.copy(source / "records.parquet", tmp_path / "records.parquet")
+        root = _run_as_the_same_job(tmp_path, name, population=N - 1)
         published = _published(root)
         assert published["privacy"]["population_public"] is True
         assert (published["privacy"]["population"], published["privacy"]["batch_size"]) == (N - 1, plan.batch_size)

@@ -38,6 +38,9 @@ CONFIG_EXAMPLE = """\
     input = "gs://bucket/records/{date}/*.parquet"   # {date}: the run's date, YYYY-MM-DD, in
                                                      # any text value of [discovery]
     output_root = "gs://bucket/triehh/words"         # this run writes output_root/{date}/
+    state_dir = "gs://private-bucket/triehh/words"   # private state (the secret seed) of
+                                                     # each date: state_dir/{date}/; required
+                                                     # on gs:// (locally: output_root.state/)
     epsilon = 1.0
     delta = 1e-10
     max_length = 10
@@ -133,7 +136,16 @@ def run_config(config: dict, date: str) -> DiscoveryConfig:
             value = value.replace("{date}", date)
         values[item.dest] = item.from_file_value(value)
     output_dir = config_lib.BY_NAME["output_dir"]
-    values[output_dir.dest] = values[output_dir.dest].rstrip("/") + "/" + date
+    output_root = values[output_dir.dest].rstrip("/")
+    values[output_dir.dest] = output_root + "/" + date
+    # Each date's private state in its own directory, outside the published output_root: the
+    # configured state_dir (its {date}, or /DATE appended) or, locally, OUTPUT_ROOT.state/DATE.
+    state_dir = config_lib.BY_NAME["state_dir"]
+    configured = config["discovery"].get(state_dir.key)
+    if isinstance(configured, str) and "{date}" not in configured:
+        values[state_dir.dest] = values[state_dir.dest].rstrip("/") + "/" + date
+    elif configured is None and "://" not in output_root:
+        values[state_dir.dest] = output_root + ".state/" + date
     return config_lib.config_from_values(values)
 
 

@@ -168,10 +168,14 @@ def _prepare(users: Mapping[UserId, UserItems], encoder: ItemEncoder, too_long: 
     )
 
 
-def sampler_for_seed(seed: Seed) -> Sampler:
+def sampler_for_seed(seed: Seed, identity: bytes = b"") -> Sampler:
     """The ``Sampler`` of a keyed simulation run.
 
-    A ``Sampler`` is used as is and ``bytes`` are the secret seed itself. A non-negative ``int``
+    ``identity`` is the job identity the pipeline mixes into its keys
+    (``DiscoveryConfig.sampling_identity()``, recorded in the job's state): with the same seed
+    and identity the simulation draws exactly the pipeline's samples. A ``Sampler`` is used as
+    is (it carries its own identity; giving another is an error) and ``bytes`` are the secret
+    seed itself. A non-negative ``int``
     ``i`` stands for the secret seed ``i.to_bytes(32, "big")``: a convenience for simulations
     over many seeds (``seeds=range(100)``), reproducible by a pipeline given the same bytes. Such
     seeds are public, so never use them for a real release.
@@ -180,13 +184,15 @@ def sampler_for_seed(seed: Seed) -> Sampler:
       TypeError, ValueError: for other types, a negative int, or bytes of invalid length.
     """
     if isinstance(seed, Sampler):
+        if identity and identity != seed.identity:
+            raise ValueError("a Sampler carries its own job identity: give the seed bytes instead")
         return seed
     if isinstance(seed, bytes):
-        return Sampler(seed)
+        return Sampler(seed, identity)
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         if seed < 0:
             raise ValueError(f"integer seeds must be >= 0, got {seed}")
-        return Sampler(int(seed).to_bytes(32, "big"))
+        return Sampler(int(seed).to_bytes(32, "big"), identity)
     raise TypeError(f"a seed is a Sampler, bytes or a non-negative int, not {type(seed).__name__}")
 
 
@@ -276,9 +282,10 @@ def _run(
     seed: Seed,
     sampling: str,
     max_rounds: int,
+    identity: bytes = b"",
 ) -> SimulationResult:
     # Each mode's source of randomness, fixed for the whole run.
-    randomness = sampler_for_seed(seed) if sampling == "keyed" else _numpy_rng(seed)
+    randomness = sampler_for_seed(seed, identity) if sampling == "keyed" else _numpy_rng(seed)
     draw = _keyed_votes if sampling == "keyed" else _numpy_votes
 
     trie = Trie.empty(encoder)
@@ -321,6 +328,7 @@ def simulate(
     sampling: str = "keyed",
     max_rounds: Optional[int] = None,
     too_long: str = "drop",
+    identity: bytes = b"",
 ) -> SimulationResult:
     """Runs TrieHH (Algorithm 1, or 3 for users with several items) on an in-memory population.
 
@@ -347,6 +355,9 @@ def simulate(
       sampling: ``"keyed"`` (exactly the production draws) or ``"numpy"`` (independent draws).
       max_rounds: the most rounds to run; default ``encoder.max_length``.
       too_long: ``"drop"`` (default) or ``"truncate"`` items longer than ``L`` units.
+      identity: ``"keyed"``: the job identity mixed into the keys, as the pipeline's
+        (``DiscoveryConfig.sampling_identity()``; a job's state records it as
+        ``sampling_identity``). Default: none, the seed alone.
 
     Returns:
       The ``SimulationResult``.
@@ -357,7 +368,7 @@ def simulate(
     """
     results = simulate_many(
         users, encoder, theta, m, [seed], sampling=sampling, max_rounds=max_rounds,
-        too_long=too_long,
+        too_long=too_long, identity=identity,
     )
     return results[0]
 
@@ -372,6 +383,7 @@ def simulate_many(
     sampling: str = "keyed",
     max_rounds: Optional[int] = None,
     too_long: str = "drop",
+    identity: bytes = b"",
 ) -> Tuple[SimulationResult, ...]:
     """One independent run per seed, the population encoded once (arguments as ``simulate``).
 
@@ -382,5 +394,5 @@ def simulate_many(
     population = _prepare(users, encoder, too_long)
     limit = encoder.max_length if max_rounds is None else int(max_rounds)
     return tuple(
-        _run(population, encoder, int(theta), int(m), seed, sampling, limit) for seed in seeds
+        _run(population, encoder, int(theta), int(m), seed, sampling, limit, identity) for seed in seeds
     )

@@ -43,6 +43,9 @@ __all__ = [
     "PreconditionFailed",
     "Versioned",
     "cas_store_for",
+    "is_local",
+    "make_private_dir",
+    "write_private_file",
 ]
 
 Generation = Union[int, str]
@@ -134,6 +137,45 @@ class CasStore(abc.ABC):
 # ------------------------------------------------------------------------------------------
 
 
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def is_local(path: str) -> bool:
+    """Whether ``path`` is a local path (no ``scheme://``)."""
+    return not _SCHEME.match(os.fspath(path))
+
+
+def make_private_dir(path: str) -> None:
+    """Creates local directory ``path`` (and missing parents) and makes it owner-only (0700).
+
+    Set with ``chmod``, not through the umask, so the mode is exact whatever the process's
+    umask; an existing directory is tightened too (a state directory moved into place by hand
+    keeps its old mode). ``gs://`` and other remote paths are left alone: on GCS access is the
+    bucket's IAM, not a mode.
+    """
+    path = os.fspath(path)
+    if not is_local(path):
+        return
+    os.makedirs(path, mode=PRIVATE_DIR_MODE, exist_ok=True)
+    os.chmod(path, PRIVATE_DIR_MODE)
+
+
+def _open_private(path: str) -> int:
+    """A new file at ``path`` (which must not exist), owner-only (0600) whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    os.fchmod(fd, PRIVATE_FILE_MODE)
+    return fd
+
+
+def write_private_file(path: str, data: bytes) -> None:
+    """Writes a new local file holding ``data``, owner-only (0600), fsynced; fails if it exists."""
+    with os.fdopen(_open_private(path), "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def _fsync_directory(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -172,7 +214,9 @@ class LocalCasStore(CasStore):
       holder dies. ``create`` needs no lock: it only succeeds where the others fail (no object).
 
     Readers take no lock. A crash leaves at most an unused file under ``.cas/tmp``. Lock files
-    are kept (removing one that another process has open would break mutual exclusion).
+    are kept (removing one that another process has open would break mutual exclusion). What
+    the store keeps is private job data (a manifest, a lease, a ledger): every file it writes is
+    owner-only (0600) and every directory it creates 0700, whatever the umask.
     Locks are ``flock`` locks: use a local disk, not NFS.
     """
 
@@ -186,8 +230,11 @@ class LocalCasStore(CasStore):
         return os.path.join(self.root, *_check_name(name).split("/"))
 
     def _reserved(self, *parts: str) -> str:
-        path = os.path.join(self.root, _RESERVED, *parts)
-        os.makedirs(path, exist_ok=True)
+        path = self.root
+        for part in ("", _RESERVED, *parts):
+            path = os.path.join(path, part) if part else path
+            if not os.path.isdir(path):
+                make_private_dir(path)  # the root too, when this store creates it
         return path
 
     def read(self, name: str) -> Optional[Versioned]:
@@ -202,16 +249,14 @@ class LocalCasStore(CasStore):
     def _write_temporary(self, data: bytes) -> str:
         """A fully written, fsynced file holding ``data``; returns its path."""
         path = os.path.join(self._reserved("tmp"), f"{uuid.uuid4().hex}.tmp")
-        with open(path, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        write_private_file(path, data)
         return path
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
         lock_path = os.path.join(self._reserved("locks"), urllib.parse.quote(name, safe="") + ".lock")
-        with open(lock_path, "a+b") as lock:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
+        with os.fdopen(fd, "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, or the holder dies
             yield
 
@@ -229,7 +274,9 @@ class LocalCasStore(CasStore):
         data = bytes(data)
         temporary = self._write_temporary(data)
         try:
-            os.makedirs(parent, exist_ok=True)
+            if not os.path.isdir(parent):
+                os.makedirs(parent, exist_ok=True)
+                make_private_dir(parent)
             try:
                 os.link(temporary, path)
             except FileExistsError:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from apache_beam.io.filesystems import FileSystems
@@ -86,6 +88,10 @@ class Setting:
       mismatch: how a resume refusal describes a difference, a format string of ``name``,
         ``ours`` and ``theirs`` (never name a secret's value).
       choices, metavar: as argparse's.
+      keyed: part of the job's sampling identity (``DiscoveryConfig.sampling_identity``), mixed
+        into every derived key; default: when it is part of the job's identity.
+      accepts: also accepts a recorded value for which ``accepts(config, theirs)`` is true
+        (a value that moved with the state), or None.
       load: turns the parsed value into the field's value (reads a seed file); None: as is.
       section, key: where ``triehh scheduled`` reads it in its config file.
       example: a valid value other than the default, as it is written after the flag.
@@ -101,6 +107,8 @@ class Setting:
     compare: str
     record: Optional[Callable[["DiscoveryConfig"], Any]]
     mismatch: str
+    accepts: Optional[Callable[["DiscoveryConfig", Any], bool]]
+    keyed: bool
     choices: Optional[Tuple[str, ...]]
     metavar: Optional[str]
     load: Optional[Callable[[Any], Any]]
@@ -186,6 +194,8 @@ def setting(
     compare: str = "always",
     record: Optional[Callable[["DiscoveryConfig"], Any]] = None,
     mismatch: str = "{name} (state has {theirs!r}, asked {ours!r})",
+    accepts: Optional[Callable[["DiscoveryConfig", Any], bool]] = None,
+    keyed: Optional[bool] = None,
     choices: Optional[Tuple[str, ...]] = None,
     metavar: Optional[str] = None,
     load: Optional[Callable[[Any], Any]] = None,
@@ -196,7 +206,8 @@ def setting(
 ) -> Any:
     """A ``DiscoveryConfig`` field that carries its ``Setting`` (see there for the arguments)."""
     spec = dict(flag=flag, parse=parse, default=default, help=help, group=group, identity=identity,
-                compare=compare, record=record, mismatch=mismatch, choices=choices, metavar=metavar,
+                compare=compare, record=record, mismatch=mismatch, accepts=accepts,
+                keyed=identity is not None if keyed is None else keyed, choices=choices, metavar=metavar,
                 load=load, section=section, key=key, example=example)
     return dataclasses.field(default=default, repr=repr, metadata={"setting": spec})
 
@@ -227,7 +238,7 @@ class DiscoveryConfig:
         metavar="PATTERN", identity="input.file_pattern", example="records/day-2.jsonl")
     output_dir: str = setting(
         "--output", "where the publishable heavy_hitters.json and trie.pb are written", _IO,
-        metavar="DIR", example="out")
+        metavar="DIR", keyed=True, example="out")
     epsilon: float = setting(
         "--epsilon", "epsilon for the whole job", _TARGET, parse=float,
         identity="plan.target_epsilon", example="2.5")
@@ -256,12 +267,13 @@ class DiscoveryConfig:
         choices=tuple(RULES), identity="plan.rule",
         record=lambda c: c.rule if c.theta is None else "fixed", example="corollary1")
     state_dir: Optional[str] = setting(
-        "--state-dir", "private job state, holds the secret seed (default: OUTPUT/state)", _IO,
+        "--state-dir", "private job state, holds the secret seed; never inside the output "
+        "(default: OUTPUT.state beside a local output; required for a gs:// output)", _IO,
         default=None, metavar="DIR", example="private/state")
     seed: Optional[bytes] = setting(
         "--seed-file", "file whose 16-64 bytes are the secret seed (default: a fresh random seed)",
         _IO, default=None, metavar="F", load=read_seed_file, identity="secret_seed",
-        compare="given", mismatch="secret seed", example="private/seed.bin", repr=False)
+        compare="given", keyed=False, mismatch="secret seed", example="private/seed.bin", repr=False)
     case_fold: bool = setting(
         "--case-fold", "fold case of text items", _ITEMS, default=False, parse=None,
         identity=ENCODING, example="true")
@@ -324,9 +336,11 @@ class DiscoveryConfig:
     ledger_dir: Optional[str] = setting(
         "--ledger", "where the population's ledger.jsonl lives, shared by every job on the same "
         "population; required with a lifetime budget (without one: the state directory)", _BUDGET, default=None, metavar="DIR",
-        section="budget", key="ledger", identity="ledger", compare="recorded",
+        section="budget", key="ledger", identity="ledger", compare="recorded", keyed=False,
         # A resume must be charged (or found charged) in the ledger the job started with.
         mismatch="privacy ledger (state has {theirs!r})",
+        # A job moved out of OUTPUT/state (the old default) took its default ledger with it.
+        accepts=lambda c, theirs: c.ledger_dir is None and theirs == c.legacy_state_dir,
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
         "--budget-epsilon", "lifetime epsilon of the population, enforced in --ledger (default: unlimited)", _BUDGET,
@@ -364,6 +378,17 @@ class DiscoveryConfig:
             raise ValueError("theta and batch_size must be >= 1")
         if self.population is not None and self.population < 1:
             raise ValueError(f"population must be >= 1, got {self.population}")
+        if self.state_dir is None and not _is_local(self.output_dir):
+            raise ValueError(
+                f"a {self.output_dir.split('://')[0]}:// output needs --state-dir: the state holds "
+                "the secret seed, so put it where only the job can read it (another bucket; "
+                "README: Secrets and state)"
+            )
+        if _inside(self.resolved_state_dir, self.output_dir):
+            raise ValueError(
+                f"the state directory {self.resolved_state_dir} is inside the output "
+                f"{self.output_dir}: it holds the secret seed, so keep it out of what is published"
+            )
         if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
             raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
         self.record_options  # validates the reading options
@@ -409,7 +434,36 @@ class DiscoveryConfig:
 
     @property
     def resolved_state_dir(self) -> str:
-        return self.state_dir or FileSystems.join(self.output_dir, "state")
+        """``state_dir``, or ``OUTPUT.state`` beside a local output (outside what is published)."""
+        if self.state_dir:
+            return self.state_dir
+        return os.path.abspath(self.output_dir) + ".state"
+
+    @property
+    def legacy_state_dir(self) -> str:
+        """Where releases before 0.2 kept the state by default: ``OUTPUT/state``, inside the
+        published output (a job found there must be moved out before it resumes)."""
+        return FileSystems.join(self.output_dir, "state")
+
+    def sampling_identity(self) -> bytes:
+        """The job's identity, mixed into every key derived from the seed (``Sampler``).
+
+        A canonical JSON object of every ``keyed`` setting (input, output, target, encoding,
+        reading options; never the seed or the ledger), paths as written (the output
+        normalised: ``out/`` and ``./out`` are ``out``): the same command draws the same samples
+        on every run, retry and resume, while two jobs that share a seed file (two dates of a
+        schedule) draw independent ones. A job's state records it.
+        """
+        values = {}
+        for item in SETTINGS:
+            if item.keyed:
+                value = getattr(self, item.name)
+                if item.name == "output_dir":
+                    value = os.path.normpath(value) if _is_local(value) else value.rstrip("/")
+                values[item.name] = value
+        text = json.dumps({"triehh-beam/job-identity": 1, **values}, sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        return text.encode("ascii")
 
     def recorded(self, item: Setting) -> Any:
         """The value of an identity setting as a job's state records it."""
@@ -444,10 +498,17 @@ class DiscoveryConfig:
                 continue
             if item.compare == "recorded" and not theirs:
                 continue
-            if ours != theirs:
+            if ours != theirs and not (item.accepts is not None and item.accepts(self, theirs)):
                 mismatches.append(item.mismatch.format(name=item.name, ours=ours, theirs=theirs))
         if state_encoder != self.encoder:
             mismatches.append("item encoding (unit size or case folding)")
+        if state.sampling_identity and state.sampling_identity.encode() != self.sampling_identity():
+            # The identity keys every sample: a resume under another would draw other users.
+            theirs, ours = json.loads(state.sampling_identity), json.loads(self.sampling_identity())
+            names = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+            unnamed = [n for n in names if n not in BY_NAME or BY_NAME[n].identity is None]
+            if unnamed or not mismatches:
+                mismatches.append(f"job identity ({', '.join(unnamed or names)}: the samples are keyed by it)")
         return mismatches
 
     def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
@@ -460,6 +521,19 @@ class DiscoveryConfig:
             options=self.record_options,
             dead_letter=dead_letter,
         )
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it (local paths absolute, URLs as written)."""
+    if _is_local(path) and _is_local(directory):
+        path, directory = os.path.abspath(path), os.path.abspath(directory)
+        return os.path.commonpath([path, directory]) == directory
+    path, directory = path.rstrip("/"), directory.rstrip("/")
+    return path == directory or path.startswith(directory + "/")
 
 
 def _state_value(state: state_pb2.JobState, path: str) -> Any:

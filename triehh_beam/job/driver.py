@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import apache_beam as beam
 
+from triehh_beam.job import cas
 from triehh_beam.job import input_files
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
@@ -49,7 +50,7 @@ from triehh_beam.protocol import rounds
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 from triehh_beam.protocol.trie import Trie
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "InfeasiblePlanError",
     "InputChangedError",
     "PopulationError",
+    "StateLocationError",
+    "check_state_location",
     "run_discovery",
 ]
 
@@ -74,6 +77,28 @@ class BadInputError(ValueError):
 
 class ConfigMismatchError(ValueError):
     """A resumed job was started with different inputs or parameters than its state holds."""
+
+
+class StateLocationError(ValueError):
+    """A job's private state sits inside the published output (the old default, OUTPUT/state)."""
+
+
+def check_state_location(config: DiscoveryConfig) -> None:
+    """Refuses an output directory that holds a job's state (and so its secret seed).
+
+    Releases before 0.2 kept the state in ``OUTPUT/state`` by default. Such a job resumes once
+    its state directory is moved out of the output (its default ledger moves with it).
+
+    Raises:
+      StateLocationError: one line naming the directory and where to move it.
+    """
+    legacy = config.legacy_state_dir
+    if FileSystems.exists(FileSystems.join(legacy, MANIFEST_NAME)):
+        raise StateLocationError(
+            f"{legacy} holds a job's private state (its secret seed) inside the output; move it "
+            f"out to {config.resolved_state_dir} (mv, or gcloud storage mv on gs://) and re-run "
+            "the same command to resume it"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +247,7 @@ def submit_job_graphs(
     if not plan.feasible:
         raise InfeasiblePlanError(plan)
     recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population)
-    sampler = Sampler(seed or os.urandom(32))
+    sampler = Sampler(seed or os.urandom(32), config.sampling_identity())
     scratch = FileSystems.join(config.resolved_state_dir, "graphs")
     results = []
     census = runners.make_pipeline(options)
@@ -249,6 +274,7 @@ class _Driver:
         self.progress = progress
         self.events = events
         self.encoder = config.encoder
+        check_state_location(config)
         self.store = StateStore(config.resolved_state_dir)
         self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
 
@@ -337,7 +363,7 @@ class _Driver:
                 self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
             )
             counters = self._run_job(lambda p: build_round(
-                p, self.config, Sampler(state.secret_seed), state.plan, trie.frontier(), round_index, path,
+                p, self.config, Sampler(state.secret_seed, state.sampling_identity.encode()), state.plan, trie.frontier(), round_index, path,
                 population=population,
             ))
             unreadable = _read_single_output(unreadable_path(path))
@@ -369,7 +395,10 @@ class _Driver:
     def _new_state(self) -> state_pb2.JobState:
         config = self.config
         seed = config.seed or os.urandom(32)
-        sampler = Sampler(seed)
+        # Keyed by the job's identity too: another job given the same seed file samples
+        # independently; recorded, so a resume keys its rounds exactly as this run did.
+        identity = config.sampling_identity()
+        sampler = Sampler(seed, identity)
         self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
                   input=config.input_pattern)
         started = time.monotonic()
@@ -391,6 +420,7 @@ class _Driver:
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
             secret_seed=seed,
+            sampling_identity=identity.decode("ascii"),
             input=config.input_spec(),
             plan=plan,
             truncate_long_items=config.truncate_long_items,
@@ -436,7 +466,15 @@ class _Driver:
         else:
             self.ledger.charge(state.job_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
 
+    def prepare_state_dir(self) -> None:
+        """Makes a local state directory owner-only (0700) before anything is written there,
+        with the subdirectories where Beam writes each job's output."""
+        root = self.config.resolved_state_dir
+        for private in (root, FileSystems.join(root, "census"), FileSystems.join(root, "rounds")):
+            cas.make_private_dir(private)
+
     def run(self) -> DiscoveryResult:
+        self.prepare_state_dir()
         with lease_lib.StateLease(self.config.resolved_state_dir, self.config.lease_seconds) as held:
             self._lease = held
             return self._run()

@@ -40,7 +40,8 @@ def dry_run(
         driver._check_resumable(state)
         plan = state.plan
     else:
-        population, counters, _ = driver.census(Sampler(config.seed or os.urandom(32)))
+        driver.prepare_state_dir()
+        population, counters, _ = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
         progress(f"census [private]: {population:,} users; {describe_drops(counters)}")
         plan = plan_for_census(config, population)
     spent = driver.ledger.spent()

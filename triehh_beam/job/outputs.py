@@ -11,12 +11,14 @@ the driver (its ``RoundResult``, private state deleted once read)."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from typing import List
 
 from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction
+from triehh_beam.job import cas
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.protocol.rounds import RoundResult
@@ -46,9 +48,16 @@ PRIVATE_NOTE = (
 )
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Writes a temporary object, then renames it over ``path``: readers see old or new."""
+def write_atomically(path: str, data: bytes, private: bool = False) -> None:
+    """Writes a temporary object, then renames it over ``path``: readers see old or new.
+
+    ``private``: a local file is created owner-only (0600) whatever the umask; on GCS access is
+    the bucket's IAM (README, Secrets and state)."""
     temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    if private and cas.is_local(path):
+        cas.write_private_file(temporary, data)
+        os.replace(temporary, path)
+        return
     with FileSystems.create(temporary, compression_type="uncompressed") as f:
         f.write(data)
     FileSystems.rename([temporary], [path])
@@ -245,7 +254,8 @@ def write_operator_report(state_dir: str, state: state_pb2.JobState, output_dir:
     """Writes ``operator_report.json`` into the job's (private) state directory; its path."""
     path = FileSystems.join(state_dir, OPERATOR_REPORT_NAME)
     document = operator_report(state, output_dir)
-    write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                     private=True)
     return path
 
 

@@ -11,14 +11,18 @@ locked atomic rename on local disk, generation preconditions on GCS), from the m
 generation this store last read or wrote. A crash before the swap leaves the previous round
 published; a reader only ever follows the manifest; two writers can never both publish (the
 loser's swap fails its precondition). The manifest records the object's SHA-256, so a
-truncated, corrupted or hand-edited object is refused with a message naming it.
+truncated, corrupted or hand-edited object is refused with a message naming it. The state holds
+the secret seed: on a local disk the directory is made owner-only (0700) and every object and
+manifest is written owner-only (0600), whatever the umask; on ``gs://`` the bucket's IAM decides.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import uuid
 from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
@@ -46,6 +50,13 @@ def _read(path: str) -> bytes:
 
 
 def _write(path: str, data: bytes) -> None:
+    if cas.is_local(path):
+        # Owner-only (the object holds the secret seed), written whole under a temporary name
+        # and renamed into place (an identical object written again replaces itself).
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        cas.write_private_file(temporary, data)
+        os.replace(temporary, path)
+        return
     with FileSystems.create(path, compression_type="uncompressed") as f:
         f.write(data)
 
@@ -164,7 +175,9 @@ class StateStore:
         sha = hashlib.sha256(data).hexdigest()
         object_name = f"state-{state.rounds_completed:04d}-{sha[:16]}.pb"
         object_path = self._path(object_name)
-        if not FileSystems.exists(self.root):
+        if cas.is_local(self.root):
+            cas.make_private_dir(self.root)
+        elif not FileSystems.exists(self.root):
             FileSystems.mkdirs(self.root)
         _write(object_path, data)
         manifest = json.dumps(

@@ -1,6 +1,6 @@
 """SipHash-2-4, vectorised with numpy: the keyed hash behind every random decision.
 
-Sampling and item choice must be functions of (secret seed, round, user id) only, identical on
+Sampling and item choice must be functions of (secret seed, job identity, round, user id) only, identical on
 every machine, every retry and every resume, and unpredictable without the seed. SipHash-2-4 is
 a keyed pseudo-random function designed for exactly this (short inputs, 128-bit key), and,
 unlike BLAKE2b, its 64-bit add-rotate-xor rounds vectorise well in numpy, so a whole Arrow batch
@@ -27,16 +27,24 @@ _U64 = np.uint64
 _MASK64 = (1 << 64) - 1
 
 
-def derive_key(seed: bytes, purpose: bytes) -> Tuple[int, int]:
-    """A 128-bit SipHash key for one purpose, derived from the secret seed with keyed BLAKE2b.
+def derive_key(seed: bytes, purpose: bytes, identity: bytes = b"") -> Tuple[int, int]:
+    """A 128-bit SipHash key for one purpose of one job, derived from the secret seed with keyed
+    BLAKE2b.
 
-    Distinct purposes (e.g. ``b"sample/round=3"``) give independent keys from one seed.
+    Distinct purposes (e.g. ``b"sample/round=3"``) give independent keys from one seed, and so
+    do distinct job identities (a canonical description of the job, ``DiscoveryConfig
+    .sampling_identity``): two jobs that share a seed file still draw independent samples. The
+    message is the purpose alone for the empty identity (jobs recorded before identities
+    existed), else a zero byte (no purpose starts with one), the identity's length (8 bytes,
+    big-endian), the identity and the purpose: an unambiguous encoding of the pair.
 
     Raises:
       ValueError: the seed is shorter than 16 bytes or longer than 64 (BLAKE2b's key limit).
     """
     if not 16 <= len(seed) <= 64:
         raise ValueError(f"the secret seed must be 16 to 64 bytes, got {len(seed)}")
+    if identity:
+        purpose = b"\x00" + len(identity).to_bytes(8, "big") + bytes(identity) + purpose
     digest = hashlib.blake2b(purpose, key=seed, digest_size=16, person=b"triehh-beam/v1").digest()
     return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little")
 

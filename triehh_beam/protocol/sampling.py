@@ -1,10 +1,11 @@
 """Deterministic user sampling and item-choice randomness, keyed by the secret seed.
 
 Round ``r`` samples exactly ``m`` distinct users, uniformly without replacement: the ``m`` users
-with the smallest ranks ``SipHash(K_r, user id)``, where ``K_r`` is derived from the secret seed
-and ``r`` (bottom-m sampling). Because a keyed PRF orders the users uniformly at random, the
-bottom ``m`` are a uniform ``m``-subset; because the rank depends only on (seed, round, user id),
-a retried bundle, a re-run round or a resumed job draws the same users.
+with the smallest ranks ``SipHash(K_r, user id)``, where ``K_r`` is derived from the secret seed,
+the job's identity and ``r`` (bottom-m sampling). Because a keyed PRF orders the users uniformly
+at random, the bottom ``m`` are a uniform ``m``-subset; because the rank depends only on (seed,
+job identity, round, user id), a retried bundle, a re-run round or a resumed job draws the same
+users, and two jobs sharing a seed file draw independent samples.
 
 Ties between ranks (a 2^-64 event) are broken by the user id bytes, so the sample always has
 exactly ``min(m, number of distinct users)`` members.
@@ -52,23 +53,30 @@ def user_id_bytes(user_id: UserId) -> bytes:
 
 
 @functools.lru_cache(maxsize=1024)
-def _derived_key(seed: bytes, purpose: str) -> Tuple[int, int]:
-    return keyed_hash.derive_key(seed, purpose.encode())
+def _derived_key(seed: bytes, identity: bytes, purpose: str) -> Tuple[int, int]:
+    return keyed_hash.derive_key(seed, purpose.encode(), identity)
 
 
 @dataclasses.dataclass(frozen=True)
 class Sampler:
-    """Every random decision of a job, derived from its secret seed.
+    """Every random decision of a job, derived from its secret seed and its identity.
 
     Args:
       seed: the job's secret seed, 16 to 64 bytes. It is private state: never publish it.
+      identity: the job's identity (``DiscoveryConfig.sampling_identity``: its input, output,
+        target, encoding...), mixed into every derived key so that two jobs given one seed
+        file sample independently, while the same job (a retry, a resume) draws the same.
+        Empty: the seed alone (jobs recorded before identities existed).
     """
 
     seed: bytes = dataclasses.field(repr=False)
+    identity: bytes = dataclasses.field(default=b"", repr=False)
 
     def __post_init__(self):
         if not isinstance(self.seed, bytes):
             raise TypeError("the seed must be bytes")
+        if not isinstance(self.identity, bytes):
+            raise TypeError("the job identity must be bytes")
         keyed_hash.derive_key(self.seed, b"check")  # validates the length
 
     def _key(self, purpose: str, round_index: int) -> Tuple[int, int]:
@@ -76,14 +84,14 @@ class Sampler:
             raise TypeError(f"rounds are integers, got {round_index!r}")
         if round_index < 1:
             raise ValueError(f"rounds are numbered from 1, got {round_index}")
-        return _derived_key(self.seed, f"{purpose}/round={int(round_index)}")
+        return _derived_key(self.seed, self.identity, f"{purpose}/round={int(round_index)}")
 
     def round_keys(self, round_index: int) -> RoundKeys:
         """The derived keys of one round (what that round's job graph carries)."""
         return RoundKeys(round_index, self._key("sample", round_index), self._key("choose", round_index))
 
     def census_key(self) -> CensusKey:
-        return CensusKey(_derived_key(self.seed, "census"))
+        return CensusKey(_derived_key(self.seed, self.identity, "census"))
 
     def ranks_packed(self, round_index: int, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""

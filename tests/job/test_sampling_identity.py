@@ -1,0 +1,123 @@
+"""One seed file, many jobs (README: Sampling and the seed; docs/protocol.md §1): every key is
+derived from (secret seed, job identity), so two jobs given the same seed file draw independent
+samples, while the same job (re-run, retried, resumed) draws the same; the identity is recorded
+in the state and a resume under another is refused.
+
+How a round's sample is observed: user i holds one item, the single character chr(0x4E00 + i),
+and theta = 1, L = 2. Round 1 then keeps exactly the first units of its sampled users' items, so
+the trie's first level IS the round-1 sample, read from the published trie.pb.
+"""
+
+import hashlib
+import math
+import pathlib
+import shutil
+
+import pytest
+
+from triehh_beam.io.write import write_records
+from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
+from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.trie import Trie
+
+SEED = hashlib.sha256(b"triehh-beam one seed file, many jobs").digest()  # public: tests only
+N, M = 4000, 400
+FIRST = 0x4E00  # CJK ideographs: 4,000 distinct one-character items
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Two copies of one population under two names (e.g. two dates' partitions)."""
+    root = tmp_path_factory.mktemp("inputs")
+    rows = [(f"u{i:05d}", chr(FIRST + i)) for i in range(N)]
+    paths = []
+    for day in ("day-1", "day-2"):
+        path = root / f"{day}.jsonl"
+        write_records(str(path), rows)
+        paths.append(str(path))
+    return paths
+
+
+def _config(records, output, **overrides) -> DiscoveryConfig:
+    fields = dict(input_pattern=records, output_dir=str(output), epsilon=1.0, delta=1e-6, max_length=2,
+                  theta=1, batch_size=M, allow_no_guarantee=True, seed=SEED)
+    fields.update(overrides)
+    return DiscoveryConfig(**fields)
+
+
+def _round_one_sample(output) -> frozenset:
+    """The users sampled in round 1 (see the module docstring)."""
+    level = Trie.from_bytes(pathlib.Path(output, "trie.pb").read_bytes()).level(1)
+    return frozenset(ord(prefix[0]) - FIRST for prefix in level)
+
+
+def _move_aside(output, name) -> pathlib.Path:
+    aside = output.parent / name
+    output.rename(aside)
+    pathlib.Path(f"{output}.state").rename(f"{aside}.state")
+    return aside
+
+
+def test_two_jobs_sharing_a_seed_file_draw_independent_samples(inputs, tmp_path):
+    first, second = tmp_path / "runs" / "day-1", tmp_path / "runs" / "day-2"
+    run_discovery(_config(inputs[0], first))
+    run_discovery(_config(inputs[1], second))
+    a, b = _round_one_sample(first), _round_one_sample(second)
+    assert len(a) == len(b) == M  # every sampled user votes, theta = 1: the level is the sample
+    # Independent uniform M-subsets of N overlap hypergeometrically: mean M^2/N = 40, sd ~5.7.
+    # Tolerance: 5 sd (a correct implementation fails with odds ~1e-6). Identical or nested
+    # samples (the shared-seed bug) overlap in all 400.
+    mean = M * M / N
+    sd = math.sqrt(M * (M / N) * (1 - M / N) * (N - M) / (N - 1))
+    assert abs(len(a & b) - mean) <= 5 * sd, (len(a & b), mean, sd)
+    # The same input under another output is another job too.
+    third = tmp_path / "elsewhere" / "day-1"
+    run_discovery(_config(inputs[0], third))
+    assert abs(len(a & _round_one_sample(third)) - mean) <= 5 * sd
+
+
+def test_the_same_job_twice_draws_the_same_sample_and_records_its_identity(inputs, tmp_path):
+    output = tmp_path / "out"
+    config = _config(inputs[0], output)
+    run_discovery(config)
+    state = StateStore(f"{output}.state").load()
+    assert state.sampling_identity.encode() == config.sampling_identity()
+    first = _round_one_sample(output)
+    # The keys are (seed, recorded identity): the protocol's Sampler names exactly this sample.
+    expected = Sampler(SEED, config.sampling_identity()).sample(1, [f"u{i:05d}" for i in range(N)], M)
+    assert first == frozenset(int(u[1:]) for u in expected)
+    _move_aside(output, "first-run")
+    run_discovery(_config(inputs[0], tmp_path / "out/"))  # the same command, spelled with a slash
+    assert _round_one_sample(output) == first
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_after_round_1(line: str) -> None:
+    if line.startswith("round 1/"):
+        raise _Stop()  # round 1 is committed before its line is printed
+
+
+def test_a_resumed_job_draws_what_an_unbroken_one_does(inputs, tmp_path):
+    output = tmp_path / "out"
+    run_discovery(_config(inputs[0], output))
+    unbroken = _move_aside(output, "unbroken")
+    with pytest.raises(_Stop):
+        run_discovery(_config(inputs[0], output), progress=_stop_after_round_1)
+    assert StateStore(f"{output}.state").load().rounds_completed == 1
+    result = run_discovery(_config(inputs[0], output))
+    assert result.resumed_from_round == 1
+    assert (output / "trie.pb").read_bytes() == (unbroken / "trie.pb").read_bytes()
+
+
+def test_a_resume_under_another_identity_is_refused(inputs, tmp_path):
+    state_dir = tmp_path / "private" / "state"
+    run_discovery(_config(inputs[0], tmp_path / "out", state_dir=str(state_dir)))
+    # Another output on the same state would key the remaining rounds differently.
+    with pytest.raises(ConfigMismatchError, match=r"job identity \(output_dir"):
+        run_discovery(_config(inputs[0], tmp_path / "moved", state_dir=str(state_dir)))
+    shutil.rmtree(tmp_path / "out")  # the same job again (outputs rewritten) still resumes
+    assert run_discovery(_config(inputs[0], tmp_path / "out", state_dir=str(state_dir))).resumed_from_round

@@ -34,6 +34,7 @@ def _published(output) -> dict:
     return document
 
 
+@pytest.mark.slow
 def test_the_beam_entry_point_equals_triehh_discover(records, tmp_path, seed_file, subprocess_env, capsys):
     # The same job (one output: the job's identity keys its samples), run once each way; the
     # first run's output and state are moved aside before the second.

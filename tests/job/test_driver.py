@@ -128,6 +128,7 @@ def test_rerunning_a_finished_job_runs_nothing_and_republishes_the_same_result(t
     assert pathlib.Path(config.output_dir, "trie.pb").read_bytes() == trie_before
 
 
+@pytest.mark.slow
 def test_a_short_sample_is_rerun_without_the_prefilter_and_changes_nothing(three_users, tmp_path, monkeypatch):
     # A prefilter bound of 0 keeps no candidate: every round's first job comes back short (a
     # value in its result, not an error), and the driver re-runs it without the prefilter. The
@@ -317,6 +318,7 @@ def test_pipeline_equals_the_keyed_simulation(pipeline_runs, zipf_population, in
         assert summary.prefixes_kept == expected.prefixes_kept
 
 
+@pytest.mark.slow
 def test_mean_recall_agrees_with_the_independent_numpy_simulation(pipeline_runs, zipf_population):
     # The pipeline equals the keyed simulation draw for draw (test above); this checks the
     # keyed draws themselves against numpy's independent ones, on >= 10 pipeline seeds.

@@ -510,9 +510,13 @@ class _Driver:
         step = rounds.next_round(trie, plan.max_length)
         if not state.finished and isinstance(step, rounds.Stop):
             state = self._finish(state, step.describe())  # a state committed before its stop
+        if not state.finished:
+            # Once per run, before its first round: a resumed job refuses changed input before
+            # reading it. Each round checks again after it read the input (``_check_round_read``),
+            # which is also the next round's "before".
+            self.check_input(state, f"(before round {step.index})")
         while not state.finished:
             round_index, frontier = step.index, step.frontier
-            self.check_input(state, f"(before round {round_index})")
             started = time.monotonic()
             kept, counters = self.run_round(state, trie, round_index)
             elapsed = time.monotonic() - started

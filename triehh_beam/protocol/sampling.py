@@ -27,7 +27,7 @@ import numpy as np
 
 from triehh_beam.protocol import keyed_hash
 
-__all__ = ["CensusKey", "RoundKeys", "Sampler", "SmallestRanks", "rank_prefilter_bound", "user_id_bytes"]
+__all__ = ["CensusKey", "PassKeys", "RoundKeys", "Sampler", "SmallestRanks", "rank_prefilter_bound", "user_id_bytes"]
 
 UserId = Union[str, int, bytes]
 
@@ -89,6 +89,13 @@ class Sampler:
     def round_keys(self, round_index: int) -> RoundKeys:
         """The derived keys of one round (what that round's job graph carries)."""
         return RoundKeys(round_index, self._key("sample", round_index), self._key("choose", round_index))
+
+    def pass_keys(self, max_rounds: int) -> PassKeys:
+        """The keys of rounds 1..``max_rounds``: what a pass drawing every round's sample at once
+        carries (never the seed)."""
+        if max_rounds < 1:
+            raise ValueError(f"a pass draws at least one round, got {max_rounds}")
+        return PassKeys(tuple(self.round_keys(r) for r in range(1, max_rounds + 1)))
 
     def census_key(self) -> CensusKey:
         return CensusKey(_derived_key(self.seed, self.identity, "census"))
@@ -158,10 +165,41 @@ class RoundKeys:
 
     def choice_uniforms(self, user_ids: Iterable[UserId]) -> np.ndarray:
         """Uniform numbers in [0, 1) for the users' item choices, one hash call for all."""
-        data, offsets = keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids)
+        return self.choice_uniforms_packed(*keyed_hash.pack_messages(user_id_bytes(u) for u in user_ids))
+
+    def choice_uniforms_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """``choice_uniforms`` of user ids given as Arrow-style buffers of their canonical bytes."""
         hashes = keyed_hash.siphash24_batch(self.choice_key, data, offsets)
         # The top 53 bits, scaled: exactly representable doubles in [0, 1).
         return (hashes >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+@dataclasses.dataclass(frozen=True)
+class PassKeys:
+    """The keys of rounds 1..L, for a pass that draws every round's sample at once.
+
+    Samples depend only on (seed, identity, round, user), never on the trie, so one pass over
+    the records can rank every user for every round; only the rounds' votes need the trie.
+    """
+
+    rounds: Tuple[RoundKeys, ...]
+
+    @property
+    def max_rounds(self) -> int:
+        return len(self.rounds)
+
+    def round_keys(self, round_index: int) -> RoundKeys:
+        if not 1 <= round_index <= len(self.rounds):
+            raise ValueError(f"round {round_index} is outside 1..{len(self.rounds)}")
+        return self.rounds[round_index - 1]
+
+    def ranks_all(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Every round's ranks of user ids given as Arrow-style buffers: shape (L, users),
+        row ``r - 1`` equal to ``round_keys(r).ranks_packed(data, offsets)``."""
+        ranks = np.empty((len(self.rounds), len(offsets) - 1), dtype=np.uint64)
+        for row, keys in enumerate(self.rounds):
+            ranks[row] = keys.ranks_packed(data, offsets)
+        return ranks
 
 
 @dataclasses.dataclass(frozen=True)

@@ -279,3 +279,41 @@ def _frontier_of(directory, round_index):
         result, _ = _round_from_files(directory, r, frontier, None)
         frontier = sampled_rounds.frontier_after(result)
     return frontier
+
+
+def test_no_job_graph_of_the_pass_or_the_rounds_carries_the_secret_seed():
+    import base64
+    import bz2
+
+    from apache_beam.internal import pickler
+    from apache_beam.pipeline import PipelineVisitor
+
+    seed = b"SEED-MUST-NOT-LEAK-0123456789abcdef"
+    sampler = Sampler(seed)
+    encoder = ENCODERS["text"]
+    pipeline = beam.Pipeline(runner=FnApiRunner())
+    drawn = pipeline | beam.Create(_batches({"u": {"a": 1}}, "text")) | sample_pass.SampleAllRounds(
+        sampler.pass_keys(encoder.max_length), range(1, 4), 5, 1, encoder
+    )
+    drawn["tables"] | sampled_rounds.RunAllRounds(1, 3, 2, frozenset({()}), sample_sizes=drawn["samples"])
+    pickled = []
+
+    class Collect(PipelineVisitor):
+        def visit_transform(self, node):
+            transform = node.transform
+            if transform is None:
+                return
+            for attribute in ("fn", "_fn", "combine_fn"):
+                if hasattr(transform, attribute):
+                    blob = pickler.dumps(getattr(transform, attribute))
+                    pickled.append(bz2.decompress(base64.b64decode(blob)))
+            blob = pickler.dumps(transform.__dict__.get("_keys"))
+            pickled.append(bz2.decompress(base64.b64decode(blob)))
+
+        def enter_composite_transform(self, node):
+            self.visit_transform(node)
+
+    pipeline.visit(Collect())
+    assert len(pickled) > 10
+    assert not any(seed in blob for blob in pickled)
+    assert any(b"PassKeys" in blob for blob in pickled)  # the derived keys do travel

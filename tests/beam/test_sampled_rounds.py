@@ -236,6 +236,9 @@ def test_more_users_than_a_tiny_population_and_a_short_sample_are_values(tmp_pat
     drawn, _ = _sample_pass(batches, sampler, encoder, False, 10**9, tmp_path / "short")
     assert all(s.sample_short for s in drawn.values())
     assert not (tmp_path / "short").exists() or not list((tmp_path / "short").rglob("*.parquet"))
+    # Read back per round, the missing tables are a short sample too.
+    from_files, _ = _round_from_files(tmp_path / "short", 1, frozenset({()}), min(M, 10**9))
+    assert from_files.sample_short and from_files.kept == () and from_files.users_sampled == 0
     results = _all_rounds(batches, sampler, encoder, False, 10**9, 1, 2, frozenset({()}))
     assert all(r.sample_short and r.kept == () for r in results.values())
 

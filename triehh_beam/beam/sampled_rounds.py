@@ -201,6 +201,9 @@ class RunAllRounds(beam.PTransform):
       sample_sizes: optional PCollection of ``(round, RoundSample)`` from ``SampleAllRounds``:
         gives each result its users sampled and required and the records ranked (and so
         ``sample_short``); without it, users sampled are the tables' rows.
+      users_required, records_ranked: without ``sample_sizes`` (rounds on samples read from
+        files), ``min(m, n)`` and the records the pass ranked: a round whose files hold fewer
+        users than required is short, and keeps nothing.
 
     Input: ``(round, sample table)`` for the rounds. Output: one ``(round, RoundResult)`` per
     round, each its own element; ``per_round()`` returns them as a dict of PCollections.
@@ -213,6 +216,8 @@ class RunAllRounds(beam.PTransform):
         theta: int,
         frontier: FrozenSet[Units],
         sample_sizes=None,
+        users_required: Optional[int] = None,
+        records_ranked: Optional[int] = None,
     ):
         super().__init__()
         if not 1 <= first_round <= last_round:
@@ -222,11 +227,14 @@ class RunAllRounds(beam.PTransform):
         self._theta = theta
         self._frontier = frozenset(frontier)
         self._sizes = sample_sizes
+        self._required = users_required
+        self._ranked = records_ranked
         self._split = False
 
     def per_round(self) -> "RunAllRounds":
         """The same rounds, output as ``{round: PCollection[(round, RoundResult)]}``."""
-        other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes)
+        other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes,
+                             self._required, self._ranked)
         other._split = True
         return other
 
@@ -242,7 +250,8 @@ class RunAllRounds(beam.PTransform):
                 | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
                 | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
             )
-            results[r] = tables | label >> _VoteAndPrune(r, self._theta, frontier, None, None, self._sizes, f"round{r}.")
+            results[r] = tables | label >> _VoteAndPrune(
+                r, self._theta, frontier, self._required, self._ranked, self._sizes, f"round{r}.")
             frontier = results[r] | f"{label}NextFrontier" >> beam.Map(_frontier_of).with_output_types(
                 FrozenSet[_Prefix]
             )

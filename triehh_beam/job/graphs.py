@@ -14,9 +14,10 @@ Rounds run in one job write each level as soon as the round completes (``levels.
 from __future__ import annotations
 
 import json
-from typing import FrozenSet, Optional, Sequence
+from typing import FrozenSet, Optional, Sequence, Tuple
 
 import apache_beam as beam
+import pyarrow as pa
 
 from triehh_beam.beam import sample_pass, sampled_rounds, samples, transforms
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
@@ -25,7 +26,6 @@ from triehh_beam.job import levels, outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
-from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.sampling import PassKeys, Sampler
 
 __all__ = [
@@ -94,10 +94,6 @@ def _write_unreadable(read, output_path: str) -> None:
     )
 
 
-def _write_json_line(pcoll, label: str, output_path: str) -> None:
-    pcoll | label >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
-
-
 def build_sampling(
     pipeline: beam.Pipeline,
     config: DiscoveryConfig,
@@ -108,6 +104,8 @@ def build_sampling(
     samples_dir: str,
     summary_path: str,
     run_rounds_into: Optional[str] = None,
+    users_required: Optional[int] = None,
+    records_ranked: Optional[int] = None,
 ) -> None:
     """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
 
@@ -123,7 +121,25 @@ def build_sampling(
     records = read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
     drawn = records | "SampleAllRounds" >> sample_pass.SampleAllRounds(
         keys, rounds, plan.batch_size, population, config.encoder, config.truncate_long_items)
-    SAMPLING_GRAPH
+    drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
+    (
+        drawn["samples"]
+        | "ToList" >> beam.combiners.ToList()
+        | "Summary" >> beam.Map(_sampling_summary)
+        | "WriteSummary" >> beam.io.WriteToText(summary_path, num_shards=1, shard_name_template="")
+    )
+    if run_rounds_into is not None:
+        results = drawn["tables"] | "RunAllRounds" >> sampled_rounds.RunAllRounds(
+            rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn["samples"])
+        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
+
+
+def _sampling_summary(drawn) -> str:
+    # Every round's RoundSample reports the same records ranked: the pass read them once.
+    return json.dumps({
+        "records": max((sample.records_ranked for _, sample in drawn), default=0),
+        "users_sampled": {str(r): sample.users_sampled for r, sample in sorted(drawn)},
+    })
 
 
 def build_sampled_round(
@@ -138,7 +154,14 @@ def build_sampled_round(
     records_ranked: Optional[int],
 ) -> None:
     """Adds round ``round_index`` on its sample alone: its ``RoundResult`` as one JSON line."""
-    ROUND_GRAPH
+    (
+        pipeline
+        | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index)
+        | f"RunSampledRound({round_index})" >> sampled_rounds.RunSampledRound(
+            round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked)
+        | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=config.encoder)
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
 
 
 def build_rounds(
@@ -154,7 +177,20 @@ def build_rounds(
 ) -> None:
     """Adds rounds ``first_round``..L on their samples, unrolled in one job, each level written to
     ``levels_dir`` as soon as its round completes."""
-    ROUNDS_GRAPH
+    tables = [
+        pipeline
+        | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r)
+        | f"KeyRound{r}" >> beam.Map(lambda table, r=r: (r, table)).with_output_types(Tuple[int, pa.Table])
+        for r in range(first_round, plan.max_length + 1)
+    ]
+    results = (
+        tables
+        | "AllSamples" >> beam.Flatten()
+        | "RunAllRounds" >> sampled_rounds.RunAllRounds(
+            first_round, plan.max_length, plan.theta, frontier,
+            users_required=users_required, records_ranked=records_ranked)
+    )
+    results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(levels_dir, config.encoder))
 
 
 class _WriteLevelDoFn(beam.DoFn):

@@ -213,6 +213,8 @@ class _Driver:
         self.encoder = config.encoder
         check_state_location(config)
         self.store = StateStore(config.resolved_state_dir)
+        # Counters of rounds a one-job run has run but the driver not yet committed, by round.
+        self._round_counters: Dict[int, Dict[str, int]] = {}
         self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
 
     def _say(self, event: str, message: str, private: Optional[Tuple[str, dict]] = None, **fields) -> None:
@@ -350,13 +352,19 @@ class _Driver:
             again, _ = self._sampling_job(state, short, None, run_rounds=False)
             drawn.update(again)
         elapsed = time.monotonic() - started
+        # Rounds run in this job counted as round3.votes_cast and the like; the pass's own
+        # per-round counters (round3.items_too_long) stay with the pass.
+        by_round = _split_round_counters(counters)
+        self._round_counters = {r: {k: v for k, v in c.items() if not k.startswith("items_")}
+                                for r, c in by_round.items()}
         state = _copy(state)
         state.samples.dir = self._samples_dir(state)
         state.samples.complete = True
         state.samples.users_sampled[:] = [drawn[r] for r in rounds]
         state.samples.records_ranked = state.input_snapshot.records
         state.samples.counters.clear()
-        state.samples.counters.update(counters)
+        state.samples.counters.update({k: v for k, v in counters.items()
+                                       if not (k.startswith("round") and ".items_" not in k)})
         state.samples.elapsed_seconds = elapsed
         self.store.commit(state)
         self._say("sampling_done", f"sampling: done, {elapsed:.1f} s",
@@ -521,7 +529,6 @@ class _Driver:
             # it reads it or uses samples drawn from it. The sampling pass checks again after it
             # read the input (``_sampling_job``).
             self.check_input(state, f"(before round {step.index})")
-        self._round_counters: Dict[int, Dict[str, int]] = {}
         resampled = False
         while not state.finished:
             started = time.monotonic()

@@ -14,7 +14,7 @@ Python once per distinct sequence. The artefact holds raw data: keep it where th
 from __future__ import annotations
 
 import io
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, List, Tuple
 
 import apache_beam as beam
 import numpy as np

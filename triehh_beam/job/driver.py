@@ -541,9 +541,9 @@ class _Driver:
                     continue
                 if self.config.rounds_per_job == "all":
                     self._round_counters = self.run_rounds(state, trie, step.index)
-                    result = self._level(state, step.index)
+                    result = levels.read_level(self._levels_dir(state), step.index, self.encoder)
                     if result is None:
-                        raise RuntimeError(f"the rounds job wrote no usable level for round {step.index}")
+                        raise RuntimeError(f"the rounds job wrote no level for round {step.index}")
                     counters = self._round_counters.pop(step.index, {})
                 else:
                     result, counters = self.run_round(state, trie, step.index)

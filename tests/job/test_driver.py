@@ -347,11 +347,11 @@ def test_the_budget_is_committed_before_round_one_is_released(pipeline_runs):
     initial = [(path, state) for path, state in objects
                if state.rounds_completed == 0 and not state.rounds and not state.samples.complete]
     assert len(initial) == 1, [path.name for path, _ in objects]
+    path, state = initial[0]
     # Then the samples (drawn in one pass after the plan was committed), then the rounds.
     sampled = [(p, s) for p, s in objects if s.samples.complete and not s.rounds]
     assert len(sampled) == 1
     assert path.stat().st_mtime_ns <= sampled[0][0].stat().st_mtime_ns
-    path, state = initial[0]
     assert path.name.startswith("state-0000-")
     assert not state.finished and not state.trie.levels
     assert state.secret_seed == bytes.fromhex(run["seed"])

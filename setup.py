@@ -17,6 +17,8 @@ setuptools.setup(
     package_data={"triehh_beam": ["data/*"]},
     install_requires=[
         "apache-beam[gcp]>=2.77,<2.78",
+        # AES-128 (OpenSSL, hardware AES) for sampling scheme v2's per-round ranks.
+        "cryptography>=42",
         "google-cloud-storage>=2.14",
         # Plots of `triehh evaluate` and `triehh plan --plot` (Agg backend, no display).
         "matplotlib>=3.7",

@@ -353,6 +353,16 @@ class DiscoveryConfig:
         "and events, marked private, and keep Beam's own log output (silenced on the in-process "
         "runner otherwise): such logs are operator data, never to be published", _OPERATE,
         default=False, parse=None, example="true")
+    rounds_per_job: str = setting(
+        "--rounds-per-job", "1: one Beam job per round, each committed before the next starts "
+        "(resume per round); all: every round in one job after the sampling pass, each level "
+        "written to the state as its round completes (for runners where a job start is "
+        "expensive, e.g. Dataflow). Both give the same trie (default: %(default)s)", _OPERATE,
+        default="1", choices=("1", "all"), example="all")
+    keep_samples: bool = setting(
+        "--keep-samples", "keep the sampled users' items (a private artefact in the state "
+        "directory, deleted when the job ends by default)", _OPERATE, default=False, parse=None,
+        example="true")
     lease_seconds: float = setting(
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "
         "(default: %(default)s)", _OPERATE, default=6 * 3600, parse=float, example="600")

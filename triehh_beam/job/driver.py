@@ -1,15 +1,19 @@
-"""The multi-round driver, which holds no Beam logic of its own: a census job counts the distinct
-users n; the plan (``planning``: theta and m for the target, an infeasible one refused) and the
-secret seed are committed, and the spend charged to the population's ledger, before any round
-runs, so nothing is released before the budget is recorded (the plan's epsilon covers all L
-rounds, since where the data stops the loop cannot be known in advance); then one Beam job per
-round, on the round loop of ``protocol.rounds`` (the simulation's), each round's result read
-back through ``FileSystems`` and committed as a new state object before it is announced; last
-the private operator report (every count) into the state directory and the publishable outputs
-(``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no count, never the seed); progress
-shows exact counts only with ``verbose``, marked private. Every job
-uses the same ``PipelineOptions``, and re-running on the same state directory resumes after the
-last committed round with the same seed, drawing exactly the samples an unbroken run would.
+"""The multi-round driver, which holds no Beam logic of its own (the job graphs are in
+``graphs``): a census job counts the distinct users n; the plan (``planning``: theta and m for the
+target, an infeasible one refused) and the secret seed are committed, and the spend charged to the
+population's ledger, before any round runs, so nothing is released before the budget is recorded
+(the plan's epsilon covers all L rounds, since where the data stops the loop cannot be known in
+advance); then ONE sampling pass reads the records and draws every round's sample (samples depend
+on the seed, the round and the user, never on the trie) into a private artefact in the state
+directory; then the rounds, on the round loop of ``protocol.rounds`` (the simulation's), each on
+its sample alone: one Beam job per round (default), each result committed as a new state object
+before it is announced, or all of them in one job (``--rounds-per-job all``) that writes each
+level as its round completes, committed by the driver in order. Last the samples are deleted
+(unless ``--keep-samples``), the private operator report (every count) is written into the state
+directory and the publishable outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no
+count, never the seed). Progress shows exact counts only with ``verbose``, marked private. Every
+job uses the same ``PipelineOptions``, and re-running on the same state directory resumes after
+the last committed round with the same seed and the same samples.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import apache_beam as beam
 
 from triehh_beam.job import cas
+from triehh_beam.job import graphs
 from triehh_beam.job import input_files
+from triehh_beam.job import levels
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
@@ -38,25 +44,22 @@ from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
 from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
-from triehh_beam.beam.read import (
-    RECORDS_TAG,
-    REJECTED_TAG,
-    UNREADABLE_TAG,
-    WriteDeadLetters,
-)
+from triehh_beam.job.graphs import build_census, build_rounds, build_sampled_round, build_sampling
 from triehh_beam.io.drops import bad_fraction, describe_drops
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.sampling import SCHEME_V1, SCHEME_V2, Sampler
 from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 from triehh_beam.protocol.trie import Trie
 
 __all__ = [
     "BadInputError",
     "build_census",
-    "build_round",
+    "build_rounds",
+    "build_sampled_round",
+    "build_sampling",
     "submit_job_graphs",
     "ConfigMismatchError",
     "DiscoveryConfig",
@@ -131,111 +134,18 @@ def _job_counters(result) -> Dict[str, int]:
     return counters
 
 
-def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
-    """Adds the census job to ``pipeline``: the number of distinct users and the number of
-    records they were counted over, written as one JSON line ``{"users", "records"}``.
-
-    The files that cannot be read are written as JSON lines ``[file, message]`` to
-    ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
-    ``config.dead_letter``, the census (the one job that reads every record before any round)
-    also writes the rejected rows there.
-    """
-    outputs = pipeline | "ReadRecords" >> config.read_transform(
-        dead_letter=bool(config.dead_letter)
-    ).with_unreadable_output()
-    if config.dead_letter:
-        outputs[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
-    (
-        outputs[UNREADABLE_TAG]
-        | "UnreadableToJson" >> beam.Map(lambda unreadable: json.dumps(list(unreadable)))
-        | "WriteUnreadable"
-        >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
-    )
-    records = outputs[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
-    counted = (
-        records
-        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
-        | "CountRecords" >> beam.CombineGlobally(sum).with_output_types(int)
-    )
-    (
-        records
-        | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
-        | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
-        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
-    )
-
-
-def _census_json(users: int, records: int) -> str:
-    return json.dumps({"users": users, "records": records})
-
-
-def unreadable_path(census_output_path: str) -> str:
-    """Where ``build_census`` (or ``build_round``) writes the files it could not read."""
-    return census_output_path + ".unreadable.jsonl"
-
-
-def _refuse_unreadable(lines: bytes) -> None:
-    """Raises RecordFormatError naming every file the census could not read (none: returns)."""
-    messages = sorted(json.loads(line)[1] for line in lines.decode("utf-8").splitlines() if line)
-    if len(messages) == 1:
-        raise RecordFormatError(messages[0])
-    if messages:
-        raise RecordFormatError(f"{len(messages)} files cannot be read: " + "; ".join(messages))
-
-
-def build_round(
-    pipeline: beam.Pipeline,
-    config: DiscoveryConfig,
-    sampler: Sampler,
-    plan: state_pb2.PrivacyPlan,
-    frontier,
-    round_index: int,
-    output_path: str,
-    population: Optional[int],
-) -> None:
-    """Adds round ``round_index`` to ``pipeline``: the kept prefixes, written as one JSON line.
-
-    ``population`` enables the one-pass rank prefilter (None: every record is a candidate).
-    Files that cannot be read are written as ``build_census`` writes them, to
-    ``unreadable_path(output_path)``, so that the driver refuses them in one line on any runner
-    (a worker raising would print its traceback on a multi-process runner).
-    """
-    encoder = config.encoder
-    read = pipeline | "ReadRecords" >> config.read_transform().with_unreadable_output()
-    (
-        read[UNREADABLE_TAG]
-        | "UnreadableToJson" >> beam.Map(lambda unreadable: json.dumps(list(unreadable)))
-        | "WriteUnreadable"
-        >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
-    )
-    (
-        read[RECORDS_TAG]
-        | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
-        | f"RunRound({round_index})"
-        >> transforms.RunRound(
-            sampler,
-            round_index,
-            sample_size=plan.batch_size,
-            theta=plan.theta,
-            encoder=encoder,
-            frontier=frontier,
-            population=population,
-            truncate=config.truncate_long_items,
-        )
-        | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=encoder)
-        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
-    )
-
-
 def submit_job_graphs(
     config: DiscoveryConfig, options: PipelineOptions, population: int, seed: Optional[bytes] = None
 ) -> List:
-    """Builds and submits the census and every round's job, without reading anything back.
+    """Builds and submits the census, the sampling pass and the rounds' graphs, without reading
+    anything back.
 
     For a runner's offline validation (``--runner=DataflowRunner --dry_run=True`` translates each
     graph into a job description and stops): the driver proper cannot run there, since it reads
-    each job's output. Round graphs use the plan for ``population`` and the round-1 frontier
-    (the graph's shape does not depend on the frontier). Returns the pipeline results.
+    each job's output. The graphs use the plan for ``population`` and the round-1 frontier (a
+    graph's shape does not depend on the frontier): with ``--rounds-per-job all``, the census and
+    one job that samples and runs every round; otherwise the census, the sampling pass and one
+    job per round. Returns the pipeline results.
     """
     if not options.get_all_options().get("dry_run"):
         # A real run here would draw samples with no plan committed and no ledger charge.
@@ -246,19 +156,46 @@ def submit_job_graphs(
     plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
     if not plan.feasible:
         raise InfeasiblePlanError(plan)
-    recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population)
+    recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population,
+                                     max_length=config.max_length)
     sampler = Sampler(seed or os.urandom(32), config.sampling_identity())
     scratch = FileSystems.join(config.resolved_state_dir, "graphs")
+    samples = FileSystems.join(scratch, "samples")
+    required = min(plan.batch_size, population)
+    rounds_list = list(range(1, config.max_length + 1))
+    one_job = config.rounds_per_job == "all"
     results = []
     census = runners.make_pipeline(options)
     build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"))
     results.append(census.run())
-    for round_index in range(1, config.max_length + 1):
-        pipeline = runners.make_pipeline(options)
-        output = FileSystems.join(scratch, f"round-{round_index:04d}.json")
-        build_round(pipeline, config, sampler, recorded, frozenset({()}), round_index, output, population)
-        results.append(pipeline.run())
+    sampling = runners.make_pipeline(options)
+    build_sampling(sampling, config, sampler.pass_keys(config.max_length), recorded, rounds_list, population,
+                   samples, FileSystems.join(scratch, "sampling.json"),
+                   run_rounds_into=FileSystems.join(scratch, "levels") if one_job else None,
+                   users_required=required, records_ranked=None)
+    results.append(sampling.run())
+    if not one_job:
+        for round_index in rounds_list:
+            pipeline = runners.make_pipeline(options)
+            output = FileSystems.join(scratch, f"round-{round_index:04d}.json")
+            build_sampled_round(pipeline, config, samples, recorded, frozenset({()}), round_index, output,
+                                users_required=required, records_ranked=None)
+            results.append(pipeline.run())
     return results
+
+
+def _copy(state: state_pb2.JobState) -> state_pb2.JobState:
+    return state_pb2.JobState.FromString(state.SerializeToString())
+
+
+def _split_round_counters(counters: Dict[str, int]) -> Dict[int, Dict[str, int]]:
+    """A one-job run's counters, ``round3.votes_cast`` and the like, split by round."""
+    by_round: Dict[int, Dict[str, int]] = {}
+    for name, value in counters.items():
+        head, _, metric = name.partition(".")
+        if metric and head.startswith("round") and head[5:].isdigit():
+            by_round.setdefault(int(head[5:]), {})[metric] = value
+    return by_round
 
 
 class _Driver:
@@ -276,6 +213,8 @@ class _Driver:
         self.encoder = config.encoder
         check_state_location(config)
         self.store = StateStore(config.resolved_state_dir)
+        # Counters of rounds a one-job run has run but the driver not yet committed, by round.
+        self._round_counters: Dict[int, Dict[str, int]] = {}
         self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
 
     def _say(self, event: str, message: str, private: Optional[Tuple[str, dict]] = None, **fields) -> None:
@@ -312,10 +251,10 @@ class _Driver:
         before = input_files.snapshot(self.config.input_pattern)
         path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
         counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
-        unreadable = _read_single_output(unreadable_path(path))
+        unreadable = _read_single_output(graphs.unreadable_path(path))
         census = json.loads(_read_single_output(path))
-        FileSystems.delete([path, unreadable_path(path)])
-        _refuse_unreadable(unreadable)  # before any round: a job reads every file or none
+        FileSystems.delete([path, graphs.unreadable_path(path)])
+        graphs.refuse_unreadable(unreadable)  # before any round: a job reads every file or none
         change = input_files.first_change(before, input_files.snapshot(self.config.input_pattern))
         if change is not None:
             raise InputChangedError(f"the input changed while the census read it: {change}; no round was run")
@@ -340,55 +279,128 @@ class _Driver:
                 "holds only for the population the census counted)"
             )
 
-    def _check_round_read(self, state: state_pb2.JobState, round_index: int, result: RoundResult) -> None:
-        """Refuses a round that did not rank exactly the records the census counted."""
-        expected = state.input_snapshot.records
-        if result.records_ranked != expected:
-            raise InputChangedError(
-                f"round {round_index} ranked {result.records_ranked:,} records where the census "
-                f"counted {expected:,}: the input changed under the job; nothing of the round was kept"
-            )
-        self.check_input(state, f"(after round {round_index} read it)")
+    # ---- the sampling pass and the rounds on its samples ------------------------------------
 
-    def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int):
-        """Runs round ``round_index`` on ``trie``'s frontier: (kept prefixes, the job's counters).
+    def _sampler(self, state: state_pb2.JobState) -> Sampler:
+        return Sampler(state.secret_seed, state.sampling_identity.encode(),
+                       scheme=state.sampling_scheme or SCHEME_V1)
 
-        A sample that came up short (the rank prefilter kept too few users, odds about 1e-12)
-        is a value in the round's result, decided here: the round is re-run without the
-        prefilter, which draws the same, complete sample. Nothing of the short run is kept.
-        """
+    def _samples_dir(self, state: state_pb2.JobState) -> str:
+        return levels.samples_dir(self.config.resolved_state_dir, state.job_id)
 
-        def attempt(population: Optional[int]) -> Tuple[RoundResult, Dict[str, int]]:
-            path = FileSystems.join(
-                self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json"
-            )
-            counters = self._run_job(lambda p: build_round(
-                p, self.config, Sampler(state.secret_seed, state.sampling_identity.encode()), state.plan, trie.frontier(), round_index, path,
-                population=population,
-            ))
-            unreadable = _read_single_output(unreadable_path(path))
-            result = outputs.round_result_from_json(_read_single_output(path), self.encoder)
-            FileSystems.delete([path, unreadable_path(path)])
-            try:
-                _refuse_unreadable(unreadable)
-            except RecordFormatError as e:
-                raise InputChangedError(
-                    f"round {round_index}: input the census read is now unreadable: {e}; nothing of "
-                    "the round was kept"
-                ) from None
-            self._check_round_read(state, round_index, result)  # before anything of it is used
-            return result, counters
+    def _levels_dir(self, state: state_pb2.JobState) -> str:
+        return levels.levels_dir(self.config.resolved_state_dir, state.job_id)
 
+    def _users_required(self, state: state_pb2.JobState) -> int:
+        return min(state.plan.batch_size, self._population(state))
+
+    @staticmethod
+    def _population(state: state_pb2.JobState) -> int:
         # The prefilter's cutoff is for the users the census counted (n may be a public N).
-        result, counters = attempt(state.census_counters.get("distinct_users") or state.plan.population)
-        if result.sample_short:
-            self._say(
-                "prefilter_retry",
-                f"round {round_index}: rank prefilter too tight, re-running without it",
-                round=round_index,
-            )
-            result, counters = attempt(None)
-        return list(result.kept), counters
+        return state.census_counters.get("distinct_users") or state.plan.population
+
+    def _sampling_job(self, state: state_pb2.JobState, rounds: List[int], population: Optional[int],
+                      run_rounds: bool) -> Tuple[Dict[int, int], Dict[str, int]]:
+        """Runs one sampling pass over ``rounds``: ({round: users sampled}, the job's counters).
+
+        Refuses (InputChangedError) a pass that did not rank exactly the records the census
+        counted, or input that changed meanwhile, before anything of it is used."""
+        summary = FileSystems.join(self.config.resolved_state_dir, "census", f"sampling-{uuid.uuid4().hex}.json")
+        keys = self._sampler(state).pass_keys(state.plan.max_length)
+        counters = self._run_job(lambda p: build_sampling(
+            p, self.config, keys, state.plan, rounds, population, self._samples_dir(state), summary,
+            run_rounds_into=self._levels_dir(state) if run_rounds else None,
+            users_required=self._users_required(state), records_ranked=state.input_snapshot.records))
+        unreadable = _read_single_output(graphs.unreadable_path(summary))
+        document = json.loads(_read_single_output(summary))
+        FileSystems.delete([summary, graphs.unreadable_path(summary)])
+        try:
+            graphs.refuse_unreadable(unreadable)
+        except RecordFormatError as e:
+            raise InputChangedError(
+                f"sampling: input the census read is now unreadable: {e}; no round was run") from None
+        expected = state.input_snapshot.records
+        if document["records"] != expected:
+            raise InputChangedError(
+                f"the sampling pass ranked {document['records']:,} records where the census "
+                f"counted {expected:,}: the input changed under the job; no sample was kept")
+        self.check_input(state, "(after the sampling pass read it)")
+        return {int(r): int(users) for r, users in document["users_sampled"].items()}, counters
+
+    def sample(self, state: state_pb2.JobState, first_round: int) -> state_pb2.JobState:
+        """Draws every round's sample in one pass and commits where it is (``state.samples``).
+
+        With ``--rounds-per-job all`` the same job also runs the rounds, from ``first_round``
+        (a fresh job: 1) on the empty trie, each level written as its round completes. A round
+        whose sample came up short (the rank prefilter kept too few users, odds about 1e-12)
+        is drawn again, alone, without the prefilter: the same, complete sample.
+        """
+        rounds = list(range(1, state.plan.max_length + 1))
+        run_rounds = self.config.rounds_per_job == "all" and first_round == 1
+        self._say("sampling_start", f"sampling: drawing the samples of rounds 1-{rounds[-1]} in one pass"
+                  + (", and running the rounds in the same job" if run_rounds else ""))
+        started = time.monotonic()
+        levels.delete_tree(self._samples_dir(state))  # a pass that died may have left part of one
+        drawn, counters = self._sampling_job(state, rounds, self._population(state), run_rounds)
+        required = self._users_required(state)
+        short = [r for r in rounds if drawn.get(r, 0) < required]
+        if short:
+            self._say("prefilter_retry", f"sampling: rank prefilter too tight for rounds "
+                      f"{', '.join(map(str, short))}, drawing them again without it", rounds=short)
+            for r in short:
+                levels.delete_tree(FileSystems.join(self._samples_dir(state), f"round-{r:04d}"))
+            again, _ = self._sampling_job(state, short, None, run_rounds=False)
+            drawn.update(again)
+        elapsed = time.monotonic() - started
+        # Rounds run in this job counted as round3.votes_cast and the like; the pass's own
+        # per-round counters (round3.items_too_long) stay with the pass.
+        by_round = _split_round_counters(counters)
+        self._round_counters = {r: {k: v for k, v in c.items() if not k.startswith("items_")}
+                                for r, c in by_round.items()}
+        state = _copy(state)
+        state.samples.dir = self._samples_dir(state)
+        state.samples.complete = True
+        state.samples.users_sampled[:] = [drawn[r] for r in rounds]
+        state.samples.records_ranked = state.input_snapshot.records
+        state.samples.counters.clear()
+        state.samples.counters.update({k: v for k, v in counters.items()
+                                       if not (k.startswith("round") and ".items_" not in k)})
+        state.samples.elapsed_seconds = elapsed
+        self.store.commit(state)
+        self._say("sampling_done", f"sampling: done, {elapsed:.1f} s",
+                  private=(f"users sampled per round {list(state.samples.users_sampled)}",
+                           {"users_sampled": list(state.samples.users_sampled), "metrics": counters}))
+        return state
+
+    def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int) -> Tuple[RoundResult, Dict[str, int]]:
+        """Runs round ``round_index`` on its sample alone: (its result, the job's counters)."""
+        path = FileSystems.join(
+            self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json")
+        counters = self._run_job(lambda p: build_sampled_round(
+            p, self.config, state.samples.dir, state.plan, trie.frontier(), round_index, path,
+            users_required=self._users_required(state), records_ranked=state.samples.records_ranked))
+        result = outputs.round_result_from_json(_read_single_output(path), self.encoder)
+        FileSystems.delete([path])
+        return result, counters
+
+    def run_rounds(self, state: state_pb2.JobState, trie: Trie, first_round: int) -> Dict[int, Dict[str, int]]:
+        """Runs rounds ``first_round``..L on their samples in one job; each level is written as
+        its round completes. Returns each round's counters (the job's, split by round)."""
+        counters = self._run_job(lambda p: build_rounds(
+            p, self.config, state.samples.dir, state.plan, trie.frontier(), first_round,
+            self._levels_dir(state), users_required=self._users_required(state),
+            records_ranked=state.samples.records_ranked))
+        return _split_round_counters(counters)
+
+    def _level(self, state: state_pb2.JobState, round_index: int) -> Optional[RoundResult]:
+        """Round ``round_index``'s level, written by an earlier job of this one, if it is usable:
+        computed from a complete sample of exactly the records the census counted."""
+        result = levels.read_level(self._levels_dir(state), round_index, self.encoder)
+        if result is None or result.sample_short:
+            return None
+        if result.records_ranked != state.input_snapshot.records:
+            return None
+        return result
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -421,6 +433,7 @@ class _Driver:
             job_id=uuid.uuid4().hex,
             secret_seed=seed,
             sampling_identity=identity.decode("ascii"),
+            sampling_scheme=SCHEME_V2,
             input=config.input_spec(),
             plan=plan,
             truncate_long_items=config.truncate_long_items,
@@ -470,7 +483,8 @@ class _Driver:
         """Makes a local state directory owner-only (0700) before anything is written there,
         with the subdirectories where Beam writes each job's output."""
         root = self.config.resolved_state_dir
-        for private in (root, FileSystems.join(root, "census"), FileSystems.join(root, "rounds")):
+        for private in (root, FileSystems.join(root, "census"), FileSystems.join(root, "rounds"),
+                        FileSystems.join(root, "samples"), FileSystems.join(root, "levels")):
             cas.make_private_dir(private)
 
     def run(self) -> DiscoveryResult:
@@ -512,44 +526,40 @@ class _Driver:
             state = self._finish(state, step.describe())  # a state committed before its stop
         if not state.finished:
             # Once per run, before its first round: a resumed job refuses changed input before
-            # reading it. Each round checks again after it read the input (``_check_round_read``),
-            # which is also the next round's "before".
+            # it reads it or uses samples drawn from it. The sampling pass checks again after it
+            # read the input (``_sampling_job``).
             self.check_input(state, f"(before round {step.index})")
+        resampled = False
         while not state.finished:
-            round_index, frontier = step.index, step.frontier
             started = time.monotonic()
-            kept, counters = self.run_round(state, trie, round_index)
-            elapsed = time.monotonic() - started
-            trie, step = rounds.apply_round(trie, step, kept, plan.max_length)
-            state = state_pb2.JobState.FromString(state.SerializeToString())
-            state.rounds.add(
-                round_index=round_index,
-                frontier_size=len(frontier),
-                prefixes_kept=len(kept),
-                counters=counters,
-                elapsed_seconds=elapsed,
-            )
-            if kept:
-                state.trie.CopyFrom(trie.to_proto())
-                state.rounds_completed = round_index
-            if isinstance(step, rounds.Stop):
-                state.finished = True
-                state.stop_reason = step.describe()
-            self.store.commit(state)
-            # Announced only once committed: a run killed after this line resumes after it.
-            self._say(
-                "round",
-                f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
-                f"kept {len(kept):,} prefixes, {elapsed:.1f} s",
-                private=(f"users sampled {counters.get('users_sampled', 0):,}, "
-                         f"votes {counters.get('votes_cast', 0):,}", {"metrics": counters}),
-                round=round_index,
-                max_rounds=plan.max_length,
-                frontier_size=len(frontier),
-                prefixes_kept=len(kept),
-                elapsed_seconds=round(elapsed, 3),
-            )
-            self._lease.renew()
+            # A level a one-job run wrote (this run, or one that died) is the round's result.
+            result = self._level(state, step.index)
+            counters = self._round_counters.pop(step.index, {})
+            if result is None:
+                if not state.samples.complete:
+                    state = self.sample(state, step.index)
+                    continue
+                if self.config.rounds_per_job == "all":
+                    self._round_counters = self.run_rounds(state, trie, step.index)
+                    result = levels.read_level(self._levels_dir(state), step.index, self.encoder)
+                    if result is None:
+                        raise RuntimeError(f"the rounds job wrote no level for round {step.index}")
+                    counters = self._round_counters.pop(step.index, {})
+                else:
+                    result, counters = self.run_round(state, trie, step.index)
+                if result.sample_short:
+                    # Fewer users than were drawn: the artefact lost files. Draw it again.
+                    if resampled:
+                        raise RuntimeError(f"round {step.index}'s sample in {state.samples.dir} is incomplete twice")
+                    resampled = True
+                    self._say("resample", f"round {step.index}: its sample in the state directory is "
+                              "incomplete, drawing every sample again", round=step.index)
+                    state = _copy(state)
+                    state.samples.complete = False
+                    self.store.commit(state)
+                    continue
+            state, trie, step = self._commit_round(state, trie, step, result, counters, time.monotonic() - started)
+        state = self._discard_samples(state)
         report_path = outputs.write_operator_report(
             self.config.resolved_state_dir, state, self.config.output_dir)
         output_path = self._write_outputs(state, trie)
@@ -563,6 +573,59 @@ class _Driver:
             resumed_from_round=resumed_from,
             report_path=report_path,
         )
+
+    def _commit_round(self, state, trie, step, result: RoundResult, counters: Dict[str, int], elapsed: float):
+        """Commits one round's result as a new state object, then announces it."""
+        plan = state.plan
+        round_index, frontier, kept = step.index, step.frontier, list(result.kept)
+        trie, step = rounds.apply_round(trie, step, kept, plan.max_length)
+        state = _copy(state)
+        # What the pass counted for this round's sample (items too long or unencodable among its
+        # users' records, the records its sample was drawn from), then the round's own counters.
+        drawn = {name[len(f"round{round_index}."):]: value for name, value in state.samples.counters.items()
+                 if name.startswith(f"round{round_index}.")}
+        counters = {**drawn, "records_ranked": state.samples.records_ranked, **counters,
+                    "users_sampled": result.users_sampled}
+        state.rounds.add(
+            round_index=round_index,
+            frontier_size=len(frontier),
+            prefixes_kept=len(kept),
+            counters=counters,
+            elapsed_seconds=elapsed,
+        )
+        if kept:
+            state.trie.CopyFrom(trie.to_proto())
+            state.rounds_completed = round_index
+        if isinstance(step, rounds.Stop):
+            state.finished = True
+            state.stop_reason = step.describe()
+        self.store.commit(state)
+        # Announced only once committed: a run killed after this line resumes after it.
+        self._say(
+            "round",
+            f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
+            f"kept {len(kept):,} prefixes, {elapsed:.1f} s",
+            private=(f"users sampled {counters.get('users_sampled', 0):,}, "
+                     f"votes {counters.get('votes_cast', 0):,}", {"metrics": counters}),
+            round=round_index,
+            max_rounds=plan.max_length,
+            frontier_size=len(frontier),
+            prefixes_kept=len(kept),
+            elapsed_seconds=round(elapsed, 3),
+        )
+        self._lease.renew()
+        return state, trie, step
+
+    def _discard_samples(self, state: state_pb2.JobState) -> state_pb2.JobState:
+        """Deletes a finished job's samples (raw items) and levels, unless ``--keep-samples``."""
+        if self.config.keep_samples or state.samples.deleted or not state.samples.dir:
+            return state
+        levels.delete_tree(state.samples.dir)
+        levels.delete_tree(self._levels_dir(state))
+        state = _copy(state)
+        state.samples.deleted = True
+        self.store.commit(state)
+        return state
 
     def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:
         return outputs.write_outputs(self.config.output_dir, state, trie)

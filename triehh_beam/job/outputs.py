@@ -235,6 +235,15 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
             "census_counters": counters,
         },
         "privacy": plan_document(state.plan),
+        "sampling": {
+            "scheme": state.sampling_scheme or 1,
+            "users_sampled_per_round": list(state.samples.users_sampled),
+            "records_ranked": state.samples.records_ranked,
+            "elapsed_seconds": state.samples.elapsed_seconds,
+            "counters": dict(state.samples.counters),
+            # The sampled users' items (raw data): where they were kept, or that they are gone.
+            "samples": "deleted" if state.samples.deleted else state.samples.dir,
+        },
         "rounds": [
             {
                 "round": r.round_index,

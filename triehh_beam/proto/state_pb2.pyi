@@ -115,7 +115,7 @@ class RoundSummary(_message.Message):
     def __init__(self, round_index: _Optional[int] = ..., frontier_size: _Optional[int] = ..., prefixes_kept: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity")
+    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +139,8 @@ class JobState(_message.Message):
     LEDGER_FIELD_NUMBER: _ClassVar[int]
     INPUT_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_SCHEME_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job_id: str
     secret_seed: bytes
@@ -155,4 +157,31 @@ class JobState(_message.Message):
     ledger: str
     input_snapshot: InputSnapshot
     sampling_identity: str
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ...) -> None: ...
+    sampling_scheme: int
+    samples: SampleSet
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ...) -> None: ...
+
+class SampleSet(_message.Message):
+    __slots__ = ("dir", "complete", "users_sampled", "records_ranked", "counters", "deleted", "elapsed_seconds")
+    class CountersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    USERS_SAMPLED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_RANKED_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    dir: str
+    complete: bool
+    users_sampled: _containers.RepeatedScalarFieldContainer[int]
+    records_ranked: int
+    counters: _containers.ScalarMap[str, int]
+    deleted: bool
+    elapsed_seconds: float
+    def __init__(self, dir: _Optional[str] = ..., complete: _Optional[bool] = ..., users_sampled: _Optional[_Iterable[int]] = ..., records_ranked: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., deleted: _Optional[bool] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...

@@ -1,14 +1,21 @@
 """Deterministic user sampling and item-choice randomness, keyed by the secret seed.
 
 Round ``r`` samples exactly ``m`` distinct users, uniformly without replacement: the ``m`` users
-with the smallest ranks ``SipHash(K_r, user id)``, where ``K_r`` is derived from the secret seed,
-the job's identity and ``r`` (bottom-m sampling). Because a keyed PRF orders the users uniformly
-at random, the bottom ``m`` are a uniform ``m``-subset; because the rank depends only on (seed,
-job identity, round, user id), a retried bundle, a re-run round or a resumed job draws the same
-users, and two jobs sharing a seed file draw independent samples.
+with the smallest ranks ``rank_r(u)``, a keyed pseudo-random function of (seed, job identity,
+round, user id) (bottom-m sampling). Because a PRF orders the users uniformly at random, the
+bottom ``m`` are a uniform ``m``-subset; because the rank depends only on (seed, job identity,
+round, user id), a retried bundle, a re-run round or a resumed job draws the same users, and two
+jobs sharing a seed file draw independent samples. Two schemes compute it (keys derived with
+``keyed_hash.derive_key``): ``SCHEME_V1``, ``rank_r(u) = SipHash-2-4_{K_r}(uid)``, one SipHash
+per user per round; and ``SCHEME_V2`` (the default), ``s(u) = SipHash-2-4_{K_user}(uid)`` once
+per user, then ``rank_r(u)`` = the first 8 bytes (little-endian) of ``AES-128_{A_r}(LE64(s) ||
+LE64(r))``, so one pass ranks every user for all L rounds for about one hash (AES is OpenSSL's,
+through ``cryptography``, with hardware AES). The item-choice uniforms follow the same scheme
+under their own keys. docs/protocol.md states both and why v2 is as good a PRF as v1.
 
-Ties between ranks (a 2^-64 event) are broken by the user id bytes, so the sample always has
-exactly ``min(m, number of distinct users)`` members.
+Ties between ranks (a 2^-64 event; in v2 also an ``s`` collision, which ties two users in every
+round) are broken by the user id bytes, so the sample always has exactly
+``min(m, number of distinct users)`` members.
 
 User ids are strings, integers or bytes. Their canonical form is bytes: UTF-8 for strings, the
 decimal digits for integers, the bytes themselves for bytes. So ``42``, ``"42"`` and ``b"42"``
@@ -27,9 +34,28 @@ import numpy as np
 
 from triehh_beam.protocol import keyed_hash
 
-__all__ = ["CensusKey", "PassKeys", "RoundKeys", "Sampler", "SmallestRanks", "rank_prefilter_bound", "user_id_bytes"]
+__all__ = [
+    "SCHEME_V1",
+    "SCHEME_V2",
+    "SCHEMES",
+    "CensusKey",
+    "PassKeys",
+    "RoundKeys",
+    "Sampler",
+    "SmallestRanks",
+    "rank_prefilter_bound",
+    "user_id_bytes",
+]
+
+#: rank_r(u) = SipHash-2-4_{K_r}(uid); choice from SipHash-2-4_{C_r}(uid): one hash per round.
+SCHEME_V1 = 1
+#: s(u) = SipHash-2-4_{K_user}(uid) once; rank_r(u) = AES-128_{A_r}(LE64(s) || LE64(r)) (low
+#: 8 bytes), choice from AES-128_{C_r}(same block): one hash per user for all rounds.
+SCHEME_V2 = 2
+SCHEMES = (SCHEME_V1, SCHEME_V2)
 
 UserId = Union[str, int, bytes]
+_MASK64 = (1 << 64) - 1
 
 
 def user_id_bytes(user_id: UserId) -> bytes:
@@ -57,6 +83,39 @@ def _derived_key(seed: bytes, identity: bytes, purpose: str) -> Tuple[int, int]:
     return keyed_hash.derive_key(seed, purpose.encode(), identity)
 
 
+def _check_scheme(scheme: int) -> None:
+    if isinstance(scheme, bool) or not isinstance(scheme, (int, np.integer)) or scheme not in SCHEMES:
+        raise ValueError(f"unknown sampling scheme {scheme!r}; known: {SCHEMES}")
+
+
+def _aes128_low_words(key: Tuple[int, int], user_hashes: np.ndarray, round_index: int) -> np.ndarray:
+    """The first 8 bytes, as little-endian ``uint64``, of ``AES-128_key(LE64(s) || LE64(r))`` for
+    every ``s`` of ``user_hashes``: one OpenSSL call for the whole batch.
+
+    The AES key is the 16 bytes of the derived pair (``k0`` then ``k1``, little-endian: the
+    BLAKE2b digest ``derive_key`` made). ECB is the right mode here: each block is one query of
+    the pseudo-random permutation, its output used on its own (never a ciphertext to decrypt).
+    """
+    # Local: only v2 needs it, and the import costs ~25 ms that plain protocol users do not pay.
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    n = len(user_hashes)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    blocks = np.empty((n, 2), dtype="<u8")
+    blocks[:, 0] = user_hashes
+    blocks[:, 1] = int(round_index)
+    aes_key = (key[0] & _MASK64).to_bytes(8, "little") + (key[1] & _MASK64).to_bytes(8, "little")
+    encryptor = Cipher(algorithms.AES(aes_key), modes.ECB()).encryptor()
+    out = encryptor.update(blocks.tobytes()) + encryptor.finalize()
+    return np.frombuffer(out, dtype="<u8")[0::2].astype(np.uint64)
+
+
+def _uniforms(words: np.ndarray) -> np.ndarray:
+    # The top 53 bits, scaled: exactly representable doubles in [0, 1).
+    return (words >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
 @dataclasses.dataclass(frozen=True)
 class Sampler:
     """Every random decision of a job, derived from its secret seed and its identity.
@@ -67,16 +126,23 @@ class Sampler:
         target, encoding...), mixed into every derived key so that two jobs given one seed
         file sample independently, while the same job (a retry, a resume) draws the same.
         Empty: the seed alone (jobs recorded before identities existed).
+      scheme: how ranks and choice uniforms are computed (the module docstring):
+        ``SCHEME_V2`` by default; a job recorded under ``SCHEME_V1`` keeps it on resume.
+
+    Raises:
+      ValueError: an unknown scheme, or a seed shorter than 16 or longer than 64 bytes.
     """
 
     seed: bytes = dataclasses.field(repr=False)
     identity: bytes = dataclasses.field(default=b"", repr=False)
+    scheme: int = SCHEME_V2
 
     def __post_init__(self):
         if not isinstance(self.seed, bytes):
             raise TypeError("the seed must be bytes")
         if not isinstance(self.identity, bytes):
             raise TypeError("the job identity must be bytes")
+        _check_scheme(self.scheme)
         keyed_hash.derive_key(self.seed, b"check")  # validates the length
 
     def _key(self, purpose: str, round_index: int) -> Tuple[int, int]:
@@ -84,11 +150,16 @@ class Sampler:
             raise TypeError(f"rounds are integers, got {round_index!r}")
         if round_index < 1:
             raise ValueError(f"rounds are numbered from 1, got {round_index}")
-        return _derived_key(self.seed, self.identity, f"{purpose}/round={int(round_index)}")
+        suffix = "" if self.scheme == SCHEME_V1 else f"/v{self.scheme}"
+        return _derived_key(self.seed, self.identity, f"{purpose}/round={int(round_index)}{suffix}")
 
     def round_keys(self, round_index: int) -> RoundKeys:
         """The derived keys of one round (what that round's job graph carries)."""
-        return RoundKeys(round_index, self._key("sample", round_index), self._key("choose", round_index))
+        sample_key, choice_key = self._key("sample", round_index), self._key("choose", round_index)
+        if self.scheme == SCHEME_V1:
+            return RoundKeys(int(round_index), sample_key, choice_key)
+        user_key = _derived_key(self.seed, self.identity, "sample-user/v2")
+        return RoundKeys(int(round_index), sample_key, choice_key, scheme=SCHEME_V2, user_key=user_key)
 
     def pass_keys(self, max_rounds: int) -> PassKeys:
         """The keys of rounds 1..``max_rounds``: what a pass drawing every round's sample at once
@@ -147,21 +218,54 @@ class Sampler:
 
 @dataclasses.dataclass(frozen=True)
 class RoundKeys:
-    """The two keys of one round, derived from the seed: what a round's workers receive.
+    """The keys of one round, derived from the seed: what a round's workers receive.
 
     Job graphs are pickled, and on a managed runner staged to storage: they carry these
     one-way-derived keys of their own round, never the secret seed (from which every round's
     keys, past and future, follow). The keys still reveal that round's sample to whoever holds
     them and the data, so staging locations must be as private as the state directory.
+
+    ``SCHEME_V1``: ``sample_key`` and ``choice_key`` are SipHash keys of the user id.
+    ``SCHEME_V2``: ``user_key`` (the same in every round) is the SipHash key of ``s(u)``, and
+    ``sample_key``/``choice_key`` are this round's AES-128 keys (``user_key`` alone reveals no
+    round's sample: ``s`` is round-free).
     """
 
     round_index: int
     sample_key: Tuple[int, int] = dataclasses.field(repr=False)
     choice_key: Tuple[int, int] = dataclasses.field(repr=False)
+    scheme: int = SCHEME_V1
+    user_key: Optional[Tuple[int, int]] = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self):
+        _check_scheme(self.scheme)
+        if (self.user_key is None) != (self.scheme == SCHEME_V1):
+            raise ValueError("scheme v2 round keys carry a user key, and v1 keys none")
+
+    def user_hashes_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """v2's round-free ``s(u) = SipHash-2-4_{K_user}(uid)`` of user ids given as Arrow-style
+        buffers: what ``ranks_from_user_hashes`` and ``uniforms_from_user_hashes`` take."""
+        if self.scheme != SCHEME_V2:
+            raise ValueError("user hashes exist only in sampling scheme v2")
+        return keyed_hash.siphash24_batch(self.user_key, data, offsets)
+
+    def ranks_from_user_hashes(self, user_hashes: np.ndarray) -> np.ndarray:
+        """v2's ranks of this round from the users' ``s(u)`` (one AES call for the batch)."""
+        if self.scheme != SCHEME_V2:
+            raise ValueError("user hashes exist only in sampling scheme v2")
+        return _aes128_low_words(self.sample_key, user_hashes, self.round_index)
+
+    def uniforms_from_user_hashes(self, user_hashes: np.ndarray) -> np.ndarray:
+        """v2's choice uniforms of this round from the users' ``s(u)``."""
+        if self.scheme != SCHEME_V2:
+            raise ValueError("user hashes exist only in sampling scheme v2")
+        return _uniforms(_aes128_low_words(self.choice_key, user_hashes, self.round_index))
 
     def ranks_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
-        return keyed_hash.siphash24_batch(self.sample_key, data, offsets)
+        if self.scheme == SCHEME_V1:
+            return keyed_hash.siphash24_batch(self.sample_key, data, offsets)
+        return self.ranks_from_user_hashes(self.user_hashes_packed(data, offsets))
 
     def choice_uniforms(self, user_ids: Iterable[UserId]) -> np.ndarray:
         """Uniform numbers in [0, 1) for the users' item choices, one hash call for all."""
@@ -169,9 +273,9 @@ class RoundKeys:
 
     def choice_uniforms_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """``choice_uniforms`` of user ids given as Arrow-style buffers of their canonical bytes."""
-        hashes = keyed_hash.siphash24_batch(self.choice_key, data, offsets)
-        # The top 53 bits, scaled: exactly representable doubles in [0, 1).
-        return (hashes >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        if self.scheme == SCHEME_V1:
+            return _uniforms(keyed_hash.siphash24_batch(self.choice_key, data, offsets))
+        return self.uniforms_from_user_hashes(self.user_hashes_packed(data, offsets))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,9 +284,24 @@ class PassKeys:
 
     Samples depend only on (seed, identity, round, user), never on the trie, so one pass over
     the records can rank every user for every round; only the rounds' votes need the trie.
+    Under ``SCHEME_V2`` that pass costs one SipHash per user (``s``) and one AES block per user
+    per round; under ``SCHEME_V1`` one SipHash per user per round.
     """
 
     rounds: Tuple[RoundKeys, ...]
+
+    def __post_init__(self):
+        if not self.rounds:
+            raise ValueError("a pass draws at least one round")
+        if [k.round_index for k in self.rounds] != list(range(1, len(self.rounds) + 1)):
+            raise ValueError("a pass carries the keys of rounds 1..L in order")
+        first = self.rounds[0]
+        if any(k.scheme != first.scheme or k.user_key != first.user_key for k in self.rounds):
+            raise ValueError("a pass's rounds share one scheme (and, in v2, one user key)")
+
+    @property
+    def scheme(self) -> int:
+        return self.rounds[0].scheme
 
     @property
     def max_rounds(self) -> int:
@@ -197,6 +316,11 @@ class PassKeys:
         """Every round's ranks of user ids given as Arrow-style buffers: shape (L, users),
         row ``r - 1`` equal to ``round_keys(r).ranks_packed(data, offsets)``."""
         ranks = np.empty((len(self.rounds), len(offsets) - 1), dtype=np.uint64)
+        if self.scheme == SCHEME_V2:
+            user_hashes = self.rounds[0].user_hashes_packed(data, offsets)  # once for all rounds
+            for row, keys in enumerate(self.rounds):
+                ranks[row] = keys.ranks_from_user_hashes(user_hashes)
+            return ranks
         for row, keys in enumerate(self.rounds):
             ranks[row] = keys.ranks_packed(data, offsets)
         return ranks

@@ -1,0 +1,249 @@
+"""One pass over the data (``run_discovery``, in-process runner): the sampling pass draws every
+round's sample once; rounds read only their sample; one job per round and every round in one job
+(``rounds_per_job="all"``) give byte-identical ``trie.pb``, equal to the keyed simulation for the
+same seed and job identity, for several seeds, item types and many items per user. Also: the
+samples are private and deleted at the end unless kept, the pass is checked against the census,
+a lost sample is drawn again (the short sample: tests/job/test_driver.py), and levels a
+one-job run wrote are committed in order by the next run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.io.write import write_records
+from triehh_beam.job import driver as driver_lib
+from triehh_beam.job import levels
+from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
+from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.trie import Trie
+
+WORDS = ["apple", "apply", "ample", "maple", "mango", "man", "map", "zebra", "zero", "zoo", "zone"]
+
+
+def _seed(label: str) -> bytes:
+    return hashlib.sha256(b"triehh-beam one-pass tests: " + label.encode()).digest()
+
+
+def _population(kind: str, rng: np.random.Generator):
+    """(rows, users mapping for the simulation, encoder fields) of one test population."""
+    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.1
+    weights /= weights.sum()
+    rows, users = [], {}
+    if kind == "one_word":
+        for user, word in enumerate(rng.choice(WORDS, size=3000, p=weights)):
+            rows.append((f"u{user}", str(word), 1))
+            users[f"u{user}"] = {str(word): 1}
+        return rows, users, {}
+    if kind == "many_items":
+        for user in range(1500):
+            held = {}
+            for word in rng.choice(WORDS, size=int(rng.integers(1, 7)), p=weights):
+                count = int(rng.integers(1, 4))
+                rows.append((f"u{user}", str(word), count))
+                held[str(word)] = held.get(str(word), 0) + count
+            users[f"u{user}"] = held
+        return rows, users, {}
+    if kind == "int":
+        values = [7, 7, 1000, -3, 123456, 7, 1000]
+        for user in range(3000):
+            value = int(values[int(rng.integers(len(values)))])
+            rows.append((user, value, 1))
+            users[user] = {value: 1}
+        return rows, users, dict(item_kind="int", int_bits=20, unit_size=4, max_length=6)
+    raise ValueError(kind)
+
+
+@pytest.fixture(scope="module")
+def populations(tmp_path_factory):
+    root = tmp_path_factory.mktemp("one-pass")
+    made = {}
+    for kind in ("one_word", "many_items", "int"):
+        rows, users, fields = _population(kind, np.random.default_rng(sum(map(ord, kind))))
+        path = root / f"{kind}.parquet"
+        write_records(str(path), rows)
+        made[kind] = (path, users, fields)
+    return made
+
+
+def _config(path, output_dir, seed, **fields) -> DiscoveryConfig:
+    values = dict(epsilon=6.0, delta=1e-5, max_length=6)
+    values.update(fields)
+    return DiscoveryConfig(input_pattern=str(path), output_dir=str(output_dir), seed=seed, **values)
+
+
+def _encoder(config: DiscoveryConfig) -> ItemEncoder:
+    return config.encoder
+
+
+def _clear(output_dir) -> None:
+    shutil.rmtree(output_dir, ignore_errors=True)
+    shutil.rmtree(f"{output_dir}.state", ignore_errors=True)
+
+
+@pytest.mark.parametrize("kind, label", [
+    ("one_word", "a"),
+    pytest.param("one_word", "b", marks=pytest.mark.slow),
+    pytest.param("many_items", "a", marks=pytest.mark.slow),
+    pytest.param("many_items", "b", marks=pytest.mark.slow),
+    pytest.param("int", "a", marks=pytest.mark.slow),
+])
+def test_per_round_jobs_one_job_and_keyed_simulation_give_the_same_trie(populations, kind, label, tmp_path):
+    path, users, fields = populations[kind]
+    output_dir = tmp_path / "out"  # one path for both modes: the job identity keys the samples
+    tries, states = {}, {}
+    for mode in ("1", "all"):
+        _clear(output_dir)
+        config = _config(path, output_dir, _seed(label), rounds_per_job=mode, **fields)
+        run_discovery(config)
+        tries[mode] = (output_dir / "trie.pb").read_bytes()
+        states[mode] = StateStore(config.resolved_state_dir).load()
+    assert tries["1"] == tries["all"]
+    state = states["1"]
+    simulated = simulate(users, config.encoder, state.plan.theta, state.plan.batch_size, _seed(label),
+                         sampling="keyed", identity=state.sampling_identity.encode())
+    trie = Trie.from_bytes(tries["1"])
+    assert trie.levels == simulated.levels
+    assert len(trie.levels) >= 2, "the population must grow a trie of several levels"
+    for mode in ("1", "all"):
+        rounds = states[mode].rounds
+        assert states[mode].stop_reason == simulated.stop.describe()
+        assert [r.counters["users_sampled"] for r in rounds] == [s.users_sampled for s in simulated.round_stats]
+        assert [r.counters["votes_cast"] for r in rounds] == [s.votes_cast for s in simulated.round_stats]
+        assert list(states[mode].samples.users_sampled) == [state.plan.batch_size] * state.plan.max_length
+
+
+def test_the_samples_are_private_and_deleted_when_the_job_ends(populations, tmp_path):
+    path, _, _ = populations["one_word"]
+    config = _config(path, tmp_path / "out", _seed("a"))
+    run_discovery(config)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.samples.complete and state.samples.deleted
+    assert not os.path.exists(state.samples.dir)
+    assert not os.path.exists(levels.levels_dir(config.resolved_state_dir, state.job_id))
+    report = json.loads(pathlib.Path(config.resolved_state_dir, "operator_report.json").read_text())
+    assert report["sampling"]["samples"] == "deleted"
+
+    kept = _config(path, tmp_path / "kept", _seed("a"), keep_samples=True)
+    run_discovery(kept)
+    state = StateStore(kept.resolved_state_dir).load()
+    assert not state.samples.deleted and state.samples.dir.startswith(kept.resolved_state_dir)
+    parts = sorted(pathlib.Path(state.samples.dir).rglob("*.parquet"))
+    assert {p.parent.name for p in parts} == {f"round-{r:04d}" for r in range(1, state.plan.max_length + 1)}
+    # Inside the owner-only state directory, and nowhere in what is published.
+    assert os.stat(kept.resolved_state_dir).st_mode & 0o077 == 0
+    assert not list(pathlib.Path(kept.output_dir).rglob("*.parquet"))
+
+
+def test_the_sampling_pass_reads_the_input_once_and_rounds_never(populations, tmp_path, monkeypatch):
+    # Every record read after the census is read by the one sampling pass: the rounds read
+    # their samples only (the read transform is built exactly twice: census and pass).
+    path, _, _ = populations["one_word"]
+    built = []
+    original = DiscoveryConfig.read_transform
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DiscoveryConfig, "read_transform", counting)
+    result = run_discovery(_config(path, tmp_path / "out", _seed("a")))
+    assert result.rounds_run >= 3
+    assert len(built) == 2
+
+
+def test_input_changed_between_the_census_and_the_pass_is_refused(tmp_path, monkeypatch):
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps({"user_id": u, "item": w}) + "\n"
+                               for u, w in enumerate(["hello", "hey", "hi"] * 20)), encoding="utf-8")
+    config = _config(records, tmp_path / "out", _seed("a"), epsilon=1.0, theta=1, batch_size=5,
+                     allow_no_guarantee=True)
+    original = driver_lib.build_sampling
+
+    def build_sampling_on_changed_input(*args, **kwargs):
+        text = records.read_text(encoding="utf-8")
+        first = text.splitlines()[0]
+        stat = records.stat()
+        records.write_text(text.replace(first, "x" * len(first), 1), encoding="utf-8")
+        os.utime(records, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # only reading it can tell
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(driver_lib, "build_sampling", build_sampling_on_changed_input)
+    with pytest.raises(InputChangedError, match="ranked 59 records where the census counted 60"):
+        run_discovery(config)
+    state = StateStore(config.resolved_state_dir).load()
+    assert not state.samples.complete and state.rounds_completed == 0 and not state.rounds
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["1", "all"])
+def test_a_lost_sample_is_drawn_again_and_changes_nothing(populations, tmp_path, monkeypatch, mode):
+    path, _, _ = populations["one_word"]
+    config = _config(path, tmp_path / "out", _seed("a"), rounds_per_job=mode)
+    run_discovery(config)
+    expected = (tmp_path / "out" / "trie.pb").read_bytes()
+    _clear(tmp_path / "out")
+
+    def stop(*args, **kwargs):
+        raise _Stop()
+
+    # A run that dies once its samples are committed, before any round (one job per round here,
+    # so that the one-job run below starts from the samples alone).
+    with monkeypatch.context() as patch:
+        patch.setattr(driver_lib._Driver, "run_round", stop)
+        with pytest.raises(_Stop):
+            run_discovery(dataclasses.replace(config, rounds_per_job="1"))
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.samples.complete and not state.rounds
+    lost = pathlib.Path(state.samples.dir, "round-0002")
+    assert list(lost.glob("*.parquet"))
+    shutil.rmtree(lost)
+    events = []
+    run_discovery(config, events=events.append)
+    assert [e["round"] for e in events if e["event"] == "resample"] == [2]
+    assert (tmp_path / "out" / "trie.pb").read_bytes() == expected
+
+
+@pytest.mark.parametrize("written", [1, 3])
+def test_levels_a_one_job_run_wrote_are_committed_in_order_by_the_next_run(populations, tmp_path, monkeypatch, written):
+    path, _, _ = populations["one_word"]
+    config = _config(path, tmp_path / "out", _seed("a"), rounds_per_job="all")
+    run_discovery(config)
+    expected = (tmp_path / "out" / "trie.pb").read_bytes()
+    _clear(tmp_path / "out")
+    original = levels.write_level
+    count = [0]
+
+    def die_after(directory, round_index, result, encoder):
+        original(directory, round_index, result, encoder)
+        count[0] += 1
+        if count[0] == written:
+            raise _Stop()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(levels, "write_level", die_after)
+        with pytest.raises(Exception):
+            run_discovery(config)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.rounds_completed == 0  # the levels are written, not yet committed
+    events = []
+    run_discovery(config, events=events.append)
+    assert (tmp_path / "out" / "trie.pb").read_bytes() == expected
+    # The written levels are committed first, in order, before anything is run again.
+    names = [e["event"] for e in events]
+    assert names[names.index("plan") + 1:][:written] == ["round"] * written
+    assert [e["round"] for e in events if e["event"] == "round"][:written] == list(range(1, written + 1))

@@ -1,0 +1,260 @@
+"""Rounds on the sample only: ``RunSampledRound`` turns one round's sample tables
+(``beam.samples``) into that round's ``rounds.RoundResult``, the vote and the count columnar
+(``protocol.columnar``, one call per table) and the per-prefix counts merged and pruned at theta
+inside one combine (``counting.PrefixCounter``: nothing below theta leaves it, not as an element
+nor as a metric). ``RunAllRounds`` unrolls rounds ``first..last`` in one graph: round ``r``'s
+frontier is a side input computed from round ``r - 1``'s kept prefixes (those not terminated,
+as ``Trie.frontier``: an empty round leaves an empty frontier and every later round keeps
+nothing), and each round's result is its own element ``(r, RoundResult)``, available to a
+writer as soon as that round is computed. Counters are ``users_sampled``,
+``users_without_items``, ``votes_cast``, ``votes_filtered_by_frontier`` and ``prefixes_kept``,
+prefixed ``round{r}.`` in ``RunAllRounds``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, List, Optional, Tuple, Union
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from triehh_beam.beam import samples
+from triehh_beam.beam.sample_pass import RoundSample
+from triehh_beam.protocol import columnar
+from triehh_beam.protocol.counting import PrefixCounter
+from triehh_beam.protocol.encoding import Units, is_terminated
+from triehh_beam.protocol.rounds import RoundResult
+
+__all__ = ["RunAllRounds", "RunSampledRound", "frontier_after"]
+
+_NAMESPACE = "triehh"
+_Prefix = Tuple[Union[str, bytes], ...]
+# (prefix -> votes of one table, users in it): private, consumed only by the combine below
+_Partial = Tuple[Dict[_Prefix, int], int]
+
+
+def frontier_after(result: RoundResult) -> FrozenSet[Units]:
+    """The frontier a round's kept prefixes open for the next round (``Trie.frontier``'s rule)."""
+    return frozenset(p for p in result.kept if not is_terminated(p))
+
+
+@beam.typehints.with_input_types(pa.Table, frontier=FrozenSet[_Prefix])
+@beam.typehints.with_output_types(_Partial)
+class _VoteTableDoFn(beam.DoFn):
+    """One sample table -> its per-prefix votes (private) and users, columnar."""
+
+    def __init__(self, round_index: int, prefix: str):
+        self._round = round_index
+        self._prefix = prefix
+
+    def setup(self):
+        name = self._prefix
+        self._sampled = Metrics.counter(_NAMESPACE, f"{name}users_sampled")
+        self._without = Metrics.counter(_NAMESPACE, f"{name}users_without_items")
+        self._cast = Metrics.counter(_NAMESPACE, f"{name}votes_cast")
+        self._filtered = Metrics.counter(_NAMESPACE, f"{name}votes_filtered_by_frontier")
+
+    def process(self, table, frontier):
+        users, uniforms = samples.sequence_table(table)
+        votes = columnar.count_votes(users, uniforms, frontier, self._round)
+        self._sampled.inc(votes.users)
+        self._without.inc(votes.users_without_items)
+        self._cast.inc(votes.votes_cast)
+        self._filtered.inc(votes.votes_filtered)
+        yield votes.counts, votes.users
+
+
+@beam.typehints.with_input_types(_Partial)
+@beam.typehints.with_output_types(Tuple[List[_Prefix], int])
+class _MergeAndPruneCombineFn(beam.CombineFn):
+    """Partial counts -> (kept prefixes sorted, users); counts never leave (``PrefixCounter``)."""
+
+    def __init__(self, theta: int):
+        self._core = PrefixCounter(theta)
+
+    def create_accumulator(self):
+        return self._core.create(), 0
+
+    def add_input(self, accumulator, partial):
+        counts, users = accumulator
+        return PrefixCounter.merge([counts, partial[0]]), users + partial[1]
+
+    def merge_accumulators(self, accumulators):
+        accumulators = list(accumulators)
+        return PrefixCounter.merge(a[0] for a in accumulators), sum(a[1] for a in accumulators)
+
+    def extract_output(self, accumulator):
+        counts, users = accumulator
+        return self._core.extract_kept(counts), users
+
+
+def _result(
+    kept_and_users: Tuple[List[Units], int],
+    round_index: int,
+    users_required: Optional[int],
+    records_ranked: Optional[int],
+    sample_sizes: Optional[Dict[int, RoundSample]],
+    counter_prefix: str,
+) -> Tuple[int, RoundResult]:
+    kept, users = kept_and_users
+    if sample_sizes is not None and round_index in sample_sizes:
+        drawn = sample_sizes[round_index]
+        users, users_required, records_ranked = drawn.users_sampled, drawn.users_required, drawn.records_ranked
+    result = RoundResult(tuple(kept), users, users_required, records_ranked)
+    if result.sample_short:
+        result = RoundResult((), users, users_required, records_ranked)
+    Metrics.counter(_NAMESPACE, f"{counter_prefix}prefixes_kept").inc(len(result.kept))
+    return round_index, result
+
+
+class _VoteAndPrune(beam.PTransform):
+    """The shared body: a round's tables -> one ``(round, RoundResult)``. ``frontier`` is a
+    one-element PCollection; ``sample_sizes`` None or a PCollection of ``(round, RoundSample)``."""
+
+    def __init__(self, round_index, theta, frontier, users_required, records_ranked, sample_sizes, counter_prefix):
+        super().__init__()
+        self._round = round_index
+        self._theta = theta
+        self._frontier = frontier
+        self._required = users_required
+        self._ranked = records_ranked
+        self._sizes = sample_sizes
+        self._prefix = counter_prefix
+
+    def expand(self, tables):
+        kept = (
+            tables
+            | "Vote" >> beam.ParDo(
+                _VoteTableDoFn(self._round, self._prefix), frontier=beam.pvalue.AsSingleton(self._frontier)
+            )
+            | f"PruneBelow({self._theta})" >> beam.CombineGlobally(_MergeAndPruneCombineFn(self._theta))
+        )
+        sizes = None if self._sizes is None else beam.pvalue.AsDict(self._sizes)
+        return kept | "RoundResult" >> beam.Map(
+            _result,
+            round_index=self._round,
+            users_required=self._required,
+            records_ranked=self._ranked,
+            sample_sizes=sizes,
+            counter_prefix=self._prefix,
+        ).with_output_types(Tuple[int, RoundResult])
+
+
+@beam.typehints.with_input_types(pa.Table)
+@beam.typehints.with_output_types(RoundResult)
+class RunSampledRound(beam.PTransform):
+    """One round over its sample tables -> one ``RoundResult``.
+
+    Args:
+      round_index: r, from 1.
+      theta: the threshold.
+      frontier: the trie's length r-1 prefixes (``{()}`` in round 1).
+      users_required: ``min(m, n)`` (from the sampling pass), or None.
+      records_ranked: the records the sampling pass ranked, or None.
+
+    ``users_sampled`` is the number of rows of the tables. A result whose sample is short keeps
+    nothing.
+    """
+
+    def __init__(
+        self,
+        round_index: int,
+        theta: int,
+        frontier: FrozenSet[Units],
+        users_required: Optional[int] = None,
+        records_ranked: Optional[int] = None,
+    ):
+        super().__init__()
+        if round_index < 1:
+            raise ValueError(f"rounds are numbered from 1, got {round_index}")
+        self._round = round_index
+        self._theta = theta
+        self._frontier = frozenset(frontier)
+        self._required = users_required
+        self._ranked = records_ranked
+
+    def expand(self, tables):
+        frontier = tables.pipeline | "Frontier" >> beam.Create([self._frontier]).with_output_types(FrozenSet[_Prefix])
+        result = tables | f"Round({self._round})" >> _VoteAndPrune(
+            self._round, self._theta, frontier, self._required, self._ranked, None, ""
+        )
+        return result | "Result" >> beam.Values().with_output_types(RoundResult)
+
+
+def _of_round(keyed: Tuple[int, pa.Table], round_index: int) -> bool:
+    return keyed[0] == round_index
+
+
+def _frontier_of(keyed: Tuple[int, RoundResult]) -> FrozenSet[Units]:
+    return frontier_after(keyed[1])
+
+
+class RunAllRounds(beam.PTransform):
+    """Rounds ``first_round..last_round`` unrolled in one graph.
+
+    Args:
+      first_round: the first round to run (a resume starts mid-way).
+      last_round: the last round (at most L).
+      theta: the threshold.
+      frontier: the frontier of ``first_round`` (``{()}`` for round 1).
+      sample_sizes: optional PCollection of ``(round, RoundSample)`` from ``SampleAllRounds``:
+        gives each result its users sampled and required and the records ranked (and so
+        ``sample_short``); without it, users sampled are the tables' rows.
+      users_required, records_ranked: without ``sample_sizes`` (rounds on samples read from
+        files), ``min(m, n)`` and the records the pass ranked: a round whose files hold fewer
+        users than required is short, and keeps nothing.
+
+    Input: ``(round, sample table)`` for the rounds. Output: one ``(round, RoundResult)`` per
+    round, each its own element; ``per_round()`` returns them as a dict of PCollections.
+    """
+
+    def __init__(
+        self,
+        first_round: int,
+        last_round: int,
+        theta: int,
+        frontier: FrozenSet[Units],
+        sample_sizes=None,
+        users_required: Optional[int] = None,
+        records_ranked: Optional[int] = None,
+    ):
+        super().__init__()
+        if not 1 <= first_round <= last_round:
+            raise ValueError(f"rounds {first_round}..{last_round} are not a range from 1")
+        self._first = first_round
+        self._last = last_round
+        self._theta = theta
+        self._frontier = frozenset(frontier)
+        self._sizes = sample_sizes
+        self._required = users_required
+        self._ranked = records_ranked
+        self._split = False
+
+    def per_round(self) -> "RunAllRounds":
+        """The same rounds, output as ``{round: PCollection[(round, RoundResult)]}``."""
+        other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes,
+                             self._required, self._ranked)
+        other._split = True
+        return other
+
+    def expand(self, keyed_tables):
+        frontier = keyed_tables.pipeline | "FirstFrontier" >> beam.Create([self._frontier]).with_output_types(
+            FrozenSet[_Prefix]
+        )
+        results = {}
+        for r in range(self._first, self._last + 1):
+            label = f"Round{r}"
+            tables = (
+                keyed_tables
+                | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
+                | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
+            )
+            results[r] = tables | label >> _VoteAndPrune(
+                r, self._theta, frontier, self._required, self._ranked, self._sizes, f"round{r}.")
+            frontier = results[r] | f"{label}NextFrontier" >> beam.Map(_frontier_of).with_output_types(
+                FrozenSet[_Prefix]
+            )
+        if self._split:
+            return results
+        return tuple(results.values()) | "Results" >> beam.Flatten()

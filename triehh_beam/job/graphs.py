@@ -1,0 +1,206 @@
+"""The Beam job graphs a discovery runs, built on ``pipeline`` by the driver (which reads each
+job's small outputs back through ``FileSystems``):
+
+- the census: the distinct users n and the records counted, and the files that cannot be read;
+- the sampling pass: ONE read of the records draws the samples of every round (samples depend
+  only on the seed, the round and the user, never on the trie) and writes each round's sampled
+  users' items to the job's private artefact (``levels.samples_dir``); with ``rounds`` it also
+  runs those rounds in the same job (``--rounds-per-job all``);
+- a round on its sample: reads only that round's artefact and votes columnar;
+- the remaining rounds on their samples, unrolled in one job (a resumed ``all`` job).
+Rounds run in one job write each level as soon as the round completes (``levels.write_level``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import FrozenSet, Optional, Sequence, Tuple
+
+import apache_beam as beam
+import pyarrow as pa
+
+from triehh_beam.beam import sample_pass, sampled_rounds, samples, transforms
+from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
+from triehh_beam.io.schema import RecordFormatError
+from triehh_beam.job import levels, outputs
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.encoding import Units
+from triehh_beam.protocol.sampling import PassKeys, Sampler
+
+__all__ = [
+    "build_census",
+    "build_rounds",
+    "build_sampled_round",
+    "build_sampling",
+    "refuse_unreadable",
+    "unreadable_path",
+]
+
+
+def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
+    """Adds the census job to ``pipeline``: the number of distinct users and the number of
+    records they were counted over, written as one JSON line ``{"users", "records"}``.
+
+    The files that cannot be read are written as JSON lines ``[file, message]`` to
+    ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
+    ``config.dead_letter``, the census (the one job that reads every record before any round)
+    also writes the rejected rows there.
+    """
+    read = pipeline | "ReadRecords" >> config.read_transform(
+        dead_letter=bool(config.dead_letter)
+    ).with_unreadable_output()
+    if config.dead_letter:
+        read[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
+    _write_unreadable(read, output_path)
+    records = read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
+    counted = (
+        records
+        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
+        | "CountRecords" >> beam.CombineGlobally(sum).with_output_types(int)
+    )
+    (
+        records
+        | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
+        | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+
+
+def _census_json(users: int, records: int) -> str:
+    return json.dumps({"users": users, "records": records})
+
+
+def unreadable_path(census_output_path: str) -> str:
+    """Where ``build_census`` (or ``build_round``) writes the files it could not read."""
+    return census_output_path + ".unreadable.jsonl"
+
+
+def refuse_unreadable(lines: bytes) -> None:
+    """Raises RecordFormatError naming every file the census could not read (none: returns)."""
+    messages = sorted(json.loads(line)[1] for line in lines.decode("utf-8").splitlines() if line)
+    if len(messages) == 1:
+        raise RecordFormatError(messages[0])
+    if messages:
+        raise RecordFormatError(f"{len(messages)} files cannot be read: " + "; ".join(messages))
+
+
+def _write_unreadable(read, output_path: str) -> None:
+    (
+        read[UNREADABLE_TAG]
+        | "UnreadableToJson" >> beam.Map(lambda unreadable: json.dumps(list(unreadable)))
+        | "WriteUnreadable"
+        >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
+    )
+
+
+def build_sampling(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    keys: PassKeys,
+    plan: state_pb2.PrivacyPlan,
+    rounds: Sequence[int],
+    population: Optional[int],
+    samples_dir: str,
+    summary_path: str,
+    run_rounds_into: Optional[str] = None,
+    users_required: Optional[int] = None,
+    records_ranked: Optional[int] = None,
+) -> None:
+    """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
+
+    Writes each round's sample under ``samples_dir`` and one JSON line to ``summary_path``:
+    ``{"records": records ranked, "users_sampled": {round: users}}``. ``population`` enables the
+    rank prefilter (None: every record is a candidate, for a round whose sample came up short).
+    Files that cannot be read are written as the census writes them. With ``run_rounds_into``
+    (a levels directory), the rounds also run in this job, from round ``rounds[0]`` on the empty
+    trie's frontier, each level written there as soon as its round completes.
+    """
+    read = pipeline | "ReadRecords" >> config.read_transform().with_unreadable_output()
+    _write_unreadable(read, summary_path)
+    records = read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
+    drawn = records | "SampleAllRounds" >> sample_pass.SampleAllRounds(
+        keys, rounds, plan.batch_size, population, config.encoder, config.truncate_long_items)
+    drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
+    (
+        drawn["samples"]
+        | "ToList" >> beam.combiners.ToList()
+        | "Summary" >> beam.Map(_sampling_summary)
+        | "WriteSummary" >> beam.io.WriteToText(summary_path, num_shards=1, shard_name_template="")
+    )
+    if run_rounds_into is not None:
+        results = drawn["tables"] | "RunAllRounds" >> sampled_rounds.RunAllRounds(
+            rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn["samples"])
+        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
+
+
+def _sampling_summary(drawn) -> str:
+    # Every round's RoundSample reports the same records ranked: the pass read them once.
+    return json.dumps({
+        "records": max((sample.records_ranked for _, sample in drawn), default=0),
+        "users_sampled": {str(r): sample.users_sampled for r, sample in sorted(drawn)},
+    })
+
+
+def build_sampled_round(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    samples_dir: str,
+    plan: state_pb2.PrivacyPlan,
+    frontier: FrozenSet[Units],
+    round_index: int,
+    output_path: str,
+    users_required: Optional[int],
+    records_ranked: Optional[int],
+) -> None:
+    """Adds round ``round_index`` on its sample alone: its ``RoundResult`` as one JSON line."""
+    (
+        pipeline
+        | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index)
+        | f"RunSampledRound({round_index})" >> sampled_rounds.RunSampledRound(
+            round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked)
+        | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=config.encoder)
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+
+
+def build_rounds(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    samples_dir: str,
+    plan: state_pb2.PrivacyPlan,
+    frontier: FrozenSet[Units],
+    first_round: int,
+    levels_dir: str,
+    users_required: Optional[int],
+    records_ranked: Optional[int],
+) -> None:
+    """Adds rounds ``first_round``..L on their samples, unrolled in one job, each level written to
+    ``levels_dir`` as soon as its round completes."""
+    tables = [
+        pipeline
+        | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r)
+        | f"KeyRound{r}" >> beam.Map(lambda table, r=r: (r, table)).with_output_types(Tuple[int, pa.Table])
+        for r in range(first_round, plan.max_length + 1)
+    ]
+    results = (
+        tables
+        | "AllSamples" >> beam.Flatten()
+        | "RunAllRounds" >> sampled_rounds.RunAllRounds(
+            first_round, plan.max_length, plan.theta, frontier,
+            users_required=users_required, records_ranked=records_ranked)
+    )
+    results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(levels_dir, config.encoder))
+
+
+class _WriteLevelDoFn(beam.DoFn):
+    """Writes one round's result as its level file, atomically, as soon as it is computed."""
+
+    def __init__(self, directory: str, encoder):
+        self._directory = directory
+        self._encoder = encoder
+
+    def process(self, element):
+        round_index, result = element
+        levels.write_level(self._directory, round_index, result, self._encoder)
+        yield round_index

@@ -1,0 +1,85 @@
+"""Where a job keeps its one-pass samples and the levels its rounds write, inside the (private)
+state directory: ``samples/<job id>/`` holds every round's sampled users' items (raw items: the
+state's protection, deleted when the job ends unless kept) and ``levels/<job id>/`` one small
+file per completed round (``round-0003.json``: the round's kept prefixes, no counts), written
+atomically by the job as soon as the round completes, so that a run that dies mid-job loses no
+completed round: the driver commits the levels to the state in order, on the next run too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import List, Optional
+
+from apache_beam.io.filesystems import FileSystems
+
+from triehh_beam.job.outputs import round_result_from_json, round_result_to_json
+from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.rounds import RoundResult
+
+__all__ = [
+    "delete_tree",
+    "level_path",
+    "levels_dir",
+    "read_level",
+    "samples_dir",
+    "write_level",
+]
+
+
+def samples_dir(state_dir: str, job_id: str) -> str:
+    return FileSystems.join(state_dir, "samples", job_id)
+
+
+def levels_dir(state_dir: str, job_id: str) -> str:
+    return FileSystems.join(state_dir, "levels", job_id)
+
+
+def level_path(directory: str, round_index: int) -> str:
+    return FileSystems.join(directory, f"round-{round_index:04d}.json")
+
+
+def write_level(directory: str, round_index: int, result: RoundResult, encoder: ItemEncoder) -> None:
+    """Writes round ``round_index``'s result atomically (a temporary name, then a rename): a
+    reader sees the whole level or none. A retried write writes the same bytes (the round is
+    deterministic in the seed), so a race between two attempts is harmless."""
+    final = level_path(directory, round_index)
+    temporary = f"{final}.tmp-{uuid.uuid4().hex}"
+    with FileSystems.create(temporary) as f:
+        f.write(round_result_to_json(result, encoder).encode("utf-8"))
+    try:
+        FileSystems.rename([temporary], [final])
+    except Exception:
+        if not FileSystems.exists(final):
+            raise
+        FileSystems.delete([temporary])  # another attempt published the same level first
+
+
+def read_level(directory: str, round_index: int, encoder: ItemEncoder) -> Optional[RoundResult]:
+    """Round ``round_index``'s level as its job wrote it, or None if it has not been written."""
+    path = level_path(directory, round_index)
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return round_result_from_json(f.read(), encoder)
+
+
+def delete_tree(directory: str) -> None:
+    """Deletes ``directory`` and every file below it (local or gs://); absent: nothing to do."""
+    if not FileSystems.exists(directory) and not _files_below(directory):
+        return
+    files = _files_below(directory)
+    if files:
+        FileSystems.delete(files)
+    if FileSystems.exists(directory):
+        FileSystems.delete([directory])
+
+
+def _files_below(directory: str) -> List[str]:
+    pattern = FileSystems.join(directory, "**")
+    try:
+        results = FileSystems.match([pattern])
+    except Exception:  # no match at all raises on some file systems
+        return []
+    return [metadata.path for result in results for metadata in result.metadata_list]
+

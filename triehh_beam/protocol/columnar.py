@@ -1,0 +1,239 @@
+"""The vote and the count of a round over a batch of sampled users at once, with numpy: exactly
+``vote.client_vote`` per user (the per-user reference), without per-user Python. A batch is a
+``SequenceTable``: its distinct encoded sequences sorted canonically (the order ``sorted()``
+gives ``Units`` tuples, the order ``client_vote`` draws in), each named by its position, and per
+user a run of (code, count) rows in code order (CSR offsets). ``choose_codes`` draws each user's
+sequence with probability ``count / total`` from its uniform ``u`` as ``vote.choose_sequence``
+does: ``target = u * total`` in float64 and the first row whose cumulative count exceeds it,
+with each user's cumulative counts kept local (exact integers below 2**53, so the comparison
+with the float target is exact; a user whose total could reach 2**53 is drawn by the reference
+itself). ``count_votes`` turns the choices into per-prefix vote counts (Python once per distinct
+sequence, never per user); those counts are private and go only into a ``PrefixCounter``
+combine, whose ``extract_kept`` is the one way out. Plain numpy, no Beam, no Arrow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Collection, Dict, Sequence, Tuple
+
+import numpy as np
+
+from triehh_beam.protocol.encoding import Units
+from triehh_beam.protocol.vote import choose_sequence
+
+__all__ = ["RoundVotes", "SequenceTable", "choose_codes", "count_votes", "sequence_table"]
+
+# Totals at or above this (estimated in float64) are drawn by the reference: below 2**53 every
+# cumulative count is an exact double; the margin covers the float estimate's rounding.
+_EXACT_TOTAL = float(2**52)
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceTable:
+    """Users' encoded items in columns: user ``i`` holds rows ``offsets[i]:offsets[i + 1]``.
+
+    Attributes:
+      sequences: the distinct sequences, sorted canonically; a row's code is a position here.
+      offsets: int64, ``users + 1`` entries, from 0 (CSR).
+      codes: int64 per row, strictly increasing within a user (its items, canonical order).
+      counts: int64 per row, > 0 (the user's local count of that sequence).
+
+    Build it with ``sequence_table``, which sorts, merges and checks.
+    """
+
+    sequences: Tuple[Units, ...]
+    offsets: np.ndarray
+    codes: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def users(self) -> int:
+        return len(self.offsets) - 1
+
+    def user_rows(self) -> np.ndarray:
+        """The user (0-based position) of every row."""
+        return np.repeat(np.arange(self.users, dtype=np.int64), np.diff(self.offsets))
+
+    def weighted(self, user: int) -> Tuple[Tuple[Units, int], ...]:
+        """User ``user``'s ``((sequence, count), ...)``: what ``client_vote`` takes (tests, fallback)."""
+        rows = slice(int(self.offsets[user]), int(self.offsets[user + 1]))
+        return tuple(
+            (self.sequences[c], int(n)) for c, n in zip(self.codes[rows].tolist(), self.counts[rows].tolist())
+        )
+
+
+def sequence_table(
+    distinct: Sequence[Units], offsets: np.ndarray, codes: np.ndarray, counts: np.ndarray
+) -> SequenceTable:
+    """A ``SequenceTable`` from rows in any order that name sequences by position in ``distinct``.
+
+    Repeated (user, sequence) rows are summed and zero counts dropped, as ``client_vote`` does;
+    ``distinct`` need not be sorted nor free of unused entries (they are kept, harmlessly).
+
+    Args:
+      distinct: distinct sequences (tuples of units); ``codes`` index it.
+      offsets: per-user row offsets (``users + 1`` non-decreasing entries from 0).
+      codes: per row, an index into ``distinct``.
+      counts: per row, a non-negative integer count.
+
+    Raises:
+      ValueError: inconsistent lengths or offsets, a code out of range, a negative count, a
+        repeated sequence in ``distinct``, or a user's count total that overflows int64.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    codes = np.asarray(codes, dtype=np.int64)
+    counts = np.asarray(counts)
+    if counts.dtype.kind not in "iu" and len(counts):
+        raise ValueError(f"counts must be integers, got {counts.dtype}")
+    counts = counts.astype(np.int64, copy=False)
+    if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+        raise ValueError("offsets must be non-decreasing from 0")
+    if len(codes) != len(counts) or int(offsets[-1]) != len(codes):
+        raise ValueError(f"{len(codes)} codes, {len(counts)} counts and offsets ending at {offsets[-1]}")
+    if len(codes) and (codes.min() < 0 or codes.max() >= len(distinct)):
+        raise ValueError("a code is outside the distinct sequences")
+    if len(counts) and counts.min() < 0:
+        raise ValueError("counts must be non-negative integers")
+    order = sorted(range(len(distinct)), key=distinct.__getitem__)
+    sequences = tuple(distinct[i] for i in order)
+    if any(a == b for a, b in zip(sequences, sequences[1:])):
+        raise ValueError("the distinct sequences repeat a sequence")
+    position = np.empty(len(distinct), dtype=np.int64)
+    position[np.asarray(order, dtype=np.int64)] = np.arange(len(distinct), dtype=np.int64)
+    users = len(offsets) - 1
+    user = np.repeat(np.arange(users, dtype=np.int64), np.diff(offsets))
+    code = position[codes]
+    keep = counts > 0
+    if not keep.all():
+        user, code, counts = user[keep], code[keep], counts[keep]
+    count = counts
+    # Rows already in (user, code) order (a stored sample is) skip the sort.
+    if len(code) > 1 and not np.all((user[1:] > user[:-1]) | (code[1:] > code[:-1])):
+        # One int64 key (users * sequences stays far below 2**63 for any batch that fits in
+        # memory); a stable sort of it is several times faster than a two-key lexsort.
+        by = np.argsort(user * max(len(distinct), 1) + code, kind="stable")
+        user, code, count = user[by], code[by], count[by]
+    # Merge repeated (user, code) rows: the first of each run starts a group.
+    first = np.ones(len(code), dtype=bool)
+    first[1:] = (user[1:] != user[:-1]) | (code[1:] != code[:-1])
+    starts = np.flatnonzero(first)
+    if len(starts) < len(code):
+        wide = np.add.reduceat(count.astype(np.float64), starts)
+        if np.any(wide >= 2.0**62):
+            raise ValueError("a user's count of one sequence overflows int64")
+        count = np.add.reduceat(count, starts)
+        user, code = user[starts], code[starts]
+    new_offsets = np.zeros(users + 1, dtype=np.int64)
+    np.cumsum(np.bincount(user, minlength=users), out=new_offsets[1:])
+    return SequenceTable(sequences, new_offsets, code, count)
+
+
+def choose_codes(table: SequenceTable, uniforms: np.ndarray) -> np.ndarray:
+    """Each user's chosen code (``-1``: it holds nothing), drawn as ``vote.choose_sequence``.
+
+    Args:
+      table: the users' items.
+      uniforms: float64 per user in [0, 1), from ``RoundKeys.choice_uniforms_packed``.
+
+    Raises:
+      ValueError: a uniform outside [0, 1), or not one per user.
+    """
+    u = np.asarray(uniforms, dtype=np.float64)
+    n = table.users
+    if u.shape != (n,):
+        raise ValueError(f"{len(u)} uniforms for {n} users")
+    if n and not (np.all(u >= 0.0) and np.all(u < 1.0)):
+        raise ValueError("uniforms must be in [0, 1)")
+    chosen = np.full(n, -1, dtype=np.int64)
+    sizes = np.diff(table.offsets)
+    holders = np.flatnonzero(sizes > 0)
+    if len(holders) == 0:
+        return chosen
+    user = table.user_rows()
+    # Per-user totals estimated in float64 first: only users well below 2**53 take the exact
+    # columnar path; any other (a practical impossibility) is drawn by the reference.
+    estimate = np.bincount(user, weights=table.counts.astype(np.float64), minlength=n)
+    huge = holders[estimate[holders] >= _EXACT_TOTAL]
+    # Local cumulative counts: a global running sum in uint64 (wrapping is harmless) minus the
+    # sum before the user's first row gives each user's own exact running sum.
+    running = np.cumsum(table.counts.astype(np.uint64))
+    before = np.zeros(n, dtype=np.uint64)
+    starts = table.offsets[:-1]
+    nonzero_start = starts > 0
+    before[nonzero_start] = running[starts[nonzero_start] - 1]
+    local = (running - before[user]).astype(np.int64)
+    totals = np.zeros(n, dtype=np.int64)
+    totals[holders] = local[table.offsets[holders + 1] - 1]
+    if len(huge):
+        totals[huge] = 0  # no float target is computed from a wrapped total
+    target = u * totals.astype(np.float64)
+    # The first row whose cumulative count exceeds the target: after the rows at or below it.
+    at_or_below = local.astype(np.float64) <= target[user]
+    skipped = np.bincount(user[at_or_below], minlength=n)
+    normal = holders if not len(huge) else np.setdiff1d(holders, huge, assume_unique=True)
+    chosen[normal] = table.codes[table.offsets[normal] + skipped[normal]]
+    for i in huge.tolist():
+        sequence = choose_sequence(table.weighted(i), float(u[i]))
+        chosen[i] = table.sequences.index(sequence)
+    return chosen
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundVotes:
+    """A batch's votes of one round. ``counts`` are private: merge them with
+    ``PrefixCounter.merge`` and let only ``PrefixCounter.extract_kept`` out.
+
+    Attributes:
+      counts: prefix -> votes in this batch (prefixes with at least one vote).
+      users: users in the batch.
+      users_without_items: users holding no sequence (they cast no vote).
+      votes_cast: users whose chosen sequence voted.
+      votes_filtered: users holding items whose choice did not extend the frontier (or was
+        shorter than the round).
+    """
+
+    counts: Dict[Units, int]
+    users: int
+    users_without_items: int
+    votes_cast: int
+    votes_filtered: int
+
+
+def count_votes(
+    table: SequenceTable, uniforms: np.ndarray, frontier: Collection[Units], round_index: int
+) -> RoundVotes:
+    """The votes of round ``round_index`` of a batch of sampled users, counted per prefix.
+
+    User ``i`` votes exactly ``client_vote(table.weighted(i), frontier, round_index,
+    uniforms[i])``: its chosen sequence's length-``round_index`` prefix when the sequence has
+    that many units and its length-``round_index - 1`` prefix is on ``frontier``.
+
+    Raises:
+      ValueError: ``round_index < 1``, or bad uniforms (``choose_codes``).
+    """
+    if round_index < 1:
+        raise ValueError(f"rounds are numbered from 1, got {round_index}")
+    chosen = choose_codes(table, uniforms)
+    holders = chosen >= 0
+    picked = chosen[holders]
+    # Python once per distinct chosen sequence: its prefix, if it votes.
+    distinct = np.unique(picked)
+    prefix_ids: Dict[Units, int] = {}
+    prefix_of = np.full(len(distinct), -1, dtype=np.int64)
+    cut = round_index - 1
+    for j, code in enumerate(distinct.tolist()):
+        sequence = table.sequences[code]
+        if len(sequence) >= round_index and sequence[:cut] in frontier:
+            prefix_of[j] = prefix_ids.setdefault(sequence[:round_index], len(prefix_ids))
+    votes = prefix_of[np.searchsorted(distinct, picked)]
+    cast = votes[votes >= 0]
+    tally = np.bincount(cast, minlength=len(prefix_ids))
+    counts = {prefix: int(tally[i]) for prefix, i in prefix_ids.items() if tally[i]}
+    return RoundVotes(
+        counts=counts,
+        users=table.users,
+        users_without_items=int(table.users - holders.sum()),
+        votes_cast=int(len(cast)),
+        votes_filtered=int(len(picked) - len(cast)),
+    )

@@ -218,7 +218,7 @@ def test_a_lost_sample_is_drawn_again_and_changes_nothing(populations, tmp_path,
     assert (tmp_path / "out" / "trie.pb").read_bytes() == expected
 
 
-@pytest.mark.parametrize("written", [1, 3])
+@pytest.mark.parametrize("written", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_levels_a_one_job_run_wrote_are_committed_in_order_by_the_next_run(populations, tmp_path, monkeypatch, written):
     path, _, _ = populations["one_word"]
     config = _config(path, tmp_path / "out", _seed("a"), rounds_per_job="all")

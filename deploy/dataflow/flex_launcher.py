@@ -60,11 +60,13 @@ VALUE_PARAMETERS = {
     "ledger": "--ledger",
     "budget_epsilon": "--budget-epsilon",
     "budget_delta": "--budget-delta",
+    "rounds_per_job": "--rounds-per-job",
 }
 # Flex Template parameter ("true"/"false") -> `triehh discover` switch.
 SWITCH_PARAMETERS = {
     "case_fold": "--case-fold",
     "truncate_long_items": "--truncate-long-items",
+    "keep_samples": "--keep-samples",
 }
 # Parameters of this wrapper itself.
 WRAPPER_PARAMETERS = {"marker_job"}

@@ -95,26 +95,41 @@ CENSUS_STEPS = {
 }
 
 
-def round_steps(r: int, m: int, theta: int):
-    """The stable step names of round r (transforms.RunRound and the driver's labels)."""
-    return {
+def sampling_steps(m: int, theta: int, rounds: int = 0):
+    """The stable step names of the sampling pass (``graphs.build_sampling``); with ``rounds``,
+    the rounds it runs in the same job (``--rounds-per-job all``)."""
+    names = {
         "ReadRecords",
         "ReadRecords/ReadShards",
-        f"RunRound({r})",
-        f"RunRound({r})/Frontier",
-        f"RunRound({r})/SampleUsers",
-        f"RunRound({r})/SampleUsers/RankCandidates",
-        f"RunRound({r})/SampleUsers/SmallestRanks({m})",
-        f"RunRound({r})/SampleUsers/KeepSampled",
-        f"RunRound({r})/GroupByUser",
-        f"RunRound({r})/GroupByUser/EncodeItems",
-        f"RunRound({r})/GroupByUser/SumPerUser",
-        f"RunRound({r})/MapToPrefixVotes",
-        f"RunRound({r})/MapToPrefixVotes/BatchUsers",
-        f"RunRound({r})/MapToPrefixVotes/Vote",
-        f"RunRound({r})/CountAndPrune",
-        f"RunRound({r})/CountAndPrune/PruneBelow({theta})",
-        f"RunRound({r})/CountAndPrune/CountKept",
+        "DropZeroCounts",
+        "SampleAllRounds",
+        "SampleAllRounds/RankAllRounds",
+        f"SampleAllRounds/BottomM({m})",
+        "SampleAllRounds/KeepSampled",
+        "SampleAllRounds/GroupPerShard",
+        "SampleAllRounds/BuildSampleTables",
+        "WriteSamples",
+        "WriteSamples/WriteTables",
+        "WriteSummary",
+    }
+    if rounds:
+        names |= {"RunAllRounds", "WriteLevels"}
+        for r in range(1, rounds + 1):
+            names |= {f"RunAllRounds/Round{r}/Vote", f"RunAllRounds/Round{r}/PruneBelow({theta})"}
+    return names
+
+
+def round_steps(r: int, m: int, theta: int):
+    """The stable step names of round r on its sample (``graphs.build_sampled_round``): it reads
+    its sample, never the records."""
+    return {
+        "ReadSample",
+        "ReadSample/ReadParts",
+        f"RunSampledRound({r})",
+        f"RunSampledRound({r})/Frontier",
+        f"RunSampledRound({r})/Round({r})/Vote",
+        f"RunSampledRound({r})/Round({r})/PruneBelow({theta})",
+        f"RunSampledRound({r})/Round({r})/RoundResult",
         "ToJson",
         "Write",
         "Write/Write/WriteImpl/WriteBundles",
@@ -213,6 +228,9 @@ def stand_in_outputs(encoder: ItemEncoder, max_length: int):
     def read_single_output(path: str) -> bytes:
         if path.endswith(".unreadable.jsonl"):
             data = b""  # the census read every file
+        elif "/census/sampling-" in path:  # the sampling pass: every round's sample complete
+            data = json.dumps({"records": RECORDS,
+                               "users_sampled": {str(r): POPULATION for r in range(1, max_length + 1)}}).encode()
         elif "/census/" in path:
             data = json.dumps({"users": POPULATION, "records": RECORDS}).encode()
         else:
@@ -241,7 +259,7 @@ def stand_in_outputs(encoder: ItemEncoder, max_length: int):
     [([], DEFAULT_IMAGE), ([f"--sdk_container_image={CUSTOM_IMAGE}"], CUSTOM_IMAGE)],
     ids=["beam-default-image", "custom-image"],
 )
-def test_submit_job_graphs_translates_the_census_and_every_round_offline(records, offline, extra_flags, image):
+def test_submit_job_graphs_translates_the_census_the_pass_and_every_round_offline(records, offline, extra_flags, image):
     config = driver.DiscoveryConfig(
         input_pattern=records,  # local: building a graph lists the input files
         output_dir="gs://triehh-test/out",  # state and job outputs on gs://, never touched
@@ -254,23 +272,41 @@ def test_submit_job_graphs_translates_the_census_and_every_round_offline(records
         config, PipelineOptions(DATAFLOW_DRY_RUN + extra_flags), population=POPULATION, seed=SEED
     )
 
-    assert len(results) == 1 + MAX_LENGTH
+    assert len(results) == 2 + MAX_LENGTH  # the census, the sampling pass, one job per round
     assert all(result.state == "DONE" for result in results)
     jobs = [result.job for result in results]
     for job in jobs:
         check_dataflow_job(job, image)
     assert CENSUS_STEPS <= step_names(jobs[0])
-    assert not any(name.startswith("RunRound(") for name in step_names(jobs[0]))
     planned = planner.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
     assert planned.feasible
-    for r, job in enumerate(jobs[1:], start=1):
+    expected = sampling_steps(planned.batch_size, planned.theta)
+    assert expected <= step_names(jobs[1]), sorted(expected - step_names(jobs[1]))
+    assert not any(n.startswith("RunAllRounds") for n in step_names(jobs[1]))
+    for r, job in enumerate(jobs[2:], start=1):
         names = step_names(job)
         expected = round_steps(r, planned.batch_size, planned.theta)
         assert expected <= names, sorted(expected - names)
-        assert not any(n.startswith("RunRound(") and not n.startswith(f"RunRound({r})") for n in names)
+        assert "ReadRecords" not in names  # a round reads its sample only
+        assert not any(n.startswith("RunSampledRound(") and not n.startswith(f"RunSampledRound({r})") for n in names)
     # Each job its own default name (no --job_name: Dataflow refuses two active jobs of one name).
     assert all(job.proto.name.startswith("beamapp-") for job in jobs)
     assert len({job.proto.name for job in jobs}) == len(jobs)
+    assert offline == []
+
+
+def test_submit_job_graphs_in_one_job_mode_translates_the_census_and_one_job_for_every_round(records, offline):
+    config = driver.DiscoveryConfig(
+        input_pattern=records, output_dir="gs://triehh-test/out", state_dir="gs://triehh-test-private/state",
+        epsilon=4.0, delta=1e-10, max_length=MAX_LENGTH, rounds_per_job="all",
+    )
+    results = driver.submit_job_graphs(config, PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
+    assert len(results) == 2  # two job start-ups on Dataflow, whatever L is
+    census, rounds = (result.job for result in results)
+    check_dataflow_job(rounds, DEFAULT_IMAGE)
+    planned = planner.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
+    expected = sampling_steps(planned.batch_size, planned.theta, rounds=MAX_LENGTH)
+    assert expected <= step_names(rounds), sorted(expected - step_names(rounds))
     assert offline == []
 
 
@@ -301,11 +337,12 @@ def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_pat
     assert result.heavy_hitters == ["a" * (MAX_LENGTH - 1)]
     plan = result.plan
     assert plan.population == POPULATION and not plan.no_guarantee
-    assert len(jobs) == 1 + MAX_LENGTH
+    assert len(jobs) == 2 + MAX_LENGTH
     for job in jobs:
         check_dataflow_job(job, DEFAULT_IMAGE)
     assert CENSUS_STEPS <= step_names(jobs[0])
-    for r, job in enumerate(jobs[1:], start=1):
+    assert sampling_steps(plan.batch_size, plan.theta) <= step_names(jobs[1])
+    for r, job in enumerate(jobs[2:], start=1):
         assert round_steps(r, plan.batch_size, plan.theta) <= step_names(job)
     assert offline == []
 

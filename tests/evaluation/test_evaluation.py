@@ -342,14 +342,17 @@ def test_pipeline_engine_matches_the_keyed_simulation_run_by_run(tmp_path):
     path = str(tmp_path / "records.parquet")
     write_records(path, _rows({"aa": 400, "ab": 300, "ba": 250, "c": 150, "dd": 100}))
     out = str(tmp_path / "out")
+    # One work directory for both engines: a run's samples are keyed by its job identity,
+    # which includes its output path there.
+    work_dir = str(tmp_path / "runs")
     argv = ["--input", path, "--epsilon", "8", "--delta", "1e-3", "--max-length", "4", "--runs", "2",
-            "--top-k", "3", "--rivals", "none", "--output", out, "--no-progress"]
+            "--top-k", "3", "--rivals", "none", "--output", out, "--no-progress", "--work-dir", work_dir]
     assert evaluate_cli.main(argv + ["--engine", "pipeline"]) == 0
     with open(os.path.join(out, "evaluation.json"), encoding="utf-8") as f:
         piped = json.load(f)
     simulated = evaluation.run_evaluation(evaluation.EvaluationConfig(
         input_pattern=path, epsilons=(8.0,), delta=1e-3, max_length=4, runs=2, top_k=(3,),
-        engine="simulate", rivals=()))
+        engine="simulate", rivals=(), work_dir=work_dir))
     assert piped["parameters"]["engine"] == "pipeline"
     assert not piped["warnings"]
     for a, b in zip(piped["triehh"][0]["runs"], simulated["triehh"][0]["runs"], strict=True):

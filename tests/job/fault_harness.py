@@ -50,8 +50,8 @@ def _nth(n, condition=lambda args, kwargs: True):
 
 
 def _install(point: str) -> None:
-    from triehh_beam.job import driver, ledger, outputs, state_store
-    from triehh_beam.beam import transforms
+    from triehh_beam.job import driver, ledger, levels, outputs, state_store
+    from triehh_beam.beam import sample_pass, sampled_rounds, transforms
 
     def object_of_round(r):
         return lambda args, kwargs: f"state-{r:04d}-" in args[0]
@@ -63,8 +63,15 @@ def _install(point: str) -> None:
         # the plan and seed are committed, the ledger not yet charged
         "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),
         "after_ledger_charge": lambda: _wrap(ledger.Ledger, "charge", after=_nth(1)),
-        "mid_round_1": lambda: _wrap(transforms._VoteDoFn, "process", before=_nth(1)),
-        "mid_round_2_ranking": lambda: _wrap(transforms._RankCandidatesDoFn, "process", before=_nth(2)),
+        # inside the one sampling pass, before it has drawn anything
+        "mid_sampling_pass": lambda: _wrap(sample_pass._RankAllRoundsDoFn, "process", before=_nth(1)),
+        # the samples are drawn and committed, no round has run
+        "after_sampling_commit": lambda: _wrap(driver._Driver, "sample", after=_nth(1)),
+        "mid_round_1": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(1)),
+        "mid_round_2": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(2)),
+        # --rounds-per-job all: rounds 1 and 2 written as levels, round 3 running, none committed
+        "one_job_after_level_2": lambda: _wrap(levels, "write_level", after=_nth(2)),
+        "one_job_mid_round_3": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(3)),
         # a round's state object is written but the manifest does not name it yet
         "object_written_round_1": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(1))),
         "object_written_round_2": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(2))),
@@ -85,8 +92,12 @@ POINTS = (
     "after_census",
     "after_plan_commit",
     "after_ledger_charge",
+    "mid_sampling_pass",
+    "after_sampling_commit",
     "mid_round_1",
-    "mid_round_2_ranking",
+    "mid_round_2",
+    "one_job_after_level_2",
+    "one_job_mid_round_3",
     "object_written_round_1",
     "object_written_round_2",
     "manifest_published_round_2",
@@ -95,6 +106,10 @@ POINTS = (
     "between_output_files",
     "after_outputs",
 )
+
+
+# The points reached only when every round runs in one job (``--rounds-per-job all``).
+ONE_JOB_POINTS = ("one_job_after_level_2", "one_job_mid_round_3")
 
 
 if __name__ == "__main__":

@@ -129,10 +129,10 @@ def test_rerunning_a_finished_job_runs_nothing_and_republishes_the_same_result(t
 
 
 @pytest.mark.slow
-def test_a_short_sample_is_rerun_without_the_prefilter_and_changes_nothing(three_users, tmp_path, monkeypatch):
-    # A prefilter bound of 0 keeps no candidate: every round's first job comes back short (a
-    # value in its result, not an error), and the driver re-runs it without the prefilter. The
-    # discovery is the unbroken one, and each round records the counters of its complete run.
+def test_a_short_sample_is_drawn_again_without_the_prefilter_and_changes_nothing(three_users, tmp_path, monkeypatch):
+    # A prefilter bound of 0 keeps no candidate: every round's sample comes back short from the
+    # one pass (a value in its summary, not an error), and the driver draws those rounds again
+    # without the prefilter. The discovery is the unbroken one.
     from triehh_beam.protocol import sampling
 
     monkeypatch.setattr(sampling, "rank_prefilter_bound", lambda population, m: 0)
@@ -142,8 +142,8 @@ def test_a_short_sample_is_rerun_without_the_prefilter_and_changes_nothing(three
     result = run_discovery(config, events=events.append)
     assert result.heavy_hitters == expected.heavy_hitters
     assert (result.rounds_run, result.stop_reason) == (expected.rounds_run, expected.stop_reason)
-    retries = [e["round"] for e in events if e["event"] == "prefilter_retry"]
-    assert retries == list(range(1, result.rounds_run + 1))
+    retries = [e["rounds"] for e in events if e["event"] == "prefilter_retry"]
+    assert retries == [list(range(1, config.max_length + 1))]
     state = StateStore(str(tmp_path / "out.state")).load()
     assert [r.counters["users_sampled"] for r in state.rounds] == [3] * result.rounds_run
     assert _trie(config.output_dir) == _trie(three_users[0].output_dir)
@@ -344,9 +344,14 @@ def test_mean_recall_agrees_with_the_independent_numpy_simulation(pipeline_runs,
 def test_the_budget_is_committed_before_round_one_is_released(pipeline_runs):
     run = pipeline_runs[0]
     objects = _state_objects(run["state_dir"])
-    initial = [(path, state) for path, state in objects if state.rounds_completed == 0 and not state.rounds]
+    initial = [(path, state) for path, state in objects
+               if state.rounds_completed == 0 and not state.rounds and not state.samples.complete]
     assert len(initial) == 1, [path.name for path, _ in objects]
     path, state = initial[0]
+    # Then the samples (drawn in one pass after the plan was committed), then the rounds.
+    sampled = [(p, s) for p, s in objects if s.samples.complete and not s.rounds]
+    assert len(sampled) == 1
+    assert path.stat().st_mtime_ns <= sampled[0][0].stat().st_mtime_ns
     assert path.name.startswith("state-0000-")
     assert not state.finished and not state.trie.levels
     assert state.secret_seed == bytes.fromhex(run["seed"])

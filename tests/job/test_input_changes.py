@@ -112,30 +112,6 @@ def _write_jsonl(path: pathlib.Path, rows) -> None:
     path.write_text("".join(json.dumps({"user_id": u, "item": w}) + "\n" for u, w in rows), encoding="utf-8")
 
 
-def test_a_round_that_ranked_other_records_than_the_census_is_refused(tmp_path, monkeypatch):
-    # A change the file listing cannot see (same size, modification time restored) still
-    # changes what a round reads: the round's count of ranked records tells.
-    records = tmp_path / "records.jsonl"
-    _write_jsonl(records, [(user, word) for user, word in enumerate(["hello", "hey", "hi"] * 20)])
-    config = _config(records, tmp_path / "out", epsilon=1.0, theta=1, batch_size=5, allow_no_guarantee=True)
-    original = driver_lib.build_round
-
-    def build_round_on_changed_input(*args, **kwargs):
-        text = records.read_text(encoding="utf-8")
-        first = text.splitlines()[0]
-        stat = records.stat()
-        # The first record becomes a malformed line of the same length (dropped when read).
-        records.write_text(text.replace(first, "x" * len(first), 1), encoding="utf-8")
-        os.utime(records, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(driver_lib, "build_round", build_round_on_changed_input)
-    with pytest.raises(InputChangedError, match="round 1 ranked 59 records where the census counted 60"):
-        run_discovery(config)
-    state = StateStore(config.resolved_state_dir).load()
-    assert state.rounds_completed == 0 and not state.rounds  # nothing of the round was kept
-
-
 def test_input_that_changes_while_the_census_reads_it_is_refused(tmp_path, monkeypatch):
     records = tmp_path / "records.jsonl"
     _write_jsonl(records, [(1, "hello"), (2, "hey"), (3, "hi")])
@@ -166,21 +142,21 @@ def test_a_finished_job_republishes_without_its_input(tmp_path):
 
 
 # A test-only wrapper (the product has no hooks): the input file becomes unreadable after the
-# round's input check and before its job reads it, with its size and modification time kept,
+# census and before the sampling pass reads it, with its size and modification time kept,
 # so that only reading it can tell. Then ``triehh discover`` runs with the given arguments.
 _CORRUPT_THEN_DISCOVER = """
 import os, sys
 from triehh_beam.job import driver
 path = sys.argv[1]
-original = driver.build_round
-def build_round(*args, **kwargs):
+original = driver.build_sampling
+def build_sampling(*args, **kwargs):
     data = open(path, "rb").read()
     stat = os.stat(path)
     with open(path, "wb") as f:
         f.write(b"\\x00" * len(data))  # no longer a gzip stream, same length
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     return original(*args, **kwargs)
-driver.build_round = build_round
+driver.build_sampling = build_sampling
 from triehh_beam.cli.main import main
 sys.exit(main(sys.argv[2:]))
 """
@@ -189,7 +165,7 @@ sys.exit(main(sys.argv[2:]))
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", [[], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]],
                          ids=["in-process", "multi-process"])
-def test_input_unreadable_in_a_round_is_one_line_and_exit_2_on_every_runner(tmp_path, subprocess_env, runner):
+def test_input_unreadable_in_the_sampling_pass_is_one_line_and_exit_2_on_every_runner(tmp_path, subprocess_env, runner):
     records = tmp_path / "records.jsonl.gz"
     import gzip
 
@@ -206,5 +182,5 @@ def test_input_unreadable_in_a_round_is_one_line_and_exit_2_on_every_runner(tmp_
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
-    assert f"round 1: input the census read is now unreadable: {records}" in lines[0]
+    assert f"sampling: input the census read is now unreadable: {records}" in lines[0]
     assert StateStore(f"{tmp_path / 'out'}.state").load().rounds_completed == 0

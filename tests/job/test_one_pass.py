@@ -3,7 +3,7 @@ round's sample once; rounds read only their sample; one job per round and every 
 (``rounds_per_job="all"``) give byte-identical ``trie.pb``, equal to the keyed simulation for the
 same seed and job identity, for several seeds, item types and many items per user. Also: the
 samples are private and deleted at the end unless kept, the pass is checked against the census,
-a short sample is drawn again without the prefilter, a lost sample is drawn again, and levels a
+a lost sample is drawn again (the short sample: tests/job/test_driver.py), and levels a
 one-job run wrote are committed in order by the next run.
 """
 
@@ -185,23 +185,6 @@ def test_input_changed_between_the_census_and_the_pass_is_refused(tmp_path, monk
     assert not state.samples.complete and state.rounds_completed == 0 and not state.rounds
 
 
-@pytest.mark.slow
-def test_a_short_sample_is_drawn_again_without_the_prefilter(populations, tmp_path, monkeypatch):
-    from triehh_beam.protocol import sampling
-
-    path, _, _ = populations["one_word"]
-    expected_dir = tmp_path / "out"
-    config = _config(path, expected_dir, _seed("a"))
-    run_discovery(config)
-    expected = (expected_dir / "trie.pb").read_bytes()
-    _clear(expected_dir)
-    monkeypatch.setattr(sampling, "rank_prefilter_bound", lambda population, m: 0)
-    events = []
-    run_discovery(config, events=events.append)
-    assert [e["rounds"] for e in events if e["event"] == "prefilter_retry"] == [list(range(1, 7))]
-    assert (expected_dir / "trie.pb").read_bytes() == expected
-
-
 class _Stop(Exception):
     pass
 
@@ -235,7 +218,7 @@ def test_a_lost_sample_is_drawn_again_and_changes_nothing(populations, tmp_path,
     assert (tmp_path / "out" / "trie.pb").read_bytes() == expected
 
 
-@pytest.mark.parametrize("written", [1, 3])
+@pytest.mark.parametrize("written", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_levels_a_one_job_run_wrote_are_committed_in_order_by_the_next_run(populations, tmp_path, monkeypatch, written):
     path, _, _ = populations["one_word"]
     config = _config(path, tmp_path / "out", _seed("a"), rounds_per_job="all")

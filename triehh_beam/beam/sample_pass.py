@@ -194,14 +194,24 @@ class _KeepSampledDoFn(beam.DoFn):
             yield (round_index, int(shard[part[0]])), batch.take(pa.array(rows[part]))
 
 
+_CACHE_LIMIT = 1 << 17  # distinct items (and sequences) a worker remembers the encoding of
+
+
 def _encode_distinct(
-    items: List, encoder: ItemEncoder, truncate: bool
+    items: List, encoder: ItemEncoder, truncate: bool, cache: Optional[Dict] = None
 ) -> Tuple[List[List[Units]], np.ndarray, np.ndarray]:
     """Per distinct item, its sequences (tokens repeat), too-long and unencodable counts; the
-    rules and counts of ``transforms._EncodeItemsDoFn``, once per distinct item."""
+    rules and counts of ``transforms._EncodeItemsDoFn``, once per distinct item (and, with a
+    ``cache``, once per worker: every round and shard meets the same frequent items)."""
     sequences, too_long, unencodable = [], np.zeros(len(items), np.int64), np.zeros(len(items), np.int64)
     encode = encoder.encode_truncated if truncate else encoder.encode
     for j, value in enumerate(items):
+        if cache is not None:
+            known = cache.get(value)
+            if known is not None:
+                sequences.append(known[0])
+                too_long[j], unencodable[j] = known[1], known[2]
+                continue
         try:
             parts = encoder.items_of(value)
         except EncodingError:
@@ -217,6 +227,10 @@ def _encode_distinct(
             except EncodingError:
                 unencodable[j] += 1
         sequences.append(encoded)
+        if cache is not None:
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            cache[value] = (encoded, too_long[j], unencodable[j])
     return sequences, too_long, unencodable
 
 
@@ -229,6 +243,18 @@ class _BuildSampleTableDoFn(beam.DoFn):
         self._keys = pass_keys
         self._encoder = encoder
         self._truncate = truncate
+
+    def setup(self):
+        self._encoded: Dict = {}  # item -> its encoding, shared by every round and shard
+        self._stored: Dict[Units, bytes] = {}  # sequence -> its stored bytes
+
+    def _stored_bytes(self, sequence: Units) -> bytes:
+        stored = self._stored.get(sequence)
+        if stored is None:
+            if len(self._stored) >= _CACHE_LIMIT:
+                self._stored.clear()
+            stored = self._stored[sequence] = samples.sequence_to_bytes(sequence)
+        return stored
 
     def process(self, keyed):
         (round_index, shard), batches = keyed
@@ -249,7 +275,7 @@ class _BuildSampleTableDoFn(beam.DoFn):
         encoded = pc.dictionary_encode(table.column("item").combine_chunks())
         item_codes = np.asarray(encoded.indices, dtype=np.int64)
         item_sequences, too_long, unencodable = _encode_distinct(
-            encoded.dictionary.to_pylist(), self._encoder, self._truncate
+            encoded.dictionary.to_pylist(), self._encoder, self._truncate, self._encoded
         )
         records_per_item = np.bincount(item_codes, minlength=len(item_sequences))
         round_counter(round_index, "items_too_long").inc(int(too_long @ records_per_item))
@@ -273,7 +299,7 @@ class _BuildSampleTableDoFn(beam.DoFn):
 
         sampled_ids = user_ids.take(pa.array(firsts))
         uniforms = self._keys.round_keys(round_index).choice_uniforms_packed(*binary_buffers(sampled_ids))
-        stored = pa.array([samples.sequence_to_bytes(s) for s in users.sequences], pa.binary())
+        stored = pa.array([self._stored_bytes(s) for s in users.sequences], pa.binary())
         text_units = self._encoder.kind is ItemKind.TEXT
         yield round_index, samples.sample_table(
             uniforms, users.offsets, stored.take(pa.array(users.codes)), users.counts, text_units, round_index, shard

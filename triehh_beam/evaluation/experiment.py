@@ -96,7 +96,9 @@ class EvaluationConfig:
       pem_candidate_factor: PEM keeps this many times K prefixes per intermediate group.
       work_dir: scratch area of the pipeline engine (outputs and state of each run); default a
         fresh local temporary directory, removed afterwards. Give a ``gs://`` path for a remote
-        runner.
+        runner. The simulate engine given the same ``work_dir`` keys each run as the pipeline
+        engine does (the run's job identity includes its output path), so the two engines grow
+        the same tries run by run.
 
     Raises:
       ValueError: for any invalid value.
@@ -229,11 +231,42 @@ class _Run:
     population: int
 
 
+def _run_output(work_dir: str, epsilon: float, unit_size: int, index: int) -> str:
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.join(work_dir, f"eps{epsilon:g}-k{unit_size}-run{index}")
+
+
+def _discovery_config(config: EvaluationConfig, unit_size: int, epsilon: float, seed: bytes, out: str):
+    """The ``DiscoveryConfig`` of one pipeline-engine run (its identity keys the run's samples)."""
+    from triehh_beam.job.driver import DiscoveryConfig
+
+    return DiscoveryConfig(
+        input_pattern=config.input_pattern,
+        output_dir=out,
+        epsilon=epsilon,
+        delta=config.delta,
+        max_length=config.max_length_for(unit_size),
+        unit_size=unit_size,
+        input_format=config.input_format,
+        rule=config.rule,
+        seed=seed,
+        case_fold=config.case_fold,
+        truncate_long_items=config.truncate_long_items,
+        user_column=config.user_column,
+        item_column=config.item_column,
+        count_column=config.count_column or "",
+    )
+
+
 def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
-                   on_run: Callable[[int], None]) -> List[_Run]:
+                   on_run: Callable[[int], None], identities: Optional[Sequence[bytes]] = None) -> List[_Run]:
+    """The keyed simulation's runs; with ``identities`` (one per seed), each run is keyed as the
+    pipeline engine's run with the same seed and work directory is, and grows the same trie."""
     from triehh_beam.evaluation.simulation import simulate_many
 
     timings: List[float] = []
+    too_long = "truncate" if truncate else "drop"
 
     def seeds_with_progress() -> Iterator[bytes]:
         # simulate_many consumes the seeds one run at a time: resuming after a yield means that
@@ -244,10 +277,17 @@ def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
             timings.append(time.monotonic() - started)
             on_run(index)
 
-    results = simulate_many(
-        users, encoder, plan.theta, plan.batch_size, seeds_with_progress(),
-        sampling="keyed", too_long="truncate" if truncate else "drop",
-    )
+    if identities is None:  # one identity: the population is encoded once for every run
+        results = simulate_many(users, encoder, plan.theta, plan.batch_size, seeds_with_progress(),
+                                sampling="keyed", too_long=too_long)
+    else:
+        results = []
+        for index, seed in enumerate(seeds):
+            started = time.monotonic()
+            results.extend(simulate_many(users, encoder, plan.theta, plan.batch_size, [seed],
+                                         sampling="keyed", too_long=too_long, identity=identities[index]))
+            timings.append(time.monotonic() - started)
+            on_run(index)
     runs = []
     for result, seconds in zip(results, timings + [0.0] * (len(results) - len(timings))):
         runs.append(_Run(
@@ -265,28 +305,13 @@ def _pipeline_runs(config: EvaluationConfig, unit_size: int, epsilon: float, see
                    work_dir: str, options, on_run: Callable[[int], None]) -> List[_Run]:
     from apache_beam.io.filesystems import FileSystems
 
-    from triehh_beam.job.driver import DiscoveryConfig, run_discovery
+    from triehh_beam.job.driver import run_discovery
     from triehh_beam.protocol.trie import Trie
 
     runs = []
     for index, seed in enumerate(seeds):
-        out = FileSystems.join(work_dir, f"eps{epsilon:g}-k{unit_size}-run{index}")
-        discovery = DiscoveryConfig(
-            input_pattern=config.input_pattern,
-            output_dir=out,
-            epsilon=epsilon,
-            delta=config.delta,
-            max_length=config.max_length_for(unit_size),
-            unit_size=unit_size,
-            input_format=config.input_format,
-            rule=config.rule,
-            seed=seed,
-            case_fold=config.case_fold,
-            truncate_long_items=config.truncate_long_items,
-            user_column=config.user_column,
-            item_column=config.item_column,
-            count_column=config.count_column or "",
-        )
+        out = _run_output(work_dir, epsilon, unit_size, index)
+        discovery = _discovery_config(config, unit_size, epsilon, seed, out)
         started = time.monotonic()
         result = run_discovery(discovery, options)
         seconds = time.monotonic() - started
@@ -486,7 +511,12 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
                 progress.advance(f"{label} run {index + 1}/{config.runs}")
 
             if config.engine == "simulate":
-                runs = _simulate_runs(population.users, encoder, plan, seeds, config.truncate_long_items, on_run)
+                identities = None if config.work_dir is None else [
+                    _discovery_config(config, unit_size, epsilon, seed,
+                                      _run_output(config.work_dir, epsilon, unit_size, index)).sampling_identity()
+                    for index, seed in enumerate(seeds)]
+                runs = _simulate_runs(population.users, encoder, plan, seeds, config.truncate_long_items, on_run,
+                                      identities)
             else:
                 runs = _pipeline_runs(config, unit_size, epsilon, seeds, work_dir, options, on_run)
             mismatched = {run.population for run in runs} - {n}

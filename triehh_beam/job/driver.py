@@ -541,9 +541,9 @@ class _Driver:
                     continue
                 if self.config.rounds_per_job == "all":
                     self._round_counters = self.run_rounds(state, trie, step.index)
-                    result = self._level(state, step.index)
+                    result = levels.read_level(self._levels_dir(state), step.index, self.encoder)
                     if result is None:
-                        raise RuntimeError(f"the rounds job wrote no usable level for round {step.index}")
+                        raise RuntimeError(f"the rounds job wrote no level for round {step.index}")
                     counters = self._round_counters.pop(step.index, {})
                 else:
                     result, counters = self.run_round(state, trie, step.index)
@@ -580,7 +580,12 @@ class _Driver:
         round_index, frontier, kept = step.index, step.frontier, list(result.kept)
         trie, step = rounds.apply_round(trie, step, kept, plan.max_length)
         state = _copy(state)
-        counters = {**counters, "users_sampled": result.users_sampled}
+        # What the pass counted for this round's sample (items too long or unencodable among its
+        # users' records, the records its sample was drawn from), then the round's own counters.
+        drawn = {name[len(f"round{round_index}."):]: value for name, value in state.samples.counters.items()
+                 if name.startswith(f"round{round_index}.")}
+        counters = {**drawn, "records_ranked": state.samples.records_ranked, **counters,
+                    "users_sampled": result.users_sampled}
         state.rounds.add(
             round_index=round_index,
             frontier_size=len(frontier),

@@ -141,14 +141,14 @@ def _run_pipeline(build: Callable, pipeline_args: List[str]) -> Dict:
 
     from triehh_beam.beam import runners
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     pipeline = runners.make_pipeline(PipelineOptions(pipeline_args))
     build(pipeline)
     t1 = time.perf_counter()
     result = pipeline.run()
     result.wait_until_finish()
     t2 = time.perf_counter()
-    return {"seconds": t2 - t0, "construct_seconds": t1 - t0, "run_seconds": t2 - t1,
+    return {"seconds": t2 - t0, "cpu_seconds": cpu_seconds() - c0, "construct_seconds": t1 - t0, "run_seconds": t2 - t1,
             "counters": _counters(result)}
 
 
@@ -202,6 +202,7 @@ def samples_digest(samples_dir: str, rounds: int) -> Dict[str, str]:
     uniform, sequences, counts) sorted by their choice uniform, hashed."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     digests = {}
@@ -213,8 +214,16 @@ def samples_digest(samples_dir: str, rounds: int) -> Dict[str, str]:
         table = pa.concat_tables([pq.read_table(p).replace_schema_metadata(None) for p in parts])
         table = table.take(pa.array(np.argsort(np.asarray(table.column("choice")), kind="stable")))
         h = hashlib.sha256()
-        for column in ("choice", "sequences", "counts"):
-            h.update(json.dumps(table.column(column).to_pylist(), default=bytes.hex).encode())
+        h.update(np.asarray(table.column("choice")).tobytes())
+        for column in ("sequences", "counts"):
+            lists = table.column(column).combine_chunks()
+            h.update(np.asarray(lists.value_lengths()).tobytes())
+            values = lists.flatten()
+            if column == "counts":
+                h.update(np.asarray(values).tobytes())
+            else:
+                h.update(np.asarray(pc.binary_length(values)).tobytes())
+                h.update(b"".join(values.to_pylist()))
         digests[str(r)] = f"{table.num_rows}:{h.hexdigest()[:16]}"
     return digests
 

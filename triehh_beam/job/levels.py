@@ -66,8 +66,6 @@ def read_level(directory: str, round_index: int, encoder: ItemEncoder) -> Option
 
 def delete_tree(directory: str) -> None:
     """Deletes ``directory`` and every file below it (local or gs://); absent: nothing to do."""
-    if not FileSystems.exists(directory) and not _files_below(directory):
-        return
     files = _files_below(directory)
     if files:
         FileSystems.delete(files)

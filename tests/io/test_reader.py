@@ -69,12 +69,29 @@ def test_bad_rows_are_dropped_and_counted(tmp_path, format):
     assert drops == {"missing_user": 2, "missing_item": 2, "bad_count": 1}
 
 
-def test_null_counts_are_bad_in_csv_and_parquet_but_one_in_jsonl(tmp_path):
-    for format, expected in [("csv", ([], {"bad_count": 1})), ("parquet", ([], {"bad_count": 1})),
-                             ("jsonl", ([(b"u", "a", 1)], {}))]:
+def test_empty_null_or_missing_counts_are_one_in_every_format(tmp_path):
+    # Issue 15: a CSV export that leaves the count cell empty where a row has no count lost
+    # 40% of its rows as bad_count. Empty, null or missing means 1; only a present value that
+    # is not a count is bad.
+    for format in FORMATS:
         path = str(tmp_path / f"c.{format}")
-        write_records(path, [("u", "a", None)])
-        assert read_rows(path) == expected, format
+        write_records(path, [("u", "a", None), ("v", "b", 3)])
+        assert read_rows(path) == ([(b"u", "a", 1), (b"v", "b", 3)], {}), format
+
+
+def test_a_csv_with_empty_count_cells_keeps_every_row(tmp_path):
+    lines = ["user_id,item,count"]
+    for i in range(1000):
+        # Every 5th row has a count; the others leave the cell empty, some with white space.
+        lines.append(f"u{i},w{i % 7},{i % 3 + 1}" if i % 5 == 0
+                     else f"u{i},w{i % 7},{' ' if i % 10 == 1 else ''}")
+    lines.append("bad1,w,x")  # present and not a number: bad
+    lines.append("bad2,w,-1")  # negative: bad
+    (tmp_path / "e.csv").write_text("\n".join(lines) + "\n")
+    rows, drops = read_rows(str(tmp_path / "e.csv"))
+    assert len(rows) == 1000 and drops == {"bad_count": 2}
+    assert rows[1] == (b"u1", "w1", 1) and rows[5] == (b"u5", "w5", 3)
+    assert sum(r[2] for r in rows) == 800 + sum(i % 3 + 1 for i in range(0, 1000, 5))
 
 
 def test_empty_files_have_no_records(tmp_path):
@@ -181,8 +198,7 @@ def test_parquet_rejects_are_json_renderings():
     _, _, rejected = read_blocks(corpus("bad_rows.parquet"))
     rendered = {r.reason: json.loads(r.raw) for r in rejected if r.reason != "missing_user"}
     assert rendered["invalid_utf8"] == {"user_id": "u2", "item": {"base64": "//4="}, "count": 1}
-    assert rendered["bad_count"] in ({"user_id": "u5", "item": "fine", "count": -2},
-                                     {"user_id": "u9", "item": "d", "count": None})
+    assert rendered["bad_count"] == {"user_id": "u5", "item": "fine", "count": -2}
     assert rendered["oversized_user"]["user_id"] == LONG_USER
 
 

@@ -510,16 +510,22 @@ def _parse_integers(text: pa.Array) -> Tuple[pa.Array, pa.Array]:
 
 
 def _normalise_counts(array: pa.Array, name: str) -> Tuple[pa.Array, pa.Array]:
-    """(int64 counts, ok mask): ok where the count is a non-null integer in [0, 2^63)."""
+    """(int64 counts, ok mask): ok where the count is an integer in [0, 2^63).
+
+    A null count, and in a text column an empty or all-white-space one, is 1: the count is
+    optional in every format (an empty CSV cell, a Parquet null), so only a value that is
+    there and is not a count is bad.
+    """
     kind = array.type
     _check_count_type(kind, name)
+    n = len(array)
     if pa.types.is_null(kind):
-        return pa.nulls(len(array), pa.int64()), pa.array(np.zeros(len(array), dtype=bool))
+        return pa.array(np.ones(n, dtype=np.int64)), pa.array(np.ones(n, dtype=bool))
     if pa.types.is_unsigned_integer(kind):
         if kind == pa.uint64():
             ok = pc.less_equal(array, pa.scalar(_INT64_MAX, kind))
         else:
-            ok = pc.is_valid(array)
+            ok = None
         counts = pc.cast(array, pa.int64(), safe=False)  # wrapped values are dropped by `ok`
     elif pa.types.is_signed_integer(kind):
         counts = pc.cast(array, pa.int64())
@@ -527,9 +533,15 @@ def _normalise_counts(array: pa.Array, name: str) -> Tuple[pa.Array, pa.Array]:
     else:
         # CSV counts arrive as text so that one bad cell is a dropped record, not a failed file.
         text = pc.utf8_trim_whitespace(_as_text(array))
-        ok = pc.fill_null(pc.match_substring_regex(text, _COUNT_TEXT), False)
+        text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+        ok = pc.match_substring_regex(text, _COUNT_TEXT)
         counts = pc.cast(pc.if_else(ok, text, pa.scalar(None, pa.string())), pa.int64())
-    return counts, pc.fill_null(ok, False)
+    if array.null_count or counts.null_count:  # nulls (and empty text) are 1, and ok
+        ok = pc.fill_null(ok, True) if ok is not None else None
+        counts = pc.fill_null(counts, 1)
+    if ok is None:
+        return counts, pa.array(np.ones(n, dtype=bool))
+    return counts, pc.fill_null(ok, True)
 
 
 # ---- text-encoded bytes ----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from triehh_beam.io import (
     RejectedRow,
     iter_record_batches,
     iter_record_blocks,
+    parquet_row_groups,
     write_records,
 )
 from tests.io.helpers import (
@@ -172,34 +173,54 @@ def test_each_kind_is_counted_exactly_and_good_rows_survive(name):
 
 
 @pytest.mark.parametrize("name", ["bad.jsonl", "bad.csv"])
-def test_rejected_lines_are_the_exact_raw_lines(name):
-    options, _, _ = EXPECTED[name]
+def test_rejected_rows_are_their_exact_raw_lines_with_their_line_numbers(name):
+    # Issue 15: a dead letter a person can act on is the line, and where it is.
+    options, _, drops = EXPECTED[name]
     lines = open(corpus(name), "rb").read().split(b"\n")
     _, _, rejected = read_blocks(corpus(name), options)
-    raw = [r for r in rejected if isinstance(r.raw, bytes)]
-    assert all(r.raw in lines for r in raw)
-    if name == "bad.jsonl":  # JSON Lines: every rejected record is its exact line
-        assert len(raw) == len(rejected)
-        by_reason = collections.defaultdict(list)
-        for r in rejected:
-            by_reason[r.reason].append(r.raw)
+    assert len(rejected) == sum(drops.values())
+    for row in rejected:  # every one, value checks on CSV rows included
+        assert isinstance(row.raw, bytes) and row.row_index is None
+        assert lines[row.line - 1] == row.raw, row
+    by_reason = collections.defaultdict(list)
+    for r in rejected:
+        by_reason[r.reason].append(r.raw)
+    if name == "bad.jsonl":
         assert sorted(by_reason["invalid_utf8"]) == sorted(
             [b'{"user_id": "v1", "item": "caf\xe9"}', b'{"user_id": "\\ud800", "item": "x"}'])
         assert by_reason["bad_user"] == [b'{"user_id": 4.5, "item": "float user"}']
-    else:  # CSV: lines for parser and UTF-8 rejects, renderings for value checks
-        assert sorted(r.raw for r in raw) == sorted(
-            [b"m1,too few", b"m2,too,many,fields", b"v1,caf\xe9,1", b"\xff\xfe,x,1"])
-        rendered = [json.loads(r.raw) for r in rejected if isinstance(r.raw, str)]
-        assert {"user_id": "c2", "item": "kiwi", "count": "two"} in rendered
-        assert {"user_id": "", "item": "no user", "count": "1"} in rendered
+    else:
+        assert by_reason["malformed"] == [b"m1,too few", b"m2,too,many,fields"]
+        assert by_reason["invalid_utf8"] == [b"v1,caf\xe9,1", b"\xff\xfe,x,1"]
+        assert by_reason["bad_count"] == [b"c1,kiwi,-1", b"c2,kiwi,two"]
+        assert by_reason["missing_user"] == [b",no user,1"]
 
 
-def test_parquet_rejects_are_json_renderings():
+def test_parquet_rejects_are_json_renderings_with_their_row_index():
     _, _, rejected = read_blocks(corpus("bad_rows.parquet"))
-    rendered = {r.reason: json.loads(r.raw) for r in rejected if r.reason != "missing_user"}
-    assert rendered["invalid_utf8"] == {"user_id": "u2", "item": {"base64": "//4="}, "count": 1}
-    assert rendered["bad_count"] == {"user_id": "u5", "item": "fine", "count": -2}
-    assert rendered["oversized_user"]["user_id"] == LONG_USER
+    assert all(r.line is None for r in rejected)
+    rendered = {r.reason: (r.row_index, json.loads(r.raw)) for r in rejected
+                if r.reason != "missing_user"}
+    assert rendered["invalid_utf8"] == (1, {"user_id": "u2", "item": {"base64": "//4="},
+                                            "count": 1})
+    assert rendered["bad_count"] == (4, {"user_id": "u5", "item": "fine", "count": -2})
+    assert rendered["oversized_user"][0] == 7
+    assert rendered["oversized_user"][1]["user_id"] == LONG_USER
+    assert sorted(r.row_index for r in rejected if r.reason == "missing_user") == [5, 6]
+
+
+def test_parquet_row_index_counts_across_row_groups_and_batches(tmp_path):
+    rows = [(f"u{i}", f"w{i % 5}", -1 if i % 97 == 3 else 1) for i in range(2500)]
+    path = str(tmp_path / "g.parquet")
+    write_records(path, rows, row_group_size=700)
+    expected = [i for i in range(2500) if i % 97 == 3]
+    whole = read_blocks(path, batch_size=300)[2]
+    assert [r.row_index for r in whole] == expected
+    by_group = []
+    for group in range(len(parquet_row_groups(path))):
+        by_group += read_blocks(path, batch_size=300, row_group=group)[2]
+    assert [r.row_index for r in by_group] == expected
+    assert all(json.loads(r.raw)["user_id"] == f"u{r.row_index}" for r in by_group)
 
 
 @pytest.mark.parametrize("name", sorted(UNREADABLE))

@@ -15,8 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from triehh_beam.io.lines import Rejects, split_non_utf8_lines
-from triehh_beam.io.schema import RawBlock, RecordColumns, RecordFormatError, RecordOptions
+from triehh_beam.io.lines import Rejects, count_lines, split_non_utf8_lines
+from triehh_beam.io.schema import (
+    RawBlock,
+    RawLine,
+    RecordColumns,
+    RecordFormatError,
+    RecordOptions,
+)
 from triehh_beam.protocol.encoding import ItemKind
 
 __all__ = ["read_jsonl"]
@@ -35,6 +41,7 @@ def read_jsonl(
 ) -> Iterator[RawBlock]:
     parser = _JsonLinesParser(columns, options, keep_rejected)
     carry = b""
+    line = 1  # the number of the first line of the next chunk
     while True:
         block = f.read(_BLOCK_BYTES)
         if not block:
@@ -43,32 +50,40 @@ def read_jsonl(
         cut = data.rfind(b"\n") + 1  # parse whole lines; the rest waits for the next block
         carry = data[cut:]
         if cut:
-            yield from parser.parse(data[:cut])
+            yield from parser.parse(data[:cut], line)
+            line += count_lines(data[:cut])
     if carry.strip(_JSON_SPACE + b"\n"):
-        yield from parser.parse(carry)
+        yield from parser.parse(carry, line)
     parser.check_columns_seen()
 
 
-def _nonblank_lines(data: bytes) -> List[bytes]:
-    """The lines Arrow's JSON reader reads a row from (it skips blank ones)."""
-    return [line for line in data.split(b"\n") if line.strip(_JSON_SPACE)]
+def _nonblank_lines(data: bytes, first_line: int) -> List[RawLine]:
+    """(number, line) of the lines Arrow's JSON reader reads a row from (it skips blank ones)."""
+    return [
+        (first_line + index, line)
+        for index, line in enumerate(data.split(b"\n"))
+        if line.strip(_JSON_SPACE)
+    ]
 
 
-def _cut_lines(data: bytes, size: int) -> Iterator[bytes]:
-    """``data`` (whole lines) in pieces of about ``size`` bytes, cut after a line break."""
+def _cut_lines(data: bytes, size: int, first_line: int) -> Iterator[Tuple[bytes, int]]:
+    """``data`` (whole lines) in pieces of about ``size`` bytes, cut after a line break, each
+    with the number of its first line."""
     start = 0
     while start < len(data):
         end = data.find(b"\n", min(start + size, len(data)) - 1)
         end = len(data) if end < 0 else end + 1
-        yield data[start:end]
+        yield data[start:end], first_line
+        first_line += count_lines(data[start:end])
         start = end
 
 
 class _JsonLinesParser:
     """Parses blocks of JSON lines into raw (user, item, count) tables, one file at a time.
 
-    Lines that are not UTF-8 are taken out first (Arrow would take them as they are). Arrow's
-    JSON reader is fast but needs one type per column, fixed for the whole block (it refuses a
+    Every row keeps the number of its line, for the dead letter. Lines that are not UTF-8 are
+    taken out first (blanked: Arrow would take them as they are). Arrow's JSON reader is fast
+    but needs one type per column, fixed for the whole block (it refuses a
     block whose user ids are ``42`` on one line and ``"42"`` on another, or whose item is a
     number somewhere, or one broken line), and it cannot be asked to read "a string or an
     integer". So each block is first parsed by Arrow with explicit types -- items text (integers
@@ -93,34 +108,37 @@ class _JsonLinesParser:
         self._keys = {n: json.dumps(n, ensure_ascii=False).encode("utf-8") for n in self._seen}
         self._records = 0
 
-    def parse(self, chunk: bytes) -> Iterator[RawBlock]:
-        chunk = split_non_utf8_lines(chunk, self._rejects, self._classify_non_utf8)
+    def parse(self, chunk: bytes, first_line: int) -> Iterator[RawBlock]:
+        """Blocks of ``chunk`` (whole lines, the first numbered ``first_line``)."""
+        chunk = split_non_utf8_lines(
+            chunk, self._rejects, self._classify_non_utf8, first_line=first_line
+        )
         table = self._parse_with_arrow(chunk)
         if table is not None:
-            yield self._arrow_block(table, chunk)
+            yield self._arrow_block(table, chunk, first_line)
             return
-        pieces = [chunk]
+        pieces = [(chunk, first_line)]
         if len(chunk) > _SUB_BLOCK_BYTES:
-            pieces = list(_cut_lines(chunk, _SUB_BLOCK_BYTES))
-        for piece in pieces:
+            pieces = list(_cut_lines(chunk, _SUB_BLOCK_BYTES, first_line))
+        for piece, line in pieces:
             table = self._parse_with_arrow(piece) if len(pieces) > 1 else None
             if table is not None:
-                yield self._arrow_block(table, piece)
+                yield self._arrow_block(table, piece, line)
             else:
-                yield self._parse_with_json(piece)
+                yield self._parse_with_json(piece, line)
 
-    def _arrow_block(self, table: pa.Table, chunk: bytes) -> RawBlock:
+    def _arrow_block(self, table: pa.Table, chunk: bytes, first_line: int) -> RawBlock:
         counts, rows = self._rejects.take()
-        lines: List[bytes] = []
+        lines: List[RawLine] = []
 
-        def raw_row(i: int) -> Optional[bytes]:
+        def raw_line(i: int) -> Optional[RawLine]:
             if not lines:
-                lines.extend(_nonblank_lines(chunk))
+                lines.extend(_nonblank_lines(chunk, first_line))
             # One row per non-blank line; if Arrow saw it otherwise, render the row instead.
             return lines[i] if len(lines) == table.num_rows else None
 
-        # The chunk is UTF-8 (bad lines were taken out) and Arrow refuses bad escapes: no check.
-        return RawBlock(table, counts, rows, raw_row, utf8_checked=True)
+        # The chunk is UTF-8 (bad lines were blanked) and Arrow refuses bad escapes: no check.
+        return RawBlock(table, counts, rows, raw_line, utf8_checked=True)
 
     def _parse_with_arrow(self, chunk: bytes) -> Optional[pa.Table]:
         for user_type in list(self._user_types):
@@ -155,35 +173,35 @@ class _JsonLinesParser:
             table = table.set_column(index, c.count, pc.fill_null(table.column(index), 1))
         return table
 
-    def _parse_with_json(self, chunk: bytes) -> RawBlock:
+    def _parse_with_json(self, chunk: bytes, first_line: int) -> RawBlock:
         c = self._columns
         users: List[Optional[bytes]] = []
         items: List[Optional[str]] = []
         counts: List[int] = []
-        lines: List[bytes] = []  # the line of each row passed on
+        lines: List[RawLine] = []  # the number and line of each row passed on
         rejects = self._rejects
-        for line in chunk.split(b"\n"):
+        for number, line in enumerate(chunk.split(b"\n"), first_line):
             if not line.strip(_JSON_SPACE):
                 continue
             self._records += 1
             try:
                 record = json.loads(line)
             except (ValueError, RecursionError):  # not JSON, or nested too deep for Python
-                rejects.add("malformed", line)
+                rejects.add("malformed", line, number)
                 continue
             if not isinstance(record, dict):
-                rejects.add("malformed", line)
+                rejects.add("malformed", line, number)
                 continue
             for name in self._seen:
                 self._seen[name] = self._seen[name] or name in record
             reason, row = _json_row(record, c, self._options)
             if reason:
-                rejects.add(reason, line)
+                rejects.add(reason, line, number)
             else:
                 users.append(row[0])
                 items.append(row[1])
                 counts.append(row[2])
-                lines.append(line)
+                lines.append((number, line))
         table = pa.table(
             {
                 c.user: pa.array(users, pa.binary()),

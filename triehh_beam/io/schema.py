@@ -24,6 +24,7 @@ __all__ = [
     "ITEM_TYPES",
     "RECORD_SCHEMA",
     "RawBlock",
+    "RawLine",
     "RecordBlock",
     "RecordColumns",
     "RecordFormatError",
@@ -177,16 +178,20 @@ class RecordOptions:
 
 
 class RejectedRow(NamedTuple):
-    """A record dropped by the reader: why, and the record itself.
+    """A record dropped by the reader: why, the record itself, and where it was in its file.
 
-    ``raw`` is the exact input line (``bytes``, without its line break) where the reader has
-    it, or a JSON object rendering the parsed row (``str``) where it does not (Parquet rows, CSV
-    rows rejected by a value check): strings as strings, binary and text that is not UTF-8 as
-    ``{"base64": ...}``.
+    ``raw`` is the exact input record (``bytes``, without its line break) for JSON Lines and
+    CSV -- one line, or for a CSV record with a quoted line break the lines it spans -- and a
+    JSON object rendering the parsed row (``str``) for Parquet, which has no lines: strings as
+    strings, binary and text that is not UTF-8 as ``{"base64": ...}``. ``line`` is the
+    1-based line the record starts on (JSON Lines, CSV; the CSV header is line 1), ``row_index``
+    the 0-based position of the row in its Parquet file (across row groups); the other is None.
     """
 
     reason: str
     raw: Union[bytes, str]
+    line: Optional[int] = None
+    row_index: Optional[int] = None
 
 
 class RecordBlock(NamedTuple):
@@ -197,16 +202,23 @@ class RecordBlock(NamedTuple):
     rejected: Tuple[RejectedRow, ...]
 
 
+# The raw form of a row a format reader kept: (1-based line it starts on, its exact bytes).
+RawLine = Tuple[int, bytes]
+
+
 class RawBlock(NamedTuple):
     """What a format reader (``jsonl``, ``delimited``, ``parquet``) yields for normalisation.
 
     ``data``: raw columns as found in the file; ``drops`` and ``rejected``: the rows the format
-    reader itself took out; ``raw_row(i)``: the raw line of row ``i`` of ``data`` (None, or no
-    function: render the parsed row); ``utf8_checked``: the reader made sure its text is UTF-8.
+    reader itself took out; ``raw_line(i)``: the line and raw bytes of row ``i`` of ``data``
+    (None, or no function: render the parsed row); ``first_row``: the 0-based position in its
+    file of row 0 of ``data`` (Parquet, which has rows, not lines); ``utf8_checked``: the reader
+    made sure its text is UTF-8.
     """
 
     data: Union[pa.RecordBatch, pa.Table]
     drops: Dict[str, int]
     rejected: List[RejectedRow]
-    raw_row: Optional[Callable[[int], bytes]] = None
+    raw_line: Optional[Callable[[int], Optional[RawLine]]] = None
     utf8_checked: bool = False
+    first_row: Optional[int] = None

@@ -11,7 +11,7 @@ import collections
 import threading
 from typing import Callable, Dict, List, Optional, Tuple
 
-from triehh_beam.io.normalise import is_utf8
+from triehh_beam.io.arrays import is_utf8
 from triehh_beam.io.schema import RejectedRow
 
 __all__ = ["Rejects", "count_lines", "split_non_utf8_lines"]

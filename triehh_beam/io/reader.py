@@ -19,16 +19,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import pyarrow as pa
 
 from triehh_beam.io import delimited, jsonl, parquet
-from triehh_beam.io.normalise import (
-    as_batches,
-    as_binary,
-    decoded,
-    is_bytes,
-    is_text,
-    is_utf8,
-    normalise_block,
-    single_batch,
-)
+from triehh_beam.io.arrays import as_binary, decoded, is_bytes, is_text, is_utf8
+from triehh_beam.io.normalise import as_batches, normalise_block, single_batch
 from triehh_beam.io.schema import (
     DEFAULT_BATCH_SIZE,
     FORMATS,

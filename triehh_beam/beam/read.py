@@ -25,6 +25,7 @@ from triehh_beam.io.schema import (
     RecordColumns,
     RecordFormatError,
     RecordOptions,
+    check_timestamp_column,
 )
 from triehh_beam.io.streams import compression_of, infer_format
 
@@ -71,6 +72,7 @@ class _RecordsDoFn(beam.DoFn):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not isinstance(options, RecordOptions):
             raise TypeError(f"options must be RecordOptions, got {type(options).__name__}")
+        check_timestamp_column(columns, options)
         self._format = format
         self._columns = columns
         self._batch_size = batch_size

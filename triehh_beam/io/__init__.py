@@ -29,6 +29,7 @@ from triehh_beam.io.schema import (
     RecordFormatError,
     RecordOptions,
     RejectedRow,
+    TIMESTAMP_FIELD,
     record_schema,
 )
 from triehh_beam.io.streams import infer_format
@@ -48,6 +49,7 @@ __all__ = [
     "RecordFormatError",
     "RecordOptions",
     "RejectedRow",
+    "TIMESTAMP_FIELD",
     "bad_fraction",
     "binary_buffers",
     "dead_letter_json",

@@ -245,10 +245,12 @@ def read_csv(
     rest, header = _peek_csv_header(f)
     if header is None:
         return
-    require_columns(header, columns)
+    require_columns(header, columns, options)
     wanted = [columns.user, columns.item]
     if columns.count is not None and columns.count in header:
         wanted.append(columns.count)
+    if options.timestamp_column is not None:
+        wanted.append(options.timestamp_column)
     parser = _CsvBlockParser(header, wanted, keep_rejected)
     line = 2  # the header is line 1
     # Arrow parses a block in a thread of its own while the rows of the one before are

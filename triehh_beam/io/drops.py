@@ -33,6 +33,7 @@ DROP_REASONS = (
     "bad_item",
     "oversized_item",
     "bad_count",
+    "bad_timestamp",
 )
 # Per-file counters (not records, never bad: an empty file is reported, not refused).
 FILE_COUNTERS = ("files_read", "files_empty")

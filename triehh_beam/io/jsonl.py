@@ -3,7 +3,8 @@ lines are parsed by Arrow's JSON reader with explicit column types; only a 64 Ki
 that Arrow refuses (mixed user id types, a value of the wrong type, a broken line) is parsed
 line by line with ``json``, where each value is checked on its own and a broken line is one
 ``malformed`` record. A missing or null count is 1; a file whose records all lack the user or
-item key is a ``RecordFormatError`` (known only at its end).
+item key (or the timestamp key, when one is read) is a ``RecordFormatError`` (known only at its
+end).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from triehh_beam.io.schema import (
     RecordFormatError,
     RecordOptions,
 )
+from triehh_beam.io.timestamps import micros_of_values
 from triehh_beam.protocol.encoding import ItemKind
 
 __all__ = ["read_jsonl"]
@@ -103,8 +105,13 @@ class _JsonLinesParser:
         self._rejects = Rejects(keep_rejected)
         self._user_types = [pa.string(), pa.int64()]
         self._item_type = pa.int64() if options.item_kind is ItemKind.INT else pa.string()
+        # Timestamps are text (RFC 3339) or numbers (milliseconds): tried like the user types.
+        self._stamp = options.timestamp_column
+        self._stamp_types = [pa.string(), pa.int64(), pa.float64()] if self._stamp else [None]
         # Whether some record of the file has the key (files lacking a required key are refused).
         self._seen = {columns.user: False, columns.item: False}
+        if self._stamp:
+            self._seen[self._stamp] = False
         self._keys = {n: json.dumps(n, ensure_ascii=False).encode("utf-8") for n in self._seen}
         self._records = 0
 
@@ -142,20 +149,28 @@ class _JsonLinesParser:
 
     def _parse_with_arrow(self, chunk: bytes) -> Optional[pa.Table]:
         for user_type in list(self._user_types):
-            try:
-                table = self._arrow_table(chunk, user_type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                continue
-            if user_type != self._user_types[0]:
-                self._user_types.reverse()
-            return table
+            for stamp_type in list(self._stamp_types):
+                try:
+                    table = self._arrow_table(chunk, user_type, stamp_type)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                    continue
+                # The types that worked are tried first for the next block.
+                for types, found in ((self._user_types, user_type),
+                                     (self._stamp_types, stamp_type)):
+                    types.remove(found)
+                    types.insert(0, found)
+                return table
         return None
 
-    def _arrow_table(self, chunk: bytes, user_type: pa.DataType) -> pa.Table:
+    def _arrow_table(
+        self, chunk: bytes, user_type: pa.DataType, stamp_type: Optional[pa.DataType]
+    ) -> pa.Table:
         c = self._columns
         fields = [(c.user, user_type), (c.item, self._item_type)]
         if c.count:
             fields.append((c.count, pa.int64()))
+        if self._stamp:
+            fields.append((self._stamp, stamp_type))
         table = pa_json.read_json(
             pa.BufferReader(chunk),
             parse_options=pa_json.ParseOptions(
@@ -178,6 +193,7 @@ class _JsonLinesParser:
         users: List[Optional[bytes]] = []
         items: List[Optional[str]] = []
         counts: List[int] = []
+        stamps: List[object] = []
         lines: List[RawLine] = []  # the number and line of each row passed on
         rejects = self._rejects
         for number, line in enumerate(chunk.split(b"\n"), first_line):
@@ -201,14 +217,16 @@ class _JsonLinesParser:
                 users.append(row[0])
                 items.append(row[1])
                 counts.append(row[2])
+                stamps.append(row[3])
                 lines.append((number, line))
-        table = pa.table(
-            {
-                c.user: pa.array(users, pa.binary()),
-                c.item: pa.array(items, pa.string()),
-                **({c.count: pa.array(counts, pa.int64())} if c.count else {}),
-            }
-        )
+        columns = {
+            c.user: pa.array(users, pa.binary()),
+            c.item: pa.array(items, pa.string()),
+            **({c.count: pa.array(counts, pa.int64())} if c.count else {}),
+        }
+        if self._stamp:  # values of several types: converted here, column by type
+            columns[self._stamp] = micros_of_values(stamps)
+        table = pa.table(columns)
         drops, rows = rejects.take()
         return RawBlock(table, drops, rows, lines.__getitem__, utf8_checked=True)
 
@@ -229,7 +247,10 @@ class _JsonLinesParser:
         """Raises RecordFormatError if the file had records but none had the user/item key."""
         if not self._records:
             return
-        for role, name in (("user id", self._columns.user), ("item", self._columns.item)):
+        roles = [("user id", self._columns.user), ("item", self._columns.item)]
+        if self._stamp:
+            roles.append(("timestamp", self._stamp))
+        for role, name in roles:
             if not self._seen[name]:
                 raise RecordFormatError(f"no {role} column {name!r}: no record has that key")
 
@@ -248,25 +269,27 @@ def _not_utf8(value) -> bool:
 def _json_row(
     record: dict, c: RecordColumns, options: RecordOptions
 ) -> Tuple[Optional[str], Tuple]:
-    """(drop reason or None, (user bytes, item text, count)) for one JSON record.
+    """(drop reason or None, (user bytes, item text, count, timestamp value)) for one record.
 
     The reasons only Python sees (a lone surrogate, a value of the wrong JSON type, an
     oversized user id, which comes before them in the order) are decided here, in the order
-    of ``DROP_REASONS``; missing users and items are passed on as None, a bad count as -1 and
-    an integer item as its decimal text, for ``normalise_batch`` to count in the same order.
+    of ``DROP_REASONS``; missing users and items are passed on as None, a bad count as -1,
+    an integer item as its decimal text and the timestamp as parsed, for ``normalise_batch``
+    to count in the same order.
     """
     user, item = record.get(c.user), record.get(c.item)
-    if _not_utf8(user) or _not_utf8(item):
+    stamp = record.get(options.timestamp_column) if options.timestamp_column else None
+    if _not_utf8(user) or _not_utf8(item) or _not_utf8(stamp):
         return "invalid_utf8", ()
     if user is None or user == "":
-        return None, (None, None, 1)
+        return None, (None, None, 1, stamp)
     if isinstance(user, bool) or not isinstance(user, (str, int)):
         return "bad_user", ()
     user = user.encode("utf-8") if isinstance(user, str) else str(user).encode("ascii")
     if len(user) > options.max_user_bytes:
         return "oversized_user", ()
     if item is None or item == "":
-        return None, (user, None, 1)
+        return None, (user, None, 1, stamp)
     if options.item_kind is ItemKind.INT and isinstance(item, int) and not isinstance(item, bool):
         item = str(item)
     if not isinstance(item, str):
@@ -276,6 +299,6 @@ def _json_row(
         count = 1
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _INT64_MAX:
         count = -1
-    return None, (user, item, count)
+    return None, (user, item, count, stamp)
 
 

@@ -39,6 +39,7 @@ from triehh_beam.io.schema import (
     RecordFormatError,
     RecordOptions,
 )
+from triehh_beam.io.timestamps import check_timestamp_type, timestamp_micros
 from triehh_beam.protocol.encoding import ItemKind
 
 # binary_buffers lives in io.arrays; the Beam transforms import it from here too.
@@ -117,8 +118,18 @@ def single_batch(table: pa.Table) -> pa.RecordBatch:
     return batches[0]
 
 
-def require_columns(names: Sequence[str], columns: RecordColumns) -> None:
-    for role, name in (("user id", columns.user), ("item", columns.item)):
+def require_columns(
+    names: Sequence[str], columns: RecordColumns, options: Optional[RecordOptions] = None
+) -> None:
+    """Refuses a file without the user or item column (or the timestamp column, when set).
+
+    Raises:
+      RecordFormatError: naming the column and the file's columns.
+    """
+    required = [("user id", columns.user), ("item", columns.item)]
+    if options is not None and options.timestamp_column is not None:
+        required.append(("timestamp", options.timestamp_column))
+    for role, name in required:
         if name not in names:
             raise RecordFormatError(f"no {role} column {name!r} (the columns are {list(names)})")
 
@@ -130,11 +141,14 @@ def check_column_types(schema: pa.Schema, columns: RecordColumns, options: Recor
       RecordFormatError: a missing user or item column, or a column of an unusable type (the
         message names the column and its type).
     """
-    require_columns(schema.names, columns)
+    require_columns(schema.names, columns, options)
     _check_user_type(_value_type(schema.field(columns.user).type), columns.user)
     _check_item_type(_value_type(schema.field(columns.item).type), columns.item, options)
     if columns.count is not None and columns.count in schema.names:
         _check_count_type(_value_type(schema.field(columns.count).type), columns.count)
+    if options.timestamp_column is not None:
+        name = options.timestamp_column
+        check_timestamp_type(_value_type(schema.field(name).type), name)
 
 
 def _value_type(kind: pa.DataType) -> pa.DataType:
@@ -192,19 +206,24 @@ def normalise_block(
 ) -> _Normalised:
     """Normalises one batch; ``utf8_checked``: its text is known to be UTF-8 (CSV, JSON)."""
     names = batch.schema.names
-    require_columns(names, columns)
+    require_columns(names, columns, options)
     n = batch.num_rows
     user_raw = decoded(batch.column(columns.user))
     item_raw = decoded(batch.column(columns.item))
     has_count = columns.count is not None and columns.count in names
     count_raw = decoded(batch.column(columns.count)) if has_count else None
 
+    stamp_name = options.timestamp_column
+    stamp_raw = None if stamp_name is None else decoded(batch.column(stamp_name))
+
     # Arrow's Parquet reader does not check UTF-8; the CSV and JSON Lines readers take out the
     # lines that are not UTF-8, so their batches need no second check.
-    utf8_ok = None if utf8_checked else _text_utf8_ok(user_raw, item_raw, count_raw, options)
+    text_ok = None
+    if not utf8_checked:
+        text_ok = _text_utf8_ok(user_raw, item_raw, [count_raw, stamp_raw], options)
     users = _normalise_users(user_raw, columns.user)
     if options.normalise_user_ids:
-        users = _normalised_text_ids(user_raw, users, utf8_ok)
+        users = _normalised_text_ids(user_raw, users, text_ok)
     items, item_present, item_ok = _normalise_items(item_raw, columns.item, options)
     if has_count:
         counts, count_ok = _normalise_counts(count_raw, columns.count)
@@ -213,15 +232,23 @@ def normalise_block(
     item_size_ok = None
     if options.item_kind is not ItemKind.INT:
         item_size_ok = at_most(items, options.max_item_bytes)
+    stamps = stamp_ok = None
+    if stamp_raw is not None:
+        if text_ok is not None and (is_text(stamp_raw.type) or is_bytes(stamp_raw.type)):
+            # Text that is not UTF-8 (dropped first) never reaches Arrow's string kernels.
+            stamp_raw = pc.if_else(pc.fill_null(text_ok, False), stamp_raw,
+                                   pa.scalar(None, stamp_raw.type))
+        stamps, stamp_ok = timestamp_micros(stamp_raw, stamp_name)
 
     checks: _Checks = [
-        ("invalid_utf8", utf8_ok),
+        ("invalid_utf8", text_ok),
         ("missing_user", nonempty(users)),
         ("oversized_user", at_most(users, options.max_user_bytes)),
         ("missing_item", item_present),
         ("bad_item", item_ok),
         ("oversized_item", item_size_ok),
         ("bad_count", count_ok),
+        ("bad_timestamp", stamp_ok),
     ]
     # Each dropped row is counted once, under the first check it fails.
     drops = {}
@@ -235,7 +262,7 @@ def normalise_block(
         keep = ok if keep is None else pc.and_(keep, ok)
         now_kept = true_count(keep)
         drops[reason], kept = kept - now_kept, now_kept
-    arrays = [users, items, counts]
+    arrays = [users, items, counts] + ([stamps] if stamps is not None else [])
     rejected: List[Tuple[int, str]] = []
     if kept < n:
         arrays = [pc.filter(array, keep) for array in arrays]
@@ -246,19 +273,18 @@ def normalise_block(
 
 
 def _text_utf8_ok(
-    users: pa.Array, items: pa.Array, counts: Optional[pa.Array], options: RecordOptions
+    users: pa.Array, items: pa.Array, others: List[Optional[pa.Array]], options: RecordOptions
 ) -> Optional[pa.Array]:
-    """True where every text value of the row is UTF-8 (None if all rows are): string columns,
-    and a binary item column when items are text."""
+    """True where every text value of the row is UTF-8 (None if all rows are): string columns
+    (``others``: the count and timestamp columns, where there are), and a binary item column
+    when items are text."""
     text_items = is_text(items.type) or (
         options.item_kind is ItemKind.TEXT and is_bytes(items.type)
     )
     result = None
-    for array, holds_text in (
-        (users, is_text(users.type)),
-        (items, text_items),
-        (counts, counts is not None and is_text(counts.type)),
-    ):
+    columns = [(users, is_text(users.type)), (items, text_items)]
+    columns += [(other, is_text(other.type)) for other in others if other is not None]
+    for array, holds_text in columns:
         ok = utf8_ok(array) if holds_text else None
         if ok is not None:
             result = ok if result is None else pc.and_(result, ok)

@@ -55,6 +55,8 @@ def read_parquet(
     wanted = [columns.user, columns.item]
     if columns.count is not None and columns.count in schema.names:
         wanted.append(columns.count)
+    if options.timestamp_column is not None:
+        wanted.append(options.timestamp_column)
     groups = None if row_group is None else [row_group]
     metadata = parquet.metadata
     # The position in the file of each row, for the dead letter: rows before the row group.

@@ -30,6 +30,7 @@ from triehh_beam.io.schema import (
     RecordFormatError,
     RecordOptions,
     RejectedRow,
+    check_timestamp_column,
 )
 from triehh_beam.io.streams import (
     UNREADABLE_ERRORS,
@@ -102,6 +103,7 @@ def iter_record_blocks(
       As ``iter_record_batches``.
     """
     format = _check_arguments(path, format, batch_size)
+    check_timestamp_column(columns, options)
     if row_group is not None and format != "parquet":
         raise ValueError(f"{path!r}: only Parquet files are read by row group, not {format}")
     compression = compression_of(path, format)

@@ -1,7 +1,8 @@
 """The shape of normalised device records and the settings of the reader, defined once here:
 the formats, the column names (``RecordColumns``), how values are read and which are too big
 (``RecordOptions``), the Arrow schema of a normalised batch (``record_schema``: ``user_id``
-binary, ``item`` string/binary/int64 by item kind, ``count`` int64), and ``RecordFormatError``,
+binary, ``item`` string/binary/int64 by item kind, ``count`` int64, and with a timestamp column
+``timestamp`` int64 microseconds), and ``RecordFormatError``,
 what a file that cannot be read as records raises; docs/input.md states the whole contract.
 """
 
@@ -30,6 +31,8 @@ __all__ = [
     "RecordFormatError",
     "RecordOptions",
     "RejectedRow",
+    "TIMESTAMP_FIELD",
+    "check_timestamp_column",
     "record_schema",
 ]
 
@@ -38,24 +41,32 @@ FORMATS = ("jsonl", "csv", "parquet")
 BYTES_ENCODINGS = ("base64", "hex")
 DEFAULT_MAX_USER_BYTES = 256
 DEFAULT_MAX_ITEM_BYTES = 4096
+# The normalised batch's column of record times (int64 microseconds since the epoch, UTC), when
+# RecordOptions.timestamp_column names the input column to read them from.
+TIMESTAMP_FIELD = "timestamp"
 
 ITEM_TYPES = {ItemKind.TEXT: pa.string(), ItemKind.BYTES: pa.binary(), ItemKind.INT: pa.int64()}
 
 
-def record_schema(item_kind: Union[ItemKind, str] = ItemKind.TEXT) -> pa.Schema:
-    """The schema of normalised batches for items of ``item_kind`` (item string/binary/int64)."""
-    return _record_schema(ItemKind(item_kind))
+def record_schema(
+    item_kind: Union[ItemKind, str] = ItemKind.TEXT, timestamps: bool = False
+) -> pa.Schema:
+    """The schema of normalised batches for items of ``item_kind`` (item string/binary/int64),
+    with a ``timestamp`` column (``TIMESTAMP_FIELD``, int64 microseconds since the epoch, UTC)
+    last when ``timestamps`` (``RecordOptions.timestamp_column`` set)."""
+    return _record_schema(ItemKind(item_kind), bool(timestamps))
 
 
 @functools.lru_cache(maxsize=None)
-def _record_schema(item_kind: ItemKind) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("user_id", pa.binary(), nullable=False),
-            pa.field("item", ITEM_TYPES[item_kind], nullable=False),
-            pa.field("count", pa.int64(), nullable=False),
-        ]
-    )
+def _record_schema(item_kind: ItemKind, timestamps: bool) -> pa.Schema:
+    fields = [
+        pa.field("user_id", pa.binary(), nullable=False),
+        pa.field("item", ITEM_TYPES[item_kind], nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+    ]
+    if timestamps:
+        fields.append(pa.field(TIMESTAMP_FIELD, pa.int64(), nullable=False))
+    return pa.schema(fields)
 
 
 RECORD_SCHEMA = record_schema(ItemKind.TEXT)
@@ -115,10 +126,17 @@ class RecordOptions:
       normalise_user_ids: text user ids (string columns) lose surrounding white space and are
         put in Unicode NFC, so that ``" 42"`` and ``"42"`` are one user; an id left empty is
         ``missing_user``. Integer and binary ids are taken as they are.
+      timestamp_column: the input column holding when each record happened, or None (the
+        default: no time). When set, every file must have the column, and the normalised
+        batch gains a last column ``timestamp`` (``TIMESTAMP_FIELD``): int64 microseconds
+        since the Unix epoch, UTC. A number is milliseconds since the epoch, text is RFC 3339
+        with an offset or ``Z`` (or milliseconds in decimal), a Parquet timestamp is converted
+        (``triehh_beam.io.timestamps``); a missing value or anything else is ``bad_timestamp``.
 
     Raises:
       ValueError: for an unknown kind or encoding, an encoding for items that are not bytes,
-        ``int_bits`` outside 1..64 or given for items that are not integers, limits below 1.
+        ``int_bits`` outside 1..64 or given for items that are not integers, limits below 1,
+        a timestamp column name that is not a non-empty string.
     """
 
     item_kind: ItemKind = ItemKind.TEXT
@@ -127,6 +145,7 @@ class RecordOptions:
     max_user_bytes: int = DEFAULT_MAX_USER_BYTES
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES
     normalise_user_ids: bool = False
+    timestamp_column: Optional[str] = None
 
     def __post_init__(self):
         kind = ItemKind(self.item_kind)
@@ -152,6 +171,9 @@ class RecordOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        column = self.timestamp_column
+        if column is not None and (not isinstance(column, str) or not column):
+            raise ValueError(f"timestamp_column must be a non-empty string or None, got {column!r}")
 
     @classmethod
     def for_encoder(
@@ -161,6 +183,7 @@ class RecordOptions:
         max_user_bytes: int = DEFAULT_MAX_USER_BYTES,
         max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
         normalise_user_ids: bool = False,
+        timestamp_column: Optional[str] = None,
     ) -> "RecordOptions":
         """The options that read items of ``encoder``'s kind (and integer width)."""
         return cls(
@@ -170,11 +193,25 @@ class RecordOptions:
             max_user_bytes=max_user_bytes,
             max_item_bytes=max_item_bytes,
             normalise_user_ids=normalise_user_ids,
+            timestamp_column=timestamp_column,
         )
 
     @property
     def schema(self) -> pa.Schema:
-        return record_schema(self.item_kind)
+        return record_schema(self.item_kind, self.timestamp_column is not None)
+
+
+def check_timestamp_column(columns: RecordColumns, options: RecordOptions) -> None:
+    """Refuses a timestamp column that is also the user, item or count column.
+
+    Raises:
+      ValueError: naming the column.
+    """
+    column = options.timestamp_column
+    if column is not None and column in (columns.user, columns.item, columns.count):
+        raise ValueError(
+            f"the timestamp column {column!r} must differ from the user, item and count columns"
+        )
 
 
 class RejectedRow(NamedTuple):

@@ -20,8 +20,6 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 from triehh_beam.job import config as config_lib
 from triehh_beam.job.config import DiscoveryConfig
 
@@ -135,6 +133,8 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
     Every refusal (bad input, an infeasible target, a state directory that holds another job or
     is held by another run, the budget spent) is one line on stderr and exit code 2.
     """
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     from triehh_beam.io.schema import RecordFormatError
     from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.driver import (

@@ -17,16 +17,16 @@ import argparse
 import dataclasses
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from apache_beam.io.filesystems import FileSystems
-
-from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+
+if TYPE_CHECKING:  # Beam is imported where a path is opened or a transform built, not here:
+    from triehh_beam.beam.read import ReadRecordBatches  # the `triehh` parser reads SETTINGS
 
 __all__ = [
     "BY_NAME",
@@ -62,6 +62,8 @@ ENCODING = "trie.encoding"
 
 def read_seed_file(path: str) -> bytes:
     """The secret seed held in ``path`` (16 to 64 bytes); raises ValueError or OSError naming it."""
+    from apache_beam.io.filesystems import FileSystems
+
     with FileSystems.open(path, compression_type="uncompressed") as f:
         seed = f.read()
     if not 16 <= len(seed) <= 64:
@@ -453,6 +455,8 @@ class DiscoveryConfig:
     def legacy_state_dir(self) -> str:
         """Where releases before 0.2 kept the state by default: ``OUTPUT/state``, inside the
         published output (a job found there must be moved out before it resumes)."""
+        from apache_beam.io.filesystems import FileSystems
+
         return FileSystems.join(self.output_dir, "state")
 
     def sampling_identity(self) -> bytes:
@@ -522,6 +526,8 @@ class DiscoveryConfig:
         return mismatches
 
     def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
+        from triehh_beam.beam.read import ReadRecordBatches
+
         return ReadRecordBatches(
             self.input_pattern,
             format=self.input_format,

@@ -72,12 +72,15 @@ def test_discover_prints_progress_and_a_summary_without_a_private_count(records,
     assert lines[summary].startswith(f"discovered {len(document['heavy_hitters'])} heavy hitters in "
                                      f"{document['rounds_run']} rounds ({document['stop_reason']})")
     assert document["heavy_hitters"]
-    for item in document["heavy_hitters"]:
-        assert f"  {item}" in lines[summary + 1:]
+    # Listed in the order `triehh show` documents: round found (length + 1), then ignoring case.
+    listed = lines[summary + 1:summary + 1 + len(document["heavy_hitters"])]
+    assert listed == [f"  {item}" for item in
+                      sorted(document["heavy_hitters"], key=lambda w: (len(w) + 1, w.casefold(), w))]
     assert f"privacy: within the target (4, 1e-06)-DP, user level, for all 4 rounds; theta={plan.theta}" in lines
-    assert lines[-2] == f"results (publishable): {output / 'heavy_hitters.json'}"
-    assert lines[-1] == f"operator report (private, every count; never publish): " \
+    assert lines[-3] == f"results (publishable): {output / 'heavy_hitters.json'}"
+    assert lines[-2] == f"operator report (private, every count; never publish): " \
                         f"{output}.state/operator_report.json"
+    assert lines[-1] == f"see the result as tables and a tree: triehh show {output}"
     assert (output / "trie.pb").is_file()
     assert "Traceback" not in err
     # No exact count of the population (users, records, votes, m, the achieved epsilon).

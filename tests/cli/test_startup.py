@@ -45,6 +45,7 @@ def test_the_check_sees_a_heavy_import():
     ["discover", "--help"],
     ["demo", "--help"],
     ["evaluate", "--help"],
+    ["show", "--help"],
     ["scheduled", "--help"],
 ])
 def test_help_imports_neither_beam_nor_scipy(argv):
@@ -61,6 +62,7 @@ def test_help_imports_neither_beam_nor_scipy(argv):
     (["plan", "--population", "0", "--epsilon", "1", "--delta", "1e-6", "--max-length", "4"],
      "argument --population/-n: must be >= 1, got 0"),
     (["no-such-command"], "argument COMMAND: invalid choice: 'no-such-command'"),
+    (["show"], "the following arguments are required: OUTPUT"),
 ])
 def test_argument_errors_import_neither_beam_nor_scipy(argv, message):
     report = _imported_after(argv)

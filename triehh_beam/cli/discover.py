@@ -16,6 +16,7 @@ import argparse
 import difflib
 import json
 import logging
+import os
 import sys
 import time
 from typing import Optional, Sequence
@@ -205,19 +206,20 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             "elapsed_seconds": round(time.monotonic() - started, 3),
         })
     else:
-        _print_summary(result, time.monotonic() - started, config.verbose)
+        _print_summary(result, time.monotonic() - started, config.verbose, config.encoder)
     return 0
 
 
-def _print_summary(result, elapsed: float, verbose: bool) -> None:
+def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
+    from triehh_beam.evaluation import show
     from triehh_beam.job.outputs import population_is_public
 
     plan = result.plan
     say("")
     say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
          f"({result.stop_reason}), {elapsed:.1f} s:")
-    for item in result.heavy_hitters:
-        say(f"  {item.hex() if isinstance(item, bytes) else item}")
+    for entry in show.ordered_items(result.heavy_hitters, encoder):
+        say(f"  {entry.text}")
     if result.frequent_prefixes:
         shown = [p.hex() if isinstance(p, bytes) else str(p) for p in result.frequent_prefixes]
         say(f"frequent prefixes (not complete items): {', '.join(shown)}")
@@ -235,6 +237,7 @@ def _print_summary(result, elapsed: float, verbose: bool) -> None:
         say(line)
     say(f"results (publishable): {result.output_path}")
     say(f"operator report (private, every count; never publish): {result.report_path}")
+    say(f"see the result as tables and a tree: triehh show {os.path.dirname(result.output_path)}")
 
 
 def register_discover(subparsers) -> None:

@@ -116,8 +116,25 @@ def test_epsilon_at_or_below_zero_is_refused(records, tmp_path, epsilon, capsys)
     code = _discover("--input", records, "--output", str(tmp_path / "out"), f"--epsilon={epsilon}",
                      "--delta", "1e-6", "--max-length", "4")
     assert code == 2
-    assert "epsilon must be > 0" in _one_line_error(capsys)
+    assert _one_line_error(capsys) == f"triehh: error: --epsilon must be > 0, got {float(epsilon)}"
     assert not (tmp_path / "out").exists()  # refused before any job ran
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--delta", "2"], "--delta must be in (0, 1), got 2.0"),
+    (["--theta", "5"], "--theta and --batch-size override the planner together: give both or neither"),
+    (["--theta", "0", "--batch-size", "3"], "--theta and --batch-size must be >= 1"),
+    (["--population", "0"], "--population must be >= 1, got 0"),
+    (["--max-bad-fraction", "1.5"], "--max-bad-fraction must be in [0, 1], got 1.5"),
+    (["--lease-seconds", "0"], "--lease-seconds must be > 0, got 0.0"),
+    (["--ledger", "l", "--budget-epsilon", "-1"], "--budget-epsilon must be a positive number, got -1.0"),
+    (["--ledger", "l", "--budget-delta", "1"], "--budget-delta must be in (0, 1), got 1.0"),
+])
+def test_a_bad_value_is_refused_naming_the_flag_as_typed(records, tmp_path, flags, message, capsys):
+    code = _discover("--input", records, "--output", str(tmp_path / "out"), *TARGET, *flags)
+    assert code == 2
+    assert _one_line_error(capsys) == f"triehh: error: {message}"
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
 
 
 def _infeasible(few_records, tmp_path, seed_file, capsys):
@@ -247,3 +264,4 @@ def test_an_unreadable_file_is_refused_in_one_line_naming_it(records, tmp_path, 
     assert code == 2
     line = _one_line_error(capsys)
     assert f"{broken}: cannot read it as parquet" in line
+

@@ -47,7 +47,9 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
     groups = {config_lib.GROUPS[0]: parser.add_argument_group(config_lib.GROUPS[0])}
     if demo:
         groups[config_lib.GROUPS[0]].add_argument(
-            "--output", default="triehh-demo-output", help="output directory (default: %(default)s)")
+            "--output", default=None, metavar="DIR",
+            help="output directory; the private state goes beside it, in DIR.state (default: "
+                 "triehh-demo/output in $XDG_CACHE_HOME, else in ~/.cache)")
         skip = ("input_pattern", "output_dir", "input_format", "user_column", "item_column", "count_column")
         optional = tuple(DEMO_DEFAULTS)
     else:

@@ -265,3 +265,13 @@ def test_an_unreadable_file_is_refused_in_one_line_naming_it(records, tmp_path, 
     line = _one_line_error(capsys)
     assert f"{broken}: cannot read it as parquet" in line
 
+
+def test_a_round_that_keeps_one_prefix_says_prefix(tmp_path, seed_file, capsys):
+    # 2,000 users who all hold "ab": each round keeps exactly one prefix (a, ab, then ab's end).
+    records = tmp_path / "same.jsonl"
+    records.write_text("".join(f'{{"user_id": {u}, "item": "ab"}}\n' for u in range(2000)), encoding="utf-8")
+    assert _discover("--input", str(records), "--output", str(tmp_path / "out"), *TARGET,
+                     "--seed-file", seed_file) == 0
+    rounds = [line.rsplit(",", 1)[0] for line in capsys.readouterr().out.splitlines() if line.startswith("round ")]
+    assert rounds == ["round 1/4: frontier 1, kept 1 prefix", "round 2/4: frontier 1, kept 1 prefix",
+                      "round 3/4: frontier 1, kept 1 prefix"]

@@ -8,7 +8,6 @@ marker must go.
 """
 
 import json
-import os
 
 import pytest
 

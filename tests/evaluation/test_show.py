@@ -236,3 +236,16 @@ def test_a_result_on_gcs_reads_as_a_local_one(tmp_path, gcs_emulator):
     assert show.load_result(f"{remote}/trie.pb").trie == _text_trie()
     with pytest.raises(show.ResultError, match="holds neither heavy_hitters.json nor trie.pb"):
         show.load_result(f"gs://{gcs_emulator}/words/elsewhere")
+
+
+def test_an_integer_prefix_reads_as_its_bits_and_values_everywhere():
+    ints = ItemEncoder(kind=ItemKind.INT, int_bits=4, unit_size=2, max_length=3)
+    trie = _trie(ints, ints.encode(-3), (b"11",))  # -3 = 0101; the prefix 11 covers 4..7
+    result = show.PublishedResult(trie, None, ("x",))
+    [prefix] = result.frequent_prefixes()
+    assert prefix.text == "11\u2026 (values 4 to 7)"
+    assert "\u2502" not in show.render_tree(trie)
+    assert show.render_tree(trie).splitlines()[1:] == ["\u251c\u2500 0101  \u25cf -3",
+                                                       "\u2514\u2500 11    \u2026 11\u2026 (values 4 to 7)"]
+    svg = show_page.page_html(result)
+    assert ">11\u2026 (values 4 to 7)</text>" in svg and "(values 4 to 7)\u2026" not in svg

@@ -20,7 +20,7 @@ import textwrap
 import unicodedata
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units, is_terminated
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.protocol.messages import TrieFormatError
 from triehh_beam.protocol.tokenize import TOKENIZER_ID
 from triehh_beam.protocol.trie import RadixNode, Trie

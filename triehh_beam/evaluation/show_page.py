@@ -25,6 +25,7 @@ from triehh_beam.evaluation.show import (
     render_tree,
     summary_lines,
 )
+from triehh_beam.protocol.encoding import ItemKind
 from triehh_beam.protocol.trie import RadixNode, Trie
 
 __all__ = ["MAX_LEAVES_DRAWN", "draw_trie", "page_html", "write_image", "write_page"]
@@ -101,8 +102,11 @@ def draw_trie(trie: Trie):
             style = dict(color="#333333", bbox=dict(boxstyle="round,pad=0.25", fc=_INNER_COLOUR, ec="#c9d0d8"))
         ax.text(x, row, _label(node), ha="center", va="center", fontsize=9, zorder=3, **style)
         if not node.children:
-            whole = (display(encoder.decode(node.prefix + (encoder.eos,)), encoder) if node.terminal
-                     else display(encoder.decode(node.prefix), encoder, complete=False) + "\u2026")
+            if node.terminal:
+                whole = display(encoder.decode(node.prefix + (encoder.eos,)), encoder)
+            else:  # an integer prefix shows its bits with an ellipsis and its range already
+                whole = display(encoder.decode(node.prefix), encoder, complete=False)
+                whole += "" if encoder.kind is ItemKind.INT else "\u2026"
             ax.text(depth + 0.7, row, whole, ha="left", va="center", fontsize=8,
                     color=_ITEM_COLOUR if node.terminal else _PREFIX_COLOUR, zorder=3)
     ax.plot([0], [(leaves - 1) / 2], marker="o", color="#333333", ms=4, zorder=3)

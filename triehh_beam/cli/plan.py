@@ -18,7 +18,7 @@ from typing import List
 
 from triehh_beam.cli import argtypes
 from triehh_beam.cli.argtypes import UsageError
-from triehh_beam.protocol import parameters, planner, utility
+from triehh_beam.protocol import parameters
 
 __all__ = ["register_plan"]
 
@@ -79,6 +79,8 @@ def _items_per_user(text: str) -> float:
 
 def _plan_report(args) -> dict:
     """The plan and its discovery table, as one JSON-ready dict."""
+    from triehh_beam.protocol import planner, utility  # SciPy: only when a plan is made
+
     result = planner.plan(args.population, args.epsilon, args.delta, args.max_length, args.rule)
     item_length = args.max_length if args.item_length is None else args.item_length
     report = result.to_dict()

@@ -17,16 +17,16 @@ import argparse
 import dataclasses
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from apache_beam.io.filesystems import FileSystems
-
-from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+
+if TYPE_CHECKING:  # Beam is imported where a path is opened or a transform built, not here:
+    from triehh_beam.beam.read import ReadRecordBatches  # the `triehh` parser reads SETTINGS
 
 __all__ = [
     "BY_NAME",
@@ -62,6 +62,8 @@ ENCODING = "trie.encoding"
 
 def read_seed_file(path: str) -> bytes:
     """The secret seed held in ``path`` (16 to 64 bytes); raises ValueError or OSError naming it."""
+    from apache_beam.io.filesystems import FileSystems
+
     with FileSystems.open(path, compression_type="uncompressed") as f:
         seed = f.read()
     if not 16 <= len(seed) <= 64:
@@ -369,25 +371,25 @@ class DiscoveryConfig:
 
     def __post_init__(self):
         if not self.input_pattern:
-            raise ValueError("an input pattern is required")
+            raise ValueError("--input is required (the records' file pattern)")
         if not self.output_dir:
-            raise ValueError("an output directory is required")
+            raise ValueError("--output is required (the output directory)")
         if not self.epsilon > 0:
-            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+            raise ValueError(f"--epsilon must be > 0, got {self.epsilon}")
         if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
         if self.rule not in RULES:
-            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+            raise ValueError(f"--rule must be one of {', '.join(RULES)}, got {self.rule!r}")
         if self.input_format not in FORMATS:
-            raise ValueError(f"format must be jsonl, csv or parquet, got {self.input_format!r}")
+            raise ValueError(f"--format must be jsonl, csv or parquet, got {self.input_format!r}")
         if self.seed is not None and not 16 <= len(self.seed) <= 64:
-            raise ValueError(f"the seed must be 16 to 64 bytes, got {len(self.seed)}")
+            raise ValueError(f"the seed (--seed-file) must be 16 to 64 bytes, got {len(self.seed)}")
         if (self.theta is None) != (self.batch_size is None):
-            raise ValueError("theta and batch_size override the planner together: give both or neither")
+            raise ValueError("--theta and --batch-size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
-            raise ValueError("theta and batch_size must be >= 1")
+            raise ValueError("--theta and --batch-size must be >= 1")
         if self.population is not None and self.population < 1:
-            raise ValueError(f"population must be >= 1, got {self.population}")
+            raise ValueError(f"--population must be >= 1, got {self.population}")
         if self.state_dir is None and not _is_local(self.output_dir):
             raise ValueError(
                 f"a {self.output_dir.split('://')[0]}:// output needs --state-dir: the state holds "
@@ -400,7 +402,7 @@ class DiscoveryConfig:
                 f"{self.output_dir}: it holds the secret seed, so keep it out of what is published"
             )
         if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
-            raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
+            raise ValueError(f"--max-bad-fraction must be in [0, 1], got {self.max_bad_fraction}")
         self.record_options  # validates the reading options
         self.budget  # validates the budget
         if (self.budget_epsilon is not None or self.budget_delta is not None) and not self.ledger_dir:
@@ -410,7 +412,7 @@ class DiscoveryConfig:
                 "a lifetime budget needs the population's shared ledger: give --ledger DIR "
                 "([budget] ledger in a scheduled config), the same for every job on the population")
         if not self.lease_seconds > 0:
-            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
+            raise ValueError(f"--lease-seconds must be > 0, got {self.lease_seconds}")
         self.encoder  # validates unit_size and max_length
 
     @property
@@ -453,6 +455,8 @@ class DiscoveryConfig:
     def legacy_state_dir(self) -> str:
         """Where releases before 0.2 kept the state by default: ``OUTPUT/state``, inside the
         published output (a job found there must be moved out before it resumes)."""
+        from apache_beam.io.filesystems import FileSystems
+
         return FileSystems.join(self.output_dir, "state")
 
     def sampling_identity(self) -> bytes:
@@ -522,6 +526,8 @@ class DiscoveryConfig:
         return mismatches
 
     def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
+        from triehh_beam.beam.read import ReadRecordBatches
+
         return ReadRecordBatches(
             self.input_pattern,
             format=self.input_format,

@@ -8,8 +8,10 @@ import os
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pytest
+
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
@@ -38,7 +40,7 @@ def _population(users: int, seed: int, prefix: str):
 def _batches(population, start_micros, rng):
     ids = list(population)
     rows = [(u, item) for u in ids for item in population[u]]
-    stamps = start_micros + rng.integers(0, HOUR, size=len(rows))
+    stamps = start_micros + rng.integers(0, HOUR // 1000, size=len(rows)) * 1000  # milliseconds
     batch = pa.RecordBatch.from_arrays(
         [pa.array([u.encode() for u, _ in rows], pa.binary()), pa.array([i for _, i in rows], pa.string()),
          pa.array(np.ones(len(rows), np.int64)), pa.array(stamps, pa.int64())],
@@ -126,3 +128,68 @@ def test_a_rerun_never_releases_a_window_twice(tmp_path):
     assert not report["released"] and "already released" in report["reason"]
     assert (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes() == trie
     assert len(Ledger(config.resolved_ledger_dir).records()) == 1
+
+
+def _streaming_run(config, events):
+    """The windowed graph on Beam's streaming DirectRunner, fed by a ``TestStream``."""
+    from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+    from apache_beam.testing.test_stream import TestStream
+
+    job = windowed.WindowedJob.for_config(config, config.seed)
+    sampler = Sampler(config.seed, config.window_identity())
+    stream = TestStream()
+    for event in events:
+        if isinstance(event, int):
+            stream = stream.advance_watermark_to(Timestamp(micros=event))
+        else:
+            stream = stream.add_elements(
+                [TimestampedValue(b.drop_columns(["timestamp"]), Timestamp(micros=int(b.column("timestamp")[0].as_py())))
+                 for b in event])
+    stream = stream.advance_watermark_to_infinity()
+    options = PipelineOptions([], streaming=True)
+    with beam.Pipeline(runner=BundleBasedDirectRunner(), options=options) as p:
+        gated = p | stream | GateLateRecords(job.windows)
+        windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
+        gated["late"] | beam.Map(lambda kv, out=str(job.state_root): _note_late(out, kv))
+    return job
+
+
+def _note_late(directory, keyed):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "late.txt"), "a") as f:
+        f.write(f"{keyed[0]} {keyed[1].num_rows}\n")
+
+
+def _one_stamp_batches(population, start, rng, size=200):
+    """Batches whose records share one event time (a Pub/Sub message's), within the window."""
+    batches = []
+    for b in _batches(population, start, rng):
+        for i in range(0, b.num_rows, size):
+            part = b.slice(i, size)
+            stamp = int(part.column("timestamp")[0].as_py())
+            batches.append(part.set_column(3, "timestamp", pa.array([stamp] * part.num_rows, pa.int64())))
+    return batches
+
+
+def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_records_leave(tmp_path):
+    rng = np.random.default_rng(7)
+    first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
+    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
+    straggler = _one_stamp_batches({"late-1": ["the"]}, T0, rng)  # within the lateness
+    too_late = _one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng)
+    lateness = 600
+    config = _config(tmp_path / "stream", allowed_lateness=lateness)
+    events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
+              T0 + HOUR + 1000, straggler, second_batches[5:],
+              T0 + HOUR + lateness * 1_000_000 + 1000, too_late, T0 + 3 * HOUR]
+    job = _streaming_run(config, events)
+    _run(_config(tmp_path / "replay", allowed_lateness=lateness), early + straggler + second_batches)
+    for start in (T0, T0 + HOUR):
+        streamed = tmp_path / "stream" / "out" / windowed.window_dir_name(start)
+        replayed = tmp_path / "replay" / "out" / windowed.window_dir_name(start)
+        assert (streamed / "trie.pb").read_bytes() == (replayed / "trie.pb").read_bytes()
+        hitters = [json.loads((d / "heavy_hitters.json").read_text())["heavy_hitters"] for d in (streamed, replayed)]
+        assert hitters[0] == hitters[1] and hitters[0]
+    reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
+    assert reports["2025-11-23T10:00:00Z"]["input"]["distinct_users"] == 2001  # the straggler counted
+    assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]

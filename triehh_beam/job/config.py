@@ -462,6 +462,7 @@ class DiscoveryConfig:
             max_user_bytes=self.max_user_bytes,
             max_item_bytes=self.max_item_bytes,
             normalise_user_ids=self.normalise_user_ids,
+            timestamp_column=self.timestamp_column,
         )
 
     @property

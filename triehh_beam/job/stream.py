@@ -3,7 +3,7 @@
 
 Both build one Beam graph: records -> event time -> ``GateLateRecords`` -> the per-window
 discovery of ``job.windowed``; rejected messages or rows and late records go to the dead
-letter (``--dead-letter``, default ``STATE/dead-letter``: raw data is private), each counted
+letter (``--dead-letter``, default in the state directory: raw data is private), each counted
 per kind. The stream runs on Beam's streaming DirectRunner by default (in process, never the
 Prism download), or on the runner the Beam flags name (Dataflow, Flink). While it runs, the
 driver watches the windows' private reports and prints one line per closed window (released or
@@ -14,16 +14,19 @@ before its ``_RELEASED`` marker is written).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import os
 import time
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from triehh_beam.beam import runners
-from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG
+from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
 from triehh_beam.beam.windows import LATE_TAG, GateLateRecords, SplitIntoWindows
 from triehh_beam.job import cas, windowed
 from triehh_beam.job.config import DiscoveryConfig
@@ -88,34 +91,41 @@ def _seed(config: DiscoveryConfig) -> bytes:
     return config.seed if config.seed is not None else os.urandom(32)
 
 
-def _prepare(job: windowed.WindowedJob) -> str:
-    """Makes the private state directories; returns the dead letter location."""
+def _prepare(job: windowed.WindowedJob, default_name: str) -> str:
+    """Makes the private state directories; returns the dead letter location (``--dead-letter``,
+    else ``default_name`` in the state directory)."""
     root = job.config.resolved_state_dir
     for private in (root, job.state_root):
         cas.make_private_dir(private)
     if job.config.dead_letter:
         return job.config.dead_letter
-    dead_letter = os.path.join(root, "dead-letter") if "://" not in root else root.rstrip("/") + "/dead-letter"
-    cas.make_private_dir(dead_letter)
-    return dead_letter
+    return FileSystems.join(root, default_name)
 
 
-def _late_entries(keyed):
-    """Late records as dead-letter entries: (reason, window start, batch)."""
+def _late_rows(keyed) -> Iterator[Tuple[str, str, str]]:
+    """Late records as dead-letter entries ``(source, "late", the record as a JSON line)``."""
     start, batch = keyed
-    return "late", start, batch
+    source = f"late for {windowed.window_dir_name(start)}"
+    for row in batch.to_pylist():
+        record = {}
+        for name, value in row.items():
+            if isinstance(value, bytes):
+                try:
+                    value = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    name, value = name + "_base64", base64.b64encode(value).decode("ascii")
+            record[name] = value
+        yield source, "late", json.dumps(record, ensure_ascii=False)
 
 
-def _discover(records, job: windowed.WindowedJob, seed: bytes, dead_letter: str, rejected=None):
-    from triehh_beam.beam.messages import WriteStreamDeadLetters
-
+def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_dead_letters: beam.PTransform):
+    """The gate, the per-window discovery, and every rejected or late record to the dead letter."""
     sampler = Sampler(seed, job.config.window_identity())
     gated = records | "GateLateRecords" >> GateLateRecords(job.windows)
     summaries = windowed.build_windowed_discovery(
         gated["records"], job, sampler.window_keys(), sampler.census_key())
-    late = gated[LATE_TAG] | "LateRecords" >> beam.Map(_late_entries)
-    (late,) + (() if rejected is None else (rejected,)) | "DeadLetters" >> beam.Flatten() \
-        | "WriteDeadLetters" >> WriteStreamDeadLetters(dead_letter)
+    late = gated[LATE_TAG] | "LateRecords" >> beam.FlatMap(_late_rows)
+    (late, rejected) | "DeadLetters" >> beam.Flatten() | "WriteDeadLetters" >> write_dead_letters
     return summaries
 
 
@@ -126,13 +136,13 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         raise ValueError("--window over files needs --timestamp-column (the records' event time)")
     seed = _seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
-    dead_letter = _prepare(job)
+    dead_letter = _prepare(job, "dead_letter.jsonl")
     progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}")
     pipeline = runners.make_pipeline(options)
     # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.
     read = pipeline | "ReadRecords" >> config.read_transform(dead_letter=True)
     records = read[RECORDS_TAG] | "IntoWindows" >> SplitIntoWindows(job.windows)
-    _discover(records, job, seed, dead_letter, rejected=read[REJECTED_TAG])
+    _discover(records, job, seed, read[REJECTED_TAG], WriteDeadLetters(dead_letter))
     pipeline.run().wait_until_finish()
     reports = windowed.read_window_reports(job)
     for report in reports:
@@ -157,11 +167,11 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     ``source.stop_after_windows`` have closed)."""
     from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
-    from triehh_beam.beam.messages import ParseMessages
+    from triehh_beam.beam.messages import ParseMessages, WriteStreamDeadLetters
 
     seed = _seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
-    dead_letter = _prepare(job)
+    dead_letter = _prepare(job, "dead-letter")
     pipeline = stream_pipeline(options)
     parsed = (
         pipeline
@@ -169,7 +179,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
         | "ParseMessages" >> ParseMessages(config.record_options, source.message_format,
                                            timestamp_attribute=source.timestamp_attribute)
     )
-    _discover(parsed["records"], job, seed, dead_letter, rejected=parsed["rejected"])
+    _discover(parsed["records"], job, seed, parsed["rejected"], WriteStreamDeadLetters(dead_letter))
     seen = {r["window_start"] for r in windowed.read_window_reports(job)}
     progress(f"streaming from {source.subscription}: {config.window}-second windows, closing "
              f"{config.allowed_lateness} s after their end; results in {config.output_dir}")

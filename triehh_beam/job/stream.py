@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
 from triehh_beam.beam.windows import LATE_TAG, GateLateRecords, SplitIntoWindows
+from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job import cas, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
@@ -176,8 +177,10 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     parsed = (
         pipeline
         | "ReadFromPubSub" >> ReadFromPubSub(subscription=source.subscription, with_attributes=True)
-        | "ParseMessages" >> ParseMessages(config.record_options, source.message_format,
-                                           timestamp_attribute=source.timestamp_attribute)
+        | "ParseMessages" >> ParseMessages(
+            config.record_options, source.message_format,
+            RecordColumns(config.user_column, config.item_column, config.count_column),
+            timestamp_attribute=source.timestamp_attribute)
     )
     _discover(parsed["records"], job, seed, parsed["rejected"], WriteStreamDeadLetters(dead_letter))
     seen = {r["window_start"] for r in windowed.read_window_reports(job)}

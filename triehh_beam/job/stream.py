@@ -73,6 +73,7 @@ class WindowedRun:
     reports: List[dict]
     state: str
     dead_letter: str
+    result: object = None  # Beam's PipelineResult (a Dataflow dry run's holds the job)
 
 
 def describe_window(report: dict, verbose: bool = False) -> str:
@@ -211,4 +212,4 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
         state = "CANCELLED"
     if state == "FAILED":
         result.wait_until_finish()  # raises the job's error
-    return WindowedRun(closed, state, dead_letter)
+    return WindowedRun(closed, state, dead_letter, result)

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Callable, Optional, Sequence
 
-from triehh_beam.cli import demo, discover, evaluate, ledger, plan, scheduled, show
+from triehh_beam.cli import demo, discover, evaluate, ledger, plan, scheduled, show, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -28,6 +28,7 @@ _SUBCOMMANDS: Sequence[Callable] = (
     scheduled.register_scheduled,
     evaluate.register_evaluate,
     show.register_show,
+    stream.register_stream,
 )
 
 

@@ -18,6 +18,7 @@ import base64
 import dataclasses
 import json
 import os
+import threading
 import time
 from typing import Callable, Iterator, List, Optional, Tuple
 
@@ -34,8 +35,6 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
 
 __all__ = ["StreamSource", "WindowedRun", "describe_window", "run_replay", "run_stream"]
-
-_TERMINAL = {"DONE", "FAILED", "CANCELLED", "DRAINED", "STOPPED", "UPDATED"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +151,22 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     return WindowedRun(reports, "DONE", dead_letter)
 
 
+def _wait(result, ended: List[BaseException]) -> None:
+    try:
+        result.wait_until_finish()
+    except BaseException as e:  # re-raised by the driver's thread
+        ended.append(e)
+
+
+def _cancel(result, wait_seconds: float = 5.0) -> str:
+    """Cancels the job; the streaming DirectRunner's cancel waits for its current Pub/Sub pull
+    (up to 30 s on a quiet subscription), so it runs in a daemon thread, given a few seconds."""
+    canceller = threading.Thread(target=result.cancel, daemon=True, name="triehh-stream-cancel")
+    canceller.start()
+    canceller.join(wait_seconds)
+    return "CANCELLED"
+
+
 def stream_pipeline(options: PipelineOptions) -> beam.Pipeline:
     """A streaming pipeline: Beam's streaming DirectRunner in process by default (never the
     Prism download), else the runner the options name."""
@@ -188,11 +203,15 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     progress(f"streaming from {source.subscription}: {config.window}-second windows, closing "
              f"{config.allowed_lateness} s after their end; results in {config.output_dir}")
     result = pipeline.run()
+    # The streaming DirectRunner's state stays RUNNING after its worker fails: wait on it in a
+    # thread, whose end (and error) the loop below sees.
+    ended: List[BaseException] = []
+    waiter = threading.Thread(target=_wait, args=(result, ended), daemon=True, name="triehh-stream-wait")
+    waiter.start()
     closed: List[dict] = []
     state = "RUNNING"
     try:
         while True:
-            state = str(result.state).split(".")[-1]
             for report in windowed.read_window_reports(job):
                 if report["window_start"] not in seen:
                     seen.add(report["window_start"])
@@ -200,16 +219,15 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
                     progress(describe_window(report, config.verbose))
             if source.stop_after_windows is not None and len(closed) >= source.stop_after_windows:
                 progress(f"{len(closed)} windows closed: stopping (--stop-after-windows)")
-                result.cancel()
-                state = "CANCELLED"
+                state = _cancel(result)
                 break
-            if state in _TERMINAL:
+            if not waiter.is_alive():
+                state = str(result.state).split(".")[-1]
                 break
             time.sleep(poll_seconds)
     except KeyboardInterrupt:
         progress("interrupted: cancelling the job; every released window is kept")
-        result.cancel()
-        state = "CANCELLED"
-    if state == "FAILED":
-        result.wait_until_finish()  # raises the job's error
+        state = _cancel(result)
+    if ended and state != "CANCELLED":
+        raise ended[0]
     return WindowedRun(closed, state, dead_letter, result)

@@ -28,7 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam import transforms
 from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
-from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
+from triehh_beam.beam.windows import BatchPerWindow, EventWindows, rfc3339, window_view
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
@@ -234,6 +234,7 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
     from the seed (the graph never carries the seed).
     """
     config = job.config
+    records = records | "BatchPerWindow" >> BatchPerWindow()
     users = (
         records
         | "DistinctFingerprints" >> beam.ParDo(transforms._DistinctFingerprintsDoFn(census_key))

@@ -2,8 +2,9 @@
 (``jsonl``, ``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items,
 counts and timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the
 accounting of dropped rows (``drops``), opening and decompressing files (``streams``),
-matching file patterns (``files``), reading one file (``reader``) and writing test files
-(``write``). ``triehh_beam.beam.read`` wraps it in a PTransform.
+matching file patterns (``files``), reading one file (``reader``), records that arrive as rows
+(``rows``: BigQuery's) and writing test files (``write``). ``triehh_beam.beam.read`` (and
+``triehh_beam.beam.bigquery``) wrap it in PTransforms.
 """
 
 from triehh_beam.io.drops import (

@@ -1,12 +1,13 @@
 """Reading device records with Arrow, one layer below Beam: one module per input format
 (``jsonl``, ``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items,
 counts and timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the
-accounting of dropped rows (``drops``), opening and decompressing
-files (``streams``), matching file patterns (``files``), reading one file (``reader``) and
-writing test files (``write``). ``triehh_beam.beam.read`` wraps it in a PTransform. The names
-below are imported from their modules on first use (PEP 562): ``files`` and ``streams`` open
-paths through Beam's ``FileSystems``, and a module that needs only ``schema`` (the ``triehh``
-tool's parser does) should not pay for importing Beam.
+accounting of dropped rows (``drops``), opening and decompressing files (``streams``),
+matching file patterns (``files``), reading one file (``reader``), records that arrive as rows
+(``rows``: BigQuery's) and writing test files (``write``). ``triehh_beam.beam.read`` (and
+``triehh_beam.beam.bigquery``) wrap it in PTransforms. The names below are imported from their
+modules on first use (PEP 562): ``files`` and ``streams`` open paths through Beam's
+``FileSystems``, and a module that needs only ``schema`` (the ``triehh`` tool's parser does)
+should not pay for importing Beam.
 """
 
 import importlib

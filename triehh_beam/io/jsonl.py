@@ -52,8 +52,9 @@ def read_jsonl(
         cut = data.rfind(b"\n") + 1  # parse whole lines; the rest waits for the next block
         carry = data[cut:]
         if cut:
-            yield from parser.parse(data[:cut], line)
-            line += count_lines(data[:cut])
+            chunk = data[:cut]
+            yield from parser.parse(chunk, line)
+            line += count_lines(chunk)
     if carry.strip(_JSON_SPACE + b"\n"):
         yield from parser.parse(carry, line)
     parser.check_columns_seen()

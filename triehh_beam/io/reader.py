@@ -40,7 +40,7 @@ from triehh_beam.io.streams import (
     open_records,
 )
 
-__all__ = ["iter_record_batches", "iter_record_blocks", "parquet_row_groups"]
+__all__ = ["iter_record_batches", "iter_record_blocks", "parquet_row_groups", "render_row"]
 
 _FORMAT_READERS = {"jsonl": jsonl.read_jsonl, "csv": delimited.read_csv}
 
@@ -258,10 +258,10 @@ def _rejected_row(
             line, line_bytes = found
             return RejectedRow(reason, line_bytes, line=line)
     row_index = None if raw.first_row is None else raw.first_row + offset + row
-    return RejectedRow(reason, _render_row(batch, row), row_index=row_index)
+    return RejectedRow(reason, render_row(batch, row), row_index=row_index)
 
 
-def _render_row(batch: pa.RecordBatch, row: int) -> str:
+def render_row(batch: pa.RecordBatch, row: int) -> str:
     """Row ``row`` of a raw batch as a JSON object (str): the dead-letter form of a parsed row.
 
     Strings that are valid UTF-8 stay strings; binary values and strings that are not UTF-8

@@ -66,6 +66,7 @@ def _run(config, batches):
         )
         gated = records | GateLateRecords(job.windows)
         windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
+        windowed.note_admitted(gated["admitted"], job)
     return job
 
 
@@ -86,8 +87,10 @@ def test_each_window_equals_the_keyed_simulation_of_its_own_records(tmp_path):
         assert len(expected.heavy_hitters) >= 3
         document = json.loads((out / "heavy_hitters.json").read_text())
         assert sorted(document["heavy_hitters"]) == sorted(expected.heavy_hitters)
-        report = json.loads(open(job.report_path(start)).read())
+        (report,) = [r for r in windowed.read_window_reports(job) if r["window_start"] == windowed.rfc3339(start)]
         assert report["released"] and report["input"]["distinct_users"] == len(population)
+        assert report["records_admitted"] == report["input"]["records"] == len(population)
+        assert report["records_admitted_after_close"] == 0
     charges = Ledger(config.resolved_ledger_dir).records()
     assert sorted(r["window_start"] for r in charges) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]
 
@@ -150,6 +153,7 @@ def _streaming_run(config, events):
     with beam.Pipeline(runner=BundleBasedDirectRunner(), options=options) as p:
         gated = p | stream | GateLateRecords(job.windows)
         windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
+        windowed.note_admitted(gated["admitted"], job)
         gated["late"] | beam.Map(lambda kv, out=str(job.state_root): _note_late(out, kv))
     return job
 
@@ -192,4 +196,25 @@ def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_recor
         assert hitters[0] == hitters[1] and hitters[0]
     reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
     assert reports["2025-11-23T10:00:00Z"]["input"]["distinct_users"] == 2001  # the straggler counted
+    for report in reports.values():
+        assert report["records_admitted"] == report["input"]["records"]
+        assert report["records_admitted_after_close"] == 0
     assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]
+
+
+def test_records_admitted_after_a_window_was_computed_are_reported_not_lost_silently(tmp_path):
+    from triehh_beam.job.stream import describe_window
+
+    job = windowed.WindowedJob.for_config(_config(tmp_path), SEED)
+    windowed._write_json(job.report_path(T0), {"window_start": windowed.rfc3339(T0), "released": True,
+                                               "reason": None, "input": {"distinct_users": 9, "records": 10},
+                                               "heavy_hitters": 1, "rounds": [], "published_to": "out"}, True)
+    (report,) = windowed.read_window_reports(job)
+    assert "records_admitted" not in report and "WARNING" not in describe_window(report)
+    directory = os.path.dirname(job.report_path(T0))
+    for shard, records in ((0, 7), (8, 5)):
+        windowed._write_json(os.path.join(directory, "admitted", f"shard-{shard:03d}.json"),
+                             {"records": records}, True)
+    (report,) = windowed.read_window_reports(job)
+    assert (report["records_admitted"], report["records_admitted_after_close"]) == (12, 2)
+    assert "WARNING: records reached this window after it was computed" in describe_window(report)

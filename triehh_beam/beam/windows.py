@@ -31,6 +31,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
 
 __all__ = [
+    "ADMITTED_TAG",
     "LATE_TAG",
     "BatchPerWindow",
     "EventWindows",
@@ -42,6 +43,7 @@ __all__ = [
 
 _NAMESPACE = "triehh"
 LATE_TAG = "late"
+ADMITTED_TAG = "admitted"
 _SHARDS = 16  # gate keys per window: a window's records are not serialised through one key
 
 
@@ -118,15 +120,18 @@ class _KeyByWindowDoFn(beam.DoFn):
     def process(self, batch, timestamp=beam.DoFn.TimestampParam):
         if batch.num_rows:
             micros = int(timestamp.micros)
-            yield (self._windows.start_of(micros), micros % _SHARDS), batch
+            # Event times are whole milliseconds (Pub/Sub's): shard by the millisecond.
+            yield (self._windows.start_of(micros), micros // 1000 % _SHARDS), batch
 
 
 @beam.typehints.with_input_types(Tuple[Tuple[int, int], pa.RecordBatch])
 @beam.typehints.with_output_types(pa.RecordBatch)
 class _GateDoFn(beam.DoFn):
-    """Lets a window's records through until it closes; after that, they are late."""
+    """Lets a window's records through until it closes; after that, they are late. At the close
+    it also outputs how many records it let through for the window (``ADMITTED_TAG``)."""
 
     CLOSED = userstate.ReadModifyWriteStateSpec("closed", beam.coders.BooleanCoder())
+    ADMITTED = userstate.ReadModifyWriteStateSpec("admitted", beam.coders.VarIntCoder())
     CLOSE = userstate.TimerSpec("close", TimeDomain.WATERMARK)
 
     def __init__(self, windows: EventWindows):
@@ -140,6 +145,7 @@ class _GateDoFn(beam.DoFn):
         keyed,
         timestamp=beam.DoFn.TimestampParam,
         closed=beam.DoFn.StateParam(CLOSED),
+        admitted=beam.DoFn.StateParam(ADMITTED),
         close=beam.DoFn.TimerParam(CLOSE),
     ):
         (start, _), batch = keyed
@@ -148,20 +154,27 @@ class _GateDoFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(LATE_TAG, (start, batch))
             return
         close.set(Timestamp(micros=self._windows.closes_at(start)))
+        admitted.write((admitted.read() or 0) + batch.num_rows)
         yield window.TimestampedValue(batch, timestamp + Duration(micros=self._windows.lateness_micros))
 
     @userstate.on_timer(CLOSE)
-    def on_close(self, closed=beam.DoFn.StateParam(CLOSED)):
+    def on_close(self, key=beam.DoFn.KeyParam, closed=beam.DoFn.StateParam(CLOSED),
+                 admitted=beam.DoFn.StateParam(ADMITTED)):
         closed.write(True)
+        start, shard = key
+        yield beam.pvalue.TaggedOutput(ADMITTED_TAG, (start, shard, admitted.read() or 0))
 
 
 class GateLateRecords(beam.PTransform):
     """Timestamped record batches -> the same batches in the windows downstream, and the late.
 
-    Output: a ``DoOutputsTuple``: the main output, ``pa.RecordBatch`` in
-    ``windows.window_fn()`` (moved ``lateness`` later in event time), and ``LATE_TAG``,
-    ``(window start, batch)`` of records whose window had closed when they arrived (counter
-    ``stream.late_records``).
+    Output: a dict: ``"records"``, ``pa.RecordBatch`` in ``windows.window_fn()`` (moved
+    ``lateness`` later in event time); ``LATE_TAG``, ``(window start, batch)`` of records whose
+    window had closed when they arrived (counter ``stream.late_records``); ``ADMITTED_TAG``,
+    ``(window start, shard, records let through)`` at each close. A runner that delivers a
+    record before the close timer it is already past (Beam does not order the two) lets it
+    through, and the window, already computed, drops it: the admitted counts reveal that
+    (``job.windowed.read_window_reports``: ``records_admitted_after_close``).
     """
 
     def __init__(self, windows: EventWindows):
@@ -172,10 +185,10 @@ class GateLateRecords(beam.PTransform):
         gated = (
             batches
             | "KeyByWindow" >> beam.ParDo(_KeyByWindowDoFn(self._windows))
-            | "Gate" >> beam.ParDo(_GateDoFn(self._windows)).with_outputs(LATE_TAG, main="records")
+            | "Gate" >> beam.ParDo(_GateDoFn(self._windows)).with_outputs(LATE_TAG, ADMITTED_TAG, main="records")
         )
         windowed = gated.records | "IntoWindows" >> beam.WindowInto(self._windows.window_fn())
-        return {"records": windowed, LATE_TAG: gated[LATE_TAG]}
+        return {"records": windowed, LATE_TAG: gated[LATE_TAG], ADMITTED_TAG: gated[ADMITTED_TAG]}
 
 
 def _by_shard(batch: pa.RecordBatch) -> Tuple[int, pa.RecordBatch]:

@@ -28,7 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
-from triehh_beam.beam.windows import LATE_TAG, GateLateRecords, SplitIntoWindows
+from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows
 from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job import cas, windowed
 from triehh_beam.job.config import DiscoveryConfig
@@ -83,6 +83,9 @@ def describe_window(report: dict, verbose: bool = False) -> str:
                 f"{len(report.get('rounds', []))} rounds -> {report.get('published_to')}")
     else:
         line = f"window {start}: nothing released: {report['reason']}"
+    if report.get("records_admitted_after_close"):
+        line += ("; WARNING: records reached this window after it was computed (the runner ran them "
+                 "before the window's close); they are in no result: see its operator report")
     if verbose:
         line += f" [private: {report['input']['distinct_users']:,} users, {report['input']['records']:,} records]"
     return line
@@ -125,6 +128,7 @@ def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_d
     gated = records | "GateLateRecords" >> GateLateRecords(job.windows)
     summaries = windowed.build_windowed_discovery(
         gated["records"], job, sampler.window_keys(), sampler.census_key())
+    windowed.note_admitted(gated[ADMITTED_TAG], job)
     late = gated[LATE_TAG] | "LateRecords" >> beam.FlatMap(_late_rows)
     (late, rejected) | "DeadLetters" >> beam.Flatten() | "WriteDeadLetters" >> write_dead_letters
     return summaries

@@ -255,12 +255,47 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
     return plans | "Release" >> beam.ParDo(_ReleaseDoFn(job), results=window_view(beam.pvalue.AsList(results)))
 
 
+class _NoteAdmittedDoFn(beam.DoFn):
+    """The gate's per-(window, shard) count of records let through, as a private file."""
+
+    def __init__(self, job: WindowedJob):
+        self._job = job
+
+    def process(self, admitted: Tuple[int, int, int]):
+        start, shard, records = admitted
+        path = FileSystems.join(self._job.state_root, window_dir_name(start), "admitted", f"shard-{shard:03d}.json")
+        _write_json(path, {"window_start": rfc3339(start), "shard": shard, "records": records}, private=True)
+
+
+def note_admitted(admitted, job: WindowedJob):
+    """Writes ``GateLateRecords``' admitted counts where ``read_window_reports`` finds them."""
+    return admitted | "NoteAdmitted" >> beam.ParDo(_NoteAdmittedDoFn(job))
+
+
+def _read_json(path: str) -> dict:
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _matches(pattern: str) -> List[str]:
+    return sorted(m.path for match in FileSystems.match([pattern]) for m in match.metadata_list)
+
+
 def read_window_reports(job: WindowedJob) -> List[dict]:
-    """The private reports of the windows closed so far, oldest first."""
-    pattern = FileSystems.join(job.state_root, "window=*", outputs.OPERATOR_REPORT_NAME)
-    found = [m.path for match in FileSystems.match([pattern]) for m in match.metadata_list]
+    """The private reports of the windows closed so far, oldest first.
+
+    Each gains ``records_admitted``, what the gate let into the window (from its counts at the
+    close, when written), and ``records_admitted_after_close``: those of them that reached the
+    window after it was computed (a runner may deliver a record before the close timer it is
+    already past; the window's result cannot include it), never silently.
+    """
     reports = []
-    for path in sorted(found):
-        with FileSystems.open(path) as f:
-            reports.append(json.loads(f.read().decode("utf-8")))
+    for path in _matches(FileSystems.join(job.state_root, "window=*", outputs.OPERATOR_REPORT_NAME)):
+        report = _read_json(path)
+        directory = path.rsplit("/", 1)[0]
+        admitted = [_read_json(p)["records"] for p in _matches(FileSystems.join(directory, "admitted", "shard-*.json"))]
+        if admitted:
+            report["records_admitted"] = sum(admitted)
+            report["records_admitted_after_close"] = max(0, sum(admitted) - report["input"]["records"])
+        reports.append(report)
     return reports

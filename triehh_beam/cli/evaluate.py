@@ -172,6 +172,8 @@ def _print_summary(result: dict, written: dict, json_path: str) -> None:
     for skipped in result["infeasible"]:
         print(f"skipped epsilon={skipped['epsilon']:g} unit size {skipped['unit_size']}: infeasible "
               f"({skipped['reason']})")
+    for warning in result["warnings"]:  # e.g. several items per user: Proposition 1 is no bound
+        print(f"warning: {warning}")
     print(f"results: {json_path}")
     print(f"report:  {written['report']}")
 

@@ -1,8 +1,9 @@
 """Reading device records with Arrow, one layer below Beam: one module per input format
-(``jsonl``, ``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items and
-counts (``normalise``), the accounting of dropped rows (``drops``), opening and decompressing
-files (``streams``), matching file patterns (``files``), reading one file (``reader``) and
-writing test files (``write``). ``triehh_beam.beam.read`` wraps it in a PTransform.
+(``jsonl``, ``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items,
+counts and timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the
+accounting of dropped rows (``drops``), opening and decompressing files (``streams``),
+matching file patterns (``files``), reading one file (``reader``) and writing test files
+(``write``). ``triehh_beam.beam.read`` wraps it in a PTransform.
 """
 
 from triehh_beam.io.drops import (
@@ -13,7 +14,8 @@ from triehh_beam.io.drops import (
     describe_drops,
 )
 from triehh_beam.io.files import match_files
-from triehh_beam.io.normalise import binary_buffers, normalise_batch
+from triehh_beam.io.arrays import binary_buffers
+from triehh_beam.io.normalise import normalise_batch
 from triehh_beam.io.reader import iter_record_batches, iter_record_blocks, parquet_row_groups
 from triehh_beam.io.schema import (
     BYTES_ENCODINGS,
@@ -27,6 +29,7 @@ from triehh_beam.io.schema import (
     RecordFormatError,
     RecordOptions,
     RejectedRow,
+    TIMESTAMP_FIELD,
     record_schema,
 )
 from triehh_beam.io.streams import infer_format
@@ -46,6 +49,7 @@ __all__ = [
     "RecordFormatError",
     "RecordOptions",
     "RejectedRow",
+    "TIMESTAMP_FIELD",
     "bad_fraction",
     "binary_buffers",
     "dead_letter_json",

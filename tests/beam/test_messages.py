@@ -119,6 +119,8 @@ def test_parse_messages_refuses_bad_arguments():
         ParseMessages({"item_kind": "text"})
     with pytest.raises(ValueError, match="timestamp_attribute"):
         ParseMessages(RecordOptions(), "json", timestamp_attribute="")
+    with pytest.raises(ValueError, match="no timestamp field"):
+        ParseMessages(RecordOptions(timestamp_column="ts"), "proto")
 
 
 @pytest.mark.parametrize(

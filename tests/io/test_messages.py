@@ -25,11 +25,12 @@ def reasons(rejected):
 
 
 def read_file(path, options):
-    good, drops = [], collections.Counter()
+    good, drops, positions = [], collections.Counter(), []
     for block in iter_record_blocks(str(path), options=options, keep_rejected=True):
         good += rows(block.batch)
         drops.update({k: v for k, v in block.drops.items() if v})
-    return good, dict(drops)
+        positions += [(row.line, row.reason) for row in block.rejected]
+    return good, dict(drops), sorted(positions)
 
 
 def as_list_message(lines):
@@ -52,7 +53,7 @@ def test_a_list_message_gives_what_the_jsonl_reader_gives_for_the_same_records(n
     records = [line for line in lines if is_json(line)]  # a broken line cannot be in a list
     broken = len(lines) - len(records)
     (tmp_path / "same.jsonl").write_bytes(b"\n".join(records) + b"\n")
-    file_rows, file_drops = read_file(tmp_path / "same.jsonl", options)
+    file_rows, file_drops, file_positions = read_file(tmp_path / "same.jsonl", options)
 
     batch, rejected = parse_message(as_list_message(records), options, "json", message_id="m1")
 
@@ -62,6 +63,8 @@ def test_a_list_message_gives_what_the_jsonl_reader_gives_for_the_same_records(n
     if broken:  # what the corpus file drops, less the line that is no JSON at all
         assert file_drops == {**expected_drops, "malformed": expected_drops["malformed"] - broken}
     assert all(entry.message_id == "m1" for entry in rejected)
+    # The file has one record per line, in message order: lines and record positions agree.
+    assert sorted((e.record, e.reason) for e in rejected) == file_positions
     assert batch.num_rows + len(rejected) == len(records)
 
 
@@ -117,13 +120,23 @@ def test_a_record_with_bytes_that_are_not_utf8_is_invalid_utf8_not_a_bad_message
 
 def test_rejected_json_records_carry_the_record_as_one_json_line():
     _, rejected = parse_message(b'[{"user_id": "c", "item": "kiwi", "count": -3}]', message_id="5")
-    assert rejected == [DeadLetter("bad_count", b'{"user_id":"c","item":"kiwi","count":-3}', "5", rejected[0].record)]
-    assert rejected[0].record in (None, 1)  # the reader's line number, where it gives one
+    assert rejected == [DeadLetter("bad_count", b'{"user_id":"c","item":"kiwi","count":-3}', "5", 1)]
+    _, rejected = parse_message(b'[{"user_id": "a", "item": "x"}, 5, {"user_id": "b", "item": "caf\xe9"}]')
+    assert [(e.record, e.reason) for e in rejected] == [(2, "malformed"), (3, "invalid_utf8")]
 
 
 def test_unknown_message_format_is_refused():
     with pytest.raises(ValueError, match="message_format"):
         parse_message(b"[]", TEXT, "xml")
+
+
+def test_json_records_may_carry_a_timestamp_column_protobuf_records_may_not():
+    options = RecordOptions(timestamp_column="ts")
+    batch, rejected = parse_message(b'[{"user_id": "a", "item": "x", "ts": 1700000000123}, {"user_id": "b", "item": "y", "ts": "soon"}]', options)
+    assert batch.to_pylist() == [{"user_id": b"a", "item": "x", "count": 1, "timestamp": 1_700_000_000_123_000}]
+    assert [(e.record, e.reason) for e in rejected] == [(2, "bad_timestamp")]
+    with pytest.raises(ValueError, match="no timestamp field"):
+        parse_message(b"", options, "proto")
 
 
 # ---- protobuf --------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ class _ParseMessagesDoFn(beam.DoFn):
         self._records = Metrics.counter(METRICS_NAMESPACE, "stream.records")
         self._rejected = {
             reason: Metrics.counter(METRICS_NAMESPACE, f"stream.rejected.{reason}")
-            for reason in DROP_REASONS + MESSAGE_REASONS
+            for reason in dict.fromkeys(DROP_REASONS + MESSAGE_REASONS)
         }
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
@@ -109,7 +109,7 @@ class _ParseMessagesDoFn(beam.DoFn):
         records = batch.num_rows
         for entry in rejected:
             self._rejected[entry.reason].inc()
-            records += entry.reason not in MESSAGE_REASONS
+            records += entry.record is not None  # a record, not a whole message
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, entry)
         self._records.inc(records)
         if batch.num_rows:
@@ -165,6 +165,8 @@ class ParseMessages(beam.PTransform):
             raise TypeError(f"options must be RecordOptions, got {type(options).__name__}")
         if message_format not in MESSAGE_FORMATS:
             raise ValueError(f"message_format must be one of {MESSAGE_FORMATS}, got {message_format!r}")
+        if message_format == "proto" and options.timestamp_column is not None:
+            raise ValueError("protobuf messages have no timestamp field: leave RecordOptions.timestamp_column unset")
         if timestamp_attribute is not None and (not isinstance(timestamp_attribute, str) or not timestamp_attribute):
             raise ValueError(f"timestamp_attribute must be a non-empty string or None, got {timestamp_attribute!r}")
         self._options = options

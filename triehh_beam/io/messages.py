@@ -41,7 +41,8 @@ __all__ = [
 MESSAGE_FORMATS = ("json", "proto")
 # Why a whole message is rejected (its records are not counted as records): not JSON holding
 # records / not a DeviceRecords; a DeviceRecords of a layout this reader does not know; a
-# timestamp attribute that is neither milliseconds nor RFC 3339 (decided in the Beam layer).
+# timestamp attribute that is neither milliseconds nor RFC 3339 (decided in the Beam layer;
+# the same name as a record's bad timestamp column value, DROP_REASONS).
 MESSAGE_REASONS = ("malformed_message", "unsupported_version", "bad_timestamp")
 # DeviceRecords.schema_version values read as this layout (0: the field left out).
 _PROTO_VERSIONS = (0, 1)
@@ -56,8 +57,8 @@ class DeadLetter(NamedTuple):
     ``raw``: bytes are the exact message, or the record as one JSON line (JSON messages);
     a ``str`` is a JSON object rendering the record (protobuf records). ``message_id``: the
     Pub/Sub message id, where known. ``record``: the 1-based position of the record in its
-    message (None for a whole message, or where the reader does not say). ``detail``: why, in
-    words, for a whole message.
+    message; None for a whole message (and only then). ``detail``: why, in words, for a whole
+    message.
     """
 
     reason: str
@@ -91,11 +92,18 @@ def parse_message(
       Every record of a message that is not rejected whole is either kept or rejected.
 
     Raises:
-      ValueError: an unknown ``message_format``.
+      ValueError: an unknown ``message_format``; ``options.timestamp_column`` with protobuf
+        messages, whose records have no time of their own (JSON records may: the batch then
+        has their ``timestamp`` column, as a file's would).
     """
     if message_format == "json":
         return _parse_json(bytes(data), columns, options, message_id)
     if message_format == "proto":
+        if options.timestamp_column is not None:
+            raise ValueError(
+                "DeviceRecords messages have no timestamp field: their event time is the "
+                "message's (leave RecordOptions.timestamp_column unset)"
+            )
         return _parse_proto(bytes(data), options, message_id)
     raise ValueError(f"message_format must be one of {MESSAGE_FORMATS}, got {message_format!r}")
 
@@ -151,7 +159,7 @@ def _parse_json(
     batches = [block.batch for block in blocks if block.batch.num_rows]
     rejected = [
         # The reader numbers lines from 1: the record's position in the message.
-        DeadLetter(row.reason, row.raw, message_id, getattr(row, "line", None))
+        DeadLetter(row.reason, row.raw, message_id, row.line)
         for block in blocks
         for row in block.rejected
     ]

@@ -248,3 +248,11 @@ def test_dead_letter_lines_of_late_record_batches():
     assert [r for r, _ in dead_letter_lines(("late", batch))] == ["late", "late"]
     with pytest.raises(TypeError, match="dead-letter entry"):
         dead_letter_lines(("late", [1, 2]))
+
+
+def test_dead_letter_lines_of_a_file_readers_rejected_records():
+    [(reason, line)] = dead_letter_lines(("in.jsonl", "bad_count", b'{"count": -1}', 12))
+    assert reason == "bad_count"
+    assert json.loads(line) == {"file": "in.jsonl", "line": 12, "reason": "bad_count", "raw": '{"count": -1}'}
+    [(reason, line)] = dead_letter_lines(("late for window=X", "late", '{"user_id": "u1"}'))
+    assert (reason, json.loads(line)) == ("late", {"file": "late for window=X", "reason": "late", "row": {"user_id": "u1"}})

@@ -2,9 +2,10 @@
 ``ReadFromPubSub(with_attributes=True)``, or bare payloads) into normalised record batches, one
 per message, through ``io.messages.parse_message``, and sends every rejected message or record
 to a tagged output as dead-letter entries; ``WriteStreamDeadLetters`` writes such entries (and
-late records, as ``(reason, record batch)``) as JSON-lines files, one per bundle and reason,
-each published atomically under a unique name, so that it works on batch and streaming runners
-alike and a retried bundle loses nothing. Counters in the ``triehh`` namespace:
+late records, as ``(reason, record batch)``, and a file reader's rejected records) as JSON-lines
+files, one per bundle and reason, each published atomically under a unique name, so that it
+works on batch and streaming runners alike and a retried bundle loses nothing. Counters in the
+``triehh`` namespace:
 ``stream.messages``, ``stream.records`` and ``stream.rejected.<reason>``.
 """
 
@@ -226,9 +227,10 @@ class WriteStreamDeadLetters(beam.PTransform):
     Args:
       uri: a local directory or any Beam filesystem prefix (``gs://bucket/dead``).
 
-    Input: ``io.messages.DeadLetter`` entries (``ParseMessages``' ``[REJECTED_TAG]``), and
+    Input: ``io.messages.DeadLetter`` entries (``ParseMessages``' ``[REJECTED_TAG]``);
     ``(reason, pa.RecordBatch)`` or ``(reason, pa.RecordBatch, source)`` for records rejected
-    after parsing (late records), one line per row (``io.messages.dead_letter_lines``).
+    after parsing (late records), one line per row; and a file reader's rejected records,
+    ``(file, reason, raw[, line[, row_index]])`` (``io.messages.dead_letter_lines``).
 
     Output: an empty PCollection (the files are the result).
     """

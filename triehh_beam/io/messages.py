@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from triehh_beam.io import jsonl
+from triehh_beam.io.drops import dead_letter_json
 from triehh_beam.io.normalise import normalise_block, single_batch
 from triehh_beam.io.reader import _normalised_blocks
 from triehh_beam.io.schema import (
@@ -271,8 +272,10 @@ def _render(record) -> str:
 def dead_letter_lines(entry) -> List[Tuple[str, str]]:
     """``(reason, JSON line)`` for each rejected message or record in ``entry``.
 
-    ``entry`` is a ``DeadLetter``, or ``(reason, batch)`` / ``(reason, batch, source)`` with a
-    record batch of records rejected for ``reason`` (late records), one line per row. Lines::
+    ``entry`` is a ``DeadLetter``; or ``(reason, batch)`` / ``(reason, batch, source)`` with a
+    record batch of records rejected for ``reason`` (late records), one line per row; or a file
+    reader's rejected record, ``(file, reason, raw[, line[, row_index]])``, as
+    ``drops.dead_letter_json`` writes it (``WriteDeadLetters``' form). Lines::
 
       {"message_id": "17", "record": 3, "reason": "bad_count", "raw": "{\\"user_id\\":..."}
       {"message_id": "18", "reason": "malformed_message", "detail": "not JSON: ...",
@@ -287,6 +290,11 @@ def dead_letter_lines(entry) -> List[Tuple[str, str]]:
     """
     if isinstance(entry, DeadLetter):
         return [(entry.reason, json.dumps(_letter_record(entry), ensure_ascii=False))]
+    if (
+        isinstance(entry, tuple) and 3 <= len(entry) <= 5 and isinstance(entry[1], str)
+        and isinstance(entry[2], (bytes, str))
+    ):
+        return [(entry[1], dead_letter_json(entry))]
     if isinstance(entry, tuple) and len(entry) in (2, 3) and isinstance(entry[1], pa.RecordBatch):
         reason, batch = entry[0], entry[1]
         head = {"source": entry[2]} if len(entry) == 3 else {}
@@ -295,8 +303,8 @@ def dead_letter_lines(entry) -> List[Tuple[str, str]]:
             for row in batch.to_pylist()
         ]
     raise TypeError(
-        "a dead-letter entry is a DeadLetter or (reason, pyarrow.RecordBatch[, source]), "
-        f"not {type(entry).__name__}"
+        "a dead-letter entry is a DeadLetter, (reason, pyarrow.RecordBatch[, source]) or "
+        f"(file, reason, raw[, line[, row_index]]), not {entry!r:.80}"
     )
 
 

@@ -168,6 +168,8 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         # A worker's error is logged by Beam with its traceback before it reaches us; we
         # report it ourselves in one line (input problems) or re-raise it (anything else).
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    if config.window is not None or config.timestamp_column is not None:
+        return _execute_windowed(config, options, dry_run, as_json)
     try:
         if dry_run:
             report = plan_only(config, options, progress=(lambda line: None) if as_json else say)
@@ -206,6 +208,30 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         })
     else:
         _print_summary(result, time.monotonic() - started, config.verbose)
+    return 0
+
+
+def _execute_windowed(config: DiscoveryConfig, options: PipelineOptions, dry_run: bool, as_json: bool) -> int:
+    """``--window``: one discovery per event-time window of the files (``job.stream.run_replay``)."""
+    from triehh_beam.io.schema import RecordFormatError
+    from triehh_beam.job import stream
+
+    if config.window is None or config.timestamp_column is None:
+        return _fail("--window and --timestamp-column go together: windows need each record's event time", 2)
+    if dry_run:
+        return _fail("--dry-run plans one job; a windowed discovery plans each window when it closes", 2)
+    try:
+        ran = stream.run_replay(config, options, progress=(lambda line: None) if as_json else say)
+    except (RecordFormatError, FileNotFoundError, ValueError) as e:
+        return _fail(str(e), 2)
+    if as_json:
+        for report in ran.reports:
+            _print_json_line({"event": "window", "window_start": report["window_start"],
+                              "released": report["released"], "reason": report["reason"],
+                              "output": report.get("published_to")})
+    released = sum(1 for r in ran.reports if r["released"])
+    if not as_json:
+        say(f"{len(ran.reports)} windows, {released} released; dead letters (private): {ran.dead_letter}")
     return 0
 
 

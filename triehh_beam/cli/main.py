@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Callable, Optional, Sequence
 
-from triehh_beam.cli import demo, discover, evaluate, ledger, plan, scheduled
+from triehh_beam.cli import demo, discover, evaluate, ledger, plan, scheduled, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -26,6 +26,7 @@ _SUBCOMMANDS: Sequence[Callable] = (
     ledger.register_ledger,
     scheduled.register_scheduled,
     evaluate.register_evaluate,
+    stream.register_stream,
 )
 
 

@@ -52,6 +52,7 @@ GROUPS = (
     "operation",
     "items",
     "expert (experiments only)",
+    "event-time windows (triehh stream, and triehh discover --window)",
 )
 
 # Where a job's state records an identity setting (``Setting.identity``): a field of the
@@ -212,7 +213,19 @@ def setting(
     return dataclasses.field(default=default, repr=repr, metadata={"setting": spec})
 
 
-_IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT = GROUPS
+_IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT, _WINDOWS = GROUPS
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> int:
+    """Whole seconds from ``90``, ``90s``, ``15m``, ``1h`` or ``1d``; raises ValueError."""
+    value = text.strip().lower()
+    unit = _DURATION_UNITS.get(value[-1:]) if value else None
+    number = value[:-1] if unit else value
+    if not number.isdigit():
+        raise ValueError(f"not a duration: {text!r} (write 90, 90s, 15m, 1h or 1d)")
+    return int(number) * (unit or 1)
 
 
 def _text_or_empty(name: str) -> Callable[["DiscoveryConfig"], Any]:
@@ -367,6 +380,19 @@ class DiscoveryConfig:
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "
         "(default: %(default)s)", _OPERATE, default=6 * 3600, parse=float, example="600")
 
+    window: Optional[int] = setting(
+        "--window", "one discovery per fixed event-time window of this length (90s, 15m, 1h, 1d), "
+        "each planned, charged and released on its own; with files, --timestamp-column gives the "
+        "event time", _WINDOWS, default=None, parse=parse_duration, metavar="DURATION", example="1h")
+    allowed_lateness: int = setting(
+        "--allowed-lateness", "a window closes (and is released) this long after its end; records "
+        "arriving later are late: counted and dead-lettered, never in a result (default: 0)",
+        _WINDOWS, default=0, parse=parse_duration, metavar="DURATION", example="10m")
+    timestamp_column: Optional[str] = setting(
+        "--timestamp-column", "files only: the column holding each record's event time "
+        "(milliseconds since the epoch, RFC 3339, or a Parquet timestamp)", _WINDOWS, default=None,
+        metavar="NAME", example="event_time")
+
     def __post_init__(self):
         if not self.input_pattern:
             raise ValueError("an input pattern is required")
@@ -409,6 +435,10 @@ class DiscoveryConfig:
             raise ValueError(
                 "a lifetime budget needs the population's shared ledger: give --ledger DIR "
                 "([budget] ledger in a scheduled config), the same for every job on the population")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"--window must be at least 1 second, got {self.window}")
+        if self.allowed_lateness < 0:
+            raise ValueError(f"--allowed-lateness cannot be negative, got {self.allowed_lateness}")
         if not self.lease_seconds > 0:
             raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
         self.encoder  # validates unit_size and max_length
@@ -432,6 +462,7 @@ class DiscoveryConfig:
             max_user_bytes=self.max_user_bytes,
             max_item_bytes=self.max_item_bytes,
             normalise_user_ids=self.normalise_user_ids,
+            timestamp_column=self.timestamp_column,
         )
 
     @property
@@ -454,6 +485,18 @@ class DiscoveryConfig:
         """Where releases before 0.2 kept the state by default: ``OUTPUT/state``, inside the
         published output (a job found there must be moved out before it resumes)."""
         return FileSystems.join(self.output_dir, "state")
+
+    def window_identity(self) -> bytes:
+        """The identity of a windowed job (``sampling.WindowKeys``): every keyed setting but where
+        the records come from and where results go (so the stream and a bounded replay of the
+        same records, given one seed file, sample alike), with the window length."""
+        where = {"input_pattern", "output_dir", "input_format", "user_column", "item_column",
+                 "count_column", "timestamp_column"}
+        values = {item.name: getattr(self, item.name) for item in SETTINGS if item.keyed and item.name not in where}
+        values["window"] = self.window
+        text = json.dumps({"triehh-beam/window-identity": 1, **values}, sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        return text.encode("ascii")
 
     def sampling_identity(self) -> bytes:
         """The job's identity, mixed into every key derived from the seed (``Sampler``).

@@ -92,7 +92,8 @@ def test_parse_messages_outputs_batches_with_event_times_and_dead_letters(tmp_pa
     c = counters(result)
     assert c["stream.messages"] == 6
     assert c["stream.records"] == 5  # 2 + 1 + 2 + ("[]": 0); whole rejected messages hold none
-    assert (c["stream.rejected.bad_count"], c["stream.rejected.malformed_message"], c["stream.rejected.bad_timestamp"]) == (1, 1, 1)
+    rejected = [c[f"stream.rejected.{reason}"] for reason in ("bad_count", "malformed_message", "bad_timestamp")]
+    assert rejected == [1, 1, 1]
     found, names = letters(tmp_path / "dead")
     assert sorted(found) == ["bad_count", "bad_timestamp", "malformed_message"]
     assert found["malformed_message"] == [{"message_id": "4", "reason": "malformed_message",
@@ -140,7 +141,9 @@ def test_event_time_refuses_anything_else(value):
 
 def test_write_stream_dead_letters_writes_late_batches_one_file_per_bundle_and_reason(tmp_path):
     schema = RecordOptions().schema
-    late = pa.RecordBatch.from_pylist([{"user_id": b"u1", "item": "x", "count": 1}, {"user_id": b"u2", "item": "y", "count": 1}], schema=schema)
+    late = pa.RecordBatch.from_pylist(
+        [{"user_id": b"u1", "item": "x", "count": 1}, {"user_id": b"u2", "item": "y", "count": 1}], schema=schema
+    )
     entries = [("late", late, "window=2023-11-14T22:00:00Z"), DeadLetter("malformed_message", b"\xff", "7")]
     for attempt in range(2):  # a second run (a retried bundle) adds files, never replaces them
         with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:

@@ -132,7 +132,8 @@ def test_unknown_message_format_is_refused():
 
 def test_json_records_may_carry_a_timestamp_column_protobuf_records_may_not():
     options = RecordOptions(timestamp_column="ts")
-    batch, rejected = parse_message(b'[{"user_id": "a", "item": "x", "ts": 1700000000123}, {"user_id": "b", "item": "y", "ts": "soon"}]', options)
+    payload = b'[{"user_id": "a", "item": "x", "ts": 1700000000123}, {"user_id": "b", "item": "y", "ts": "soon"}]'
+    batch, rejected = parse_message(payload, options)
     assert batch.to_pylist() == [{"user_id": b"a", "item": "x", "count": 1, "timestamp": 1_700_000_000_123_000}]
     assert [(e.record, e.reason) for e in rejected] == [(2, "bad_timestamp")]
     with pytest.raises(ValueError, match="no timestamp field"):

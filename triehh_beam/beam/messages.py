@@ -17,7 +17,6 @@ import uuid
 from typing import Dict, List, Optional
 
 import apache_beam as beam
-import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
@@ -167,9 +166,12 @@ class ParseMessages(beam.PTransform):
         if message_format not in MESSAGE_FORMATS:
             raise ValueError(f"message_format must be one of {MESSAGE_FORMATS}, got {message_format!r}")
         if message_format == "proto" and options.timestamp_column is not None:
-            raise ValueError("protobuf messages have no timestamp field: leave RecordOptions.timestamp_column unset")
-        if timestamp_attribute is not None and (not isinstance(timestamp_attribute, str) or not timestamp_attribute):
-            raise ValueError(f"timestamp_attribute must be a non-empty string or None, got {timestamp_attribute!r}")
+            raise ValueError(
+                "protobuf messages have no timestamp field: leave RecordOptions.timestamp_column unset"
+            )
+        attribute = timestamp_attribute
+        if attribute is not None and (not isinstance(attribute, str) or not attribute):
+            raise ValueError(f"timestamp_attribute must be a non-empty string or None, got {attribute!r}")
         self._options = options
         self._format = message_format
         self._columns = columns

@@ -1,0 +1,176 @@
+"""``triehh stream`` end to end through the Pub/Sub emulator (issue 12's "done when"): two
+event-time windows of 3,000 users each, many users per message, read by the streaming job in a
+subprocess; each released window equals the bounded replay (``discover --window``) of the
+same records with the same seed file; a late record and malformed messages are dead-lettered;
+a budget that fits one window releases one and withholds the other, saying why.
+
+Beam's Python DirectRunner takes its watermark from the wall clock (docs/stream_input.md), so
+the records' event times are set a few seconds ahead, in windows that close while the job
+runs, and empty messages (``[]``) keep the watermark moving (a quiet pull waits 30 s)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.job.test_windowed import SEED, _population
+from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
+from triehh_beam.cli.main import main
+from triehh_beam.job import windowed
+from triehh_beam.proto import stream_pb2 as pb
+
+WINDOW = 10  # seconds
+LATENESS = 2
+PER_MESSAGE = 250
+# The common flags of the stream and the replay (the replay of the same records, same seed).
+FLAGS = ["--window", f"{WINDOW}s", "--allowed-lateness", f"{LATENESS}s", "--epsilon", "4",
+         "--delta", "1e-5", "--max-length", "6"]
+
+
+def _messages(windows, message_format):
+    """(payload, event time in ms) per message: PER_MESSAGE records of one window each, the
+    messages of a window spread over its first seconds."""
+    out = []
+    for start_ms, population in windows:
+        records = [(user, item) for user, items in population.items() for item in items]
+        for k, i in enumerate(range(0, len(records), PER_MESSAGE)):
+            part = records[i:i + PER_MESSAGE]
+            if message_format == "json":
+                payload = json.dumps([{"user_id": u, "item": item} for u, item in part]).encode()
+            else:
+                payload = pb.DeviceRecords(records=[pb.DeviceRecord(user_id=u, text=item) for u, item in part]).SerializeToString()
+            out.append((payload, start_ms + 137 * k))
+    return out
+
+
+class _Stream:
+    """One ``triehh stream`` subprocess on its own topic, its output collected."""
+
+    def __init__(self, emulator, tmp, name, env, message_format, extra=()):
+        self.emulator, self.dir = emulator, tmp / name
+        self.dir.mkdir()
+        (self.dir / "seed.bin").write_bytes(SEED)
+        self.paths = emulator.topic(name)
+        command = [sys.executable, "-m", "triehh_beam.cli", "stream", "--subscription", self.paths["subscription"],
+                   "--output", str(self.dir / "out"), "--seed-file", str(self.dir / "seed.bin"),
+                   "--timestamp-attribute", "ts", "--message-format", message_format,
+                   "--dead-letter", str(self.dir / "dead"), "--stop-after-windows", "2", *FLAGS, *extra]
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.output = []
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self):
+        for line in self.process.stdout:
+            self.output.append(line.rstrip("\n"))
+
+    def publish(self, payload, event_ms):
+        return self.emulator.publisher.publish(self.paths["topic"], payload, ts=str(event_ms))
+
+    def tick(self):
+        self.emulator.publisher.publish(self.paths["topic"], b"[]")
+
+    def wait(self, timeout):
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError("triehh stream did not end:\n" + "\n".join(self.output))
+        time.sleep(0.2)  # the last lines
+        return code
+
+    def letters(self):
+        found = {}
+        for path in sorted((self.dir / "dead").rglob("*.jsonl")):
+            found.setdefault(path.parent.name, []).extend(json.loads(line) for line in path.read_text().splitlines())
+        return found
+
+
+@pytest.mark.slow
+def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emulator, subprocess_env, tmp_path):
+    env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=pubsub_emulator.host, PUBSUB_PROJECT_ID=pubsub_emulator.project)
+    base = math.ceil((time.time() + 10) / WINDOW) * WINDOW  # window A starts in 10-20 s, B after it
+    first, second = _population(3000, 1, "a"), _population(3000, 2, "b")
+    windows = [(base * 1000, first), ((base + WINDOW) * 1000, second)]
+    streams = {
+        "all": _Stream(pubsub_emulator, tmp_path, "all", env, "json"),
+        # The same records as DeviceRecords, and a lifetime budget that fits one window's spend.
+        "budget": _Stream(pubsub_emulator, tmp_path, "budget", env, "proto",
+                          ["--ledger", str(tmp_path / "ledger"), "--budget-epsilon", "5"]),
+    }
+    futures = [s.publish(payload, ms) for name, s in streams.items()
+               for payload, ms in _messages(windows, "json" if name == "all" else "proto")]
+    rejected = {"not json": b"{not json", "a scalar": b"42"}
+    all_ = streams["all"]
+    futures += [all_.publish(payload, base * 1000 + 5) for payload in rejected.values()]
+    futures.append(all_.emulator.publisher.publish(all_.paths["topic"], b'[{"user_id": "x", "item": "the"}]', ts="soon"))
+    for future in futures:
+        future.result(timeout=60)
+
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(0.5):
+            for s in streams.values():
+                s.tick()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    # A record for window A, sent once A has closed: late.
+    late_ms = base * 1000 + 3
+    while time.time() < base + WINDOW + LATENESS + 2:
+        time.sleep(0.1)
+    all_.publish(json.dumps([{"user_id": "late-1", "item": "the"}]).encode(), late_ms).result(timeout=30)
+    try:
+        codes = {name: s.wait(timeout=240) for name, s in streams.items()}
+    finally:
+        stop.set()
+        ticker.join()
+    for name, s in streams.items():
+        assert codes[name] == 0, "\n".join(s.output)
+
+    # Both windows released, each equal to the bounded replay of its records (the late one and
+    # the rejected messages are in neither).
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    (replay / "seed.bin").write_bytes(SEED)
+    with open(replay / "records.jsonl", "w") as f:
+        for start_ms, population in windows:
+            for k, (user, items) in enumerate(population.items()):
+                for item in items:
+                    f.write(json.dumps({"user_id": user, "item": item, "ts": start_ms + 137 * (k // PER_MESSAGE)}) + "\n")
+    assert main(["discover", "--input", str(replay / "records.jsonl"), "--output", str(replay / "out"),
+                 "--timestamp-column", "ts", "--seed-file", str(replay / "seed.bin"), *FLAGS]) == 0
+    names = [windowed.window_dir_name(start_ms * 1000) for start_ms, _ in windows]
+    output = "\n".join(all_.output)
+    for name in names:
+        streamed, replayed = all_.dir / "out" / name, replay / "out" / name
+        assert (streamed / windowed.RELEASED_MARKER).exists(), output
+        assert (streamed / "trie.pb").read_bytes() == (replayed / "trie.pb").read_bytes()
+        hitters = [json.loads((d / "heavy_hitters.json").read_text())["heavy_hitters"] for d in (streamed, replayed)]
+        assert hitters[0] == hitters[1] and len(hitters[0]) >= 3
+        assert f"window {name.split('=', 1)[1]}: released" in output
+    assert "2 windows closed, 2 released" in output
+
+    # The late record and the rejected messages, in the dead letter.
+    letters = all_.letters()
+    assert [(e["reason"], e["row"]["user_id"]) for e in letters.get("late", [])] == [("late", "late-1")], output
+    assert sorted(e["raw"] for e in letters["malformed_message"]) == sorted(p.decode() for p in rejected.values())
+    assert [e["reason"] for e in letters["bad_timestamp"]] == ["bad_timestamp"]
+    assert set(letters) == {"late", "malformed_message", "bad_timestamp"}
+
+    # The budget: one window released, the other withheld, and the line says why.
+    budget = streams["budget"]
+    released = [n for n in names if (budget.dir / "out" / n / windowed.RELEASED_MARKER).exists()]
+    assert len(released) == 1, "\n".join(budget.output)
+    (withheld,) = set(names) - set(released)
+    assert (budget.dir / "out" / released[0] / "trie.pb").read_bytes() == (replay / "out" / released[0] / "trie.pb").read_bytes()
+    assert not (budget.dir / "out" / withheld).exists()
+    line = next(x for x in budget.output if x.startswith(f"window {withheld.split('=', 1)[1]}:"))
+    assert "nothing released" in line and "exceeds the remaining lifetime budget" in line
+    assert "2 windows closed, 1 released" in "\n".join(budget.output)

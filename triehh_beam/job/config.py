@@ -54,6 +54,14 @@ GROUPS = (
     "expert (experiments only)",
 )
 
+# A broken export (a wrong delimiter, encoding or column) makes most of its rows bad, 40% to
+# 100%, while a healthy one rarely has more than a fraction of a percent: 5% stops the first
+# before it spends any budget and leaves room for messy but usable data.
+DEFAULT_MAX_BAD_FRACTION = 0.05
+# Users without a usable item are sampled but can never vote: past half of them, most of every
+# round's sample is wasted, and a job of nothing but them (URLs under a short L) releases nothing.
+DEFAULT_MAX_UNUSABLE_FRACTION = 0.5
+
 # Where a job's state records an identity setting (``Setting.identity``): a field of the
 # state's ``InputSpec`` ("input.<field>"), of its ``PrivacyPlan`` ("plan.<field>"), the trie's
 # item encoding (compared as a whole) or a field of ``JobState`` itself.
@@ -320,8 +328,14 @@ class DiscoveryConfig:
         "--dead-letter", "write the rejected input rows (raw) to this JSON-lines file, for the operator",
         _OPERATE, default=None, metavar="PATH", example="private/rejected.jsonl")
     max_bad_fraction: Optional[float] = setting(
-        "--max-bad-fraction", "refuse the job, before any round, if more than F of the rows are bad",
-        _OPERATE, default=None, parse=float, metavar="F", example="0.01")
+        "--max-bad-fraction", "refuse the job, before any budget is spent, if more than F of the rows "
+        "are bad (malformed, missing fields, bad counts, ...); 1 disables (default: %(default)s)",
+        _OPERATE, default=DEFAULT_MAX_BAD_FRACTION, parse=float, metavar="F", example="0.01")
+    max_unusable_fraction: Optional[float] = setting(
+        "--max-unusable-fraction", "refuse the job, before any budget is spent, if more than F of the "
+        "users hold no usable item (every item of theirs longer than L allows, or not encodable): they "
+        "are sampled but can never vote; 1 disables (default: %(default)s)",
+        _OPERATE, default=DEFAULT_MAX_UNUSABLE_FRACTION, parse=float, metavar="F", example="0.9")
     theta: Optional[int] = setting(
         "--theta", "fix the threshold instead of planning it (with --batch-size)", _EXPERT,
         default=None, parse=int, identity="plan.theta", compare="given",
@@ -399,8 +413,10 @@ class DiscoveryConfig:
                 f"the state directory {self.resolved_state_dir} is inside the output "
                 f"{self.output_dir}: it holds the secret seed, so keep it out of what is published"
             )
-        if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
-            raise ValueError(f"max_bad_fraction must be in [0, 1], got {self.max_bad_fraction}")
+        for name in ("max_bad_fraction", "max_unusable_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{BY_NAME[name].flag} must be in [0, 1], got {value}")
         self.record_options  # validates the reading options
         self.budget  # validates the budget
         if (self.budget_epsilon is not None or self.budget_delta is not None) and not self.ledger_dir:

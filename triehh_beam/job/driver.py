@@ -40,12 +40,14 @@ from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.input_checks import BadInputError, UnusableItemsError, check_census, describe_unusable
 from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
 from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
 from triehh_beam.job.graphs import build_census, build_rounds, build_sampled_round, build_sampling
-from triehh_beam.io.drops import bad_fraction, describe_drops
+from triehh_beam.beam.census import Census
+from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.rounds import RoundResult
@@ -68,14 +70,11 @@ __all__ = [
     "InputChangedError",
     "PopulationError",
     "StateLocationError",
+    "UnusableItemsError",
     "check_state_location",
     "run_discovery",
 ]
 
-
-
-class BadInputError(ValueError):
-    """More of the input is bad than the job allows (``max_bad_fraction``)."""
 
 
 class ConfigMismatchError(ValueError):
@@ -184,6 +183,14 @@ def submit_job_graphs(
     return results
 
 
+def _too_long_note(counters: Dict[str, int]) -> str:
+    """``"; items too long 12, not encodable 3"`` for a census's item counters ("" for none)."""
+    parts = [f"{what} {counters[name]:,}" for name, what in (("items_too_long", "items too long"),
+                                                            ("items_unencodable", "items not encodable"))
+             if counters.get(name)]
+    return f"; {', '.join(parts)}" if parts else ""
+
+
 def _copy(state: state_pb2.JobState) -> state_pb2.JobState:
     return state_pb2.JobState.FromString(state.SerializeToString())
 
@@ -241,9 +248,10 @@ class _Driver:
         result.wait_until_finish()
         return _job_counters(result)
 
-    def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int], state_pb2.InputSnapshot]:
-        """(distinct users, the job's counters: records read and dropped per reason, what it
-        read: the files, as listed before and after the job, and the records counted).
+    def census(self, sampler: Sampler) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
+        """(what it counted: the distinct users and those without a usable item, the job's
+        counters: records read and dropped per reason, items too long, what it read: the files,
+        as listed before and after the job, and the records counted).
 
         Raises RecordFormatError naming every input file that cannot be read, and
         InputChangedError when the input changed while the census read it.
@@ -252,14 +260,30 @@ class _Driver:
         path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
         counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
         unreadable = _read_single_output(graphs.unreadable_path(path))
-        census = json.loads(_read_single_output(path))
+        counted, records = graphs.census_from_json(_read_single_output(path))
         FileSystems.delete([path, graphs.unreadable_path(path)])
         graphs.refuse_unreadable(unreadable)  # before any round: a job reads every file or none
         change = input_files.first_change(before, input_files.snapshot(self.config.input_pattern))
         if change is not None:
             raise InputChangedError(f"the input changed while the census read it: {change}; no round was run")
-        read = state_pb2.InputSnapshot(files=before, records=census["records"])
-        return census["users"], counters, read
+        read = state_pb2.InputSnapshot(files=before, records=records)
+        return counted, counters, read
+
+    def check_census(self, counted: Census, counters: Dict[str, int]) -> Dict[str, int]:
+        """Announces the census and refuses (``BadInputError``, ``UnusableItemsError``) input a
+        job must not spend budget on; returns the counters the state records."""
+        counters = {**counters, "distinct_users": counted.users,
+                    "users_without_usable_item": counted.unusable_users}
+        if counted.unusable_users:
+            self._say("census_unusable",
+                      "census: some users hold no usable item (every item of theirs longer than "
+                      f"--max-length {self.config.max_length} allows, or not encodable): they are sampled "
+                      "but cannot vote",
+                      private=(describe_unusable(self.config, counted),
+                               {"users_without_usable_item": counted.unusable_users,
+                                "items_too_long": counters.get("items_too_long", 0)}))
+        check_census(self.config, counters, counted, self.config.population or counted.users)
+        return counters
 
     def check_input(self, state: state_pb2.JobState, when: str) -> None:
         """Refuses (InputChangedError) input that is not the files the census read, unchanged."""
@@ -414,20 +438,15 @@ class _Driver:
         self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
                   input=config.input_pattern)
         started = time.monotonic()
-        population, counters, read = self.census(sampler)
+        counted, counters, read = self.census(sampler)
+        population = counted.users
         self._say(
             "census_done",
             f"census: done, {time.monotonic() - started:.1f} s",
-            private=(f"{population:,} users; {describe_drops(counters)}",
+            private=(f"{population:,} users; {describe_drops(counters)}{_too_long_note(counters)}",
                      {"population": population, "input": counters}),
         )
-        counters = {**counters, "distinct_users": population}
-        bad = bad_fraction(counters)
-        if config.max_bad_fraction is not None and bad > config.max_bad_fraction:
-            raise BadInputError(
-                f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
-                f"{config.max_bad_fraction:.2%} ({describe_drops(counters)}); no round was run"
-            )
+        counters = self.check_census(counted, counters)
         plan = plan_for_census(config, population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,

@@ -15,6 +15,7 @@ from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.files import match_files
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
+from triehh_beam.job.input_checks import describe_unusable
 from triehh_beam.job.outputs import describe_plan, plan_document
 from triehh_beam.job.planning import plan_for_census
 from triehh_beam.protocol.sampling import Sampler
@@ -41,9 +42,12 @@ def dry_run(
         plan = state.plan
     else:
         driver.prepare_state_dir()
-        population, counters, _ = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
-        progress(f"census [private]: {population:,} users; {describe_drops(counters)}")
-        plan = plan_for_census(config, population)
+        counted, counters, _ = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
+        progress(f"census [private]: {counted.users:,} users; {describe_drops(counters)}"
+                 + (f"; {describe_unusable(config, counted)}" if counted.unusable_users else ""))
+        # Refused as the job would be: too many bad rows or users without a usable item.
+        driver.check_census(counted, counters)
+        plan = plan_for_census(config, counted.users)
     spent = driver.ledger.spent()
     left = ledger_lib.remaining(config.budget, spent)
     already_charged = state is not None and any(

@@ -1,7 +1,8 @@
 """The Beam job graphs a discovery runs, built on ``pipeline`` by the driver (which reads each
 job's small outputs back through ``FileSystems``):
 
-- the census: the distinct users n and the records counted, and the files that cannot be read;
+- the census: the distinct users n, those of them with no usable item under the job's encoding,
+  the records counted, and the files that cannot be read;
 - the sampling pass: ONE read of the records draws the samples of every round (samples depend
   only on the seed, the round and the user, never on the trie) and writes each round's sampled
   users' items to the job's private artefact (``levels.samples_dir``); with ``rounds`` it also
@@ -19,7 +20,7 @@ from typing import FrozenSet, Optional, Sequence, Tuple
 import apache_beam as beam
 import pyarrow as pa
 
-from triehh_beam.beam import sample_pass, sampled_rounds, samples, transforms
+from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs
@@ -33,14 +34,16 @@ __all__ = [
     "build_rounds",
     "build_sampled_round",
     "build_sampling",
+    "census_from_json",
     "refuse_unreadable",
     "unreadable_path",
 ]
 
 
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
-    """Adds the census job to ``pipeline``: the number of distinct users and the number of
-    records they were counted over, written as one JSON line ``{"users", "records"}``.
+    """Adds the census job to ``pipeline``: the number of distinct users, the records they were
+    counted over and the users with no usable item (``beam.census``), written as one JSON line
+    (``census_from_json`` reads it back).
 
     The files that cannot be read are written as JSON lines ``[file, message]`` to
     ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
@@ -61,14 +64,28 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     )
     (
         records
-        | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
+        | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items)
         | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
 
 
-def _census_json(users: int, records: int) -> str:
-    return json.dumps({"users": users, "records": records})
+def _census_json(counted: census.Census, records: int) -> str:
+    # The users without a usable item by the length of their shortest item (null: none of
+    # their items can be encoded), as [length, users] pairs.
+    lengths = [[None if length == census.NEVER else length, users]
+               for length, users in sorted(counted.unusable_lengths.items())]
+    return json.dumps({"users": counted.users, "records": records, "usable_users": counted.usable_users,
+                       "unusable_lengths": lengths})
+
+
+def census_from_json(data: bytes) -> Tuple[census.Census, int]:
+    """The census a ``build_census`` job wrote: (its ``Census``, the records it counted)."""
+    document = json.loads(data)
+    lengths = {census.NEVER if length is None else int(length): int(users)
+               for length, users in document.get("unusable_lengths", [])}
+    users = int(document["users"])
+    return census.Census(users, int(document.get("usable_users", users)), lengths), int(document["records"])
 
 
 def unreadable_path(census_output_path: str) -> str:

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
 from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
@@ -243,7 +244,8 @@ class DiscoveryConfig:
 
     input_pattern: str = setting(
         "--input", "records: file, glob, gs:// path; comma-separate several", _IO,
-        metavar="PATTERN", identity="input.file_pattern", example="records/day-2.jsonl")
+        metavar="PATTERN", identity="input.file_pattern", record=lambda c: canonical_pattern(c.input_pattern),
+        example="records/day-2.jsonl")
     output_dir: str = setting(
         "--output", "where the publishable heavy_hitters.json and trie.pb are written", _IO,
         metavar="DIR", keyed=True, example="out")
@@ -353,8 +355,11 @@ class DiscoveryConfig:
         section="budget", key="ledger", identity="ledger", compare="recorded", keyed=False,
         # A resume must be charged (or found charged) in the ledger the job started with.
         mismatch="privacy ledger (state has {theirs!r})",
-        # A job moved out of OUTPUT/state (the old default) took its default ledger with it.
-        accepts=lambda c, theirs: c.ledger_dir is None and theirs == c.legacy_state_dir,
+        # The same ledger however it was typed (states before canonical paths recorded it as
+        # typed); and a job moved out of OUTPUT/state (the old default) took its default
+        # ledger with it.
+        accepts=lambda c, theirs: same_path(theirs, c.resolved_ledger_dir) or (
+            c.ledger_dir is None and same_path(theirs, c.legacy_state_dir)),
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
         "--budget-epsilon", "lifetime epsilon of the population, enforced in --ledger (default: unlimited)", _BUDGET,
@@ -456,14 +461,16 @@ class DiscoveryConfig:
 
     @property
     def resolved_ledger_dir(self) -> str:
-        return self.ledger_dir or self.resolved_state_dir
+        """``ledger_dir`` or the state directory, canonical (``paths``)."""
+        return canonical_path(self.ledger_dir) if self.ledger_dir else self.resolved_state_dir
 
     @property
     def resolved_state_dir(self) -> str:
-        """``state_dir``, or ``OUTPUT.state`` beside a local output (outside what is published)."""
+        """``state_dir``, or ``OUTPUT.state`` beside a local output (outside what is published),
+        canonical (``paths``: absolute, whichever directory the job runs from)."""
         if self.state_dir:
-            return self.state_dir
-        return os.path.abspath(self.output_dir) + ".state"
+            return canonical_path(self.state_dir)
+        return canonical_path(self.output_dir) + ".state"
 
     @property
     def legacy_state_dir(self) -> str:
@@ -475,19 +482,17 @@ class DiscoveryConfig:
         """The job's identity, mixed into every key derived from the seed (``Sampler``).
 
         A canonical JSON object of every ``keyed`` setting (input, output, target, encoding,
-        reading options; never the seed or the ledger), paths as written (the output
-        normalised: ``out/`` and ``./out`` are ``out``): the same command draws the same samples
-        on every run, retry and resume, while two jobs that share a seed file (two dates of a
-        schedule) draw independent ones. A job's state records it.
+        reading options; never the seed or the ledger), the input pattern and the output in
+        their canonical forms (``paths``: ``out/``, ``./out`` and ``/home/me/out`` run from
+        ``/home/me`` are one output): the same command draws the same samples on every run,
+        retry and resume, from any working directory, while two jobs that share a seed file
+        (two dates of a schedule) draw independent ones. A job's state records it.
         """
         values = {}
         for item in SETTINGS:
             if item.keyed:
-                value = getattr(self, item.name)
-                if item.name == "output_dir":
-                    value = os.path.normpath(value) if _is_local(value) else value.rstrip("/")
-                values[item.name] = value
-        text = json.dumps({"triehh-beam/job-identity": 1, **values}, sort_keys=True,
+                values[item.name] = getattr(self, item.name)
+        text = json.dumps({"triehh-beam/job-identity": 1, **_canonical_identity(values)}, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=True, allow_nan=False)
         return text.encode("ascii")
 
@@ -511,7 +516,11 @@ class DiscoveryConfig:
         encoding of the state's trie. An empty list: the job may resume.
         """
         mismatches = []
-        if state.input.SerializeToString(deterministic=True) != self.input_spec().SerializeToString(
+        # The pattern as typed in states recorded before canonical paths: compared canonical.
+        theirs_input = state_pb2.InputSpec()
+        theirs_input.CopyFrom(state.input)
+        theirs_input.file_pattern = canonical_pattern(state.input.file_pattern)
+        if theirs_input.SerializeToString(deterministic=True) != self.input_spec().SerializeToString(
             deterministic=True
         ):
             mismatches.append(f"input (state has {state.input.file_pattern!r})")
@@ -528,9 +537,11 @@ class DiscoveryConfig:
                 mismatches.append(item.mismatch.format(name=item.name, ours=ours, theirs=theirs))
         if state_encoder != self.encoder:
             mismatches.append("item encoding (unit size or case folding)")
-        if state.sampling_identity and state.sampling_identity.encode() != self.sampling_identity():
+        theirs, ours = _identity_values(state.sampling_identity), _identity_values(self.sampling_identity().decode())
+        if state.sampling_identity and theirs != ours:
             # The identity keys every sample: a resume under another would draw other users.
-            theirs, ours = json.loads(state.sampling_identity), json.loads(self.sampling_identity())
+            # (Compared canonical: states before canonical paths recorded them as typed; the
+            # recorded identity, as recorded, keys the resumed job's samples.)
             names = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
             unnamed = [n for n in names if n not in BY_NAME or BY_NAME[n].identity is None]
             if unnamed or not mismatches:
@@ -551,6 +562,21 @@ class DiscoveryConfig:
 
 def _is_local(path: str) -> bool:
     return "://" not in path
+
+
+def _canonical_identity(values: Dict[str, Any]) -> Dict[str, Any]:
+    """Identity values with the input pattern and the output in their canonical forms."""
+    values = dict(values)
+    if isinstance(values.get("input_pattern"), str):
+        values["input_pattern"] = canonical_pattern(values["input_pattern"])
+    if isinstance(values.get("output_dir"), str):
+        values["output_dir"] = canonical_path(values["output_dir"])
+    return values
+
+
+def _identity_values(identity: str) -> Dict[str, Any]:
+    """A recorded identity's values, paths canonical ({} for none)."""
+    return _canonical_identity(json.loads(identity)) if identity else {}
 
 
 def _inside(path: str, directory: str) -> bool:

@@ -42,6 +42,7 @@ from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.input_checks import BadInputError, UnusableItemsError, check_census, describe_unusable
 from triehh_beam.job.input_files import InputChangedError
+from triehh_beam.job.paths import canonical_path
 from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
 from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
@@ -310,6 +311,8 @@ class _Driver:
                        scheme=state.sampling_scheme or SCHEME_V1)
 
     def _samples_dir(self, state: state_pb2.JobState) -> str:
+        # Where this run finds the job's samples (not the path recorded when they were drawn,
+        # which an older state may have recorded relative to another working directory).
         return levels.samples_dir(self.config.resolved_state_dir, state.job_id)
 
     def _levels_dir(self, state: state_pb2.JobState) -> str:
@@ -401,7 +404,7 @@ class _Driver:
         path = FileSystems.join(
             self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json")
         counters = self._run_job(lambda p: build_sampled_round(
-            p, self.config, state.samples.dir, state.plan, trie.frontier(), round_index, path,
+            p, self.config, self._samples_dir(state), state.plan, trie.frontier(), round_index, path,
             users_required=self._users_required(state), records_ranked=state.samples.records_ranked))
         result = outputs.round_result_from_json(_read_single_output(path), self.encoder)
         FileSystems.delete([path])
@@ -411,7 +414,7 @@ class _Driver:
         """Runs rounds ``first_round``..L on their samples in one job; each level is written as
         its round completes. Returns each round's counters (the job's, split by round)."""
         counters = self._run_job(lambda p: build_rounds(
-            p, self.config, state.samples.dir, state.plan, trie.frontier(), first_round,
+            p, self.config, self._samples_dir(state), state.plan, trie.frontier(), first_round,
             self._levels_dir(state), users_required=self._users_required(state),
             records_ranked=state.samples.records_ranked))
         return _split_round_counters(counters)
@@ -580,7 +583,7 @@ class _Driver:
             state, trie, step = self._commit_round(state, trie, step, result, counters, time.monotonic() - started)
         state = self._discard_samples(state)
         report_path = outputs.write_operator_report(
-            self.config.resolved_state_dir, state, self.config.output_dir)
+            self.config.resolved_state_dir, state, canonical_path(self.config.output_dir))
         output_path = self._write_outputs(state, trie)
         return DiscoveryResult(
             heavy_hitters=list(trie.heavy_hitters()),
@@ -639,7 +642,7 @@ class _Driver:
         """Deletes a finished job's samples (raw items) and levels, unless ``--keep-samples``."""
         if self.config.keep_samples or state.samples.deleted or not state.samples.dir:
             return state
-        levels.delete_tree(state.samples.dir)
+        levels.delete_tree(self._samples_dir(state))
         levels.delete_tree(self._levels_dir(state))
         state = _copy(state)
         state.samples.deleted = True

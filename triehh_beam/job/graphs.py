@@ -25,6 +25,7 @@ from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, Wri
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs
 from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.progress import CountProgressDoFn
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.sampling import PassKeys, Sampler
@@ -40,7 +41,8 @@ __all__ = [
 ]
 
 
-def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
+def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str,
+                 progress: Optional[str] = None) -> None:
     """Adds the census job to ``pipeline``: the number of distinct users, the records they were
     counted over and the users with no usable item (``beam.census``), written as one JSON line
     (``census_from_json`` reads it back).
@@ -48,7 +50,8 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     The files that cannot be read are written as JSON lines ``[file, message]`` to
     ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
     ``config.dead_letter``, the census (the one job that reads every record before any round)
-    also writes the rejected rows there.
+    also writes the rejected rows there. With ``progress`` (a ``ProgressChannel``'s file) the
+    records read are reported there as they are read.
     """
     read = pipeline | "ReadRecords" >> config.read_transform(
         dead_letter=bool(config.dead_letter)
@@ -56,7 +59,7 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     if config.dead_letter:
         read[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
     _write_unreadable(read, output_path)
-    records = read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
+    records = _reported(read[RECORDS_TAG], progress) | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
     counted = (
         records
         | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
@@ -86,6 +89,14 @@ def census_from_json(data: bytes) -> Tuple[census.Census, int]:
                for length, users in document.get("unusable_lengths", [])}
     users = int(document["users"])
     return census.Census(users, int(document.get("usable_users", users)), lengths), int(document["records"])
+
+
+def _reported(pcollection, progress: Optional[str], label: str = "ReportProgress"):
+    """``pcollection`` through a step that reports its rows to ``progress`` (None: as is)."""
+    if progress is None:
+        return pcollection
+    return pcollection | label >> beam.ParDo(CountProgressDoFn(progress)).with_input_types(
+        pcollection.element_type).with_output_types(pcollection.element_type)
 
 
 def unreadable_path(census_output_path: str) -> str:
@@ -123,6 +134,7 @@ def build_sampling(
     run_rounds_into: Optional[str] = None,
     users_required: Optional[int] = None,
     records_ranked: Optional[int] = None,
+    progress: Optional[str] = None,
 ) -> None:
     """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
 
@@ -131,11 +143,13 @@ def build_sampling(
     rank prefilter (None: every record is a candidate, for a round whose sample came up short).
     Files that cannot be read are written as the census writes them. With ``run_rounds_into``
     (a levels directory), the rounds also run in this job, from round ``rounds[0]`` on the empty
-    trie's frontier, each level written there as soon as its round completes.
+    trie's frontier, each level written there as soon as its round completes. ``progress``: as
+    ``build_census`` (the records ranked).
     """
     read = pipeline | "ReadRecords" >> config.read_transform().with_unreadable_output()
     _write_unreadable(read, summary_path)
-    records = read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
+    records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
+                        progress)
     drawn = records | "SampleAllRounds" >> sample_pass.SampleAllRounds(
         keys, rounds, plan.batch_size, population, config.encoder, config.truncate_long_items)
     drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
@@ -169,11 +183,12 @@ def build_sampled_round(
     output_path: str,
     users_required: Optional[int],
     records_ranked: Optional[int],
+    progress: Optional[str] = None,
 ) -> None:
-    """Adds round ``round_index`` on its sample alone: its ``RoundResult`` as one JSON line."""
+    """Adds round ``round_index`` on its sample alone: its ``RoundResult`` as one JSON line.
+    ``progress``: as ``build_census`` (the sampled users read)."""
     (
-        pipeline
-        | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index)
+        _reported(pipeline | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index), progress)
         | f"RunSampledRound({round_index})" >> sampled_rounds.RunSampledRound(
             round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked)
         | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=config.encoder)
@@ -191,12 +206,14 @@ def build_rounds(
     levels_dir: str,
     users_required: Optional[int],
     records_ranked: Optional[int],
+    progress: Optional[str] = None,
 ) -> None:
     """Adds rounds ``first_round``..L on their samples, unrolled in one job, each level written to
-    ``levels_dir`` as soon as its round completes."""
+    ``levels_dir`` as soon as its round completes. ``progress``: as ``build_census`` (the
+    sampled users read)."""
     tables = [
-        pipeline
-        | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r)
+        _reported(pipeline | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r), progress,
+                  f"ReportProgress{r}")
         | f"KeyRound{r}" >> beam.Map(lambda table, r=r: (r, table)).with_output_types(Tuple[int, pa.Table])
         for r in range(first_round, plan.max_length + 1)
     ]

@@ -24,7 +24,8 @@ from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 if TYPE_CHECKING:
     from triehh_beam.job.config import DiscoveryConfig
 
-__all__ = ["BadInputError", "UnusableItemsError", "check_census", "describe_unusable", "unusable_fixes"]
+__all__ = ["BadInputError", "UnusableItemsError", "check_census", "describe_item_counters", "describe_unusable",
+           "unusable_fixes"]
 
 # A fix is aimed at leaving at most this share of the users without a usable item (or at most
 # the job's ``max_unusable_fraction``, when that is lower).
@@ -129,6 +130,14 @@ def unusable_fixes(config: "DiscoveryConfig", census: Census, population: int) -
             f"is unchanged, {current_plan}; a round then extends prefixes by {wider} {unit}, so the votes "
             "split over more extensions)")
     return fixes
+
+
+def describe_item_counters(counters: Dict[str, int]) -> str:
+    """``"; items too long 12, not encodable 3"`` for a census's item counters ("" for none)."""
+    parts = [f"{what} {counters[name]:,}" for name, what in (("items_too_long", "items too long"),
+                                                            ("items_unencodable", "items not encodable"))
+             if counters.get(name)]
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def describe_unusable(config: "DiscoveryConfig", census: Census) -> str:

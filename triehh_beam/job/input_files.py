@@ -17,7 +17,7 @@ from triehh_beam.io.files import match_files
 from triehh_beam.job.paths import canonical_path
 from triehh_beam.proto import state_pb2
 
-__all__ = ["InputChangedError", "first_change", "snapshot"]
+__all__ = ["InputChangedError", "check_unchanged", "first_change", "snapshot"]
 
 
 class InputChangedError(ValueError):
@@ -95,3 +95,32 @@ def first_change(recorded: Iterable[state_pb2.InputFile], current: Iterable[stat
         if old.last_updated != new.last_updated:
             return f"{path} was modified (at {new.last_updated:.6f}, the census read it at {old.last_updated:.6f})"
     return None
+
+
+def check_unchanged(state: state_pb2.JobState, file_pattern: str, state_dir: str, when: str) -> None:
+    """Refuses input that is not the files a job's census read, unchanged.
+
+    Args:
+      state: the job's state (its ``input_snapshot``).
+      file_pattern: the input pattern, as given now.
+      state_dir: the state's directory (named when the state recorded no snapshot).
+      when: a few words for the message ("(before round 3)").
+
+    Raises:
+      InputChangedError: naming the first difference.
+    """
+    if not state.HasField("input_snapshot"):
+        raise InputChangedError(
+            f"{state_dir} holds a job that did not record what its census read; it cannot "
+            "be resumed safely, start a new job in another output/state directory"
+        )
+    try:
+        current = snapshot(file_pattern)
+    except FileNotFoundError as e:
+        raise InputChangedError(f"the input changed since the census {when}: {e}") from None
+    change = first_change(state.input_snapshot.files, current)
+    if change is not None:
+        raise InputChangedError(
+            f"the input changed since the census {when}: {change}; refusing (the privacy plan "
+            "holds only for the population the census counted)"
+        )

@@ -179,10 +179,11 @@ class _Driver:
         counters = {**counters, "distinct_users": counted.users,
                     "users_without_usable_item": counted.unusable_users}
         if counted.unusable_users:
+            why = ("not encodable" if self.config.truncate_long_items
+                   else f"too long for --max-length {self.config.max_length}, or not encodable")
             self._say("census_unusable",
-                      "census: some users hold no usable item (every item of theirs longer than "
-                      f"--max-length {self.config.max_length} allows, or not encodable): they are sampled "
-                      "but cannot vote",
+                      f"census: some users hold no usable item (every item of theirs {why}): they are "
+                      "sampled but cannot vote",
                       private=(describe_unusable(self.config, counted),
                                {"users_without_usable_item": counted.unusable_users,
                                 "items_too_long": counters.get("items_too_long", 0)}))

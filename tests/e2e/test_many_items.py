@@ -528,9 +528,11 @@ def test_long_items_are_dropped_and_counted_or_truncated_to_a_prefix(tmp_path, t
         for summary in rounds:
             assert summary.counters["items_too_long"] == LONG_HOLDERS
             assert summary.counters["users_without_items"] == LONG_HOLDERS
-        # Counted per round among sampled users (operator metrics in the state), never
-        # published: heavy_hitters.json carries no count, the operator report only the census's.
-        assert "input" not in document and "items_too_long" not in _report(output)["input"]
+        # Counted per round among sampled users (operator metrics in the state) and by the
+        # census (the operator report), never published: heavy_hitters.json carries no count.
+        assert "input" not in document
+        census = _report(output)["input"]
+        assert census["items_too_long"] == census["users_without_usable_item"] == LONG_HOLDERS
     users = {user: [item] for user, item in rows}
     simulated = simulate(users, ItemEncoder(max_length=max_length), theta, n, seed,
                          too_long="truncate" if truncate else "drop", identity=_identity(output))

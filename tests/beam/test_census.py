@@ -84,7 +84,8 @@ def _oracle(rows, encoder, truncate=False):
 
 def _text_population(rng, users=600):
     """Users with 1-4 records: short and long ASCII words, long and short non-ASCII words (one
-    whose case folding is longer: 'ß' -> 'ss'), empty items."""
+    whose case folding is longer: 'ß' -> 'ss'; some not in NFC, which NFC makes shorter or
+    longer), empty items."""
     alphabet = "abcdefghij"
     rows = []
     for u in range(users):
@@ -92,8 +93,12 @@ def _text_population(rng, users=600):
             kind = rng.random()
             if kind < 0.4:
                 item = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
-            elif kind < 0.7:
+            elif kind < 0.6:
                 item = "é" * rng.randint(1, 12) + "ß" * rng.randint(0, 3)
+            elif kind < 0.7:
+                # Not in NFC: "e" + a combining acute composes to one character, U+0958 (a
+                # composition exclusion) decomposes to two.
+                item = "e\u0301" * rng.randint(1, 9) + "\u0958" * rng.randint(0, 4)
             elif kind < 0.75:
                 item = ""
             else:
@@ -168,4 +173,6 @@ def test_item_lengths_is_the_encoders_view():
     encoder = ItemEncoder(max_length=4, case_fold=True)
     assert census_lib.item_lengths(encoder, "Straße") == [7]  # case folds to "strasse"
     assert census_lib.item_lengths(encoder, "") == [NEVER]
+    assert census_lib.item_lengths(encoder, "e\u0301") == [1]  # NFC composes
+    assert census_lib.item_lengths(encoder, "\u0958") == [2]  # NFC decomposes
     assert census_lib.item_lengths(ItemEncoder(tokenize=True), "... !!!") == [NEVER]

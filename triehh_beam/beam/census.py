@@ -15,6 +15,7 @@ its tokens), as the sampling pass's per-round counters do.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Dict, Iterable, List, NamedTuple, Tuple
 
 import apache_beam as beam
@@ -99,11 +100,11 @@ class _Classifier:
     def _distinct(self, value) -> Tuple[int, bool, int, int]:
         known = self._cache.get(value)
         if known is None:
-            lengths = np.array(item_lengths(self._encoder, value), dtype=np.int64)
-            encodable = lengths != NEVER
-            fits = lengths <= self._limit
-            known = (int(lengths.min()), bool(encodable.any() if self._truncate else fits.any()),
-                     int((encodable & ~fits).sum()), int((~encodable).sum()))
+            lengths = item_lengths(self._encoder, value)
+            encodable = [length for length in lengths if length != NEVER]
+            too_long = sum(1 for length in encodable if length > self._limit)
+            usable = bool(encodable) if self._truncate else too_long < len(encodable)
+            known = (min(lengths), usable, too_long, len(lengths) - len(encodable))
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[value] = known
@@ -120,6 +121,18 @@ class _Classifier:
         unencodable = np.array([v[3] for v in per_value], dtype=np.int64)
         records = np.bincount(codes, minlength=len(per_value))
         return _Classified(shortest[codes], usable[codes], int(too_long @ records), int(unencodable @ records))
+
+    def _other_text(self, items: pa.Array) -> np.ndarray:
+        """Lengths of non-ASCII text items. Without case folding, text already in NFC (Python's
+        quick check, a fraction of a microsecond an item) is its own normal form: its length
+        is its number of characters; only the rest goes through the encoder."""
+        if self._encoder.case_fold:  # folding can lengthen ("ß" -> "ss"): the encoder decides
+            return self._python(items).shortest
+        lengths = np.asarray(pc.utf8_length(items), dtype=np.int64)
+        values = items.to_pylist()
+        for j in np.flatnonzero([not unicodedata.is_normalized("NFC", value) for value in values]):
+            lengths[j] = self._distinct(values[j])[0]
+        return lengths
 
     def classify(self, items: pa.Array) -> _Classified:
         encoder = self._encoder
@@ -139,7 +152,7 @@ class _Classifier:
             if not ascii_rows.all():
                 other = np.flatnonzero(~ascii_rows)
                 shortest = shortest.copy()
-                shortest[other] = self._python(items.take(pa.array(other))).shortest
+                shortest[other] = self._other_text(items.take(pa.array(other)))
         shortest = np.where(shortest == 0, NEVER, shortest)
         encodable = shortest != NEVER
         fits = shortest <= self._limit

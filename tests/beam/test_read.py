@@ -180,11 +180,17 @@ def test_pipeline_counts_every_kind_and_writes_dead_letters(tmp_path):
     written = [json.loads(line) for line in open(dead_letters, encoding="utf-8")]
     assert collections.Counter((r["file"], r["reason"]) for r in written) == collections.Counter(
         expected_rejects)
-    jsonl_lines = open(corpus("bad.jsonl"), "rb").read().split(b"\n")
-    for record in written:
-        assert set(record) in ({"file", "reason", "raw_base64"}, {"file", "reason", "row"})
-        if record["file"].endswith("bad.jsonl"):
-            assert base64.b64decode(record["raw_base64"]) in jsonl_lines
+    for record in written:  # text lines with their numbers; Parquet rows with their index
+        if record["file"].endswith(".parquet"):
+            assert set(record) == {"file", "row_index", "reason", "row"}
+            continue
+        assert set(record) in ({"file", "line", "reason", "raw"},
+                               {"file", "line", "reason", "raw_base64"})
+        lines = open(record["file"], "rb").read().split(b"\n")
+        raw = (record["raw"].encode("utf-8") if "raw" in record
+               else base64.b64decode(record["raw_base64"]))
+        assert lines[record["line"] - 1] == raw
+        assert ("raw" in record) == (raw.decode("utf-8", "replace").encode("utf-8") == raw)
 
 
 def test_without_dead_letters_the_output_is_the_batches_alone(tmp_path):

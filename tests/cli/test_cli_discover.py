@@ -72,12 +72,15 @@ def test_discover_prints_progress_and_a_summary_without_a_private_count(records,
     assert lines[summary].startswith(f"discovered {len(document['heavy_hitters'])} heavy hitters in "
                                      f"{document['rounds_run']} rounds ({document['stop_reason']})")
     assert document["heavy_hitters"]
-    for item in document["heavy_hitters"]:
-        assert f"  {item}" in lines[summary + 1:]
+    # Listed in the order `triehh show` documents: round found (length + 1), then ignoring case.
+    listed = lines[summary + 1:summary + 1 + len(document["heavy_hitters"])]
+    assert listed == [f"  {item}" for item in
+                      sorted(document["heavy_hitters"], key=lambda w: (len(w) + 1, w.casefold(), w))]
     assert f"privacy: within the target (4, 1e-06)-DP, user level, for all 4 rounds; theta={plan.theta}" in lines
-    assert lines[-2] == f"results (publishable): {output / 'heavy_hitters.json'}"
-    assert lines[-1] == f"operator report (private, every count; never publish): " \
+    assert lines[-3] == f"results (publishable): {output / 'heavy_hitters.json'}"
+    assert lines[-2] == f"operator report (private, every count; never publish): " \
                         f"{output}.state/operator_report.json"
+    assert lines[-1] == f"see the result as tables and a tree: triehh show {output}"
     assert (output / "trie.pb").is_file()
     assert "Traceback" not in err
     # No exact count of the population (users, records, votes, m, the achieved epsilon).
@@ -113,8 +116,25 @@ def test_epsilon_at_or_below_zero_is_refused(records, tmp_path, epsilon, capsys)
     code = _discover("--input", records, "--output", str(tmp_path / "out"), f"--epsilon={epsilon}",
                      "--delta", "1e-6", "--max-length", "4")
     assert code == 2
-    assert "epsilon must be > 0" in _one_line_error(capsys)
+    assert _one_line_error(capsys) == f"triehh: error: --epsilon must be > 0, got {float(epsilon)}"
     assert not (tmp_path / "out").exists()  # refused before any job ran
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--delta", "2"], "--delta must be in (0, 1), got 2.0"),
+    (["--theta", "5"], "--theta and --batch-size override the planner together: give both or neither"),
+    (["--theta", "0", "--batch-size", "3"], "--theta and --batch-size must be >= 1"),
+    (["--population", "0"], "--population must be >= 1, got 0"),
+    (["--max-bad-fraction", "1.5"], "--max-bad-fraction must be in [0, 1], got 1.5"),
+    (["--lease-seconds", "0"], "--lease-seconds must be > 0, got 0.0"),
+    (["--ledger", "l", "--budget-epsilon", "-1"], "--budget-epsilon must be a positive number, got -1.0"),
+    (["--ledger", "l", "--budget-delta", "1"], "--budget-delta must be in (0, 1), got 1.0"),
+])
+def test_a_bad_value_is_refused_naming_the_flag_as_typed(records, tmp_path, flags, message, capsys):
+    code = _discover("--input", records, "--output", str(tmp_path / "out"), *TARGET, *flags)
+    assert code == 2
+    assert _one_line_error(capsys) == f"triehh: error: {message}"
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
 
 
 def _infeasible(few_records, tmp_path, seed_file, capsys):
@@ -244,3 +264,14 @@ def test_an_unreadable_file_is_refused_in_one_line_naming_it(records, tmp_path, 
     assert code == 2
     line = _one_line_error(capsys)
     assert f"{broken}: cannot read it as parquet" in line
+
+
+def test_a_round_that_keeps_one_prefix_says_prefix(tmp_path, seed_file, capsys):
+    # 2,000 users who all hold "ab": each round keeps exactly one prefix (a, ab, then ab's end).
+    records = tmp_path / "same.jsonl"
+    records.write_text("".join(f'{{"user_id": {u}, "item": "ab"}}\n' for u in range(2000)), encoding="utf-8")
+    assert _discover("--input", str(records), "--output", str(tmp_path / "out"), *TARGET,
+                     "--seed-file", seed_file) == 0
+    rounds = [line.rsplit(",", 1)[0] for line in capsys.readouterr().out.splitlines() if line.startswith("round ")]
+    assert rounds == ["round 1/4: frontier 1, kept 1 prefix", "round 2/4: frontier 1, kept 1 prefix",
+                      "round 3/4: frontier 1, kept 1 prefix"]

@@ -69,6 +69,29 @@ def test_item_length_option(capsys):
     assert "item of 4 units:" in text
 
 
+def test_items_per_user_plans_for_holders_of_several_items(capsys):
+    # Issue 15: "users holding it" assumes one item per user; with K items a holder votes for
+    # this one with probability 1/K, so more holders are needed than K times the one-item count.
+    code, one, _ = _run(capsys, FEASIBLE)
+    assert "Assumes one item per user" in one and "--items-per-user K" in one
+    code, out, err = _run(capsys, FEASIBLE + ["--items-per-user", "4", "--json"])
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    assert data["items_per_user"] == 4 and data["item_share"] == 0.25
+    p = planner.plan(100_000, 4, 1e-10, 10)
+    for row in data["discovery"]:
+        need = utility.min_frequency_for_plan(p, row["probability"], share=0.25)
+        single = utility.min_frequency_for_plan(p, row["probability"])
+        assert row["count"] == need.count > 4 * single.count
+        assert row["user_equivalents"] == need.count / 4
+    code, text, _ = _run(capsys, FEASIBLE + ["--items-per-user", "4"])
+    assert "(holders of 4 items)" in text and "user-equivalents" in text
+    need = utility.min_frequency_for_plan(p, 0.9, share=0.25)
+    assert f"{need.count:,}" in text and "at least 1/4 of its records" in text
+    code = cli.main(FEASIBLE + ["--items-per-user", "0.5"])
+    assert code == 2
+
+
 def test_infeasible_plan_text(capsys):
     code, out, err = _run(capsys, INFEASIBLE)
     assert code == 0 and err == ""

@@ -706,11 +706,15 @@ def test_bad_rows_are_counted_exactly_kept_out_of_outputs_and_dead_lettered_raw(
     for marker in MARKERS:
         assert grep_files(output, marker) == [], marker
         assert marker.decode() not in out + err
-    # The dead letters are the exact raw lines, each with its reason and file.
+    # The dead letters are the exact raw lines (text when UTF-8), each with its file, line and reason.
     letters = [json.loads(line) for line in dead_letter.read_text(encoding="utf-8").splitlines()]
-    assert collections.Counter((letter["reason"], base64.b64decode(letter["raw_base64"])) for letter in letters) == (
+    raw = [letter["raw"].encode() if "raw" in letter else base64.b64decode(letter["raw_base64"]) for letter in letters]
+    assert collections.Counter(zip((letter["reason"] for letter in letters), raw)) == (
         collections.Counter((reason, line) for reason, lines in BAD_LINES.items() for line in lines)
     )
+    assert sum("raw_base64" in letter for letter in letters) == len(BAD_LINES["invalid_utf8"])
+    file_lines = bad_records.read_bytes().split(b"\n")
+    assert all(file_lines[letter["line"] - 1] == line for letter, line in zip(letters, raw))
     assert {pathlib.Path(letter["file"]).name for letter in letters} == {bad_records.name}
 
 

@@ -250,6 +250,21 @@ def test_several_items_per_user_are_flagged(tmp_path):
     assert any("several items" in w for w in result["warnings"])
 
 
+def test_the_console_says_when_proposition_1_is_no_bound(tmp_path, capsys):
+    # Issue 15: with several items per user, say so where the results are printed too.
+    path = str(tmp_path / "multi.jsonl")
+    write_records(path, _rows({"aa": 1500, "b": 500}) + [(0, "b")])
+    code = evaluate_cli.main([
+        "--input", path, "--epsilon", "4", "--delta", "1e-3", "--max-length", "4", "--runs", "1",
+        "--top-k", "2", "--engine", "simulate", "--rivals", "exact",
+        "--output", str(tmp_path / "out"), "--no-progress",
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "warning: some users hold several items" in printed
+    assert "triehh plan --items-per-user K" in printed
+
+
 # --------------------------------------------------------------------------------------------
 # The command line: simulate engine, errors, and the pipeline engine against the simulation.
 

@@ -17,11 +17,19 @@ from triehh_beam.io import (
 from triehh_beam.io.drops import FILE_COUNTERS, RECORDS_READ, counter_name
 
 
-def test_dead_letter_json_lines():
-    assert json.loads(dead_letter_json(("f.jsonl", "malformed", b"{\xff"))) == {
-        "file": "f.jsonl", "reason": "malformed", "raw_base64": base64.b64encode(b"{\xff").decode()}
-    assert json.loads(dead_letter_json(("f.parquet", "bad_count", '{"count": -1}'))) == {
-        "file": "f.parquet", "reason": "bad_count", "row": {"count": -1}}
+def test_dead_letter_json_lines_are_text_with_where_the_record_was():
+    # Issue 15: the line as text a person can read (base64 only when it is not UTF-8), and
+    # where it is.
+    line = dead_letter_json(("d/f.csv", "bad_count", "u7,kïwi,-1".encode(), 12, None))
+    assert line == '{"file": "d/f.csv", "line": 12, "reason": "bad_count", "raw": "u7,kïwi,-1"}'
+    assert json.loads(dead_letter_json(("f.jsonl", "malformed", b"{\xff", 3, None))) == {
+        "file": "f.jsonl", "line": 3, "reason": "malformed",
+        "raw_base64": base64.b64encode(b"{\xff").decode()}
+    assert json.loads(dead_letter_json(("f.parquet", "bad_count", '{"count": -1}', None, 4))) == {
+        "file": "f.parquet", "row_index": 4, "reason": "bad_count", "row": {"count": -1}}
+    # Without a position (a record from a stream, say): file, reason and the record.
+    assert json.loads(dead_letter_json(("sub", "malformed", b"{"))) == {
+        "file": "sub", "reason": "malformed", "raw": "{"}
 
 
 def test_bad_fraction_and_the_operator_line():

@@ -77,7 +77,7 @@ def test_jsonl_value_checks_on_the_arrow_path_keep_the_raw_lines(tmp_path):
     assert rows == [(b"a", "x", 1), (b"e", "y", 1)]
     assert drops == {"missing_user": 1, "oversized_user": 1, "bad_count": 1,
                      "oversized_item": 1, "missing_item": 1}
-    assert [r.raw for r in rejected] == [lines[2], lines[4], lines[5], lines[6], lines[7]]
+    assert [(r.line, r.raw) for r in rejected] == [(i + 1, lines[i]) for i in (2, 4, 5, 6, 7)]
 
 
 def test_one_broken_line_in_a_big_jsonl_file_costs_one_sub_block(tmp_path, monkeypatch):
@@ -90,15 +90,15 @@ def test_one_broken_line_in_a_big_jsonl_file_costs_one_sub_block(tmp_path, monke
     slow_lines = []
     parse_with_json = jsonl._JsonLinesParser._parse_with_json
 
-    def spy(self, chunk):
+    def spy(self, chunk, first_line):
         slow_lines.append(chunk.count(b"\n") + 1)
-        return parse_with_json(self, chunk)
+        return parse_with_json(self, chunk, first_line)
 
     monkeypatch.setattr(jsonl._JsonLinesParser, "_parse_with_json", spy)
     blocks = list(iter_record_blocks(str(path), keep_rejected=True, batch_size=4096))
     rows = [r for b in blocks for r in batch_rows(b.batch)]
     assert len(rows) == n - 1 and rows[0] == (b"user00000", "item0", 1)
-    assert [r.raw for b in blocks for r in b.rejected] == [lines[3000]]
+    assert [(r.line, r.raw) for b in blocks for r in b.rejected] == [(3001, lines[3000])]
     assert sum(slow_lines) < 2000  # one ~64 KiB sub-block, not the whole 270 KB block
     assert all(b.batch.num_rows >= 1024 for b in blocks[:-1])  # sub-blocks are merged
 

@@ -98,21 +98,33 @@ def test_normalise_drops_and_counts_bad_rows_once_each():
         }
     )
     good, drops = normalise_batch(batch)
-    assert batch_rows(good) == [(b"a", "x", 3), (b"f", "z", 0)]
+    # A null count is 1 (the count is optional); a negative one is bad.
+    assert batch_rows(good) == [(b"a", "x", 3), (b"e", "y", 1), (b"f", "z", 0)]
     # The row with no user, no item and a negative count is one missing user.
-    assert drops == {"missing_user": 3, "missing_item": 2, "bad_count": 2}
+    assert drops == {"missing_user": 3, "missing_item": 2, "bad_count": 1}
     assert good.schema == RECORD_SCHEMA
 
 
 def test_normalise_text_counts_as_in_csv():
-    counts = ["3", " 4 ", "007", "-1", "1.5", "x", "", None, "99999999999999999999"]
+    counts = ["3", " 4 ", "007", "-1", "1.5", "x", "", None, "99999999999999999999", " \t", "+2"]
     batch = pa.record_batch(
         {"user_id": pa.array(["u"] * len(counts)), "item": pa.array(["i"] * len(counts)),
          "count": pa.array(counts)}
     )
     good, drops = normalise_batch(batch)
-    assert good.column("count").to_pylist() == [3, 4, 7]
-    assert drops["bad_count"] == 6
+    # Empty, white space only and null are 1; every other value that is not a count is bad.
+    assert good.column("count").to_pylist() == [3, 4, 7, 1, 1, 1]
+    assert drops["bad_count"] == 5
+
+
+@pytest.mark.parametrize("kind", [pa.int64(), pa.int32(), pa.uint8(), pa.uint64(), pa.null()])
+def test_normalise_null_integer_counts_are_one(kind):
+    values = [None, None] if kind == pa.null() else [2, None]
+    batch = pa.record_batch({"user_id": ["a", "b"], "item": ["i", "j"],
+                             "count": pa.array(values, kind)})
+    good, drops = normalise_batch(batch)
+    expected = [1, 1] if kind == pa.null() else [2, 1]
+    assert good.column("count").to_pylist() == expected and drops["bad_count"] == 0
 
 
 def test_normalise_unsigned_counts_beyond_int64_are_bad():

@@ -29,6 +29,7 @@ from triehh_beam.io import (
     RejectedRow,
     iter_record_batches,
     iter_record_blocks,
+    parquet_row_groups,
     write_records,
 )
 from tests.io.helpers import (
@@ -69,12 +70,29 @@ def test_bad_rows_are_dropped_and_counted(tmp_path, format):
     assert drops == {"missing_user": 2, "missing_item": 2, "bad_count": 1}
 
 
-def test_null_counts_are_bad_in_csv_and_parquet_but_one_in_jsonl(tmp_path):
-    for format, expected in [("csv", ([], {"bad_count": 1})), ("parquet", ([], {"bad_count": 1})),
-                             ("jsonl", ([(b"u", "a", 1)], {}))]:
+def test_empty_null_or_missing_counts_are_one_in_every_format(tmp_path):
+    # Issue 15: a CSV export that leaves the count cell empty where a row has no count lost
+    # 40% of its rows as bad_count. Empty, null or missing means 1; only a present value that
+    # is not a count is bad.
+    for format in FORMATS:
         path = str(tmp_path / f"c.{format}")
-        write_records(path, [("u", "a", None)])
-        assert read_rows(path) == expected, format
+        write_records(path, [("u", "a", None), ("v", "b", 3)])
+        assert read_rows(path) == ([(b"u", "a", 1), (b"v", "b", 3)], {}), format
+
+
+def test_a_csv_with_empty_count_cells_keeps_every_row(tmp_path):
+    lines = ["user_id,item,count"]
+    for i in range(1000):
+        # Every 5th row has a count; the others leave the cell empty, some with white space.
+        lines.append(f"u{i},w{i % 7},{i % 3 + 1}" if i % 5 == 0
+                     else f"u{i},w{i % 7},{' ' if i % 10 == 1 else ''}")
+    lines.append("bad1,w,x")  # present and not a number: bad
+    lines.append("bad2,w,-1")  # negative: bad
+    (tmp_path / "e.csv").write_text("\n".join(lines) + "\n")
+    rows, drops = read_rows(str(tmp_path / "e.csv"))
+    assert len(rows) == 1000 and drops == {"bad_count": 2}
+    assert rows[1] == (b"u1", "w1", 1) and rows[5] == (b"u5", "w5", 3)
+    assert sum(r[2] for r in rows) == 800 + sum(i % 3 + 1 for i in range(0, 1000, 5))
 
 
 def test_empty_files_have_no_records(tmp_path):
@@ -155,35 +173,54 @@ def test_each_kind_is_counted_exactly_and_good_rows_survive(name):
 
 
 @pytest.mark.parametrize("name", ["bad.jsonl", "bad.csv"])
-def test_rejected_lines_are_the_exact_raw_lines(name):
-    options, _, _ = EXPECTED[name]
+def test_rejected_rows_are_their_exact_raw_lines_with_their_line_numbers(name):
+    # Issue 15: a dead letter a person can act on is the line, and where it is.
+    options, _, drops = EXPECTED[name]
     lines = open(corpus(name), "rb").read().split(b"\n")
     _, _, rejected = read_blocks(corpus(name), options)
-    raw = [r for r in rejected if isinstance(r.raw, bytes)]
-    assert all(r.raw in lines for r in raw)
-    if name == "bad.jsonl":  # JSON Lines: every rejected record is its exact line
-        assert len(raw) == len(rejected)
-        by_reason = collections.defaultdict(list)
-        for r in rejected:
-            by_reason[r.reason].append(r.raw)
+    assert len(rejected) == sum(drops.values())
+    for row in rejected:  # every one, value checks on CSV rows included
+        assert isinstance(row.raw, bytes) and row.row_index is None
+        assert lines[row.line - 1] == row.raw, row
+    by_reason = collections.defaultdict(list)
+    for r in rejected:
+        by_reason[r.reason].append(r.raw)
+    if name == "bad.jsonl":
         assert sorted(by_reason["invalid_utf8"]) == sorted(
             [b'{"user_id": "v1", "item": "caf\xe9"}', b'{"user_id": "\\ud800", "item": "x"}'])
         assert by_reason["bad_user"] == [b'{"user_id": 4.5, "item": "float user"}']
-    else:  # CSV: lines for parser and UTF-8 rejects, renderings for value checks
-        assert sorted(r.raw for r in raw) == sorted(
-            [b"m1,too few", b"m2,too,many,fields", b"v1,caf\xe9,1", b"\xff\xfe,x,1"])
-        rendered = [json.loads(r.raw) for r in rejected if isinstance(r.raw, str)]
-        assert {"user_id": "c2", "item": "kiwi", "count": "two"} in rendered
-        assert {"user_id": "", "item": "no user", "count": "1"} in rendered
+    else:
+        assert by_reason["malformed"] == [b"m1,too few", b"m2,too,many,fields"]
+        assert by_reason["invalid_utf8"] == [b"v1,caf\xe9,1", b"\xff\xfe,x,1"]
+        assert by_reason["bad_count"] == [b"c1,kiwi,-1", b"c2,kiwi,two"]
+        assert by_reason["missing_user"] == [b",no user,1"]
 
 
-def test_parquet_rejects_are_json_renderings():
+def test_parquet_rejects_are_json_renderings_with_their_row_index():
     _, _, rejected = read_blocks(corpus("bad_rows.parquet"))
-    rendered = {r.reason: json.loads(r.raw) for r in rejected if r.reason != "missing_user"}
-    assert rendered["invalid_utf8"] == {"user_id": "u2", "item": {"base64": "//4="}, "count": 1}
-    assert rendered["bad_count"] in ({"user_id": "u5", "item": "fine", "count": -2},
-                                     {"user_id": "u9", "item": "d", "count": None})
-    assert rendered["oversized_user"]["user_id"] == LONG_USER
+    assert all(r.line is None for r in rejected)
+    rendered = {r.reason: (r.row_index, json.loads(r.raw)) for r in rejected
+                if r.reason != "missing_user"}
+    assert rendered["invalid_utf8"] == (1, {"user_id": "u2", "item": {"base64": "//4="},
+                                            "count": 1})
+    assert rendered["bad_count"] == (4, {"user_id": "u5", "item": "fine", "count": -2})
+    assert rendered["oversized_user"][0] == 7
+    assert rendered["oversized_user"][1]["user_id"] == LONG_USER
+    assert sorted(r.row_index for r in rejected if r.reason == "missing_user") == [5, 6]
+
+
+def test_parquet_row_index_counts_across_row_groups_and_batches(tmp_path):
+    rows = [(f"u{i}", f"w{i % 5}", -1 if i % 97 == 3 else 1) for i in range(2500)]
+    path = str(tmp_path / "g.parquet")
+    write_records(path, rows, row_group_size=700)
+    expected = [i for i in range(2500) if i % 97 == 3]
+    whole = read_blocks(path, batch_size=300)[2]
+    assert [r.row_index for r in whole] == expected
+    by_group = []
+    for group in range(len(parquet_row_groups(path))):
+        by_group += read_blocks(path, batch_size=300, row_group=group)[2]
+    assert [r.row_index for r in by_group] == expected
+    assert all(json.loads(r.raw)["user_id"] == f"u{r.row_index}" for r in by_group)
 
 
 @pytest.mark.parametrize("name", sorted(UNREADABLE))

@@ -258,7 +258,7 @@ def pipeline_runs(zipf_population, compute_once):
             announced = []
 
             def progress(line, store=store, announced=announced):
-                match = re.match(r"round (\d+)/\d+: .* kept (\d+) prefixes", line)
+                match = re.match(r"round (\d+)/\d+: .* kept (\d+) prefix(?:es)?,", line)
                 if match:
                     published = store.load()
                     announced.append(dict(

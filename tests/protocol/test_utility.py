@@ -190,3 +190,77 @@ def test_min_population_smaller_fraction_needs_more_users():
     assert needs == sorted(needs)
     budgets = [min_population(0.01, 0.9, e, 1e-10, 10).n for e in (8.0, 4.0, 2.0, 1.0)]
     assert budgets == sorted(budgets)
+
+
+# --- Users with several items (issue 15): a holder votes for the item by its share ------------
+
+
+def _exact_thinned_survival(count, n, m, theta, share):
+    """P(X >= theta), X ~ Binomial(H, share), H ~ Hypergeometric(n, count, m): exact sums."""
+    from fractions import Fraction
+
+    s = Fraction(share)
+    total = 0
+    for h in range(theta, min(count, m) + 1):
+        sampled = Fraction(math.comb(count, h) * math.comb(n - count, m - h), math.comb(n, m))
+        votes = sum(math.comb(h, x) * s**x * (1 - s) ** (h - x) for x in range(theta, h + 1))
+        total += sampled * votes
+    return float(total)
+
+
+@pytest.mark.parametrize("count, n, m, theta, share", [
+    (60, 200, 40, 5, 0.25), (120, 200, 40, 5, 0.25), (30, 60, 15, 4, 0.5), (50, 200, 30, 9, 0.9),
+    (10, 40, 40, 3, 1 / 3), (5, 30, 10, 2, 0.01),
+])
+def test_survival_with_a_share_matches_exact_sums(count, n, m, theta, share):
+    assert survival_probability(count, n, m, theta, share) == pytest.approx(
+        _exact_thinned_survival(count, n, m, theta, share), rel=1e-9, abs=1e-15)
+
+
+def test_a_share_of_one_is_one_item_per_user_and_shares_only_lower_it():
+    assert survival_probability(50, 200, 30, 9, 1.0) == survival_probability(50, 200, 30, 9)
+    probabilities = [survival_probability(120, 200, 40, 5, s) for s in (1.0, 0.5, 0.25, 0.1)]
+    assert probabilities == sorted(probabilities, reverse=True) and probabilities[-1] > 0
+
+
+def test_several_items_monte_carlo():
+    # Fixed seed; each trial runs `length` rounds: m of n users sampled without replacement,
+    # each sampled holder (users 0..f-1) votes for the item with probability `share` (its
+    # share of the holder's records: the vote's choice, drawn apart from the sample). Tolerance:
+    # 4.5 standard errors. Power: the plug-in "user-equivalents" f*share = 30 single-item
+    # holders would give 0.586 instead of 0.547, 8 standard errors away.
+    n, f, m, theta, length, share, trials = 200, 120, 40, 5, 2, 0.25, 30_000
+    rng = np.random.default_rng(20240615)
+    survived = np.ones(trials, dtype=bool)
+    for _ in range(length):
+        for start in range(0, trials, 5_000):
+            sampled = np.argpartition(rng.random((5_000, n)), m, axis=1)[:, :m]
+            chose_it = rng.random((5_000, m)) < share
+            votes = ((sampled < f) & chose_it).sum(axis=1)
+            survived[start:start + 5_000] &= votes >= theta
+    estimate = survived.mean()
+    expected = discovery_probability(f, n, m, theta, length, share)
+    se = math.sqrt(expected * (1 - expected) / trials)
+    assert abs(estimate - expected) <= 4.5 * se, (estimate, expected, se)
+    plug_in = discovery_probability(f // 4, n, m, theta, length)
+    assert abs(plug_in - expected) > 8 * se
+
+
+def test_min_frequency_with_a_share_is_tight_and_above_the_plug_in():
+    n, m, theta, length = 10**6, 21_978, 15, 10
+    one = min_frequency(0.9, n, m, theta, length)
+    quarter = min_frequency(0.9, n, m, theta, length, share=0.25)
+    assert one.count == 1148 and quarter.share == 0.25
+    assert discovery_probability(quarter.count, n, m, theta, length, 0.25) >= 0.9
+    assert discovery_probability(quarter.count - 1, n, m, theta, length, 0.25) < 0.9
+    # Four items a user is more than four times the holders: user-equivalents are no bound.
+    assert quarter.count > 4 * one.count and quarter.user_equivalents > one.count
+    assert quarter.to_dict()["user_equivalents"] == quarter.count * 0.25
+    plan = planner.plan(n, 4, 1e-12, length)
+    assert min_frequency_for_plan(plan, 0.9, share=0.25).count == quarter.count
+
+
+@pytest.mark.parametrize("share", [0, -0.5, 1.5, "half", True])
+def test_share_is_validated(share):
+    with pytest.raises(ValueError, match="share"):
+        survival_probability(5, 30, 10, 2, share)

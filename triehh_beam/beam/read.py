@@ -25,6 +25,7 @@ from triehh_beam.io.schema import (
     RecordColumns,
     RecordFormatError,
     RecordOptions,
+    check_timestamp_column,
 )
 from triehh_beam.io.streams import compression_of, infer_format
 
@@ -71,6 +72,7 @@ class _RecordsDoFn(beam.DoFn):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not isinstance(options, RecordOptions):
             raise TypeError(f"options must be RecordOptions, got {type(options).__name__}")
+        check_timestamp_column(columns, options)
         self._format = format
         self._columns = columns
         self._batch_size = batch_size
@@ -119,7 +121,9 @@ class _RecordsDoFn(beam.DoFn):
                 if batch.num_rows:
                     yield batch
                 for row in rejected:
-                    yield beam.pvalue.TaggedOutput(REJECTED_TAG, (path, row.reason, row.raw))
+                    yield beam.pvalue.TaggedOutput(
+                        REJECTED_TAG, (path, row.reason, row.raw, row.line, row.row_index)
+                    )
         except RecordFormatError as e:
             # Batches of the file already output stay output: a consumer of UNREADABLE_TAG
             # must refuse the whole job (the census does).
@@ -138,8 +142,8 @@ class ReadRecordFileDoFn(_RecordsDoFn):
 
     Counters (namespace ``triehh``): ``records_read``, ``records_<reason>`` for each of
     ``DROP_REASONS``, ``files_read`` and ``files_empty``. With ``dead_letter=True`` every
-    rejected record is also output with tag ``REJECTED_TAG`` as ``(path, reason, raw)`` (see
-    ``RejectedRow``). A file that cannot be read raises ``RecordFormatError`` (naming the file),
+    rejected record is also output with tag ``REJECTED_TAG`` as ``(path, reason, raw, line,
+    row_index)`` (see ``RejectedRow``). A file that cannot be read raises ``RecordFormatError`` (naming the file),
     or with ``unreadable=True`` is output with tag ``UNREADABLE_TAG`` as ``(path, message)``.
     Reads each file whole, on one worker; usable on its own after any transform that yields
     paths (e.g. ``fileio.MatchContinuously``).
@@ -220,8 +224,8 @@ class ReadRecordBatches(beam.PTransform):
 
     Output: ``pyarrow.RecordBatch`` elements with schema ``options.schema``, none empty. With
     ``dead_letter`` or ``unreadable``, a dict instead: ``[RECORDS_TAG]`` the batches;
-    ``[REJECTED_TAG]`` (with ``dead_letter``) a ``(file path, reason, raw)`` per rejected record
-    (``raw``: ``RejectedRow``), for ``WriteDeadLetters``; ``[UNREADABLE_TAG]`` (with
+    ``[REJECTED_TAG]`` (with ``dead_letter``) a ``(file path, reason, raw, line, row_index)``
+    per rejected record (``RejectedRow``'s fields), for ``WriteDeadLetters``; ``[UNREADABLE_TAG]`` (with
     ``unreadable``) a ``(file path, message)`` per file that cannot be read, the message naming
     the file (the records read from it before the problem showed are output too: refuse the
     job on any).
@@ -305,9 +309,10 @@ class ReadRecordBatches(beam.PTransform):
 class WriteDeadLetters(beam.PTransform):
     """Writes rejected records (``ReadRecordBatches(..., dead_letter=True)``) as JSON lines.
 
-    One line per record, ``dead_letter_json``: the file it came from, the reason
-    (``DROP_REASONS``) and the record, raw bytes as base64. The lines hold raw user data: write
-    them where the input may be read, never next to published outputs.
+    One line per record, ``dead_letter_json``: the file it came from, its line (JSON Lines,
+    CSV) or row index (Parquet), the reason (``DROP_REASONS``) and the record: the raw line as
+    text (base64 only when it is not UTF-8), or the parsed Parquet row. The lines hold raw user
+    data: write them where the input may be read, never next to published outputs.
 
     Args:
       path: with ``num_shards=1`` (the default) the file to write, exactly (local or any Beam

@@ -3,19 +3,31 @@
 The bundled population (200,000 users, one English word each, drawn from wordfreq's English
 frequencies; ``evaluation.demo``) is discovered with the discover flags (input and columns
 fixed, a privacy target by default), then the true top words are printed beside what was found.
-Exit codes as ``triehh discover``.
+Its first line names where it writes: by default ``triehh-demo/output`` (and the private state
+beside it) in the user's cache directory (``$XDG_CACHE_HOME``, else ``~/.cache``), never
+silently the working directory; ``--output`` chooses another place. A finished demo there is
+shown again, and says so, rather than run anew (the same state holds the same seed, so a
+re-run would draw the same samples). Exit codes as ``triehh discover``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
-from typing import List
+import sys
+from typing import List, Optional, Tuple
 
-from triehh_beam.cli.discover import say, add_discover_arguments, run
+from triehh_beam.cli.discover import add_discover_arguments, config_from_args, execute, say
 
-__all__ = ["register_demo"]
+__all__ = ["default_output", "register_demo"]
+
+
+def default_output() -> str:
+    """Where the demo writes without ``--output``: ``triehh-demo/output`` in the cache directory."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "triehh-demo", "output")
 
 
 def register_demo(subparsers) -> None:
@@ -24,29 +36,94 @@ def register_demo(subparsers) -> None:
         "demo",
         help="run discover on the bundled population of 200,000 users (one English word each)",
         description="Runs `triehh discover` on the bundled real-word population (words drawn "
-        "from wordfreq's English frequencies), then compares what it found with the truth.",
+        "from wordfreq's English frequencies), then compares what it found with the truth. It "
+        "writes under the directory its first line names: by default triehh-demo/ in your cache "
+        "directory ($XDG_CACHE_HOME, else ~/.cache); a finished demo there is shown again (remove "
+        "the directory, or give another --output, to run anew).",
     )
     add_discover_arguments(parser, demo=True)
     parser.set_defaults(handler=_run_demo, accepts_beam_args=True)
 
 
+def _earlier_result(config) -> Optional[Tuple[str, str]]:
+    """The job id and start time of a finished demo with these settings in the state directory
+    (the run will republish it, not discover anew), or None."""
+    from triehh_beam.job.state_store import StateError, StateStore
+    from triehh_beam.protocol.trie import Trie
+
+    if not os.path.isdir(config.resolved_state_dir):
+        return None
+    try:
+        state = StateStore(config.resolved_state_dir).load()
+        if state is None or not state.finished:
+            return None
+        if config.resume_mismatches(state, Trie.from_proto(state.trie).encoder):
+            return None  # the run refuses it, naming the difference
+    except (StateError, OSError, ValueError):
+        return None  # the run reports what is wrong with it
+    return state.job_id, state.created_at
+
+
+def _when(created_at: str) -> str:
+    try:
+        moment = datetime.datetime.fromisoformat(created_at)
+    except ValueError:
+        return created_at
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _where(output_dir: str, state_dir: str, chosen: bool) -> str:
+    """The first line: the directory the demo writes under (or the two it writes to)."""
+    if "://" not in state_dir:
+        state_dir = os.path.abspath(state_dir)
+    if state_dir == output_dir + ".state":
+        name = os.path.basename(output_dir)
+        line = (f"demo: writing under {os.path.dirname(output_dir)}: the results in {name}/, "
+                f"the private state in {name}.state/")
+    else:
+        line = f"demo: writing the results to {output_dir}, the private state to {state_dir}"
+    return line if chosen else line + " (--output DIR to choose)"
+
+
 def _run_demo(args: argparse.Namespace, beam_args: List[str]) -> int:
     from triehh_beam.evaluation import demo
 
-    path = demo.demo_population_path()
-    say(f"demo population: {path}")
-    code = run(args, beam_args, input_pattern=path)
-    if code != 0:
+    chosen = args.output is not None
+    args = argparse.Namespace(**{**vars(args), "output": os.path.abspath(args.output or default_output())})
+    try:
+        path = demo.demo_population_path()
+        config = config_from_args(args, input_pattern=path)
+    except (ValueError, OSError) as e:
+        print(f"triehh: error: {e}", file=sys.stderr)
+        return 2
+    earlier = _earlier_result(config)
+    if args.log_format == "json":
+        print(json.dumps({"event": "demo", "output": config.output_dir, "state": config.resolved_state_dir,
+                          "population": path, "earlier_job": earlier[0] if earlier else None}), flush=True)
+    else:
+        say(_where(config.output_dir, config.resolved_state_dir, chosen))
+        if earlier:
+            say(f"demo: showing an earlier result again (job {earlier[0][:8]}, started "
+                f"{_when(earlier[1])}), not a new discovery: to run anew, remove "
+                f"{config.output_dir} and {config.resolved_state_dir}, or give another --output")
+        say(f"demo population: {path}")
+    code = execute(config, beam_args, dry_run=args.dry_run, log_format=args.log_format)
+    if code != 0 or args.dry_run:
         return code
-    with open(os.path.join(args.output, "heavy_hitters.json"), encoding="utf-8") as f:
+    with open(os.path.join(config.output_dir, "heavy_hitters.json"), encoding="utf-8") as f:
         found = set(json.load(f)["heavy_hitters"])
     truth = demo.truth(path)
-    n = sum(1 for _ in truth)
+    top = [{"rank": rank, "word": word, "users": users, "found": word in found}
+           for rank, (word, users) in enumerate(truth[:25], start=1)]
+    hits = sum(1 for row in top[:10] if row["found"])
+    if args.log_format == "json":
+        print(json.dumps({"event": "truth", "top": top, "recall_at_10": hits / 10,
+                          "distinct_words": len(truth)}), flush=True)
+        return 0
     say("")
     say("the truth (known here because the demo population is synthetic):")
     say(f"  {'rank':>4}  {'word':<10} {'users':>7}  found")
-    for rank, (word, users) in enumerate(truth[:25], start=1):
-        say(f"  {rank:>4}  {word:<10} {users:>7,}  {'yes' if word in found else '-'}")
-    hits = sum(1 for word, _ in truth[:10] if word in found)
-    say(f"  recall of the true top 10: {hits}/10 ({n:,} distinct words in the population)")
+    for row in top:
+        say(f"  {row['rank']:>4}  {row['word']:<10} {row['users']:>7,}  {'yes' if row['found'] else '-'}")
+    say(f"  recall of the true top 10: {hits}/10 ({len(truth):,} distinct words in the population)")
     return 0

@@ -16,11 +16,10 @@ import argparse
 import difflib
 import json
 import logging
+import os
 import sys
 import time
 from typing import Optional, Sequence
-
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.job import config as config_lib
 from triehh_beam.job.config import DiscoveryConfig
@@ -48,7 +47,9 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
     groups = {config_lib.GROUPS[0]: parser.add_argument_group(config_lib.GROUPS[0])}
     if demo:
         groups[config_lib.GROUPS[0]].add_argument(
-            "--output", default="triehh-demo-output", help="output directory (default: %(default)s)")
+            "--output", default=None, metavar="DIR",
+            help="output directory; the private state goes beside it, in DIR.state (default: "
+                 "triehh-demo/output in $XDG_CACHE_HOME, else in ~/.cache)")
         skip = ("input_pattern", "output_dir", "input_format", "user_column", "item_column", "count_column")
         optional = tuple(DEMO_DEFAULTS)
     else:
@@ -135,6 +136,8 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
     Every refusal (bad input, an infeasible target, a state directory that holds another job or
     is held by another run, the budget spent) is one line on stderr and exit code 2.
     """
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     from triehh_beam.io.schema import RecordFormatError
     from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.driver import (
@@ -168,6 +171,8 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         # A worker's error is logged by Beam with its traceback before it reaches us; we
         # report it ourselves in one line (input problems) or re-raise it (anything else).
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    if config.window is not None or config.timestamp_column is not None:
+        return _execute_windowed(config, options, dry_run, as_json)
     try:
         from triehh_beam.job.progress import TerminalBar
 
@@ -209,19 +214,44 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             "elapsed_seconds": round(time.monotonic() - started, 3),
         })
     else:
-        _print_summary(result, time.monotonic() - started, config.verbose)
+        _print_summary(result, time.monotonic() - started, config.verbose, config.encoder)
     return 0
 
 
-def _print_summary(result, elapsed: float, verbose: bool) -> None:
+def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: bool) -> int:
+    """``--window``: one discovery per event-time window of the files (``job.stream.run_replay``)."""
+    from triehh_beam.io.schema import RecordFormatError
+    from triehh_beam.job import stream
+
+    if config.window is None or config.timestamp_column is None:
+        return _fail("--window and --timestamp-column go together: windows need each record's event time", 2)
+    if dry_run:
+        return _fail("--dry-run plans one job; a windowed discovery plans each window when it closes", 2)
+    try:
+        ran = stream.run_replay(config, options, progress=(lambda line: None) if as_json else say)
+    except (RecordFormatError, FileNotFoundError, ValueError) as e:
+        return _fail(str(e), 2)
+    if as_json:
+        for report in ran.reports:
+            _print_json_line({"event": "window", "window_start": report["window_start"],
+                              "released": report["released"], "reason": report["reason"],
+                              "output": report.get("published_to")})
+    released = sum(1 for r in ran.reports if r["released"])
+    if not as_json:
+        say(f"{len(ran.reports)} windows, {released} released; dead letters (private): {ran.dead_letter}")
+    return 0
+
+
+def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
+    from triehh_beam.evaluation import show
     from triehh_beam.job.outputs import population_is_public
 
     plan = result.plan
     say("")
     say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
          f"({result.stop_reason}), {elapsed:.1f} s:")
-    for item in result.heavy_hitters:
-        say(f"  {item.hex() if isinstance(item, bytes) else item}")
+    for entry in show.ordered_items(result.heavy_hitters, encoder):
+        say(f"  {entry.text}")
     if result.frequent_prefixes:
         shown = [p.hex() if isinstance(p, bytes) else str(p) for p in result.frequent_prefixes]
         say(f"frequent prefixes (not complete items): {', '.join(shown)}")
@@ -239,6 +269,7 @@ def _print_summary(result, elapsed: float, verbose: bool) -> None:
         say(line)
     say(f"results (publishable): {result.output_path}")
     say(f"operator report (private, every count; never publish): {result.report_path}")
+    say(f"see the result as tables and a tree: triehh show {os.path.dirname(result.output_path)}")
 
 
 def register_discover(subparsers) -> None:

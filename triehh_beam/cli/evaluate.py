@@ -5,9 +5,11 @@ frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser does
 Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a progress bar over runs on
 stderr (tqdm, or one text line per run without it), and writes ``evaluation.json``, the PNGs and
 ``report.html`` into the output directory (``report.write_report``); no evaluation logic lives
-here. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta 1e-10
---max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0 success; 2 bad
-arguments or unusable input (one line on stderr, no traceback); 1 a failure while running.
+here. An output directory that holds an earlier evaluation is refused before anything runs,
+unless ``--force``. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8
+--delta 1e-10 --max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0
+success; 2 bad arguments, unusable input or an earlier evaluation in the way (one line on
+stderr, no traceback); 1 a failure while running.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from typing import Optional, Sequence
 from triehh_beam.cli import argtypes
 from triehh_beam.job.config import BY_NAME
 
-__all__ = ["add_evaluate_arguments", "config_from_args", "main", "register_evaluate", "run"]
+__all__ = ["REPORT_FILES", "add_evaluate_arguments", "config_from_args", "main", "register_evaluate", "run"]
+
+# The files that mark an earlier evaluation in an output directory (``report.write_report``).
+REPORT_FILES = ("evaluation.json", "report.html")
 
 _epsilons = argtypes.list_of(float, "epsilon", lambda v: v > 0, "> 0")
 _positive_ints = argtypes.list_of(int, "value", lambda v: v >= 1, ">= 1")
@@ -79,6 +84,8 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scratch area of the pipeline engine (default: a local temporary "
                              "directory, removed afterwards); a gs:// path for remote runners")
     target.add_argument("--no-progress", action="store_true", help="no progress bar")
+    io.add_argument("--force", action="store_true",
+                    help="overwrite an earlier evaluation in the output directory (refused without it)")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -172,6 +179,8 @@ def _print_summary(result: dict, written: dict, json_path: str) -> None:
     for skipped in result["infeasible"]:
         print(f"skipped epsilon={skipped['epsilon']:g} unit size {skipped['unit_size']}: infeasible "
               f"({skipped['reason']})")
+    for warning in result["warnings"]:  # e.g. several items per user: Proposition 1 is no bound
+        print(f"warning: {warning}")
     print(f"results: {json_path}")
     print(f"report:  {written['report']}")
 
@@ -187,6 +196,10 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         config = config_from_args(args)
     except ValueError as e:
         return _fail(str(e))
+    earlier = [name for name in REPORT_FILES if os.path.exists(os.path.join(args.output, name))]
+    if earlier and not args.force:  # before any run: an hour's evaluation must not vanish silently
+        return _fail(f"{args.output} already holds an evaluation ({', '.join(earlier)}): give --force "
+                     "to overwrite it, or another --output")
     if beam_args and config.engine != "pipeline":
         return _fail(f"unrecognized arguments: {' '.join(beam_args)} (Beam options need --engine pipeline)")
     from triehh_beam.beam import runners

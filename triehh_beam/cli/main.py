@@ -1,7 +1,7 @@
 """The ``triehh`` command-line tool: the parser of every subcommand, and dispatch.
 
 Each subcommand lives in its own module (``plan``, ``discover``, ``demo``, ``ledger``,
-``scheduled``, ``evaluate``), whose ``register_<name>(subparsers)`` adds its parser and sets
+``scheduled``, ``evaluate``, ``show``), whose ``register_<name>(subparsers)`` adds its parser and sets
 ``handler`` (``(args, beam_args) -> exit code``) and, for commands that run Beam jobs,
 ``accepts_beam_args``: flags such a command does not know are Beam pipeline options, the other
 commands refuse them. Exit codes: 0 when the command did its job, 2 for invalid arguments (one
@@ -11,10 +11,11 @@ line on stderr, no traceback), 1 for a failure while running.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Callable, Optional, Sequence
 
-from triehh_beam.cli import demo, discover, evaluate, ledger, plan, scheduled
+from triehh_beam.cli import demo, discover, evaluate, ledger, plan, scheduled, show, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -26,6 +27,8 @@ _SUBCOMMANDS: Sequence[Callable] = (
     ledger.register_ledger,
     scheduled.register_scheduled,
     evaluate.register_evaluate,
+    show.register_show,
+    stream.register_stream,
 )
 
 
@@ -55,6 +58,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as err:
         print(f"triehh {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `triehh show OUT | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
+        return 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ alternatives that exist. Invalid arguments exit with code 2 and one line on stde
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -17,7 +18,7 @@ from typing import List
 
 from triehh_beam.cli import argtypes
 from triehh_beam.cli.argtypes import UsageError
-from triehh_beam.protocol import parameters, planner, utility
+from triehh_beam.protocol import parameters
 
 __all__ = ["register_plan"]
 
@@ -56,6 +57,11 @@ def register_plan(subparsers) -> None:
     parser.add_argument("--item-length", type=argtypes.positive_int, default=None, metavar="LEN",
                         help="item length in units, terminator included, for the discovery "
                              "table (default: L, the worst case)")
+    parser.add_argument("--items-per-user", type=_items_per_user, default=1.0, metavar="K",
+                        help="plan for users holding several items: each holder gives the item at "
+                             "least 1/K of its records (K items in equal counts), and a sampled "
+                             "user votes for one of its items, drawn by its share, so holders "
+                             "count for less (default 1: one item per user)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="DIR", default=None,
                         help="also write the planning plots (PNG) into DIR: worst-case discovery vs "
@@ -64,8 +70,17 @@ def register_plan(subparsers) -> None:
     parser.set_defaults(handler=lambda args, extra: _run_plan(args))
 
 
+def _items_per_user(text: str) -> float:
+    value = argtypes.finite_float(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 def _plan_report(args) -> dict:
     """The plan and its discovery table, as one JSON-ready dict."""
+    from triehh_beam.protocol import planner, utility  # SciPy: only when a plan is made
+
     result = planner.plan(args.population, args.epsilon, args.delta, args.max_length, args.rule)
     item_length = args.max_length if args.item_length is None else args.item_length
     report = result.to_dict()
@@ -74,14 +89,17 @@ def _plan_report(args) -> dict:
     report["max_item_characters"] = (args.max_length - 1) * args.unit_size
     report["item_length"] = item_length
     report["item_length_is_worst_case"] = item_length == args.max_length
+    report["items_per_user"] = args.items_per_user
+    report["item_share"] = share = 1 / args.items_per_user
     rows = []
     if result.feasible:
         for p in _DISCOVERY_PROBABILITIES:
-            need = utility.min_frequency_for_plan(result, p, item_length)
+            need = utility.min_frequency_for_plan(result, p, item_length, share)
             rows.append({
                 "probability": p,
                 "count": None if need is None else need.count,
                 "fraction": None if need is None else need.fraction,
+                "user_equivalents": None if need is None else need.user_equivalents,
                 "achieved_probability": None if need is None else need.probability,
             })
     report["discovery"] = rows
@@ -132,8 +150,9 @@ def _row(label: str, value: str) -> str:
     return f"  {label:<26}{value}"
 
 
-def _wrap(text: str, indent: str) -> List[str]:
-    return textwrap.wrap(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent)
+def _wrap(text: str, indent: str, break_on_hyphens: bool = True) -> List[str]:
+    return textwrap.wrap(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent,
+                         break_on_hyphens=break_on_hyphens)
 
 
 def _format_plan(r: dict) -> str:
@@ -168,11 +187,15 @@ def _format_plan(r: dict) -> str:
         for note in r["notes"]:
             lines += _wrap(f"note: {note}", "  ")
         worst = " = L, the worst case" if r["item_length_is_worst_case"] else ""
+        k = r["items_per_user"]
+        several = k > 1
+        holders = f" (holders of {_num(k)} items)" if several else ""
         lines += [
             "",
             f"Worst-case discovery (Proposition 1) of an item of {r['item_length']} units"
-            f"{worst}:",
-            f"  {'probability':<14}{'users holding it':>18}{'share of n':>14}",
+            f"{worst}{holders}:",
+            f"  {'probability':<14}{'users holding it':>18}{'share of n':>14}"
+            + (f"{'user-equivalents':>20}" if several else ""),
         ]
         for row in r["discovery"]:
             if row["count"] is None:
@@ -181,12 +204,28 @@ def _format_plan(r: dict) -> str:
             lines.append(
                 f"  {_percent(row['probability']):<14}{_users(row['count']):>18}"
                 f"{_percent(row['fraction'], 4):>14}"
+                + (f"{_users(round(row['user_equivalents'])):>20}" if several else "")
             )
         lines += _wrap(
             "Assumes the item shares no prefix with any other item; real data, where items "
             "share prefixes, does better. Use --item-length for shorter items.",
             "  ",
         )
+        if several:
+            lines += _wrap(
+                f"Each holder gives the item at least 1/{_num(k)} of its records, so a sampled "
+                f"holder votes for it with probability {_num(1 / k, 3)} (it votes for one of "
+                "its items, drawn by its share). User-equivalents (holders x share) are for "
+                "reading only: the table counts holders, exactly, and needs more of them.",
+                "  ", break_on_hyphens=False,
+            )
+        else:
+            lines += _wrap(
+                "Assumes one item per user: a user holding several votes for one of them, "
+                "drawn by its share of the user's records, and so counts for less than one "
+                "holder (plan for that with --items-per-user K).",
+                "  ", break_on_hyphens=False,
+            )
         return "\n".join(lines)
 
     lines += [

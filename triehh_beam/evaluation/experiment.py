@@ -500,7 +500,8 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
     warnings: List[str] = []
     if multi_item:
         warnings.append("some users hold several items: Proposition 1 is not a lower bound for them "
-                        "(a holder votes for another of its items with some probability)")
+                        "(a holder votes for one of its items, drawn by its share of its records, so it "
+                        "counts for less than one holder; triehh plan --items-per-user K plans for that)")
     configurations = []
     try:
         for epsilon, unit_size, plan in plans:

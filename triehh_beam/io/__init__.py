@@ -1,61 +1,58 @@
 """Reading device records with Arrow, one layer below Beam: one module per input format
-(``jsonl``, ``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items and
-counts (``normalise``), the accounting of dropped rows (``drops``), opening and decompressing
-files (``streams``), matching file patterns (``files``), reading one file (``reader``) and
-writing test files (``write``). ``triehh_beam.beam.read`` wraps it in a PTransform.
+(``jsonl``, ``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items,
+counts and timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the
+accounting of dropped rows (``drops``), opening and decompressing files (``streams``),
+matching file patterns (``files``), reading one file (``reader``), records that arrive as rows
+(``rows``: BigQuery's) and writing test files (``write``). ``triehh_beam.beam.read`` (and
+``triehh_beam.beam.bigquery``) wrap it in PTransforms. The names below are imported from their
+modules on first use (PEP 562): ``files`` and ``streams`` open paths through Beam's
+``FileSystems``, and a module that needs only ``schema`` (the ``triehh`` tool's parser does)
+should not pay for importing Beam.
 """
 
-from triehh_beam.io.drops import (
-    DROP_REASONS,
-    FILE_COUNTERS,
-    bad_fraction,
-    dead_letter_json,
-    describe_drops,
-)
-from triehh_beam.io.files import match_files
-from triehh_beam.io.normalise import binary_buffers, normalise_batch
-from triehh_beam.io.reader import iter_record_batches, iter_record_blocks, parquet_row_groups
-from triehh_beam.io.schema import (
-    BYTES_ENCODINGS,
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_ITEM_BYTES,
-    DEFAULT_MAX_USER_BYTES,
-    FORMATS,
-    RECORD_SCHEMA,
-    RecordBlock,
-    RecordColumns,
-    RecordFormatError,
-    RecordOptions,
-    RejectedRow,
-    record_schema,
-)
-from triehh_beam.io.streams import infer_format
-from triehh_beam.io.write import write_records
+import importlib
 
-__all__ = [
-    "BYTES_ENCODINGS",
-    "DEFAULT_BATCH_SIZE",
-    "DEFAULT_MAX_ITEM_BYTES",
-    "DEFAULT_MAX_USER_BYTES",
-    "DROP_REASONS",
-    "FILE_COUNTERS",
-    "FORMATS",
-    "RECORD_SCHEMA",
-    "RecordBlock",
-    "RecordColumns",
-    "RecordFormatError",
-    "RecordOptions",
-    "RejectedRow",
-    "bad_fraction",
-    "binary_buffers",
-    "dead_letter_json",
-    "describe_drops",
-    "infer_format",
-    "iter_record_batches",
-    "iter_record_blocks",
-    "match_files",
-    "normalise_batch",
-    "parquet_row_groups",
-    "record_schema",
-    "write_records",
-]
+# Each re-exported name and the module that defines it.
+_EXPORTS = {
+    "DROP_REASONS": "triehh_beam.io.drops",
+    "FILE_COUNTERS": "triehh_beam.io.drops",
+    "bad_fraction": "triehh_beam.io.drops",
+    "dead_letter_json": "triehh_beam.io.drops",
+    "describe_drops": "triehh_beam.io.drops",
+    "match_files": "triehh_beam.io.files",
+    "binary_buffers": "triehh_beam.io.arrays",
+    "normalise_batch": "triehh_beam.io.normalise",
+    "iter_record_batches": "triehh_beam.io.reader",
+    "iter_record_blocks": "triehh_beam.io.reader",
+    "parquet_row_groups": "triehh_beam.io.reader",
+    "BYTES_ENCODINGS": "triehh_beam.io.schema",
+    "DEFAULT_BATCH_SIZE": "triehh_beam.io.schema",
+    "DEFAULT_MAX_ITEM_BYTES": "triehh_beam.io.schema",
+    "DEFAULT_MAX_USER_BYTES": "triehh_beam.io.schema",
+    "FORMATS": "triehh_beam.io.schema",
+    "RECORD_SCHEMA": "triehh_beam.io.schema",
+    "RecordBlock": "triehh_beam.io.schema",
+    "RecordColumns": "triehh_beam.io.schema",
+    "RecordFormatError": "triehh_beam.io.schema",
+    "RecordOptions": "triehh_beam.io.schema",
+    "RejectedRow": "triehh_beam.io.schema",
+    "TIMESTAMP_FIELD": "triehh_beam.io.schema",
+    "record_schema": "triehh_beam.io.schema",
+    "infer_format": "triehh_beam.io.streams",
+    "write_records": "triehh_beam.io.write",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    """A re-exported name, imported from its module the first time it is asked for."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

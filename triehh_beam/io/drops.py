@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Dict, Tuple, Union
+from typing import Dict, Tuple
 
 __all__ = [
     "DROP_REASONS",
@@ -33,6 +33,7 @@ DROP_REASONS = (
     "bad_item",
     "oversized_item",
     "bad_count",
+    "bad_timestamp",
 )
 # Per-file counters (not records, never bad: an empty file is reported, not refused).
 FILE_COUNTERS = ("files_read", "files_empty")
@@ -91,18 +92,36 @@ def describe_drops(counters: Dict[str, int]) -> str:
     return f"{line}; dropped {dropped:,} ({share}): {details}"
 
 
-def dead_letter_json(rejected: Tuple[str, str, Union[bytes, str]]) -> str:
-    """One rejected record as a JSON line (without the line break).
+def dead_letter_json(rejected: Tuple) -> str:
+    """One rejected record as a JSON line (without the line break), for a person to act on.
 
-    ``{"file": ..., "reason": ..., "raw_base64": ...}`` for a raw input line (base64 of its
-    exact bytes), ``{"file": ..., "reason": ..., "row": {...}}`` for a rendered row.
+    ``rejected`` is ``(file, reason, raw[, line[, row_index]])``, what ``ReadRecordBatches``
+    outputs on its rejected tag (``RejectedRow``'s fields after the file). The line says where
+    the record is and what it holds, in this order of keys::
+
+      {"file": ..., "line": 12, "reason": "bad_count", "raw": "u7,kiwi,-1"}
+      {"file": ..., "line": 13, "reason": "invalid_utf8", "raw_base64": "djEsY2Fm6Swx"}
+      {"file": ..., "row_index": 4, "reason": "bad_count", "row": {"user_id": "u5", ...}}
+
+    ``line`` (1-based, JSON Lines and CSV) or ``row_index`` (0-based, Parquet) when known;
+    ``raw``, the exact record as text when it is UTF-8, ``raw_base64`` only when it is not;
+    ``row``, the parsed row, where the format has no lines (Parquet).
     """
-    path, reason, raw = rejected
-    record = {"file": path, "reason": reason}
+    path, reason, raw = rejected[:3]
+    line = rejected[3] if len(rejected) > 3 else None
+    row_index = rejected[4] if len(rejected) > 4 else None
+    record: Dict[str, object] = {"file": path}
+    if line is not None:
+        record["line"] = line
+    if row_index is not None:
+        record["row_index"] = row_index
+    record["reason"] = reason
     if isinstance(raw, (bytes, bytearray, memoryview)):
-        record["raw_base64"] = base64.b64encode(bytes(raw)).decode("ascii")
+        raw = bytes(raw)
+        try:
+            record["raw"] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            record["raw_base64"] = base64.b64encode(raw).decode("ascii")
     else:
         record["row"] = json.loads(raw)
     return json.dumps(record, ensure_ascii=False, sort_keys=False)
-
-

@@ -43,7 +43,8 @@ def read_parquet(
     row_group: Optional[int] = None,
 ) -> Iterator[RawBlock]:
     """The raw user, item (and count) columns of a Parquet file, or of its row group
-    ``row_group`` only. Parquet rows have no raw line: a rejected row is rendered."""
+    ``row_group`` only. Parquet rows have no raw line: a rejected row is rendered, with its
+    0-based position in the file (``first_row`` of each block)."""
     parquet = _open(f, columns, options)
     if row_group is not None and not 0 <= row_group < parquet.metadata.num_row_groups:
         # The file changed since it was split into row groups.
@@ -54,7 +55,13 @@ def read_parquet(
     wanted = [columns.user, columns.item]
     if columns.count is not None and columns.count in schema.names:
         wanted.append(columns.count)
+    if options.timestamp_column is not None:
+        wanted.append(options.timestamp_column)
     groups = None if row_group is None else [row_group]
+    metadata = parquet.metadata
+    # The position in the file of each row, for the dead letter: rows before the row group.
+    first_row = sum(metadata.row_group(i).num_rows for i in range(row_group or 0))
     # Row group by row group, batch_size rows at a time: the file is never loaded whole.
     for batch in parquet.iter_batches(batch_size=batch_size, columns=wanted, row_groups=groups):
-        yield RawBlock(batch, {}, [])
+        yield RawBlock(batch, {}, [], first_row=first_row)
+        first_row += batch.num_rows

@@ -14,21 +14,13 @@ import collections
 import contextlib
 import json
 import math
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
 from triehh_beam.io import delimited, jsonl, parquet
-from triehh_beam.io.normalise import (
-    as_batches,
-    as_binary,
-    decoded,
-    is_bytes,
-    is_text,
-    is_utf8,
-    normalise_block,
-    single_batch,
-)
+from triehh_beam.io.arrays import as_binary, decoded, is_bytes, is_text, is_utf8
+from triehh_beam.io.normalise import as_batches, normalise_block, single_batch
 from triehh_beam.io.schema import (
     DEFAULT_BATCH_SIZE,
     FORMATS,
@@ -38,6 +30,7 @@ from triehh_beam.io.schema import (
     RecordFormatError,
     RecordOptions,
     RejectedRow,
+    check_timestamp_column,
 )
 from triehh_beam.io.streams import (
     UNREADABLE_ERRORS,
@@ -47,7 +40,7 @@ from triehh_beam.io.streams import (
     open_records,
 )
 
-__all__ = ["iter_record_batches", "iter_record_blocks", "parquet_row_groups"]
+__all__ = ["iter_record_batches", "iter_record_blocks", "parquet_row_groups", "render_row"]
 
 _FORMAT_READERS = {"jsonl": jsonl.read_jsonl, "csv": delimited.read_csv}
 
@@ -110,6 +103,7 @@ def iter_record_blocks(
       As ``iter_record_batches``.
     """
     format = _check_arguments(path, format, batch_size)
+    check_timestamp_column(columns, options)
     if row_group is not None and format != "parquet":
         raise ValueError(f"{path!r}: only Parquet files are read by row group, not {format}")
     compression = compression_of(path, format)
@@ -215,15 +209,18 @@ def _normalised_blocks(
 
     for raw in blocks:
         drops.update(raw.drops)
-        rejected.extend(raw.rejected)
-        offset = 0
+        block_rejected = list(raw.rejected)
+        goods, offset = [], 0
         for raw_batch in as_batches(raw.data):
             result = normalise_block(raw_batch, columns, options, keep_rejected, raw.utf8_checked)
             drops.update(result.drops)
             for row, reason in result.rejected:
-                rejected.append(RejectedRow(reason, _raw_form(raw, raw_batch, offset, row)))
+                block_rejected.append(_rejected_row(reason, raw, raw_batch, offset, row))
             offset += raw_batch.num_rows
-            good = result.batch
+            goods.append(result.batch)
+        # Dead letters in file order (the format reader's own rejects came first).
+        rejected.extend(sorted(block_rejected, key=_position))
+        for good in goods:
             if good.num_rows == 0:
                 continue
             if good.num_rows < small:
@@ -244,15 +241,27 @@ def _concat(batches: List[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
     return single_batch(pa.Table.from_batches(batches, schema=schema).combine_chunks())
 
 
-def _raw_form(raw: RawBlock, batch: pa.RecordBatch, offset: int, row: int) -> Union[bytes, str]:
-    if raw.raw_row is not None:
-        found = raw.raw_row(offset + row)
+def _position(row: RejectedRow) -> Tuple[bool, int]:
+    where = row.line if row.line is not None else row.row_index
+    return where is None, where or 0
+
+
+def _rejected_row(
+    reason: str, raw: RawBlock, batch: pa.RecordBatch, offset: int, row: int
+) -> RejectedRow:
+    """Row ``row`` of ``batch`` (which starts at row ``offset`` of ``raw``) as a dead letter:
+    its raw line and line number where the format reader has them, else rendered (with its
+    position in the file for Parquet)."""
+    if raw.raw_line is not None:
+        found = raw.raw_line(offset + row)
         if found is not None:
-            return found
-    return _render_row(batch, row)
+            line, line_bytes = found
+            return RejectedRow(reason, line_bytes, line=line)
+    row_index = None if raw.first_row is None else raw.first_row + offset + row
+    return RejectedRow(reason, render_row(batch, row), row_index=row_index)
 
 
-def _render_row(batch: pa.RecordBatch, row: int) -> str:
+def render_row(batch: pa.RecordBatch, row: int) -> str:
     """Row ``row`` of a raw batch as a JSON object (str): the dead-letter form of a parsed row.
 
     Strings that are valid UTF-8 stay strings; binary values and strings that are not UTF-8

@@ -1,7 +1,8 @@
 """The shape of normalised device records and the settings of the reader, defined once here:
 the formats, the column names (``RecordColumns``), how values are read and which are too big
 (``RecordOptions``), the Arrow schema of a normalised batch (``record_schema``: ``user_id``
-binary, ``item`` string/binary/int64 by item kind, ``count`` int64), and ``RecordFormatError``,
+binary, ``item`` string/binary/int64 by item kind, ``count`` int64, and with a timestamp column
+``timestamp`` int64 microseconds), and ``RecordFormatError``,
 what a file that cannot be read as records raises; docs/input.md states the whole contract.
 """
 
@@ -24,11 +25,14 @@ __all__ = [
     "ITEM_TYPES",
     "RECORD_SCHEMA",
     "RawBlock",
+    "RawLine",
     "RecordBlock",
     "RecordColumns",
     "RecordFormatError",
     "RecordOptions",
     "RejectedRow",
+    "TIMESTAMP_FIELD",
+    "check_timestamp_column",
     "record_schema",
 ]
 
@@ -37,24 +41,32 @@ FORMATS = ("jsonl", "csv", "parquet")
 BYTES_ENCODINGS = ("base64", "hex")
 DEFAULT_MAX_USER_BYTES = 256
 DEFAULT_MAX_ITEM_BYTES = 4096
+# The normalised batch's column of record times (int64 microseconds since the epoch, UTC), when
+# RecordOptions.timestamp_column names the input column to read them from.
+TIMESTAMP_FIELD = "timestamp"
 
 ITEM_TYPES = {ItemKind.TEXT: pa.string(), ItemKind.BYTES: pa.binary(), ItemKind.INT: pa.int64()}
 
 
-def record_schema(item_kind: Union[ItemKind, str] = ItemKind.TEXT) -> pa.Schema:
-    """The schema of normalised batches for items of ``item_kind`` (item string/binary/int64)."""
-    return _record_schema(ItemKind(item_kind))
+def record_schema(
+    item_kind: Union[ItemKind, str] = ItemKind.TEXT, timestamps: bool = False
+) -> pa.Schema:
+    """The schema of normalised batches for items of ``item_kind`` (item string/binary/int64),
+    with a ``timestamp`` column (``TIMESTAMP_FIELD``, int64 microseconds since the epoch, UTC)
+    last when ``timestamps`` (``RecordOptions.timestamp_column`` set)."""
+    return _record_schema(ItemKind(item_kind), bool(timestamps))
 
 
 @functools.lru_cache(maxsize=None)
-def _record_schema(item_kind: ItemKind) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("user_id", pa.binary(), nullable=False),
-            pa.field("item", ITEM_TYPES[item_kind], nullable=False),
-            pa.field("count", pa.int64(), nullable=False),
-        ]
-    )
+def _record_schema(item_kind: ItemKind, timestamps: bool) -> pa.Schema:
+    fields = [
+        pa.field("user_id", pa.binary(), nullable=False),
+        pa.field("item", ITEM_TYPES[item_kind], nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+    ]
+    if timestamps:
+        fields.append(pa.field(TIMESTAMP_FIELD, pa.int64(), nullable=False))
+    return pa.schema(fields)
 
 
 RECORD_SCHEMA = record_schema(ItemKind.TEXT)
@@ -114,10 +126,17 @@ class RecordOptions:
       normalise_user_ids: text user ids (string columns) lose surrounding white space and are
         put in Unicode NFC, so that ``" 42"`` and ``"42"`` are one user; an id left empty is
         ``missing_user``. Integer and binary ids are taken as they are.
+      timestamp_column: the input column holding when each record happened, or None (the
+        default: no time). When set, every file must have the column, and the normalised
+        batch gains a last column ``timestamp`` (``TIMESTAMP_FIELD``): int64 microseconds
+        since the Unix epoch, UTC. A number is milliseconds since the epoch, text is RFC 3339
+        with an offset or ``Z`` (or milliseconds in decimal), a Parquet timestamp is converted
+        (``triehh_beam.io.timestamps``); a missing value or anything else is ``bad_timestamp``.
 
     Raises:
       ValueError: for an unknown kind or encoding, an encoding for items that are not bytes,
-        ``int_bits`` outside 1..64 or given for items that are not integers, limits below 1.
+        ``int_bits`` outside 1..64 or given for items that are not integers, limits below 1,
+        a timestamp column name that is not a non-empty string.
     """
 
     item_kind: ItemKind = ItemKind.TEXT
@@ -126,6 +145,7 @@ class RecordOptions:
     max_user_bytes: int = DEFAULT_MAX_USER_BYTES
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES
     normalise_user_ids: bool = False
+    timestamp_column: Optional[str] = None
 
     def __post_init__(self):
         kind = ItemKind(self.item_kind)
@@ -151,6 +171,9 @@ class RecordOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        column = self.timestamp_column
+        if column is not None and (not isinstance(column, str) or not column):
+            raise ValueError(f"timestamp_column must be a non-empty string or None, got {column!r}")
 
     @classmethod
     def for_encoder(
@@ -160,6 +183,7 @@ class RecordOptions:
         max_user_bytes: int = DEFAULT_MAX_USER_BYTES,
         max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
         normalise_user_ids: bool = False,
+        timestamp_column: Optional[str] = None,
     ) -> "RecordOptions":
         """The options that read items of ``encoder``'s kind (and integer width)."""
         return cls(
@@ -169,24 +193,42 @@ class RecordOptions:
             max_user_bytes=max_user_bytes,
             max_item_bytes=max_item_bytes,
             normalise_user_ids=normalise_user_ids,
+            timestamp_column=timestamp_column,
         )
 
     @property
     def schema(self) -> pa.Schema:
-        return record_schema(self.item_kind)
+        return record_schema(self.item_kind, self.timestamp_column is not None)
+
+
+def check_timestamp_column(columns: RecordColumns, options: RecordOptions) -> None:
+    """Refuses a timestamp column that is also the user, item or count column.
+
+    Raises:
+      ValueError: naming the column.
+    """
+    column = options.timestamp_column
+    if column is not None and column in (columns.user, columns.item, columns.count):
+        raise ValueError(
+            f"the timestamp column {column!r} must differ from the user, item and count columns"
+        )
 
 
 class RejectedRow(NamedTuple):
-    """A record dropped by the reader: why, and the record itself.
+    """A record dropped by the reader: why, the record itself, and where it was in its file.
 
-    ``raw`` is the exact input line (``bytes``, without its line break) where the reader has
-    it, or a JSON object rendering the parsed row (``str``) where it does not (Parquet rows, CSV
-    rows rejected by a value check): strings as strings, binary and text that is not UTF-8 as
-    ``{"base64": ...}``.
+    ``raw`` is the exact input record (``bytes``, without its line break) for JSON Lines and
+    CSV -- one line, or for a CSV record with a quoted line break the lines it spans -- and a
+    JSON object rendering the parsed row (``str``) for Parquet, which has no lines: strings as
+    strings, binary and text that is not UTF-8 as ``{"base64": ...}``. ``line`` is the
+    1-based line the record starts on (JSON Lines, CSV; the CSV header is line 1), ``row_index``
+    the 0-based position of the row in its Parquet file (across row groups); the other is None.
     """
 
     reason: str
     raw: Union[bytes, str]
+    line: Optional[int] = None
+    row_index: Optional[int] = None
 
 
 class RecordBlock(NamedTuple):
@@ -197,16 +239,23 @@ class RecordBlock(NamedTuple):
     rejected: Tuple[RejectedRow, ...]
 
 
+# The raw form of a row a format reader kept: (1-based line it starts on, its exact bytes).
+RawLine = Tuple[int, bytes]
+
+
 class RawBlock(NamedTuple):
     """What a format reader (``jsonl``, ``delimited``, ``parquet``) yields for normalisation.
 
     ``data``: raw columns as found in the file; ``drops`` and ``rejected``: the rows the format
-    reader itself took out; ``raw_row(i)``: the raw line of row ``i`` of ``data`` (None, or no
-    function: render the parsed row); ``utf8_checked``: the reader made sure its text is UTF-8.
+    reader itself took out; ``raw_line(i)``: the line and raw bytes of row ``i`` of ``data``
+    (None, or no function: render the parsed row); ``first_row``: the 0-based position in its
+    file of row 0 of ``data`` (Parquet, which has rows, not lines); ``utf8_checked``: the reader
+    made sure its text is UTF-8.
     """
 
     data: Union[pa.RecordBatch, pa.Table]
     drops: Dict[str, int]
     rejected: List[RejectedRow]
-    raw_row: Optional[Callable[[int], bytes]] = None
+    raw_line: Optional[Callable[[int], Optional[RawLine]]] = None
     utf8_checked: bool = False
+    first_row: Optional[int] = None

@@ -3,7 +3,7 @@ records through Beam's ``FileSystems`` (local or ``gs://``), decompressed with t
 ``zlib``, ``bz2`` and ``lzma`` modules (and ``zstandard``) so that a stream cut short before its
 end marker is refused, not read as a shorter file. Also the errors that mean "this file is not
 in its format", which the reader turns into ``RecordFormatError``, and raw streams that always
-return as many bytes as asked for (what Arrow's streaming readers need).
+return as many bytes as asked for (whole blocks for the readers).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ __all__ = [
     "COMPRESSIONS",
     "UNREADABLE_ERRORS",
     "FullReads",
-    "PrefixedStream",
     "compression_of",
     "describe_error",
     "infer_format",
@@ -133,9 +132,8 @@ def open_records(path: str, compression: Optional[str]) -> Iterator[io.RawIOBase
 class FullReads(io.RawIOBase):
     """A raw stream whose reads return as many bytes as asked for, fewer only at the end.
 
-    Arrow's streaming CSV reader takes each read as one block: a short read in the middle of
-    a file (a 1-byte block holding the "\\n" of a "\\r\\n") can make it lose rows without an
-    error, or fail. Subclasses implement ``_read_some`` (b"" only at the end).
+    The readers read blocks of a set size (a short read costs a smaller block, or a block
+    with no line break to cut at). Subclasses implement ``_read_some`` (b"" only at the end).
     """
 
     def readable(self) -> bool:
@@ -154,21 +152,6 @@ class FullReads(io.RawIOBase):
 
     def _read_some(self, n: int):
         raise NotImplementedError
-
-
-class PrefixedStream(FullReads):
-    """Bytes already read from a file, then the rest of the file: lets us peek at a header."""
-
-    def __init__(self, prefix: bytes, rest):
-        super().__init__()
-        self._prefix = memoryview(prefix)
-        self._rest = rest
-
-    def _read_some(self, n: int):
-        if len(self._prefix):
-            data, self._prefix = self._prefix[:n], self._prefix[n:]
-            return data
-        return self._rest.read(n)
 
 
 def _decompressor(compression: str):

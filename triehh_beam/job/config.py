@@ -17,17 +17,17 @@ import argparse
 import dataclasses
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from apache_beam.io.filesystems import FileSystems
-
-from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+
+if TYPE_CHECKING:  # Beam is imported where a path is opened or a transform built, not here:
+    from triehh_beam.beam.read import ReadRecordBatches  # the `triehh` parser reads SETTINGS
 
 __all__ = [
     "BY_NAME",
@@ -53,6 +53,7 @@ GROUPS = (
     "operation",
     "items",
     "expert (experiments only)",
+    "event-time windows (triehh stream, and triehh discover --window)",
 )
 
 # A broken export (a wrong delimiter, encoding or column) makes most of its rows bad, 40% to
@@ -71,6 +72,8 @@ ENCODING = "trie.encoding"
 
 def read_seed_file(path: str) -> bytes:
     """The secret seed held in ``path`` (16 to 64 bytes); raises ValueError or OSError naming it."""
+    from apache_beam.io.filesystems import FileSystems
+
     with FileSystems.open(path, compression_type="uncompressed") as f:
         seed = f.read()
     if not 16 <= len(seed) <= 64:
@@ -221,7 +224,19 @@ def setting(
     return dataclasses.field(default=default, repr=repr, metadata={"setting": spec})
 
 
-_IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT = GROUPS
+_IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT, _WINDOWS = GROUPS
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> int:
+    """Whole seconds from ``90``, ``90s``, ``15m``, ``1h`` or ``1d``; raises ValueError."""
+    value = text.strip().lower()
+    unit = _DURATION_UNITS.get(value[-1:]) if value else None
+    number = value[:-1] if unit else value
+    if not number.isdigit():
+        raise ValueError(f"not a duration: {text!r} (write 90, 90s, 15m, 1h or 1d)")
+    return int(number) * (unit or 1)
 
 
 def _text_or_empty(name: str) -> Callable[["DiscoveryConfig"], Any]:
@@ -386,27 +401,40 @@ class DiscoveryConfig:
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "
         "(default: %(default)s)", _OPERATE, default=6 * 3600, parse=float, example="600")
 
+    window: Optional[int] = setting(
+        "--window", "one discovery per fixed event-time window of this length (90s, 15m, 1h, 1d), "
+        "each planned, charged and released on its own; with files, --timestamp-column gives the "
+        "event time", _WINDOWS, default=None, parse=parse_duration, metavar="DURATION", example="1h")
+    allowed_lateness: int = setting(
+        "--allowed-lateness", "a window closes (and is released) this long after its end; records "
+        "arriving later are late: counted and dead-lettered, never in a result (default: 0)",
+        _WINDOWS, default=0, parse=parse_duration, metavar="DURATION", example="10m")
+    timestamp_column: Optional[str] = setting(
+        "--timestamp-column", "files only: the column holding each record's event time "
+        "(milliseconds since the epoch, RFC 3339, or a Parquet timestamp)", _WINDOWS, default=None,
+        metavar="NAME", example="event_time")
+
     def __post_init__(self):
         if not self.input_pattern:
-            raise ValueError("an input pattern is required")
+            raise ValueError("--input is required (the records' file pattern)")
         if not self.output_dir:
-            raise ValueError("an output directory is required")
+            raise ValueError("--output is required (the output directory)")
         if not self.epsilon > 0:
-            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+            raise ValueError(f"--epsilon must be > 0, got {self.epsilon}")
         if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
         if self.rule not in RULES:
-            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+            raise ValueError(f"--rule must be one of {', '.join(RULES)}, got {self.rule!r}")
         if self.input_format not in FORMATS:
-            raise ValueError(f"format must be jsonl, csv or parquet, got {self.input_format!r}")
+            raise ValueError(f"--format must be jsonl, csv or parquet, got {self.input_format!r}")
         if self.seed is not None and not 16 <= len(self.seed) <= 64:
-            raise ValueError(f"the seed must be 16 to 64 bytes, got {len(self.seed)}")
+            raise ValueError(f"the seed (--seed-file) must be 16 to 64 bytes, got {len(self.seed)}")
         if (self.theta is None) != (self.batch_size is None):
-            raise ValueError("theta and batch_size override the planner together: give both or neither")
+            raise ValueError("--theta and --batch-size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
-            raise ValueError("theta and batch_size must be >= 1")
+            raise ValueError("--theta and --batch-size must be >= 1")
         if self.population is not None and self.population < 1:
-            raise ValueError(f"population must be >= 1, got {self.population}")
+            raise ValueError(f"--population must be >= 1, got {self.population}")
         if self.state_dir is None and not _is_local(self.output_dir):
             raise ValueError(
                 f"a {self.output_dir.split('://')[0]}:// output needs --state-dir: the state holds "
@@ -430,8 +458,12 @@ class DiscoveryConfig:
             raise ValueError(
                 "a lifetime budget needs the population's shared ledger: give --ledger DIR "
                 "([budget] ledger in a scheduled config), the same for every job on the population")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"--window must be at least 1 second, got {self.window}")
+        if self.allowed_lateness < 0:
+            raise ValueError(f"--allowed-lateness cannot be negative, got {self.allowed_lateness}")
         if not self.lease_seconds > 0:
-            raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")
+            raise ValueError(f"--lease-seconds must be > 0, got {self.lease_seconds}")
         self.encoder  # validates unit_size and max_length
 
     @property
@@ -453,6 +485,7 @@ class DiscoveryConfig:
             max_user_bytes=self.max_user_bytes,
             max_item_bytes=self.max_item_bytes,
             normalise_user_ids=self.normalise_user_ids,
+            timestamp_column=self.timestamp_column,
         )
 
     @property
@@ -476,7 +509,21 @@ class DiscoveryConfig:
     def legacy_state_dir(self) -> str:
         """Where releases before 0.2 kept the state by default: ``OUTPUT/state``, inside the
         published output (a job found there must be moved out before it resumes)."""
+        from apache_beam.io.filesystems import FileSystems
+
         return FileSystems.join(self.output_dir, "state")
+
+    def window_identity(self) -> bytes:
+        """The identity of a windowed job (``sampling.WindowKeys``): every keyed setting but where
+        the records come from and where results go (so the stream and a bounded replay of the
+        same records, given one seed file, sample alike), with the window length."""
+        where = {"input_pattern", "output_dir", "input_format", "user_column", "item_column",
+                 "count_column", "timestamp_column"}
+        values = {item.name: getattr(self, item.name) for item in SETTINGS if item.keyed and item.name not in where}
+        values["window"] = self.window
+        text = json.dumps({"triehh-beam/window-identity": 1, **values}, sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        return text.encode("ascii")
 
     def sampling_identity(self) -> bytes:
         """The job's identity, mixed into every key derived from the seed (``Sampler``).
@@ -549,6 +596,8 @@ class DiscoveryConfig:
         return mismatches
 
     def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
+        from triehh_beam.beam.read import ReadRecordBatches
+
         return ReadRecordBatches(
             self.input_pattern,
             format=self.input_format,

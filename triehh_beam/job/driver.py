@@ -531,7 +531,7 @@ class _Driver:
         self._say(
             "round",
             f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
-            f"kept {len(kept):,} prefixes, {elapsed:.1f} s",
+            f"kept {len(kept):,} prefix{'' if len(kept) == 1 else 'es'}, {elapsed:.1f} s",
             private=(f"users sampled {counters.get('users_sampled', 0):,}, "
                      f"votes {counters.get('votes_cast', 0):,}", {"metrics": counters}),
             round=round_index,

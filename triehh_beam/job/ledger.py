@@ -42,9 +42,9 @@ class Budget:
 
     def __post_init__(self):
         if self.epsilon is not None and not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"budget epsilon must be a positive number, got {self.epsilon}")
+            raise ValueError(f"--budget-epsilon must be a positive number, got {self.epsilon}")
         if self.delta is not None and not 0 < self.delta < 1:
-            raise ValueError(f"budget delta must be in (0, 1), got {self.delta}")
+            raise ValueError(f"--budget-delta must be in (0, 1), got {self.delta}")
 
     @property
     def limited(self) -> bool:

@@ -24,8 +24,6 @@ import math
 from fractions import Fraction
 from typing import Optional, Tuple
 
-from scipy.special import lambertw
-
 # The private helpers are Theorem 1's own arithmetic and argument checks: one definition each.
 from triehh_beam.protocol.privacy import (
     DPGuarantee,
@@ -120,6 +118,8 @@ def _delta_theta(rule: str, delta: float) -> int:
         while _delta_fraction(theta) > target:
             theta += 1
         return theta
+    from scipy.special import lambertw  # local: scipy is slow to import, the authors' rule needs none
+
     c = math.exp(-1.0) * math.log(8.0 / (7.0 * math.sqrt(2.0 * math.pi) * delta))
     w = float(lambertw(c, 0).real)
     return max(10, math.ceil(math.exp(w + 1.0) - 0.5))

@@ -43,6 +43,7 @@ __all__ = [
     "RoundKeys",
     "Sampler",
     "SmallestRanks",
+    "WindowKeys",
     "rank_prefilter_bound",
     "user_id_bytes",
 ]
@@ -170,6 +171,10 @@ class Sampler:
 
     def census_key(self) -> CensusKey:
         return CensusKey(_derived_key(self.seed, self.identity, "census"))
+
+    def window_keys(self) -> "WindowKeys":
+        """The key every window of a windowed job derives its own ``Sampler`` from."""
+        return WindowKeys(_key_bytes(_derived_key(self.seed, self.identity, "windows")), self.identity)
 
     def ranks_packed(self, round_index: int, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
@@ -400,6 +405,31 @@ class SmallestRanks:
         """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
         kept = self.extract()
         return kept[-1] if kept else None
+
+
+def _key_bytes(key: Tuple[int, int]) -> bytes:
+    return key[0].to_bytes(8, "little") + key[1].to_bytes(8, "little")
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowKeys:
+    """The keys of a windowed job (one discovery per event-time window): window ``w`` samples
+    with ``Sampler(seed_w, identity)``, ``seed_w = derive_key(K_windows, "window/start_us=<w's
+    start in microseconds>")`` and ``K_windows = derive_key(seed, identity, "windows")``. So a
+    restarted stream, a retried bundle and a bounded replay of the same records with the same
+    seed file draw the same users in the same window, and two windows draw independently. A
+    streaming graph carries this derived key, never the seed.
+    """
+
+    key: bytes = dataclasses.field(repr=False)
+    identity: bytes = dataclasses.field(default=b"", repr=False)
+
+    def sampler(self, window_start_micros: int) -> Sampler:
+        """The ``Sampler`` of the window that starts at ``window_start_micros`` (UTC)."""
+        if isinstance(window_start_micros, bool) or not isinstance(window_start_micros, (int, np.integer)):
+            raise TypeError(f"a window start is integer microseconds, got {window_start_micros!r}")
+        purpose = f"window/start_us={int(window_start_micros)}".encode("ascii")
+        return Sampler(_key_bytes(keyed_hash.derive_key(self.key, purpose)), self.identity)
 
 
 def rank_prefilter_bound(population: int, sample_size: int, miss_probability: float = 1e-12) -> int:

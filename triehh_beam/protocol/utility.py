@@ -8,6 +8,16 @@ hold nothing else). Rounds draw fresh batches, so a sequence of ``len`` units (t
 included) is discovered with probability ``P(X >= theta) ** len``. Real data does better:
 sequences share prefixes, whose votes add up.
 
+Users with several items (Algorithm 3) vote for one item per round, drawn with probability
+its share of their records, so "users holding it" counts a user with several items only in
+part: with ``share`` s (each holder gives the item at least a share s of its records, e.g.
+1/K for K items in equal counts), a sampled holder votes for it with probability >= s, the
+choice independent of the sampling (another key), and the votes are
+``X ~ Binomial(H, s)`` with ``H ~ Hypergeometric(n, f, m)`` the sampled holders. The plug-in
+"user-equivalents" f*s in the formula above is *not* a bound (the thinning adds variance, which
+lowers the probability above 1/2), so every function here takes ``share`` and computes the
+mixture itself; ``FrequencyRequirement.user_equivalents`` reports f*s for reading only.
+
 The inverse questions a planner asks:
 
 - ``min_frequency``: the fewest holders (count and fraction of n) discovered with probability
@@ -26,7 +36,8 @@ import math
 import numbers
 from typing import Optional
 
-from scipy.stats import hypergeom
+import numpy as np
+from scipy.stats import binom, hypergeom
 
 from triehh_beam.protocol import parameters, planner
 from triehh_beam.protocol.privacy import _check_int  # one validation rule for both modules
@@ -55,14 +66,22 @@ def _check_unit_interval(name: str, value, *, allow_zero: bool = False) -> float
     return value
 
 
-def survival_probability(count: int, n: int, batch_size: int, theta: int) -> float:
-    """``P(X >= theta)``, ``X ~ Hypergeometric(n, count, batch_size)``: one round survived.
+def survival_probability(
+    count: int, n: int, batch_size: int, theta: int, share: float = 1.0
+) -> float:
+    """``P(X >= theta)``, the votes X of one round for a sequence held by ``count`` users.
+
+    ``X ~ Hypergeometric(n, count, batch_size)`` when each holder votes for it (``share`` 1,
+    Algorithm 1); with ``share`` s < 1, ``X ~ Binomial(H, s)``, H that hypergeometric (see the
+    module docstring), summed over H where it has mass (beyond 40 standard deviations of its
+    mean it is left out, which can only lower the result: still a lower bound).
 
     Args:
       count: f, the number of users holding the sequence (0 <= f <= n).
       n: the population size.
       batch_size: m, the users sampled per round (0 <= m <= n).
       theta: the vote threshold (>= 1).
+      share: the smallest share of its holders' records the sequence has, in (0, 1].
 
     Raises:
       ValueError: for arguments out of range.
@@ -71,24 +90,37 @@ def survival_probability(count: int, n: int, batch_size: int, theta: int) -> flo
     count = _check_int("count", count, 0, n)
     batch_size = _check_int("batch_size", batch_size, 0, n)
     theta = _check_int("theta", theta, 1)
+    share = _check_unit_interval("share", share)
     if theta > min(count, batch_size):
         return 0.0
-    # scipy's order: (k, M = population, n = successes, N = draws); sf(k) = P(X > k).
-    return float(min(1.0, max(0.0, hypergeom.sf(theta - 1, n, count, batch_size))))
+    if share == 1.0:
+        # scipy's order: (k, M = population, n = successes, N = draws); sf(k) = P(X > k).
+        return float(min(1.0, max(0.0, hypergeom.sf(theta - 1, n, count, batch_size))))
+    mean = batch_size * count / n
+    spread = 40 * math.sqrt(mean) + 10
+    low = max(theta, math.floor(mean - spread))
+    high = min(count, batch_size, math.ceil(mean + spread))
+    if low > high:
+        return 0.0
+    sampled = np.arange(low, high + 1)
+    total = np.sum(hypergeom.pmf(sampled, n, count, batch_size) * binom.sf(theta - 1, sampled, share))
+    return float(min(1.0, max(0.0, total)))
 
 
-def discovery_probability(count: int, n: int, batch_size: int, theta: int, length: int) -> float:
+def discovery_probability(
+    count: int, n: int, batch_size: int, theta: int, length: int, share: float = 1.0
+) -> float:
     """Proposition 1: ``P(X >= theta) ** length``, the worst-case discovery probability.
 
     Args:
-      count, n, batch_size, theta: as in ``survival_probability``.
+      count, n, batch_size, theta, share: as in ``survival_probability``.
       length: the sequence length in units, terminator included (>= 1).
 
     Raises:
       ValueError: for arguments out of range.
     """
     length = _check_int("length", length, 1)
-    return survival_probability(count, n, batch_size, theta) ** length
+    return survival_probability(count, n, batch_size, theta, share) ** length
 
 
 def count_for_fraction(fraction: float, n: int) -> int:
@@ -128,6 +160,7 @@ class FrequencyRequirement:
       probability: the discovery probability at ``count`` (>= target; at ``count - 1`` it is
         below target).
       n, batch_size, theta, length: the setting.
+      share: the smallest share of its holders' records the item has (1: one item per user).
     """
 
     target: float
@@ -138,22 +171,28 @@ class FrequencyRequirement:
     batch_size: int
     theta: int
     length: int
+    share: float = 1.0
 
     def __post_init__(self):
         if not 0 <= self.count <= self.n:
             raise ValueError(f"count must be in [0, n], got {self.count}")
 
+    @property
+    def user_equivalents(self) -> float:
+        """``count * share``: the holders counted by their share, for reading (not a bound)."""
+        return self.count * self.share
+
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "user_equivalents": self.user_equivalents}
 
 
 def min_frequency(
-    probability: float, n: int, batch_size: int, theta: int, length: int
+    probability: float, n: int, batch_size: int, theta: int, length: int, share: float = 1.0
 ) -> Optional[FrequencyRequirement]:
-    """The smallest count f with ``discovery_probability(f, ...) >= probability``.
+    """The smallest count f with ``discovery_probability(f, ..., share) >= probability``.
 
-    The hypergeometric tail is nondecreasing in the number of successes, so a bisection over
-    the integers 0..n is exact.
+    The votes are nondecreasing in the number of holders (one more holder can only add a
+    vote), so a bisection over the integers 0..n is exact.
 
     Returns:
       The requirement, or None when even ``f = n`` falls short (e.g. ``m < theta``).
@@ -166,9 +205,10 @@ def min_frequency(
     batch_size = _check_int("batch_size", batch_size, 0, n)
     theta = _check_int("theta", theta, 1)
     length = _check_int("length", length, 1)
+    share = _check_unit_interval("share", share)
 
     def prob(count: int) -> float:
-        return discovery_probability(count, n, batch_size, theta, length)
+        return discovery_probability(count, n, batch_size, theta, length, share)
 
     if prob(n) < probability:
         return None
@@ -188,11 +228,12 @@ def min_frequency(
         batch_size=batch_size,
         theta=theta,
         length=length,
+        share=share,
     )
 
 
 def min_frequency_for_plan(
-    plan: planner.Plan, probability: float, length: Optional[int] = None
+    plan: planner.Plan, probability: float, length: Optional[int] = None, share: float = 1.0
 ) -> Optional[FrequencyRequirement]:
     """``min_frequency`` at a plan's n, m and theta.
 
@@ -200,6 +241,8 @@ def min_frequency_for_plan(
       plan: a feasible ``Plan``.
       probability: the discovery probability wanted, in (0, 1].
       length: the item length in units with terminator; default L, the worst case.
+      share: the smallest share of its holders' records the item has (1/K for holders of K
+        items in equal counts); default 1, one item per user.
 
     Raises:
       ValueError: the plan is infeasible, or length is outside [1, L].
@@ -207,7 +250,7 @@ def min_frequency_for_plan(
     if not plan.feasible:
         raise ValueError("the plan is infeasible: it has no batch size to evaluate")
     length = plan.max_length if length is None else _check_int("length", length, 1, plan.max_length)
-    return min_frequency(probability, plan.n, plan.batch_size, plan.theta, length)
+    return min_frequency(probability, plan.n, plan.batch_size, plan.theta, length, share)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,71 @@
+"""``triehh --help`` and argument errors answer without importing Beam (or SciPy): the parser of
+every subcommand is built from modules that defer those imports to the command's run. Checked in
+a fresh interpreter through ``sys.modules`` (what was imported), not by timing."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import triehh_beam
+
+ROOT = pathlib.Path(triehh_beam.__file__).parents[1]
+# Beam costs about 1.1 s to import here and SciPy's stats 0.4 s (python -X importtime): a parser
+# that imported them answered `triehh --help` in 2.2 s.
+HEAVY = ("apache_beam", "scipy", "matplotlib")
+
+
+def _imported_after(argv) -> dict:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from triehh_beam.cli import main\n"
+        "out, err = io.StringIO(), io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+        f"    code = main({argv!r})\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
+        "print(json.dumps({'code': code, 'heavy': heavy, 'out': out.getvalue(), 'err': err.getvalue()}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                            check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return json.loads(result.stdout)
+
+
+def test_the_check_sees_a_heavy_import():
+    # `triehh plan` imports SciPy when it plans: the checks below would see it.
+    report = _imported_after(["plan", "--population", "1000", "--epsilon", "4", "--delta", "1e-6",
+                              "--max-length", "4", "--json"])
+    assert report["code"] == 0
+    assert "scipy" in report["heavy"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"],
+    ["discover", "--help"],
+    ["demo", "--help"],
+    ["evaluate", "--help"],
+    ["show", "--help"],
+    ["scheduled", "--help"],
+])
+def test_help_imports_neither_beam_nor_scipy(argv):
+    report = _imported_after(argv)
+    assert report["code"] == 0
+    assert "usage: triehh" in report["out"]
+    assert report["heavy"] == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["discover", "--epsilon", "x"], "argument --epsilon: invalid float value: 'x'"),
+    (["discover", "--input", "a.jsonl", "--output", "o", "--epsilon", "1", "--delta", "1e-6"],
+     "the following arguments are required: --max-length"),
+    (["plan", "--population", "0", "--epsilon", "1", "--delta", "1e-6", "--max-length", "4"],
+     "argument --population/-n: must be >= 1, got 0"),
+    (["no-such-command"], "argument COMMAND: invalid choice: 'no-such-command'"),
+    (["show"], "the following arguments are required: OUTPUT"),
+])
+def test_argument_errors_import_neither_beam_nor_scipy(argv, message):
+    report = _imported_after(argv)
+    assert report["code"] == 2
+    assert message in report["err"]
+    assert report["heavy"] == []

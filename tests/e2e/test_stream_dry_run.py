@@ -1,0 +1,28 @@
+"""``triehh stream`` on Dataflow, offline: the whole streaming graph (Pub/Sub read, the late-record
+gate with its timer, per-window census, plan and charge, sampling pass, rounds and release)
+translates to a streaming Dataflow job with ``--dry_run=True``, reaching nothing off loopback."""
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.dataflow.internal import apiclient
+
+from tests.e2e.test_dataflow_dry_run import DATAFLOW_DRY_RUN, offline, step_names  # noqa: F401 (fixture)
+from triehh_beam.job import stream
+from triehh_beam.job.config import DiscoveryConfig
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, offline):  # noqa: F811
+    config = DiscoveryConfig(input_pattern="pubsub", output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-10,
+                             max_length=4, window=3600, allowed_lateness=600, seed=bytes(range(32)),
+                             state_dir=str(tmp_path / "state"))
+    source = stream.StreamSource("projects/triehh-test/subscriptions/records", "json", "event_time")
+    ran = stream.run_stream(config, source, PipelineOptions(DATAFLOW_DRY_RUN), progress=lambda line: None)
+    job = ran.result.job
+    assert job.proto.type_ == apiclient.dataflow.JobType.JOB_TYPE_STREAMING
+    names = step_names(job)
+    for step in ("ReadFromPubSub", "ParseMessages", "GateLateRecords/Gate", "PlanAndCharge",
+                 "SampleAllRounds/RankAllRounds", "Rounds/Round4Vote", "Release", "WriteDeadLetters"):
+        assert any(name == step or name.startswith(step + "/") for name in names), step
+    assert ran.reports == [] and offline == []

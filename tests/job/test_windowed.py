@@ -1,0 +1,195 @@
+"""The windowed discovery graph (job/windowed.py) on the in-process runner: each window's trie
+equals the keyed simulation of that window's records alone with the window's sampler, spend is
+charged per window before release, and a window that cannot be released says why."""
+
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+
+from triehh_beam.beam.runners import make_pipeline
+from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
+from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.job import windowed
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.ledger import Ledger
+from triehh_beam.protocol import planner
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.trie import Trie
+
+SEED = bytes(range(32))
+WORDS = ["the", "and", "that", "have", "with", "this", "from", "they", "will", "would", "there",
+         "their", "what", "about", "which", "when", "make", "like", "time", "just"]
+HOUR = 3600 * 1_000_000
+T0 = 1_763_892_000 * 1_000_000  # 2025-11-23T10:00:00Z
+
+
+def _population(users: int, seed: int, prefix: str):
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, len(WORDS) + 1)
+    words = rng.choice(len(WORDS), size=users, p=weights / weights.sum())
+    return {f"{prefix}{i}": [WORDS[w]] for i, w in enumerate(words)}
+
+
+def _batches(population, start_micros, rng):
+    ids = list(population)
+    rows = [(u, item) for u in ids for item in population[u]]
+    stamps = start_micros + rng.integers(0, HOUR // 1000, size=len(rows)) * 1000  # milliseconds
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([u.encode() for u, _ in rows], pa.binary()), pa.array([i for _, i in rows], pa.string()),
+         pa.array(np.ones(len(rows), np.int64)), pa.array(stamps, pa.int64())],
+        names=["user_id", "item", "count", "timestamp"])
+    return [batch.slice(i, 500) for i in range(0, batch.num_rows, 500)]
+
+
+def _config(tmp_path, **overrides):
+    values = dict(input_pattern="unused", output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-5,
+                  max_length=6, window=3600, seed=SEED, state_dir=str(tmp_path / "state"))
+    values.update(overrides)
+    return DiscoveryConfig(**values)
+
+
+def _run(config, batches):
+    job = windowed.WindowedJob.for_config(config, config.seed)
+    sampler = Sampler(config.seed, config.window_identity())
+    with make_pipeline(PipelineOptions([])) as p:
+        records = (
+            p
+            | beam.Create(batches)
+            | SplitIntoWindows(job.windows)
+        )
+        gated = records | GateLateRecords(job.windows)
+        windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
+    return job
+
+
+def test_each_window_equals_the_keyed_simulation_of_its_own_records(tmp_path):
+    rng = np.random.default_rng(1)
+    first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
+    batches = _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng)
+    config = _config(tmp_path)
+    job = _run(config, batches)
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        out = tmp_path / "out" / windowed.window_dir_name(start)
+        assert (out / windowed.RELEASED_MARKER).exists()
+        plan = planner.plan(len(population), 4.0, 1e-5, 6)
+        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, window_keys.sampler(start))
+        trie = Trie.from_bytes((out / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
+        assert len(expected.heavy_hitters) >= 3
+        document = json.loads((out / "heavy_hitters.json").read_text())
+        assert sorted(document["heavy_hitters"]) == sorted(expected.heavy_hitters)
+        report = json.loads(open(job.report_path(start)).read())
+        assert report["released"] and report["input"]["distinct_users"] == len(population)
+    charges = Ledger(config.resolved_ledger_dir).records()
+    assert sorted(r["window_start"] for r in charges) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]
+
+
+def test_a_budget_for_one_window_releases_one_and_withholds_the_other(tmp_path):
+    rng = np.random.default_rng(3)
+    batches = _batches(_population(3000, 1, "a"), T0, rng) + _batches(_population(3000, 2, "b"), T0 + HOUR, rng)
+    config = _config(tmp_path, ledger_dir=str(tmp_path / "ledger"), budget_epsilon=5.0)
+    job = _run(config, batches)
+    reports = windowed.read_window_reports(job)
+    assert sorted(r["released"] for r in reports) == [False, True]
+    withheld = next(r for r in reports if not r["released"])
+    assert "exceeds the remaining lifetime budget" in withheld["reason"]
+    released_dirs = [d for d in os.listdir(tmp_path / "out") if (tmp_path / "out" / d / "_RELEASED").exists()]
+    assert len(released_dirs) == 1 and len(os.listdir(tmp_path / "out")) == 1
+    assert len(Ledger(config.resolved_ledger_dir).records()) == 1
+
+
+def test_an_infeasible_window_releases_nothing_and_says_why(tmp_path):
+    rng = np.random.default_rng(4)
+    batches = _batches(_population(3000, 1, "a"), T0, rng) + _batches(_population(40, 2, "b"), T0 + HOUR, rng)
+    job = _run(_config(tmp_path), batches)
+    reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
+    assert reports["2025-11-23T10:00:00Z"]["released"]
+    small = reports["2025-11-23T11:00:00Z"]
+    assert not small["released"] and "no private release for 40 users" in small["reason"]
+    assert not (tmp_path / "out" / windowed.window_dir_name(T0 + HOUR)).exists()
+
+
+def test_a_rerun_never_releases_a_window_twice(tmp_path):
+    rng = np.random.default_rng(5)
+    batches = _batches(_population(3000, 1, "a"), T0, rng)
+    config = _config(tmp_path)
+    _run(config, batches)
+    trie = (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes()
+    job = _run(config, batches + _batches(_population(500, 9, "c"), T0, rng))
+    (report,) = windowed.read_window_reports(job)
+    assert not report["released"] and "already released" in report["reason"]
+    assert (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes() == trie
+    assert len(Ledger(config.resolved_ledger_dir).records()) == 1
+
+
+def _streaming_run(config, events):
+    """The windowed graph on Beam's streaming DirectRunner, fed by a ``TestStream``."""
+    from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+    from apache_beam.testing.test_stream import TestStream
+
+    job = windowed.WindowedJob.for_config(config, config.seed)
+    sampler = Sampler(config.seed, config.window_identity())
+    stream = TestStream()
+    for event in events:
+        if isinstance(event, int):
+            stream = stream.advance_watermark_to(Timestamp(micros=event))
+        else:
+            stream = stream.add_elements(
+                [TimestampedValue(b.drop_columns(["timestamp"]), Timestamp(micros=int(b.column("timestamp")[0].as_py())))
+                 for b in event])
+    stream = stream.advance_watermark_to_infinity()
+    options = PipelineOptions([], streaming=True)
+    with beam.Pipeline(runner=BundleBasedDirectRunner(), options=options) as p:
+        gated = p | stream | GateLateRecords(job.windows)
+        windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
+        gated["late"] | beam.Map(lambda kv, out=str(job.state_root): _note_late(out, kv))
+    return job
+
+
+def _note_late(directory, keyed):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "late.txt"), "a") as f:
+        f.write(f"{keyed[0]} {keyed[1].num_rows}\n")
+
+
+def _one_stamp_batches(population, start, rng, size=200):
+    """Batches whose records share one event time (a Pub/Sub message's), within the window."""
+    batches = []
+    for b in _batches(population, start, rng):
+        for i in range(0, b.num_rows, size):
+            part = b.slice(i, size)
+            stamp = int(part.column("timestamp")[0].as_py())
+            batches.append(part.set_column(3, "timestamp", pa.array([stamp] * part.num_rows, pa.int64())))
+    return batches
+
+
+def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_records_leave(tmp_path):
+    rng = np.random.default_rng(7)
+    first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
+    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
+    straggler = _one_stamp_batches({"late-1": ["the"]}, T0, rng)  # within the lateness
+    too_late = _one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng)
+    lateness = 600
+    config = _config(tmp_path / "stream", allowed_lateness=lateness)
+    events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
+              T0 + HOUR + 1000, straggler, second_batches[5:],
+              T0 + HOUR + lateness * 1_000_000 + 1000, too_late, T0 + 3 * HOUR]
+    job = _streaming_run(config, events)
+    _run(_config(tmp_path / "replay", allowed_lateness=lateness), early + straggler + second_batches)
+    for start in (T0, T0 + HOUR):
+        streamed = tmp_path / "stream" / "out" / windowed.window_dir_name(start)
+        replayed = tmp_path / "replay" / "out" / windowed.window_dir_name(start)
+        assert (streamed / "trie.pb").read_bytes() == (replayed / "trie.pb").read_bytes()
+        hitters = [json.loads((d / "heavy_hitters.json").read_text())["heavy_hitters"] for d in (streamed, replayed)]
+        assert hitters[0] == hitters[1] and hitters[0]
+    reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
+    assert reports["2025-11-23T10:00:00Z"]["input"]["distinct_users"] == 2001  # the straggler counted
+    assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]

@@ -1,0 +1,184 @@
+"""Reading device records from BigQuery, where Dataflow users keep them: ``ReadBigQueryBatches``
+reads a table (``bq://PROJECT.DATASET.TABLE``) or the result of a query through Beam's
+``ReadFromBigQuery`` with the Storage Read API (``DIRECT_READ``, Arrow on the wire, only the
+record columns selected), and turns the rows it yields into ``record_schema`` batches with
+``RowsToRecordBatches``: rows batched (``BatchElements``), then normalised a batch at a time by
+``triehh_beam.io.rows``, with the same checks, drop counters (``triehh`` namespace) and outputs
+as ``ReadRecordBatches`` (rejected rows on ``REJECTED_TAG``, rendered, with ``dead_letter``).
+Beam's source yields one Python dict per row, which costs about 20 µs a row in Beam: a file
+export (Parquet on GCS, read by ``ReadRecordBatches``) stays the fastest input for very large
+tables.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Mapping, Optional
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from triehh_beam.beam.read import METRICS_NAMESPACE, RECORDS_TAG, REJECTED_TAG
+from triehh_beam.io.drops import DROP_REASONS, RECORDS_READ, counter_name
+from triehh_beam.io.rows import normalise_rows, row_columns
+from triehh_beam.io.schema import (
+    DEFAULT_BATCH_SIZE,
+    RecordColumns,
+    RecordOptions,
+    check_timestamp_column,
+)
+
+__all__ = [
+    "BIGQUERY_SCHEME",
+    "ReadBigQueryBatches",
+    "RowsToRecordBatches",
+    "is_bigquery_input",
+    "parse_bigquery_table",
+]
+
+BIGQUERY_SCHEME = "bq://"
+
+
+def is_bigquery_input(text: str) -> bool:
+    """Whether an ``--input`` names a BigQuery table (``bq://...``) rather than files."""
+    return isinstance(text, str) and text.startswith(BIGQUERY_SCHEME)
+
+
+def parse_bigquery_table(uri: str) -> str:
+    """``bq://PROJECT.DATASET.TABLE`` as Beam's table spec ``PROJECT:DATASET.TABLE``.
+
+    The project may hold dots itself (a domain-scoped ``example.com:project``): the dataset
+    and table are the last two parts.
+
+    Raises:
+      ValueError: not a ``bq://`` URI of three non-empty parts.
+    """
+    if not is_bigquery_input(uri):
+        raise ValueError(f"a BigQuery input is bq://PROJECT.DATASET.TABLE, got {uri!r}")
+    parts = uri[len(BIGQUERY_SCHEME):].rsplit(".", 2)
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"a BigQuery input is bq://PROJECT.DATASET.TABLE, got {uri!r}")
+    project, dataset, table = parts
+    return f"{project}:{dataset}.{table}"
+
+
+@beam.typehints.with_input_types(List[Mapping])
+@beam.typehints.with_output_types(pa.RecordBatch)
+class _RowsToBatchesDoFn(beam.DoFn):
+    """A list of rows -> one normalised batch (none when every row was dropped), counting."""
+
+    def __init__(self, source: str, columns: RecordColumns, options: RecordOptions,
+                 dead_letter: bool):
+        self._source = source
+        self._columns = columns
+        self._options = options
+        self._dead_letter = dead_letter
+
+    def setup(self):
+        self._records_read = Metrics.counter(METRICS_NAMESPACE, RECORDS_READ)
+        self._dropped = {reason: Metrics.counter(METRICS_NAMESPACE, counter_name(reason))
+                         for reason in DROP_REASONS}
+
+    def process(self, rows: List[Mapping]) -> Iterator:
+        block = normalise_rows(rows, self._columns, self._options, self._dead_letter)
+        self._records_read.inc(len(rows))
+        for reason, n in block.drops.items():
+            if n:
+                self._dropped[reason].inc(n)
+        if block.batch.num_rows:
+            yield block.batch
+        for row in block.rejected:
+            yield beam.pvalue.TaggedOutput(
+                REJECTED_TAG, (self._source, row.reason, row.raw, None, None))
+
+
+class RowsToRecordBatches(beam.PTransform):
+    """Rows (mappings, e.g. ``ReadFromBigQuery``'s dicts) -> ``record_schema`` batches.
+
+    Args:
+      source: what the rows come from, for the dead letters' ``file`` (e.g. the table URI).
+      user_column, item_column, count_column: the columns (``count_column`` None: every
+        count is 1; a count column no row of a batch has is taken as absent).
+      batch_size: the most rows in one output batch.
+      options: the item kind and the checks (``RecordOptions``).
+      dead_letter: also output the rejected rows (a dict of outputs, as ``ReadRecordBatches``).
+
+    Output: the batches, or with ``dead_letter`` ``{RECORDS_TAG: batches, REJECTED_TAG:
+    (source, reason, rendered row, None, None) per rejected row}``. A column of an unusable
+    type fails the job with a ``RecordFormatError`` naming it.
+    """
+
+    def __init__(self, source: str, user_column: str = "user_id", item_column: str = "item",
+                 count_column: Optional[str] = "count", batch_size: int = DEFAULT_BATCH_SIZE,
+                 options: RecordOptions = RecordOptions(), dead_letter: bool = False):
+        super().__init__()
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self._columns = RecordColumns(user_column, item_column, count_column or None)
+        check_timestamp_column(self._columns, options)
+        self._source = source
+        self._batch_size = batch_size
+        self._options = options
+        self._dead_letter = bool(dead_letter)
+
+    @property
+    def fields(self) -> List[str]:
+        """The columns read from each row."""
+        return row_columns(self._columns, self._options)
+
+    def expand(self, rows: beam.PCollection):
+        fn = _RowsToBatchesDoFn(self._source, self._columns, self._options, self._dead_letter)
+        batched = rows | "BatchRows" >> beam.BatchElements(
+            min_batch_size=min(1024, self._batch_size), max_batch_size=self._batch_size)
+        out = batched | "Normalise" >> beam.ParDo(fn).with_outputs(REJECTED_TAG, main=RECORDS_TAG)
+        if not self._dead_letter:
+            return out[RECORDS_TAG]
+        return {RECORDS_TAG: out[RECORDS_TAG], REJECTED_TAG: out[REJECTED_TAG]}
+
+
+class ReadBigQueryBatches(beam.PTransform):
+    """Reads device records from a BigQuery table or query as ``record_schema`` batches.
+
+    Args:
+      table: ``bq://PROJECT.DATASET.TABLE`` (or None with ``query``).
+      query: a standard-SQL query whose result has the record columns (or None with
+        ``table``); Beam runs it into a temporary table first (``temp_dataset`` names an
+        existing dataset for it; otherwise Beam creates one in the job's project).
+      user_column, item_column, count_column, batch_size, options, dead_letter: as
+        ``RowsToRecordBatches``. For a table, only these columns are read (a ``count_column``
+        the table lacks is an error from BigQuery: pass None).
+      temp_dataset: ``DatasetReference`` for a query's temporary table.
+      read_options: further keyword arguments for ``ReadFromBigQuery`` (e.g. ``row_restriction``).
+
+    Raises (when built):
+      ValueError: neither or both of ``table`` and ``query``, a malformed table URI.
+
+    Output: as ``RowsToRecordBatches``. Authentication and the project come from the job's
+    Google Cloud options, as for any Beam BigQuery read.
+    """
+
+    def __init__(self, table: Optional[str] = None, query: Optional[str] = None,
+                 user_column: str = "user_id", item_column: str = "item",
+                 count_column: Optional[str] = "count", batch_size: int = DEFAULT_BATCH_SIZE,
+                 options: RecordOptions = RecordOptions(), dead_letter: bool = False,
+                 temp_dataset=None, read_options: Optional[Dict] = None):
+        super().__init__()
+        if (table is None) == (query is None):
+            raise ValueError("give a BigQuery table (bq://PROJECT.DATASET.TABLE) or a query, not both")
+        self._rows = RowsToRecordBatches(table or "query", user_column, item_column, count_column,
+                                         batch_size, options, dead_letter)
+        read: Dict = {"method": beam.io.ReadFromBigQuery.Method.DIRECT_READ,
+                      "use_native_datetime": True}
+        if table is not None:
+            read.update(table=parse_bigquery_table(table), selected_fields=self._rows.fields)
+        else:
+            read.update(query=query, use_standard_sql=True)
+            if temp_dataset is not None:
+                read["temp_dataset"] = temp_dataset
+        read.update(read_options or {})
+        self._read = read
+
+    def expand(self, pbegin: beam.pvalue.PBegin):
+        rows = pbegin | "ReadFromBigQuery" >> beam.io.ReadFromBigQuery(**self._read)
+        return rows | "ToRecordBatches" >> self._rows
+

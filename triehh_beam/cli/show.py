@@ -1,0 +1,69 @@
+"""``triehh show``: a discovery's published result as a person reads it.
+
+Reads an output directory of ``triehh discover`` (or its ``heavy_hitters.json`` or ``trie.pb``
+alone) through ``evaluation.show`` and prints the heavy hitters as a table, the frequent
+prefixes apart with why each stops, and the trie's radix view as a text tree; ``--html`` also
+writes a one-file page with the trie drawn, ``--image`` the drawing alone (PNG or SVG). Reads
+only the published files, never the private state. Exit codes: 0 shown; 2 no result at that
+path, or files that are not one (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from triehh_beam.cli.argtypes import UsageError
+
+__all__ = ["register_show"]
+
+_ORDER_HELP = (
+    "TrieHH publishes no counts, so the table is not a ranking by frequency: it lists entries in "
+    "the order the discovery found them, by round (an item of k units is found in round k+1), "
+    "then alphabetically ignoring case (so 'I' sits beside 'i', not before 'a'), then by code "
+    "point."
+)
+
+
+def register_show(subparsers) -> None:
+    """Adds ``show`` to the ``triehh`` tool."""
+    parser = subparsers.add_parser(
+        "show",
+        help="print a discovery's result: heavy hitters, frequent prefixes and the trie",
+        description="Prints what a discovery found, from its published files: the heavy hitters "
+        "(complete items) as a table, the frequent prefixes (starts of items that no single "
+        "continuation of reached the threshold) apart, and the trie's radix view as a text tree. "
+        + _ORDER_HELP,
+    )
+    parser.add_argument("output", metavar="OUTPUT",
+                        help="the --output directory of triehh discover (both files are read and "
+                             "checked against each other), or its heavy_hitters.json or trie.pb")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write one self-contained HTML page: the tables and the trie drawn")
+    parser.add_argument("--image", metavar="PATH",
+                        help="also write the trie drawn, as PNG (or SVG when PATH ends in .svg)")
+    parser.add_argument("--no-tree", action="store_true", help="print the tables without the text tree")
+    parser.set_defaults(handler=lambda args, extra: _run_show(args))
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    from triehh_beam.evaluation import show
+
+    try:
+        result = show.load_result(args.output)
+    except show.ResultError as e:
+        raise UsageError(str(e)) from None
+    print(show.render_text(result, tree=not args.no_tree))
+    if args.html or args.image:
+        from triehh_beam.evaluation import show_page
+
+        if args.html:
+            print(f"page: {show_page.write_page(result, args.html)}", file=sys.stderr)
+        if args.image:
+            written = show_page.write_image(result.trie, args.image)
+            if written is None:
+                print(f"image: not written: the trie has no node or more than "
+                      f"{show_page.MAX_LEAVES_DRAWN:,} leaves", file=sys.stderr)
+            else:
+                print(f"image: {written}", file=sys.stderr)
+    return 0

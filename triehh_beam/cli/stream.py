@@ -1,0 +1,89 @@
+"""``triehh stream``: one private discovery per event-time window of device records read from
+Pub/Sub, each planned, charged to the ledger and released on its own (``job.stream``).
+
+Takes every setting ``discover`` has except where files come from (``--input``, ``--format``,
+``--timestamp-column``) and how a batch job is split (``--rounds-per-job``, ``--keep-samples``,
+``--lease-seconds``), plus the subscription, the message format, the event-time attribute and
+``--stop-after-windows``; flags it does not know must be Beam pipeline options (``--runner``,
+``--project``...), ``--streaming`` implied. Exit codes: 0 when the job ended (cancelled after
+``--stop-after-windows``, or drained); 2 bad arguments; 1 a failure while running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from triehh_beam.job import config as config_lib
+
+__all__ = ["register_stream", "run"]
+
+_NOT_FOR_STREAMS = ("input_pattern", "input_format", "timestamp_column", "rounds_per_job", "keep_samples",
+                    "lease_seconds", "max_bad_fraction")
+STREAM_INPUT = "pubsub"
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    groups = config_lib.add_arguments(parser, skip=_NOT_FOR_STREAMS)
+    source = groups[config_lib.GROUPS[0]]
+    source.add_argument("--subscription", required=True, metavar="projects/P/subscriptions/S",
+                        help="the Pub/Sub subscription the device records arrive on")
+    source.add_argument("--message-format", choices=("json", "proto"), default="json",
+                        help="json: one record object {user_id, item, count} or a list of them; proto: a "
+                        "DeviceRecords message (protos/triehh_beam/proto/stream.proto) (default: %(default)s)")
+    source.add_argument("--timestamp-attribute", metavar="NAME", default=None,
+                        help="message attribute holding the event time, milliseconds since the epoch or "
+                        "RFC 3339 (default: the publish time); a message whose attribute does not parse "
+                        "is dead-lettered")
+    source.add_argument("--stop-after-windows", type=int, metavar="N", default=None,
+                        help="end the job cleanly once N windows have closed (tests, backfills); "
+                        "default: run until cancelled")
+
+
+def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from triehh_beam.cli.discover import unknown_arguments
+    from triehh_beam.job import stream
+    from triehh_beam.job.ledger import BudgetExceededError
+
+    def fail(message: str, code: int = 2) -> int:
+        print(f"triehh stream: error: {message}", file=sys.stderr)
+        return code
+
+    refused = unknown_arguments([a for a in beam_args if not a.startswith("--streaming")])
+    if refused:
+        return fail(refused)
+    if args.window is None:
+        return fail("--window is required: the length of each event-time window (e.g. 1h)")
+    try:
+        config = config_lib.config_from_values(vars(args), input_pattern=f"{STREAM_INPUT}:{args.subscription}")
+        source = stream.StreamSource(args.subscription, args.message_format, args.timestamp_attribute,
+                                     args.stop_after_windows)
+    except (ValueError, OSError) as e:
+        return fail(str(e))
+    try:
+        ran = stream.run_stream(config, source, PipelineOptions(list(beam_args)),
+                                progress=lambda line: print(line, flush=True))
+    except BudgetExceededError as e:
+        return fail(str(e))
+    released = sum(1 for r in ran.reports if r["released"])
+    print(f"stream {ran.state.lower()}: {len(ran.reports)} windows closed, {released} released; "
+          f"dead letters (private): {ran.dead_letter}", flush=True)
+    return 0
+
+
+def register_stream(subparsers) -> None:
+    """Adds ``stream`` to the ``triehh`` tool (Beam flags allowed)."""
+    parser = subparsers.add_parser(
+        "stream",
+        help="discover heavy hitters per event-time window of records read from Pub/Sub",
+        description="One private TrieHH discovery per fixed event-time window of device records read "
+        "from a Pub/Sub subscription, each released to OUTPUT/window=<start>/ once the window closes "
+        "(its end plus --allowed-lateness), after its spend is recorded in the ledger. Flags this "
+        "command does not know must be Beam pipeline options (--runner=DataflowRunner ...); the "
+        "default runner is Beam's streaming DirectRunner, in process.",
+    )
+    _add_arguments(parser)
+    parser.set_defaults(handler=run, accepts_beam_args=True)

@@ -1,0 +1,233 @@
+"""Runs a windowed discovery: ``triehh stream`` (device records from Pub/Sub, unbounded) and
+``triehh discover --window`` (the same windows over files, bounded: backfills and tests).
+
+Both build one Beam graph: records -> event time -> ``GateLateRecords`` -> the per-window
+discovery of ``job.windowed``; rejected messages or rows and late records go to the dead
+letter (``--dead-letter``, default in the state directory: raw data is private), each counted
+per kind. The stream runs on Beam's streaming DirectRunner by default (in process, never the
+Prism download), or on the runner the Beam flags name (Dataflow, Flink). While it runs, the
+driver watches the windows' private reports and prints one line per closed window (released or
+withheld, and why); ``stop_after_windows`` cancels the job once that many windows have closed
+(tests, backfills), which keeps every window already released (each is complete on storage
+before its ``_RELEASED`` marker is written).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import threading
+import time
+from typing import Callable, Iterator, List, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from triehh_beam.beam import runners
+from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
+from triehh_beam.beam.windows import LATE_TAG, GateLateRecords, SplitIntoWindows
+from triehh_beam.io.schema import RecordColumns
+from triehh_beam.job import cas, windowed
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.protocol.sampling import Sampler
+
+__all__ = ["StreamSource", "WindowedRun", "describe_window", "run_replay", "run_stream"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamSource:
+    """Where a stream's records come from and how its messages read.
+
+    Attributes:
+      subscription: ``projects/P/subscriptions/S``.
+      message_format: ``json`` (one record object or a list) or ``proto`` (``DeviceRecords``).
+      timestamp_attribute: the attribute holding the event time (milliseconds since the epoch
+        or RFC 3339); None: the publish time.
+      stop_after_windows: cancel the job after this many windows have closed; None: run until
+        cancelled.
+    """
+
+    subscription: str
+    message_format: str = "json"
+    timestamp_attribute: Optional[str] = None
+    stop_after_windows: Optional[int] = None
+
+    def __post_init__(self):
+        parts = self.subscription.split("/")
+        if len(parts) != 4 or parts[0] != "projects" or parts[2] != "subscriptions" or not all(parts):
+            raise ValueError(f"--subscription must be projects/PROJECT/subscriptions/NAME, got {self.subscription!r}")
+        if self.message_format not in ("json", "proto"):
+            raise ValueError(f"--message-format must be json or proto, got {self.message_format!r}")
+        if self.stop_after_windows is not None and self.stop_after_windows < 1:
+            raise ValueError(f"--stop-after-windows must be >= 1, got {self.stop_after_windows}")
+
+
+@dataclasses.dataclass
+class WindowedRun:
+    """What a windowed run did: the windows' private reports (oldest first) and its state."""
+
+    reports: List[dict]
+    state: str
+    dead_letter: str
+    result: object = None  # Beam's PipelineResult (a Dataflow dry run's holds the job)
+
+
+def describe_window(report: dict, verbose: bool = False) -> str:
+    """One progress line for a closed window (no count unless ``verbose``: then marked private)."""
+    start = report["window_start"]
+    if report["released"]:
+        line = (f"window {start}: released {report.get('heavy_hitters', 0)} heavy hitters, "
+                f"{len(report.get('rounds', []))} rounds -> {report.get('published_to')}")
+    else:
+        line = f"window {start}: nothing released: {report['reason']}"
+    if verbose:
+        line += f" [private: {report['input']['distinct_users']:,} users, {report['input']['records']:,} records]"
+    return line
+
+
+def _seed(config: DiscoveryConfig) -> bytes:
+    return config.seed if config.seed is not None else os.urandom(32)
+
+
+def _prepare(job: windowed.WindowedJob, default_name: str) -> str:
+    """Makes the private state directories; returns the dead letter location (``--dead-letter``,
+    else ``default_name`` in the state directory)."""
+    root = job.config.resolved_state_dir
+    for private in (root, job.state_root):
+        cas.make_private_dir(private)
+    if job.config.dead_letter:
+        return job.config.dead_letter
+    return FileSystems.join(root, default_name)
+
+
+def _late_rows(keyed) -> Iterator[Tuple[str, str, str]]:
+    """Late records as dead-letter entries ``(source, "late", the record as a JSON line)``."""
+    start, batch = keyed
+    source = f"late for {windowed.window_dir_name(start)}"
+    for row in batch.to_pylist():
+        record = {}
+        for name, value in row.items():
+            if isinstance(value, bytes):
+                try:
+                    value = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    name, value = name + "_base64", base64.b64encode(value).decode("ascii")
+            record[name] = value
+        yield source, "late", json.dumps(record, ensure_ascii=False)
+
+
+def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_dead_letters: beam.PTransform):
+    """The gate, the per-window discovery, and every rejected or late record to the dead letter."""
+    sampler = Sampler(seed, job.config.window_identity())
+    gated = records | "GateLateRecords" >> GateLateRecords(job.windows)
+    summaries = windowed.build_windowed_discovery(
+        gated["records"], job, sampler.window_keys(), sampler.census_key())
+    late = gated[LATE_TAG] | "LateRecords" >> beam.FlatMap(_late_rows)
+    (late, rejected) | "DeadLetters" >> beam.Flatten() | "WriteDeadLetters" >> write_dead_letters
+    return summaries
+
+
+def run_replay(config: DiscoveryConfig, options: PipelineOptions,
+               progress: Callable[[str], None] = print) -> WindowedRun:
+    """``discover --window``: one discovery per window of the files' records, bounded."""
+    if config.timestamp_column is None:
+        raise ValueError("--window over files needs --timestamp-column (the records' event time)")
+    seed = _seed(config)
+    job = windowed.WindowedJob.for_config(config, seed)
+    dead_letter = _prepare(job, "dead_letter.jsonl")
+    progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}")
+    pipeline = runners.make_pipeline(options)
+    # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.
+    read = pipeline | "ReadRecords" >> config.read_transform(dead_letter=True)
+    records = read[RECORDS_TAG] | "IntoWindows" >> SplitIntoWindows(job.windows)
+    _discover(records, job, seed, read[REJECTED_TAG], WriteDeadLetters(dead_letter))
+    pipeline.run().wait_until_finish()
+    reports = windowed.read_window_reports(job)
+    for report in reports:
+        progress(describe_window(report, config.verbose))
+    return WindowedRun(reports, "DONE", dead_letter)
+
+
+def _wait(result, ended: List[BaseException]) -> None:
+    try:
+        result.wait_until_finish()
+    except BaseException as e:  # re-raised by the driver's thread
+        ended.append(e)
+
+
+def _cancel(result, wait_seconds: float = 5.0) -> str:
+    """Cancels the job; the streaming DirectRunner's cancel waits for its current Pub/Sub pull
+    (up to 30 s on a quiet subscription), so it runs in a daemon thread, given a few seconds."""
+    canceller = threading.Thread(target=result.cancel, daemon=True, name="triehh-stream-cancel")
+    canceller.start()
+    canceller.join(wait_seconds)
+    return "CANCELLED"
+
+
+def stream_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    """A streaming pipeline: Beam's streaming DirectRunner in process by default (never the
+    Prism download), else the runner the options name."""
+    options.view_as(StandardOptions).streaming = True
+    if runners.uses_in_process_runner(options):
+        from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+
+        return beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
+    return beam.Pipeline(options=options)
+
+
+def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineOptions,
+               progress: Callable[[str], None] = print, poll_seconds: float = 1.0) -> WindowedRun:
+    """``triehh stream``: windows of the subscription's records until cancelled (or
+    ``source.stop_after_windows`` have closed)."""
+    from apache_beam.io.gcp.pubsub import ReadFromPubSub
+
+    from triehh_beam.beam.messages import ParseMessages, WriteStreamDeadLetters
+
+    seed = _seed(config)
+    job = windowed.WindowedJob.for_config(config, seed)
+    dead_letter = _prepare(job, "dead-letter")
+    pipeline = stream_pipeline(options)
+    parsed = (
+        pipeline
+        | "ReadFromPubSub" >> ReadFromPubSub(subscription=source.subscription, with_attributes=True)
+        | "ParseMessages" >> ParseMessages(
+            config.record_options, source.message_format,
+            RecordColumns(config.user_column, config.item_column, config.count_column),
+            timestamp_attribute=source.timestamp_attribute)
+    )
+    _discover(parsed["records"], job, seed, parsed["rejected"], WriteStreamDeadLetters(dead_letter))
+    seen = {r["window_start"] for r in windowed.read_window_reports(job)}
+    progress(f"streaming from {source.subscription}: {config.window}-second windows, closing "
+             f"{config.allowed_lateness} s after their end; results in {config.output_dir}")
+    result = pipeline.run()
+    # The streaming DirectRunner's state stays RUNNING after its worker fails: wait on it in a
+    # thread, whose end (and error) the loop below sees.
+    ended: List[BaseException] = []
+    waiter = threading.Thread(target=_wait, args=(result, ended), daemon=True, name="triehh-stream-wait")
+    waiter.start()
+    closed: List[dict] = []
+    state = "RUNNING"
+    try:
+        while True:
+            for report in windowed.read_window_reports(job):
+                if report["window_start"] not in seen:
+                    seen.add(report["window_start"])
+                    closed.append(report)
+                    progress(describe_window(report, config.verbose))
+            if source.stop_after_windows is not None and len(closed) >= source.stop_after_windows:
+                progress(f"{len(closed)} windows closed: stopping (--stop-after-windows)")
+                state = _cancel(result)
+                break
+            if not waiter.is_alive():
+                state = str(result.state).split(".")[-1]
+                break
+            time.sleep(poll_seconds)
+    except KeyboardInterrupt:
+        progress("interrupted: cancelling the job; every released window is kept")
+        state = _cancel(result)
+    if ended and state != "CANCELLED":
+        raise ended[0]
+    return WindowedRun(closed, state, dead_letter, result)

@@ -1,0 +1,266 @@
+"""One private discovery per event-time window, as one Beam graph (streaming or bounded).
+
+``build_windowed_discovery`` takes record batches already in the job's windows (after
+``beam.windows.GateLateRecords``) and, per window: counts its distinct users and records (the
+census), plans for that n and records the spend in the population's ledger (``_DecideDoFn``,
+once per window: the ledger record's id names the stream and the window, so a retried bundle or
+a restarted job is charged once), draws every round's sample in one pass and runs the L rounds
+(``beam.windowed``), and writes the result (``_ReleaseDoFn``). A released window is written to
+``OUTPUT/window=<start, RFC 3339 UTC>/`` as ``discover`` writes a job's output
+(``heavy_hitters.json``, ``trie.pb``), then ``_RELEASED``, last: a reader takes a window
+directory as released only once that marker exists. Its private operator report (every count)
+goes to ``STATE/windows/window=<start>/operator_report.json``. A window whose target is
+infeasible for its n, whose spend does not fit the lifetime budget, or that an earlier run
+already released, releases nothing: the report says why. Nothing of a window below theta is
+written anywhere (``PrefixCounter`` inside the rounds' combine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+from typing import List, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from triehh_beam.beam import transforms
+from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
+from triehh_beam.beam.windows import BatchPerWindow, EventWindows, rfc3339, window_view
+from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job import outputs
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol import parameters, rounds
+from triehh_beam.protocol.rounds import RoundResult
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.trie import Trie
+
+__all__ = [
+    "RELEASED_MARKER",
+    "WindowedJob",
+    "build_windowed_discovery",
+    "read_window_reports",
+    "window_dir_name",
+]
+
+RELEASED_MARKER = "_RELEASED"
+_LOG = logging.getLogger(__name__)
+
+
+def window_dir_name(start_micros: int) -> str:
+    return f"window={rfc3339(start_micros)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowedJob:
+    """What every window of one windowed job shares.
+
+    Attributes:
+      config: the job's settings (``window`` set); the graph keeps a copy without the seed.
+      stream_id: names the job in the ledger (``<stream_id>/window=<start>``): derived from the
+        seed and the identity, so a restarted job finds its earlier charges.
+      windows: the job's ``EventWindows``.
+    """
+
+    config: DiscoveryConfig
+    stream_id: str
+    windows: EventWindows
+
+    @classmethod
+    def for_config(cls, config: DiscoveryConfig, seed: bytes) -> "WindowedJob":
+        if config.window is None:
+            raise ValueError("a windowed job needs --window")
+        sampler = Sampler(seed, config.window_identity())
+        stream_id = "stream-" + sampler.census_key().key[0].to_bytes(8, "little").hex()
+        windows = EventWindows(config.window * 1_000_000, config.allowed_lateness * 1_000_000)
+        return cls(dataclasses.replace(config, seed=None), stream_id, windows)
+
+    @property
+    def state_root(self) -> str:
+        return FileSystems.join(self.config.resolved_state_dir, "windows")
+
+    def output_dir(self, start: int) -> str:
+        return FileSystems.join(self.config.output_dir, window_dir_name(start))
+
+    def report_path(self, start: int) -> str:
+        return FileSystems.join(self.state_root, window_dir_name(start), outputs.OPERATOR_REPORT_NAME)
+
+    def released(self, start: int) -> bool:
+        return FileSystems.exists(FileSystems.join(self.output_dir(start), RELEASED_MARKER))
+
+    @property
+    def theta(self) -> int:
+        config = self.config
+        if config.theta is not None:
+            return config.theta
+        return parameters.rule_theta(config.rule, config.epsilon, config.delta, config.max_length)
+
+
+def _records_in(batch) -> int:
+    return batch.num_rows
+
+
+class _DecideDoFn(beam.DoFn):
+    """A window's census -> its ``WindowPlan``: the plan for its n and, before anything of the
+    window is sampled, its spend recorded in the ledger."""
+
+    def __init__(self, job: WindowedJob):
+        self._job = job
+
+    def process(self, users: int, records: int, beam_window=beam.DoFn.WindowParam):
+        job, config = self._job, self._job.config
+        start = job.windows.start_of_window(beam_window)
+        withheld = lambda reason: WindowPlan(start, False, users, records, reason=reason)  # noqa: E731
+        if job.released(start):
+            yield withheld("an earlier run already released this window; it is never released twice")
+            return
+        try:
+            plan = plan_for_census(config, users)
+        except (InfeasiblePlanError, PopulationError) as e:
+            yield withheld(f"no private release for {users:,} users: {e}")
+            return
+        if plan.theta != job.theta:
+            raise AssertionError(f"the plan's theta {plan.theta} is not the graph's {job.theta}")
+        details = {
+            "window_start": rfc3339(start),
+            "window_end": rfc3339(start + job.windows.size_micros),
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "population": plan.population,
+            "theta": plan.theta,
+            "batch_size": plan.batch_size,
+            "max_length": plan.max_length,
+            "rule": plan.rule,
+            "target_epsilon": plan.target_epsilon,
+            "target_delta": plan.target_delta,
+        }
+        ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
+        record_id = f"{job.stream_id}/{window_dir_name(start)}"
+        try:
+            if plan.no_guarantee:
+                ledger.charge_unbounded(record_id, details)
+            else:
+                ledger.charge(record_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
+        except ledger_lib.BudgetExceededError as e:
+            yield withheld(f"withheld: {e}")
+            return
+        yield WindowPlan(start, True, users, records, plan.theta, plan.batch_size)
+
+
+def _trie_of(job: WindowedJob, results: List[Tuple[int, RoundResult]]) -> Tuple[Trie, state_pb2.JobState]:
+    """The window's trie from its rounds' results, and the state its documents describe."""
+    config = job.config
+    by_round = results_by_round(results)
+    trie = Trie.empty(config.encoder)
+    state = state_pb2.JobState(input=config.input_spec(), truncate_long_items=config.truncate_long_items)
+    step = rounds.next_round(trie, config.max_length)
+    while isinstance(step, rounds.NextRound):
+        result = by_round.get(step.index, RoundResult((), 0))
+        kept = list(result.kept)
+        state.rounds.add(round_index=step.index, frontier_size=len(step.frontier), prefixes_kept=len(kept),
+                         counters={"users_sampled": result.users_sampled})
+        trie, step = rounds.apply_round(trie, step, kept, config.max_length)
+    state.stop_reason = step.describe()
+    state.finished = True
+    state.trie.CopyFrom(trie.to_proto())
+    return trie, state
+
+
+class _ReleaseDoFn(beam.DoFn):
+    """A window's plan and round results -> its published result (if released) and its private
+    report; outputs one summary (private: it holds n) per window."""
+
+    def __init__(self, job: WindowedJob):
+        self._job = job
+
+    def process(self, plan: WindowPlan, results):
+        job, config = self._job, self._job.config
+        start = plan.start
+        report = {
+            "private": outputs.PRIVATE_NOTE,
+            "window_start": rfc3339(start),
+            "window_end": rfc3339(start + job.windows.size_micros),
+            "closed_at_event_time": rfc3339(job.windows.closes_at(start)),
+            "stream_id": job.stream_id,
+            "released": plan.released,
+            "reason": plan.reason,
+            "input": {"distinct_users": plan.population, "records": plan.records},
+        }
+        summary = {"window_start": rfc3339(start), "released": plan.released, "reason": plan.reason}
+        if plan.released and not job.released(start):
+            trie, state = _trie_of(job, list(results))
+            state.job_id = f"{job.stream_id}-{window_dir_name(start)}"
+            state.created_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            state.plan.CopyFrom(plan_for_census(config, plan.population))
+            output_dir = job.output_dir(start)
+            outputs.write_outputs(output_dir, state, trie)
+            report.update(
+                privacy=outputs.plan_document(state.plan),
+                rounds=[{"round": r.round_index, "frontier_size": r.frontier_size,
+                         "prefixes_kept": r.prefixes_kept, "users_sampled": r.counters["users_sampled"]}
+                        for r in state.rounds],
+                stop_reason=state.stop_reason,
+                published_to=output_dir,
+                heavy_hitters=len(trie.heavy_hitters()),
+            )
+            _write_json(job.report_path(start), report, private=True)
+            marker = {"window_start": rfc3339(start), "window_end": rfc3339(start + job.windows.size_micros),
+                      "job_id": state.job_id}
+            outputs.write_atomically(FileSystems.join(output_dir, RELEASED_MARKER),
+                                     (json.dumps(marker) + "\n").encode("utf-8"))
+            summary.update(heavy_hitters=len(trie.heavy_hitters()), output=output_dir)
+        else:
+            _write_json(job.report_path(start), report, private=True)
+        _LOG.info("window %s: %s", summary["window_start"], "released" if plan.released else plan.reason)
+        yield summary
+
+
+def _write_json(path: str, document: dict, private: bool) -> None:
+    directory = path.rsplit("/", 1)[0]
+    if not FileSystems.exists(directory):
+        FileSystems.mkdirs(directory)
+    outputs.write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                             private=private)
+
+
+def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key):
+    """Adds the per-window discovery downstream of ``records`` (``pa.RecordBatch`` in
+    ``job.windows.window_fn()``); returns the per-window summaries (private).
+
+    ``window_keys`` is ``Sampler.window_keys()`` and ``census_key`` a ``CensusKey``, both derived
+    from the seed (the graph never carries the seed).
+    """
+    config = job.config
+    records = records | "BatchPerWindow" >> BatchPerWindow()
+    users = (
+        records
+        | "DistinctFingerprints" >> beam.ParDo(transforms._DistinctFingerprintsDoFn(census_key))
+        | "UnionPerShard" >> beam.CombinePerKey(transforms._UnionSizeCombineFn())
+        | "ShardSizes" >> beam.Values()
+        | "DistinctUsers" >> beam.CombineGlobally(sum).without_defaults()
+    )
+    counted = (
+        records
+        | "RowsPerBatch" >> beam.Map(_records_in)
+        | "Records" >> beam.CombineGlobally(sum).without_defaults()
+    )
+    plans = users | "PlanAndCharge" >> beam.ParDo(
+        _DecideDoFn(job), window_view(beam.pvalue.AsSingleton(counted)))
+    drawn = records | "SampleAllRounds" >> SampleEachWindow(
+        job.windows, window_keys, config.max_length, plans, config.encoder, config.truncate_long_items)
+    results = drawn["tables"] | "Rounds" >> RunWindowRounds(config.max_length, job.theta, drawn["samples"])
+    return plans | "Release" >> beam.ParDo(_ReleaseDoFn(job), results=window_view(beam.pvalue.AsList(results)))
+
+
+def read_window_reports(job: WindowedJob) -> List[dict]:
+    """The private reports of the windows closed so far, oldest first."""
+    pattern = FileSystems.join(job.state_root, "window=*", outputs.OPERATOR_REPORT_NAME)
+    found = [m.path for match in FileSystems.match([pattern]) for m in match.metadata_list]
+    reports = []
+    for path in sorted(found):
+        with FileSystems.open(path) as f:
+            reports.append(json.loads(f.read().decode("utf-8")))
+    return reports

@@ -50,6 +50,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.internal import apiclient
 
 from triehh_beam.job import driver
+from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.protocol import planner
 from triehh_beam.io.write import write_records
 from triehh_beam.protocol.encoding import ItemEncoder
@@ -84,11 +85,11 @@ CENSUS_STEPS = {
     "ReadRecords/UnreadableFiles",
     "UnreadableToJson",
     "WriteUnreadable",
-    "CountDistinctUsers",
-    "CountDistinctUsers/DistinctFingerprints",
-    "CountDistinctUsers/UnionPerShard",
-    "CountDistinctUsers/ShardSizes",
-    "CountDistinctUsers/Total",
+    "TakeCensus",
+    "TakeCensus/ClassifyAndFingerprint",
+    "TakeCensus/CensusPerShard",
+    "TakeCensus/ShardCensuses",
+    "TakeCensus/Total",
     "Format",
     "Write",
     "Write/Write/WriteImpl/WriteBundles",
@@ -313,7 +314,7 @@ def test_submit_job_graphs_in_one_job_mode_translates_the_census_and_one_job_for
 def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_path, records, offline, monkeypatch):
     """``run_discovery`` itself, on DataflowRunner's dry run, through all L rounds with the real
     (growing) frontiers: only the read-back of each job's output is stood in for (the driver's
-    private ``_read_single_output`` and ``_job_counters``), since a dry run writes nothing."""
+    ``jobs.read_single_output`` and ``jobs.job_counters``), since a dry run writes nothing."""
     config = driver.DiscoveryConfig(
         input_pattern=records,
         output_dir=str(tmp_path / "out"),
@@ -328,8 +329,8 @@ def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_pat
         jobs.append(result.job)
         return {}
 
-    monkeypatch.setattr(driver, "_read_single_output", stand_in_outputs(config.encoder, MAX_LENGTH))
-    monkeypatch.setattr(driver, "_job_counters", capture_job)
+    monkeypatch.setattr(jobs_lib, "read_single_output", stand_in_outputs(config.encoder, MAX_LENGTH))
+    monkeypatch.setattr(jobs_lib, "job_counters", capture_job)
 
     result = driver.run_discovery(config, PipelineOptions(DATAFLOW_DRY_RUN))
 
@@ -348,7 +349,7 @@ def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_pat
 
 
 def test_a_dry_run_result_has_a_job_and_no_metrics(records, offline):
-    """Why ``run_discovery`` cannot do a dry run as is: ``_job_counters`` queries metrics, which a
+    """Why ``run_discovery`` cannot do a dry run as is: ``jobs.job_counters`` queries metrics, which a
     dry-run result does not have, and no output file exists to read back."""
     from triehh_beam.beam import runners
 

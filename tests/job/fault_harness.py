@@ -51,14 +51,14 @@ def _nth(n, condition=lambda args, kwargs: True):
 
 def _install(point: str) -> None:
     from triehh_beam.job import driver, ledger, levels, outputs, state_store
-    from triehh_beam.beam import sample_pass, sampled_rounds, transforms
+    from triehh_beam.beam import census, sample_pass, sampled_rounds
 
     def object_of_round(r):
         return lambda args, kwargs: f"state-{r:04d}-" in args[0]
 
     points = {
         # inside the census job (the DoFn runs in this process on the in-process runner)
-        "census_job": lambda: _wrap(transforms._DistinctFingerprintsDoFn, "process", before=_nth(1)),
+        "census_job": lambda: _wrap(census._CensusBatchDoFn, "process", before=_nth(1)),
         "after_census": lambda: _wrap(driver._Driver, "census", after=_nth(1)),
         # the plan and seed are committed, the ledger not yet charged
         "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from triehh_beam.io.write import write_records
-from triehh_beam.job import driver as driver_lib
+from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
 from triehh_beam.job.state_store import StateStore
 
@@ -116,14 +116,14 @@ def test_input_that_changes_while_the_census_reads_it_is_refused(tmp_path, monke
     records = tmp_path / "records.jsonl"
     _write_jsonl(records, [(1, "hello"), (2, "hey"), (3, "hi")])
     config = _config(records, tmp_path / "out", epsilon=1.0, theta=1, batch_size=3, allow_no_guarantee=True)
-    original = driver_lib.build_census
+    original = jobs_lib.build_census
 
     def build_census_then_append(*args, **kwargs):
         original(*args, **kwargs)
         with open(records, "a", encoding="utf-8") as f:
             f.write(json.dumps({"user_id": 4, "item": "ho"}) + "\n")
 
-    monkeypatch.setattr(driver_lib, "build_census", build_census_then_append)
+    monkeypatch.setattr(jobs_lib, "build_census", build_census_then_append)
     with pytest.raises(InputChangedError, match="while the census read it: .*records.jsonl changed size"):
         run_discovery(config)
     assert StateStore(config.resolved_state_dir).load() is None  # no plan, no seed committed

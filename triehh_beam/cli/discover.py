@@ -174,8 +174,11 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
     if config.window is not None or config.timestamp_column is not None:
         return _execute_windowed(config, options, dry_run, as_json)
     try:
+        from triehh_beam.job.progress import TerminalBar
+
+        ticks = None if as_json else TerminalBar()  # a running job's progress, on stderr
         if dry_run:
-            report = plan_only(config, options, progress=(lambda line: None) if as_json else say)
+            report = plan_only(config, options, progress=(lambda line: None) if as_json else say, ticks=ticks)
             if as_json:
                 _print_json_line({"event": "dry_run", **report})
             return 0
@@ -184,6 +187,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             options,
             progress=(lambda line: None) if as_json else say,
             events=_print_json_line if as_json else None,
+            ticks=ticks,
         )
     except InfeasiblePlanError as e:
         alternatives = "; ".join(a.description for a in getattr(e.plan, "alternatives", ()))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
 from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
@@ -54,6 +55,14 @@ GROUPS = (
     "expert (experiments only)",
     "event-time windows (triehh stream, and triehh discover --window)",
 )
+
+# A broken export (a wrong delimiter, encoding or column) makes most of its rows bad, 40% to
+# 100%, while a healthy one rarely has more than a fraction of a percent: 5% stops the first
+# before it spends any budget and leaves room for messy but usable data.
+DEFAULT_MAX_BAD_FRACTION = 0.05
+# Users without a usable item are sampled but can never vote: past half of them, most of every
+# round's sample is wasted, and a job of nothing but them (URLs under a short L) releases nothing.
+DEFAULT_MAX_UNUSABLE_FRACTION = 0.5
 
 # Where a job's state records an identity setting (``Setting.identity``): a field of the
 # state's ``InputSpec`` ("input.<field>"), of its ``PrivacyPlan`` ("plan.<field>"), the trie's
@@ -250,7 +259,8 @@ class DiscoveryConfig:
 
     input_pattern: str = setting(
         "--input", "records: file, glob, gs:// path; comma-separate several", _IO,
-        metavar="PATTERN", identity="input.file_pattern", example="records/day-2.jsonl")
+        metavar="PATTERN", identity="input.file_pattern", record=lambda c: canonical_pattern(c.input_pattern),
+        example="records/day-2.jsonl")
     output_dir: str = setting(
         "--output", "where the publishable heavy_hitters.json and trie.pb are written", _IO,
         metavar="DIR", keyed=True, example="out")
@@ -335,8 +345,14 @@ class DiscoveryConfig:
         "--dead-letter", "write the rejected input rows (raw) to this JSON-lines file, for the operator",
         _OPERATE, default=None, metavar="PATH", example="private/rejected.jsonl")
     max_bad_fraction: Optional[float] = setting(
-        "--max-bad-fraction", "refuse the job, before any round, if more than F of the rows are bad",
-        _OPERATE, default=None, parse=float, metavar="F", example="0.01")
+        "--max-bad-fraction", "refuse the job, before any budget is spent, if more than F of the rows "
+        "are bad (malformed, missing fields, bad counts, ...); 1 disables (default: %(default)s)",
+        _OPERATE, default=DEFAULT_MAX_BAD_FRACTION, parse=float, metavar="F", example="0.01")
+    max_unusable_fraction: Optional[float] = setting(
+        "--max-unusable-fraction", "refuse the job, before any budget is spent, if more than F of the "
+        "users hold no usable item (every item of theirs longer than L allows, or not encodable): they "
+        "are sampled but can never vote; 1 disables (default: %(default)s)",
+        _OPERATE, default=DEFAULT_MAX_UNUSABLE_FRACTION, parse=float, metavar="F", example="0.9")
     theta: Optional[int] = setting(
         "--theta", "fix the threshold instead of planning it (with --batch-size)", _EXPERT,
         default=None, parse=int, identity="plan.theta", compare="given",
@@ -354,8 +370,11 @@ class DiscoveryConfig:
         section="budget", key="ledger", identity="ledger", compare="recorded", keyed=False,
         # A resume must be charged (or found charged) in the ledger the job started with.
         mismatch="privacy ledger (state has {theirs!r})",
-        # A job moved out of OUTPUT/state (the old default) took its default ledger with it.
-        accepts=lambda c, theirs: c.ledger_dir is None and theirs == c.legacy_state_dir,
+        # The same ledger however it was typed (states before canonical paths recorded it as
+        # typed); and a job moved out of OUTPUT/state (the old default) took its default
+        # ledger with it.
+        accepts=lambda c, theirs: same_path(theirs, c.resolved_ledger_dir) or (
+            c.ledger_dir is None and same_path(theirs, c.legacy_state_dir)),
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
         "--budget-epsilon", "lifetime epsilon of the population, enforced in --ledger (default: unlimited)", _BUDGET,
@@ -427,8 +446,10 @@ class DiscoveryConfig:
                 f"the state directory {self.resolved_state_dir} is inside the output "
                 f"{self.output_dir}: it holds the secret seed, so keep it out of what is published"
             )
-        if self.max_bad_fraction is not None and not 0 <= self.max_bad_fraction <= 1:
-            raise ValueError(f"--max-bad-fraction must be in [0, 1], got {self.max_bad_fraction}")
+        for name in ("max_bad_fraction", "max_unusable_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{BY_NAME[name].flag} must be in [0, 1], got {value}")
         self.record_options  # validates the reading options
         self.budget  # validates the budget
         if (self.budget_epsilon is not None or self.budget_delta is not None) and not self.ledger_dir:
@@ -473,14 +494,16 @@ class DiscoveryConfig:
 
     @property
     def resolved_ledger_dir(self) -> str:
-        return self.ledger_dir or self.resolved_state_dir
+        """``ledger_dir`` or the state directory, canonical (``paths``)."""
+        return canonical_path(self.ledger_dir) if self.ledger_dir else self.resolved_state_dir
 
     @property
     def resolved_state_dir(self) -> str:
-        """``state_dir``, or ``OUTPUT.state`` beside a local output (outside what is published)."""
+        """``state_dir``, or ``OUTPUT.state`` beside a local output (outside what is published),
+        canonical (``paths``: absolute, whichever directory the job runs from)."""
         if self.state_dir:
-            return self.state_dir
-        return os.path.abspath(self.output_dir) + ".state"
+            return canonical_path(self.state_dir)
+        return canonical_path(self.output_dir) + ".state"
 
     @property
     def legacy_state_dir(self) -> str:
@@ -506,19 +529,17 @@ class DiscoveryConfig:
         """The job's identity, mixed into every key derived from the seed (``Sampler``).
 
         A canonical JSON object of every ``keyed`` setting (input, output, target, encoding,
-        reading options; never the seed or the ledger), paths as written (the output
-        normalised: ``out/`` and ``./out`` are ``out``): the same command draws the same samples
-        on every run, retry and resume, while two jobs that share a seed file (two dates of a
-        schedule) draw independent ones. A job's state records it.
+        reading options; never the seed or the ledger), the input pattern and the output in
+        their canonical forms (``paths``: ``out/``, ``./out`` and ``/home/me/out`` run from
+        ``/home/me`` are one output): the same command draws the same samples on every run,
+        retry and resume, from any working directory, while two jobs that share a seed file
+        (two dates of a schedule) draw independent ones. A job's state records it.
         """
         values = {}
         for item in SETTINGS:
             if item.keyed:
-                value = getattr(self, item.name)
-                if item.name == "output_dir":
-                    value = os.path.normpath(value) if _is_local(value) else value.rstrip("/")
-                values[item.name] = value
-        text = json.dumps({"triehh-beam/job-identity": 1, **values}, sort_keys=True,
+                values[item.name] = getattr(self, item.name)
+        text = json.dumps({"triehh-beam/job-identity": 1, **_canonical_identity(values)}, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=True, allow_nan=False)
         return text.encode("ascii")
 
@@ -542,7 +563,11 @@ class DiscoveryConfig:
         encoding of the state's trie. An empty list: the job may resume.
         """
         mismatches = []
-        if state.input.SerializeToString(deterministic=True) != self.input_spec().SerializeToString(
+        # The pattern as typed in states recorded before canonical paths: compared canonical.
+        theirs_input = state_pb2.InputSpec()
+        theirs_input.CopyFrom(state.input)
+        theirs_input.file_pattern = canonical_pattern(state.input.file_pattern)
+        if theirs_input.SerializeToString(deterministic=True) != self.input_spec().SerializeToString(
             deterministic=True
         ):
             mismatches.append(f"input (state has {state.input.file_pattern!r})")
@@ -559,9 +584,11 @@ class DiscoveryConfig:
                 mismatches.append(item.mismatch.format(name=item.name, ours=ours, theirs=theirs))
         if state_encoder != self.encoder:
             mismatches.append("item encoding (unit size or case folding)")
-        if state.sampling_identity and state.sampling_identity.encode() != self.sampling_identity():
+        theirs, ours = _identity_values(state.sampling_identity), _identity_values(self.sampling_identity().decode())
+        if state.sampling_identity and theirs != ours:
             # The identity keys every sample: a resume under another would draw other users.
-            theirs, ours = json.loads(state.sampling_identity), json.loads(self.sampling_identity())
+            # (Compared canonical: states before canonical paths recorded them as typed; the
+            # recorded identity, as recorded, keys the resumed job's samples.)
             names = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
             unnamed = [n for n in names if n not in BY_NAME or BY_NAME[n].identity is None]
             if unnamed or not mismatches:
@@ -584,6 +611,21 @@ class DiscoveryConfig:
 
 def _is_local(path: str) -> bool:
     return "://" not in path
+
+
+def _canonical_identity(values: Dict[str, Any]) -> Dict[str, Any]:
+    """Identity values with the input pattern and the output in their canonical forms."""
+    values = dict(values)
+    if isinstance(values.get("input_pattern"), str):
+        values["input_pattern"] = canonical_pattern(values["input_pattern"])
+    if isinstance(values.get("output_dir"), str):
+        values["output_dir"] = canonical_path(values["output_dir"])
+    return values
+
+
+def _identity_values(identity: str) -> Dict[str, Any]:
+    """A recorded identity's values, paths canonical ({} for none)."""
+    return _canonical_identity(json.loads(identity)) if identity else {}
 
 
 def _inside(path: str, directory: str) -> bool:

@@ -19,7 +19,6 @@ the last committed round with the same seed and the same samples.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import os
 import time
@@ -27,7 +26,6 @@ import uuid
 from typing import Callable, Dict, List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 import apache_beam as beam
@@ -35,17 +33,21 @@ import apache_beam as beam
 from triehh_beam.job import cas
 from triehh_beam.job import graphs
 from triehh_beam.job import input_files
-from triehh_beam.job import levels
+from triehh_beam.job import leftovers, levels
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
+from triehh_beam.job import jobs as jobs_lib
+from triehh_beam.job.jobs import JobRunner, now, split_round_counters, submit_job_graphs
 from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.input_checks import (BadInputError, UnusableItemsError, check_census, describe_item_counters,
+                                          describe_unusable)
 from triehh_beam.job.input_files import InputChangedError
+from triehh_beam.job.paths import canonical_path
 from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
-from triehh_beam.protocol import planner
-from triehh_beam.beam import runners, transforms
 from triehh_beam.job.graphs import build_census, build_rounds, build_sampled_round, build_sampling
-from triehh_beam.io.drops import bad_fraction, describe_drops
+from triehh_beam.beam.census import Census
+from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.rounds import RoundResult
@@ -68,14 +70,11 @@ __all__ = [
     "InputChangedError",
     "PopulationError",
     "StateLocationError",
+    "UnusableItemsError",
     "check_state_location",
     "run_discovery",
 ]
 
-
-
-class BadInputError(ValueError):
-    """More of the input is bad than the job allows (``max_bad_fraction``)."""
 
 
 class ConfigMismatchError(ValueError):
@@ -116,86 +115,16 @@ class DiscoveryResult:
     report_path: str = ""  # the private operator report, in the state directory
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _read_single_output(prefix: str) -> bytes:
-    with FileSystems.open(prefix, compression_type="uncompressed") as f:
-        return f.read()
-
-
-def _job_counters(result) -> Dict[str, int]:
-    counters = {}
-    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
-    for counter in query["counters"]:
-        value = counter.committed if counter.committed is not None else counter.attempted
-        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
-    return counters
-
-
-def submit_job_graphs(
-    config: DiscoveryConfig, options: PipelineOptions, population: int, seed: Optional[bytes] = None
-) -> List:
-    """Builds and submits the census, the sampling pass and the rounds' graphs, without reading
-    anything back.
-
-    For a runner's offline validation (``--runner=DataflowRunner --dry_run=True`` translates each
-    graph into a job description and stops): the driver proper cannot run there, since it reads
-    each job's output. The graphs use the plan for ``population`` and the round-1 frontier (a
-    graph's shape does not depend on the frontier): with ``--rounds-per-job all``, the census and
-    one job that samples and runs every round; otherwise the census, the sampling pass and one
-    job per round. Returns the pipeline results.
-    """
-    if not options.get_all_options().get("dry_run"):
-        # A real run here would draw samples with no plan committed and no ledger charge.
-        raise ValueError(
-            "submit_job_graphs only validates graphs: give a runner option that submits nothing "
-            "(--dry_run=True); run_discovery runs jobs"
-        )
-    plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
-    if not plan.feasible:
-        raise InfeasiblePlanError(plan)
-    recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population,
-                                     max_length=config.max_length)
-    sampler = Sampler(seed or os.urandom(32), config.sampling_identity())
-    scratch = FileSystems.join(config.resolved_state_dir, "graphs")
-    samples = FileSystems.join(scratch, "samples")
-    required = min(plan.batch_size, population)
-    rounds_list = list(range(1, config.max_length + 1))
-    one_job = config.rounds_per_job == "all"
-    results = []
-    census = runners.make_pipeline(options)
-    build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"))
-    results.append(census.run())
-    sampling = runners.make_pipeline(options)
-    build_sampling(sampling, config, sampler.pass_keys(config.max_length), recorded, rounds_list, population,
-                   samples, FileSystems.join(scratch, "sampling.json"),
-                   run_rounds_into=FileSystems.join(scratch, "levels") if one_job else None,
-                   users_required=required, records_ranked=None)
-    results.append(sampling.run())
-    if not one_job:
-        for round_index in rounds_list:
-            pipeline = runners.make_pipeline(options)
-            output = FileSystems.join(scratch, f"round-{round_index:04d}.json")
-            build_sampled_round(pipeline, config, samples, recorded, frozenset({()}), round_index, output,
-                                users_required=required, records_ranked=None)
-            results.append(pipeline.run())
-    return results
+def _sampled(state: state_pb2.JobState, rounds) -> Optional[int]:
+    """The users the sampling pass drew for ``rounds`` (None if it recorded none)."""
+    drawn = list(state.samples.users_sampled)
+    if not drawn:
+        return None
+    return sum(drawn[r - 1] for r in rounds if 0 < r <= len(drawn))
 
 
 def _copy(state: state_pb2.JobState) -> state_pb2.JobState:
     return state_pb2.JobState.FromString(state.SerializeToString())
-
-
-def _split_round_counters(counters: Dict[str, int]) -> Dict[int, Dict[str, int]]:
-    """A one-job run's counters, ``round3.votes_cast`` and the like, split by round."""
-    by_round: Dict[int, Dict[str, int]] = {}
-    for name, value in counters.items():
-        head, _, metric = name.partition(".")
-        if metric and head.startswith("round") and head[5:].isdigit():
-            by_round.setdefault(int(head[5:]), {})[metric] = value
-    return by_round
 
 
 class _Driver:
@@ -205,11 +134,13 @@ class _Driver:
         options: PipelineOptions,
         progress: Callable[[str], None],
         events: Optional[Callable[[dict], None]],
+        ticks: Optional[Callable[[Optional[str]], None]] = None,
     ):
         self.config = config
         self.options = options
         self.progress = progress
         self.events = events
+        self.jobs = JobRunner(options, config.verbose, ticks, events)
         self.encoder = config.encoder
         check_state_location(config)
         self.store = StateStore(config.resolved_state_dir)
@@ -230,54 +161,38 @@ class _Driver:
             fields = {**fields, "private": figures}
         self.progress(message)
         if self.events is not None:
-            self.events({"event": event, "time": _now(), "message": message, **fields})
+            self.events({"event": event, "time": now(), "message": message, **fields})
 
     # ---- jobs -------------------------------------------------------------------------------
 
-    def _run_job(self, build: Callable[[beam.Pipeline], None]) -> Dict[str, int]:
-        pipeline = runners.make_pipeline(self.options)
-        build(pipeline)
-        result = pipeline.run()
-        result.wait_until_finish()
-        return _job_counters(result)
+    def _run_job(self, build: Callable[[beam.Pipeline, Optional[str]], None], phase: str,
+                 total: Optional[int] = None, estimated: bool = False, unit: str = "records") -> Dict[str, int]:
+        return self.jobs.run(build, phase, total, estimated, unit)
 
-    def census(self, sampler: Sampler) -> Tuple[int, Dict[str, int], state_pb2.InputSnapshot]:
-        """(distinct users, the job's counters: records read and dropped per reason, what it
-        read: the files, as listed before and after the job, and the records counted).
+    def census(self, sampler: Sampler) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
+        """``jobs.take_census`` for this job."""
+        return jobs_lib.take_census(self.config, self.jobs, sampler)
 
-        Raises RecordFormatError naming every input file that cannot be read, and
-        InputChangedError when the input changed while the census read it.
-        """
-        before = input_files.snapshot(self.config.input_pattern)
-        path = FileSystems.join(self.config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
-        counters = self._run_job(lambda p: build_census(p, self.config, sampler, path))
-        unreadable = _read_single_output(graphs.unreadable_path(path))
-        census = json.loads(_read_single_output(path))
-        FileSystems.delete([path, graphs.unreadable_path(path)])
-        graphs.refuse_unreadable(unreadable)  # before any round: a job reads every file or none
-        change = input_files.first_change(before, input_files.snapshot(self.config.input_pattern))
-        if change is not None:
-            raise InputChangedError(f"the input changed while the census read it: {change}; no round was run")
-        read = state_pb2.InputSnapshot(files=before, records=census["records"])
-        return census["users"], counters, read
+    def check_census(self, counted: Census, counters: Dict[str, int]) -> Dict[str, int]:
+        """Announces the census and refuses (``BadInputError``, ``UnusableItemsError``) input a
+        job must not spend budget on; returns the counters the state records."""
+        counters = {**counters, "distinct_users": counted.users,
+                    "users_without_usable_item": counted.unusable_users}
+        if counted.unusable_users:
+            why = ("not encodable" if self.config.truncate_long_items
+                   else f"too long for --max-length {self.config.max_length}, or not encodable")
+            self._say("census_unusable",
+                      f"census: some users hold no usable item (every item of theirs {why}): they are "
+                      "sampled but cannot vote",
+                      private=(describe_unusable(self.config, counted),
+                               {"users_without_usable_item": counted.unusable_users,
+                                "items_too_long": counters.get("items_too_long", 0)}))
+        check_census(self.config, counters, counted, self.config.population or counted.users)
+        return counters
 
     def check_input(self, state: state_pb2.JobState, when: str) -> None:
         """Refuses (InputChangedError) input that is not the files the census read, unchanged."""
-        if not state.HasField("input_snapshot"):
-            raise InputChangedError(
-                f"{self.store.root} holds a job that did not record what its census read; it cannot "
-                "be resumed safely, start a new job in another output/state directory"
-            )
-        try:
-            current = input_files.snapshot(self.config.input_pattern)
-        except FileNotFoundError as e:
-            raise InputChangedError(f"the input changed since the census {when}: {e}") from None
-        change = input_files.first_change(state.input_snapshot.files, current)
-        if change is not None:
-            raise InputChangedError(
-                f"the input changed since the census {when}: {change}; refusing (the privacy plan "
-                "holds only for the population the census counted)"
-            )
+        input_files.check_unchanged(state, self.config.input_pattern, self.store.root, when)
 
     # ---- the sampling pass and the rounds on its samples ------------------------------------
 
@@ -286,6 +201,8 @@ class _Driver:
                        scheme=state.sampling_scheme or SCHEME_V1)
 
     def _samples_dir(self, state: state_pb2.JobState) -> str:
+        # Where this run finds the job's samples (not the path recorded when they were drawn,
+        # which an older state may have recorded relative to another working directory).
         return levels.samples_dir(self.config.resolved_state_dir, state.job_id)
 
     def _levels_dir(self, state: state_pb2.JobState) -> str:
@@ -307,12 +224,13 @@ class _Driver:
         counted, or input that changed meanwhile, before anything of it is used."""
         summary = FileSystems.join(self.config.resolved_state_dir, "census", f"sampling-{uuid.uuid4().hex}.json")
         keys = self._sampler(state).pass_keys(state.plan.max_length)
-        counters = self._run_job(lambda p: build_sampling(
+        counters = self._run_job(lambda p, reported: build_sampling(
             p, self.config, keys, state.plan, rounds, population, self._samples_dir(state), summary,
             run_rounds_into=self._levels_dir(state) if run_rounds else None,
-            users_required=self._users_required(state), records_ranked=state.input_snapshot.records))
-        unreadable = _read_single_output(graphs.unreadable_path(summary))
-        document = json.loads(_read_single_output(summary))
+            users_required=self._users_required(state), records_ranked=state.input_snapshot.records,
+            progress=reported), "sampling", state.input_snapshot.records)
+        unreadable = jobs_lib.read_single_output(graphs.unreadable_path(summary))
+        document = json.loads(jobs_lib.read_single_output(summary))
         FileSystems.delete([summary, graphs.unreadable_path(summary)])
         try:
             graphs.refuse_unreadable(unreadable)
@@ -354,7 +272,7 @@ class _Driver:
         elapsed = time.monotonic() - started
         # Rounds run in this job counted as round3.votes_cast and the like; the pass's own
         # per-round counters (round3.items_too_long) stay with the pass.
-        by_round = _split_round_counters(counters)
+        by_round = split_round_counters(counters)
         self._round_counters = {r: {k: v for k, v in c.items() if not k.startswith("items_")}
                                 for r, c in by_round.items()}
         state = _copy(state)
@@ -376,21 +294,25 @@ class _Driver:
         """Runs round ``round_index`` on its sample alone: (its result, the job's counters)."""
         path = FileSystems.join(
             self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json")
-        counters = self._run_job(lambda p: build_sampled_round(
-            p, self.config, state.samples.dir, state.plan, trie.frontier(), round_index, path,
-            users_required=self._users_required(state), records_ranked=state.samples.records_ranked))
-        result = outputs.round_result_from_json(_read_single_output(path), self.encoder)
+        counters = self._run_job(lambda p, reported: build_sampled_round(
+            p, self.config, self._samples_dir(state), state.plan, trie.frontier(), round_index, path,
+            users_required=self._users_required(state), records_ranked=state.samples.records_ranked,
+            progress=reported), f"round {round_index}/{state.plan.max_length}",
+            _sampled(state, [round_index]), unit="users")
+        result = outputs.round_result_from_json(jobs_lib.read_single_output(path), self.encoder)
         FileSystems.delete([path])
         return result, counters
 
     def run_rounds(self, state: state_pb2.JobState, trie: Trie, first_round: int) -> Dict[int, Dict[str, int]]:
         """Runs rounds ``first_round``..L on their samples in one job; each level is written as
         its round completes. Returns each round's counters (the job's, split by round)."""
-        counters = self._run_job(lambda p: build_rounds(
-            p, self.config, state.samples.dir, state.plan, trie.frontier(), first_round,
+        last = state.plan.max_length
+        counters = self._run_job(lambda p, reported: build_rounds(
+            p, self.config, self._samples_dir(state), state.plan, trie.frontier(), first_round,
             self._levels_dir(state), users_required=self._users_required(state),
-            records_ranked=state.samples.records_ranked))
-        return _split_round_counters(counters)
+            records_ranked=state.samples.records_ranked, progress=reported),
+            f"rounds {first_round}-{last}", _sampled(state, range(first_round, last + 1)), unit="users")
+        return split_round_counters(counters)
 
     def _level(self, state: state_pb2.JobState, round_index: int) -> Optional[RoundResult]:
         """Round ``round_index``'s level, written by an earlier job of this one, if it is usable:
@@ -414,20 +336,15 @@ class _Driver:
         self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
                   input=config.input_pattern)
         started = time.monotonic()
-        population, counters, read = self.census(sampler)
+        counted, counters, read = self.census(sampler)
+        population = counted.users
         self._say(
             "census_done",
             f"census: done, {time.monotonic() - started:.1f} s",
-            private=(f"{population:,} users; {describe_drops(counters)}",
+            private=(f"{population:,} users; {describe_drops(counters)}{describe_item_counters(counters)}",
                      {"population": population, "input": counters}),
         )
-        counters = {**counters, "distinct_users": population}
-        bad = bad_fraction(counters)
-        if config.max_bad_fraction is not None and bad > config.max_bad_fraction:
-            raise BadInputError(
-                f"{bad:.2%} of the records are bad, more than --max-bad-fraction "
-                f"{config.max_bad_fraction:.2%} ({describe_drops(counters)}); no round was run"
-            )
+        counters = self.check_census(counted, counters)
         plan = plan_for_census(config, population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
@@ -438,7 +355,7 @@ class _Driver:
             plan=plan,
             truncate_long_items=config.truncate_long_items,
             trie=Trie.empty(self.encoder).to_proto(),
-            created_at=_now(),
+            created_at=now(),
             census_counters=counters,
             ledger=config.resolved_ledger_dir,
             input_snapshot=read,
@@ -463,7 +380,7 @@ class _Driver:
         plan = state.plan
         details = {
             "job_id": state.job_id,
-            "time": _now(),
+            "time": now(),
             "input": state.input.file_pattern,
             "state_dir": self.config.resolved_state_dir,
             "population": plan.population,
@@ -488,10 +405,20 @@ class _Driver:
             cas.make_private_dir(private)
 
     def run(self) -> DiscoveryResult:
+        root = self.config.resolved_state_dir
+        before = leftovers.local_entries(root)
         self.prepare_state_dir()
-        with lease_lib.StateLease(self.config.resolved_state_dir, self.config.lease_seconds) as held:
-            self._lease = held
-            return self._run()
+        lease = lease_lib.StateLease(root, self.config.lease_seconds)
+        try:
+            with lease as held:
+                self._lease = held
+                return self._run()
+        except BaseException:
+            # A run refused (or failed) before it committed a job leaves nothing behind, once
+            # its lease shows that no other run took the directory meanwhile.
+            if not FileSystems.exists(FileSystems.join(root, MANIFEST_NAME)) and lease.discard():
+                leftovers.remove_new(root, before, keep=[self.config.dead_letter or ""])
+            raise
 
     def _run(self) -> DiscoveryResult:
         state = self.store.load()
@@ -561,7 +488,7 @@ class _Driver:
             state, trie, step = self._commit_round(state, trie, step, result, counters, time.monotonic() - started)
         state = self._discard_samples(state)
         report_path = outputs.write_operator_report(
-            self.config.resolved_state_dir, state, self.config.output_dir)
+            self.config.resolved_state_dir, state, canonical_path(self.config.output_dir))
         output_path = self._write_outputs(state, trie)
         return DiscoveryResult(
             heavy_hitters=list(trie.heavy_hitters()),
@@ -620,7 +547,7 @@ class _Driver:
         """Deletes a finished job's samples (raw items) and levels, unless ``--keep-samples``."""
         if self.config.keep_samples or state.samples.deleted or not state.samples.dir:
             return state
-        levels.delete_tree(state.samples.dir)
+        levels.delete_tree(self._samples_dir(state))
         levels.delete_tree(self._levels_dir(state))
         state = _copy(state)
         state.samples.deleted = True
@@ -643,6 +570,7 @@ def run_discovery(
     options: Optional[PipelineOptions] = None,
     progress: Callable[[str], None] = lambda line: None,
     events: Optional[Callable[[dict], None]] = None,
+    ticks: Optional[Callable[[Optional[str]], None]] = None,
 ) -> DiscoveryResult:
     """Runs (or resumes) a whole discovery; see the module docstring.
 
@@ -651,11 +579,15 @@ def run_discovery(
       options: Beam pipeline options for every job (default: the in-process runner).
       progress: called with one human-readable line per step.
       events: called with the same steps as dicts (``event``, ``time``, ``message`` and the
-        step's figures: plan, per-round Beam metrics), e.g. to log JSON lines.
+        step's figures: plan, per-round Beam metrics), e.g. to log JSON lines; while a job
+        runs, also a ``progress`` event every ``PROGRESS_EVENT_SECONDS``.
+      ticks: called about every second while a job (the census, the sampling pass, a round)
+        runs, with a one-line progress bar to show in place (``progress.describe``), and with
+        None when the job ends; e.g. ``progress.TerminalBar()``.
 
     Raises:
       InfeasiblePlanError: the privacy target cannot be met for the counted population.
       ConfigMismatchError: the state directory holds a different job.
       StateError: the state directory is corrupt.
     """
-    return _Driver(config, options or PipelineOptions([]), progress, events).run()
+    return _Driver(config, options or PipelineOptions([]), progress, events, ticks).run()

@@ -13,8 +13,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.files import match_files
+from triehh_beam.job import leftovers
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
+from triehh_beam.job.input_checks import describe_unusable
 from triehh_beam.job.outputs import describe_plan, plan_document
 from triehh_beam.job.planning import plan_for_census
 from triehh_beam.protocol.sampling import Sampler
@@ -26,24 +28,46 @@ def dry_run(
     config: DiscoveryConfig,
     options: Optional[PipelineOptions] = None,
     progress: Callable[[str], None] = lambda line: None,
+    ticks: Optional[Callable[[Optional[str]], None]] = None,
 ) -> dict:
     """Plans a discovery without running any round: nothing is committed, nothing is charged.
 
     Lists the files the input matches, counts the users (a census job; a resumable job's state
     gives the count without reading), plans, and reports the budget the job would spend and
-    what the ledger has left. Raises like ``run_discovery`` for an infeasible target.
+    what the ledger has left. Raises like ``run_discovery`` for an infeasible target, too many
+    bad rows or users without a usable item. ``ticks``: as ``run_discovery``'s (the census's
+    progress).
     """
     files = match_files(config.input_pattern)  # FileNotFoundError for a part matching nothing
-    driver = _Driver(config, options or PipelineOptions([]), progress, None)
+    driver = _Driver(config, options or PipelineOptions([]), progress, None, ticks)
     state = driver.store.load()
     if state is not None:
         driver._check_resumable(state)
         plan = state.plan
     else:
-        driver.prepare_state_dir()
-        population, counters, _ = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
-        progress(f"census [private]: {population:,} users; {describe_drops(counters)}")
-        plan = plan_for_census(config, population)
+        root = config.resolved_state_dir
+        before = leftovers.local_entries(root)
+        try:
+            plan = _census_plan(driver, config, progress)
+        finally:
+            # Nothing left behind: the directories the census wrote its output to, if empty.
+            leftovers.remove_new(root, before, directories_only=True)
+    return _report(config, driver, state, plan, files, progress)
+
+
+def _census_plan(driver: _Driver, config: DiscoveryConfig, progress: Callable[[str], None]):
+    """The census (refused as a job would be), then the plan for the users it counted."""
+    driver.prepare_state_dir()
+    counted, counters, _ = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
+    progress(f"census [private]: {counted.users:,} users; {describe_drops(counters)}"
+             + (f"; {describe_unusable(config, counted)}" if counted.unusable_users else ""))
+    # Refused as the job would be: too many bad rows or users without a usable item.
+    driver.check_census(counted, counters)
+    return plan_for_census(config, counted.users)
+
+
+def _report(config: DiscoveryConfig, driver: _Driver, state, plan, files, progress: Callable[[str], None]) -> dict:
+    """The dry run's report, printed through ``progress`` and returned."""
     spent = driver.ledger.spent()
     left = ledger_lib.remaining(config.budget, spent)
     already_charged = state is not None and any(

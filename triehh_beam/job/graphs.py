@@ -1,7 +1,8 @@
 """The Beam job graphs a discovery runs, built on ``pipeline`` by the driver (which reads each
 job's small outputs back through ``FileSystems``):
 
-- the census: the distinct users n and the records counted, and the files that cannot be read;
+- the census: the distinct users n, those of them with no usable item under the job's encoding,
+  the records counted, and the files that cannot be read;
 - the sampling pass: ONE read of the records draws the samples of every round (samples depend
   only on the seed, the round and the user, never on the trie) and writes each round's sampled
   users' items to the job's private artefact (``levels.samples_dir``); with ``rounds`` it also
@@ -19,11 +20,12 @@ from typing import FrozenSet, Optional, Sequence, Tuple
 import apache_beam as beam
 import pyarrow as pa
 
-from triehh_beam.beam import sample_pass, sampled_rounds, samples, transforms
+from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs
 from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.progress import CountProgressDoFn
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.sampling import PassKeys, Sampler
@@ -33,19 +35,23 @@ __all__ = [
     "build_rounds",
     "build_sampled_round",
     "build_sampling",
+    "census_from_json",
     "refuse_unreadable",
     "unreadable_path",
 ]
 
 
-def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str) -> None:
-    """Adds the census job to ``pipeline``: the number of distinct users and the number of
-    records they were counted over, written as one JSON line ``{"users", "records"}``.
+def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str,
+                 progress: Optional[str] = None) -> None:
+    """Adds the census job to ``pipeline``: the number of distinct users, the records they were
+    counted over and the users with no usable item (``beam.census``), written as one JSON line
+    (``census_from_json`` reads it back).
 
     The files that cannot be read are written as JSON lines ``[file, message]`` to
     ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
     ``config.dead_letter``, the census (the one job that reads every record before any round)
-    also writes the rejected rows there.
+    also writes the rejected rows there. With ``progress`` (a ``ProgressChannel``'s file) the
+    records read are reported there as they are read.
     """
     read = pipeline | "ReadRecords" >> config.read_transform(
         dead_letter=bool(config.dead_letter)
@@ -53,7 +59,7 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     if config.dead_letter:
         read[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
     _write_unreadable(read, output_path)
-    records = read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
+    records = _reported(read[RECORDS_TAG], progress) | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
     counted = (
         records
         | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
@@ -61,14 +67,36 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     )
     (
         records
-        | "CountDistinctUsers" >> transforms.CountDistinctUsers(sampler)
+        | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items)
         | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
 
 
-def _census_json(users: int, records: int) -> str:
-    return json.dumps({"users": users, "records": records})
+def _census_json(counted: census.Census, records: int) -> str:
+    # The users without a usable item by the length of their shortest item (null: none of
+    # their items can be encoded), as [length, users] pairs.
+    lengths = [[None if length == census.NEVER else length, users]
+               for length, users in sorted(counted.unusable_lengths.items())]
+    return json.dumps({"users": counted.users, "records": records, "usable_users": counted.usable_users,
+                       "unusable_lengths": lengths})
+
+
+def census_from_json(data: bytes) -> Tuple[census.Census, int]:
+    """The census a ``build_census`` job wrote: (its ``Census``, the records it counted)."""
+    document = json.loads(data)
+    lengths = {census.NEVER if length is None else int(length): int(users)
+               for length, users in document.get("unusable_lengths", [])}
+    users = int(document["users"])
+    return census.Census(users, int(document.get("usable_users", users)), lengths), int(document["records"])
+
+
+def _reported(pcollection, progress: Optional[str], label: str = "ReportProgress"):
+    """``pcollection`` through a step that reports its rows to ``progress`` (None: as is)."""
+    if progress is None:
+        return pcollection
+    return pcollection | label >> beam.ParDo(CountProgressDoFn(progress)).with_input_types(
+        pcollection.element_type).with_output_types(pcollection.element_type)
 
 
 def unreadable_path(census_output_path: str) -> str:
@@ -106,6 +134,7 @@ def build_sampling(
     run_rounds_into: Optional[str] = None,
     users_required: Optional[int] = None,
     records_ranked: Optional[int] = None,
+    progress: Optional[str] = None,
 ) -> None:
     """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
 
@@ -114,11 +143,13 @@ def build_sampling(
     rank prefilter (None: every record is a candidate, for a round whose sample came up short).
     Files that cannot be read are written as the census writes them. With ``run_rounds_into``
     (a levels directory), the rounds also run in this job, from round ``rounds[0]`` on the empty
-    trie's frontier, each level written there as soon as its round completes.
+    trie's frontier, each level written there as soon as its round completes. ``progress``: as
+    ``build_census`` (the records ranked).
     """
     read = pipeline | "ReadRecords" >> config.read_transform().with_unreadable_output()
     _write_unreadable(read, summary_path)
-    records = read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
+    records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
+                        progress)
     drawn = records | "SampleAllRounds" >> sample_pass.SampleAllRounds(
         keys, rounds, plan.batch_size, population, config.encoder, config.truncate_long_items)
     drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
@@ -152,11 +183,12 @@ def build_sampled_round(
     output_path: str,
     users_required: Optional[int],
     records_ranked: Optional[int],
+    progress: Optional[str] = None,
 ) -> None:
-    """Adds round ``round_index`` on its sample alone: its ``RoundResult`` as one JSON line."""
+    """Adds round ``round_index`` on its sample alone: its ``RoundResult`` as one JSON line.
+    ``progress``: as ``build_census`` (the sampled users read)."""
     (
-        pipeline
-        | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index)
+        _reported(pipeline | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index), progress)
         | f"RunSampledRound({round_index})" >> sampled_rounds.RunSampledRound(
             round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked)
         | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=config.encoder)
@@ -174,12 +206,14 @@ def build_rounds(
     levels_dir: str,
     users_required: Optional[int],
     records_ranked: Optional[int],
+    progress: Optional[str] = None,
 ) -> None:
     """Adds rounds ``first_round``..L on their samples, unrolled in one job, each level written to
-    ``levels_dir`` as soon as its round completes."""
+    ``levels_dir`` as soon as its round completes. ``progress``: as ``build_census`` (the
+    sampled users read)."""
     tables = [
-        pipeline
-        | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r)
+        _reported(pipeline | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r), progress,
+                  f"ReportProgress{r}")
         | f"KeyRound{r}" >> beam.Map(lambda table, r=r: (r, table)).with_output_types(Tuple[int, pa.Table])
         for r in range(first_round, plan.max_length + 1)
     ]

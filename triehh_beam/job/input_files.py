@@ -14,9 +14,10 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.io.files import match_files
+from triehh_beam.job.paths import canonical_path
 from triehh_beam.proto import state_pb2
 
-__all__ = ["InputChangedError", "first_change", "snapshot"]
+__all__ = ["InputChangedError", "check_unchanged", "first_change", "snapshot"]
 
 
 class InputChangedError(ValueError):
@@ -46,7 +47,9 @@ def _gcs_generations(paths: Iterable[str], client=None) -> Dict[str, int]:
 
 def snapshot(file_pattern: str, client=None) -> List[state_pb2.InputFile]:
     """The files ``file_pattern`` matches now, sorted by path, each with its size, modification
-    time and (``gs://``) generation.
+    time and (``gs://``) generation, named by its canonical path (``paths.canonical_path``), so
+    that a resume that types the pattern differently, or runs from another directory, lists the
+    same files.
 
     Args:
       file_pattern: the job's input pattern (``match_files``'s argument).
@@ -65,7 +68,7 @@ def snapshot(file_pattern: str, client=None) -> List[state_pb2.InputFile]:
     for path in paths:
         m = metadata.get(path)
         files.append(state_pb2.InputFile(
-            path=path,
+            path=canonical_path(path),
             size_bytes=m.size_in_bytes if m is not None else 0,
             last_updated=float(m.last_updated_in_seconds or 0.0) if m is not None else 0.0,
             generation=generations.get(path, 0),
@@ -75,9 +78,10 @@ def snapshot(file_pattern: str, client=None) -> List[state_pb2.InputFile]:
 
 def first_change(recorded: Iterable[state_pb2.InputFile], current: Iterable[state_pb2.InputFile]) -> Optional[str]:
     """A few words naming the first file (by path) that differs between two snapshots: gone,
-    new, or changed (size, modification time or generation); None when they are the same."""
-    before = {f.path: f for f in recorded}
-    after = {f.path: f for f in current}
+    new, or changed (size, modification time or generation); None when they are the same.
+    Paths are compared canonical (snapshots before canonical paths recorded them as matched)."""
+    before = {canonical_path(f.path): f for f in recorded}
+    after = {canonical_path(f.path): f for f in current}
     for path in sorted(set(before) | set(after)):
         old, new = before.get(path), after.get(path)
         if new is None:
@@ -91,3 +95,32 @@ def first_change(recorded: Iterable[state_pb2.InputFile], current: Iterable[stat
         if old.last_updated != new.last_updated:
             return f"{path} was modified (at {new.last_updated:.6f}, the census read it at {old.last_updated:.6f})"
     return None
+
+
+def check_unchanged(state: state_pb2.JobState, file_pattern: str, state_dir: str, when: str) -> None:
+    """Refuses input that is not the files a job's census read, unchanged.
+
+    Args:
+      state: the job's state (its ``input_snapshot``).
+      file_pattern: the input pattern, as given now.
+      state_dir: the state's directory (named when the state recorded no snapshot).
+      when: a few words for the message ("(before round 3)").
+
+    Raises:
+      InputChangedError: naming the first difference.
+    """
+    if not state.HasField("input_snapshot"):
+        raise InputChangedError(
+            f"{state_dir} holds a job that did not record what its census read; it cannot "
+            "be resumed safely, start a new job in another output/state directory"
+        )
+    try:
+        current = snapshot(file_pattern)
+    except FileNotFoundError as e:
+        raise InputChangedError(f"the input changed since the census {when}: {e}") from None
+    change = first_change(state.input_snapshot.files, current)
+    if change is not None:
+        raise InputChangedError(
+            f"the input changed since the census {when}: {change}; refusing (the privacy plan "
+            "holds only for the population the census counted)"
+        )

@@ -238,11 +238,33 @@ class StateLease:
         self._lease = Lease(cas_store_for(state_dir), LEASE_NAME)
         self._seconds = lease_seconds
         self._held = None
+        self._existed = True  # whether a lease object was there before this run
 
     def __enter__(self) -> "StateLease":
         owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": uuid.uuid4().hex})
+        self._existed = self._lease.current() is not None
         self._held = self._lease.acquire(owner, self._seconds, take_over=holder_is_dead)
         return self
+
+    def discard(self) -> bool:
+        """After the run (the lease released): True if the lease object is still this run's
+        released record, so no other run took the state directory since; it is then deleted
+        (by compare-and-swap) if there was none before this run, for a run that leaves nothing
+        behind. False otherwise, or if the delete lost a race (the lease then stays)."""
+        if self._held is None:
+            return False
+        current = self._lease.store.read(self._lease.name)
+        if current is None:
+            return not self._existed
+        record = self._lease._record(current)
+        if record.lease_id != self._held.lease_id or not record.released:
+            return False
+        if not self._existed:
+            try:
+                self._lease.store.delete(self._lease.name, current.generation)
+            except PreconditionFailed:
+                return False
+        return True
 
     def renew(self) -> None:
         """Extends the lease by its duration; raises ``LeaseLost`` if it was taken."""

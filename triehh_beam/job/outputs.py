@@ -230,6 +230,11 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
                 if counters.get(f"records_{reason}", 0)
             },
             "bad_fraction": bad_fraction(counters),
+            # Items too long for L (dropped, or cut with --truncate-long-items) or not encodable,
+            # in records, and the users none of whose items is usable (sampled, never voting).
+            "items_too_long": counters.get("items_too_long", 0),
+            "items_unencodable": counters.get("items_unencodable", 0),
+            "users_without_usable_item": counters.get("users_without_usable_item", 0),
             "files_read": counters.get("files_read", 0),
             "files_empty": counters.get("files_empty", 0),
             "census_counters": counters,

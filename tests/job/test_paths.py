@@ -1,0 +1,153 @@
+"""Issue 15, item 4: paths compared as typed. A job records canonical paths (``job/paths.py``) for
+its input pattern, state directory, ledger and output, so that ``--input ./data/records.parquet``
+resumes a job started with ``--input data/records.parquet``, and a job started with relative
+paths resumes from another working directory; a state recorded before canonical paths (paths as
+typed) still resumes from the directory it was started in. Each resumed job ends with the trie
+an unbroken run gives (the same samples: the recorded identity keys them).
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+
+import pytest
+
+from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
+from triehh_beam.job.ledger import Ledger
+from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path, same_pattern
+from triehh_beam.job.state_store import StateStore
+
+SEED = hashlib.sha256(b"triehh-beam canonical paths tests").digest()  # public: tests only
+L = 6
+
+
+def test_canonical_local_paths_are_absolute_and_normalised(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path)
+    for typed in ("data/x.jsonl", "./data/x.jsonl", "data//x.jsonl", "data/./x.jsonl", "other/../data/x.jsonl",
+                  f"{here}/data/x.jsonl"):
+        assert canonical_path(typed) == f"{here}/data/x.jsonl", typed
+    assert canonical_path("out/") == f"{here}/out"
+    assert canonical_path("") == ""
+
+
+def test_canonical_urls_keep_their_object_names():
+    assert canonical_path("gs://bucket/out/") == "gs://bucket/out"
+    assert canonical_path("GS://bucket/out") == "gs://bucket/out"
+    # Consecutive slashes are part of a GCS object's name: another object, never merged.
+    assert canonical_path("gs://bucket/x//y") == "gs://bucket/x//y" != canonical_path("gs://bucket/x/y")
+    assert not same_path("gs://bucket/x//y", "gs://bucket/x/y")
+
+
+def test_canonical_patterns_are_sorted_distinct_parts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert canonical_pattern("b/*.csv, ./a.csv,a.csv") == f"{tmp_path}/a.csv,{tmp_path}/b/*.csv"
+    assert same_pattern("data/*.parquet", f"{tmp_path}/data/*.parquet")
+    assert not same_pattern("data/*.parquet", "data/*.jsonl")
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_after_round_1(line: str) -> None:
+    if line.startswith("round 1/"):  # announced once round 1 is committed
+        raise _Stop(line)
+
+
+def _config(pattern, output, **overrides) -> DiscoveryConfig:
+    fields = dict(epsilon=4.0, delta=1e-6, max_length=L, seed=SEED)
+    fields.update(overrides)
+    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **fields)
+
+
+def _remove(path: pathlib.Path) -> None:
+    if path.exists():
+        for child in sorted(path.rglob("*"), reverse=True):
+            child.rmdir() if child.is_dir() else child.unlink()
+        path.rmdir()
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory, make_population):
+    """A project directory with data/records-*.parquet (3,000 users) and the trie an unbroken
+    run gives (the same job as the tests': the same input and output, so the same samples)."""
+    root = tmp_path_factory.mktemp("paths") / "project"
+    make_population(3000, max_chars=L - 1).write(root / "data", shards=2)
+    result = run_discovery(_config(root / "data" / "records-*.parquet", root / "out"))
+    return root, pathlib.Path(result.output_path).with_name("trie.pb").read_bytes()
+
+
+@pytest.fixture
+def project(unbroken):
+    """The project, with no output, state or ledger yet."""
+    root, trie = unbroken
+    for leftover in ("out", "out.state", "private"):
+        _remove(root / leftover)
+    return root, trie
+
+
+def _stopped(config):
+    with pytest.raises(_Stop):
+        run_discovery(config, progress=_stop_after_round_1)
+    assert StateStore(config.resolved_state_dir).load().rounds_completed == 1
+
+
+def test_a_pattern_typed_differently_resumes(project, monkeypatch):
+    root, trie = project
+    monkeypatch.chdir(root)
+    _stopped(_config("data/records-*.parquet", "out"))
+    result = run_discovery(_config("./data/records-*.parquet", "./out/"))
+    assert result.resumed_from_round == 1
+    assert (root / "out" / "trie.pb").read_bytes() == trie  # the samples an unbroken run draws
+
+
+def test_relative_paths_resume_from_another_working_directory(project, monkeypatch):
+    root, trie = project
+    ledger = root / "private" / "ledger"
+    monkeypatch.chdir(root)
+    _stopped(_config("data/records-*.parquet", "out", ledger_dir="private/ledger", budget_epsilon=100.0))
+    state = StateStore(str(root / "out.state")).load()
+    # Recorded canonical: absolute, whichever directory the job ran from.
+    assert state.input.file_pattern == f"{root}/data/records-*.parquet"
+    assert state.ledger == str(ledger)
+    assert all(os.path.isabs(f.path) for f in state.input_snapshot.files)
+    assert json.loads(state.sampling_identity)["output_dir"] == f"{root}/out"
+    elsewhere = root.parent / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    monkeypatch.chdir(elsewhere)
+    result = run_discovery(_config("../project/data/records-*.parquet", "../project/out",
+                                   ledger_dir="../project/private/ledger", budget_epsilon=100.0))
+    assert result.resumed_from_round == 1
+    assert (root / "out" / "trie.pb").read_bytes() == trie
+    assert len(Ledger(str(ledger)).records()) == 1  # charged once
+    # Another input is still another job.
+    with pytest.raises(ConfigMismatchError, match="input"):
+        run_discovery(_config("../project/data/records-00.parquet", "../project/out",
+                              ledger_dir="../project/private/ledger", budget_epsilon=100.0))
+
+
+def test_a_state_recorded_with_paths_as_typed_still_resumes(project, monkeypatch):
+    # What the releases before canonical paths recorded: the pattern and the ledger as typed,
+    # the snapshot's paths as matched (relative), the identity's paths as typed / normalised.
+    root, trie = project
+    monkeypatch.chdir(root)
+    config = _config("data/records-*.parquet", "out")
+    _stopped(config)
+    store = StateStore(str(root / "out.state"))
+    state = store.load()
+    state.input.file_pattern = "data/records-*.parquet"
+    state.ledger = "out.state"
+    for entry in state.input_snapshot.files:
+        entry.path = os.path.relpath(entry.path, root)
+    identity = json.loads(state.sampling_identity)
+    identity.update(input_pattern="data/records-*.parquet", output_dir="out")
+    state.sampling_identity = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    store.commit(state)
+    result = run_discovery(_config("./data/records-*.parquet", "out/"))
+    assert result.resumed_from_round == 1
+    # The recorded identity (as typed) keys the resumed rounds; the trie is a valid one, and
+    # the state keeps what it recorded.
+    assert StateStore(str(root / "out.state")).load().sampling_identity == state.sampling_identity
+    assert (root / "out" / "trie.pb").exists()

@@ -1,0 +1,299 @@
+"""The census of a discovery (``TakeCensus``): in one read of the records, the distinct users n
+(keyed 64-bit fingerprints, sharded 256 ways, as ``transforms.CountDistinctUsers``) and, among
+them, the users who hold no *usable* item under the job's encoding: every item of theirs too long
+for L (when too-long items are dropped) or impossible to encode. Such a user is sampled like any
+other but can never vote, so a population made mostly of them spends its budget on nothing. Each
+batch classifies its items in columns (a record's length in base units, characters, bytes or
+bits, after normalisation: Arrow kernels for ASCII text, byte and integer items; Python once per
+distinct other item and worker, cached, as the sampling pass encodes), then sends per shard the
+fingerprints of the users with a usable record and, apart, those with an unusable one with the
+shortest length it had; a shard's combiner keeps the shortest per user and counts the users with
+no usable record by that length, which tells the driver what a larger L or unit size would make
+usable. Counters ``items_too_long`` and ``items_unencodable`` count records (a tokenised record:
+its tokens), as the sampling pass's per-round counters do.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Dict, Iterable, List, NamedTuple, Tuple
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from apache_beam.metrics import Metrics
+
+from triehh_beam.io.normalise import binary_buffers
+from triehh_beam.protocol import sampling
+from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind
+
+__all__ = ["Census", "NEVER", "TakeCensus", "item_lengths"]
+
+_NAMESPACE = "triehh"
+# The length of an item no length setting makes usable (it cannot be encoded at all).
+NEVER = np.iinfo(np.int64).max
+_CACHE_LIMIT = 1 << 17  # distinct items a worker remembers the length of
+# Per shard: (users with a usable record, users with an unusable one, the shortest length of
+# such a record per user), fingerprints sorted and distinct.
+_ShardPart = Tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class Census(NamedTuple):
+    """What the census counted (private operator data, like every count).
+
+    Attributes:
+      users: distinct users n (every user with a record of positive count).
+      usable_users: those with at least one usable item under the job's encoding.
+      unusable_lengths: the users with none, by the length in base units (characters, bytes or
+        bits) of their shortest item; ``NEVER`` for users none of whose items can be encoded.
+    """
+
+    users: int
+    usable_users: int
+    unusable_lengths: Dict[int, int]
+
+    @property
+    def unusable_users(self) -> int:
+        return self.users - self.usable_users
+
+
+def _length_of(encoder: ItemEncoder, item) -> int:
+    """One item's length in base units after normalisation, or NEVER (cannot be encoded)."""
+    try:
+        value = encoder.normalize(item)
+        if encoder.kind is ItemKind.INT:
+            return encoder.int_bits
+        return len(value) if len(value) else NEVER
+    except EncodingError:
+        return NEVER
+
+
+def item_lengths(encoder: ItemEncoder, value) -> List[int]:
+    """The lengths (base units, ``NEVER`` for one that cannot be encoded) of the items a record's
+    value holds (its tokens with ``tokenize``); ``[NEVER]`` for a value that holds none."""
+    try:
+        parts = encoder.items_of(value)
+    except EncodingError:
+        parts = []
+    return [_length_of(encoder, item) for item in parts] or [NEVER]
+
+
+class _Classified(NamedTuple):
+    """Per record of a batch: its shortest item length, and its too-long / unencodable items."""
+
+    shortest: np.ndarray  # int64, NEVER: no item can be encoded
+    usable: np.ndarray  # bool
+    too_long: int
+    unencodable: int
+
+
+class _Classifier:
+    """Classifies a batch's items for one encoding and long-item policy (one per worker)."""
+
+    def __init__(self, encoder: ItemEncoder, truncate: bool):
+        self._encoder = encoder
+        self._truncate = truncate
+        self._limit = encoder.max_item_units * encoder.unit_size  # longest item, base units
+        self._cache: Dict = {}  # item -> (shortest, usable, too long, unencodable)
+
+    def _distinct(self, value) -> Tuple[int, bool, int, int]:
+        known = self._cache.get(value)
+        if known is None:
+            lengths = item_lengths(self._encoder, value)
+            encodable = [length for length in lengths if length != NEVER]
+            too_long = sum(1 for length in encodable if length > self._limit)
+            usable = bool(encodable) if self._truncate else too_long < len(encodable)
+            known = (min(lengths), usable, too_long, len(lengths) - len(encodable))
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[value] = known
+        return known
+
+    def _python(self, items: pa.Array) -> _Classified:
+        """Python once per distinct value (tokenised text, non-ASCII text)."""
+        encoded = pc.dictionary_encode(items)
+        codes = np.asarray(encoded.indices, dtype=np.int64)
+        per_value = [self._distinct(v) for v in encoded.dictionary.to_pylist()]
+        shortest = np.array([v[0] for v in per_value], dtype=np.int64)
+        usable = np.array([v[1] for v in per_value], dtype=bool)
+        too_long = np.array([v[2] for v in per_value], dtype=np.int64)
+        unencodable = np.array([v[3] for v in per_value], dtype=np.int64)
+        records = np.bincount(codes, minlength=len(per_value))
+        return _Classified(shortest[codes], usable[codes], int(too_long @ records), int(unencodable @ records))
+
+    def _other_text(self, items: pa.Array) -> np.ndarray:
+        """Lengths of non-ASCII text items. Without case folding, text already in NFC (Python's
+        quick check, a fraction of a microsecond an item) is its own normal form: its length
+        is its number of characters; only the rest goes through the encoder."""
+        if self._encoder.case_fold:  # folding can lengthen ("ß" -> "ss"): the encoder decides
+            return self._python(items).shortest
+        lengths = np.asarray(pc.utf8_length(items), dtype=np.int64)
+        values = items.to_pylist()
+        for j in np.flatnonzero([not unicodedata.is_normalized("NFC", value) for value in values]):
+            lengths[j] = self._distinct(values[j])[0]
+        return lengths
+
+    def classify(self, items: pa.Array) -> _Classified:
+        encoder = self._encoder
+        n = len(items)
+        if encoder.tokenize:
+            return self._python(items)
+        if encoder.kind is ItemKind.INT:
+            # The reader refused values outside the range: every item has int_bits bits.
+            shortest = np.full(n, encoder.int_bits, dtype=np.int64)
+        elif encoder.kind is ItemKind.BYTES:
+            shortest = np.asarray(pc.binary_length(items), dtype=np.int64)
+        else:
+            # ASCII text is its own NFC form and case folds to the same length: its length is
+            # its byte length. Other text goes through the encoder, once per distinct value.
+            shortest = np.asarray(pc.binary_length(items), dtype=np.int64)
+            ascii_rows = np.asarray(pc.string_is_ascii(items), dtype=bool)
+            if not ascii_rows.all():
+                other = np.flatnonzero(~ascii_rows)
+                shortest = shortest.copy()
+                shortest[other] = self._other_text(items.take(pa.array(other)))
+        shortest = np.where(shortest == 0, NEVER, shortest)
+        encodable = shortest != NEVER
+        fits = shortest <= self._limit
+        usable = encodable if self._truncate else fits
+        return _Classified(shortest, usable, int((encodable & ~fits).sum()), int((~encodable).sum()))
+
+
+def _shortest_per_user(fingerprints: np.ndarray, lengths: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Distinct fingerprints (sorted) with the shortest length each was seen with."""
+    if len(fingerprints) == 0:
+        return fingerprints, lengths
+    order = np.lexsort((lengths, fingerprints))
+    fingerprints, lengths = fingerprints[order], lengths[order]
+    first = np.ones(len(fingerprints), dtype=bool)
+    first[1:] = fingerprints[1:] != fingerprints[:-1]
+    return fingerprints[first], lengths[first]
+
+
+def _shard_bounds(fingerprints: np.ndarray) -> np.ndarray:
+    shards = (fingerprints >> np.uint64(56)).astype(np.int64)
+    return np.searchsorted(shards, np.arange(257))
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(Tuple[int, _ShardPart])
+class _CensusBatchDoFn(beam.DoFn):
+    """A batch -> per shard of 256, (users with a usable record, users with an unusable one and
+    the shortest length of such a record), fingerprints sorted and distinct."""
+
+    def __init__(self, census_key: sampling.CensusKey, encoder: ItemEncoder, truncate: bool):
+        self._census_key = census_key  # the census key only, never the seed
+        self._encoder = encoder
+        self._truncate = truncate
+
+    def setup(self):
+        self._records_read = Metrics.counter(_NAMESPACE, "census_records_read")
+        self._too_long = Metrics.counter(_NAMESPACE, "items_too_long")
+        self._unencodable = Metrics.counter(_NAMESPACE, "items_unencodable")
+        self._classifier = _Classifier(self._encoder, self._truncate)
+
+    def process(self, batch):
+        if batch.num_rows == 0:
+            return
+        self._records_read.inc(batch.num_rows)
+        fingerprints = self._census_key.fingerprints_packed(*binary_buffers(batch.column("user_id")))
+        classified = self._classifier.classify(batch.column("item"))
+        if classified.too_long:
+            self._too_long.inc(classified.too_long)
+        if classified.unencodable:
+            self._unencodable.inc(classified.unencodable)
+        if classified.usable.all():  # the usual case: nothing more to sort
+            usable, unusable, lengths = np.unique(fingerprints), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        else:
+            usable = np.unique(fingerprints[classified.usable])
+            unusable, lengths = _shortest_per_user(fingerprints[~classified.usable],
+                                                   classified.shortest[~classified.usable])
+        usable_bounds, unusable_bounds = _shard_bounds(usable), _shard_bounds(unusable)
+        for shard in np.flatnonzero((usable_bounds[1:] > usable_bounds[:-1]) | (unusable_bounds[1:] > unusable_bounds[:-1])):
+            a, b = usable_bounds[shard], usable_bounds[shard + 1]
+            c, d = unusable_bounds[shard], unusable_bounds[shard + 1]
+            yield int(shard), (usable[a:b], unusable[c:d], lengths[c:d])
+
+
+@beam.typehints.with_input_types(_ShardPart)
+@beam.typehints.with_output_types(Census)
+class _ShardCensusCombineFn(beam.CombineFn):
+    """One shard's parts -> its ``Census``. The accumulator is (usable fingerprint arrays,
+    unusable (fingerprint, length) arrays), compacted when the buffered total doubles, as
+    ``transforms._UnionSizeCombineFn``: amortised O(n log n) per shard."""
+
+    def create_accumulator(self):
+        return [np.zeros(0, np.uint64)], [(np.zeros(0, np.uint64), np.zeros(0, np.int64))]
+
+    @staticmethod
+    def _compacted(usable: List[np.ndarray], unusable: List[Tuple[np.ndarray, np.ndarray]]):
+        fingerprints = np.concatenate([f for f, _ in unusable])
+        lengths = np.concatenate([n for _, n in unusable])
+        return [np.unique(np.concatenate(usable))], [_shortest_per_user(fingerprints, lengths)]
+
+    def add_input(self, accumulator, part):
+        usable, unusable = accumulator
+        usable.append(part[0])
+        if len(part[1]):
+            unusable.append((part[1], part[2]))
+        buffered = sum(len(a) for a in usable[1:]) + sum(len(f) for f, _ in unusable[1:])
+        if buffered > max(len(usable[0]) + len(unusable[0][0]), 1 << 16):
+            return self._compacted(usable, unusable)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        accumulators = list(accumulators)
+        return self._compacted([a for usable, _ in accumulators for a in usable],
+                               [p for _, unusable in accumulators for p in unusable])
+
+    def extract_output(self, accumulator):
+        (usable,), ((fingerprints, lengths),) = self._compacted(*accumulator)
+        if len(usable) and len(fingerprints):
+            position = np.minimum(np.searchsorted(usable, fingerprints), len(usable) - 1)
+            only = usable[position] != fingerprints
+            fingerprints, lengths = fingerprints[only], lengths[only]
+        values, users = np.unique(lengths, return_counts=True)
+        return Census(int(len(usable) + len(fingerprints)), int(len(usable)),
+                      {int(v): int(u) for v, u in zip(values, users)})
+
+
+def _add(censuses: Iterable[Census]) -> Census:
+    users = usable = 0
+    lengths: Dict[int, int] = {}
+    for census in censuses:
+        users += census.users
+        usable += census.usable_users
+        for length, n in census.unusable_lengths.items():
+            lengths[length] = lengths.get(length, 0) + n
+    return Census(users, usable, dict(sorted(lengths.items())))
+
+
+class TakeCensus(beam.PTransform):
+    """Record batches -> one ``Census``: the distinct users and those without a usable item.
+
+    A fingerprint collision (odds about n^2 / 2^65) can only make n smaller than the truth, which
+    makes the privacy plan conservative, never optimistic; n is exactly what
+    ``transforms.CountDistinctUsers`` counts.
+
+    Args:
+      sampler: the job's ``Sampler`` (only its census key enters the graph).
+      encoder: the job's item encoder.
+      truncate: too-long items are cut (usable) rather than dropped.
+    """
+
+    def __init__(self, sampler: sampling.Sampler, encoder: ItemEncoder, truncate: bool = False):
+        super().__init__()
+        self._census_key = sampler.census_key()
+        self._encoder = encoder
+        self._truncate = truncate
+
+    def expand(self, batches):
+        return (
+            batches
+            | "ClassifyAndFingerprint" >> beam.ParDo(_CensusBatchDoFn(self._census_key, self._encoder, self._truncate))
+            | "CensusPerShard" >> beam.CombinePerKey(_ShardCensusCombineFn())
+            | "ShardCensuses" >> beam.Values()
+            | "Total" >> beam.CombineGlobally(_add).with_output_types(Census)
+        )
+

@@ -1,0 +1,226 @@
+"""Running one Beam job of a discovery (``JobRunner``): build its graph, run it on the job's
+runner, report its progress while it runs (``progress``: a line to show in place about every
+second, and a ``progress`` event every ``PROGRESS_EVENT_SECONDS``; rows done are counts, shown
+only with ``verbose``, marked private), and read its counters back, which the driver records
+(``job_counters``; one-job runs name them per round, ``round3.votes_cast``, which
+``split_round_counters`` splits). ``take_census`` runs the census job and reads back what it
+counted and read; ``submit_job_graphs`` submits every graph of a discovery to a runner that only
+validates graphs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import uuid
+from typing import Callable, Dict, List, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from triehh_beam.beam import runners, transforms
+from triehh_beam.beam.census import Census
+from triehh_beam.job import graphs, input_files
+from triehh_beam.job import progress as progress_lib
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
+from triehh_beam.job.planning import InfeasiblePlanError
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol import planner
+from triehh_beam.protocol.sampling import Sampler
+
+__all__ = [
+    "JobRunner",
+    "PROGRESS_EVENT_SECONDS",
+    "job_counters",
+    "now",
+    "read_single_output",
+    "split_round_counters",
+    "submit_job_graphs",
+    "take_census",
+]
+
+# Seconds between two progress events of a running job (``--log-format json``).
+PROGRESS_EVENT_SECONDS = 2.0
+
+
+def now() -> str:
+    """The time as events and states record it (UTC, ISO 8601, seconds)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def job_counters(result) -> Dict[str, int]:
+    """A finished job's counters in the ``triehh`` namespace, by name."""
+    counters: Dict[str, int] = {}
+    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
+    return counters
+
+
+def read_single_output(path: str) -> bytes:
+    """The bytes of a job's one output file (``WriteToText(..., num_shards=1)``)."""
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler
+                ) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
+    """Runs the census job: (what it counted: the distinct users and those without a usable
+    item; the job's counters: records read and dropped per reason, items too long; what it
+    read: the files, listed before and after the job, and the records counted). Its output,
+    private, is written to the state directory and deleted once read.
+
+    Raises:
+      RecordFormatError: naming every input file that cannot be read.
+      InputChangedError: the input changed while the census read it.
+    """
+    before = input_files.snapshot(config.input_pattern)
+    path = FileSystems.join(config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
+    estimate, exact = None, False
+    if jobs.reporting:
+        estimate, exact = progress_lib.estimate_records(before, config.input_format)
+    counters = jobs.run(lambda p, reported: build_census(p, config, sampler, path, reported),
+                        "census", estimate, estimated=not exact)
+    unreadable = read_single_output(graphs.unreadable_path(path))
+    counted, records = graphs.census_from_json(read_single_output(path))
+    FileSystems.delete([path, graphs.unreadable_path(path)])
+    graphs.refuse_unreadable(unreadable)  # before any round: a job reads every file or none
+    change = input_files.first_change(before, input_files.snapshot(config.input_pattern))
+    if change is not None:
+        raise input_files.InputChangedError(
+            f"the input changed while the census read it: {change}; no round was run")
+    return counted, counters, state_pb2.InputSnapshot(files=before, records=records)
+
+
+def split_round_counters(counters: Dict[str, int]) -> Dict[int, Dict[str, int]]:
+    """A one-job run's counters, ``round3.votes_cast`` and the like, split by round."""
+    by_round: Dict[int, Dict[str, int]] = {}
+    for name, value in counters.items():
+        head, _, metric = name.partition(".")
+        if metric and head.startswith("round") and head[5:].isdigit():
+            by_round.setdefault(int(head[5:]), {})[metric] = value
+    return by_round
+
+
+class JobRunner:
+    """Runs a discovery's Beam jobs on one set of options, reporting their progress.
+
+    Args:
+      options: the pipeline options of every job.
+      verbose: progress shows the rows done (private counts), marked private.
+      ticks: called about every second while a job runs with a progress line, None when it ends.
+      events: called every ``PROGRESS_EVENT_SECONDS`` while a job runs with a ``progress`` event.
+    """
+
+    interval = 1.0  # seconds between two progress reports of a running job
+
+    def __init__(self, options: PipelineOptions, verbose: bool,
+                 ticks: Optional[Callable[[Optional[str]], None]],
+                 events: Optional[Callable[[dict], None]]):
+        self._options = options
+        self._verbose = verbose
+        self._ticks = ticks
+        self._events = events
+        self._last_event = 0.0
+
+    @property
+    def reporting(self) -> bool:
+        """Whether anyone listens to progress (else none is measured)."""
+        return self._ticks is not None or self._events is not None
+
+    def _report(self, progress: progress_lib.Progress) -> None:
+        line = progress_lib.describe(progress, private=self._verbose)
+        if self._ticks is not None:
+            self._ticks(None if progress.finished else line)
+        if self._events is None or progress.finished:
+            return
+        if progress.elapsed - self._last_event < PROGRESS_EVENT_SECONDS:
+            return
+        self._last_event = progress.elapsed
+        fields = {"phase": progress.phase, "fraction": progress.fraction,
+                  "elapsed_seconds": round(progress.elapsed, 3),
+                  "remaining_seconds": None if progress.remaining is None else round(progress.remaining, 3),
+                  "total_estimated": progress.estimated}
+        if self._verbose:
+            fields["private"] = {progress.unit: progress.done, "total": progress.total}
+        self._events({"event": "progress", "time": now(), "message": line, **fields})
+
+    def run(self, build: Callable[[beam.Pipeline, Optional[str]], None], phase: str,
+            total: Optional[int] = None, estimated: bool = False, unit: str = "records") -> Dict[str, int]:
+        """Runs one job, ``build(pipeline, progress file or None)``; returns its counters.
+
+        ``phase``, ``total``, ``estimated`` and ``unit`` describe its progress
+        (``progress.Progress``): the rows its steps report, out of ``total``."""
+        # Steps report rows through a local file: workers of the in-process runner (threads, or
+        # processes of this machine) can append to it, a remote runner's cannot.
+        local = runners.uses_in_process_runner(self._options)
+        channel = progress_lib.ProgressChannel() if self.reporting and local else None
+        try:
+            pipeline = runners.make_pipeline(self._options)
+            build(pipeline, channel.path if channel is not None else None)
+            self._last_event = 0.0
+            monitor = (progress_lib.ProgressMonitor(phase, total, estimated, unit, self._report, channel,
+                                                    interval=self.interval)
+                       if self.reporting else contextlib.nullcontext())
+            with monitor:
+                result = pipeline.run()
+                result.wait_until_finish()
+        finally:
+            if channel is not None:
+                channel.close()
+        return job_counters(result)
+
+
+def submit_job_graphs(
+    config: DiscoveryConfig, options: PipelineOptions, population: int, seed: Optional[bytes] = None
+) -> List:
+    """Builds and submits the census, the sampling pass and the rounds' graphs, without reading
+    anything back.
+
+    For a runner's offline validation (``--runner=DataflowRunner --dry_run=True`` translates each
+    graph into a job description and stops): the driver proper cannot run there, since it reads
+    each job's output. The graphs use the plan for ``population`` and the round-1 frontier (a
+    graph's shape does not depend on the frontier): with ``--rounds-per-job all``, the census and
+    one job that samples and runs every round; otherwise the census, the sampling pass and one
+    job per round. Returns the pipeline results.
+    """
+    if not options.get_all_options().get("dry_run"):
+        # A real run here would draw samples with no plan committed and no ledger charge.
+        raise ValueError(
+            "submit_job_graphs only validates graphs: give a runner option that submits nothing "
+            "(--dry_run=True); run_discovery runs jobs"
+        )
+    plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
+    if not plan.feasible:
+        raise InfeasiblePlanError(plan)
+    recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population,
+                                     max_length=config.max_length)
+    sampler = Sampler(seed or os.urandom(32), config.sampling_identity())
+    scratch = FileSystems.join(config.resolved_state_dir, "graphs")
+    samples = FileSystems.join(scratch, "samples")
+    required = min(plan.batch_size, population)
+    rounds_list = list(range(1, config.max_length + 1))
+    one_job = config.rounds_per_job == "all"
+    results = []
+    census = runners.make_pipeline(options)
+    build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"))
+    results.append(census.run())
+    sampling = runners.make_pipeline(options)
+    build_sampling(sampling, config, sampler.pass_keys(config.max_length), recorded, rounds_list, population,
+                   samples, FileSystems.join(scratch, "sampling.json"),
+                   run_rounds_into=FileSystems.join(scratch, "levels") if one_job else None,
+                   users_required=required, records_ranked=None)
+    results.append(sampling.run())
+    if not one_job:
+        for round_index in rounds_list:
+            pipeline = runners.make_pipeline(options)
+            output = FileSystems.join(scratch, f"round-{round_index:04d}.json")
+            build_sampled_round(pipeline, config, samples, recorded, frozenset({()}), round_index, output,
+                                users_required=required, records_ranked=None)
+            results.append(pipeline.run())
+    return results

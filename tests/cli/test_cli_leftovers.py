@@ -47,8 +47,6 @@ CASES = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=LeftBehind, reason="job/driver.py creates the state directory before the census "
-                   "and leaves it when it refuses (helper E's area)")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_dry_run_or_a_refused_run_leaves_nothing_behind(inputs, tmp_path, case, capsys):
     flags, expected = CASES[case]

@@ -1,5 +1,5 @@
 """``triehh stream`` end to end through the Pub/Sub emulator (issue 12's "done when"): two
-event-time windows of 3,000 users each, many users per message, read by the streaming job in a
+event-time windows of 5,000 users each, many users per message, read by the streaming job in a
 subprocess; each released window equals the bounded replay (``discover --window``) of the
 same records with the same seed file; a late record and malformed messages are dead-lettered;
 a budget that fits one window releases one and withholds the other, saying why.
@@ -95,7 +95,7 @@ class _Stream:
 def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emulator, subprocess_env, tmp_path):
     env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=pubsub_emulator.host, PUBSUB_PROJECT_ID=pubsub_emulator.project)
     base = math.ceil((time.time() + 10) / WINDOW) * WINDOW  # window A starts in 10-20 s, B after it
-    first, second = _population(3000, 1, "a"), _population(3000, 2, "b")
+    first, second = _population(5000, 1, "a"), _population(5000, 2, "b")
     windows = [(base * 1000, first), ((base + WINDOW) * 1000, second)]
     streams = {
         "all": _Stream(pubsub_emulator, tmp_path, "all", env, "json"),
@@ -156,6 +156,7 @@ def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emul
         assert hitters[0] == hitters[1] and len(hitters[0]) >= 3
         assert f"window {name.split('=', 1)[1]}: released" in output
     assert "2 windows closed, 2 released" in output
+    assert "dead letters: malformed_message, bad_timestamp, late (private, in" in output
 
     # The late record and the rejected messages, in the dead letter.
     letters = all_.letters()

@@ -66,3 +66,22 @@ def test_discover_window_refuses_what_it_cannot_do(tmp_path, capsys, flags, mess
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_discover_window_names_its_dead_letters_by_kind_counts_only_when_verbose(tmp_path, capsys, verbose):
+    records = tmp_path / "records.jsonl"
+    good = [json.dumps({"user_id": f"u{i}", "item": "the", "ts": 1000 * i}) for i in range(40)]
+    bad = ["{not json", json.dumps({"user_id": "v", "item": "the", "count": -1, "ts": 5}),
+           json.dumps({"user_id": "w", "item": "the", "count": "x", "ts": 6})]
+    records.write_text("\n".join(good + bad) + "\n")
+    args = ["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+            "--delta", "1e-5", "--max-length", "6", "--window", "1h", "--timestamp-column", "ts",
+            "--max-bad-fraction", "1", "--dead-letter", str(tmp_path / "dead.jsonl")]
+    assert main(args + (["--verbose"] if verbose else [])) == 0
+    summary = [line for line in capsys.readouterr().out.splitlines() if "dead letters:" in line]
+    assert len(summary) == 1, summary
+    # Kinds most first; the exact counts (private operator data) only with --verbose.
+    assert "dead letters: bad_count, malformed " in summary[0]
+    assert ("[private: 2 bad_count, 1 malformed]" in summary[0]) == verbose
+    assert str(tmp_path / "dead.jsonl") in summary[0]

@@ -238,7 +238,9 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
                               "output": report.get("published_to")})
     released = sum(1 for r in ran.reports if r["released"])
     if not as_json:
-        say(f"{len(ran.reports)} windows, {released} released; dead letters (private): {ran.dead_letter}")
+        letters = stream.describe_dead_letters(stream.count_dead_letters(ran.dead_letter), config.verbose)
+        say(f"{len(ran.reports)} windows, {released} released; dead letters: {letters} "
+            f"(private, in {ran.dead_letter})")
     return 0
 
 

@@ -69,8 +69,9 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     except BudgetExceededError as e:
         return fail(str(e))
     released = sum(1 for r in ran.reports if r["released"])
+    letters = stream.describe_dead_letters(stream.count_dead_letters(ran.dead_letter), config.verbose)
     print(f"stream {ran.state.lower()}: {len(ran.reports)} windows closed, {released} released; "
-          f"dead letters (private): {ran.dead_letter}", flush=True)
+          f"dead letters: {letters} (private, in {ran.dead_letter})", flush=True)
     return 0
 
 

@@ -20,9 +20,10 @@ import json
 import os
 import threading
 import time
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
@@ -34,7 +35,15 @@ from triehh_beam.job import cas, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
 
-__all__ = ["StreamSource", "WindowedRun", "describe_window", "run_replay", "run_stream"]
+__all__ = [
+    "StreamSource",
+    "WindowedRun",
+    "count_dead_letters",
+    "describe_dead_letters",
+    "describe_window",
+    "run_replay",
+    "run_stream",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +98,44 @@ def describe_window(report: dict, verbose: bool = False) -> str:
     if verbose:
         line += f" [private: {report['input']['distinct_users']:,} users, {report['input']['records']:,} records]"
     return line
+
+
+def count_dead_letters(uri: str) -> Dict[str, int]:
+    """Dead-letter entries per reason (``late``, ``malformed_message``, ``bad_count`` ...) under
+    ``uri``: the replay's one file, or the stream's ``uri/<reason>/*.jsonl`` files (local or any
+    Beam filesystem). Counts only: what the operator is told, never the rows. Nothing there yet
+    is no entries."""
+    counts: Dict[str, int] = {}
+    patterns = (uri, FileSystems.join(uri, "*", "*.jsonl"))
+    for pattern in patterns:
+        try:
+            matched = FileSystems.match([pattern])[0].metadata_list
+        except (BeamIOError, OSError):  # nothing there (some filesystems raise for a missing prefix)
+            continue
+        for metadata in matched:
+            if metadata.path.rsplit("/", 1)[-1].startswith(".") or os.path.isdir(metadata.path):
+                continue  # a bundle's temporary, not yet renamed into place; the stream's directory
+            with FileSystems.open(metadata.path) as f:
+                for line in f.read().decode("utf-8", errors="replace").splitlines():
+                    if line.strip():
+                        try:
+                            reason = str(json.loads(line).get("reason", "unknown"))
+                        except (ValueError, AttributeError):
+                            reason = "unknown"
+                        counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def describe_dead_letters(counts: Dict[str, int], verbose: bool = False) -> str:
+    """The dead letter's kinds, most first (``"malformed_message, late"``, or ``"none"``); their
+    exact counts only when ``verbose``, marked private like every count on the console."""
+    if not counts:
+        return "none"
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(reason for reason, _ in ranked)
+    if verbose:
+        text += " [private: " + ", ".join(f"{n:,} {reason}" for reason, n in ranked) + "]"
+    return text
 
 
 def _seed(config: DiscoveryConfig) -> bytes:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Dict, Tuple
+from typing import Dict, Tuple, Union
 
 __all__ = [
     "DROP_REASONS",
     "FILE_COUNTERS",
     "RECORDS_READ",
+    "add_raw",
     "bad_fraction",
     "counter_name",
     "dead_letter_json",
@@ -116,6 +117,14 @@ def dead_letter_json(rejected: Tuple) -> str:
     if row_index is not None:
         record["row_index"] = row_index
     record["reason"] = reason
+    add_raw(record, raw)
+    return json.dumps(record, ensure_ascii=False, sort_keys=False)
+
+
+def add_raw(record: Dict[str, object], raw: Union[bytes, str]) -> None:
+    """Puts a rejected record's content into its dead-letter ``record``: ``raw``, the exact
+    bytes as text when they are UTF-8, ``raw_base64`` when they are not; a ``str`` is a row
+    already rendered as JSON (where the format has no lines), put as ``row``."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
         raw = bytes(raw)
         try:
@@ -124,4 +133,3 @@ def dead_letter_json(rejected: Tuple) -> str:
             record["raw_base64"] = base64.b64encode(raw).decode("ascii")
     else:
         record["row"] = json.loads(raw)
-    return json.dumps(record, ensure_ascii=False, sort_keys=False)

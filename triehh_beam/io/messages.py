@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from triehh_beam.io import jsonl
-from triehh_beam.io.drops import dead_letter_json
+from triehh_beam.io.drops import add_raw, dead_letter_json
 from triehh_beam.io.normalise import normalise_block, single_batch
 from triehh_beam.io.reader import _normalised_blocks
 from triehh_beam.io.schema import (
@@ -317,15 +317,7 @@ def _letter_record(entry: DeadLetter) -> dict:
     record["reason"] = entry.reason
     if entry.detail:
         record["detail"] = entry.detail
-    raw = entry.raw
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        raw = bytes(raw)
-        try:
-            record["raw"] = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            record["raw_base64"] = base64.b64encode(raw).decode("ascii")
-    else:
-        record["row"] = json.loads(raw)
+    add_raw(record, entry.raw)
     return record
 
 

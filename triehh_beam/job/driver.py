@@ -383,18 +383,8 @@ class _Driver:
             "time": now(),
             "input": state.input.file_pattern,
             "state_dir": self.config.resolved_state_dir,
-            "population": plan.population,
-            "theta": plan.theta,
-            "batch_size": plan.batch_size,
-            "max_length": plan.max_length,
-            "rule": plan.rule,
-            "target_epsilon": plan.target_epsilon,
-            "target_delta": plan.target_delta,
         }
-        if plan.no_guarantee:
-            self.ledger.charge_unbounded(state.job_id, details)
-        else:
-            self.ledger.charge(state.job_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
+        self.ledger.charge_plan(state.job_id, plan, details)
 
     def prepare_state_dir(self) -> None:
         """Makes a local state directory owner-only (0700) before anything is written there,

@@ -166,3 +166,24 @@ class Ledger:
             )
         record = {"record_id": job_id, "epsilon": None, "delta": None, "no_guarantee": True, **details}
         record_log.append_record(self._store, LEDGER_NAME, record)
+
+    def charge_plan(self, record_id: str, plan, details: dict) -> None:
+        """Records a planned job's spend: its plan's (epsilon, delta), or unbounded for a plan
+        without a guarantee (``charge``, ``charge_unbounded``), with the plan's parameters
+        (population, theta, batch size, L, rule, target) after ``details``.
+
+        Args:
+          plan: the job's (or a window's) ``state_pb2.PrivacyPlan``.
+
+        Raises:
+          BudgetExceededError: the spend does not fit the population's budget.
+        """
+        details = {**details, **{name: getattr(plan, name) for name in _PLAN_FIELDS}}
+        if plan.no_guarantee:
+            self.charge_unbounded(record_id, details)
+        else:
+            self.charge(record_id, Spend(plan.epsilon, plan.delta), details)
+
+
+# What a ledger record tells of the plan behind its spend.
+_PLAN_FIELDS = ("population", "theta", "batch_size", "max_length", "rule", "target_epsilon", "target_delta")

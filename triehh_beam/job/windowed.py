@@ -129,21 +129,10 @@ class _DecideDoFn(beam.DoFn):
             "window_start": rfc3339(start),
             "window_end": rfc3339(start + job.windows.size_micros),
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "population": plan.population,
-            "theta": plan.theta,
-            "batch_size": plan.batch_size,
-            "max_length": plan.max_length,
-            "rule": plan.rule,
-            "target_epsilon": plan.target_epsilon,
-            "target_delta": plan.target_delta,
         }
         ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
-        record_id = f"{job.stream_id}/{window_dir_name(start)}"
         try:
-            if plan.no_guarantee:
-                ledger.charge_unbounded(record_id, details)
-            else:
-                ledger.charge(record_id, ledger_lib.Spend(plan.epsilon, plan.delta), details)
+            ledger.charge_plan(f"{job.stream_id}/{window_dir_name(start)}", plan, details)
         except ledger_lib.BudgetExceededError as e:
             yield withheld(f"withheld: {e}")
             return

@@ -158,7 +158,7 @@ class Setting:
         if self.is_switch:
             parser.add_argument(*flags, dest=self.dest, action="store_true", help=self.help)
             return
-        kwargs: Dict[str, Any] = dict(dest=self.dest, type=self.parse, default=default, help=self.help)
+        kwargs: Dict[str, Any] = dict(dest=self.dest, type=_flag_type(self.parse), default=default, help=self.help)
         if not beam:
             kwargs["required"] = self.required if required is None else required
         if self.choices:
@@ -227,6 +227,22 @@ def setting(
 _IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT, _WINDOWS = GROUPS
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _flag_type(parse: Optional[Callable[[str], Any]]) -> Optional[Callable[[str], Any]]:
+    """``parse`` for argparse: a setting's own parser's ValueError message reaches the user
+    (argparse would print "invalid parse_duration value"); int and float keep argparse's."""
+    if parse in (None, int, float, str):
+        return parse
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def parse_duration(text: str) -> int:

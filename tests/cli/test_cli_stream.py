@@ -1,0 +1,44 @@
+"""``triehh stream``'s arguments: a mistake is one line naming the flag (exit code 2, no
+traceback) before any job is built or any directory made. The stream itself runs end to end
+in tests/e2e/test_stream_emulator.py."""
+
+import pytest
+
+from triehh_beam.cli.main import main
+
+SUBSCRIPTION = "projects/p/subscriptions/records"
+TARGET = ["--epsilon", "4", "--delta", "1e-8", "--max-length", "6"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ([], "--window is required"),
+    (["--window", "soon"], "not a duration: 'soon'"),
+    (["--window", "0"], "--window must be at least 1 second"),
+    (["--window", "1h", "--allowed-lateness=-5m"], "not a duration: '-5m'"),
+    (["--window", "1h", "--stop-after-windows", "0"], "--stop-after-windows must be >= 1, got 0"),
+    (["--window", "1h", "--budget_epsilon", "5"], "--budget_epsilon"),
+])
+def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, capsys, flags, message):
+    code = main(["stream", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),
+                 "--state-dir", str(tmp_path / "state"), *TARGET, *flags])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--subscription", "projects/p/topics/records"], "--subscription must be projects/PROJECT/subscriptions/NAME"),
+    (["--subscription", SUBSCRIPTION, "--message-format", "xml"], "--message-format"),
+    (["--subscription", SUBSCRIPTION, "--input", "records.jsonl"], "--input"),
+])
+def test_the_source_is_a_subscription_and_a_known_message_format(tmp_path, capsys, flags, message):
+    try:
+        code = main(["stream", "--output", str(tmp_path / "out"), "--window", "1h", *TARGET, *flags])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []

@@ -85,3 +85,28 @@ def test_discover_window_names_its_dead_letters_by_kind_counts_only_when_verbose
     assert "dead letters: bad_count, malformed " in summary[0]
     assert ("[private: 2 bad_count, 1 malformed]" in summary[0]) == verbose
     assert str(tmp_path / "dead.jsonl") in summary[0]
+
+
+@pytest.mark.parametrize("case, extra, message", [
+    ("bad rows", [], "of the records are bad, more than --max-bad-fraction 0.05"),
+    ("unusable items", ["--max-bad-fraction", "1"], "hold no usable item"),
+])
+def test_discover_window_refuses_bad_input_before_any_window_is_charged(tmp_path, capsys, case, extra, message):
+    records = tmp_path / "records.jsonl"
+    rng = np.random.default_rng(3)
+    good = _population(3000, 1, "a")
+    lines = []
+    for k, (user, items) in enumerate(good.items()):
+        item = items[0] if case == "bad rows" else "a-much-longer-item-than-six"
+        lines.append(json.dumps({"user_id": user, "item": item, "ts": T0 // 1000 + k}))
+    if case == "bad rows":
+        lines += ["{broken"] * 2000  # 40% of the rows
+    rng.shuffle(lines)
+    records.write_text("\n".join(lines) + "\n")
+    args = ["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+            "--delta", "1e-5", "--max-length", "6", "--window", "1h", "--timestamp-column", "ts",
+            "--ledger", str(tmp_path / "ledger"), *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "no budget was spent" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records.jsonl"]  # no output, state or ledger

@@ -30,8 +30,10 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows
+from triehh_beam.io.drops import bad_fraction
 from triehh_beam.io.schema import RecordColumns
-from triehh_beam.job import cas, windowed
+from triehh_beam.job import cas, input_checks, leftovers, windowed
+from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
 
@@ -181,6 +183,24 @@ def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_d
     return summaries
 
 
+def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed: bytes,
+                        progress: Callable[[str], None]) -> None:
+    """The batch job's refusals, over the whole replayed input, before any window is charged:
+    more than ``--max-bad-fraction`` of the rows bad, or more than ``--max-unusable-fraction`` of
+    the users without a usable item (``input_checks.check_census``; BadInputError). It costs a
+    census job (one more read of the files): skipped when both are disabled (``1``)."""
+    if all(limit is None or limit >= 1 for limit in (config.max_bad_fraction, config.max_unusable_fraction)):
+        return
+    jobs = jobs_lib.JobRunner(options, config.verbose, None, None)
+    sampler = Sampler(seed, config.window_identity())
+    counted, counters, _ = jobs_lib.take_census(config, jobs, sampler)
+    counters = {**counters, "distinct_users": counted.users, "users_without_usable_item": counted.unusable_users}
+    input_checks.check_census(config, counters, counted, counted.users)
+    if counted.unusable_users or bad_fraction(counters):
+        progress("input: some rows are bad or some users hold no usable item, within the limits "
+                 "(--max-bad-fraction, --max-unusable-fraction); see the dead letter")
+
+
 def run_replay(config: DiscoveryConfig, options: PipelineOptions,
                progress: Callable[[str], None] = print) -> WindowedRun:
     """``discover --window``: one discovery per window of the files' records, bounded."""
@@ -188,7 +208,14 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         raise ValueError("--window over files needs --timestamp-column (the records' event time)")
     seed = _seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
-    dead_letter = _prepare(job, "dead_letter.jsonl")
+    root = config.resolved_state_dir
+    before = leftovers.local_entries(root)
+    try:
+        dead_letter = _prepare(job, "dead_letter.jsonl")
+        _check_replay_input(config, options, seed, progress)
+    except BaseException:
+        leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
+        raise
     progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}")
     pipeline = runners.make_pipeline(options)
     # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.

@@ -42,3 +42,20 @@ def test_the_source_is_a_subscription_and_a_known_message_format(tmp_path, capsy
     assert code == 2, err
     assert message in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_subscription_beam_refuses_is_one_line_too(tmp_path, capsys):
+    # Our check accepts the shape; Beam's refuses a project id of one letter.
+    code = main(["stream", "--subscription", "projects/p/subscriptions/s", "--output", str(tmp_path / "out"),
+                 "--state-dir", str(tmp_path / "state"), "--window", "1h", *TARGET])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "project" in err.lower()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_stream_takes_no_whole_input_refusals(tmp_path, capsys):
+    for flag in ("--max-bad-fraction", "--max-unusable-fraction"):
+        code = main(["stream", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"), "--window", "1h",
+                     *TARGET, flag, "0.1"])
+        assert code == 2 and flag in capsys.readouterr().err

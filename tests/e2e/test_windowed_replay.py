@@ -110,3 +110,65 @@ def test_discover_window_refuses_bad_input_before_any_window_is_charged(tmp_path
     err = capsys.readouterr().err
     assert message in err and "no budget was spent" in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["records.jsonl"]  # no output, state or ledger
+
+
+def _replay_args(records, out, *extra):
+    return ["discover", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
+            "--max-length", "6", "--window", "1h", "--timestamp-column", "ts", *extra]
+
+
+def _one_window(tmp_path, name="records.jsonl", zero_users=0):
+    records = tmp_path / name
+    population = _population(3000, 1, "a")
+    lines = [json.dumps({"user_id": u, "item": items[0], "ts": T0 // 1000 + k})
+             for k, (u, items) in enumerate(population.items())]
+    lines += [json.dumps({"user_id": f"z{k}", "item": "zero", "count": 0, "ts": T0 // 1000 + k})
+              for k in range(zero_users)]
+    records.write_text("\n".join(lines) + "\n")
+    return records, population
+
+
+def test_every_release_is_charged_once_per_output_and_input(tmp_path):
+    # One seed file and one ledger: the same window released to two outputs is two releases,
+    # each charged; the same command again releases and charges nothing more.
+    records, _ = _one_window(tmp_path)
+    seed_file = tmp_path / "seed.bin"
+    seed_file.write_bytes(SEED)
+    shared = ["--seed-file", str(seed_file), "--ledger", str(tmp_path / "ledger")]
+    for out in ("out-a", "out-b", "out-a"):
+        assert main(_replay_args(records, tmp_path / out, *shared)) == 0
+    from triehh_beam.job.ledger import Ledger
+
+    charges = Ledger(str(tmp_path / "ledger")).records()
+    assert len(charges) == 2 and len({c["record_id"] for c in charges}) == 2
+    for out in ("out-a", "out-b"):
+        marker = json.loads((tmp_path / out / windowed.window_dir_name(T0) / windowed.RELEASED_MARKER).read_text())
+        assert marker["job_id"].split("-window=")[0] in {c["record_id"].split("/")[0] for c in charges}
+
+
+def test_without_a_seed_file_a_rerun_keeps_its_first_seed(tmp_path, capsys):
+    records, _ = _one_window(tmp_path)
+    ledger = ["--ledger", str(tmp_path / "ledger")]
+    assert main(_replay_args(records, tmp_path / "out", *ledger)) == 0
+    seed = tmp_path / "out.state" / "windowed_seed"
+    assert seed.exists() and oct(seed.stat().st_mode & 0o777) == "0o600" and len(seed.read_bytes()) == 32
+    trie = (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes()
+    capsys.readouterr()
+    assert main(_replay_args(records, tmp_path / "out", *ledger)) == 0
+    assert "already released" in capsys.readouterr().out
+    from triehh_beam.job.ledger import Ledger
+
+    assert len(Ledger(str(tmp_path / "ledger")).records()) == 1  # not charged again under a new seed
+    assert (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes() == trie
+
+
+def test_records_of_count_zero_are_no_records_as_in_discover(tmp_path):
+    records, population = _one_window(tmp_path, zero_users=2000)
+    seed_file = tmp_path / "seed.bin"
+    seed_file.write_bytes(SEED)
+    assert main(_replay_args(records, tmp_path / "out", "--seed-file", str(seed_file))) == 0
+    (report,) = windowed.read_window_reports(windowed.WindowedJob.for_config(
+        DiscoveryConfig(input_pattern=str(records), output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-5,
+                        max_length=6, window=3600, timestamp_column="ts"), SEED))
+    assert report["input"]["distinct_users"] == len(population)  # the 2,000 zero-count users are not n
+    assert report["privacy"]["population"] == len(population)

@@ -16,7 +16,7 @@ from apache_beam.utils.timestamp import Timestamp
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
 from triehh_beam.evaluation.simulation import simulate
-from triehh_beam.job import windowed
+from triehh_beam.job import stream, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.protocol import planner
@@ -116,8 +116,13 @@ def test_an_infeasible_window_releases_nothing_and_says_why(tmp_path):
     reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
     assert reports["2025-11-23T10:00:00Z"]["released"]
     small = reports["2025-11-23T11:00:00Z"]
-    assert not small["released"] and "no private release for 40 users" in small["reason"]
+    assert not small["released"] and "infeasible for this window's population" in small["reason"]
+    assert small["detail"].startswith("40 users: ")  # the figures, private, in the report only
     assert not (tmp_path / "out" / windowed.window_dir_name(T0 + HOUR)).exists()
+    # The console shows no count unless asked, then marked private.
+    line = stream.describe_window(small)
+    assert "40" not in line and "nothing released" in line
+    assert "[private: 40 users" in stream.describe_window(small, verbose=True)
 
 
 def test_a_rerun_never_releases_a_window_twice(tmp_path):

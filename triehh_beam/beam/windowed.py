@@ -40,7 +40,10 @@ class WindowPlan(NamedTuple):
       population: n, the window's distinct users (private).
       records: the records the census counted (private).
       theta, sample_size: the plan's threshold and m (0 when there is no plan).
-      reason: why the window is withheld (None when released).
+      reason: why the window is withheld (None when released), without any count: it is shown
+        on the console and in progress events.
+      detail: the reason with its figures (the planner's message holds n): private, for the
+        window's operator report (and the console only under ``--verbose``).
     """
 
     start: int
@@ -50,6 +53,7 @@ class WindowPlan(NamedTuple):
     theta: int = 0
     sample_size: int = 0
     reason: Optional[str] = None
+    detail: Optional[str] = None
 
     @property
     def users_required(self) -> int:

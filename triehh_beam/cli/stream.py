@@ -12,6 +12,7 @@ Takes every setting ``discover`` has except where files come from (``--input``, 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Sequence
 
@@ -19,8 +20,10 @@ from triehh_beam.job import config as config_lib
 
 __all__ = ["register_stream", "run"]
 
+# Settings of a bounded job only: the input's files, how rounds are split into jobs, and the
+# refusals that need the whole input (a stream has none: its rejects go to the dead letter).
 _NOT_FOR_STREAMS = ("input_pattern", "input_format", "timestamp_column", "rounds_per_job", "keep_samples",
-                    "lease_seconds", "max_bad_fraction")
+                    "lease_seconds", "max_bad_fraction", "max_unusable_fraction")
 STREAM_INPUT = "pubsub"
 
 
@@ -58,15 +61,20 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     if args.window is None:
         return fail("--window is required: the length of each event-time window (e.g. 1h)")
     try:
-        config = config_lib.config_from_values(vars(args), input_pattern=f"{STREAM_INPUT}:{args.subscription}")
+        config = config_lib.config_from_values(vars(args), input_pattern=f"{STREAM_INPUT}://{args.subscription}")
         source = stream.StreamSource(args.subscription, args.message_format, args.timestamp_attribute,
                                      args.stop_after_windows)
     except (ValueError, OSError) as e:
         return fail(str(e))
+    options = PipelineOptions(list(beam_args))
+    from triehh_beam.beam import runners
+
+    if not config.verbose and runners.uses_in_process_runner(options):
+        # As for discover: Beam logs a worker's error with its traceback before it reaches us.
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     try:
-        ran = stream.run_stream(config, source, PipelineOptions(list(beam_args)),
-                                progress=lambda line: print(line, flush=True))
-    except BudgetExceededError as e:
+        ran = stream.run_stream(config, source, options, progress=lambda line: print(line, flush=True))
+    except (BudgetExceededError, ValueError) as e:  # Beam's own checks of the subscription too
         return fail(str(e))
     released = sum(1 for r in ran.reports if r["released"])
     letters = stream.describe_dead_letters(stream.count_dead_letters(ran.dead_letter), config.verbose)

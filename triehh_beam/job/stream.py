@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
+from triehh_beam.beam.transforms import DropZeroCountsDoFn
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows
 from triehh_beam.io.drops import bad_fraction
 from triehh_beam.io.schema import RecordColumns
@@ -98,7 +99,8 @@ def describe_window(report: dict, verbose: bool = False) -> str:
         line += ("; WARNING: records reached this window after it was computed (the runner ran them "
                  "before the window's close); they are in no result: see its operator report")
     if verbose:
-        line += f" [private: {report['input']['distinct_users']:,} users, {report['input']['records']:,} records]"
+        detail = f"; {report['detail']}" if report.get("detail") else ""
+        line += f" [private: {report['input']['distinct_users']:,} users, {report['input']['records']:,} records{detail}]"
     return line
 
 
@@ -140,8 +142,27 @@ def describe_dead_letters(counts: Dict[str, int], verbose: bool = False) -> str:
     return text
 
 
+SEED_NAME = "windowed_seed"
+
+
 def _seed(config: DiscoveryConfig) -> bytes:
-    return config.seed if config.seed is not None else os.urandom(32)
+    """The job's secret seed: ``--seed-file``'s, else one drawn on the job's first run and kept,
+    private, in its state directory (``windowed_seed``, created once by compare-and-swap), so a
+    restarted job draws the same samples and finds its earlier charges, as a batch job does."""
+    if config.seed is not None:
+        return config.seed
+    root = config.resolved_state_dir
+    if cas.is_local(root):
+        cas.make_private_dir(root)
+    store = cas.cas_store_for(root)
+    found = store.read(SEED_NAME)
+    if found is None:
+        try:
+            store.create(SEED_NAME, os.urandom(32))
+        except cas.PreconditionFailed:
+            pass  # another run of this job drew it first: use theirs
+        found = store.read(SEED_NAME)
+    return found.data
 
 
 def _prepare(job: windowed.WindowedJob, default_name: str) -> str:
@@ -174,6 +195,9 @@ def _late_rows(keyed) -> Iterator[Tuple[str, str, str]]:
 def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_dead_letters: beam.PTransform):
     """The gate, the per-window discovery, and every rejected or late record to the dead letter."""
     sampler = Sampler(seed, job.config.window_identity())
+    # A user holds an item only with a positive count: as in the batch census and rounds, a
+    # record of count 0 is no record, so a window's n counts exactly the users it can sample.
+    records = records | "DropZeroCounts" >> beam.ParDo(DropZeroCountsDoFn())
     gated = records | "GateLateRecords" >> GateLateRecords(job.windows)
     summaries = windowed.build_windowed_discovery(
         gated["records"], job, sampler.window_keys(), sampler.census_key())
@@ -206,11 +230,11 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     """``discover --window``: one discovery per window of the files' records, bounded."""
     if config.timestamp_column is None:
         raise ValueError("--window over files needs --timestamp-column (the records' event time)")
-    seed = _seed(config)
-    job = windowed.WindowedJob.for_config(config, seed)
     root = config.resolved_state_dir
     before = leftovers.local_entries(root)
     try:
+        seed = _seed(config)
+        job = windowed.WindowedJob.for_config(config, seed)
         dead_letter = _prepare(job, "dead_letter.jsonl")
         _check_replay_input(config, options, seed, progress)
     except BaseException:
@@ -264,13 +288,15 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
 
     from triehh_beam.beam.messages import ParseMessages, WriteStreamDeadLetters
 
+    # Beam checks the subscription's names here (ValueError), before anything is made.
+    read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
     seed = _seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
     dead_letter = _prepare(job, "dead-letter")
     pipeline = stream_pipeline(options)
     parsed = (
         pipeline
-        | "ReadFromPubSub" >> ReadFromPubSub(subscription=source.subscription, with_attributes=True)
+        | "ReadFromPubSub" >> read
         | "ParseMessages" >> ParseMessages(
             config.record_options, source.message_format,
             RecordColumns(config.user_column, config.item_column, config.count_column),

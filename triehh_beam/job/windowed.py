@@ -21,7 +21,7 @@ import dataclasses
 import datetime
 import json
 import logging
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -34,7 +34,7 @@ from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol import parameters, rounds
+from triehh_beam.protocol import keyed_hash, parameters, rounds
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
@@ -61,8 +61,11 @@ class WindowedJob:
 
     Attributes:
       config: the job's settings (``window`` set); the graph keeps a copy without the seed.
-      stream_id: names the job in the ledger (``<stream_id>/window=<start>``): derived from the
-        seed and the identity, so a restarted job finds its earlier charges.
+      stream_id: names the job in the ledger (``<stream_id>/window=<start>``) and its published
+        windows: a key derived from the seed and the job's whole identity (input and output
+        included) under its own purpose, so a restarted job finds its earlier charges, while
+        another output, another input (a replay of a stream's hours) or another seed is another
+        job, charged for its own releases. It reveals nothing of the sampling keys.
       windows: the job's ``EventWindows``.
     """
 
@@ -74,8 +77,9 @@ class WindowedJob:
     def for_config(cls, config: DiscoveryConfig, seed: bytes) -> "WindowedJob":
         if config.window is None:
             raise ValueError("a windowed job needs --window")
-        sampler = Sampler(seed, config.window_identity())
-        stream_id = "stream-" + sampler.census_key().key[0].to_bytes(8, "little").hex()
+        Sampler(seed, config.window_identity())  # validates the seed
+        name = keyed_hash.derive_key(seed, b"windowed-job-id", config.sampling_identity())
+        stream_id = "stream-" + name[0].to_bytes(8, "little").hex() + name[1].to_bytes(8, "little").hex()
         windows = EventWindows(config.window * 1_000_000, config.allowed_lateness * 1_000_000)
         return cls(dataclasses.replace(config, seed=None), stream_id, windows)
 
@@ -114,14 +118,17 @@ class _DecideDoFn(beam.DoFn):
     def process(self, users: int, records: int, beam_window=beam.DoFn.WindowParam):
         job, config = self._job, self._job.config
         start = job.windows.start_of_window(beam_window)
-        withheld = lambda reason: WindowPlan(start, False, users, records, reason=reason)  # noqa: E731
+        def withheld(reason: str, detail: Optional[str] = None) -> WindowPlan:
+            return WindowPlan(start, False, users, records, reason=reason, detail=detail)
+
         if job.released(start):
             yield withheld("an earlier run already released this window; it is never released twice")
             return
         try:
             plan = plan_for_census(config, users)
         except (InfeasiblePlanError, PopulationError) as e:
-            yield withheld(f"no private release for {users:,} users: {e}")
+            yield withheld("no private release: the target is infeasible for this window's population "
+                           "(its operator report has the planner's reason)", f"{users:,} users: {e}")
             return
         if plan.theta != job.theta:
             raise AssertionError(f"the plan's theta {plan.theta} is not the graph's {job.theta}")
@@ -176,6 +183,7 @@ class _ReleaseDoFn(beam.DoFn):
             "stream_id": job.stream_id,
             "released": plan.released,
             "reason": plan.reason,
+            "detail": plan.detail,
             "input": {"distinct_users": plan.population, "records": plan.records},
         }
         summary = {"window_start": rfc3339(start), "released": plan.released, "reason": plan.reason}

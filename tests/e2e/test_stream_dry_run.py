@@ -22,7 +22,7 @@ def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, of
     job = ran.result.job
     assert job.proto.type_ == apiclient.dataflow.JobType.JOB_TYPE_STREAMING
     names = step_names(job)
-    for step in ("ReadFromPubSub", "ParseMessages", "GateLateRecords/Gate", "PlanAndCharge",
+    for step in ("ReadFromPubSub", "ParseMessages", "GateLateRecords/UntilClose", "GateLateRecords/Panes", "PlanAndCharge",
                  "SampleAllRounds/RankAllRounds", "Rounds/Round4Vote", "Release", "WriteDeadLetters"):
         assert any(name == step or name.startswith(step + "/") for name in names), step
     assert ran.reports == [] and offline == []

@@ -207,6 +207,33 @@ def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_recor
     assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]
 
 
+def _at_ms(batches, ms):
+    return [b.set_column(3, "timestamp", pa.array([ms * 1000] * b.num_rows, pa.int64())) for b in batches]
+
+
+def test_a_late_record_is_dead_lettered_whatever_shard_it_falls_in(tmp_path):
+    # Every on-time record of window T0 at one millisecond (one shard); the late ones one
+    # millisecond later (another shard, which saw nothing on time): late all the same.
+    rng = np.random.default_rng(7)
+    early = _at_ms(_one_stamp_batches(_population(2000, 1, "a"), T0, rng), T0 // 1000 + 16_000)
+    late = _at_ms(_one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng), T0 // 1000 + 16_001)
+    events = [T0, early, T0 + HOUR + 120 * 1_000_000, late, T0 + 3 * HOUR]
+    job = _streaming_run(_config(tmp_path, allowed_lateness=60), events)
+    (report,) = windowed.read_window_reports(job)
+    assert report["released"] and report["input"]["records"] == 2000
+    assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]
+
+
+def test_the_late_records_of_a_window_without_on_time_records_are_dead_lettered(tmp_path):
+    rng = np.random.default_rng(8)
+    early = _one_stamp_batches(_population(2000, 1, "a"), T0, rng)
+    late = _one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0 + HOUR, rng)  # all of window 2
+    events = [T0, early, T0 + 2 * HOUR + 120 * 1_000_000, late, T0 + 4 * HOUR]
+    job = _streaming_run(_config(tmp_path, allowed_lateness=60), events)
+    assert [r["window_start"] for r in windowed.read_window_reports(job)] == ["2025-11-23T10:00:00Z"]
+    assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0 + HOUR), "2"]
+
+
 def test_records_admitted_after_a_window_was_computed_are_reported_not_lost_silently(tmp_path):
     from triehh_beam.job.stream import describe_window
 

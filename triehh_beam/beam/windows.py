@@ -3,37 +3,40 @@
 A windowed job runs one complete discovery per fixed event-time window ``[s, s + size)``,
 released once the watermark passes ``s + size + lateness`` (the window *closes*). Beam fires a
 window when the watermark passes its end, so the gate (``GateLateRecords``) moves every record
-it lets through ``lateness`` later in event time and the windows downstream are
-``FixedWindows(size, offset=lateness)``: the window that holds ``[s, s + size)``'s records ends
-exactly when ``s`` closes, and fires once, with all of them (no early or late panes, no
-trigger to get wrong). The gate is a stateful ``DoFn`` keyed by (window start, shard): a
-watermark timer at the close marks the window closed, and a record that arrives for a closed
-window leaves on the ``late`` output (for the dead letter, counted) instead of being dropped by
-the runner. Anything the gate lets through is on time downstream (a watermark never passes an
-element still upstream of it). ``SplitIntoWindows`` turns record batches with a ``timestamp``
-column (bounded replay) into one timestamped batch per window; ``window_view`` makes a
-per-window side input safe for the empty bundles Beam's Python DirectRunner sends in streaming
-mode.
+``lateness`` later in event time and the windows downstream are ``FixedWindows(size,
+offset=lateness)``: the window that holds ``[s, s + size)``'s records ends exactly when ``s``
+closes. The gate then groups each window's records (per shard) with Beam's own lateness: the
+pane the watermark fires holds exactly the records that arrived before the close (Beam holds
+the watermark for every record still upstream, so none races it), and every record that
+arrives after it comes in a late pane of its own (the window keeps accepting them for a year:
+``LATE_HORIZON``), which the gate sends to the ``late`` output (for the dead letter, counted)
+instead of letting the runner drop it. The on-time records are re-windowed with the default
+trigger, so everything downstream fires once per window. The gate's output is each window's
+records alone, in batches of up to 65,536 rows: Beam 2.77's Python DirectRunner holds a whole
+bundle until a per-window side input is ready for the latest window of any element in it, and a
+Pub/Sub pull near a boundary (records of a closed and an open window) waited a window longer. ``SplitIntoWindows`` turns record
+batches with a ``timestamp`` column (bounded replay) into one timestamped batch per window;
+``window_view`` makes a per-window side input safe for the empty bundles Beam's Python
+DirectRunner sends in streaming mode.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from typing import Iterable, Tuple
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
-from apache_beam.transforms import userstate, window
-from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms import trigger, window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
+from apache_beam.utils.windowed_value import PaneInfoTiming
 
 __all__ = [
     "ADMITTED_TAG",
+    "LATE_HORIZON",
     "LATE_TAG",
-    "BatchPerWindow",
     "EventWindows",
     "GateLateRecords",
     "SplitIntoWindows",
@@ -45,6 +48,8 @@ _NAMESPACE = "triehh"
 LATE_TAG = "late"
 ADMITTED_TAG = "admitted"
 _SHARDS = 16  # gate keys per window: a window's records are not serialised through one key
+# How long after its close a window still accepts records, as late (to the dead letter): a year.
+LATE_HORIZON = Duration(seconds=366 * 24 * 3600)
 
 
 def rfc3339(micros: int) -> str:
@@ -112,118 +117,78 @@ def window_view(view: beam.pvalue.AsSideInput) -> beam.pvalue.AsSideInput:
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)
-@beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
-class _KeyByWindowDoFn(beam.DoFn):
+@beam.typehints.with_output_types(Tuple[int, pa.RecordBatch])
+class _ShiftDoFn(beam.DoFn):
+    """Moves each batch ``lateness`` later in event time, keyed by a shard of its window."""
+
     def __init__(self, windows: EventWindows):
         self._windows = windows
 
     def process(self, batch, timestamp=beam.DoFn.TimestampParam):
         if batch.num_rows:
-            micros = int(timestamp.micros)
             # Event times are whole milliseconds (Pub/Sub's): shard by the millisecond.
-            yield (self._windows.start_of(micros), micros // 1000 % _SHARDS), batch
+            shard = int(timestamp.micros) // 1000 % _SHARDS
+            yield window.TimestampedValue((shard, batch), timestamp + Duration(micros=self._windows.lateness_micros))
 
 
-@beam.typehints.with_input_types(Tuple[Tuple[int, int], pa.RecordBatch])
-@beam.typehints.with_output_types(pa.RecordBatch)
-class _GateDoFn(beam.DoFn):
-    """Lets a window's records through until it closes; after that, they are late. At the close
-    it also outputs how many records it let through for the window (``ADMITTED_TAG``)."""
+class _SplitPanesDoFn(beam.DoFn):
+    """A window's grouped records -> the on-time pane's records, re-cut into batches of up to
+    ``rows``, and their count (``ADMITTED_TAG``); a late pane's records -> ``LATE_TAG``."""
 
-    CLOSED = userstate.ReadModifyWriteStateSpec("closed", beam.coders.BooleanCoder())
-    ADMITTED = userstate.ReadModifyWriteStateSpec("admitted", beam.coders.VarIntCoder())
-    CLOSE = userstate.TimerSpec("close", TimeDomain.WATERMARK)
-
-    def __init__(self, windows: EventWindows):
+    def __init__(self, windows: EventWindows, rows: int):
         self._windows = windows
+        self._rows = rows
 
     def setup(self):
         self._late = Metrics.counter(_NAMESPACE, "stream.late_records")
 
-    def process(
-        self,
-        keyed,
-        timestamp=beam.DoFn.TimestampParam,
-        closed=beam.DoFn.StateParam(CLOSED),
-        admitted=beam.DoFn.StateParam(ADMITTED),
-        close=beam.DoFn.TimerParam(CLOSE),
-    ):
-        (start, _), batch = keyed
-        if closed.read():
-            self._late.inc(batch.num_rows)
-            yield beam.pvalue.TaggedOutput(LATE_TAG, (start, batch))
+    def process(self, keyed, pane=beam.DoFn.PaneInfoParam, beam_window=beam.DoFn.WindowParam):
+        shard, batches = keyed
+        start = self._windows.start_of_window(beam_window)
+        batches = [b for b in batches if b.num_rows]
+        if pane.timing == PaneInfoTiming.LATE:
+            for batch in batches:
+                self._late.inc(batch.num_rows)
+                yield beam.pvalue.TaggedOutput(LATE_TAG, (start, batch))
             return
-        close.set(Timestamp(micros=self._windows.closes_at(start)))
-        admitted.write((admitted.read() or 0) + batch.num_rows)
-        yield window.TimestampedValue(batch, timestamp + Duration(micros=self._windows.lateness_micros))
-
-    @userstate.on_timer(CLOSE)
-    def on_close(self, key=beam.DoFn.KeyParam, closed=beam.DoFn.StateParam(CLOSED),
-                 admitted=beam.DoFn.StateParam(ADMITTED)):
-        closed.write(True)
-        start, shard = key
-        yield beam.pvalue.TaggedOutput(ADMITTED_TAG, (start, shard, admitted.read() or 0))
+        yield beam.pvalue.TaggedOutput(ADMITTED_TAG, (start, shard, sum(b.num_rows for b in batches)))
+        if batches:
+            yield from pa.Table.from_batches(batches).combine_chunks().to_batches(max_chunksize=self._rows)
 
 
 class GateLateRecords(beam.PTransform):
-    """Timestamped record batches -> the same batches in the windows downstream, and the late.
+    """Timestamped record batches -> the on-time batches in the windows downstream, and the late.
 
     Output: a dict: ``"records"``, ``pa.RecordBatch`` in ``windows.window_fn()`` (moved
-    ``lateness`` later in event time); ``LATE_TAG``, ``(window start, batch)`` of records whose
-    window had closed when they arrived (counter ``stream.late_records``); ``ADMITTED_TAG``,
-    ``(window start, shard, records let through)`` at each close. A runner that delivers a
-    record before the close timer it is already past (Beam does not order the two) lets it
-    through, and the window, already computed, drops it: the admitted counts reveal that
-    (``job.windowed.read_window_reports``: ``records_admitted_after_close``).
+    ``lateness`` later in event time; default trigger), a window's records in batches of up to
+    ``rows`` rows; ``LATE_TAG``, ``(window start, batch)`` of records that arrived after their
+    window closed (counter ``stream.late_records``), in the global window; ``ADMITTED_TAG``, ``(window start, shard,
+    records)`` on time, per shard, once per window. A record more than ``LATE_HORIZON`` after
+    its window's close is dropped by the runner (Beam's ``droppedDueToLateness``).
     """
 
-    def __init__(self, windows: EventWindows):
+    def __init__(self, windows: EventWindows, rows: int = 65536):
         super().__init__()
         self._windows = windows
-
-    def expand(self, batches):
-        gated = (
-            batches
-            | "KeyByWindow" >> beam.ParDo(_KeyByWindowDoFn(self._windows))
-            | "Gate" >> beam.ParDo(_GateDoFn(self._windows)).with_outputs(LATE_TAG, ADMITTED_TAG, main="records")
-        )
-        windowed = gated.records | "IntoWindows" >> beam.WindowInto(self._windows.window_fn())
-        return {"records": windowed, LATE_TAG: gated[LATE_TAG], ADMITTED_TAG: gated[ADMITTED_TAG]}
-
-
-def _by_shard(batch: pa.RecordBatch) -> Tuple[int, pa.RecordBatch]:
-    return zlib.crc32(batch.column("user_id")[0].as_py()) % _SHARDS, batch
-
-
-def _rebatched(keyed, rows: int) -> Iterable[pa.RecordBatch]:
-    _, batches = keyed
-    table = pa.Table.from_batches([b for b in batches if b.num_rows])
-    yield from table.combine_chunks().to_batches(max_chunksize=rows)
-
-
-class BatchPerWindow(beam.PTransform):
-    """A window's record batches, held until the window closes and re-cut into batches of up to
-    ``rows`` rows (a message's few records become part of one large batch).
-
-    Downstream consumers of a per-window side input then receive each window's records in
-    bundles of that window alone. Beam 2.77's Python DirectRunner holds a whole bundle until the
-    side input is ready for the *latest* window of any element in it, so a bundle mixing a
-    closed window's records with the next window's (one Pub/Sub pull near a boundary) waited
-    for the next window's close; on other runners it is one shuffle more, of records that would
-    wait for the window's plan anyway.
-    """
-
-    def __init__(self, rows: int = 65536):
-        super().__init__()
         self._rows = rows
 
     def expand(self, batches):
-        return (
+        window_fn = self._windows.window_fn()
+        gated = (
             batches
-            | "ByShard" >> beam.Map(_by_shard).with_output_types(Tuple[int, pa.RecordBatch])
-            | "PerWindow" >> beam.GroupByKey()
-            | "Rebatch" >> beam.FlatMap(_rebatched, rows=self._rows).with_output_types(pa.RecordBatch)
+            | "Shift" >> beam.ParDo(_ShiftDoFn(self._windows))
+            | "IntoClosingWindows" >> beam.WindowInto(
+                window_fn, trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                accumulation_mode=trigger.AccumulationMode.DISCARDING, allowed_lateness=LATE_HORIZON)
+            | "UntilClose" >> beam.GroupByKey()
+            | "Panes" >> beam.ParDo(_SplitPanesDoFn(self._windows, self._rows)).with_outputs(
+                LATE_TAG, ADMITTED_TAG, main="records")
         )
+        # Downstream, one firing per window (the default trigger): only on-time records are left.
+        on_time = gated.records | "IntoWindows" >> beam.WindowInto(window_fn)
+        # The late leave their windows (already fired): the dead letter takes them as they come.
+        late = gated[LATE_TAG] | "LateOutOfWindows" >> beam.WindowInto(window.GlobalWindows())
+        return {"records": on_time, LATE_TAG: late, ADMITTED_TAG: gated[ADMITTED_TAG]}
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)

@@ -28,7 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam import transforms
 from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
-from triehh_beam.beam.windows import BatchPerWindow, EventWindows, rfc3339, window_view
+from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
@@ -225,13 +225,13 @@ def _write_json(path: str, document: dict, private: bool) -> None:
 
 def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key):
     """Adds the per-window discovery downstream of ``records`` (``pa.RecordBatch`` in
-    ``job.windows.window_fn()``); returns the per-window summaries (private).
+    ``job.windows.window_fn()``, each window's in batches of its own, as ``GateLateRecords``
+    outputs them); returns the per-window summaries (private).
 
     ``window_keys`` is ``Sampler.window_keys()`` and ``census_key`` a ``CensusKey``, both derived
     from the seed (the graph never carries the seed).
     """
     config = job.config
-    records = records | "BatchPerWindow" >> BatchPerWindow()
     users = (
         records
         | "DistinctFingerprints" >> beam.ParDo(transforms._DistinctFingerprintsDoFn(census_key))
@@ -281,10 +281,10 @@ def _matches(pattern: str) -> List[str]:
 def read_window_reports(job: WindowedJob) -> List[dict]:
     """The private reports of the windows closed so far, oldest first.
 
-    Each gains ``records_admitted``, what the gate let into the window (from its counts at the
-    close, when written), and ``records_admitted_after_close``: those of them that reached the
-    window after it was computed (a runner may deliver a record before the close timer it is
-    already past; the window's result cannot include it), never silently.
+    Each gains ``records_admitted``, what the gate let into the window (its on-time panes'
+    counts, when written), and ``records_admitted_after_close``: those of them the window's
+    census did not count. Beam puts every record that arrives after the close in a late pane
+    (dead-lettered), so this is 0 unless a runner breaks that; it is checked, never assumed.
     """
     reports = []
     for path in _matches(FileSystems.join(job.state_root, "window=*", outputs.OPERATOR_REPORT_NAME)):

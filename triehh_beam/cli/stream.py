@@ -19,7 +19,7 @@ from triehh_beam.job import config as config_lib
 
 __all__ = ["register_stream", "run"]
 
-_NOT_FOR_STREAMS = ("input_pattern", "input_format", "timestamp_column", "rounds_per_job", "keep_samples",
+_NOT_FOR_STREAMS = ("input_pattern", "query", "input_format", "timestamp_column", "rounds_per_job", "keep_samples",
                     "lease_seconds", "max_bad_fraction")
 STREAM_INPUT = "pubsub"
 

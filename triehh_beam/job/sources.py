@@ -189,7 +189,7 @@ def check_credentials(config: "DiscoveryConfig", options: Any) -> None:
         raise BigQueryAccessError(
             f"reading {config.source} needs Google Cloud credentials and none were found: run "
             "gcloud auth application-default login, or set GOOGLE_APPLICATION_CREDENTIALS to a "
-            "service account key file (README: BigQuery input)") from None
+            "service account key file (docs/input.md, BigQuery tables and queries)") from None
 
 
 def check_readable(state: state_pb2.JobState, config: "DiscoveryConfig", now: Optional[float] = None) -> None:

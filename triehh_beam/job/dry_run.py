@@ -1,7 +1,8 @@
-"""A dry run of a discovery: which files (or BigQuery table or query) it would read, how many users they hold, the plan and
-the budget it would spend and what the population's ledger has left. Nothing is committed and
-nothing is charged; an infeasible target is refused as by ``run_discovery``. An operator tool:
-its counts, n, m and the achieved epsilon are private (labelled so), never to be published."""
+"""A dry run of a discovery: which files (or BigQuery table or query) it would read, how many users
+they hold, the plan and the budget it would spend and what the population's ledger has left.
+Nothing is committed and nothing is charged; an infeasible target is refused as by
+``run_discovery``. An operator tool: its counts, n, m and the achieved epsilon are private
+(labelled so), never to be published."""
 
 from __future__ import annotations
 

@@ -68,7 +68,9 @@ def test_a_missing_setting_is_refused_in_one_line(tmp_path, subprocess_env):
         capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=120,
     )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == "pipelines.discover: error: --input is required"
+    assert done.stderr.strip().splitlines()[-1] == (
+        "pipelines.discover: error: --input is required (files, or a table bq://PROJECT.DATASET.TABLE), "
+        "or --query SQL")
     assert not (tmp_path / "out").exists()
 
 

@@ -28,6 +28,8 @@ COMPANIONS = {
     "budget_epsilon": {"ledger_dir": "private/ledger"},
     "budget_delta": {"ledger_dir": "private/ledger"},
 }
+# Settings given instead of another one (validation refuses both).
+INSTEAD_OF = {"query": "input_pattern"}
 BASE = {"input_pattern": "records/day.jsonl", "epsilon": "4", "delta": "1e-6", "max_length": "5"}
 IDS = [item.name for item in SETTINGS]
 
@@ -49,6 +51,7 @@ def _toml_value(item, text):
 def _values(item, tmp_path):
     """{setting name: text} for a run that sets ``item`` to its example value."""
     values = dict(BASE)
+    values.pop(INSTEAD_OF.get(item.name), None)
     values.update(COMPANIONS.get(item.name, {}))
     example = item.example
     if item.name == "seed":
@@ -180,6 +183,9 @@ def _state_of(config: DiscoveryConfig) -> state_pb2.JobState:
 def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_path):
     base = dict(input_pattern="records/day.jsonl", output_dir="out", epsilon=4.0, delta=1e-6,
                 max_length=5, seed=SEED, ledger_dir="ledger")
+    if item.name in INSTEAD_OF:  # started with another value of it instead
+        base[INSTEAD_OF[item.name]] = None
+        base[item.name] = "SELECT user_id, item FROM `my-proj.devices.records` WHERE day = '2026-03-03'"
     if item.name in ("int_bits", "bytes_encoding"):
         base["item_kind"] = COMPANIONS[item.name]["item_kind"]
     if item.name in ("theta", "batch_size"):

@@ -1,24 +1,31 @@
 """Reading device records from BigQuery, where Dataflow users keep them: ``ReadBigQueryBatches``
 reads a table (``bq://PROJECT.DATASET.TABLE``) or the result of a query through Beam's
-``ReadFromBigQuery`` with the Storage Read API (``DIRECT_READ``, Arrow on the wire, only the
-record columns selected), and turns the rows it yields into ``record_schema`` batches with
-``RowsToRecordBatches``: rows batched (``BatchElements``), then normalised a batch at a time by
-``triehh_beam.io.rows``, with the same checks, drop counters (``triehh`` namespace) and outputs
-as ``ReadRecordBatches`` (rejected rows on ``REJECTED_TAG``, rendered, with ``dead_letter``).
-Beam's source yields one Python dict per row, which costs about 20 µs a row in Beam: a file
-export (Parquet on GCS, read by ``ReadRecordBatches``) stays the fastest input for very large
-tables.
-"""
+``ReadFromBigQuery`` with the Storage Read API (``DIRECT_READ``, Arrow on the wire, only the record
+columns selected; a table pinned to an instant, ``as_of_millis``, is read through the query
+``io.bigquery.pinned_table_query`` builds, BigQuery time travel), and turns the rows it yields into
+``record_schema`` batches with ``RowsToRecordBatches``: rows batched (``BatchElements``), then
+normalised a batch at a time by ``triehh_beam.io.rows``, with the same checks, drop counters
+(``triehh`` namespace) and outputs as ``ReadRecordBatches`` (rejected rows on ``REJECTED_TAG``,
+rendered, with ``dead_letter``). Beam's source yields one Python dict per row, which costs about 20
+µs a row in Beam: a file export (Parquet on GCS, read by ``ReadRecordBatches``) stays the fastest
+input for very large tables."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Mapping, Optional
+import copy
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from triehh_beam.beam.read import METRICS_NAMESPACE, RECORDS_TAG, REJECTED_TAG
+from triehh_beam.beam.read import METRICS_NAMESPACE, RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG
+from triehh_beam.io.bigquery import (
+    BIGQUERY_SCHEME,
+    is_bigquery_input,
+    parse_bigquery_table,
+    pinned_table_query,
+)
 from triehh_beam.io.drops import DROP_REASONS, RECORDS_READ, counter_name
 from triehh_beam.io.rows import normalise_rows, row_columns
 from triehh_beam.io.schema import (
@@ -35,32 +42,6 @@ __all__ = [
     "is_bigquery_input",
     "parse_bigquery_table",
 ]
-
-BIGQUERY_SCHEME = "bq://"
-
-
-def is_bigquery_input(text: str) -> bool:
-    """Whether an ``--input`` names a BigQuery table (``bq://...``) rather than files."""
-    return isinstance(text, str) and text.startswith(BIGQUERY_SCHEME)
-
-
-def parse_bigquery_table(uri: str) -> str:
-    """``bq://PROJECT.DATASET.TABLE`` as Beam's table spec ``PROJECT:DATASET.TABLE``.
-
-    The project may hold dots itself (a domain-scoped ``example.com:project``): the dataset
-    and table are the last two parts.
-
-    Raises:
-      ValueError: not a ``bq://`` URI of three non-empty parts.
-    """
-    if not is_bigquery_input(uri):
-        raise ValueError(f"a BigQuery input is bq://PROJECT.DATASET.TABLE, got {uri!r}")
-    parts = uri[len(BIGQUERY_SCHEME):].rsplit(".", 2)
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(f"a BigQuery input is bq://PROJECT.DATASET.TABLE, got {uri!r}")
-    project, dataset, table = parts
-    return f"{project}:{dataset}.{table}"
-
 
 @beam.typehints.with_input_types(List[Mapping])
 @beam.typehints.with_output_types(pa.RecordBatch)
@@ -147,38 +128,66 @@ class ReadBigQueryBatches(beam.PTransform):
       user_column, item_column, count_column, batch_size, options, dead_letter: as
         ``RowsToRecordBatches``. For a table, only these columns are read (a ``count_column``
         the table lacks is an error from BigQuery: pass None).
+      as_of_millis: read the table as it was at this instant (milliseconds since the epoch),
+        through ``pinned_table_query`` (a query: ``temp_dataset`` applies); None: as it is.
       temp_dataset: ``DatasetReference`` for a query's temporary table.
       read_options: further keyword arguments for ``ReadFromBigQuery`` (e.g. ``row_restriction``).
+      unreadable: also output ``UNREADABLE_TAG``, as ``ReadRecordBatches`` does, always empty
+        (a table or query has no file to skip: one that cannot be read fails the job).
 
     Raises (when built):
-      ValueError: neither or both of ``table`` and ``query``, a malformed table URI.
+      ValueError: neither or both of ``table`` and ``query``, a malformed table URI,
+        ``as_of_millis`` with a query.
 
-    Output: as ``RowsToRecordBatches``. Authentication and the project come from the job's
-    Google Cloud options, as for any Beam BigQuery read.
+    Output: as ``RowsToRecordBatches`` (with ``unreadable``, a dict that also holds
+    ``UNREADABLE_TAG``). Authentication and the project come from the job's Google Cloud
+    options, as for any Beam BigQuery read.
     """
 
     def __init__(self, table: Optional[str] = None, query: Optional[str] = None,
                  user_column: str = "user_id", item_column: str = "item",
                  count_column: Optional[str] = "count", batch_size: int = DEFAULT_BATCH_SIZE,
                  options: RecordOptions = RecordOptions(), dead_letter: bool = False,
-                 temp_dataset=None, read_options: Optional[Dict] = None):
+                 as_of_millis: Optional[int] = None, temp_dataset=None,
+                 read_options: Optional[Dict] = None, unreadable: bool = False):
         super().__init__()
         if (table is None) == (query is None):
             raise ValueError("give a BigQuery table (bq://PROJECT.DATASET.TABLE) or a query, not both")
+        if as_of_millis is not None and table is None:
+            raise ValueError("as_of_millis pins a table; a query says itself what it reads")
         self._rows = RowsToRecordBatches(table or "query", user_column, item_column, count_column,
                                          batch_size, options, dead_letter)
         read: Dict = {"method": beam.io.ReadFromBigQuery.Method.DIRECT_READ,
                       "use_native_datetime": True}
-        if table is not None:
+        if table is not None and as_of_millis is None:
             read.update(table=parse_bigquery_table(table), selected_fields=self._rows.fields)
         else:
-            read.update(query=query, use_standard_sql=True)
+            sql = query if table is None else pinned_table_query(table, self._rows.fields, as_of_millis)
+            read.update(query=sql, use_standard_sql=True)
             if temp_dataset is not None:
                 read["temp_dataset"] = temp_dataset
         read.update(read_options or {})
         self._read = read
+        self._dead_letter = bool(dead_letter)
+        self._unreadable = bool(unreadable)
+
+    @property
+    def query(self) -> Optional[str]:
+        """The query this transform runs (a pinned table's, or the one given), or None."""
+        return self._read.get("query")
+
+    def with_unreadable_output(self) -> "ReadBigQueryBatches":
+        """This transform, with the (empty) ``UNREADABLE_TAG`` output ``ReadRecordBatches`` has."""
+        other = copy.copy(self)
+        other._unreadable = True
+        return other
 
     def expand(self, pbegin: beam.pvalue.PBegin):
         rows = pbegin | "ReadFromBigQuery" >> beam.io.ReadFromBigQuery(**self._read)
-        return rows | "ToRecordBatches" >> self._rows
-
+        out = rows | "ToRecordBatches" >> self._rows
+        if not self._unreadable:
+            return out
+        outputs = dict(out) if self._dead_letter else {RECORDS_TAG: out}
+        outputs[UNREADABLE_TAG] = pbegin | "NothingUnreadable" >> beam.Create(
+            []).with_output_types(Tuple[str, str])
+        return outputs

@@ -50,7 +50,8 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
             "--output", default=None, metavar="DIR",
             help="output directory; the private state goes beside it, in DIR.state (default: "
                  "triehh-demo/output in $XDG_CACHE_HOME, else in ~/.cache)")
-        skip = ("input_pattern", "output_dir", "input_format", "user_column", "item_column", "count_column")
+        skip = ("input_pattern", "query", "output_dir", "input_format", "user_column", "item_column",
+                "count_column")
         optional = tuple(DEMO_DEFAULTS)
     else:
         skip = optional = ()

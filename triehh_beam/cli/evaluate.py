@@ -46,7 +46,7 @@ def _rivals(text: str):
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``triehh evaluate``."""
     io = parser.add_argument_group("input and output")
-    BY_NAME["input_pattern"].add_to(io)
+    BY_NAME["input_pattern"].add_to(io, required=True)  # files only (discover also takes --query)
     io.add_argument("--output", required=True, metavar="DIR",
                     help="where evaluation.json, the PNGs and report.html are written")
     for name in ("input_format", "user_column", "item_column", "count_column"):

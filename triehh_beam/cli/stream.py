@@ -1,9 +1,9 @@
 """``triehh stream``: one private discovery per event-time window of device records read from
 Pub/Sub, each planned, charged to the ledger and released on its own (``job.stream``).
 
-Takes every setting ``discover`` has except where files come from (``--input``, ``--format``,
-``--timestamp-column``) and how a batch job is split (``--rounds-per-job``, ``--keep-samples``,
-``--lease-seconds``), plus the subscription, the message format, the event-time attribute and
+Takes every setting ``discover`` has except where records come from (``--input``, ``--query``,
+``--format``, ``--timestamp-column``) and how a batch job is split (``--rounds-per-job``,
+``--keep-samples``, ``--lease-seconds``), plus the subscription, the message format, the event-time attribute and
 ``--stop-after-windows``; flags it does not know must be Beam pipeline options (``--runner``,
 ``--project``...), ``--streaming`` implied. Exit codes: 0 when the job ended (cancelled after
 ``--stop-after-windows``, or drained); 2 bad arguments; 1 a failure while running.
@@ -20,10 +20,11 @@ from triehh_beam.job import config as config_lib
 
 __all__ = ["register_stream", "run"]
 
-# Settings of a bounded job only: the input's files, how rounds are split into jobs, and the
-# refusals that need the whole input (a stream has none: its rejects go to the dead letter).
-_NOT_FOR_STREAMS = ("input_pattern", "input_format", "timestamp_column", "rounds_per_job", "keep_samples",
-                    "lease_seconds", "max_bad_fraction", "max_unusable_fraction")
+# Settings of a bounded job only: the input (files, a table, a query), how rounds are split
+# into jobs, and the refusals that need the whole input (a stream has none: its rejects go to
+# the dead letter).
+_NOT_FOR_STREAMS = ("input_pattern", "query", "input_format", "timestamp_column", "rounds_per_job",
+                    "keep_samples", "lease_seconds", "max_bad_fraction", "max_unusable_fraction")
 STREAM_INPUT = "pubsub"
 
 

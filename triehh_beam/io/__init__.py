@@ -3,7 +3,8 @@
 counts and timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the
 accounting of dropped rows (``drops``), opening and decompressing files (``streams``),
 matching file patterns (``files``), reading one file (``reader``), records that arrive as rows
-(``rows``: BigQuery's) and writing test files (``write``). ``triehh_beam.beam.read`` (and
+(``rows``: BigQuery's; ``bigquery``: table names and the time-travel query that pins a
+table) and writing test files (``write``). ``triehh_beam.beam.read`` (and
 ``triehh_beam.beam.bigquery``) wrap it in PTransforms. The names below are imported from their
 modules on first use (PEP 562): ``files`` and ``streams`` open paths through Beam's
 ``FileSystems``, and a module that needs only ``schema`` (the ``triehh`` tool's parser does)

@@ -17,17 +17,16 @@ import argparse
 import dataclasses
 import json
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
 from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job import sources
 from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 
-if TYPE_CHECKING:  # Beam is imported where a path is opened or a transform built, not here:
-    from triehh_beam.beam.read import ReadRecordBatches  # the `triehh` parser reads SETTINGS
 
 __all__ = [
     "BY_NAME",
@@ -215,13 +214,20 @@ def setting(
     key: Optional[str] = None,
     example: str,
     repr: bool = True,
+    kw_only: bool = False,
+    positional: bool = False,
 ) -> Any:
-    """A ``DiscoveryConfig`` field that carries its ``Setting`` (see there for the arguments)."""
+    """A ``DiscoveryConfig`` field that carries its ``Setting`` (see there for the arguments).
+
+    ``kw_only``: a keyword-only field (it may have a default among required fields);
+    ``positional``: a field the dataclass requires (so that it can come first) whose flag is
+    optional, ``default`` when not given (``config_from_values`` passes it)."""
     spec = dict(flag=flag, parse=parse, default=default, help=help, group=group, identity=identity,
                 compare=compare, record=record, mismatch=mismatch, accepts=accepts,
                 keyed=identity is not None if keyed is None else keyed, choices=choices, metavar=metavar,
                 load=load, section=section, key=key, example=example)
-    return dataclasses.field(default=default, repr=repr, metadata={"setting": spec})
+    return dataclasses.field(default=dataclasses.MISSING if positional else default, repr=repr,
+                             kw_only=kw_only, metadata={"setting": spec})
 
 
 _IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT, _WINDOWS = GROUPS
@@ -273,10 +279,18 @@ class DiscoveryConfig:
       ValueError: a value is out of range or settings contradict each other.
     """
 
-    input_pattern: str = setting(
-        "--input", "records: file, glob, gs:// path; comma-separate several", _IO,
-        metavar="PATTERN", identity="input.file_pattern", record=lambda c: canonical_pattern(c.input_pattern),
-        example="records/day-2.jsonl")
+    # --input and --query: exactly one (input_pattern None with a query).
+    input_pattern: Optional[str] = setting(
+        "--input", "records: file, glob, gs:// path (comma-separate several), or a BigQuery table "
+        "bq://PROJECT.DATASET.TABLE (read as of the census's start, time travel); or give --query",
+        _IO, default=None, positional=True, metavar="PATTERN", identity="input.file_pattern",
+        record=lambda c: canonical_pattern(c.input_pattern or ""), example="records/day-2.jsonl")
+    query: Optional[str] = setting(
+        "--query", "instead of --input: a standard-SQL BigQuery query whose result is the records; "
+        "make it deterministic (a fixed date range): the sampling pass runs it again and refuses a "
+        "result of another size", _IO, default=None, kw_only=True, metavar="SQL",
+        identity="input.query", record=_text_or_empty("query"),
+        example="SELECT user_id, item FROM `my-proj.devices.records` WHERE day = '2026-03-04'")
     output_dir: str = setting(
         "--output", "where the publishable heavy_hitters.json and trie.pb are written", _IO,
         metavar="DIR", keyed=True, example="out")
@@ -431,8 +445,7 @@ class DiscoveryConfig:
         metavar="NAME", example="event_time")
 
     def __post_init__(self):
-        if not self.input_pattern:
-            raise ValueError("--input is required (the records' file pattern)")
+        sources.check_source(self)
         if not self.output_dir:
             raise ValueError("--output is required (the output directory)")
         if not self.epsilon > 0:
@@ -586,7 +599,7 @@ class DiscoveryConfig:
         if theirs_input.SerializeToString(deterministic=True) != self.input_spec().SerializeToString(
             deterministic=True
         ):
-            mismatches.append(f"input (state has {state.input.file_pattern!r})")
+            mismatches.append(f"input (state has {sources.describe_input(state.input)})")
         for item in SETTINGS:
             if item.identity is None or item.identity.startswith("input.") or item.identity == ENCODING:
                 continue
@@ -611,18 +624,14 @@ class DiscoveryConfig:
                 mismatches.append(f"job identity ({', '.join(unnamed or names)}: the samples are keyed by it)")
         return mismatches
 
-    def read_transform(self, dead_letter: bool = False) -> ReadRecordBatches:
-        from triehh_beam.beam.read import ReadRecordBatches
+    @property
+    def source(self) -> str:
+        """Where the records come from, in a few words: the input pattern, or "the --query result"."""
+        return self.input_pattern or "the --query result"
 
-        return ReadRecordBatches(
-            self.input_pattern,
-            format=self.input_format,
-            user_column=self.user_column,
-            item_column=self.item_column,
-            count_column=self.count_column,
-            options=self.record_options,
-            dead_letter=dead_letter,
-        )
+    def read_transform(self, dead_letter: bool = False, as_of_millis: Optional[int] = None) -> Any:
+        """The transform that reads the records (``sources.read_transform``)."""
+        return sources.read_transform(self, dead_letter, as_of_millis)
 
 
 def _is_local(path: str) -> bool:
@@ -717,6 +726,7 @@ def config_from_values(values: Mapping[str, Any], **overrides: Any) -> Discovery
         if value is None:
             if item.required:
                 raise ValueError(f"{item.flag} is required")
+            fields[item.name] = item.default
             continue
         fields[item.name] = item.field_value(value)
     return DiscoveryConfig(**fields)

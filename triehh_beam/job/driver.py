@@ -32,7 +32,7 @@ import apache_beam as beam
 
 from triehh_beam.job import cas
 from triehh_beam.job import graphs
-from triehh_beam.job import input_files
+from triehh_beam.job import sources
 from triehh_beam.job import leftovers, levels
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
@@ -191,8 +191,8 @@ class _Driver:
         return counters
 
     def check_input(self, state: state_pb2.JobState, when: str) -> None:
-        """Refuses (InputChangedError) input that is not the files the census read, unchanged."""
-        input_files.check_unchanged(state, self.config.input_pattern, self.store.root, when)
+        """Refuses (InputChangedError) input that is not what the census read (``sources``)."""
+        sources.check_unchanged(state, self.config, self.store.root, when)
 
     # ---- the sampling pass and the rounds on its samples ------------------------------------
 
@@ -223,12 +223,15 @@ class _Driver:
         Refuses (InputChangedError) a pass that did not rank exactly the records the census
         counted, or input that changed meanwhile, before anything of it is used."""
         summary = FileSystems.join(self.config.resolved_state_dir, "census", f"sampling-{uuid.uuid4().hex}.json")
+        sources.check_credentials(self.config, self.options)
+        sources.check_readable(state, self.config)  # a table's pin still in its time-travel window
         keys = self._sampler(state).pass_keys(state.plan.max_length)
         counters = self._run_job(lambda p, reported: build_sampling(
             p, self.config, keys, state.plan, rounds, population, self._samples_dir(state), summary,
             run_rounds_into=self._levels_dir(state) if run_rounds else None,
             users_required=self._users_required(state), records_ranked=state.input_snapshot.records,
-            progress=reported), "sampling", state.input_snapshot.records)
+            progress=reported, as_of_millis=sources.pinned_at(state.input_snapshot)),
+            "sampling", state.input_snapshot.records)
         unreadable = jobs_lib.read_single_output(graphs.unreadable_path(summary))
         document = json.loads(jobs_lib.read_single_output(summary))
         FileSystems.delete([summary, graphs.unreadable_path(summary)])
@@ -239,9 +242,12 @@ class _Driver:
                 f"sampling: input the census read is now unreadable: {e}; no round was run") from None
         expected = state.input_snapshot.records
         if document["records"] != expected:
+            # The one check a --query has: it cannot be pinned, so it should be deterministic.
+            why = ("the --query result changed (make it deterministic, e.g. a fixed date range)"
+                   if self.config.query is not None else "the input changed under the job")
             raise InputChangedError(
                 f"the sampling pass ranked {document['records']:,} records where the census "
-                f"counted {expected:,}: the input changed under the job; no sample was kept")
+                f"counted {expected:,}: {why}; no sample was kept")
         self.check_input(state, "(after the sampling pass read it)")
         return {int(r): int(users) for r, users in document["users_sampled"].items()}, counters
 
@@ -333,8 +339,8 @@ class _Driver:
         # independently; recorded, so a resume keys its rounds exactly as this run did.
         identity = config.sampling_identity()
         sampler = Sampler(seed, identity)
-        self._say("census_start", f"census: counting distinct users in {config.input_pattern}",
-                  input=config.input_pattern)
+        self._say("census_start", f"census: counting distinct users in {config.source}",
+                  input=config.source)
         started = time.monotonic()
         counted, counters, read = self.census(sampler)
         population = counted.users
@@ -381,7 +387,7 @@ class _Driver:
         details = {
             "job_id": state.job_id,
             "time": now(),
-            "input": state.input.file_pattern,
+            "input": state.input.file_pattern or state.input.query,
             "state_dir": self.config.resolved_state_dir,
         }
         self.ledger.charge_plan(state.job_id, plan, details)

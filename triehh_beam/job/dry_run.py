@@ -1,7 +1,8 @@
-"""A dry run of a discovery: which files it would read, how many users they hold, the plan and
-the budget it would spend and what the population's ledger has left. Nothing is committed and
-nothing is charged; an infeasible target is refused as by ``run_discovery``. An operator tool:
-its counts, n, m and the achieved epsilon are private (labelled so), never to be published."""
+"""A dry run of a discovery: which files (or BigQuery table or query) it would read, how many users
+they hold, the plan and the budget it would spend and what the population's ledger has left.
+Nothing is committed and nothing is charged; an infeasible target is refused as by
+``run_discovery``. An operator tool: its counts, n, m and the achieved epsilon are private
+(labelled so), never to be published."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.files import match_files
-from triehh_beam.job import leftovers
+from triehh_beam.job import leftovers, sources
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
 from triehh_beam.job.input_checks import describe_unusable
@@ -38,7 +39,8 @@ def dry_run(
     bad rows or users without a usable item. ``ticks``: as ``run_discovery``'s (the census's
     progress).
     """
-    files = match_files(config.input_pattern)  # FileNotFoundError for a part matching nothing
+    files = [] if config.query is not None or sources.is_table(config) else match_files(config.input_pattern)
+    # (FileNotFoundError for a part of a pattern matching nothing)
     driver = _Driver(config, options or PipelineOptions([]), progress, None, ticks)
     state = driver.store.load()
     if state is not None:
@@ -78,6 +80,7 @@ def _report(config: DiscoveryConfig, driver: _Driver, state, plan, files, progre
     report = {
         "private": "operator data: the counts, n, m and the achieved epsilon, delta are not "
         "covered by the DP guarantee; never publish them",
+        "input": config.source,
         "files": files,
         "resumes_job": state.job_id if state is not None else None,
         "rounds_completed": state.rounds_completed if state is not None else 0,
@@ -89,7 +92,10 @@ def _report(config: DiscoveryConfig, driver: _Driver, state, plan, files, progre
         "budget": {"epsilon": config.budget_epsilon, "delta": config.budget_delta},
         "fits_budget": fits,
     }
-    progress(f"dry run: {len(files)} input file(s): {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}")
+    if files:
+        progress(f"dry run: {len(files)} input file(s): {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}")
+    else:
+        progress(f"dry run: input {config.source} (BigQuery)")
     progress(f"plan [private]: {describe_plan(plan)}")
     if plan.no_guarantee:
         progress("would spend: unbounded (no DP guarantee)")

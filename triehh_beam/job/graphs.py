@@ -42,7 +42,7 @@ __all__ = [
 
 
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str,
-                 progress: Optional[str] = None) -> None:
+                 progress: Optional[str] = None, as_of_millis: Optional[int] = None) -> None:
     """Adds the census job to ``pipeline``: the number of distinct users, the records they were
     counted over and the users with no usable item (``beam.census``), written as one JSON line
     (``census_from_json`` reads it back).
@@ -51,10 +51,11 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
     ``config.dead_letter``, the census (the one job that reads every record before any round)
     also writes the rejected rows there. With ``progress`` (a ``ProgressChannel``'s file) the
-    records read are reported there as they are read.
+    records read are reported there as they are read. ``as_of_millis``: the instant a BigQuery
+    table is read as of (``sources.pin``; None for files and queries).
     """
     read = pipeline | "ReadRecords" >> config.read_transform(
-        dead_letter=bool(config.dead_letter)
+        dead_letter=bool(config.dead_letter), as_of_millis=as_of_millis
     ).with_unreadable_output()
     if config.dead_letter:
         read[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
@@ -135,6 +136,7 @@ def build_sampling(
     users_required: Optional[int] = None,
     records_ranked: Optional[int] = None,
     progress: Optional[str] = None,
+    as_of_millis: Optional[int] = None,
 ) -> None:
     """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
 
@@ -144,9 +146,9 @@ def build_sampling(
     Files that cannot be read are written as the census writes them. With ``run_rounds_into``
     (a levels directory), the rounds also run in this job, from round ``rounds[0]`` on the empty
     trie's frontier, each level written there as soon as its round completes. ``progress``: as
-    ``build_census`` (the records ranked).
+    ``build_census`` (the records ranked); ``as_of_millis``: as ``build_census`` (the census's).
     """
-    read = pipeline | "ReadRecords" >> config.read_transform().with_unreadable_output()
+    read = pipeline | "ReadRecords" >> config.read_transform(as_of_millis=as_of_millis).with_unreadable_output()
     _write_unreadable(read, summary_path)
     records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
                         progress)

@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.census import Census
-from triehh_beam.job import graphs, input_files
+from triehh_beam.job import graphs, input_files, sources
 from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
@@ -72,29 +72,33 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler
                 ) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
     """Runs the census job: (what it counted: the distinct users and those without a usable
     item; the job's counters: records read and dropped per reason, items too long; what it
-    read: the files, listed before and after the job, and the records counted). Its output,
-    private, is written to the state directory and deleted once read.
+    read: the files, listed before and after the job, or the instant a BigQuery table is read
+    as of (``sources.pin``), and the records counted). Its output, private, is written to the
+    state directory and deleted once read.
 
     Raises:
       RecordFormatError: naming every input file that cannot be read.
       InputChangedError: the input changed while the census read it.
     """
-    before = input_files.snapshot(config.input_pattern)
+    sources.check_credentials(config, jobs.options)  # a table or query: before anything is read
+    before = sources.pin(config)
     path = FileSystems.join(config.resolved_state_dir, "census", f"population-{uuid.uuid4().hex}.txt")
     estimate, exact = None, False
-    if jobs.reporting:
-        estimate, exact = progress_lib.estimate_records(before, config.input_format)
-    counters = jobs.run(lambda p, reported: build_census(p, config, sampler, path, reported),
+    if jobs.reporting and before.files:  # a table or query: no total, the time elapsed only
+        estimate, exact = progress_lib.estimate_records(before.files, config.input_format)
+    counters = jobs.run(lambda p, reported: build_census(p, config, sampler, path, reported,
+                                                         as_of_millis=sources.pinned_at(before)),
                         "census", estimate, estimated=not exact)
     unreadable = read_single_output(graphs.unreadable_path(path))
     counted, records = graphs.census_from_json(read_single_output(path))
     FileSystems.delete([path, graphs.unreadable_path(path)])
     graphs.refuse_unreadable(unreadable)  # before any round: a job reads every file or none
-    change = input_files.first_change(before, input_files.snapshot(config.input_pattern))
+    change = sources.changed_since(config, before)
     if change is not None:
         raise input_files.InputChangedError(
             f"the input changed while the census read it: {change}; no round was run")
-    return counted, counters, state_pb2.InputSnapshot(files=before, records=records)
+    before.records = records
+    return counted, counters, before
 
 
 def split_round_counters(counters: Dict[str, int]) -> Dict[int, Dict[str, int]]:
@@ -127,6 +131,11 @@ class JobRunner:
         self._ticks = ticks
         self._events = events
         self._last_event = 0.0
+
+    @property
+    def options(self) -> PipelineOptions:
+        """The pipeline options of every job."""
+        return self._options
 
     @property
     def reporting(self) -> bool:
@@ -201,6 +210,7 @@ def submit_job_graphs(
     recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population,
                                      max_length=config.max_length)
     sampler = Sampler(seed or os.urandom(32), config.sampling_identity())
+    as_of = sources.pinned_at(sources.pin(config))  # a table: read as of now, as a job's census would
     scratch = FileSystems.join(config.resolved_state_dir, "graphs")
     samples = FileSystems.join(scratch, "samples")
     required = min(plan.batch_size, population)
@@ -208,13 +218,13 @@ def submit_job_graphs(
     one_job = config.rounds_per_job == "all"
     results = []
     census = runners.make_pipeline(options)
-    build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"))
+    build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of)
     results.append(census.run())
     sampling = runners.make_pipeline(options)
     build_sampling(sampling, config, sampler.pass_keys(config.max_length), recorded, rounds_list, population,
                    samples, FileSystems.join(scratch, "sampling.json"),
                    run_rounds_into=FileSystems.join(scratch, "levels") if one_job else None,
-                   users_required=required, records_ranked=None)
+                   users_required=required, records_ranked=None, as_of_millis=as_of)
     results.append(sampling.run())
     if not one_job:
         for round_index in rounds_list:

@@ -18,7 +18,7 @@ from typing import List
 from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction
-from triehh_beam.job import cas
+from triehh_beam.job import cas, sources
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.protocol.rounds import RoundResult
@@ -221,7 +221,7 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
         "created_at": state.created_at,
         "published_to": output_dir,
         "input": {
-            "pattern": state.input.file_pattern,
+            **sources.input_document(state),
             "distinct_users": counters.get("distinct_users", state.plan.population),
             "records_read": counters.get("records_read", 0),
             "dropped": {

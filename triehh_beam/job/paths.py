@@ -6,9 +6,10 @@ object name as typed, consecutive slashes included (``gs://b/x//y`` and ``gs://b
 different objects on GCS), with the scheme in lower case and no trailing slash (a directory is a
 prefix, and ``FileSystems.join`` adds the separator). An input pattern is its comma-separated
 parts, each canonical, sorted and without repeats (the files matched do not depend on their
-order). States written before these forms recorded paths as typed: comparing the canonical
-forms of both sides (``same_path``, ``same_pattern``) still resumes them when run from the
-directory they were started in.
+order); a BigQuery table (``bq://...``) is a name, not a path, and stays as written. States
+written before these forms recorded paths as typed: comparing the canonical forms of both sides
+(``same_path``, ``same_pattern``) still resumes them when run from the directory they were
+started in.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def canonical_path(path: str) -> str:
 
 def canonical_pattern(pattern: str) -> str:
     """The canonical form of an input pattern: its comma-separated parts, each canonical,
-    sorted and distinct."""
+    sorted and distinct; a BigQuery table (``bq://PROJECT.DATASET.TABLE``) as written, but for
+    surrounding white space."""
+    if pattern.strip().startswith("bq://"):
+        return pattern.strip()
     parts = {canonical_path(part.strip()) for part in pattern.split(",") if part.strip()}
     return ",".join(sorted(parts))
 

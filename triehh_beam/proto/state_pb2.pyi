@@ -36,7 +36,7 @@ class PrivacyPlan(_message.Message):
     def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ...) -> None: ...
 
 class InputSpec(_message.Message):
-    __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids")
+    __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids", "query")
     FILE_PATTERN_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     USER_COLUMN_FIELD_NUMBER: _ClassVar[int]
@@ -46,6 +46,7 @@ class InputSpec(_message.Message):
     MAX_USER_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEM_BYTES_FIELD_NUMBER: _ClassVar[int]
     NORMALISE_USER_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
     file_pattern: str
     format: str
     user_column: str
@@ -55,7 +56,8 @@ class InputSpec(_message.Message):
     max_user_bytes: int
     max_item_bytes: int
     normalise_user_ids: bool
-    def __init__(self, file_pattern: _Optional[str] = ..., format: _Optional[str] = ..., user_column: _Optional[str] = ..., item_column: _Optional[str] = ..., count_column: _Optional[str] = ..., bytes_encoding: _Optional[str] = ..., max_user_bytes: _Optional[int] = ..., max_item_bytes: _Optional[int] = ..., normalise_user_ids: _Optional[bool] = ...) -> None: ...
+    query: str
+    def __init__(self, file_pattern: _Optional[str] = ..., format: _Optional[str] = ..., user_column: _Optional[str] = ..., item_column: _Optional[str] = ..., count_column: _Optional[str] = ..., bytes_encoding: _Optional[str] = ..., max_user_bytes: _Optional[int] = ..., max_item_bytes: _Optional[int] = ..., normalise_user_ids: _Optional[bool] = ..., query: _Optional[str] = ...) -> None: ...
 
 class InputFile(_message.Message):
     __slots__ = ("path", "size_bytes", "last_updated", "generation")
@@ -70,12 +72,14 @@ class InputFile(_message.Message):
     def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., last_updated: _Optional[float] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class InputSnapshot(_message.Message):
-    __slots__ = ("files", "records")
+    __slots__ = ("files", "records", "as_of_millis")
     FILES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_MILLIS_FIELD_NUMBER: _ClassVar[int]
     files: _containers.RepeatedCompositeFieldContainer[InputFile]
     records: int
-    def __init__(self, files: _Optional[_Iterable[_Union[InputFile, _Mapping]]] = ..., records: _Optional[int] = ...) -> None: ...
+    as_of_millis: int
+    def __init__(self, files: _Optional[_Iterable[_Union[InputFile, _Mapping]]] = ..., records: _Optional[int] = ..., as_of_millis: _Optional[int] = ...) -> None: ...
 
 class RoundConfig(_message.Message):
     __slots__ = ("round_index", "theta", "batch_size", "population", "encoding", "truncate_long_items")

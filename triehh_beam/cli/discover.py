@@ -36,6 +36,12 @@ __all__ = [
 ]
 
 DEMO_DEFAULTS = dict(epsilon=4.0, delta=1e-10, max_length=10)
+PROTOCOLS = ("triehh", "triehh++")
+NOT_IN_PIPELINE = (
+    "--protocol triehh++ is not yet in the Beam pipeline: triehh discover runs TrieHH only, and "
+    "will not run it in TrieHH++'s place. Plan it with triehh plan --protocol triehh++; measure "
+    "it with triehh evaluate --engine simulate --protocol triehh++"
+)
 
 
 def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -64,6 +70,11 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
         help="count users, print the inputs matched, the plan and the budget it would spend; run no round")
     if demo:
         parser.set_defaults(**DEMO_DEFAULTS)
+    else:
+        groups[config_lib.GROUPS[1]].add_argument(
+            "--protocol", choices=PROTOCOLS, default="triehh",
+            help="triehh (default); triehh++ (sample-and-threshold) is planned by triehh plan "
+                 "--protocol triehh++ and simulated by triehh evaluate, not yet run by the pipeline")
 
 
 def config_from_args(args: argparse.Namespace, input_pattern: Optional[str] = None) -> DiscoveryConfig:
@@ -120,6 +131,8 @@ def unknown_arguments(beam_args: Sequence[str]) -> Optional[str]:
 
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
+    if getattr(args, "protocol", "triehh") != "triehh":  # before anything is read or charged
+        return _fail(NOT_IN_PIPELINE, 2)
     try:
         config = config_from_args(args, input_pattern)
     except (ValueError, OSError) as e:

@@ -43,6 +43,14 @@ def _rivals(text: str):
     return names
 
 
+def _protocols(text: str):
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    for name in names or ("",):
+        if name not in ("triehh", "triehh++"):
+            raise argparse.ArgumentTypeError(f"unknown protocol {name!r}; choose from triehh, triehh++")
+    return names
+
+
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``triehh evaluate``."""
     io = parser.add_argument_group("input and output")
@@ -68,6 +76,9 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--engine", choices=("pipeline", "simulate"), default="pipeline",
                         help="'pipeline' (default): every run a real Beam job; 'simulate': the keyed "
                              "simulation, the same draws as the pipeline for the same seed, faster")
+    target.add_argument("--protocol", type=_protocols, default=("triehh",), metavar="P[,P...]",
+                        help="triehh (default) and/or triehh++ (sample-and-threshold at the same epsilon "
+                             "and delta; --engine simulate only: not yet in the Beam pipeline)")
     target.add_argument("--rivals", type=_rivals, default=("pem", "exact"), metavar="NAMES",
                         help="comma-separated: pem (local DP, same epsilon), exact (non-private "
                              "top-K); 'none' for neither (default: pem,exact)")
@@ -113,6 +124,7 @@ def config_from_args(args: argparse.Namespace):
         pem_eta=args.pem_eta,
         pem_candidate_factor=args.pem_candidate_factor,
         work_dir=args.work_dir,
+        protocols=args.protocol,
     )
 
 
@@ -177,7 +189,7 @@ def _print_summary(result: dict, written: dict, json_path: str) -> None:
     for method, _, cells in rows:
         print(f"  {method:<{width}}  " + "  ".join(f"{c:<22}" for c in cells))
     for skipped in result["infeasible"]:
-        print(f"skipped epsilon={skipped['epsilon']:g} unit size {skipped['unit_size']}: infeasible "
+        print(f"skipped {skipped['protocol']} epsilon={skipped['epsilon']:g} unit size {skipped['unit_size']}: infeasible "
               f"({skipped['reason']})")
     for warning in result["warnings"]:  # e.g. several items per user: Proposition 1 is no bound
         print(f"warning: {warning}")

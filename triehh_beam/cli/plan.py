@@ -62,6 +62,10 @@ def register_plan(subparsers) -> None:
                              "least 1/K of its records (K items in equal counts), and a sampled "
                              "user votes for one of its items, drawn by its share, so holders "
                              "count for less (default 1: one item per user)")
+    parser.add_argument("--protocol", choices=("triehh", "triehh++"), default="triehh",
+                        help="'triehh' (default): theta and m by Theorem 1; 'triehh++': "
+                             "sample-and-threshold (docs/protocol.md section 2), alpha, tau and the "
+                             "per-round sample p_s, each round (epsilon/L, delta/L)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="DIR", default=None,
                         help="also write the planning plots (PNG) into DIR: worst-case discovery vs "
@@ -115,11 +119,20 @@ def _run_plan(args) -> int:
         parameters.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if args.protocol == "triehh++":
+        return _run_sample_threshold_plan(args)
     report = _plan_report(args)
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
     else:
         print(_format_plan(report))
+        if report["feasible"]:  # the variant that may need fewer holders, in one line
+            from triehh_beam.cli.plan_sample_threshold import comparison_line
+
+            nineties = [row["count"] for row in report["discovery"] if row["probability"] == 0.9]
+            print("\n".join(_wrap(comparison_line(
+                args.population, args.epsilon, args.delta, args.max_length, args.item_length,
+                report["item_share"], nineties[0]), "", break_on_hyphens=False)))
     if args.plot:
         from triehh_beam.evaluation.report import write_planning_plots
 
@@ -131,6 +144,19 @@ def _run_plan(args) -> int:
             raise UsageError(str(err)) from None
         for path in paths:
             print(f"plot: {path}", file=sys.stderr)
+    return 0
+
+
+def _run_sample_threshold_plan(args) -> int:
+    from triehh_beam.cli import plan_sample_threshold
+
+    if args.plot:
+        raise UsageError("--plot draws TrieHH's plots only: leave it out with --protocol triehh++")
+    if args.rule != "authors":
+        raise UsageError("--rule chooses TrieHH's theta: it has no meaning with --protocol triehh++")
+    report = plan_sample_threshold.plan_report(args.population, args.epsilon, args.delta, args.max_length,
+                                               args.unit_size, args.item_length, 1 / args.items_per_user)
+    print(json.dumps(report, indent=2) if args.json else plan_sample_threshold.format_plan(report))
     return 0
 
 

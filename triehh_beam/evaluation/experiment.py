@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 import numpy as np
 
-from triehh_beam.evaluation import metrics, pem
+from triehh_beam.evaluation import metrics, pem, sample_threshold_eval
 from triehh_beam.evaluation.population import Population, load_population
 from triehh_beam.evaluation.stats import mean_ci, wilson_interval
 from triehh_beam.protocol import parameters, planner, privacy, utility
@@ -35,6 +35,7 @@ from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, 
 
 __all__ = [
     "ENGINES",
+    "PROTOCOLS",
     "RIVALS",
     "SCHEMA",
     "EvaluationConfig",
@@ -47,6 +48,7 @@ __all__ = [
 SCHEMA = "triehh-beam/evaluation/1"
 ENGINES = ("pipeline", "simulate")
 RIVALS = ("exact", "pem")
+PROTOCOLS = ("triehh", "triehh++")
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,6 +96,9 @@ class EvaluationConfig:
       confidence: of the intervals.
       pem_eta: PEM's η (default: ``pem.PEMConfig``'s).
       pem_candidate_factor: PEM keeps this many times K prefixes per intermediate group.
+      protocols: ``"triehh"`` and/or ``"triehh++"`` (sample-and-threshold, the simulate
+        engine only: not yet in the pipeline); each configuration runs under each, at the same
+        (ε, δ) and on the same run seeds.
       work_dir: scratch area of the pipeline engine (outputs and state of each run); default a
         fresh local temporary directory, removed afterwards. Give a ``gs://`` path for a remote
         runner. The simulate engine given the same ``work_dir`` keys each run as the pipeline
@@ -125,6 +130,7 @@ class EvaluationConfig:
     pem_eta: Optional[int] = None
     pem_candidate_factor: int = 2
     work_dir: Optional[str] = None
+    protocols: Tuple[str, ...] = ("triehh",)
 
     def __post_init__(self):
         if not self.input_pattern:
@@ -145,6 +151,12 @@ class EvaluationConfig:
         if unknown:
             raise ValueError(f"unknown rival {unknown[0]!r}; the rivals are {', '.join(RIVALS)}")
         object.__setattr__(self, "rivals", tuple(r for r in RIVALS if r in rivals))
+        protocols = (self.protocols,) if isinstance(self.protocols, str) else tuple(self.protocols)
+        if not protocols or any(p not in PROTOCOLS for p in protocols):
+            raise ValueError(f"protocols must be among {', '.join(PROTOCOLS)}, got {self.protocols!r}")
+        object.__setattr__(self, "protocols", tuple(p for p in PROTOCOLS if p in protocols))
+        if "triehh++" in self.protocols and self.engine != "simulate":
+            raise ValueError("triehh++ is not yet in the Beam pipeline: evaluate it with --engine simulate")
         if self.input_format not in (None, *FORMATS):
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.input_format!r}")
         if self.rule not in parameters.RULES:
@@ -180,7 +192,7 @@ class EvaluationConfig:
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
         out.pop("work_dir")
-        for key in ("epsilons", "unit_sizes", "top_k", "rivals"):
+        for key in ("epsilons", "unit_sizes", "top_k", "rivals", "protocols"):
             out[key] = list(out[key])
         out["max_length_by_unit_size"] = {str(k): self.max_length_for(k) for k in self.unit_sizes}
         return out
@@ -262,8 +274,18 @@ def _discovery_config(config: EvaluationConfig, unit_size: int, epsilon: float, 
 def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
                    on_run: Callable[[int], None], identities: Optional[Sequence[bytes]] = None) -> List[_Run]:
     """The keyed simulation's runs; with ``identities`` (one per seed), each run is keyed as the
-    pipeline engine's run with the same seed and work directory is, and grows the same trie."""
-    from triehh_beam.evaluation.simulation import simulate_many
+    pipeline engine's run with the same seed and work directory is, and grows the same trie. A
+    TrieHH++ plan (``sample_threshold_eval.is_sample_threshold``) runs sample-and-threshold."""
+    from triehh_beam.evaluation import simulation
+    from triehh_beam.evaluation.sample_threshold_eval import is_sample_threshold
+
+    if is_sample_threshold(plan):
+        def simulate_many(users, encoder, seeds, **kwargs):
+            return simulation.simulate_many_sample_threshold(
+                users, encoder, plan.tau, plan.sampling_probability, seeds, **kwargs)
+    else:
+        def simulate_many(users, encoder, seeds, **kwargs):
+            return simulation.simulate_many(users, encoder, plan.theta, plan.batch_size, seeds, **kwargs)
 
     timings: List[float] = []
     too_long = "truncate" if truncate else "drop"
@@ -278,13 +300,13 @@ def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
             on_run(index)
 
     if identities is None:  # one identity: the population is encoded once for every run
-        results = simulate_many(users, encoder, plan.theta, plan.batch_size, seeds_with_progress(),
+        results = simulate_many(users, encoder, seeds_with_progress(),
                                 sampling="keyed", too_long=too_long)
     else:
         results = []
         for index, seed in enumerate(seeds):
             started = time.monotonic()
-            results.extend(simulate_many(users, encoder, plan.theta, plan.batch_size, [seed],
+            results.extend(simulate_many(users, encoder, [seed],
                                          sampling="keyed", too_long=too_long, identity=identities[index]))
             timings.append(time.monotonic() - started)
             on_run(index)
@@ -363,23 +385,28 @@ def _ranking(truth: Mapping[str, int]) -> List[Tuple[str, int]]:
     return sorted(truth.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _item_rows(runs: Sequence[_Run], ranking, n: int, plan, encoder: ItemEncoder, ks, confidence) -> List[dict]:
+def _item_rows(runs: Sequence[_Run], ranking, n: int, plan, encoder: ItemEncoder, ks, confidence,
+               bound_of: Optional[Callable[[int, int], float]] = None) -> List[dict]:
     """Per item: its holders, its discovery rate over the runs (Wilson interval) and its
     Proposition 1 bound ``utility.discovery_probability(users, n, m, θ, len)``, ``len`` its
-    encoded length with the terminator (bound 0 if too long). The bound is exact for one item
-    per user sharing no prefix, a lower bound with shared prefixes, and no bound with several
-    items per user (a holder may vote for another of its items)."""
+    encoded length with the terminator (bound 0 if too long); ``bound_of(users, len)`` replaces
+    it (TrieHH++'s). The bound is exact for one item per user sharing no prefix, a lower bound
+    with shared prefixes, and no bound with several items per user (a holder may vote for
+    another of its items)."""
     found = collections.Counter()
     for run in runs:
         found.update(set(run.heavy_hitters))
     max_k = max(ks)
     rows = []
+    threshold = plan.theta if bound_of is None else plan.tau
     for rank, (item, users) in enumerate(ranking, start=1):
-        if users < plan.theta and item not in found and rank > max_k:
+        if users < threshold and item not in found and rank > max_k:
             continue  # fewer holders than theta: never discovered, bound 0; left out for size
         length = _encoded_length(item, encoder)
         bound = 0.0
-        if length is not None:
+        if length is not None and bound_of is not None:
+            bound = bound_of(users, length)
+        elif length is not None:
             bound = utility.discovery_probability(users, n, plan.batch_size, plan.theta, length)
         lo, hi = wilson_interval(found[item], len(runs), confidence)
         rows.append({
@@ -444,6 +471,12 @@ def _triehh_privacy(plan, runs: int) -> dict:
 # The evaluation.
 
 
+def _plan(protocol: str, n: int, epsilon: float, delta: float, max_length: int, rule: str):
+    if protocol == "triehh++":
+        return sample_threshold_eval.plan(epsilon, delta, max_length)
+    return planner.plan(n, epsilon, delta, max_length, rule, with_alternatives=False)
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -475,16 +508,16 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
 
     plans = []
     infeasible = []
-    for unit_size in config.unit_sizes:
-        for epsilon in config.epsilons:
-            plan = planner.plan(n, epsilon, config.delta, config.max_length_for(unit_size), config.rule,
-                                with_alternatives=False)
-            if plan.feasible:
-                plans.append((epsilon, unit_size, plan))
-            else:
-                infeasible.append({"epsilon": epsilon, "unit_size": unit_size,
-                                   "max_length": config.max_length_for(unit_size), "reason": plan.reason})
-                progress.note(f"skipped: epsilon={epsilon:g} unit size {unit_size}: {plan.reason}")
+    for protocol in config.protocols:
+        for unit_size in config.unit_sizes:
+            for epsilon in config.epsilons:
+                plan = _plan(protocol, n, epsilon, config.delta, config.max_length_for(unit_size), config.rule)
+                if plan.feasible:
+                    plans.append((epsilon, unit_size, plan))
+                else:
+                    infeasible.append({"protocol": protocol, "epsilon": epsilon, "unit_size": unit_size,
+                                       "max_length": config.max_length_for(unit_size), "reason": plan.reason})
+                    progress.note(f"skipped: {protocol} epsilon={epsilon:g} unit size {unit_size}: {plan.reason}")
     ks = config.top_k
     total = len(plans) * config.runs + ("pem" in config.rivals) * len(config.epsilons) * len(ks) * config.runs
     progress.start(total)
@@ -503,10 +536,12 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
                         "(a holder votes for one of its items, drawn by its share of its records, so it "
                         "counts for less than one holder; triehh plan --items-per-user K plans for that)")
     configurations = []
+    configurations_pp = []
     try:
         for epsilon, unit_size, plan in plans:
             encoder = config.encoder(unit_size)
-            label = f"TrieHH eps={epsilon:g} unit={unit_size}"
+            plus = sample_threshold_eval.is_sample_threshold(plan)
+            label = f"TrieHH{'++' if plus else ''} eps={epsilon:g} unit={unit_size}"
 
             def on_run(index: int, label=label) -> None:
                 progress.advance(f"{label} run {index + 1}/{config.runs}")
@@ -527,17 +562,20 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
                     f"{sorted(mismatched)} users, the evaluation {n} (records with count 0?)"
                 )
             found = [run.heavy_hitters for run in runs]
-            configurations.append({
+            (configurations_pp if plus else configurations).append({
+                **({"protocol": "triehh++"} if plus else {}),
                 "epsilon": epsilon,
                 "unit_size": unit_size,
                 "max_length": encoder.max_length,
-                "privacy": _triehh_privacy(plan, config.runs),
+                "privacy": (sample_threshold_eval.privacy_block(plan, config.runs) if plus
+                            else _triehh_privacy(plan, config.runs)),
                 "metrics": _metric_block(found, truth, ks, config.confidence),
                 "reachable": _reachable(ranking, encoder, truth, ks),
                 "rounds": dict(mean_ci([r.rounds for r in runs], config.confidence, bounds=(0.0, math.inf)),
                                values=[r.rounds for r in runs]),
                 "growth": _growth(runs, encoder.max_length, config.confidence),
-                "items": _item_rows(runs, ranking, n, plan, encoder, ks, config.confidence),
+                "items": _item_rows(runs, ranking, n, plan, encoder, ks, config.confidence,
+                                    sample_threshold_eval.bound_for(plan) if plus else None),
                 "runs": [
                     {
                         "run": j,
@@ -592,6 +630,7 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
         "infeasible": infeasible,
         "warnings": warnings,
         "triehh": configurations,
+        "triehh_pp": configurations_pp,
         "rivals": rivals,
     }
 

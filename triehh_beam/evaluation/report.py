@@ -293,6 +293,14 @@ def summary_rows(result: dict, name: str = "recall") -> List[Tuple[str, str, Lis
             f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central",
             [_cell(by_k.get(k), name) for k in ks],
         ))
+    for config in sorted(result.get("triehh_pp", ()), key=lambda c: (c["epsilon"], c["unit_size"])):
+        by_k = {b["k"]: b for b in config["metrics"]}
+        p = config["privacy"]
+        rows.append((
+            f"TrieHH++ ε={config['epsilon']:g}, unit size {config['unit_size']} (L={config['max_length']})",
+            f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central",
+            [_cell(by_k.get(k), name) for k in ks],
+        ))
     pem = result["rivals"].get("pem")
     if pem:
         for config in pem["configurations"]:

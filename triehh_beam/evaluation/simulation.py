@@ -6,7 +6,10 @@ exactly the pipeline's trie in exactly its rounds; with ``sampling="numpy"`` it 
 independent re-implementation (``numpy.random.default_rng``) whose statistics the keyed mode and
 the pipeline must agree with. Per-prefix vote counts never leave a round, not even those above
 the threshold (TrieHH publishes the trie); the per-round statistics are totals only, and the
-conventions an exact comparison relies on are listed in ``simulate``.
+conventions an exact comparison relies on are listed in ``simulate``. TrieHH++
+(``simulate_sample_threshold``, docs/protocol.md §2) differs only in the sample: every user
+independently with probability ``p_s`` (keyed: ``Sampler.bernoulli_sample``), then the same
+votes and a threshold ``tau``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ __all__ = [
     "sampler_for_seed",
     "simulate",
     "simulate_many",
+    "simulate_many_sample_threshold",
+    "simulate_sample_threshold",
 ]
 
 SAMPLING_MODES = ("keyed", "numpy")
@@ -59,7 +64,8 @@ class RoundStats:
 
     Attributes:
       round_index: the round, from 1.
-      users_sampled: users in the round's sample, ``min(m, n)``.
+      users_sampled: users in the round's sample, ``min(m, n)`` (TrieHH++: the Bernoulli
+        sample's size).
       votes_cast: sampled users that sent a vote (the others' chosen item was not on the
         frontier, was too short, or they hold no encodable item).
       prefixes_kept: prefixes with at least ``theta`` votes, the size of the new level.
@@ -211,10 +217,15 @@ def _numpy_rng(seed: Seed) -> np.random.Generator:
 
 
 def _keyed_votes(
-    population: _Population, sampler: Sampler, round_index: int, m: int, frontier: FrozenSet[Units]
+    population: _Population, sampler: Sampler, round_index: int, m: int, frontier: FrozenSet[Units],
+    probability: Optional[float] = None,
 ) -> Tuple[int, List[Units]]:
-    """(users sampled, votes) of one round, exactly as the production pipeline draws them."""
-    sampled = sampler.sample(round_index, population.user_ids, m)
+    """(users sampled, votes) of one round, exactly as the production pipeline draws them: the
+    bottom-m sample, or with ``probability`` the keyed Bernoulli sample (TrieHH++)."""
+    if probability is None:
+        sampled = sampler.sample(round_index, population.user_ids, m)
+    else:
+        sampled = sampler.bernoulli_sample(round_index, population.user_ids, probability)
     votes = []
     for user_id in sampled:
         weighted = population.weighted[population.index[user_id]]
@@ -239,11 +250,15 @@ def _numpy_votes(
     round_index: int,
     m: int,
     frontier: FrozenSet[Units],
+    probability: Optional[float] = None,
 ) -> Tuple[int, List[Units]]:
     """(users sampled, votes) of one round, drawn independently with numpy (no keyed hash, no
     ``client_vote``): the same protocol written a second time."""
     n = len(population.user_ids)
-    chosen_users = rng.choice(n, size=min(m, n), replace=False)
+    if probability is None:
+        chosen_users = rng.choice(n, size=min(m, n), replace=False)
+    else:
+        chosen_users = np.flatnonzero(rng.random(n) < probability)
     votes = []
     for i in chosen_users:
         weighted = population.weighted[i]
@@ -283,6 +298,7 @@ def _run(
     sampling: str,
     max_rounds: int,
     identity: bytes = b"",
+    probability: Optional[float] = None,
 ) -> SimulationResult:
     # Each mode's source of randomness, fixed for the whole run.
     randomness = sampler_for_seed(seed, identity) if sampling == "keyed" else _numpy_rng(seed)
@@ -292,7 +308,7 @@ def _run(
     stats: List[RoundStats] = []
     step = rounds.next_round(trie, max_rounds)
     while isinstance(step, rounds.NextRound):
-        users_sampled, votes = draw(population, randomness, step.index, m, step.frontier)
+        users_sampled, votes = draw(population, randomness, step.index, m, step.frontier, probability)
         # prefix -> votes; local to the round and discarded after thresholding.
         tally: Dict[Units, int] = {}
         for vote in votes:
@@ -384,6 +400,7 @@ def simulate_many(
     max_rounds: Optional[int] = None,
     too_long: str = "drop",
     identity: bytes = b"",
+    _probability: Optional[float] = None,
 ) -> Tuple[SimulationResult, ...]:
     """One independent run per seed, the population encoded once (arguments as ``simulate``).
 
@@ -394,5 +411,43 @@ def simulate_many(
     population = _prepare(users, encoder, too_long)
     limit = encoder.max_length if max_rounds is None else int(max_rounds)
     return tuple(
-        _run(population, encoder, int(theta), int(m), seed, sampling, limit, identity) for seed in seeds
+        _run(population, encoder, int(theta), int(m), seed, sampling, limit, identity, _probability)
+        for seed in seeds
     )
+
+
+def simulate_sample_threshold(
+    users: Mapping[UserId, UserItems],
+    encoder: ItemEncoder,
+    tau: int,
+    sample_probability: float,
+    seed: Seed,
+    **kwargs,
+) -> SimulationResult:
+    """Runs TrieHH++ (sample-and-threshold rounds) on an in-memory population.
+
+    Each round samples every user independently with probability ``sample_probability``
+    (``"keyed"``: ``Sampler.bernoulli_sample``, rank below ``floor(p_s 2^64)``; ``"numpy"``: an
+    independent uniform per user), each sampled user votes as in ``simulate`` (same item choice,
+    same ``client_vote``), and prefixes with at least ``tau`` votes are kept. Keyword arguments
+    and conventions as ``simulate``; ``RoundStats.users_sampled`` is the Bernoulli sample's size.
+
+    Raises:
+      ValueError, TypeError: as ``simulate``, and for a probability outside [0, 1].
+    """
+    return simulate_many_sample_threshold(users, encoder, tau, sample_probability, [seed], **kwargs)[0]
+
+
+def simulate_many_sample_threshold(
+    users: Mapping[UserId, UserItems],
+    encoder: ItemEncoder,
+    tau: int,
+    sample_probability: float,
+    seeds: Iterable[Seed],
+    **kwargs,
+) -> Tuple[SimulationResult, ...]:
+    """``simulate_sample_threshold`` once per seed, the population encoded once."""
+    if (isinstance(sample_probability, bool) or not isinstance(sample_probability, (int, float, np.floating))
+            or not 0.0 <= float(sample_probability) <= 1.0):
+        raise ValueError(f"sample_probability must be a number in [0, 1], got {sample_probability!r}")
+    return simulate_many(users, encoder, tau, 0, seeds, _probability=float(sample_probability), **kwargs)

@@ -13,6 +13,10 @@ LE64(r))``, so one pass ranks every user for all L rounds for about one hash (AE
 through ``cryptography``, with hardware AES). The item-choice uniforms follow the same scheme
 under their own keys. docs/protocol.md states both and why v2 is as good a PRF as v1.
 
+TrieHH++ samples each user independently instead (Bernoulli with probability ``p_s``): the
+user is in round ``r``'s sample iff ``rank_r(u) < floor(p_s * 2^64)`` (``bernoulli_threshold``),
+the same ranks, so as deterministic.
+
 Ties between ranks (a 2^-64 event; in v2 also an ``s`` collision, which ties two users in every
 round) are broken by the user id bytes, so the sample always has exactly
 ``min(m, number of distinct users)`` members.
@@ -28,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import heapq
+import math
+from fractions import Fraction
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -44,6 +50,8 @@ __all__ = [
     "Sampler",
     "SmallestRanks",
     "WindowKeys",
+    "bernoulli_threshold",
+    "in_bernoulli_sample",
     "rank_prefilter_bound",
     "user_id_bytes",
 ]
@@ -219,6 +227,19 @@ class Sampler:
         smallest = SmallestRanks(m)
         smallest.add_batch(ranks, distinct)
         return [uid for _, uid in smallest.extract()]
+
+    def bernoulli_sample(self, round_index: int, user_ids: Iterable[UserId], probability: float) -> List[bytes]:
+        """TrieHH++'s sample: every distinct user whose rank is below ``bernoulli_threshold(p)``,
+        as canonical id bytes in byte order (each user independently, with probability p).
+
+        Raises:
+          ValueError: for a probability outside [0, 1].
+        """
+        threshold = bernoulli_threshold(probability)
+        distinct = sorted({user_id_bytes(u) for u in user_ids})
+        data, offsets = keyed_hash.pack_messages(distinct)
+        keep = in_bernoulli_sample(self.ranks_packed(round_index, data, offsets), threshold)
+        return [distinct[i] for i in np.flatnonzero(keep)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -430,6 +451,31 @@ class WindowKeys:
             raise TypeError(f"a window start is integer microseconds, got {window_start_micros!r}")
         purpose = f"window/start_us={int(window_start_micros)}".encode("ascii")
         return Sampler(_key_bytes(keyed_hash.derive_key(self.key, purpose)), self.identity)
+
+
+def bernoulli_threshold(probability: float) -> int:
+    """``T = floor(p * 2^64)``, exactly: a user is in a round's Bernoulli(p) sample iff its rank in
+    that round is below T. Ranks are uniform on [0, 2^64), so the sampling probability is
+    ``T / 2^64``: at most p and within 2^-64 of it (never above: a smaller p_s only strengthens
+    sample-and-threshold's guarantee). Deterministic, like bottom-m: a retry redraws the same
+    users.
+
+    Raises:
+      ValueError: for a probability that is not a number in [0, 1].
+    """
+    if isinstance(probability, bool) or not isinstance(probability, (int, float, np.floating)):
+        raise ValueError(f"a sampling probability is a number, got {probability!r}")
+    if not 0.0 <= float(probability) <= 1.0:
+        raise ValueError(f"a sampling probability must be in [0, 1], got {probability!r}")
+    return math.floor(Fraction(float(probability)) * 2**64)
+
+
+def in_bernoulli_sample(ranks: np.ndarray, threshold: int) -> np.ndarray:
+    """The boolean mask of ``ranks`` below ``threshold`` (from ``bernoulli_threshold``)."""
+    ranks = np.asarray(ranks, dtype=np.uint64)
+    if threshold >= 2**64:
+        return np.ones(len(ranks), dtype=bool)
+    return ranks < np.uint64(threshold)
 
 
 def rank_prefilter_bound(population: int, sample_size: int, miss_probability: float = 1e-12) -> int:

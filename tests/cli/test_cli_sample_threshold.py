@@ -1,0 +1,165 @@
+"""TrieHH++ at the command line: `triehh plan --protocol triehh++` shows the planner's choice and
+its discovery table (and the default plan a one-line comparison), `triehh evaluate --engine
+simulate --protocol triehh++` runs it beside TrieHH, and what cannot run it yet refuses in one
+line before doing anything: `discover --protocol triehh++`, `evaluate --engine pipeline`."""
+
+import json
+import math
+
+import pytest
+
+from triehh_beam import cli
+from triehh_beam.io.write import write_records
+from triehh_beam.protocol import sample_threshold as st
+from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
+
+PLAN = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-8", "--max-length", "4"]
+
+
+def _run(capsys, argv):
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_text_shows_the_planners_choice_and_the_holders(capsys):
+    code, out, err = _run(capsys, PLAN + ["--unit-size", "3", "--protocol", "triehh++"])
+    assert code == 0 and err == ""
+    expected = plan_sample_threshold(4, 1e-8, 4)
+    assert "TrieHH++ plan" in out and "FEASIBLE" in out and "INFEASIBLE" not in out
+    assert f"alpha                     {expected.alpha:.6g}" in out
+    assert f"threshold tau             {expected.tau} votes" in out
+    assert f"{100 * expected.sampling_probability:.4g}% of users per round" in out
+    assert "eps_r = epsilon/L = 1," in out
+    assert "achieved delta            9.999e-09 (target 1e-08)" in out
+    for q in (0.5, 0.9, 0.99):
+        count = st.min_holders(q, expected.sampling_probability, expected.tau, 4)
+        assert f"{count:>18,}" in out
+    assert "not yet in the Beam pipeline" in out
+
+
+def test_plan_json_is_the_planners_plan(capsys):
+    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh++", "--json", "--item-length", "3"])
+    assert code == 0
+    report = json.loads(out)
+    expected = plan_sample_threshold(4, 1e-8, 4, length=3)
+    assert report["protocol"] == "triehh++"
+    for key in ("alpha", "tau", "sampling_probability", "epsilon", "delta", "round_delta", "holders"):
+        assert report[key] == getattr(expected, key), key
+    assert [row["probability"] for row in report["discovery"]] == [0.5, 0.9, 0.99]
+    assert report["discovery"][1]["count"] == expected.holders  # the objective is 90% at length 3
+    assert report["discovery"][1]["fraction"] == expected.holders / 100_000
+
+
+def test_plan_refuses_eps_r_above_one_with_the_reason_not_a_clipped_plan(capsys):
+    code, out, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+                                 "--max-length", "2", "--protocol", "triehh++"])
+    assert code == 0  # a plan, as TrieHH's infeasible ones are
+    out = " ".join(out.split())  # the reason is wrapped
+    assert "INFEASIBLE" in out and "eps_r = 2" in out and "at most epsilon = 2" in out
+    assert "alpha " not in out and "tau " not in out
+
+
+def test_plan_several_items_per_user_thins_the_votes(capsys):
+    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh++", "--json", "--items-per-user", "2"])
+    report = json.loads(out)
+    p = report["sampling_probability"]
+    count = report["discovery"][1]["count"]
+    assert st.discovery_probability(count, p * 0.5, report["tau"], 4) >= 0.9
+    assert st.discovery_probability(count - 1, p * 0.5, report["tau"], 4) < 0.9
+
+
+def test_default_plan_mentions_triehh_plus_plus_in_one_line(capsys):
+    code, out, _ = _run(capsys, PLAN)
+    assert code == 0
+    out = " ".join(out.split())  # the line is wrapped
+    expected = plan_sample_threshold(4, 1e-8, 4)
+    assert f"TrieHH++ (sample-and-threshold) at the same target needs {expected.holders:,} holders" in out
+    code, out, _ = _run(capsys, PLAN + ["--json"])
+    assert "TrieHH++" not in out  # the JSON is TrieHH's plan only
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--plot", "p"], "--plot draws TrieHH's plots only"),
+    (["--rule", "corollary1"], "--rule chooses TrieHH's theta"),
+])
+def test_plan_refuses_triehh_only_flags(capsys, extra, message):
+    code, _, err = _run(capsys, PLAN + ["--protocol", "triehh++"] + extra)
+    assert code == 2 and message in err
+
+
+def test_discover_refuses_triehh_plus_plus_before_anything(tmp_path, capsys):
+    records = tmp_path / "r.jsonl"
+    write_records(str(records), [(u, "a") for u in range(50)])
+    out = tmp_path / "out"
+    code, stdout, err = _run(capsys, ["discover", "--input", str(records), "--output", str(out),
+                                      "--epsilon", "4", "--delta", "1e-6", "--max-length", "4",
+                                      "--protocol", "triehh++"])
+    assert code == 2 and stdout == ""
+    assert "--protocol triehh++ is not yet in the Beam pipeline" in err and len(err.splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "out.state").exists()  # nothing read, nothing charged
+
+
+@pytest.fixture(scope="module")
+def words(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pp") / "records.jsonl"
+    rows, user = [], 0
+    for item, holders in {"aa": 900, "ab": 600, "b": 400, "cc": 250, "d": 120}.items():
+        rows += [(user + i, item) for i in range(holders)]
+        user += holders
+    write_records(str(path), rows)
+    return str(path)
+
+
+def _evaluate(path, output, *extra):
+    return cli.main(["evaluate", "--input", path, "--epsilon", "2,4", "--delta", "1e-6", "--max-length", "4",
+                     "--runs", "3", "--top-k", "3", "--rivals", "exact", "--no-progress",
+                     "--output", str(output), *extra])
+
+
+def test_evaluate_simulate_runs_both_protocols_on_the_same_seeds(words, tmp_path, capsys):
+    code = _evaluate(words, tmp_path / "e", "--engine", "simulate", "--protocol", "triehh,triehh++")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "TrieHH++ ε=4, unit size 1 (L=4)" in out and "TrieHH ε=4, unit size 1 (L=4)" in out
+    result = json.loads((tmp_path / "e" / "evaluation.json").read_text(encoding="utf-8"))
+    assert result["parameters"]["protocols"] == ["triehh", "triehh++"]
+    assert len(result["triehh"]) == len(result["triehh_pp"]) == 2
+    for config in result["triehh_pp"]:
+        plan = plan_sample_threshold(config["epsilon"], 1e-6, 4)
+        p = config["privacy"]
+        assert (p["alpha"], p["tau"], p["sampling_probability"]) == (plan.alpha, plan.tau, plan.sampling_probability)
+        assert p["epsilon"] <= config["epsilon"] and p["delta"] <= 1e-6
+        assert p["all_runs_composed"]["epsilon"] == pytest.approx(3 * p["epsilon"])
+        rows = {row["item"]: row for row in config["items"]}
+        # "b" (1 unit + terminator, no shared prefix) is bounded by the binomial closed form.
+        assert rows["b"]["bound"] == st.discovery_probability(400, plan.sampling_probability, plan.tau, 2)
+        seeds = [run["seed"] for run in config["runs"]]
+        twin = next(c for c in result["triehh"] if c["epsilon"] == config["epsilon"])
+        assert seeds == [run["seed"] for run in twin["runs"]]  # paired runs
+    assert "aa" in result["triehh_pp"][1]["runs"][0]["heavy_hitters"]
+
+
+def test_evaluate_refuses_triehh_plus_plus_on_the_pipeline(words, tmp_path, capsys):
+    code = _evaluate(words, tmp_path / "e", "--engine", "pipeline", "--protocol", "triehh++")
+    _, err = capsys.readouterr()
+    assert code == 2 and "not yet in the Beam pipeline" in err and "--engine simulate" in err
+    assert not (tmp_path / "e").exists()
+
+
+def test_evaluate_lists_an_infeasible_triehh_plus_plus_target(words, tmp_path, capsys):
+    # epsilon 8 over L = 4: eps_r = 2 > 1, outside the theorem: skipped and said, TrieHH still runs.
+    code = cli.main(["evaluate", "--input", words, "--epsilon", "8", "--delta", "1e-6", "--max-length", "4",
+                     "--runs", "1", "--top-k", "3", "--rivals", "exact", "--no-progress", "--engine", "simulate",
+                     "--protocol", "triehh,triehh++", "--output", str(tmp_path / "e")])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert "skipped triehh++ epsilon=8 unit size 1: infeasible" in out and "eps_r" in out
+    result = json.loads((tmp_path / "e" / "evaluation.json").read_text(encoding="utf-8"))
+    assert result["triehh_pp"] == [] and len(result["triehh"]) == 1
+    assert result["infeasible"][0]["protocol"] == "triehh++"
+
+
+def test_evaluate_rejects_an_unknown_protocol(words, tmp_path, capsys):
+    code = _evaluate(words, tmp_path / "e", "--engine", "simulate", "--protocol", "triehh,pem")
+    assert code == 2 and "unknown protocol 'pem'" in capsys.readouterr().err

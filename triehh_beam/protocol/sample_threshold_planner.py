@@ -1,0 +1,225 @@
+"""TrieHH++'s planner: from a target (epsilon, delta) over L rounds to alpha and tau, or why not.
+
+Each round gets ``eps_r = epsilon / L`` and ``delta_r = delta / L`` (basic composition, docs/protocol.md
+§2). The theorem needs ``eps_r <= 1``: a larger target is refused with the reason and what is
+certified instead (never clipped silently). For each threshold ``tau`` the largest alpha with
+``exp(-C_alpha tau) <= delta_r`` is found by bisection (``C_alpha`` decreases in alpha, and a
+larger alpha samples more users), floored to 6 significant digits; the planner keeps the
+``(alpha, tau)`` that minimises the holders an item of ``length`` units needs to be discovered
+with ``probability`` in the worst case (``sample_threshold.min_holders``). Larger tau allows a
+larger alpha but needs more votes; the search stops once a lower bound on the holders any larger
+tau needs (Markov's inequality, and the binomial median when the per-round target exceeds 1/2)
+exceeds the best found, so the minimum is exact. Nothing here depends on the population size:
+Bernoulli sampling and the theorem do not. Pure Python + SciPy; no Beam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Tuple
+
+from triehh_beam.protocol import sample_threshold as st
+from triehh_beam.protocol.privacy import _check_int, _check_real
+
+__all__ = ["DEFAULT_OBJECTIVE", "SampleThresholdPlan", "plan_sample_threshold"]
+
+#: The planner minimises the holders needed for this worst-case discovery probability.
+DEFAULT_OBJECTIVE = 0.9
+# C_alpha > 0 exactly for alpha below this root of ln(1/a) = 1/(1+a) (0.5173...).
+_ALPHA_ROOT_BRACKET = (0.5, 0.6)
+_MAX_TAU = 100_000
+
+
+def _alpha_root() -> float:
+    lo, hi = _ALPHA_ROOT_BRACKET
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if st.c_alpha(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+ALPHA_MAX = _alpha_root()
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleThresholdPlan:
+    """TrieHH++'s parameters for a target (epsilon, delta) over L rounds, or why there are none.
+
+    Attributes:
+      feasible: the theorem certifies the target with these parameters.
+      target_epsilon, target_delta, max_length: what was asked for; L rounds.
+      objective: the worst-case discovery probability the choice optimises.
+      length: the item length (units, terminator included) of the objective; L by default.
+      epsilon_round, delta_round_target: eps/L and delta/L.
+      alpha, tau, c_alpha, sampling_probability: the choice (None when infeasible).
+      round_delta: ``exp(-C_alpha tau)``, achieved per round.
+      epsilon, delta: L rounds composed (<= the target).
+      holders: the fewest holders found with ``objective`` probability at ``length``.
+      reason: why the target is infeasible (None when feasible).
+      notes: remarks.
+    """
+
+    feasible: bool
+    target_epsilon: float
+    target_delta: float
+    max_length: int
+    objective: float
+    length: int
+    epsilon_round: float
+    delta_round_target: float
+    alpha: Optional[float] = None
+    tau: Optional[int] = None
+    c_alpha: Optional[float] = None
+    sampling_probability: Optional[float] = None
+    round_delta: Optional[float] = None
+    epsilon: Optional[float] = None
+    delta: Optional[float] = None
+    holders: Optional[int] = None
+    reason: Optional[str] = None
+    notes: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "notes", tuple(self.notes))
+        if self.feasible and (self.tau is None or self.alpha is None or self.reason):
+            raise ValueError("a feasible plan has alpha and tau and no reason")
+        if not self.feasible and not self.reason:
+            raise ValueError("an infeasible plan needs a reason")
+
+    def guarantee(self) -> st.SampleThresholdGuarantee:
+        """The accountant's evaluation of this plan (raises for an infeasible plan)."""
+        if not self.feasible:
+            raise ValueError(f"the plan is infeasible: {self.reason}")
+        return st.sample_threshold(self.alpha, self.epsilon_round, self.tau, self.max_length)
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["notes"] = list(self.notes)
+        out["protocol"] = "triehh++"
+        return out
+
+
+def _round_epsilon(epsilon: float, max_length: int) -> float:
+    """``epsilon / L``, nudged down so that L copies composed never exceed ``epsilon``."""
+    eps_r = epsilon / max_length
+    while sum([eps_r] * max_length) > epsilon:
+        eps_r = math.nextafter(eps_r, 0.0)
+    return eps_r
+
+
+def _largest_alpha(tau: int, epsilon_round: float, max_length: int, delta: float) -> Optional[float]:
+    """The largest alpha (6 significant digits, floored) whose L rounds at ``tau`` compose to a
+    delta <= ``delta``; None if none does (it underflows)."""
+    need = -math.log(delta / max_length) / tau  # C_alpha must be at least this
+    lo, hi = 0.0, ALPHA_MAX  # C(hi) <= 0 < need; C -> infinity as alpha -> 0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid <= 0.0:
+            break
+        if st.c_alpha(mid) >= need:
+            lo = mid
+        else:
+            hi = mid
+    if lo <= 0.0:
+        return None
+    scale = 10.0 ** (5 - math.floor(math.log10(lo)))
+    alpha = math.floor(lo * scale) / scale
+    while alpha > 0:  # the accountant's own sum decides, float rounding included
+        if st.sample_threshold(alpha, epsilon_round, tau, max_length).total.delta <= delta:
+            return alpha
+        alpha -= 1 / scale
+    return None
+
+
+def _holders_lower_bound(tau: int, per_round: float, p_max: float) -> float:
+    """No item with fewer holders survives a round with ``per_round`` probability at any alpha:
+    Markov (E[X] = f p >= tau P(X >= tau)) and, above 1/2, the median (P(X >= tau) <= 1/2 when
+    ceil(f p) <= tau - 1)."""
+    bound = tau * per_round / p_max
+    if per_round > 0.5:
+        bound = max(bound, (tau - 1) / p_max)
+    return bound
+
+
+def plan_sample_threshold(
+    epsilon: float,
+    delta: float,
+    max_length: int,
+    *,
+    objective: float = DEFAULT_OBJECTIVE,
+    length: Optional[int] = None,
+    share: float = 1.0,
+) -> SampleThresholdPlan:
+    """Chooses alpha and tau for a target over ``max_length`` rounds, or says why it cannot.
+
+    Args:
+      epsilon: the target epsilon of the whole run, > 0.
+      delta: the target delta of the whole run, in (0, 1).
+      max_length: L, the rounds (units per item, terminator included).
+      objective: the worst-case discovery probability whose holders are minimised, in (0, 1).
+      length: the item length in units of the objective; default L, the worst case.
+      share: the smallest share of its holders' records the item has (1: one item per user).
+
+    Returns:
+      A ``SampleThresholdPlan``; a target outside the theorem (eps/L > 1) comes back infeasible
+      with the reason, never adjusted.
+
+    Raises:
+      ValueError: for invalid arguments.
+    """
+    epsilon = _check_real("epsilon", epsilon)
+    delta = _check_real("delta", delta)
+    max_length = _check_int("max_length", max_length, 1)
+    objective = _check_real("objective", objective)
+    if epsilon <= 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon:g}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta:g}")
+    if not 0 < objective < 1:
+        raise ValueError(f"objective must be in (0, 1), got {objective:g}")
+    length = max_length if length is None else _check_int("length", length, 1, max_length)
+    common = dict(target_epsilon=epsilon, target_delta=delta, max_length=max_length,
+                  objective=objective, length=length, delta_round_target=delta / max_length)
+    if epsilon / max_length > st.MAX_ROUND_EPSILON:
+        return SampleThresholdPlan(
+            feasible=False, epsilon_round=epsilon / max_length,
+            reason=(f"the sample-and-threshold theorem covers eps_r = epsilon/L <= 1 per round; "
+                    f"epsilon = {epsilon:g} over L = {max_length} rounds gives eps_r = "
+                    f"{epsilon / max_length:.4g}, outside it (no guarantee, not a weaker one). "
+                    f"It certifies at most epsilon = {max_length:g} over {max_length} rounds: ask "
+                    f"for that, or use TrieHH (--protocol triehh)"),
+            **common)
+    eps_r = _round_epsilon(epsilon, max_length)
+    per_round = objective ** (1.0 / length)
+    p_max = ALPHA_MAX * -math.expm1(-eps_r)
+    best = None  # (holders, tau, alpha)
+    for tau in range(1, _MAX_TAU + 1):
+        if best is not None and _holders_lower_bound(tau, per_round, p_max) > best[0]:
+            break
+        alpha = _largest_alpha(tau, eps_r, max_length, delta)
+        if alpha is None:
+            continue
+        holders = st.min_holders(objective, st.sampling_probability(alpha, eps_r), tau, length, share)
+        if holders is not None and (best is None or holders < best[0]):
+            best = (holders, tau, alpha)
+    if best is None:  # pragma: no cover - only for deltas far below what floats resolve
+        return SampleThresholdPlan(feasible=False, epsilon_round=eps_r,
+                                   reason=f"no tau up to {_MAX_TAU} reaches delta = {delta:.4g}", **common)
+    holders, tau, alpha = best
+    guarantee = st.sample_threshold(alpha, eps_r, tau, max_length)
+    return SampleThresholdPlan(
+        feasible=True,
+        epsilon_round=eps_r,
+        alpha=alpha,
+        tau=tau,
+        c_alpha=guarantee.c_alpha,
+        sampling_probability=guarantee.sampling_probability,
+        round_delta=guarantee.per_round.delta,
+        epsilon=guarantee.total.epsilon,
+        delta=guarantee.total.delta,
+        holders=holders,
+        **common,
+    )

@@ -249,3 +249,13 @@ def test_an_integer_prefix_reads_as_its_bits_and_values_everywhere():
                                                        "\u2514\u2500 11    \u2026 11\u2026 (values 4 to 7)"]
     svg = show_page.page_html(result)
     assert ">11\u2026 (values 4 to 7)</text>" in svg and "(values 4 to 7)\u2026" not in svg
+
+
+def test_a_window_is_shown_only_once_released(tmp_path):
+    from triehh_beam.job import windowed
+
+    directory = _publish(tmp_path, _text_trie(), name="window=2026-11-23T10:00:00Z")
+    with pytest.raises(show.ResultError, match="not released \\(no _RELEASED marker yet\\)"):
+        show.load_result(str(directory))
+    (directory / windowed.RELEASED_MARKER).write_text("{}\n")
+    assert len(show.load_result(str(directory)).heavy_hitters()) == 6

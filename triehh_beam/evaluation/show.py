@@ -45,6 +45,7 @@ __all__ = [
 
 HEAVY_HITTERS_NAME = "heavy_hitters.json"
 TRIE_NAME = "trie.pb"
+RELEASED_MARKER = "_RELEASED"  # a window's last file (job.windowed, which imports Beam)
 
 # How entries are listed, said once for the command's help, the text and the HTML page.
 ORDER = (
@@ -184,6 +185,15 @@ def _read(path: str) -> bytes:
         raise ResultError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
 
 
+def _check_released(path: str, exists) -> None:
+    """A windowed job's window directory (``window=<start>``) is a result only once its
+    ``_RELEASED`` marker (``job.windowed.RELEASED_MARKER``) is written after its files."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if name.startswith("window=") and not exists(path.rstrip("/") + "/" + RELEASED_MARKER):
+        raise ResultError(f"{path}: this window is not released (no {RELEASED_MARKER} marker yet): its "
+                          "files may be partial; wait for the marker")
+
+
 def _files_at(path: str) -> List[str]:
     """The result files ``path`` names: itself if it is a file, else the directory's (local
     paths, or any Beam filesystem: gs://)."""
@@ -192,6 +202,7 @@ def _files_at(path: str) -> List[str]:
 
         if FileSystems.exists(path) and not path.endswith("/"):
             return [path]
+        _check_released(path, FileSystems.exists)
         inside = [FileSystems.join(path, name) for name in (HEAVY_HITTERS_NAME, TRIE_NAME)]
         found = [p for p in inside if FileSystems.exists(p)]
         if not found:
@@ -199,6 +210,7 @@ def _files_at(path: str) -> List[str]:
                               "no file")
         return found
     if os.path.isdir(path):
+        _check_released(path, os.path.exists)
         inside = [os.path.join(path, name) for name in (HEAVY_HITTERS_NAME, TRIE_NAME)]
         found = [p for p in inside if os.path.isfile(p)]
         if not found:

@@ -32,6 +32,7 @@ from triehh_beam.protocol.parameters import (
     theta_ceiling,
 )
 from triehh_beam.protocol.privacy import theorem1_delta
+from triehh_beam.protocol.search import first_true
 
 __all__ = ["ALTERNATIVE_KINDS", "Alternative", "alternatives_for"]
 
@@ -307,14 +308,8 @@ def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_lengt
         return batch_size_for(pop, epsilon, max_length, theta)
 
     def last_with_m_at_most(k: int) -> int:
-        lo, hi = 0, MAX_POPULATION + 1  # m_of(lo) <= k < m_of(hi) (m_of(0) is 0)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if m_of(mid) <= k:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        # m_of(0) = 0 <= k < m_of(MAX_POPULATION + 1), and m is nondecreasing.
+        return first_true(lambda pop: m_of(pop) > k, 0, MAX_POPULATION + 1) - 1
 
     if not feasible(MAX_POPULATION):
         return None, (

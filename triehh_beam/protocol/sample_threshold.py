@@ -22,6 +22,7 @@ import math
 from typing import List, Optional, Tuple
 
 from triehh_beam.protocol.privacy import DPGuarantee, _check_int, _check_real, compose
+from triehh_beam.protocol.search import first_true_doubling
 
 __all__ = [
     "MAX_ROUND_EPSILON",
@@ -230,16 +231,5 @@ def min_holders(probability: float, sample_probability: float, tau: int, length:
     def ok(count: int) -> bool:
         return discovery_probability(count, sample_probability, tau, length, share) >= probability
 
-    lo, hi = tau - 1, max(tau, 1)  # ok(lo) is False: fewer holders than tau never survive
-    while not ok(hi):
-        lo = hi
-        if hi >= _MAX_HOLDERS:
-            return None
-        hi = min(2 * hi, _MAX_HOLDERS)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    # ok(tau - 1) is False: fewer holders than tau never survive.
+    return first_true_doubling(ok, tau - 1, max(tau, 1), _MAX_HOLDERS)

@@ -41,6 +41,7 @@ from scipy.stats import binom, hypergeom
 
 from triehh_beam.protocol import parameters, planner
 from triehh_beam.protocol.privacy import _check_int  # one validation rule for both modules
+from triehh_beam.protocol.search import first_true, first_true_doubling
 
 __all__ = [
     "FrequencyRequirement",
@@ -212,13 +213,8 @@ def min_frequency(
 
     if prob(n) < probability:
         return None
-    lo, hi = theta - 1, n  # prob(lo) == 0 < probability (fewer holders than theta), prob(hi) ok
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if prob(mid) >= probability:
-            hi = mid
-        else:
-            lo = mid
+    # prob(theta - 1) == 0 < probability (fewer holders than theta), prob(n) is enough.
+    hi = first_true(lambda count: prob(count) >= probability, theta - 1, n)
     return FrequencyRequirement(
         target=probability,
         count=hi,
@@ -344,22 +340,9 @@ def min_population(
             probability
         )
 
-    lo = 1
-    if ok(lo):
-        hi = lo
-    else:
-        hi = 2
-        while not ok(hi):
-            lo = hi
-            if hi >= parameters.MAX_POPULATION:
-                return None
-            hi = min(2 * hi, parameters.MAX_POPULATION)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid
+    hi = 1 if ok(1) else first_true_doubling(ok, 1, 2, parameters.MAX_POPULATION)
+    if hi is None:
+        return None
     found, reached = _planned_probability(hi, fraction, epsilon, delta, max_length, rule, length)
     below = 0.0
     if hi > 1:

@@ -217,10 +217,12 @@ class Recommendation:
 
 
 def percent(fraction: float) -> str:
-    """A share as a percentage to 3 significant digits, never in exponent notation."""
+    """A share as a percentage to 3 significant digits (trailing zeros dropped), never in
+    exponent notation: 0.0028 is ``0.28%``, 4.86e-7 is ``0.0000486%``."""
     x = 100 * fraction
     decimals = 2 if x <= 0 else max(0, 2 - math.floor(math.log10(x)))
-    return f"{x:.{decimals}f}%"
+    text = f"{x:.{decimals}f}"
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "%"
 
 
 def _who(row: UnitOption) -> str:

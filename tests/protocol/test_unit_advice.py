@@ -145,15 +145,15 @@ def test_the_recommendation_is_re_derived_from_the_rows():
 
 
 def _advice_by_hand(n, epsilon, delta, unit_size, max_length):
-    """discover's rule written out: F = the user's 90% holders / (FAR n); the smallest unit
-    finding F, if it is not the user's."""
+    """discover's rule written out: the smallest unit whose 90% holders are at most the user's
+    divided by FAR, if it is not the user's."""
     c = (max_length - 1) * unit_size
     mine = ua.option("triehh", unit_size, c, epsilon, delta, n)
     sizes = sorted({k for k in ua.UNIT_SIZES if k < c} | {c, unit_size})
-    target = utility.count_for_fraction(mine.holders_for(0.9) / n / ua.FAR, n)
     for k in sizes:
         row = ua.option("triehh", k, c, epsilon, delta, n)
-        if row.feasible and row.holders_for(0.9) is not None and row.holders_for(0.9) <= target:
+        if row.feasible and row.holders_for(0.9) is not None and (
+                ua.FAR * row.holders_for(0.9) <= mine.holders_for(0.9)):
             return None if k == unit_size else row
     return None
 
@@ -171,7 +171,7 @@ def test_discover_advises_exactly_when_the_rule_finds_a_unit_far_better(n, epsil
         return
     assert advice.recommended == expected
     assert advice.yours.unit_size == unit_size and advice.yours.max_length == max_length
-    assert expected.holders_for(0.9) * ua.FAR <= advice.yours.holders_for(0.9) + ua.FAR
+    assert expected.holders_for(0.9) * ua.FAR <= advice.yours.holders_for(0.9)
     assert advice.figures()["holders"] == expected.holders_for(0.9)
     line = advice.line(with_figures=True)
     assert line.startswith(f"advice: {expected.flags} finds items held by "

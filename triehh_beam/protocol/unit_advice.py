@@ -378,13 +378,19 @@ class DiscoverAdvice:
         chosen, mine = self.recommended, self.yours
         need = mine.fraction_for(RECOMMEND_PROBABILITY)
         if not with_figures:
-            return (f"advice: {chosen.flags} finds rarer items than your {mine.label} at the same "
-                    f"target (worst case, 90%; triehh plan --compare-units shows the table)")
+            than = (f"at least {FAR:g}x rarer items than your {mine.label}" if need is not None
+                    else f"items your {mine.label} cannot")
+            return (f"advice: {chosen.flags} finds {than} (90%, worst case, same target; "
+                    f"triehh plan --compare-units)")
         yours = ("is infeasible at this target" if not mine.feasible else
                  "cannot reach 90%" if need is None else f"needs {percent(need)}")
         return (f"advice: {chosen.flags} finds items held by "
                 f"{percent(chosen.fraction_for(RECOMMEND_PROBABILITY))} of users at 90% (worst "
                 f"case); your {mine.label} {yours} (same target; triehh plan --compare-units)")
+
+    def detail(self) -> str:
+        """The figures of ``line(True)`` alone (the private part when n is not public)."""
+        return self.line(with_figures=True).split("(same target", 1)[0].removeprefix("advice: ").strip()
 
     def figures(self) -> Dict[str, object]:
         """The frequencies behind the advice (private where n is)."""
@@ -408,12 +414,12 @@ def discover_advice(
     """What ``discover`` says when the user's unit size is far from the advice, or None.
 
     The user's items are up to ``c = (L - 1) k`` characters (what ``--unit-size k
-    --max-length L`` admits). With F the frequency the user's own choice finds at 90% divided by
-    ``FAR``, ``recommend``'s rule picks the smallest unit size that finds items ``FAR`` times
-    rarer; a choice that finds nothing (infeasible, or 90% unreachable) is far from any that
-    does (F is then what the row needing the fewest holders finds). None when no unit size
-    qualifies, or for a protocol or rule the planners do not know (e.g. theta fixed by hand).
-    Advice never changes what runs.
+    --max-length L`` admits). ``recommend``'s rule runs with F n = floor(H / ``FAR``), H the
+    holders the user's own choice needs for 90%: it picks the smallest unit size needing at most
+    H / ``FAR`` holders, i.e. finding items at least ``FAR`` times rarer. A choice that finds
+    nothing (infeasible, or 90% unreachable) is far from any that does (F n is then the fewest
+    holders of any row). None when no unit size qualifies, or for a protocol or rule the
+    planners do not know (e.g. theta fixed by hand). Advice never changes what runs.
 
     Raises:
       ValueError: for invalid arguments.
@@ -426,15 +432,17 @@ def discover_advice(
     mine = option(protocol, unit_size, max_characters, epsilon, delta, n, rule=rule)
     advice = compare_units(epsilon, delta, max_characters, n, protocols=(protocol,), rule=rule)
     options = [o for o in advice.options if o.unit_size != mine.unit_size] + [mine]
-    need = mine.fraction_for(RECOMMEND_PROBABILITY)
+    need = mine.holders_for(RECOMMEND_PROBABILITY)
     if need is None:
         best = recommend(options, protocol).option
         if best is None:
             return None
-        target = best.fraction_for(RECOMMEND_PROBABILITY)
+        target = best.holders_for(RECOMMEND_PROBABILITY)
     else:
-        target = need / FAR
-    chosen = recommend(options, protocol, min(1.0, target)).option
+        target = math.floor(need / FAR)  # so that the advised row needs at most need / FAR
+    if target < 1:
+        return None
+    chosen = recommend(options, protocol, target / n).option
     if chosen is None or chosen.unit_size == mine.unit_size:
         return None
     return DiscoverAdvice(chosen, mine)

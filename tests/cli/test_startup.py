@@ -47,6 +47,7 @@ def test_the_check_sees_a_heavy_import():
     ["evaluate", "--help"],
     ["show", "--help"],
     ["scheduled", "--help"],
+    ["plan", "--help"],
 ])
 def test_help_imports_neither_beam_nor_scipy(argv):
     report = _imported_after(argv)
@@ -61,6 +62,8 @@ def test_help_imports_neither_beam_nor_scipy(argv):
      "the following arguments are required: --max-length"),
     (["plan", "--population", "0", "--epsilon", "1", "--delta", "1e-6", "--max-length", "4"],
      "argument --population/-n: must be >= 1, got 0"),
+    (["plan", "-n", "1000", "--epsilon", "4", "--delta", "1e-6", "--max-length", "4",
+      "--unit-size", "auto", "--find-frequency", "2"], "argument --find-frequency: must be in (0, 1]"),
     (["no-such-command"], "argument COMMAND: invalid choice: 'no-such-command'"),
     (["show"], "the following arguments are required: OUTPUT"),
 ])

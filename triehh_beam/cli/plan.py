@@ -3,7 +3,9 @@
 Parses the target, asks the privacy planner (``protocol.planner.plan``) and the utility bounds
 (``protocol.utility``) and prints the plan as aligned text or one JSON object, optionally with
 the planning plots; an infeasible target is still a plan (exit code 0), shown with the
-alternatives that exist. Invalid arguments exit with code 2 and one line on stderr. Example:
+alternatives that exist. ``--unit-size auto`` (or ``--compare-units``) compares unit sizes under
+both protocols instead and recommends one (``cli/plan_units.py``). Invalid arguments exit with
+code 2 and one line on stderr. Example:
 ``triehh plan --population 100000 --epsilon 4 --delta 1e-10 --max-length 10``.
 """
 
@@ -47,10 +49,20 @@ def register_plan(subparsers) -> None:
     parser.add_argument("--max-length", type=argtypes.positive_int, required=True, metavar="L",
                         help="L: the maximum item length in units, terminator included; "
                              "also the number of rounds")
-    parser.add_argument("--unit-size", type=argtypes.positive_int, default=1, metavar="K",
+    parser.add_argument("--unit-size", type=_unit_size, default=1, metavar="K",
                         help="characters (or bytes) per unit, recorded in the output: L counts "
                              "units of K characters, so items of up to (L-1)*K characters fit "
-                             "(default 1)")
+                             "(default 1); 'auto': compare unit sizes (as --compare-units, items "
+                             "of up to L-1 characters)")
+    parser.add_argument("--compare-units", action="store_true",
+                        help="compare unit sizes 1-4 and the whole item (L = 2) for items of up to "
+                             "(L-1)*K characters, under TrieHH and TrieHH++ (or --protocol's): L, "
+                             "sample, threshold, holders for 50/90/99%% discovery, characters "
+                             "revealed per round")
+    parser.add_argument("--find-frequency", type=_frequency, default=None, metavar="F",
+                        help="with --compare-units: recommend the smallest unit size that finds "
+                             "items held by a share F of users (0.003 or 0.3%%) with 90%% "
+                             "probability in the worst case")
     parser.add_argument("--rule", choices=parameters.RULES, default="authors",
                         help="'authors' (default): the smallest theta with delta(theta) <= D, "
                              "exactly; 'corollary1': the paper's Corollary 1 (theta >= 10)")
@@ -62,10 +74,11 @@ def register_plan(subparsers) -> None:
                              "least 1/K of its records (K items in equal counts), and a sampled "
                              "user votes for one of its items, drawn by its share, so holders "
                              "count for less (default 1: one item per user)")
-    parser.add_argument("--protocol", choices=("triehh", "triehh++"), default="triehh",
+    parser.add_argument("--protocol", choices=("triehh", "triehh++"), default=None,
                         help="'triehh' (default): theta and m by Theorem 1; 'triehh++': "
                              "sample-and-threshold (docs/protocol.md section 2), alpha, tau and the "
-                             "per-round sample p_s, each round (epsilon/L, delta/L)")
+                             "per-round sample p_s, each round (epsilon/L, delta/L); with "
+                             "--compare-units both unless one is named")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="DIR", default=None,
                         help="also write the planning plots (PNG) into DIR: worst-case discovery vs "
@@ -78,6 +91,18 @@ def _items_per_user(text: str) -> float:
     value = argtypes.finite_float(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _unit_size(text: str):
+    return "auto" if text.strip().lower() == "auto" else argtypes.positive_int(text)
+
+
+def _frequency(text: str) -> float:
+    text = text.strip()
+    value = argtypes.finite_float(text[:-1]) / 100 if text.endswith("%") else argtypes.finite_float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (or (0%, 100%]), got {text}")
     return value
 
 
@@ -119,6 +144,11 @@ def _run_plan(args) -> int:
         parameters.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if args.compare_units or args.unit_size == "auto":
+        return _run_compare_units(args)
+    if args.find_frequency is not None:
+        raise UsageError("--find-frequency recommends a unit size: use it with --compare-units "
+                         "(or --unit-size auto)")
     if args.protocol == "triehh++":
         return _run_sample_threshold_plan(args)
     report = _plan_report(args)
@@ -144,6 +174,26 @@ def _run_plan(args) -> int:
             raise UsageError(str(err)) from None
         for path in paths:
             print(f"plot: {path}", file=sys.stderr)
+    return 0
+
+
+def _run_compare_units(args) -> int:
+    from triehh_beam.cli import plan_units
+
+    for flag, given in (("--plot", args.plot), ("--item-length", args.item_length is not None)):
+        if given:
+            raise UsageError(f"{flag} is for one unit size: leave it out with --compare-units")
+    if args.max_length < 2:
+        raise UsageError("--compare-units needs --max-length >= 2: one unit and the terminator")
+    unit = 1 if args.unit_size == "auto" else args.unit_size
+    protocols = ("triehh", "triehh++") if args.protocol is None else (args.protocol,)
+    try:
+        report = plan_units.units_report(args.population, args.epsilon, args.delta,
+                                         (args.max_length - 1) * unit, protocols, args.rule,
+                                         1 / args.items_per_user, args.find_frequency)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    print(json.dumps(report, indent=2) if args.json else plan_units.format_units(report))
     return 0
 
 

@@ -441,6 +441,9 @@ class _Driver:
             else (outputs.describe_plan(plan), outputs.plan_document(plan)),
             **outputs.published_plan_document(plan),
         )
+        advice = outputs.unit_advice_message(plan, self.config)  # issue 16; never changes what runs
+        if advice is not None:
+            self._say("advice", advice[0], private=advice[1])
         # Budget before release: charged (once per job) before any round can release anything.
         self._charge(state)
         trie = Trie.from_proto(state.trie)

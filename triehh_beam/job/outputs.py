@@ -5,15 +5,15 @@ the encoding), plus n, m and the achieved epsilon, delta when the operator decla
 (``--population``); every field is the same for two neighbouring populations whose tries are
 equal. The PRIVATE operator report (``operator_report.json`` in the job's state directory) holds
 every count: records read and dropped, files, users counted, the plan for n, per-round counters.
-Also the privacy plan as a line and as a document, and the one-line JSON a round job writes for
-the driver (its ``RoundResult``, private state deleted once read)."""
+Also the privacy plan as a line and as a document, the unit-size advice line, and the one-line
+JSON a round job writes for the driver (its ``RoundResult``, private state deleted once read)."""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
-from typing import List
+from typing import List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -23,6 +23,7 @@ from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.unit_advice import discover_advice
 
 __all__ = [
     "OPERATOR_REPORT_NAME",
@@ -121,6 +122,26 @@ def describe_published_plan(plan: state_pb2.PrivacyPlan) -> str:
         else f"target epsilon={plan.target_epsilon:.4g} delta={plan.target_delta:.3g}"
     )
     return f"theta={plan.theta} L={plan.max_length} rule={plan.rule}: {target}"
+
+
+def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[str, Optional[Tuple[str, dict]]]]:
+    """discover's ``advice:`` line when another unit size finds items ``FAR`` times rarer at the
+    same target (``protocol/unit_advice.py``), or None; it never changes what runs. Returns (the
+    line, its private part): the frequencies are functions of n, so they are in the line only
+    when n is declared public, else private (shown with ``--verbose``); without them the line
+    names the unit size alone, which moves with n only where the 90% holders of two unit sizes
+    cross a factor FAR. None for integer items (units of bits) and for theta and m fixed by
+    hand."""
+    if plan.no_guarantee or config.encoder.kind == ItemKind.INT:
+        return None
+    advice = discover_advice(plan.population, plan.target_epsilon, plan.target_delta, config.unit_size,
+                             plan.max_length, rule=plan.rule,
+                             protocol=getattr(config, "protocol", "triehh"))  # --protocol, where it exists
+    if advice is None:
+        return None
+    if population_is_public(plan):
+        return advice.line(with_figures=True), None
+    return advice.line(with_figures=False), (advice.detail(), advice.figures())
 
 
 def describe_plan(plan: state_pb2.PrivacyPlan) -> str:

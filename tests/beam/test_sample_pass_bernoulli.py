@@ -6,7 +6,6 @@ tau keep exactly what ``simulate_sample_threshold`` keeps, round by round; p_s =
 
 import glob
 
-import numpy as np
 import pytest
 
 import apache_beam as beam

@@ -88,6 +88,7 @@ def test_plan_refuses_triehh_only_flags(capsys, extra, message):
     assert code == 2 and message in err
 
 
+@pytest.fixture(scope="module")
 def words(tmp_path_factory):
     path = tmp_path_factory.mktemp("pp") / "records.jsonl"
     rows, user = [], 0

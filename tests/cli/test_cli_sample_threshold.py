@@ -1,10 +1,10 @@
 """TrieHH++ at the command line: `triehh plan --protocol triehh++` shows the planner's choice and
 its discovery table (and the default plan a one-line comparison), `triehh evaluate --engine
-simulate --protocol triehh++` runs it beside TrieHH, and what cannot run it yet refuses in one
-line before doing anything: `discover --protocol triehh++`, `evaluate --engine pipeline`."""
+simulate --protocol triehh++` runs it beside TrieHH, and `evaluate --engine pipeline`, which
+cannot run it yet, refuses in one line before doing anything (`discover --protocol triehh++`
+runs it: tests/e2e/test_discover_sample_threshold.py)."""
 
 import json
-import math
 
 import pytest
 
@@ -35,7 +35,7 @@ def test_plan_text_shows_the_planners_choice_and_the_holders(capsys):
     for q in (0.5, 0.9, 0.99):
         count = st.min_holders(q, expected.sampling_probability, expected.tau, 4)
         assert f"{count:>18,}" in out
-    assert "not yet in the Beam pipeline" in out
+    assert "triehh discover --protocol triehh++ runs it" in out
 
 
 def test_plan_json_is_the_planners_plan(capsys):
@@ -88,18 +88,6 @@ def test_plan_refuses_triehh_only_flags(capsys, extra, message):
     assert code == 2 and message in err
 
 
-def test_discover_refuses_triehh_plus_plus_before_anything(tmp_path, capsys):
-    records = tmp_path / "r.jsonl"
-    write_records(str(records), [(u, "a") for u in range(50)])
-    out = tmp_path / "out"
-    code, stdout, err = _run(capsys, ["discover", "--input", str(records), "--output", str(out),
-                                      "--epsilon", "4", "--delta", "1e-6", "--max-length", "4",
-                                      "--protocol", "triehh++"])
-    assert code == 2 and stdout == ""
-    assert "--protocol triehh++ is not yet in the Beam pipeline" in err and len(err.splitlines()) == 1
-    assert not out.exists() and not (tmp_path / "out.state").exists()  # nothing read, nothing charged
-
-
 @pytest.fixture(scope="module")
 def words(tmp_path_factory):
     path = tmp_path_factory.mktemp("pp") / "records.jsonl"
@@ -143,7 +131,7 @@ def test_evaluate_simulate_runs_both_protocols_on_the_same_seeds(words, tmp_path
 def test_evaluate_refuses_triehh_plus_plus_on_the_pipeline(words, tmp_path, capsys):
     code = _evaluate(words, tmp_path / "e", "--engine", "pipeline", "--protocol", "triehh++")
     _, err = capsys.readouterr()
-    assert code == 2 and "not yet in the Beam pipeline" in err and "--engine simulate" in err
+    assert code == 2 and "does not run triehh++ yet" in err and "--engine simulate" in err
     assert not (tmp_path / "e").exists()
 
 

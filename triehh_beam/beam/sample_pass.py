@@ -8,7 +8,10 @@ per (round, shard), the shard a slice of the round's rank range, and become the 
 tables (``beam.samples``): items encoded once per distinct item, counts summed per (user,
 sequence), choice uniforms computed in one call per table. A sample that comes up short (the
 prefilter too tight, odds about 1e-12) keeps nothing and is reported as a value,
-``RoundSample.sample_short``, as ``RoundResult.sample_short`` is for a round.
+``RoundSample.sample_short``, as ``RoundResult.sample_short`` is for a round. TrieHH++'s
+Bernoulli samples (``sample_probability``) need no threshold: the ranking pass keeps exactly the
+rows whose rank is below ``sampling.bernoulli_threshold(p_s)``, shards them by rank the same way,
+and each round's size is the sum of its tables' users.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class _RankAllRoundsDoFn(beam.DoFn):
         self._ranked.inc(batch.num_rows)
         ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
         for round_index, bound in self._bounds.items():
+            if bound < 0:  # a Bernoulli sample of probability below 2^-64: nobody
+                continue
             row = ranks[round_index - 1]
             kept = np.flatnonzero(row <= np.uint64(bound))
             if len(kept) == 0:
@@ -178,20 +183,41 @@ class _KeepSampledDoFn(beam.DoFn):
         if len(tied):
             at_most = pc.less_equal(batch.column("user_id").take(pa.array(tied)), pa.scalar(top_user, pa.binary()))
             keep[tied[np.asarray(at_most, dtype=bool)]] = True
-        rows = np.flatnonzero(keep)
-        if len(rows) == 0:
-            return
-        # A slice of the round's sampled rank range [0, top_rank] per shard: balanced, and a
-        # user's records all land in one shard (one rank per user and round).
-        shard = np.minimum(
-            (ranks[rows].astype(np.float64) / (float(top_rank) + 1.0) * self._shards).astype(np.int64),
-            self._shards - 1,
-        )
-        order = np.argsort(shard, kind="stable")
-        rows, shard = rows[order], shard[order]
-        bounds = np.flatnonzero(np.diff(shard)) + 1
-        for part in np.split(np.arange(len(rows)), bounds):
-            yield (round_index, int(shard[part[0]])), batch.take(pa.array(rows[part]))
+        yield from _split_shards(round_index, batch, np.flatnonzero(keep), ranks, top_rank, self._shards)
+
+
+def _split_shards(round_index: int, batch: pa.RecordBatch, rows: np.ndarray, ranks: np.ndarray, top_rank: int,
+                  shards: int) -> Iterable[Tuple[Tuple[int, int], pa.RecordBatch]]:
+    """``batch``'s ``rows`` (ranks at most ``top_rank``) as ``((round, shard), rows)``: a slice
+    of the round's sampled rank range [0, top_rank] per shard, balanced, and a user's records
+    all in one shard (one rank per user and round)."""
+    if len(rows) == 0:
+        return
+    shard = np.minimum(
+        (ranks[rows].astype(np.float64) / (float(top_rank) + 1.0) * shards).astype(np.int64),
+        shards - 1,
+    )
+    order = np.argsort(shard, kind="stable")
+    rows, shard = rows[order], shard[order]
+    bounds = np.flatnonzero(np.diff(shard)) + 1
+    for part in np.split(np.arange(len(rows)), bounds):
+        yield (round_index, int(shard[part[0]])), batch.take(pa.array(rows[part]))
+
+
+@beam.typehints.with_input_types(_Candidates)
+@beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
+class _ShardBernoulliDoFn(beam.DoFn):
+    """TrieHH++: every candidate row is sampled (the ranking pass kept exactly the ranks below
+    the round's Bernoulli threshold), split by shard of [0, top_rank]."""
+
+    def __init__(self, top_rank: int, shards: int):
+        self._top = top_rank
+        self._shards = shards
+
+    def process(self, candidates):
+        round_index, batch = candidates
+        ranks = np.asarray(batch.column("rank"))
+        yield from _split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, self._shards)
 
 
 _CACHE_LIMIT = 1 << 17  # distinct items (and sequences) a worker remembers the encoding of
@@ -324,15 +350,27 @@ def _round_sample(
     return round_index, RoundSample(round_index, users, required, records_ranked)
 
 
+def _table_users(keyed: Tuple[int, pa.Table]) -> Tuple[int, int]:
+    return keyed[0], keyed[1].num_rows  # one row per sampled user
+
+
+def _bernoulli_round_sample(keyed: Tuple[int, int], records_ranked: int) -> Tuple[int, RoundSample]:
+    round_index, users = keyed
+    return round_index, RoundSample(round_index, users, None, records_ranked)  # its size is random
+
+
 class SampleAllRounds(beam.PTransform):
     """Record batches -> the sample tables of every round in ``rounds``, in one pass.
 
     Args:
       pass_keys: ``Sampler.pass_keys(L)`` (derived keys; the graph never carries the seed).
       rounds: the rounds to draw (from 1 to ``pass_keys.max_rounds``; a resume may skip some).
-      sample_size: m, users per round.
+      sample_size: m, users per round (TrieHH's bottom-m); None with ``sample_probability``.
       population: distinct users n, if known (enables the rank prefilter; None: every record is
         a candidate, slower but never short).
+      sample_probability: TrieHH++'s p_s instead of m: round r's sample is every user whose
+        rank is below ``sampling.bernoulli_threshold(p_s)``, an exact filter in the ranking
+        pass (no prefilter, no bottom-m: never short, and its size is random).
       encoder: the item encoder.
       truncate: cut over-long items to L units instead of dropping them.
       shards: sample tables per round (1..256); default about one per 16,384 sampled users.
@@ -347,14 +385,18 @@ class SampleAllRounds(beam.PTransform):
         self,
         pass_keys: sampling.PassKeys,
         rounds: Sequence[int],
-        sample_size: int,
+        sample_size: Optional[int],
         population: Optional[int],
         encoder: ItemEncoder,
         truncate: bool = False,
         shards: Optional[int] = None,
+        sample_probability: Optional[float] = None,
     ):
         super().__init__()
-        if sample_size < 1:
+        if (sample_size is None) == (sample_probability is None):
+            raise ValueError("give a sample size (TrieHH) or a sample probability (TrieHH++), not both")
+        self._threshold = None if sample_probability is None else sampling.bernoulli_threshold(sample_probability)
+        if sample_size is not None and sample_size < 1:
             raise ValueError(f"sample size must be >= 1, got {sample_size}")
         self._rounds = sorted(set(int(r) for r in rounds))
         if not self._rounds or self._rounds[0] < 1 or self._rounds[-1] > pass_keys.max_rounds:
@@ -366,22 +408,59 @@ class SampleAllRounds(beam.PTransform):
         self._population = population
         self._encoder = encoder
         self._truncate = truncate
-        self._shards = _shard_count(sample_size, shards)
+        if sample_probability is not None:
+            # One shard per ~16,384 of the expected sample (16 when n is unknown).
+            sample_size = math.ceil(sample_probability * population) if population else 16 * 16384
+        self._shards = _shard_count(max(1, sample_size), shards)
 
     @property
     def required_users(self) -> Optional[int]:
-        return None if self._population is None else min(self._m, self._population)
+        if self._population is None or self._threshold is not None:
+            return None
+        return min(self._m, self._population)
+
+    def _records_ranked(self, batches):
+        return (
+            batches
+            | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
+            | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
+        )
+
+    def _every_round(self, pipeline, value, element_type):
+        """One ``(round, value)`` per round: every round's key exists, even with no sample."""
+        return pipeline | "Rounds" >> beam.Create([(r, value) for r in self._rounds]).with_output_types(element_type)
+
+    def _expand_bernoulli(self, batches):
+        top = self._threshold - 1  # ranks below the threshold: at most top (-1: nobody)
+        candidates = batches | "RankAllRounds" >> beam.ParDo(
+            _RankAllRoundsDoFn(self._keys, {r: top for r in self._rounds}))
+        tables = (
+            candidates
+            | "ShardSampled" >> beam.ParDo(_ShardBernoulliDoFn(max(top, 0), self._shards))
+            | "GroupPerShard" >> beam.GroupByKey()
+            | "BuildSampleTables" >> beam.ParDo(_BuildSampleTableDoFn(self._keys, self._encoder, self._truncate))
+        )
+        users = (
+            (tables | "UsersPerTable" >> beam.Map(_table_users).with_output_types(Tuple[int, int]),
+             self._every_round(batches.pipeline, 0, Tuple[int, int]))
+            | "AllRounds" >> beam.Flatten()
+            | "UsersPerRound" >> beam.CombinePerKey(sum)
+        )
+        sizes = users | "RoundSamples" >> beam.Map(
+            _bernoulli_round_sample, records_ranked=beam.pvalue.AsSingleton(self._records_ranked(batches))
+        ).with_output_types(Tuple[int, RoundSample])
+        return {"tables": tables, "samples": sizes}
 
     def expand(self, batches):
+        if self._threshold is not None:
+            return self._expand_bernoulli(batches)
         if self._population is None:
             bound = 2**64 - 1
         else:
             bound = sampling.rank_prefilter_bound(self._population, self._m)
         bounds = {r: bound for r in self._rounds}
         candidates = batches | "RankAllRounds" >> beam.ParDo(_RankAllRoundsDoFn(self._keys, bounds))
-        every_round = batches.pipeline | "Rounds" >> beam.Create([(r, None) for r in self._rounds]).with_output_types(
-            Tuple[int, Optional[pa.RecordBatch]]
-        )
+        every_round = self._every_round(batches.pipeline, None, Tuple[int, Optional[pa.RecordBatch]])
         thresholds = (
             (candidates | "RankAndUser" >> beam.Map(_slim).with_output_types(Tuple[int, Optional[pa.RecordBatch]]),
              every_round)
@@ -395,11 +474,7 @@ class SampleAllRounds(beam.PTransform):
             | "GroupPerShard" >> beam.GroupByKey()
             | "BuildSampleTables" >> beam.ParDo(_BuildSampleTableDoFn(self._keys, self._encoder, self._truncate))
         )
-        records_ranked = (
-            batches
-            | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
-            | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
-        )
+        records_ranked = self._records_ranked(batches)
         sizes = thresholds | "RoundSamples" >> beam.Map(
             _round_sample, required=self.required_users, records_ranked=beam.pvalue.AsSingleton(records_ranked)
         ).with_output_types(Tuple[int, RoundSample])

@@ -13,7 +13,7 @@ prefixed ``round{r}.`` in ``RunAllRounds``.
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Tuple, Union
+from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -202,8 +202,9 @@ class RunAllRounds(beam.PTransform):
         gives each result its users sampled and required and the records ranked (and so
         ``sample_short``); without it, users sampled are the tables' rows.
       users_required, records_ranked: without ``sample_sizes`` (rounds on samples read from
-        files), ``min(m, n)`` and the records the pass ranked: a round whose files hold fewer
-        users than required is short, and keeps nothing.
+        files), ``min(m, n)`` (or per round, ``{round: users}``: TrieHH++'s drawn sample sizes)
+        and the records the pass ranked: a round whose files hold fewer users than required is
+        short, and keeps nothing.
 
     Input: ``(round, sample table)`` for the rounds. Output: one ``(round, RoundResult)`` per
     round, each its own element; ``per_round()`` returns them as a dict of PCollections.
@@ -216,7 +217,7 @@ class RunAllRounds(beam.PTransform):
         theta: int,
         frontier: FrozenSet[Units],
         sample_sizes=None,
-        users_required: Optional[int] = None,
+        users_required: Union[None, int, Mapping[int, int]] = None,
         records_ranked: Optional[int] = None,
     ):
         super().__init__()
@@ -250,8 +251,9 @@ class RunAllRounds(beam.PTransform):
                 | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
                 | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
             )
+            required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
-                r, self._theta, frontier, self._required, self._ranked, self._sizes, f"round{r}.")
+                r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.")
             frontier = results[r] | f"{label}NextFrontier" >> beam.Map(_frontier_of).with_output_types(
                 FrozenSet[_Prefix]
             )

@@ -36,12 +36,6 @@ __all__ = [
 ]
 
 DEMO_DEFAULTS = dict(epsilon=4.0, delta=1e-10, max_length=10)
-PROTOCOLS = ("triehh", "triehh++")
-NOT_IN_PIPELINE = (
-    "--protocol triehh++ is not yet in the Beam pipeline: triehh discover runs TrieHH only, and "
-    "will not run it in TrieHH++'s place. Plan it with triehh plan --protocol triehh++; measure "
-    "it with triehh evaluate --engine simulate --protocol triehh++"
-)
 
 
 def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -70,11 +64,6 @@ def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = Fals
         help="count users, print the inputs matched, the plan and the budget it would spend; run no round")
     if demo:
         parser.set_defaults(**DEMO_DEFAULTS)
-    else:
-        groups[config_lib.GROUPS[1]].add_argument(
-            "--protocol", choices=PROTOCOLS, default="triehh",
-            help="triehh (default); triehh++ (sample-and-threshold) is planned by triehh plan "
-                 "--protocol triehh++ and simulated by triehh evaluate, not yet run by the pipeline")
 
 
 def config_from_args(args: argparse.Namespace, input_pattern: Optional[str] = None) -> DiscoveryConfig:
@@ -131,8 +120,6 @@ def unknown_arguments(beam_args: Sequence[str]) -> Optional[str]:
 
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
-    if getattr(args, "protocol", "triehh") != "triehh":  # before anything is read or charged
-        return _fail(NOT_IN_PIPELINE, 2)
     try:
         config = config_from_args(args, input_pattern)
     except (ValueError, OSError) as e:
@@ -271,7 +258,15 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
     if result.frequent_prefixes:
         shown = [p.hex() if isinstance(p, bytes) else str(p) for p in result.frequent_prefixes]
         say(f"frequent prefixes (not complete items): {', '.join(shown)}")
-    if plan.no_guarantee:
+    if plan.protocol == "triehh++":  # nothing in its guarantee depends on n
+        line = (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} "
+                f"rounds (TrieHH++: tau={plan.theta}, p_s={100 * plan.sample_probability:.4g}% per round)")
+        if population_is_public(plan):
+            line += f"; n={plan.population:,} (declared public)"
+        elif verbose:
+            line += f" [private: n={plan.population:,}]"
+        say(line)
+    elif plan.no_guarantee:
         say("privacy: NO DP GUARANTEE (theta and batch size fixed outside Theorem 1)")
     elif population_is_public(plan):
         say(f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} rounds; "
@@ -293,7 +288,7 @@ def register_discover(subparsers) -> None:
     parser = subparsers.add_parser(
         "discover",
         help="discover heavy hitters in device records (a Beam job per round)",
-        description="Discover heavy hitters with TrieHH. Flags this command does not know must be "
+        description="Discover heavy hitters with TrieHH (or TrieHH++: --protocol triehh++). Flags this command does not know must be "
         "Beam pipeline options (e.g. --runner=DataflowRunner --project=... --temp_location=gs://...); "
         "any other is refused. The default runner is Beam's in-process runner.",
     )

@@ -58,7 +58,7 @@ def comparison_line(population: int, epsilon: float, delta: float, max_length: i
     return (f"TrieHH++ (sample-and-threshold) at the same target needs {count:,} holders for 90%"
             f"{versus}, with tau = {result.tau} and p_s = {100 * result.sampling_probability:.3g}% "
             f"per round: triehh plan --protocol triehh++ shows its plan (triehh evaluate --engine "
-            f"simulate runs it; not yet in the Beam pipeline)")
+            f"simulate measures it; triehh discover --protocol triehh++ runs it)")
 
 
 def _row(label: str, value: str) -> str:
@@ -122,6 +122,6 @@ def format_plan(r: dict) -> str:
         + ", independently: votes ~ Binomial(holders, p_s"
         + (" x share" if share < 1 else "") + "), found when >= tau in every round. Assumes the "
         "item shares no prefix with any other item; real data does better.")
-    lines += _wrap("TrieHH++ is not yet in the Beam pipeline (triehh discover refuses it); "
-                   "triehh evaluate --engine simulate --protocol triehh++ runs it.")
+    lines += _wrap("triehh discover --protocol triehh++ runs it on the Beam pipeline; "
+                   "triehh evaluate --engine simulate --protocol triehh++ measures it.")
     return "\n".join(lines)

@@ -97,7 +97,7 @@ class EvaluationConfig:
       pem_eta: PEM's η (default: ``pem.PEMConfig``'s).
       pem_candidate_factor: PEM keeps this many times K prefixes per intermediate group.
       protocols: ``"triehh"`` and/or ``"triehh++"`` (sample-and-threshold, the simulate
-        engine only: not yet in the pipeline); each configuration runs under each, at the same
+        engine only: evaluate's pipeline engine does not run it yet); each configuration runs under each, at the same
         (ε, δ) and on the same run seeds.
       work_dir: scratch area of the pipeline engine (outputs and state of each run); default a
         fresh local temporary directory, removed afterwards. Give a ``gs://`` path for a remote
@@ -156,7 +156,8 @@ class EvaluationConfig:
             raise ValueError(f"protocols must be among {', '.join(PROTOCOLS)}, got {self.protocols!r}")
         object.__setattr__(self, "protocols", tuple(p for p in PROTOCOLS if p in protocols))
         if "triehh++" in self.protocols and self.engine != "simulate":
-            raise ValueError("triehh++ is not yet in the Beam pipeline: evaluate it with --engine simulate")
+            raise ValueError("evaluate --engine pipeline does not run triehh++ yet (triehh discover "
+                             "--protocol triehh++ does): evaluate it with --engine simulate")
         if self.input_format not in (None, *FORMATS):
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.input_format!r}")
         if self.rule not in parameters.RULES:

@@ -42,6 +42,13 @@ __all__ = [
 ]
 
 RULES = parameters.RULES
+TRIEHH, TRIEHH_PP = "triehh", "triehh++"
+PROTOCOLS = (TRIEHH, TRIEHH_PP)
+#: The rule a TrieHH++ plan records (``planning``): its planner, not one of TrieHH's RULES.
+SAMPLE_AND_THRESHOLD = "sample-and-threshold"
+# Keyed settings left out of the job's identity at their default, so that identities recorded
+# before the setting existed (every TrieHH job's) stay the same and their jobs resume.
+_IDENTITY_OMITS_DEFAULT = ("protocol",)
 FORMATS = (None, "jsonl", "csv", "parquet")
 
 # Argument groups of ``triehh discover --help``, in the order they are shown.
@@ -261,6 +268,13 @@ def parse_duration(text: str) -> int:
     return int(number) * (unit or 1)
 
 
+def _recorded_rule(config: "DiscoveryConfig") -> str:
+    """The rule a job's plan records: TrieHH's rule, "fixed" for expert values, or TrieHH++'s."""
+    if config.protocol == TRIEHH_PP:
+        return SAMPLE_AND_THRESHOLD
+    return config.rule if config.theta is None else "fixed"
+
+
 def _text_or_empty(name: str) -> Callable[["DiscoveryConfig"], Any]:
     return lambda config: getattr(config, name) or ""
 
@@ -270,6 +284,7 @@ class DiscoveryConfig:
     """A whole discovery job, validated before any pipeline is built.
 
     Every field is a ``Setting`` (its help text says what it means); ``SETTINGS`` lists them.
+    ``protocol`` is TrieHH's (below) or TrieHH++'s, whose planner has no such override.
     ``theta`` and ``batch_size`` override the planner together (both or neither): the guarantee
     is then Theorem 1's for these values, which must not exceed the target (epsilon, delta); if
     its conditions fail, or it exceeds the target, the job has none and runs only with
@@ -317,10 +332,16 @@ class DiscoveryConfig:
         parse=int, metavar="N", identity="plan.public_population", record=lambda c: c.population or 0,
         mismatch="public population (state has {theirs!r}, asked {ours!r}; 0: none declared)",
         example="4000")
+    protocol: str = setting(
+        "--protocol", "triehh: bottom-m samples and Theorem 1's theta (default); triehh++: "
+        "sample-and-threshold, each user sampled with probability p_s per round and tau votes "
+        "kept (docs/protocol.md §2); --theta, --batch-size and --rule are TrieHH's",
+        _TARGET, default=TRIEHH, choices=PROTOCOLS, identity="plan.protocol",
+        # States before TrieHH++ ran in the pipeline record none: they are TrieHH jobs.
+        accepts=lambda c, theirs: theirs == "" and c.protocol == TRIEHH, example=TRIEHH_PP)
     rule: str = setting(
-        "--rule", "parameter rule (default: %(default)s)", _TARGET, default="authors",
-        choices=tuple(RULES), identity="plan.rule",
-        record=lambda c: c.rule if c.theta is None else "fixed", example="corollary1")
+        "--rule", "TrieHH's parameter rule (default: %(default)s)", _TARGET, default="authors",
+        choices=tuple(RULES), identity="plan.rule", record=_recorded_rule, example="corollary1")
     state_dir: Optional[str] = setting(
         "--state-dir", "private job state, holds the secret seed; never inside the output "
         "(default: OUTPUT.state beside a local output; required for a gs:// output)", _IO,
@@ -458,6 +479,10 @@ class DiscoveryConfig:
             raise ValueError(f"--format must be jsonl, csv or parquet, got {self.input_format!r}")
         if self.seed is not None and not 16 <= len(self.seed) <= 64:
             raise ValueError(f"the seed (--seed-file) must be 16 to 64 bytes, got {len(self.seed)}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"--protocol must be triehh or triehh++, got {self.protocol!r}")
+        if self.protocol == TRIEHH_PP:
+            _check_sample_and_threshold(self)
         if (self.theta is None) != (self.batch_size is None):
             raise ValueError("--theta and --batch-size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
@@ -548,7 +573,7 @@ class DiscoveryConfig:
         same records, given one seed file, sample alike), with the window length."""
         where = {"input_pattern", "output_dir", "input_format", "user_column", "item_column",
                  "count_column", "timestamp_column"}
-        values = {item.name: getattr(self, item.name) for item in SETTINGS if item.keyed and item.name not in where}
+        values = _keyed_values(self, skip=where)
         values["window"] = self.window
         text = json.dumps({"triehh-beam/window-identity": 1, **values}, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=True, allow_nan=False)
@@ -562,12 +587,10 @@ class DiscoveryConfig:
         their canonical forms (``paths``: ``out/``, ``./out`` and ``/home/me/out`` run from
         ``/home/me`` are one output): the same command draws the same samples on every run,
         retry and resume, from any working directory, while two jobs that share a seed file
-        (two dates of a schedule) draw independent ones. A job's state records it.
+        (two dates of a schedule) draw independent ones. A job's state records it. The protocol
+        is in it only when it is not TrieHH (identities recorded before it existed stay valid).
         """
-        values = {}
-        for item in SETTINGS:
-            if item.keyed:
-                values[item.name] = getattr(self, item.name)
+        values = _keyed_values(self)
         text = json.dumps({"triehh-beam/job-identity": 1, **_canonical_identity(values)}, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=True, allow_nan=False)
         return text.encode("ascii")
@@ -632,6 +655,28 @@ class DiscoveryConfig:
     def read_transform(self, dead_letter: bool = False, as_of_millis: Optional[int] = None) -> Any:
         """The transform that reads the records (``sources.read_transform``)."""
         return sources.read_transform(self, dead_letter, as_of_millis)
+
+
+def _check_sample_and_threshold(config: DiscoveryConfig) -> None:
+    """Refuses TrieHH's own settings with ``--protocol triehh++`` (they would mean nothing)."""
+    for name in ("theta", "batch_size"):
+        if getattr(config, name) is not None:
+            raise ValueError(
+                f"{BY_NAME[name].flag} fixes TrieHH's parameters; --protocol triehh++ plans alpha, tau "
+                "and p_s for the target itself: drop it, or use --protocol triehh")
+    if config.rule != BY_NAME["rule"].default:
+        raise ValueError("--rule chooses TrieHH's theta and m; --protocol triehh++ has its own "
+                         "planner: drop it, or use --protocol triehh")
+    if config.window is not None:
+        raise ValueError("--protocol triehh++ is not yet in windowed discovery (--window, triehh "
+                         "stream): run a whole discovery, or windows with --protocol triehh")
+
+
+def _keyed_values(config: DiscoveryConfig, skip: Sequence[str] = ()) -> Dict[str, Any]:
+    """Every keyed setting's value by name, but ``skip`` and those omitted at their default."""
+    return {item.name: getattr(config, item.name) for item in SETTINGS
+            if item.keyed and item.name not in skip
+            and not (item.name in _IDENTITY_OMITS_DEFAULT and getattr(config, item.name) == item.default)}
 
 
 def _is_local(path: str) -> bool:

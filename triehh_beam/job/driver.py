@@ -23,7 +23,7 @@ import json
 import os
 import time
 import uuid
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -44,7 +44,8 @@ from triehh_beam.job.input_checks import (BadInputError, UnusableItemsError, che
                                           describe_unusable)
 from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.paths import canonical_path
-from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
+from triehh_beam.job.planning import (InfeasiblePlanError, PopulationError, check_before_census,
+                                      is_sample_threshold, plan_for_census)
 from triehh_beam.job.graphs import build_census, build_rounds, build_sampled_round, build_sampling
 from triehh_beam.beam.census import Census
 from triehh_beam.io.drops import describe_drops
@@ -208,8 +209,20 @@ class _Driver:
     def _levels_dir(self, state: state_pb2.JobState) -> str:
         return levels.levels_dir(self.config.resolved_state_dir, state.job_id)
 
-    def _users_required(self, state: state_pb2.JobState) -> int:
+    def _users_required(self, state: state_pb2.JobState) -> Optional[int]:
+        """TrieHH's sample size, ``min(m, n)``; None for TrieHH++ (a Bernoulli sample's size is
+        random: the pass is never short, and each round checks the size it drew instead)."""
+        if is_sample_threshold(state.plan):
+            return None
         return min(state.plan.batch_size, self._population(state))
+
+    def _round_required(self, state: state_pb2.JobState, rounds) -> Union[None, int, Dict[int, int]]:
+        """The users each of ``rounds`` must read back from its sample (fewer: files were lost,
+        and the round is short): ``min(m, n)``, or per round what TrieHH++'s pass drew."""
+        if not is_sample_threshold(state.plan):
+            return self._users_required(state)
+        drawn = list(state.samples.users_sampled)
+        return {r: drawn[r - 1] for r in rounds if 0 < r <= len(drawn)}
 
     @staticmethod
     def _population(state: state_pb2.JobState) -> int:
@@ -267,7 +280,7 @@ class _Driver:
         levels.delete_tree(self._samples_dir(state))  # a pass that died may have left part of one
         drawn, counters = self._sampling_job(state, rounds, self._population(state), run_rounds)
         required = self._users_required(state)
-        short = [r for r in rounds if drawn.get(r, 0) < required]
+        short = [] if required is None else [r for r in rounds if drawn.get(r, 0) < required]
         if short:
             self._say("prefilter_retry", f"sampling: rank prefilter too tight for rounds "
                       f"{', '.join(map(str, short))}, drawing them again without it", rounds=short)
@@ -298,11 +311,14 @@ class _Driver:
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int) -> Tuple[RoundResult, Dict[str, int]]:
         """Runs round ``round_index`` on its sample alone: (its result, the job's counters)."""
+        required = self._round_required(state, [round_index])
+        if isinstance(required, dict):
+            required = required.get(round_index)
         path = FileSystems.join(
             self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json")
         counters = self._run_job(lambda p, reported: build_sampled_round(
             p, self.config, self._samples_dir(state), state.plan, trie.frontier(), round_index, path,
-            users_required=self._users_required(state), records_ranked=state.samples.records_ranked,
+            users_required=required, records_ranked=state.samples.records_ranked,
             progress=reported), f"round {round_index}/{state.plan.max_length}",
             _sampled(state, [round_index]), unit="users")
         result = outputs.round_result_from_json(jobs_lib.read_single_output(path), self.encoder)
@@ -315,7 +331,7 @@ class _Driver:
         last = state.plan.max_length
         counters = self._run_job(lambda p, reported: build_rounds(
             p, self.config, self._samples_dir(state), state.plan, trie.frontier(), first_round,
-            self._levels_dir(state), users_required=self._users_required(state),
+            self._levels_dir(state), users_required=self._round_required(state, range(first_round, last + 1)),
             records_ranked=state.samples.records_ranked, progress=reported),
             f"rounds {first_round}-{last}", _sampled(state, range(first_round, last + 1)), unit="users")
         return split_round_counters(counters)
@@ -422,6 +438,7 @@ class _Driver:
         if state is None:
             # Refused before any record is read if the target does not fit the budget.
             self.ledger.check(ledger_lib.Spend(self.config.epsilon, self.config.delta))
+            check_before_census(self.config)  # TrieHH++'s plan needs no n: refused unread
             state = self._new_state()
         else:
             self._check_resumable(state)

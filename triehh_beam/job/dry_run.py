@@ -19,7 +19,7 @@ from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
 from triehh_beam.job.input_checks import describe_unusable
 from triehh_beam.job.outputs import describe_plan, plan_document
-from triehh_beam.job.planning import plan_for_census
+from triehh_beam.job.planning import check_before_census, plan_for_census
 from triehh_beam.protocol.sampling import Sampler
 
 __all__ = ["dry_run"]
@@ -60,6 +60,7 @@ def dry_run(
 def _census_plan(driver: _Driver, config: DiscoveryConfig, progress: Callable[[str], None]):
     """The census (refused as a job would be), then the plan for the users it counted."""
     driver.prepare_state_dir()
+    check_before_census(config)  # TrieHH++: an infeasible target reads nothing
     counted, counters, _ = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
     progress(f"census [private]: {counted.users:,} users; {describe_drops(counters)}"
              + (f"; {describe_unusable(config, counted)}" if counted.unusable_users else ""))

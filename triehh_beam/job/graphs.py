@@ -15,7 +15,7 @@ Rounds run in one job write each level as soon as the round completes (``levels.
 from __future__ import annotations
 
 import json
-from typing import FrozenSet, Optional, Sequence, Tuple
+from typing import FrozenSet, Mapping, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -25,6 +25,7 @@ from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, Wri
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs
 from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.planning import is_sample_threshold
 from triehh_beam.job.progress import CountProgressDoFn
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
@@ -140,7 +141,9 @@ def build_sampling(
 ) -> None:
     """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
 
-    Writes each round's sample under ``samples_dir`` and one JSON line to ``summary_path``:
+    TrieHH's samples are bottom-m (``plan.batch_size``), TrieHH++'s Bernoulli
+    (``plan.sample_probability``). Writes each round's sample under ``samples_dir`` and one JSON
+    line to ``summary_path``:
     ``{"records": records ranked, "users_sampled": {round: users}}``. ``population`` enables the
     rank prefilter (None: every record is a candidate, for a round whose sample came up short).
     Files that cannot be read are written as the census writes them. With ``run_rounds_into``
@@ -152,8 +155,12 @@ def build_sampling(
     _write_unreadable(read, summary_path)
     records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
                         progress)
+    if is_sample_threshold(plan):  # TrieHH++: each user with probability p_s, tau votes kept
+        sizes = dict(sample_size=None, sample_probability=plan.sample_probability)
+    else:
+        sizes = dict(sample_size=plan.batch_size)
     drawn = records | "SampleAllRounds" >> sample_pass.SampleAllRounds(
-        keys, rounds, plan.batch_size, population, config.encoder, config.truncate_long_items)
+        keys, rounds, population=population, encoder=config.encoder, truncate=config.truncate_long_items, **sizes)
     drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
     (
         drawn["samples"]
@@ -206,13 +213,14 @@ def build_rounds(
     frontier: FrozenSet[Units],
     first_round: int,
     levels_dir: str,
-    users_required: Optional[int],
+    users_required: Union[None, int, Mapping[int, int]],
     records_ranked: Optional[int],
     progress: Optional[str] = None,
 ) -> None:
     """Adds rounds ``first_round``..L on their samples, unrolled in one job, each level written to
-    ``levels_dir`` as soon as its round completes. ``progress``: as ``build_census`` (the
-    sampled users read)."""
+    ``levels_dir`` as soon as its round completes. ``users_required``: one for every round, or
+    per round (TrieHH++'s drawn sizes). ``progress``: as ``build_census`` (the sampled users
+    read)."""
     tables = [
         _reported(pipeline | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r), progress,
                   f"ReportProgress{r}")

@@ -170,7 +170,8 @@ class Ledger:
     def charge_plan(self, record_id: str, plan, details: dict) -> None:
         """Records a planned job's spend: its plan's (epsilon, delta), or unbounded for a plan
         without a guarantee (``charge``, ``charge_unbounded``), with the plan's parameters
-        (population, theta, batch size, L, rule, target) after ``details``.
+        (population, theta, batch size, L, rule, target; for TrieHH++ the protocol, tau,
+        alpha, p_s and the per-round (epsilon, delta) instead of theta and m) after ``details``.
 
         Args:
           plan: the job's (or a window's) ``state_pb2.PrivacyPlan``.
@@ -178,7 +179,10 @@ class Ledger:
         Raises:
           BudgetExceededError: the spend does not fit the population's budget.
         """
-        details = {**details, **{name: getattr(plan, name) for name in _PLAN_FIELDS}}
+        fields = _SAMPLE_THRESHOLD_FIELDS if plan.protocol == "triehh++" else _PLAN_FIELDS
+        details = {**details, **{name: getattr(plan, name) for name in fields}}
+        if plan.protocol == "triehh++":
+            details["tau"] = details.pop("theta")
         if plan.no_guarantee:
             self.charge_unbounded(record_id, details)
         else:
@@ -187,3 +191,6 @@ class Ledger:
 
 # What a ledger record tells of the plan behind its spend.
 _PLAN_FIELDS = ("population", "theta", "batch_size", "max_length", "rule", "target_epsilon", "target_delta")
+# TrieHH++'s (``theta`` recorded as ``tau``): its sample is a probability, not a size.
+_SAMPLE_THRESHOLD_FIELDS = ("protocol", "population", "theta", "alpha", "sample_probability", "round_epsilon",
+                            "round_delta", "max_length", "rule", "target_epsilon", "target_delta")

@@ -2,7 +2,8 @@
 (``heavy_hitters.json`` and ``trie.pb`` in the output directory, each written atomically) holds
 only the trie and what is fixed before any record is read (target epsilon and delta, theta, L,
 the encoding), plus n, m and the achieved epsilon, delta when the operator declared n public
-(``--population``); every field is the same for two neighbouring populations whose tries are
+(``--population``; TrieHH++'s plan, fixed before any record is read, is published whole but
+n); every field is the same for two neighbouring populations whose tries are
 equal. The PRIVATE operator report (``operator_report.json`` in the job's state directory) holds
 every count: records read and dropped, files, users counted, the plan for n, per-round counters.
 Also the privacy plan as a line and as a document, the unit-size advice line, and the one-line
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 OPERATOR_REPORT_NAME = "operator_report.json"
+SAMPLE_THRESHOLD_PROTOCOL = "triehh++"
 PRIVATE_NOTE = (
     "PRIVATE operator data: exact counts (records, dropped rows, files, users, per-round "
     "counters) and the plan for the counted population are NOT covered by the DP guarantee; "
@@ -112,8 +114,23 @@ def population_is_public(plan: state_pb2.PrivacyPlan) -> bool:
     return plan.public_population > 0
 
 
+def _is_sample_threshold(plan: state_pb2.PrivacyPlan) -> bool:
+    return plan.protocol == SAMPLE_THRESHOLD_PROTOCOL
+
+
+def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) -> str:
+    """A TrieHH++ plan in one line; n (private unless declared public) with ``population``."""
+    n = f"n={plan.population:,} " if population else ""
+    return (f"TrieHH++ {n}tau={plan.theta} p_s={100 * plan.sample_probability:.4g}% alpha={plan.alpha:.6g} "
+            f"L={plan.max_length}: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
+            f"(per round {plan.round_epsilon:.4g}, {plan.round_delta:.3g}; target "
+            f"{plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
+
+
 def describe_published_plan(plan: state_pb2.PrivacyPlan) -> str:
     """The plan in one line, as much of it as may be published (progress output by default)."""
+    if _is_sample_threshold(plan):  # nothing in it depends on n, which is left out
+        return _describe_sample_threshold(plan, False) + (" (n declared public)" if population_is_public(plan) else "")
     if population_is_public(plan):
         return describe_plan(plan) + " (n declared public)"
     target = (
@@ -146,6 +163,8 @@ def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[s
 
 def describe_plan(plan: state_pb2.PrivacyPlan) -> str:
     """The whole plan in one line, n and m included (private unless n is declared public)."""
+    if _is_sample_threshold(plan):
+        return _describe_sample_threshold(plan, True)
     guarantee = (
         "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
         if plan.no_guarantee
@@ -159,8 +178,11 @@ def describe_plan(plan: state_pb2.PrivacyPlan) -> str:
 
 def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
     """The whole plan, n and m included: the operator report's and a dry run's (private)."""
+    if _is_sample_threshold(plan):
+        return _sample_threshold_document(plan)
     guaranteed = not plan.no_guarantee
     return {
+        "protocol": "triehh",
         "guarantee": (
             "(epsilon, delta)-DP with user-level adjacency (TrieHH Theorem 1), covering all "
             "max_length rounds"
@@ -181,6 +203,31 @@ def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
     }
 
 
+def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
+    """A TrieHH++ plan as a document: every field but n is fixed before any record is read."""
+    return {
+        "protocol": SAMPLE_THRESHOLD_PROTOCOL,
+        "guarantee": (
+            "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, Bharadwaj & "
+            "Cormode): each round (round_epsilon, round_delta), composed over max_length rounds "
+            "by basic composition (docs/protocol.md, section 2)"
+        ),
+        "epsilon": plan.epsilon,
+        "delta": plan.delta,
+        "target_epsilon": plan.target_epsilon,
+        "target_delta": plan.target_delta,
+        "round_epsilon": plan.round_epsilon,
+        "round_delta": plan.round_delta,
+        "alpha": plan.alpha,
+        "tau": plan.theta,
+        "sample_probability": plan.sample_probability,
+        "population": plan.population,
+        "max_length": plan.max_length,
+        "rule": plan.rule,
+        "population_public": population_is_public(plan),
+    }
+
+
 # The plan's fields that are functions of n (and of nothing fixed before the census): gamma is
 # m / sqrt(n) or the rule's sqrt(n)-scaled design value, the achieved epsilon is Theorem 1's at
 # m / n. Published only when n is declared public.
@@ -189,9 +236,15 @@ N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta")
 
 def published_plan_document(plan: state_pb2.PrivacyPlan) -> dict:
     """The plan as ``heavy_hitters.json`` publishes it: n, m, gamma and the achieved epsilon,
-    delta only when n is declared public (``--population``)."""
+    delta only when n is declared public (``--population``). TrieHH++'s: all but n, which is
+    published only when declared public (nothing else in it is a function of n)."""
     document = plan_document(plan)
     if population_is_public(plan):
+        return document
+    if _is_sample_threshold(plan):
+        del document["population"]
+        document["note"] = ("n is not published (declare it public with --population to publish it); "
+                            "TrieHH++'s parameters and guarantee do not depend on it")
         return document
     for name in N_DEPENDENT:
         del document[name]

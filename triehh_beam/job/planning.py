@@ -4,20 +4,25 @@ target (epsilon, delta) and population, or fixed expert values with their Theore
 than the target, are refused with the planner's explanation. A population size declared public
 (``--population N``) is planned for instead of the census count, which must then be at least N
 (fewer users sampled m at a higher rate than planned: the achieved epsilon would be
-understated)."""
+understated). TrieHH++ (``--protocol triehh++``) records the sample-and-threshold planner's
+alpha, tau (as theta) and p_s, and the composed (epsilon, delta) it certifies: none of them
+depends on n, which is recorded for the operator (and published only when declared public)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING
 
+from triehh_beam.job.config import SAMPLE_AND_THRESHOLD, TRIEHH, TRIEHH_PP
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import planner, privacy
+from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 
 if TYPE_CHECKING:
     from triehh_beam.job.driver import DiscoveryConfig
 
-__all__ = ["InfeasiblePlanError", "PopulationError", "plan_for", "plan_for_census"]
+__all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "is_sample_threshold", "plan_for",
+           "plan_for_census", "protocol_of"]
 
 
 class PopulationError(ValueError):
@@ -42,6 +47,49 @@ class _Refusal:
     alternatives: tuple = ()
 
 
+def protocol_of(plan: state_pb2.PrivacyPlan) -> str:
+    """The plan's protocol: "triehh++", or "triehh" (also for states that record none)."""
+    return plan.protocol or TRIEHH
+
+
+def is_sample_threshold(plan: state_pb2.PrivacyPlan) -> bool:
+    """Whether the plan is TrieHH++'s: Bernoulli samples of p_s, tau votes kept."""
+    return protocol_of(plan) == TRIEHH_PP
+
+
+def _plan_sample_threshold(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPlan:
+    """TrieHH++'s plan (``plan_sample_threshold``) as the job records it; n for the report."""
+    chosen = plan_sample_threshold(config.epsilon, config.delta, config.max_length)
+    if not chosen.feasible:
+        raise InfeasiblePlanError(chosen)
+    return state_pb2.PrivacyPlan(
+        protocol=TRIEHH_PP,
+        rule=SAMPLE_AND_THRESHOLD,
+        population=population,
+        max_length=config.max_length,
+        target_epsilon=config.epsilon,
+        target_delta=config.delta,
+        theta=chosen.tau,
+        epsilon=chosen.epsilon,
+        delta=chosen.delta,
+        alpha=chosen.alpha,
+        sample_probability=chosen.sampling_probability,
+        round_epsilon=chosen.epsilon_round,
+        round_delta=chosen.round_delta,
+    )
+
+
+def check_before_census(config: "DiscoveryConfig") -> None:
+    """Refuses, before any record is read, a target that no population size makes feasible:
+    TrieHH++'s (its plan does not depend on n). TrieHH's needs the census.
+
+    Raises:
+      InfeasiblePlanError: as ``plan_for``.
+    """
+    if config.protocol == TRIEHH_PP:
+        _plan_sample_threshold(config, 0)
+
+
 def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPlan:
     """The privacy plan of ``config`` for ``population`` users, as the job records it.
 
@@ -53,7 +101,10 @@ def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPla
       InfeasiblePlanError: the target cannot be met, fixed values spend more than the target,
         or fixed values give no guarantee and ``allow_no_guarantee`` is not set.
     """
+    if config.protocol == TRIEHH_PP:
+        return _plan_sample_threshold(config, population)
     recorded = state_pb2.PrivacyPlan(
+        protocol=TRIEHH,
         rule=config.rule if config.theta is None else "fixed",
         population=population,
         max_length=config.max_length,
@@ -110,7 +161,7 @@ def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.Privac
             "no round was run")
     plan = plan_for(config, declared)
     plan.public_population = declared
-    if counted > declared and not plan.no_guarantee:
+    if counted > declared and not plan.no_guarantee and not is_sample_threshold(plan):
         violations = privacy.theorem1_violations(counted, plan.theta, batch_size=plan.batch_size)
         if violations:
             raise PopulationError(

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PrivacyPlan(_message.Message):
-    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population")
+    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta")
     RULE_FIELD_NUMBER: _ClassVar[int]
     POPULATION_FIELD_NUMBER: _ClassVar[int]
     MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,11 @@ class PrivacyPlan(_message.Message):
     DELTA_FIELD_NUMBER: _ClassVar[int]
     NO_GUARANTEE_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_POPULATION_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    ROUND_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    ROUND_DELTA_FIELD_NUMBER: _ClassVar[int]
     rule: str
     population: int
     max_length: int
@@ -33,7 +38,12 @@ class PrivacyPlan(_message.Message):
     delta: float
     no_guarantee: bool
     public_population: int
-    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ...) -> None: ...
+    protocol: str
+    alpha: float
+    sample_probability: float
+    round_epsilon: float
+    round_delta: float
+    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ...) -> None: ...
 
 class InputSpec(_message.Message):
     __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids", "query")

@@ -73,3 +73,13 @@ def test_discover_prints_the_advice_after_its_plan_marked_private(records, tmp_p
     at = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
     advice = unit_advice.discover_advice(2000, 4.0, 1e-6, 1, 10)
     assert lines[at + 1] == f"{advice.line(with_figures=False)} [private: {advice.detail()}]"
+
+
+def test_a_triehh_plus_plus_job_gets_the_advice_of_its_own_protocol():
+    # Its plan records "sample-and-threshold" as the rule: the advice still compares TrieHH++'s
+    # unit sizes (it returned nothing before, silently).
+    config = _config(protocol="triehh++", delta=1e-8)
+    plan = plan_for_census(config, 100_000)
+    line, _ = outputs.unit_advice_message(plan, config)
+    advice = unit_advice.discover_advice(100_000, 4.0, 1e-8, 1, 10, protocol="triehh++")
+    assert advice is not None and line == advice.line(with_figures=False)

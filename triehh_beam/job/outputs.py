@@ -152,8 +152,11 @@ def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[s
     if plan.no_guarantee or config.encoder.kind == ItemKind.INT:
         return None
     advice = discover_advice(plan.population, plan.target_epsilon, plan.target_delta, config.unit_size,
-                             plan.max_length, rule=plan.rule,
-                             protocol=getattr(config, "protocol", "triehh"))  # --protocol, where it exists
+                             plan.max_length, protocol=config.protocol,
+                             # A TrieHH++ plan records "sample-and-threshold" as its rule; the
+                             # advice's TrieHH rows use the job's rule. A TrieHH plan fixed by hand
+                             # ("fixed") gets none.
+                             rule=config.rule if _is_sample_threshold(plan) else plan.rule)
     if advice is None:
         return None
     if population_is_public(plan):

@@ -246,6 +246,24 @@ def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_recor
     assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]
 
 
+def test_triehh_plus_plus_streaming_windows_equal_the_keyed_simulation(tmp_path):
+    rng = np.random.default_rng(8)
+    first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
+    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
+    config = _config(tmp_path, protocol="triehh++")
+    events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
+              T0 + HOUR + 1000, second_batches[5:], T0 + 3 * HOUR]
+    _streaming_run(config, events)
+    chosen = plan_sample_threshold(4.0, 1e-5, 6)
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
+                                             window_keys.sampler(start))
+        trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
+        assert len(expected.heavy_hitters) >= 2
+
+
 def _at_ms(batches, ms):
     return [b.set_column(3, "timestamp", pa.array([ms * 1000] * b.num_rows, pa.int64())) for b in batches]
 

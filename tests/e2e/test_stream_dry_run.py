@@ -13,10 +13,11 @@ from triehh_beam.job.config import DiscoveryConfig
 pytestmark = pytest.mark.slow
 
 
-def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, offline):  # noqa: F811
+@pytest.mark.parametrize("protocol", ["triehh", "triehh++"])
+def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, offline, protocol):  # noqa: F811
     config = DiscoveryConfig(input_pattern="pubsub", output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-10,
                              max_length=4, window=3600, allowed_lateness=600, seed=bytes(range(32)),
-                             state_dir=str(tmp_path / "state"))
+                             state_dir=str(tmp_path / "state"), protocol=protocol)
     source = stream.StreamSource("projects/triehh-test/subscriptions/records", "json", "event_time")
     ran = stream.run_stream(config, source, PipelineOptions(DATAFLOW_DRY_RUN), progress=lambda line: None)
     job = ran.result.job
@@ -25,4 +26,8 @@ def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, of
     for step in ("ReadFromPubSub", "ParseMessages", "GateLateRecords/UntilClose", "GateLateRecords/Panes", "PlanAndCharge",
                  "SampleAllRounds/RankAllRounds", "Rounds/Round4Vote", "Release", "WriteDeadLetters"):
         assert any(name == step or name.startswith(step + "/") for name in names), step
+    # TrieHH's bottom-m per window, or TrieHH++'s Bernoulli sample (no bottom-m at all).
+    sampled = "SampleAllRounds/ShardSampled" if protocol == "triehh++" else "SampleAllRounds/BottomM"
+    unused = "SampleAllRounds/BottomM" if protocol == "triehh++" else "SampleAllRounds/ShardSampled"
+    assert any(name.startswith(sampled) for name in names) and not any(name.startswith(unused) for name in names)
     assert ran.reports == [] and offline == []

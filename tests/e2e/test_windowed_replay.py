@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from triehh_beam.cli.main import main
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
 from triehh_beam.job import windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol import planner
+from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
 from tests.job.test_windowed import HOUR, SEED, T0, _population
@@ -50,6 +51,44 @@ def test_discover_window_releases_each_window_as_its_own_discovery(tmp_path):
         trie = Trie.from_bytes((released / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels]
     assert sorted(p.name for p in out.iterdir()) == [windowed.window_dir_name(T0), windowed.window_dir_name(T0 + HOUR)]
+
+
+def test_discover_window_with_triehh_plus_plus_releases_each_window_as_its_keyed_simulation(tmp_path, capsys):
+    rng = np.random.default_rng(12)
+    first, second = _population(3000, 1, "a"), _population(2600, 2, "b")
+    records = tmp_path / "records.jsonl"
+    _write_jsonl(records, [(T0, first), (T0 + HOUR, second)], rng)
+    seed_file = tmp_path / "seed.bin"
+    seed_file.write_bytes(SEED)
+    out = tmp_path / "out"
+    args = ["discover", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
+            "--max-length", "6", "--window", "1h", "--timestamp-column", "ts", "--seed-file", str(seed_file),
+            "--protocol", "triehh++"]
+    assert main(args) == 0
+    assert "2 windows, 2 released" in capsys.readouterr().out
+    config = DiscoveryConfig(input_pattern=str(records), output_dir=str(out), epsilon=4.0, delta=1e-5,
+                             max_length=6, window=3600, timestamp_column="ts", seed=SEED, protocol="triehh++")
+    chosen = plan_sample_threshold(4.0, 1e-5, 6)
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        released = out / windowed.window_dir_name(start)
+        assert (released / windowed.RELEASED_MARKER).exists()
+        expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
+                                             window_keys.sampler(start))
+        trie = Trie.from_bytes((released / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels]
+        assert len(expected.heavy_hitters) >= 2
+        privacy = json.loads((released / "heavy_hitters.json").read_text())["privacy"]
+        assert privacy["protocol"] == "triehh++" and privacy["tau"] == chosen.tau
+
+
+def test_discover_window_with_triehh_plus_plus_refuses_an_infeasible_target_unread(tmp_path, capsys):
+    records = tmp_path / "records.jsonl"
+    records.write_text('{"user_id": "u", "item": "the", "ts": 0}\n')
+    code = main(_replay_args(records, tmp_path / "out", "--protocol", "triehh++", "--epsilon", "8"))
+    assert code == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records.jsonl"]  # no output, state or ledger
 
 
 @pytest.mark.parametrize("flags, message", [

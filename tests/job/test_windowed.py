@@ -8,6 +8,7 @@ import os
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import TimestampedValue
@@ -15,11 +16,13 @@ from apache_beam.utils.timestamp import Timestamp
 
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
 from triehh_beam.job import stream, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.ledger import Ledger
+from triehh_beam.job.planning import InfeasiblePlanError
 from triehh_beam.protocol import planner
+from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
 
@@ -93,6 +96,42 @@ def test_each_window_equals_the_keyed_simulation_of_its_own_records(tmp_path):
         assert report["records_admitted_after_close"] == 0
     charges = Ledger(config.resolved_ledger_dir).records()
     assert sorted(r["window_start"] for r in charges) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]
+
+
+def test_triehh_plus_plus_each_window_equals_the_keyed_sample_and_threshold_simulation(tmp_path):
+    rng = np.random.default_rng(6)
+    first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
+    batches = _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng)
+    config = _config(tmp_path, protocol="triehh++")
+    job = _run(config, batches)
+    chosen = plan_sample_threshold(4.0, 1e-5, 6)
+    assert job.theta == chosen.tau and job.sample_probability == chosen.sampling_probability
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        out = tmp_path / "out" / windowed.window_dir_name(start)
+        assert (out / windowed.RELEASED_MARKER).exists()
+        expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
+                                             window_keys.sampler(start))
+        trie = Trie.from_bytes((out / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
+        assert len(expected.heavy_hitters) >= 2
+        document = json.loads((out / "heavy_hitters.json").read_text())
+        assert sorted(document["heavy_hitters"]) == sorted(expected.heavy_hitters)
+        (report,) = [r for r in windowed.read_window_reports(job) if r["window_start"] == windowed.rfc3339(start)]
+        assert report["released"] and report["privacy"]["protocol"] == "triehh++"
+        # Each round's Bernoulli sample, as the simulation drew it (its size is random).
+        sampled = {r["round"]: r["users_sampled"] for r in report["rounds"]}
+        assert sampled == {s.round_index: s.users_sampled for s in expected.round_stats}
+    charges = Ledger(config.resolved_ledger_dir).records()
+    assert sorted(r["window_start"] for r in charges) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]
+    assert {r["epsilon"] for r in charges} == {chosen.epsilon}
+
+
+def test_triehh_plus_plus_refuses_an_infeasible_target_before_any_window(tmp_path):
+    config = _config(tmp_path, protocol="triehh++", epsilon=8.0)  # eps / L > 1: outside the theorem
+    with pytest.raises(InfeasiblePlanError):
+        windowed.WindowedJob.for_config(config, SEED)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 
 def test_a_budget_for_one_window_releases_one_and_withholds_the_other(tmp_path):
@@ -205,6 +244,24 @@ def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_recor
         assert report["records_admitted"] == report["input"]["records"]
         assert report["records_admitted_after_close"] == 0
     assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]
+
+
+def test_triehh_plus_plus_streaming_windows_equal_the_keyed_simulation(tmp_path):
+    rng = np.random.default_rng(8)
+    first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
+    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
+    config = _config(tmp_path, protocol="triehh++")
+    events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
+              T0 + HOUR + 1000, second_batches[5:], T0 + 3 * HOUR]
+    _streaming_run(config, events)
+    chosen = plan_sample_threshold(4.0, 1e-5, 6)
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
+                                             window_keys.sampler(start))
+        trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
+        assert len(expected.heavy_hitters) >= 2
 
 
 def _at_ms(batches, ms):

@@ -6,11 +6,14 @@ window samples with its own keys (``sampling.WindowKeys``: seed, identity and wi
 and round ``r``'s frontier is the per-window ``AsList`` of round ``r - 1``'s kept prefixes. A
 window whose plan is not released draws nothing, so nothing downstream of the census sees its
 records. Theta depends only on (epsilon, delta, L, rule), so it is fixed when the graph is
-built.
+built. TrieHH++ (``sample_probability``): a window's round-r sample is every user of the window
+whose rank under the window's keys is below ``sampling.bernoulli_threshold(p_s)`` (no prefilter,
+no bottom-m); tau and p_s do not depend on n, so both are fixed with the graph too.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
@@ -39,7 +42,8 @@ class WindowPlan(NamedTuple):
         sampled and its result published. False: nothing is sampled (``reason`` says why).
       population: n, the window's distinct users (private).
       records: the records the census counted (private).
-      theta, sample_size: the plan's threshold and m (0 when there is no plan).
+      theta, sample_size: the plan's threshold and m (0 when there is no plan; m is 0 for
+        TrieHH++, whose sample is Bernoulli).
       reason: why the window is withheld (None when released), without any count: it is shown
         on the console and in progress events.
       detail: the reason with its figures (the planner's message holds n): private, for the
@@ -54,9 +58,13 @@ class WindowPlan(NamedTuple):
     sample_size: int = 0
     reason: Optional[str] = None
     detail: Optional[str] = None
+    sample_probability: float = 0.0  # TrieHH++'s p_s (0 for TrieHH)
 
     @property
-    def users_required(self) -> int:
+    def users_required(self) -> Optional[int]:
+        """min(m, n) for TrieHH; None for TrieHH++ (a Bernoulli sample's size is random)."""
+        if self.sample_probability:
+            return None
         return min(self.sample_size, self.population)
 
 
@@ -78,18 +86,26 @@ class _WindowKeysCache:
 
 
 class _RankWindowDoFn(beam.DoFn):
-    """A window's batch -> per round, its rows under the window's prefilter bound, ranked with
-    the window's keys; nothing for a window that is not released."""
+    """A window's batch -> per round, its rows under the window's prefilter bound (TrieHH), or
+    exactly its rows ranked at most ``top`` (TrieHH++: below the Bernoulli threshold), ranked
+    with the window's keys; nothing for a window that is not released."""
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, max_rounds: int):
+    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, max_rounds: int,
+                 top: Optional[int] = None):
         self._windows = windows
         self._keys = _WindowKeysCache(window_keys, max_rounds)
         self._max_rounds = max_rounds
+        self._top = top
 
     def process(self, batch, plan):
         if batch.num_rows == 0 or not plan.released:
             return
-        bound = np.uint64(sampling.rank_prefilter_bound(plan.population, plan.sample_size))
+        if self._top is None:
+            bound = np.uint64(sampling.rank_prefilter_bound(plan.population, plan.sample_size))
+        elif self._top < 0:  # a Bernoulli sample of probability below 2^-64: nobody
+            return
+        else:
+            bound = np.uint64(self._top)
         ranks = self._keys(plan.start).ranks_all(*binary_buffers(batch.column("user_id")))
         for round_index in range(1, self._max_rounds + 1):
             row = ranks[round_index - 1]
@@ -130,6 +146,20 @@ class _KeepWindowSampledDoFn(sample_pass._KeepSampledDoFn):
         yield from super().process(candidates, thresholds)
 
 
+@beam.typehints.with_input_types(Tuple[int, pa.RecordBatch], plan=Any)
+@beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
+class _ShardWindowBernoulliDoFn(sample_pass._ShardBernoulliDoFn):
+    """``_ShardBernoulliDoFn`` with the window's shards (one per ~16,384 of its expected sample)."""
+
+    def __init__(self, top_rank: int):
+        super().__init__(top_rank, 1)
+
+    def process(self, candidates, plan):
+        expected = math.ceil(plan.sample_probability * plan.population)
+        self._shards = sample_pass._shard_count(max(1, expected), None)
+        yield from super().process(candidates)
+
+
 class _BuildWindowTableDoFn(sample_pass._BuildSampleTableDoFn):
     """``_BuildSampleTableDoFn`` with the window's keys (the item-choice uniforms)."""
 
@@ -149,6 +179,11 @@ def _round_sample(keyed, plan: WindowPlan) -> Tuple[int, RoundSample]:
     return round_index, RoundSample(round_index, users, plan.users_required, plan.records)
 
 
+def _bernoulli_round_sample(keyed: Tuple[int, int], plan: WindowPlan) -> Tuple[int, RoundSample]:
+    round_index, users = keyed
+    return round_index, RoundSample(round_index, users, None, plan.records)  # its size is random
+
+
 class SampleEachWindow(beam.PTransform):
     """Windowed record batches -> every round's sample tables per window, in one pass.
 
@@ -158,13 +193,16 @@ class SampleEachWindow(beam.PTransform):
       max_rounds: L.
       plans: the per-window ``WindowPlan`` PCollection (one element per window).
       encoder, truncate: as ``SampleAllRounds``.
+      sample_probability: TrieHH++'s p_s (the graph's, as every window's plan records it): each
+        round's sample is the Bernoulli one; None: TrieHH's bottom-m of each window's plan.
 
     Output: ``{"tables": (round, pa.Table), "samples": (round, RoundSample)}``, per window.
     """
 
     def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, max_rounds: int, plans,
-                 encoder: ItemEncoder, truncate: bool = False):
+                 encoder: ItemEncoder, truncate: bool = False, sample_probability: Optional[float] = None):
         super().__init__()
+        self._probability = sample_probability
         self._windows = windows
         self._keys = window_keys
         self._max_rounds = max_rounds
@@ -175,7 +213,31 @@ class SampleEachWindow(beam.PTransform):
     def _plan(self):
         return window_view(beam.pvalue.AsSingleton(self._plans))
 
+    def _build_tables(self, sampled):
+        return (
+            sampled
+            | "GroupPerShard" >> beam.GroupByKey()
+            | "BuildSampleTables" >> beam.ParDo(
+                _BuildWindowTableDoFn(self._windows, self._keys, self._max_rounds, self._encoder, self._truncate))
+        )
+
+    def _expand_bernoulli(self, batches):
+        top = sampling.bernoulli_threshold(self._probability) - 1  # ranks below the threshold
+        candidates = batches | "RankAllRounds" >> beam.ParDo(
+            _RankWindowDoFn(self._windows, self._keys, self._max_rounds, top), self._plan())
+        tables = self._build_tables(
+            candidates | "ShardSampled" >> beam.ParDo(_ShardWindowBernoulliDoFn(max(top, 0)), plan=self._plan()))
+        sizes = (
+            tables
+            | "UsersPerTable" >> beam.Map(sample_pass._table_users)
+            | "UsersPerRound" >> beam.CombinePerKey(sum)
+            | "RoundSamples" >> beam.Map(_bernoulli_round_sample, plan=self._plan())
+        )
+        return {"tables": tables, "samples": sizes}
+
     def expand(self, batches):
+        if self._probability is not None:
+            return self._expand_bernoulli(batches)
         candidates = batches | "RankAllRounds" >> beam.ParDo(
             _RankWindowDoFn(self._windows, self._keys, self._max_rounds), self._plan())
         thresholds = (
@@ -184,14 +246,10 @@ class SampleEachWindow(beam.PTransform):
             | "PerRound" >> beam.GroupByKey()
             | "BottomM" >> beam.ParDo(_WindowThresholdDoFn(), plan=self._plan())
         )
-        tables = (
+        tables = self._build_tables(
             candidates
             | "KeepSampled" >> beam.ParDo(
-                _KeepWindowSampledDoFn(), thresholds=window_view(beam.pvalue.AsDict(thresholds)), plan=self._plan())
-            | "GroupPerShard" >> beam.GroupByKey()
-            | "BuildSampleTables" >> beam.ParDo(
-                _BuildWindowTableDoFn(self._windows, self._keys, self._max_rounds, self._encoder, self._truncate))
-        )
+                _KeepWindowSampledDoFn(), thresholds=window_view(beam.pvalue.AsDict(thresholds)), plan=self._plan()))
         sizes = thresholds | "RoundSamples" >> beam.Map(_round_sample, plan=self._plan())
         return {"tables": tables, "samples": sizes}
 

@@ -667,9 +667,6 @@ def _check_sample_and_threshold(config: DiscoveryConfig) -> None:
     if config.rule != BY_NAME["rule"].default:
         raise ValueError("--rule chooses TrieHH's theta and m; --protocol triehh++ has its own "
                          "planner: drop it, or use --protocol triehh")
-    if config.window is not None:
-        raise ValueError("--protocol triehh++ is not yet in windowed discovery (--window, triehh "
-                         "stream): run a whole discovery, or windows with --protocol triehh")
 
 
 def _keyed_values(config: DiscoveryConfig, skip: Sequence[str] = ()) -> Dict[str, Any]:

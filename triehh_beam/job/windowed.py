@@ -12,7 +12,10 @@ directory as released only once that marker exists. Its private operator report 
 goes to ``STATE/windows/window=<start>/operator_report.json``. A window whose target is
 infeasible for its n, whose spend does not fit the lifetime budget, or that an earlier run
 already released, releases nothing: the report says why. Nothing of a window below theta is
-written anywhere (``PrefixCounter`` inside the rounds' combine).
+written anywhere (``PrefixCounter`` inside the rounds' combine). With ``--protocol triehh++``
+each window's plan (and ledger record) is TrieHH++'s: its sample is the keyed Bernoulli sample
+of p_s under the window's keys, and prefixes with at least tau votes are kept; an infeasible
+target is refused before anything is read (its plan does not depend on n).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, plan_for_census
+from triehh_beam.job.config import TRIEHH_PP
+from triehh_beam.job.planning import (InfeasiblePlanError, PopulationError, check_before_census, plan_for,
+                                      plan_for_census)
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, parameters, rounds
 from triehh_beam.protocol.rounds import RoundResult
@@ -77,6 +82,7 @@ class WindowedJob:
     def for_config(cls, config: DiscoveryConfig, seed: bytes) -> "WindowedJob":
         if config.window is None:
             raise ValueError("a windowed job needs --window")
+        check_before_census(config)  # TrieHH++: an infeasible target is refused before any window
         Sampler(seed, config.window_identity())  # validates the seed
         name = keyed_hash.derive_key(seed, b"windowed-job-id", config.sampling_identity())
         stream_id = "stream-" + name[0].to_bytes(8, "little").hex() + name[1].to_bytes(8, "little").hex()
@@ -98,10 +104,20 @@ class WindowedJob:
 
     @property
     def theta(self) -> int:
+        """Every window's theta (TrieHH++: tau), fixed by the settings alone."""
         config = self.config
+        if config.protocol == TRIEHH_PP:
+            return plan_for(config, 0).theta
         if config.theta is not None:
             return config.theta
         return parameters.rule_theta(config.rule, config.epsilon, config.delta, config.max_length)
+
+    @property
+    def sample_probability(self) -> Optional[float]:
+        """TrieHH++'s p_s, every window's (it does not depend on n); None for TrieHH."""
+        if self.config.protocol != TRIEHH_PP:
+            return None
+        return plan_for(self.config, 0).sample_probability
 
 
 def _records_in(batch) -> int:
@@ -132,6 +148,9 @@ class _DecideDoFn(beam.DoFn):
             return
         if plan.theta != job.theta:
             raise AssertionError(f"the plan's theta {plan.theta} is not the graph's {job.theta}")
+        probability = job.sample_probability
+        if probability is not None and plan.sample_probability != probability:
+            raise AssertionError(f"the plan's p_s {plan.sample_probability} is not the graph's {probability}")
         details = {
             "window_start": rfc3339(start),
             "window_end": rfc3339(start + job.windows.size_micros),
@@ -143,7 +162,8 @@ class _DecideDoFn(beam.DoFn):
         except ledger_lib.BudgetExceededError as e:
             yield withheld(f"withheld: {e}")
             return
-        yield WindowPlan(start, True, users, records, plan.theta, plan.batch_size)
+        yield WindowPlan(start, True, users, records, plan.theta, plan.batch_size,
+                         sample_probability=plan.sample_probability if probability is not None else 0.0)
 
 
 def _trie_of(job: WindowedJob, results: List[Tuple[int, RoundResult]]) -> Tuple[Trie, state_pb2.JobState]:
@@ -247,7 +267,8 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
     plans = users | "PlanAndCharge" >> beam.ParDo(
         _DecideDoFn(job), window_view(beam.pvalue.AsSingleton(counted)))
     drawn = records | "SampleAllRounds" >> SampleEachWindow(
-        job.windows, window_keys, config.max_length, plans, config.encoder, config.truncate_long_items)
+        job.windows, window_keys, config.max_length, plans, config.encoder, config.truncate_long_items,
+        sample_probability=job.sample_probability)
     results = drawn["tables"] | "Rounds" >> RunWindowRounds(config.max_length, job.theta, drawn["samples"])
     return plans | "Release" >> beam.ParDo(_ReleaseDoFn(job), results=window_view(beam.pvalue.AsList(results)))
 

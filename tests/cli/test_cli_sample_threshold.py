@@ -1,8 +1,8 @@
 """TrieHH++ at the command line: `triehh plan --protocol triehh++` shows the planner's choice and
 its discovery table (and the default plan a one-line comparison), `triehh evaluate --engine
-simulate --protocol triehh++` runs it beside TrieHH, and `evaluate --engine pipeline`, which
-cannot run it yet, refuses in one line before doing anything (`discover --protocol triehh++`
-runs it: tests/e2e/test_discover_sample_threshold.py)."""
+simulate --protocol triehh++` runs it beside TrieHH, and `evaluate --engine pipeline` runs it
+through the real pipeline and grows the keyed simulation's tries (`discover --protocol triehh++`
+itself: tests/e2e/test_discover_sample_threshold.py)."""
 
 import json
 
@@ -128,11 +128,40 @@ def test_evaluate_simulate_runs_both_protocols_on_the_same_seeds(words, tmp_path
     assert "aa" in result["triehh_pp"][1]["runs"][0]["heavy_hitters"]
 
 
-def test_evaluate_refuses_triehh_plus_plus_on_the_pipeline(words, tmp_path, capsys):
-    code = _evaluate(words, tmp_path / "e", "--engine", "pipeline", "--protocol", "triehh++")
-    _, err = capsys.readouterr()
-    assert code == 2 and "does not run triehh++ yet" in err and "--engine simulate" in err
-    assert not (tmp_path / "e").exists()
+@pytest.mark.slow  # four real pipeline runs: ~20 s on 2 shared cores
+def test_evaluate_pipeline_runs_triehh_plus_plus_as_the_keyed_simulation_does(words, tmp_path, capsys):
+    # Two real pipeline runs per protocol (in-process runner, 2,270 users) through the command
+    # line; the simulate engine with the same run seeds and work directory (a run's samples are
+    # keyed by its job identity, which holds its output path and protocol) must grow the very
+    # same tries, TrieHH++'s as TrieHH's.
+    work_dir = str(tmp_path / "runs")
+    argv = ["evaluate", "--input", words, "--epsilon", "4", "--delta", "1e-6", "--max-length", "4",
+            "--runs", "2", "--top-k", "3", "--rivals", "exact", "--no-progress", "--work-dir", work_dir,
+            "--protocol", "triehh,triehh++"]
+    results = {}
+    for engine in ("pipeline", "simulate"):
+        code = cli.main(argv + ["--engine", engine, "--output", str(tmp_path / engine)])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert "TrieHH++ ε=4, unit size 1 (L=4)" in out and "TrieHH ε=4, unit size 1 (L=4)" in out
+        results[engine] = json.loads((tmp_path / engine / "evaluation.json").read_text(encoding="utf-8"))
+    piped, simulated = results["pipeline"], results["simulate"]
+    assert piped["parameters"]["engine"] == "pipeline" and piped["parameters"]["protocols"] == ["triehh", "triehh++"]
+    assert not piped["warnings"]
+    for protocol in ("triehh", "triehh_pp"):
+        assert len(piped[protocol]) == len(simulated[protocol]) == 1
+        a, b = piped[protocol][0], simulated[protocol][0]
+        for run_a, run_b in zip(a["runs"], b["runs"], strict=True):
+            for key in ("seed", "heavy_hitters", "frequent_prefixes", "rounds", "level_sizes"):
+                assert run_a[key] == run_b[key], (protocol, key)
+        assert a["metrics"] == b["metrics"] and a["privacy"] == b["privacy"] and a["items"] == b["items"]
+    pp = piped["triehh_pp"][0]
+    assert pp["protocol"] == "triehh++" and "tau" in pp["privacy"]
+    assert all("aa" in run["heavy_hitters"] for run in pp["runs"])
+    # Paired runs, and the two protocols drew differently (TrieHH++'s identity names its protocol).
+    assert [r["seed"] for r in pp["runs"]] == [r["seed"] for r in piped["triehh"][0]["runs"]]
+    report = (tmp_path / "pipeline" / "report.html").read_text(encoding="utf-8")
+    assert "TrieHH++ ε=4, unit size 1 (L=4)" in report and "TrieHH ε=4, unit size 1 (L=4)" in report
 
 
 def test_evaluate_lists_an_infeasible_triehh_plus_plus_target(words, tmp_path, capsys):

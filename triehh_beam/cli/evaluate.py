@@ -78,7 +78,7 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                              "simulation, the same draws as the pipeline for the same seed, faster")
     target.add_argument("--protocol", type=_protocols, default=("triehh",), metavar="P[,P...]",
                         help="triehh (default) and/or triehh++ (sample-and-threshold at the same epsilon "
-                             "and delta; --engine simulate only, for now)")
+                             "and delta, on the same run seeds)")
     target.add_argument("--rivals", type=_rivals, default=("pem", "exact"), metavar="NAMES",
                         help="comma-separated: pem (local DP, same epsilon), exact (non-private "
                              "top-K); 'none' for neither (default: pem,exact)")

@@ -96,8 +96,8 @@ class EvaluationConfig:
       confidence: of the intervals.
       pem_eta: PEM's η (default: ``pem.PEMConfig``'s).
       pem_candidate_factor: PEM keeps this many times K prefixes per intermediate group.
-      protocols: ``"triehh"`` and/or ``"triehh++"`` (sample-and-threshold, the simulate
-        engine only: evaluate's pipeline engine does not run it yet); each configuration runs under each, at the same
+      protocols: ``"triehh"`` and/or ``"triehh++"`` (sample-and-threshold, on either engine:
+        the pipeline's ``--protocol triehh++``); each configuration runs under each, at the same
         (ε, δ) and on the same run seeds.
       work_dir: scratch area of the pipeline engine (outputs and state of each run); default a
         fresh local temporary directory, removed afterwards. Give a ``gs://`` path for a remote
@@ -155,9 +155,6 @@ class EvaluationConfig:
         if not protocols or any(p not in PROTOCOLS for p in protocols):
             raise ValueError(f"protocols must be among {', '.join(PROTOCOLS)}, got {self.protocols!r}")
         object.__setattr__(self, "protocols", tuple(p for p in PROTOCOLS if p in protocols))
-        if "triehh++" in self.protocols and self.engine != "simulate":
-            raise ValueError("evaluate --engine pipeline does not run triehh++ yet (triehh discover "
-                             "--protocol triehh++ does): evaluate it with --engine simulate")
         if self.input_format not in (None, *FORMATS):
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.input_format!r}")
         if self.rule not in parameters.RULES:
@@ -244,16 +241,21 @@ class _Run:
     population: int
 
 
-def _run_output(work_dir: str, epsilon: float, unit_size: int, index: int) -> str:
+def _run_output(work_dir: str, epsilon: float, unit_size: int, index: int, plus: bool = False) -> str:
+    """A run's output (and state) directory; TrieHH++'s runs have their own (``pp-``)."""
     from apache_beam.io.filesystems import FileSystems
 
-    return FileSystems.join(work_dir, f"eps{epsilon:g}-k{unit_size}-run{index}")
+    return FileSystems.join(work_dir, f"{'pp-' if plus else ''}eps{epsilon:g}-k{unit_size}-run{index}")
 
 
-def _discovery_config(config: EvaluationConfig, unit_size: int, epsilon: float, seed: bytes, out: str):
-    """The ``DiscoveryConfig`` of one pipeline-engine run (its identity keys the run's samples)."""
+def _discovery_config(config: EvaluationConfig, unit_size: int, epsilon: float, seed: bytes, out: str,
+                      plus: bool = False):
+    """The ``DiscoveryConfig`` of one pipeline-engine run (its identity keys the run's samples);
+    ``plus``: TrieHH++'s (``--protocol triehh++``, whose planner takes no ``rule``)."""
+    from triehh_beam.job.config import TRIEHH_PP
     from triehh_beam.job.driver import DiscoveryConfig
 
+    protocol = {"protocol": TRIEHH_PP} if plus else {"rule": config.rule}
     return DiscoveryConfig(
         input_pattern=config.input_pattern,
         output_dir=out,
@@ -262,13 +264,13 @@ def _discovery_config(config: EvaluationConfig, unit_size: int, epsilon: float, 
         max_length=config.max_length_for(unit_size),
         unit_size=unit_size,
         input_format=config.input_format,
-        rule=config.rule,
         seed=seed,
         case_fold=config.case_fold,
         truncate_long_items=config.truncate_long_items,
         user_column=config.user_column,
         item_column=config.item_column,
         count_column=config.count_column or "",
+        **protocol,
     )
 
 
@@ -325,7 +327,8 @@ def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
 
 
 def _pipeline_runs(config: EvaluationConfig, unit_size: int, epsilon: float, seeds: Sequence[bytes],
-                   work_dir: str, options, on_run: Callable[[int], None]) -> List[_Run]:
+                   work_dir: str, options, on_run: Callable[[int], None], plus: bool = False) -> List[_Run]:
+    """One ``driver.run_discovery`` per seed (TrieHH++'s with ``plus``), each in its own output."""
     from apache_beam.io.filesystems import FileSystems
 
     from triehh_beam.job.driver import run_discovery
@@ -333,8 +336,8 @@ def _pipeline_runs(config: EvaluationConfig, unit_size: int, epsilon: float, see
 
     runs = []
     for index, seed in enumerate(seeds):
-        out = _run_output(work_dir, epsilon, unit_size, index)
-        discovery = _discovery_config(config, unit_size, epsilon, seed, out)
+        out = _run_output(work_dir, epsilon, unit_size, index, plus)
+        discovery = _discovery_config(config, unit_size, epsilon, seed, out, plus)
         started = time.monotonic()
         result = run_discovery(discovery, options)
         seconds = time.monotonic() - started
@@ -550,12 +553,13 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
             if config.engine == "simulate":
                 identities = None if config.work_dir is None else [
                     _discovery_config(config, unit_size, epsilon, seed,
-                                      _run_output(config.work_dir, epsilon, unit_size, index)).sampling_identity()
+                                      _run_output(config.work_dir, epsilon, unit_size, index, plus),
+                                      plus).sampling_identity()
                     for index, seed in enumerate(seeds)]
                 runs = _simulate_runs(population.users, encoder, plan, seeds, config.truncate_long_items, on_run,
                                       identities)
             else:
-                runs = _pipeline_runs(config, unit_size, epsilon, seeds, work_dir, options, on_run)
+                runs = _pipeline_runs(config, unit_size, epsilon, seeds, work_dir, options, on_run, plus)
             mismatched = {run.population for run in runs} - {n}
             if mismatched:
                 warnings.append(

@@ -3,8 +3,8 @@ per-item worst-case bound. The plan is ``protocol.sample_threshold_planner``'s a
 (ε, δ, L) TrieHH is evaluated at; the privacy block records alpha, tau, p_s and the per-round
 and composed (ε, δ) (docs/protocol.md §2); the bound is ``P(Binomial(f, p_s) >= tau) ** len``,
 exact for one item per user sharing no prefix (``protocol.sample_threshold``). The runs
-themselves are the keyed simulation's (``simulation.simulate_many_sample_threshold``): the
-pipeline does not run TrieHH++ yet.
+themselves are the pipeline's (``discover --protocol triehh++``) or the keyed simulation's
+(``simulation.simulate_many_sample_threshold``), which are the same draws (``experiment``).
 """
 
 from __future__ import annotations

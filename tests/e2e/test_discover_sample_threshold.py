@@ -217,9 +217,8 @@ def test_dry_run_shows_the_triehh_pp_plan_and_charges_nothing(runs, tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--theta", "10", "--batch-size", "300"], "--theta fixes TrieHH's parameters; --protocol triehh++ plans"),
     (["--rule", "corollary1"], "--rule chooses TrieHH's theta and m; --protocol triehh++ has its own planner"),
-    (["--window", "1h", "--timestamp-column", "t"], "--protocol triehh++ is not yet in windowed discovery"),
 ])
-def test_triehhs_own_settings_and_windows_are_refused_with_triehh_pp(runs, tmp_path, flags, message):
+def test_triehhs_own_settings_are_refused_with_triehh_pp(runs, tmp_path, flags, message):
     code, stdout, err = _discover(runs["records"], tmp_path / "out", "--protocol", "triehh++", *flags)
     assert code == 2 and stdout == ""
     assert message in err and len(err.splitlines()) == 1

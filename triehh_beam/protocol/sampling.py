@@ -299,9 +299,14 @@ class RoundKeys:
 
     def choice_uniforms_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """``choice_uniforms`` of user ids given as Arrow-style buffers of their canonical bytes."""
+        return _uniforms(self.choice_words_packed(data, offsets))
+
+    def choice_words_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """The 64-bit words the choice uniforms are made from (``uint64``): what a federated
+        server sends a selected device, so that its vote is the central job's."""
         if self.scheme == SCHEME_V1:
-            return _uniforms(keyed_hash.siphash24_batch(self.choice_key, data, offsets))
-        return self.uniforms_from_user_hashes(self.user_hashes_packed(data, offsets))
+            return keyed_hash.siphash24_batch(self.choice_key, data, offsets)
+        return _aes128_low_words(self.choice_key, self.user_hashes_packed(data, offsets), self.round_index)
 
 
 @dataclasses.dataclass(frozen=True)

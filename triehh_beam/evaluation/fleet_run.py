@@ -81,9 +81,9 @@ def _pubsub_host() -> Iterator[str]:
     if os.environ.get("PUBSUB_EMULATOR_HOST"):
         yield os.environ["PUBSUB_EMULATOR_HOST"]
         return
-    from triehh_beam.io.pubsub_emulator import start_emulator
+    from triehh_beam.io.pubsub_emulator import start_pubsub_emulator
 
-    with start_emulator() as host:
+    with start_pubsub_emulator() as host:
         previous = os.environ.get("PUBSUB_EMULATOR_HOST")
         os.environ["PUBSUB_EMULATOR_HOST"] = host
         try:
@@ -120,19 +120,16 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
     server_config = dataclasses.replace(config, input_pattern=registry_path)
     progress(f"simulated fleet: {len(registry):,} devices from {config.input_pattern}")
     run = uuid.uuid4().hex[:12]
-    with _pubsub_host() as host:
-        names = {k: f"triehh-{k}-{run}" for k in ("announce", "fleet", "reports", "server")}
-        announce = f"projects/{_PROJECT}/topics/{names['announce']}"
-        reports = f"projects/{_PROJECT}/topics/{names['reports']}"
-        fleet_sub = f"projects/{_PROJECT}/subscriptions/{names['fleet']}"
-        server_sub = f"projects/{_PROJECT}/subscriptions/{names['server']}"
+    with _pubsub_host():
+        announce = f"projects/{_PROJECT}/topics/triehh-announce-{run}"
+        reports = f"projects/{_PROJECT}/topics/triehh-reports-{run}"
+        server_sub = f"projects/{_PROJECT}/subscriptions/triehh-server-{run}"
         for topic in (announce, reports):
             pubsub.ensure_topic(topic)
-        pubsub.ensure_subscription(fleet_sub, announce)
         pubsub.ensure_subscription(server_sub, reports)
-        fleet = SimulatedFleet(users, fleet_sub, reports, FleetOptions(
+        fleet = SimulatedFleet(users, announce, reports, FleetOptions(
             dropout=faults.dropout, duplicate=faults.duplicate, late=faults.late, malformed=faults.malformed,
-            latency_median=faults.latency, seed=faults.seed), encoder_options=config.record_options)
+            latency_median_s=faults.latency, seed=faults.seed))
         source = federated.FederatedSource(registry, announce, server_sub, round_deadline, report_goal)
         _write_registry(registry, registry_path, config)
         options = PipelineOptions(list(beam_args) + [f"--project={_PROJECT}"])
@@ -142,9 +139,9 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
             if time.monotonic() - started > _DRAIN_TIMEOUT_S + round_deadline * config.max_length:
                 return False
             idle = fleet.wait_idle(0)
-            return not (idle and read >= fleet.published())
+            return not (idle and read >= _published(fleet.counts()))
 
-        with pubsub.BatchPublisher() as publisher, fleet:
+        with fleet, pubsub.BatchPublisher() as publisher:
             def publish(topic, messages):
                 publisher.publish_many(topic, messages)
                 publisher.wait()
@@ -156,20 +153,35 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
     progress("central run of the same records (discover, same seed and identity) for comparison")
     central = run_discovery(_central_config(config, seed, central_work),
                             identity=federated.federated_identity(server_config))
-    found, truth = set(result.trie.heavy_hitters()), set(central.trie.heavy_hitters())
+    found, truth = _published_items(result.output), _published_items(central.output_path)
+    same_trie = _read(FileSystems.join(result.output, "trie.pb")) == _read(
+        FileSystems.join(FileSystems.split(central.output_path)[0], "trie.pb"))
     received = federated.label_totals(result)
     return SimulationSummary(
         job_id=result.job_id, devices=len(registry), rounds=len(result.rounds),
-        heavy_hitters=sorted(map(str, found)), central_heavy_hitters=sorted(map(str, truth)),
-        trie_equal_to_central=result.trie.to_bytes() == central.trie.to_bytes(),
+        heavy_hitters=sorted(found, key=str), central_heavy_hitters=sorted(truth, key=str),
+        trie_equal_to_central=same_trie,
         recall_vs_central=(len(found & truth) / len(truth)) if truth else None,
         sent=sent, received=received, redelivered=result.redelivered,
-        unread=max(0, sum(v for k, v in sent.items() if k in _PUBLISHED_KINDS) - sum(received.values())),
+        unread=max(0, _published(sent) - sum(received.values())),
         output=result.output, report=result.report_path)
 
 
-# The fleet's counts that are messages it published (the rest describe devices).
-_PUBLISHED_KINDS = ("reports", "duplicates", "late", "malformed")
+def _read(path: str) -> bytes:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def _published_items(path: str) -> set:
+    """The heavy hitters a ``heavy_hitters.json`` (or the directory holding it) publishes."""
+    if not path.endswith(".json"):
+        path = FileSystems.join(path, "heavy_hitters.json")
+    return {json.dumps(v) if isinstance(v, (list, dict)) else v for v in json.loads(_read(path))["heavy_hitters"]}
+
+
+def _published(counts: Dict[str, int]) -> int:
+    """Messages the fleet published: reports (late ones included), second copies, corrupt ones."""
+    return counts["reports"] + counts["duplicates"] + counts["malformed"]
 
 
 def _write_registry(registry: Registry, path: str, config: DiscoveryConfig) -> None:

@@ -47,6 +47,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import cas
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
@@ -139,13 +140,6 @@ def federated_job_id(seed: bytes, identity: bytes) -> str:
     return "federated-" + key[0].to_bytes(8, "little").hex() + key[1].to_bytes(8, "little").hex()
 
 
-def _device_attribute(device_id: bytes) -> str:
-    try:
-        return device_id.decode("utf-8")
-    except UnicodeDecodeError:
-        return "hex:" + device_id.hex()
-
-
 def _now_millis() -> int:
     return int(time.time() * 1000)
 
@@ -178,6 +172,9 @@ class _Server:
             return json.loads(f.read().decode("utf-8"))
 
     def _write_json(self, path: str, document: dict) -> None:
+        directory = path.rsplit("/", 1)[0]
+        if not FileSystems.exists(directory):
+            FileSystems.mkdirs(directory)
         outputs.write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"),
                                  private=True)
 
@@ -220,12 +217,12 @@ class _Server:
                                          frontier=frozenset(step.frontier), deadline_millis=deadline,
                                          report_goal=public_goal,
                                          too_long="truncate" if self.config.truncate_long_items else "drop")
-        attributes = {"job": self.job_id, "round": str(r)}
-        self.publish(self.source.announce_topic, [(announcement.to_bytes(), {**attributes, "kind": "announcement"})])
+        self.publish(self.source.announce_topic,
+                     [(announcement.to_bytes(), attributes.announcement_attributes(self.job_id, r))])
         invitations = [
             (Invitation(job_id=self.job_id, round_index=r, device_id=device, token=token,
                         choice_word=int(word)).to_bytes(),
-             {**attributes, "kind": "invitation", "device": _device_attribute(device)})
+             attributes.invitation_attributes(self.job_id, r, device))
             for device, token, word in zip(selection.device_ids, selection.tokens, selection.choice_words)
         ]
         self.publish(self.source.announce_topic, invitations)
@@ -306,11 +303,12 @@ def _state_for_outputs(config: DiscoveryConfig, server: _Server, trie: Trie, rec
     return state
 
 
-def _published_section(records: List[dict]) -> dict:
+def _published_section() -> dict:
+    """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
+    stay in the operator report)."""
     return {
         "mode": "federated: devices kept their records and sent one vote (or an abstention) per round",
         "guarantee_with_dropouts": DROPOUT_GUARANTEE,
-        "rounds_closed_by": [record["closed_by"] for record in records],
     }
 
 
@@ -364,7 +362,7 @@ def run_federated(
     finally:
         cancel_job(collector)
     state = _state_for_outputs(config, server, trie, records, stop_reason)
-    outputs.write_outputs(config.output_dir, state, trie, extra={"federated": _published_section(records)})
+    outputs.write_outputs(config.output_dir, state, trie, extra={"federated": _published_section()})
     report = {
         "private": outputs.PRIVATE_NOTE,
         "job_id": server.job_id,

@@ -34,7 +34,7 @@ def _wait_for(condition, seconds, what):
 # ---- topics and subscriptions ---------------------------------------------------------------
 
 
-def test_topics_and_subscriptions_are_created_once(pubsub_emulator):
+def test_topics_and_subscriptions_are_created_once_and_deleted(pubsub_emulator):
     topic, subscription = _names(pubsub_emulator, "ensure")
     assert pubsub.ensure_topic(topic) is True
     assert pubsub.ensure_topic(topic) is False
@@ -43,6 +43,8 @@ def test_topics_and_subscriptions_are_created_once(pubsub_emulator):
     assert (got.topic, got.ack_deadline_seconds) == (topic, 20)
     assert pubsub.ensure_subscription(subscription, topic, ack_deadline_seconds=45) is False
     assert pubsub_emulator.subscriber.get_subscription(subscription=subscription).ack_deadline_seconds == 45
+    assert pubsub.delete_subscription(subscription) is True
+    assert pubsub.delete_subscription(subscription) is False
 
 
 def test_a_subscription_on_another_topic_or_a_bad_deadline_is_refused(pubsub_emulator):
@@ -144,15 +146,16 @@ def _one_line_within(call, seconds, error):
 
 def test_an_unreachable_host_is_a_one_line_error_within_the_timeout(nobody_home):
     topic, subscription = "projects/p/topics/unreachable", "projects/p/subscriptions/unreachable"
-    for call in (lambda: pubsub.ensure_topic(topic, timeout=2),
-                 lambda: pubsub.ensure_subscription(subscription, topic, timeout=2),
-                 lambda: pubsub.PullLoop(subscription, print, timeout=2).start()):
-        error = _one_line_within(call, 2, pubsub.PubsubUnavailableError)
-        assert f"Pub/Sub at {nobody_home} (PUBSUB_EMULATOR_HOST) did not answer within 2 s" in str(error)
-    publisher = pubsub.BatchPublisher(timeout=2)
+    for call in (lambda: pubsub.ensure_topic(topic, timeout=1),
+                 lambda: pubsub.ensure_subscription(subscription, topic, timeout=1),
+                 lambda: pubsub.delete_subscription(subscription, timeout=1),
+                 lambda: pubsub.PullLoop(subscription, print, timeout=1).start()):
+        error = _one_line_within(call, 1, pubsub.PubsubUnavailableError)
+        assert f"Pub/Sub at {nobody_home} (PUBSUB_EMULATOR_HOST) did not answer within 1 s" in str(error)
+    publisher = pubsub.BatchPublisher(timeout=1)
     publisher.publish(topic, b"x", {"kind": "report"})
     publisher.publish(topic, b"y", {"kind": "report"})
-    error = _one_line_within(publisher.wait, 2, pubsub.PublishError)
+    error = _one_line_within(publisher.wait, 1, pubsub.PublishError)
     assert (error.failed + error.pending, error.total) == (2, 2)
     assert nobody_home in str(error)
     publisher.close()

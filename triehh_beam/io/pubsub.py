@@ -27,6 +27,7 @@ __all__ = [
     "PullCallbackError",
     "PullLoop",
     "PulledMessage",
+    "delete_subscription",
     "ensure_subscription",
     "ensure_topic",
     "service_host",
@@ -150,6 +151,23 @@ def ensure_subscription(
         return False
     except _UNREACHABLE as e:
         raise _unavailable(f"creating {subscription}", timeout, e) from e
+
+
+def delete_subscription(subscription: str, subscriber: Optional[pubsub_v1.SubscriberClient] = None,
+                        timeout: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Deletes ``subscription`` if it exists; returns True if it did.
+
+    Raises:
+      PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
+    """
+    client = subscriber or pubsub_v1.SubscriberClient()
+    try:
+        client.delete_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout)
+        return True
+    except api_exceptions.NotFound:
+        return False
+    except _UNREACHABLE as e:
+        raise _unavailable(f"deleting {subscription}", timeout, e) from e
 
 
 class BatchPublisher:

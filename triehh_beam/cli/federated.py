@@ -107,7 +107,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         try:
             result = federated.run_federated(config, source, publish, PipelineOptions(list(beam_args)),
                                              progress=lambda line: print(line, flush=True))
-        except (InfeasiblePlanError, BudgetExceededError, pubsub.PubsubUnavailableError) as e:
+        except (InfeasiblePlanError, BudgetExceededError, pubsub.PubsubUnavailableError, ValueError) as e:
             return _fail("serve", str(e))
     print(f"federated job {result.job_id}: {len(result.rounds)} rounds, "
           f"{len(result.trie.heavy_hitters()):,} heavy hitters in {result.output}; "

@@ -24,6 +24,7 @@ __all__ = [
     "BatchPublisher",
     "PublishError",
     "PubsubUnavailableError",
+    "check_subscription",
     "PullCallbackError",
     "PullLoop",
     "PulledMessage",
@@ -152,6 +153,27 @@ def ensure_subscription(
     except _UNREACHABLE as e:
         raise _unavailable(f"creating {subscription}", timeout, e) from e
 
+
+
+def check_subscription(subscription: str, subscriber: Optional[pubsub_v1.SubscriberClient] = None,
+                       timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    """Checks that ``subscription`` exists, before a job relies on it.
+
+    Raises:
+      PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
+      ValueError: it does not exist (the text names it).
+    """
+    client = subscriber or pubsub_v1.SubscriberClient()
+    try:
+        client.get_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout)
+    except api_exceptions.NotFound as e:
+        raise ValueError(f"the subscription {subscription} does not exist: create it on the topic the "
+                         "devices' reports are published to") from e
+    except _UNREACHABLE as e:
+        raise _unavailable(f"reading {subscription}", timeout, e) from e
+    finally:
+        if subscriber is None:
+            client.close()
 
 def delete_subscription(subscription: str, subscriber: Optional[pubsub_v1.SubscriberClient] = None,
                         timeout: float = DEFAULT_TIMEOUT_S) -> bool:

@@ -335,14 +335,21 @@ def run_federated(
     Raises:
       InfeasiblePlanError: the target cannot be met for n enrolled devices (nothing announced).
       BudgetExceededError: the spend does not fit the lifetime budget (nothing announced).
+      PubsubUnavailableError, ValueError: Pub/Sub does not answer, or the reports subscription
+        does not exist (checked before the charge: nothing spent).
     """
     from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
     from triehh_beam.beam.federated import LogReports
     from triehh_beam.job.stream import cancel_job, job_seed, stream_pipeline
 
+    from triehh_beam.io import pubsub
+
     seed = job_seed(config, SEED_NAME)
     server = _Server(config, source, seed, publish, progress, keep_draining)
+    # Before the charge: a job that cannot announce or hear back spends nothing.
+    pubsub.ensure_topic(source.announce_topic)
+    pubsub.check_subscription(source.reports_subscription)
     cas.make_private_dir(config.resolved_state_dir)
     if cas.is_local(server.root):
         cas.make_private_dir(server.root)

@@ -62,8 +62,9 @@ class SimulationSummary:
     rounds: int
     heavy_hitters: List
     central_heavy_hitters: List
-    trie_equal_to_central: bool
+    trie_equal_to_central: Optional[bool]
     recall_vs_central: Optional[float]
+    seconds: float
     sent: Dict[str, int]
     received: Dict[str, int]
     redelivered: int
@@ -103,8 +104,9 @@ def _central_config(config: DiscoveryConfig, seed: bytes, work: str) -> Discover
 
 
 def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_goal: float,
-             beam_args: List[str], progress=print) -> SimulationSummary:
-    """Runs the fleet, the server and the central reference; see the module docstring."""
+             beam_args: List[str], progress=print, compare: bool = True) -> SimulationSummary:
+    """Runs the fleet, the server and (``compare``) the central reference; see the module
+    docstring. Without the reference, the summary's central fields are empty (None)."""
     from triehh_beam.evaluation.fleet import FleetOptions, SimulatedFleet
     from triehh_beam.evaluation.population import load_population
     from triehh_beam.io import pubsub
@@ -147,21 +149,26 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
                 publisher.wait()
 
             result = federated.run_federated(server_config, source, publish, options, progress, keep_draining)
+        elapsed = time.monotonic() - started
         sent = fleet.counts()
-    seed = job_seed(server_config, federated.SEED_NAME)
-    central_work = FileSystems.join(config.resolved_state_dir, "central-run")
-    progress("central run of the same records (discover, same seed and identity) for comparison")
-    central = run_discovery(_central_config(config, seed, central_work),
-                            identity=federated.federated_identity(server_config))
-    found, truth = _published_items(result.output), _published_items(central.output_path)
-    same_trie = _read(FileSystems.join(result.output, "trie.pb")) == _read(
-        FileSystems.join(FileSystems.split(central.output_path)[0], "trie.pb"))
+    found, truth, same_trie = _published_items(result.output), None, None
+    if compare:
+        seed = job_seed(server_config, federated.SEED_NAME)
+        central_work = FileSystems.join(config.resolved_state_dir, "central-run")
+        progress("central run of the same records (discover, same seed and identity) for comparison")
+        central = run_discovery(_central_config(config, seed, central_work),
+                                identity=federated.federated_identity(server_config))
+        truth = _published_items(central.output_path)
+        same_trie = _read(FileSystems.join(result.output, "trie.pb")) == _read(
+            FileSystems.join(FileSystems.split(central.output_path)[0], "trie.pb"))
     received = federated.label_totals(result)
     return SimulationSummary(
         job_id=result.job_id, devices=len(registry), rounds=len(result.rounds),
-        heavy_hitters=sorted(found, key=str), central_heavy_hitters=sorted(truth, key=str),
+        heavy_hitters=sorted(found, key=str),
+        central_heavy_hitters=None if truth is None else sorted(truth, key=str),
         trie_equal_to_central=same_trie,
         recall_vs_central=(len(found & truth) / len(truth)) if truth else None,
+        seconds=round(elapsed, 2),
         sent=sent, received=received, redelivered=result.redelivered,
         unread=max(0, _published(sent) - sum(received.values())),
         output=result.output, report=result.report_path)
@@ -200,9 +207,9 @@ def main(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_
         print(json.dumps(summary.document(), sort_keys=True))
         return 0
     recall = "n/a" if summary.recall_vs_central is None else f"{summary.recall_vs_central:.3f}"
-    print(f"federated: {len(summary.heavy_hitters)} heavy hitters in {summary.rounds} rounds; central: "
-          f"{len(summary.central_heavy_hitters)}; recall vs central {recall}; same trie: "
-          f"{'yes' if summary.trie_equal_to_central else 'no'}")
+    print(f"federated: {len(summary.heavy_hitters)} heavy hitters in {summary.rounds} rounds "
+          f"({summary.seconds:.1f} s); central: {len(summary.central_heavy_hitters)}; recall vs central "
+          f"{recall}; same trie: {'yes' if summary.trie_equal_to_central else 'no'}")
     print("fleet sent (private, simulated): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.sent.items())))
     print("server counted (private): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.received.items()) if v)
           + f"; redelivered {summary.redelivered:,}; never read {summary.unread:,}")

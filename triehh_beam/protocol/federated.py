@@ -105,6 +105,13 @@ def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
         raise FederatedFormatError(source, error.problem) from error
 
 
+def _prefix_tuple(source: str, prefix) -> Units:
+    try:
+        return messages._as_prefix(prefix)
+    except ValueError as error:
+        raise FederatedFormatError(source, str(error)) from None
+
+
 def _serialize(message: _message.Message) -> bytes:
     return message.SerializeToString(deterministic=True)
 
@@ -149,8 +156,8 @@ class RoundAnnouncement:
     too_long: str = "drop"
 
     def __post_init__(self):
-        object.__setattr__(self, "frontier", frozenset(messages._as_prefix(p) for p in self.frontier))
         source = "<RoundAnnouncement>"
+        object.__setattr__(self, "frontier", frozenset(_prefix_tuple(source, p) for p in self.frontier))
         if not isinstance(self.encoder, ItemEncoder):
             raise FederatedFormatError(source, f"encoder must be an ItemEncoder, got {type(self.encoder).__name__}")
         _check_header(source, self.job_id, self.round_index, self.encoder.max_length)
@@ -297,9 +304,9 @@ class VoteReport:
     prefix: Optional[Units]
 
     def __post_init__(self):
-        if self.prefix is not None:
-            object.__setattr__(self, "prefix", messages._as_prefix(self.prefix))
         source = "<VoteReport>"
+        if self.prefix is not None:
+            object.__setattr__(self, "prefix", _prefix_tuple(source, self.prefix))
         _check_header(source, self.job_id, self.round_index)
         _check_token(source, self.token)
         if self.prefix is not None:

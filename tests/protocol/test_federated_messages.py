@@ -73,8 +73,12 @@ def test_the_frontier_is_front_coded_in_byte_order():
     message = federated_pb2.RoundAnnouncement.FromString(announcement().to_bytes())
     # Sorted by UTF-8 bytes: ha, he, th, ét (é is 0xc3 0xa9).
     assert list(message.frontier_shared) == [0, 1, 0, 0]
-    assert list(message.frontier_unit_lengths) == [1, 1, 1, 1, 1, 2, 1]
+    assert list(message.frontier_unit_lengths) == [1, 1, 1, 1, 1, 2, 1]  # é has 2 bytes
+    assert message.frontier_unit_width == 0
     assert message.frontier_units == "haethét".encode()
+    ascii_only = federated_pb2.RoundAnnouncement.FromString(announcement(frontier={("h", "a"), ("t", "o")}).to_bytes())
+    assert ascii_only.frontier_unit_width == 1 and list(ascii_only.frontier_unit_lengths) == []
+    assert ascii_only.frontier_units == b"hato"
     assert message.frontier_count == 4
     assert message.schema_version == SCHEMA_VERSION == 1
     assert message.long_items == federated_pb2.RoundAnnouncement.DROP
@@ -153,13 +157,10 @@ def _set(**fields):
         for name, value in fields.items():
             if value is None:
                 message.ClearField(name)
-            elif name.startswith("frontier_") and name != "frontier_count":
+            elif isinstance(value, list):  # a repeated field
                 field = getattr(message, name)
-                if isinstance(value, bytes):
-                    setattr(message, name, value)
-                else:
-                    del field[:]
-                    field.extend(value)
+                del field[:]
+                field.extend(value)
             else:
                 setattr(message, name, value)
     return edit
@@ -185,6 +186,8 @@ def _set(**fields):
     (_set(frontier_units="haeahét".encode()), "frontier: prefix 2 does not come after prefix 1"),
     (_set(frontier_units=b"haeth\xc3\x28t"), "frontier prefix 3: unit .* is not UTF-8"),
     (_set(frontier_unit_lengths=[1, 1, 1, 1, 1, 2, 2]), "a unit of 2 bytes at byte 7 of 8"),
+    (_set(frontier_unit_width=1), "both a unit width and unit lengths"),
+    (_set(frontier_unit_lengths=[], frontier_unit_width=1), "frontier: 1 units and 1 unit bytes left over"),
     (_set(frontier_shared=[0], frontier_unit_lengths=[2, 1], frontier_units=b"abc", frontier_count=1),
      "longer than unit_size=1"),
 ])
@@ -199,7 +202,7 @@ def test_an_announcement_of_prefixes_of_the_wrong_length_is_refused():
     # Round 3 extends prefixes of 2 units: a coding of 1-unit prefixes leaves units over.
     round_2 = announcement(round_index=2, frontier={("h",), ("t",)}).to_proto()
     round_2.round_index = 3
-    with pytest.raises(FederatedFormatError, match="unit lengths are too few"):
+    with pytest.raises(FederatedFormatError, match="the 2 units written are too few"):
         RoundAnnouncement.from_bytes(round_2.SerializeToString())
 
 
@@ -209,7 +212,8 @@ def test_an_announcement_refuses_units_the_encoding_cannot_make():
     with pytest.raises(FederatedFormatError, match="holds something other than binary digits"):
         RoundAnnouncement.from_bytes(int_case.SerializeToString())
     short_unit = announcement("bytes-units-2", round_index=3, frontier={(b"ab", b"cd")}).to_proto()
-    del short_unit.frontier_unit_lengths[:]
+    assert short_unit.frontier_unit_width == 2
+    short_unit.frontier_unit_width = 0
     short_unit.frontier_unit_lengths.extend([3, 1])  # (b"abc", b"d")
     with pytest.raises(FederatedFormatError, match="longer than unit_size=2"):
         RoundAnnouncement.from_bytes(short_unit.SerializeToString())

@@ -18,7 +18,7 @@ from google.protobuf import message as _message
 
 from triehh_beam.proto import federated_pb2, vote_pb2
 from triehh_beam.protocol import messages
-from triehh_beam.protocol.front_coding import FrontCodingError, front_code, front_decode
+from triehh_beam.protocol.front_coding import FrontCoded, FrontCodingError, front_code, front_decode
 from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
 from triehh_beam.protocol.user_items import LONG_ITEM_POLICIES
 
@@ -190,7 +190,7 @@ class RoundAnnouncement:
             encoding=messages.encoding_to_proto(self.encoder), long_items=_LONG_ITEMS_TO_PROTO[self.too_long],
             deadline_millis=self.deadline_millis, report_goal=self.report_goal,
             frontier_shared=coded.shared, frontier_unit_lengths=coded.unit_lengths,
-            frontier_units=coded.units, frontier_count=len(coded.shared))
+            frontier_units=coded.units, frontier_unit_width=coded.unit_width, frontier_count=len(coded.shared))
 
     def to_bytes(self) -> bytes:
         """The serialized ``RoundAnnouncement`` (deterministic: equal announcements, equal bytes)."""
@@ -369,8 +369,9 @@ def _frontier_bytes(message: federated_pb2.RoundAnnouncement, source: str) -> Li
         raise FederatedFormatError(
             source, f"{count} frontier prefixes but frontier_count {declared} (truncated or corrupt)")
     try:
-        return front_decode(message.frontier_shared, message.frontier_unit_lengths, message.frontier_units,
-                            message.round_index - 1)
+        coded = FrontCoded(tuple(message.frontier_shared), message.frontier_unit_width,
+                           tuple(message.frontier_unit_lengths), message.frontier_units)
+        return front_decode(coded, message.round_index - 1)
     except FrontCodingError as error:
         raise FederatedFormatError(source, f"frontier: {error}") from error
 

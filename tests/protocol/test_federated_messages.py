@@ -367,3 +367,17 @@ def test_the_encoding_message_is_the_trie_files_own():
     message = federated_pb2.RoundAnnouncement.FromString(announcement("text-units-2-tokenized").to_bytes())
     assert message.encoding == encoding_to_proto(CASES["text-units-2-tokenized"][0])
     assert message.encoding.tokenizer == "words-v1"
+
+
+def test_the_docs_tables_list_every_field_with_its_number():
+    """docs/federated_protocol.md describes each message field by field: its tables must list
+    exactly the fields the .proto defines, by number and name."""
+    import pathlib
+    import re
+
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "federated_protocol.md").read_text(encoding="utf-8")
+    for message in (federated_pb2.RoundAnnouncement, federated_pb2.Invitation, federated_pb2.VoteReport):
+        name = message.DESCRIPTOR.name
+        section = doc.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+        rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", section, re.M)
+        assert [(int(n), f) for n, f in rows] == [(f.number, f.name) for f in message.DESCRIPTOR.fields], name

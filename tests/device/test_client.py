@@ -293,6 +293,12 @@ def test_a_device_refuses_bad_counts(records):
         DeviceClient(records)
 
 
+def test_a_single_item_is_not_records():
+    for records in ("hello", b"hello"):
+        with pytest.raises(TypeError, match="not one"):
+            DeviceClient(records)
+
+
 def test_a_device_id_is_non_empty_bytes():
     for device_id in (b"", "device"):
         with pytest.raises(ValueError, match="a device id is non-empty bytes"):

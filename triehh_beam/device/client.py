@@ -63,10 +63,14 @@ class DeviceClient:
       device_id: this device's id; when given, an invitation for another id is refused.
 
     Raises:
+      TypeError: ``records`` is a single str or bytes (a slip for ``{item: 1}``).
       ValueError: a count that is not a non-negative integer.
     """
 
     def __init__(self, records: Records, device_id: Optional[bytes] = None):
+        if isinstance(records, (str, bytes, bytearray)):
+            raise TypeError(f"records are a mapping item -> count or (item, count) pairs, not one "
+                            f"{type(records).__name__}")
         pairs = records.items() if isinstance(records, Mapping) else records
         self._records: Tuple[Tuple[Item, int], ...] = tuple((item, _count(count)) for item, count in pairs)
         if device_id is not None and (not isinstance(device_id, bytes) or not device_id):

@@ -182,3 +182,29 @@ def test_a_job_over_budget_announces_nothing(pubsub_emulator, tmp_path):
     with pytest.raises(BudgetExceededError):
         _run(config, users, registry, publish_hook=lambda topic, messages: published.append(topic))
     assert published == []
+
+
+def test_triehh_plus_plus_rounds_equal_the_central_triehh_plus_plus(pubsub_emulator, tmp_path):
+    records, users, registry, registry_path = _population(tmp_path, n=3000)
+    config = _config(tmp_path, registry_path, protocol="triehh++")
+    result = _run(config, users, registry)
+    central_trie, central = _central(tmp_path, records, config)
+    assert central.plan.protocol == "triehh++"
+    assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
+    assert result.rounds and all(r["selected"] > 0 for r in result.rounds)
+
+
+def test_simulate_starts_its_own_emulator_when_none_is_given(tmp_path):
+    from tests.pubsub_emulator import emulator_missing
+
+    if emulator_missing():
+        pytest.skip(emulator_missing())
+    records = _records(tmp_path / "records.parquet", 1000)
+    env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(SEED)
+    command = [sys.executable, "-m", "triehh_beam.cli", "federated", "simulate", "--input", records,
+               "--output", str(tmp_path / "out"), "--seed-file", str(seed), *FLAGS]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "same trie: yes" in done.stdout and "never read 0" in done.stdout

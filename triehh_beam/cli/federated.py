@@ -14,6 +14,7 @@ failure while running.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Sequence
 
@@ -74,6 +75,14 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
+def _quiet_beam(config) -> None:
+    """As ``stream`` does: the streaming DirectRunner logs each retry of its Pub/Sub reader after
+    the collector is cancelled (a closed channel), and a worker's error with its traceback before
+    it reaches us; shown only with --verbose."""
+    if not config.verbose:
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+
+
 def _fail(command: str, message: str, code: int = 2) -> int:
     print(f"triehh federated {command}: error: {message}", file=sys.stderr)
     return code
@@ -99,6 +108,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                                            args.round_deadline, args.report_goal, args.drain_seconds)
     except (RegistryError, ValueError, OSError) as e:
         return _fail("serve", str(e))
+    _quiet_beam(config)
     with pubsub.BatchPublisher() as publisher:
         def publish(topic, messages):
             publisher.publish_many(topic, messages)
@@ -128,6 +138,7 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                                   malformed=args.malformed, latency=args.latency, seed=args.fleet_seed)
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))
+    _quiet_beam(config)
     return fleet_run.main(config, faults, args.round_deadline, args.report_goal, list(beam_args), args.json)
 
 

@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RoundAnnouncement(_message.Message):
-    __slots__ = ("schema_version", "job_id", "round_index", "encoding", "long_items", "deadline_millis", "report_goal", "frontier_shared", "frontier_unit_lengths", "frontier_units", "frontier_count")
+    __slots__ = ("schema_version", "job_id", "round_index", "encoding", "long_items", "deadline_millis", "report_goal", "frontier_shared", "frontier_unit_lengths", "frontier_units", "frontier_unit_width", "frontier_count")
     class LongItems(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         LONG_ITEMS_UNSPECIFIED: _ClassVar[RoundAnnouncement.LongItems]
@@ -29,6 +29,7 @@ class RoundAnnouncement(_message.Message):
     FRONTIER_SHARED_FIELD_NUMBER: _ClassVar[int]
     FRONTIER_UNIT_LENGTHS_FIELD_NUMBER: _ClassVar[int]
     FRONTIER_UNITS_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_UNIT_WIDTH_FIELD_NUMBER: _ClassVar[int]
     FRONTIER_COUNT_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job_id: str
@@ -40,8 +41,9 @@ class RoundAnnouncement(_message.Message):
     frontier_shared: _containers.RepeatedScalarFieldContainer[int]
     frontier_unit_lengths: _containers.RepeatedScalarFieldContainer[int]
     frontier_units: bytes
+    frontier_unit_width: int
     frontier_count: int
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., round_index: _Optional[int] = ..., encoding: _Optional[_Union[_trie_pb2.Encoding, _Mapping]] = ..., long_items: _Optional[_Union[RoundAnnouncement.LongItems, str]] = ..., deadline_millis: _Optional[int] = ..., report_goal: _Optional[int] = ..., frontier_shared: _Optional[_Iterable[int]] = ..., frontier_unit_lengths: _Optional[_Iterable[int]] = ..., frontier_units: _Optional[bytes] = ..., frontier_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., round_index: _Optional[int] = ..., encoding: _Optional[_Union[_trie_pb2.Encoding, _Mapping]] = ..., long_items: _Optional[_Union[RoundAnnouncement.LongItems, str]] = ..., deadline_millis: _Optional[int] = ..., report_goal: _Optional[int] = ..., frontier_shared: _Optional[_Iterable[int]] = ..., frontier_unit_lengths: _Optional[_Iterable[int]] = ..., frontier_units: _Optional[bytes] = ..., frontier_unit_width: _Optional[int] = ..., frontier_count: _Optional[int] = ...) -> None: ...
 
 class Invitation(_message.Message):
     __slots__ = ("schema_version", "job_id", "round_index", "device_id", "token", "choice_word")

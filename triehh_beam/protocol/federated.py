@@ -18,7 +18,7 @@ from google.protobuf import message as _message
 
 from triehh_beam.proto import federated_pb2, vote_pb2
 from triehh_beam.protocol import messages
-from triehh_beam.protocol.front_coding import FrontCodingError, front_code, front_decode
+from triehh_beam.protocol.front_coding import FrontCoded, FrontCodingError, front_code, front_decode
 from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
 from triehh_beam.protocol.user_items import LONG_ITEM_POLICIES
 
@@ -105,6 +105,13 @@ def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
         raise FederatedFormatError(source, error.problem) from error
 
 
+def _prefix_tuple(source: str, prefix) -> Units:
+    try:
+        return messages._as_prefix(prefix)
+    except ValueError as error:
+        raise FederatedFormatError(source, str(error)) from None
+
+
 def _serialize(message: _message.Message) -> bytes:
     return message.SerializeToString(deterministic=True)
 
@@ -149,8 +156,8 @@ class RoundAnnouncement:
     too_long: str = "drop"
 
     def __post_init__(self):
-        object.__setattr__(self, "frontier", frozenset(messages._as_prefix(p) for p in self.frontier))
         source = "<RoundAnnouncement>"
+        object.__setattr__(self, "frontier", frozenset(_prefix_tuple(source, p) for p in self.frontier))
         if not isinstance(self.encoder, ItemEncoder):
             raise FederatedFormatError(source, f"encoder must be an ItemEncoder, got {type(self.encoder).__name__}")
         _check_header(source, self.job_id, self.round_index, self.encoder.max_length)
@@ -183,7 +190,7 @@ class RoundAnnouncement:
             encoding=messages.encoding_to_proto(self.encoder), long_items=_LONG_ITEMS_TO_PROTO[self.too_long],
             deadline_millis=self.deadline_millis, report_goal=self.report_goal,
             frontier_shared=coded.shared, frontier_unit_lengths=coded.unit_lengths,
-            frontier_units=coded.units, frontier_count=len(coded.shared))
+            frontier_units=coded.units, frontier_unit_width=coded.unit_width, frontier_count=len(coded.shared))
 
     def to_bytes(self) -> bytes:
         """The serialized ``RoundAnnouncement`` (deterministic: equal announcements, equal bytes)."""
@@ -297,9 +304,9 @@ class VoteReport:
     prefix: Optional[Units]
 
     def __post_init__(self):
-        if self.prefix is not None:
-            object.__setattr__(self, "prefix", messages._as_prefix(self.prefix))
         source = "<VoteReport>"
+        if self.prefix is not None:
+            object.__setattr__(self, "prefix", _prefix_tuple(source, self.prefix))
         _check_header(source, self.job_id, self.round_index)
         _check_token(source, self.token)
         if self.prefix is not None:
@@ -362,8 +369,9 @@ def _frontier_bytes(message: federated_pb2.RoundAnnouncement, source: str) -> Li
         raise FederatedFormatError(
             source, f"{count} frontier prefixes but frontier_count {declared} (truncated or corrupt)")
     try:
-        return front_decode(message.frontier_shared, message.frontier_unit_lengths, message.frontier_units,
-                            message.round_index - 1)
+        coded = FrontCoded(tuple(message.frontier_shared), message.frontier_unit_width,
+                           tuple(message.frontier_unit_lengths), message.frontier_units)
+        return front_decode(coded, message.round_index - 1)
     except FrontCodingError as error:
         raise FederatedFormatError(source, f"frontier: {error}") from error
 

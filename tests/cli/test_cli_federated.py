@@ -13,7 +13,8 @@ SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "p
 @pytest.mark.parametrize("flags, message", [
     (["--report-goal", "0"], "--report-goal is a fraction of the selected devices in (0, 1], got 0.0"),
     (["--report-goal", "1.5"], "--report-goal is a fraction"),
-    (["--round-deadline", "0"], "--round-deadline must be > 0 seconds"),
+    (["--round-deadline", "0"], "--round-deadline must be > 0 and at most 31,622,400 seconds (a year), got 0.0"),
+    (["--round-deadline", "inf"], "--round-deadline must be > 0 and at most"),
     (["--budget_epsilon", "5"], "--budget_epsilon"),
 ])
 def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags, message):

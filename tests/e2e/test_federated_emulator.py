@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -107,7 +108,7 @@ class _Crash(Exception):
     pass
 
 
-def _run(config, users, registry, *, publish_hook=None, deadline=60.0):
+def _topics():
     project = "projects/test-project"
     suffix = os.urandom(4).hex()
     announce, reports = f"{project}/topics/announce-{suffix}", f"{project}/topics/reports-{suffix}"
@@ -115,6 +116,11 @@ def _run(config, users, registry, *, publish_hook=None, deadline=60.0):
     for topic in (announce, reports):
         pubsub.ensure_topic(topic)
     pubsub.ensure_subscription(server_sub, reports)
+    return announce, reports, server_sub
+
+
+def _run(config, users, registry, *, publish_hook=None, after_publish=None, deadline=60.0, topics=None):
+    announce, reports, server_sub = topics or _topics()
     source = federated.FederatedSource(registry, announce, server_sub, round_deadline=deadline, poll_seconds=0.2)
     with SimulatedFleet(users, announce, reports, FleetOptions(latency_median_s=0.05)) as fleet, \
             pubsub.BatchPublisher() as publisher:
@@ -123,9 +129,16 @@ def _run(config, users, registry, *, publish_hook=None, deadline=60.0):
                 publish_hook(topic, messages)
             publisher.publish_many(topic, messages)
             publisher.wait()
+            if after_publish:
+                after_publish(topic, messages)
 
-        return federated.run_federated(config, source, publish, progress=lambda line: None,
-                                       keep_draining=lambda read: not (fleet.wait_idle(0) and read >= fleet_run._published(fleet.counts())))
+        def keep_draining(read):
+            return not (fleet.wait_idle(0) and read >= fleet_run._published(fleet.counts()))
+
+        result = federated.run_federated(config, source, publish, progress=lambda line: None,
+                                         keep_draining=keep_draining)
+        fleet.wait_idle(30)
+        return result
 
 
 def _population(tmp_path, n=4000):
@@ -208,3 +221,55 @@ def test_simulate_starts_its_own_emulator_when_none_is_given(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "same trie: yes" in done.stdout and "never read 0" in done.stdout
+
+
+def test_a_restart_after_the_deadline_counts_the_reports_sent_before_it(pubsub_emulator, tmp_path):
+    """The server dies right after inviting round 2's devices; they answer within the deadline
+    while it is down, and it comes back after the deadline on the same subscription: the reports
+    accepted by Pub/Sub before the deadline are counted on time (by their publish time), so the
+    trie is the central one."""
+    records, users, registry, registry_path = _population(tmp_path, n=4000)
+    config = _config(tmp_path, registry_path)
+    topics = _topics()
+
+    def die_after_inviting_round_two(topic, messages):
+        attributes = messages[0][1]
+        if attributes["kind"] == "invitation" and attributes["round"] == "2":
+            time.sleep(6)  # the fleet answers meanwhile; the 4-s deadline passes
+            raise _Crash()
+
+    with pytest.raises(_Crash):
+        _run(config, users, registry, after_publish=die_after_inviting_round_two, deadline=4.0, topics=topics)
+    result = _run(config, users, registry, deadline=4.0, topics=topics)
+    assert result.rounds[1]["closed_by"] == "report goal" and result.rounds[1]["labels"]["late"] == 0
+    central_trie, _ = _central(tmp_path, records, config)
+    assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
+    # A rerun of the finished job returns its result and announces nothing.
+    published = []
+    again = _run(config, users, registry, publish_hook=lambda topic, messages: published.append(topic), topics=topics)
+    assert published == [] and again.trie.to_bytes() == result.trie.to_bytes()
+
+
+def test_a_resume_with_another_registry_is_refused(pubsub_emulator, tmp_path):
+    _, users, registry, registry_path = _population(tmp_path, n=2000)
+    config = _config(tmp_path, registry_path)
+
+    def crash_at_round_two(topic, messages):
+        if messages[0][1]["kind"] == "announcement" and messages[0][1]["round"] == "2":
+            raise _Crash()
+
+    with pytest.raises(_Crash):
+        _run(config, users, registry, publish_hook=crash_at_round_two)
+    grown = Registry.from_ids(list(registry.ids) + [b"enrolled-since"])
+    with pytest.raises(ValueError, match="another registry"):
+        _run(config, users, grown)
+
+
+def test_an_announce_topic_nobody_reads_is_refused_before_anything_is_spent(pubsub_emulator, tmp_path):
+    _, _, registry, registry_path = _population(tmp_path, n=500)
+    config = _config(tmp_path, registry_path)
+    announce, _, server_sub = _topics()
+    source = federated.FederatedSource(registry, announce, server_sub)
+    with pytest.raises(ValueError, match="has no subscription"):
+        federated.run_federated(config, source, lambda topic, messages: None, progress=lambda line: None)
+    assert not (tmp_path / "out.state" / "ledger.jsonl").exists()

@@ -69,7 +69,7 @@ def test_an_unreachable_pubsub_is_one_line_and_spends_nothing(tmp_path):
     _, _, _, registry_path = _population(tmp_path, n=500)
     env = dict(os.environ, PUBSUB_EMULATOR_HOST="127.0.0.1:9")  # discard port: nothing listens
     done = _serve(tmp_path, registry_path, f"{PROJECT}/topics/t", f"{PROJECT}/subscriptions/s", env=env)
-    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.returncode == 1, done.stderr[-2000:]  # transient: retry
     assert len(done.stderr.strip().splitlines()) == 1 and "did not answer" in done.stderr
     assert not (tmp_path / "out.state" / "ledger.jsonl").exists()
 

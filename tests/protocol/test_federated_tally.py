@@ -35,6 +35,8 @@ def test_every_kind_of_message_gets_its_label():
         (_report(4, ("a", "x", "z"), round_index=3), "unannounced"),
         (_report(5, ("a", "x"), job="another-job"), "other_job"),
         (b"\x0a\x03not a report", "malformed"),
+        (b"\xff\xff", "malformed"),
+        (_report(7, ("a", "x", "y", "z"), round_index=4, job="another-job")[:-2], "malformed"),
         (_report(6, ("a", "x"))[:-3], "malformed"),
     ]
     for data, kind in cases:
@@ -77,3 +79,12 @@ def test_the_count_equals_a_plain_count_of_first_reports():
     assert labels["voted"] == sum(votes.values())
     assert labels["not_selected"] == sum(1 for i, _ in messages if i >= 300)
     assert sum(labels.values()) == len(messages)
+
+
+def test_another_jobs_report_with_another_encoding_is_another_jobs():
+    # A job with a longer L shares the subscription: its round-7 report cannot be read with this
+    # job's encoding, yet it is another job's report, not a malformed one.
+    other = ItemEncoder(kind=ItemKind.TEXT, unit_size=1, max_length=10)
+    data = VoteReport(job_id="another-job", round_index=7, token=_token(1), prefix=tuple("abcdefg")).to_bytes()
+    assert VoteReport.from_bytes(data, other).round_index == 7
+    assert _tally().add(data) == "other_job"

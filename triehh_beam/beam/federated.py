@@ -28,6 +28,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from triehh_beam.io.federated_attributes import KIND, SERVER_STOP
+
 __all__ = ["LogReports", "log_line"]
 
 _NAMESPACE = "triehh"
@@ -60,9 +62,11 @@ class _AppendDoFn(beam.DoFn):
         self._lines: List[str] = []
 
     def process(self, message) -> None:
+        attributes = dict(getattr(message, "attributes", None) or {})
+        if attributes.get(KIND) == SERVER_STOP:
+            return  # the server ending this job's pull: not a report
         data = message.data if hasattr(message, "data") else bytes(message)
         message_id = getattr(message, "message_id", None) or uuid.uuid4().hex
-        attributes = dict(getattr(message, "attributes", None) or {})
         self._lines.append(log_line(str(message_id), _publish_time(message), attributes, data or b""))
 
     def finish_bundle(self) -> None:

@@ -117,7 +117,9 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         try:
             result = federated.run_federated(config, source, publish, PipelineOptions(list(beam_args)),
                                              progress=lambda line: print(line, flush=True))
-        except (InfeasiblePlanError, BudgetExceededError, pubsub.PubsubUnavailableError, ValueError) as e:
+        except pubsub.PubsubUnavailableError as e:
+            return _fail("serve", str(e), code=1)  # transient: a retry may succeed
+        except (InfeasiblePlanError, BudgetExceededError, ValueError) as e:
             return _fail("serve", str(e))
     print(f"federated job {result.job_id}: {len(result.rounds)} rounds, "
           f"{len(result.trie.heavy_hitters()):,} heavy hitters in {result.output}; "
@@ -139,7 +141,16 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))
     _quiet_beam(config)
-    return fleet_run.main(config, faults, args.round_deadline, args.report_goal, list(beam_args), args.json)
+    from triehh_beam.io.pubsub import PubsubUnavailableError
+    from triehh_beam.io.schema import RecordFormatError
+    from triehh_beam.job.planning import InfeasiblePlanError
+
+    try:
+        return fleet_run.main(config, faults, args.round_deadline, args.report_goal, list(beam_args), args.json)
+    except (InfeasiblePlanError, RecordFormatError, FileNotFoundError, ValueError) as e:
+        return _fail("simulate", str(e))
+    except PubsubUnavailableError as e:
+        return _fail("simulate", str(e), code=1)
 
 
 def register_federated(subparsers) -> None:

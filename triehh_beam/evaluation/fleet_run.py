@@ -115,7 +115,8 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
     from triehh_beam.job.stream import job_seed
 
     population = load_population(config.input_pattern, config.input_format,
-                                 RecordColumns(config.user_column, config.item_column, config.count_column))
+                                 RecordColumns(config.user_column, config.item_column, config.count_column),
+                                 options=config.record_options)
     users = {uid: items for uid, items in population.users.items() if sum(items.values()) > 0}
     registry = Registry.from_ids(users)
     registry_path = FileSystems.join(config.resolved_state_dir, "registry.txt")

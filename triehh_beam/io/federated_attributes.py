@@ -20,6 +20,7 @@ __all__ = [
     "KIND",
     "KINDS",
     "REPORT",
+    "SERVER_STOP",
     "ROUND",
     "Envelope",
     "EnvelopeError",
@@ -33,6 +34,9 @@ __all__ = [
 KIND, JOB, ROUND, DEVICE = "kind", "job", "round", "device"
 ANNOUNCEMENT, INVITATION, REPORT = "announcement", "invitation", "report"
 KINDS = (ANNOUNCEMENT, INVITATION, REPORT)
+#: The kind of the one message a federated server sends its own reports subscription when it
+#: stops its collector (it ends the collector's current pull); never a report, never logged.
+SERVER_STOP = "server-stop"
 _MAX_VALUE_BYTES = 1024  # Pub/Sub's limit on an attribute value
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "PublishError",
     "PubsubUnavailableError",
     "check_subscription",
+    "topic_subscriptions",
     "PullCallbackError",
     "PullLoop",
     "PulledMessage",
@@ -156,24 +157,45 @@ def ensure_subscription(
 
 
 def check_subscription(subscription: str, subscriber: Optional[pubsub_v1.SubscriberClient] = None,
-                       timeout: float = DEFAULT_TIMEOUT_S) -> None:
-    """Checks that ``subscription`` exists, before a job relies on it.
+                       timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """Checks that ``subscription`` exists, before a job relies on it; returns its topic.
 
     Raises:
       PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
-      ValueError: it does not exist (the text names it).
+      ValueError: it does not exist, or the name is not a subscription's (the text says which).
     """
     client = subscriber or pubsub_v1.SubscriberClient()
     try:
-        client.get_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout)
+        return client.get_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout).topic
     except api_exceptions.NotFound as e:
         raise ValueError(f"the subscription {subscription} does not exist: create it on the topic the "
                          "devices' reports are published to") from e
+    except api_exceptions.InvalidArgument as e:
+        raise ValueError(f"{subscription!r} is not a subscription name (projects/P/subscriptions/S): {e.message}") from e
     except _UNREACHABLE as e:
         raise _unavailable(f"reading {subscription}", timeout, e) from e
     finally:
         if subscriber is None:
             client.close()
+
+
+def topic_subscriptions(topic: str, publisher: Optional[pubsub_v1.PublisherClient] = None,
+                        timeout: float = DEFAULT_TIMEOUT_S) -> List[str]:
+    """The subscriptions of an existing ``topic`` (what would receive its messages).
+
+    Raises:
+      PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
+      ValueError: the topic does not exist, or the name is not a topic's.
+    """
+    client = publisher or pubsub_v1.PublisherClient()
+    try:
+        return list(client.list_topic_subscriptions(topic=topic, retry=_retry(timeout), timeout=timeout))
+    except api_exceptions.NotFound as e:
+        raise ValueError(f"the topic {topic} does not exist") from e
+    except api_exceptions.InvalidArgument as e:
+        raise ValueError(f"{topic!r} is not a topic name (projects/P/topics/T): {e.message}") from e
+    except _UNREACHABLE as e:
+        raise _unavailable(f"reading {topic}", timeout, e) from e
 
 def delete_subscription(subscription: str, subscriber: Optional[pubsub_v1.SubscriberClient] = None,
                         timeout: float = DEFAULT_TIMEOUT_S) -> bool:

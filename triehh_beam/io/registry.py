@@ -32,12 +32,15 @@ def _read_bytes(path: str) -> bytes:
 
 
 def _table_ids(path: str, data: bytes, column: str) -> List:
+    import pyarrow
     import pyarrow.csv
     import pyarrow.json
     import pyarrow.parquet
 
     readers = {".parquet": lambda: pyarrow.parquet.read_table(io.BytesIO(data), columns=[column]),
-               ".csv": lambda: pyarrow.csv.read_csv(io.BytesIO(data)),
+               # Ids as text, as the record reader reads them: "007" is not "7".
+               ".csv": lambda: pyarrow.csv.read_csv(
+                   io.BytesIO(data), convert_options=pyarrow.csv.ConvertOptions(column_types={column: pyarrow.string()})),
                ".jsonl": lambda: pyarrow.json.read_json(io.BytesIO(data))}
     reader = next(r for ext, r in readers.items() if path.endswith(ext))
     try:

@@ -1,28 +1,51 @@
 """Reading the federated server's report log (``beam.federated.LogReports``) as it grows.
 
-``ReportLog.new_files()`` lists the log files not handed out yet, in the order they were
-written (their names sort by time); ``read(file)`` yields each message body once per Pub/Sub
-message id across the whole log: a line repeated by a retried bundle or a redelivered message
-is counted in ``redelivered`` and not yielded again, so each message is classified exactly once.
+``ReportLog.read_new()`` returns the messages of the log files not read yet, each once per
+Pub/Sub message id across the whole log (a line repeated by a retried bundle or a redelivered
+message is counted in ``redelivered`` and not returned again), as ``LoggedMessage``s carrying
+the time Pub/Sub accepted the message (its publish time; the log file's write time when the
+runner gave none). Which round a report belongs to is decided by that time, not by when the
+server happens to read it, so the assignment is the same on every run and every resume.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import json
-from typing import Iterable, Iterator, List, Set
+from typing import List, NamedTuple, Set
 
 from apache_beam.io.filesystems import FileSystems
 
-__all__ = ["ReportLog"]
+__all__ = ["LoggedMessage", "ReportLog"]
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class LoggedMessage(NamedTuple):
+    """One message of the log: publish time (microseconds since the epoch), id, body."""
+
+    time_micros: int
+    message_id: str
+    data: bytes
+
+
+def _micros(when: datetime.datetime) -> int:
+    return (when - _EPOCH) // datetime.timedelta(microseconds=1)
+
+
+def _file_time(name: str) -> int:
+    """The write time in a log file's name (``<%Y%m%dT%H%M%S.%fZ>-<random>.jsonl``)."""
+    stamp = datetime.datetime.strptime(name.split("-", 1)[0], "%Y%m%dT%H%M%S.%fZ")
+    return _micros(stamp.replace(tzinfo=datetime.timezone.utc))
 
 
 class ReportLog:
-    """The log in ``directory``; ``assigned`` are files an earlier run already handed out."""
+    """The log in ``directory``."""
 
-    def __init__(self, directory: str, assigned: Iterable[str] = ()):
+    def __init__(self, directory: str):
         self.directory = directory
-        self._handed_out: Set[str] = set(assigned)
+        self._read_files: Set[str] = set()
         self._ids: Set[str] = set()
         self.redelivered = 0
         self.unreadable_lines = 0
@@ -39,22 +62,28 @@ class ReportLog:
         names = [m.path.rsplit("/", 1)[-1] for match in FileSystems.match([pattern]) for m in match.metadata_list]
         return sorted(n for n in names if not n.startswith("."))
 
-    def new_files(self) -> List[str]:
-        """Files not handed out yet, oldest first (each is handed out once)."""
-        fresh = [name for name in self.list_files() if name not in self._handed_out]
-        self._handed_out.update(fresh)
-        return fresh
+    def read_new(self) -> List[LoggedMessage]:
+        """The messages of the files not read before (each file is read once), new ids only."""
+        out: List[LoggedMessage] = []
+        for name in self.list_files():
+            if name in self._read_files:
+                continue
+            self._read_files.add(name)
+            out.extend(self._read(name))
+        return out
 
-    def read(self, name: str) -> Iterator[bytes]:
-        """The bodies of the messages in file ``name`` not read before (by message id)."""
+    def _read(self, name: str) -> List[LoggedMessage]:
         with FileSystems.open(FileSystems.join(self.directory, name), compression_type="uncompressed") as f:
             text = f.read().decode("utf-8")
+        fallback = _file_time(name)
+        out = []
         for line in text.splitlines():
             if not line.strip():
                 continue
             try:
                 entry = json.loads(line)
                 message_id, data = entry["id"], base64.b64decode(entry["data"], validate=True)
+                when = _micros(datetime.datetime.fromisoformat(entry["time"])) if entry.get("time") else fallback
             except (ValueError, KeyError, TypeError):
                 self.unreadable_lines += 1  # never written by LogReports: counted, not guessed at
                 continue
@@ -62,14 +91,8 @@ class ReportLog:
                 self.redelivered += 1
                 continue
             self._ids.add(message_id)
-            yield data
-
-    def remember(self, names: Iterable[str]) -> None:
-        """Marks the message ids of files read by an earlier run as read (on resume)."""
-        for name in names:
-            self._handed_out.add(name)
-            for _ in self.read(name):
-                pass
+            out.append(LoggedMessage(when, str(message_id), data))
+        return out
 
     def delete(self) -> None:
         """Removes the log (raw votes: kept only while the job runs)."""

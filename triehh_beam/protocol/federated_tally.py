@@ -30,6 +30,9 @@ from __future__ import annotations
 import collections
 from typing import Collection, Dict, FrozenSet, List, Optional
 
+from google.protobuf import message
+
+from triehh_beam.proto import federated_pb2
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.federated import FederatedFormatError, VoteReport
@@ -80,12 +83,21 @@ class RoundTally:
         return kind
 
     def _classify(self, data: bytes) -> str:
+        # The job first (a well-formed report of a job with another encoding is another job's,
+        # not malformed), then the whole report against this job's encoding.
+        header = federated_pb2.VoteReport()
+        try:
+            header.ParseFromString(data)
+        except message.DecodeError:
+            return "malformed"
+        if not header.job_id:
+            return "malformed"  # every report names its job
+        if header.job_id != self.job_id:
+            return "other_job"
         try:
             report = VoteReport.from_bytes(data, self._encoder)
         except FederatedFormatError:
             return "malformed"
-        if report.job_id != self.job_id:
-            return "other_job"
         if report.round_index < self.round_index:
             return "late"
         if report.round_index > self.round_index:

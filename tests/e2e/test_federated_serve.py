@@ -44,7 +44,7 @@ def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_p
     with SimulatedFleet(users, announce, reports, FleetOptions(latency_median_s=0.05)):
         done = _serve(tmp_path, registry_path, announce, subscription)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "round 1: closed (report goal)" in done.stdout
+    assert "round 1: closed (report goal)" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     central_trie, _ = _central(tmp_path, records, _config(tmp_path, registry_path))
     assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())

@@ -276,26 +276,3 @@ def test_messages_from_the_pubsub_emulator(pubsub_emulator, tmp_path):
     ids = [entries[0]["message_id"] for entries in found.values()]
     assert len(set(ids)) == 3 and all(isinstance(i, str) and i for i in ids)  # the emulator's ids
     assert found["malformed_message"][0]["raw"] == "not json"
-
-
-# ---- the emulator fixture ------------------------------------------------------------------
-
-
-def test_the_emulator_fixture_says_in_one_line_why_it_skips(tmp_path):
-    from tests.pubsub_emulator import emulator_missing
-
-    reason = emulator_missing(str(tmp_path / "cloud-pubsub-emulator"))
-    assert "not installed" in reason and "google-cloud-cli-pubsub-emulator" in reason and "\n" not in reason
-
-
-def test_the_emulator_stops_with_its_context(pubsub_emulator_server, tmp_path):
-    import urllib.request
-
-    from tests.pubsub_emulator import start_pubsub_emulator
-
-    with start_pubsub_emulator(tmp_path / "emulator.log") as host:
-        assert host != pubsub_emulator_server
-        with urllib.request.urlopen(f"http://{host}/", timeout=5) as response:
-            assert response.status == 200
-    with pytest.raises(OSError):
-        urllib.request.urlopen(f"http://{host}/", timeout=5)

@@ -27,8 +27,8 @@ from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
 from triehh_beam.io.normalise import binary_buffers
-from triehh_beam.protocol import columnar, sampling
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError, Units
+from triehh_beam.protocol import columnar, sampling, user_items
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 
 __all__ = ["RoundSample", "SampleAllRounds", "round_counter"]
 
@@ -226,11 +226,11 @@ _CACHE_LIMIT = 1 << 17  # distinct items (and sequences) a worker remembers the 
 def _encode_distinct(
     items: List, encoder: ItemEncoder, truncate: bool, cache: Optional[Dict] = None
 ) -> Tuple[List[List[Units]], np.ndarray, np.ndarray]:
-    """Per distinct item, its sequences (tokens repeat), too-long and unencodable counts; the
-    rules and counts of ``transforms._EncodeItemsDoFn``, once per distinct item (and, with a
-    ``cache``, once per worker: every round and shard meets the same frequent items)."""
+    """Per distinct item, its sequences (tokens repeat), too-long and unencodable counts
+    (``user_items.encode_value``: the rule a federated device applies too), once per distinct
+    item (and, with a ``cache``, once per worker: every round and shard meets the same frequent
+    items)."""
     sequences, too_long, unencodable = [], np.zeros(len(items), np.int64), np.zeros(len(items), np.int64)
-    encode = encoder.encode_truncated if truncate else encoder.encode
     for j, value in enumerate(items):
         if cache is not None:
             known = cache.get(value)
@@ -238,20 +238,9 @@ def _encode_distinct(
                 sequences.append(known[0])
                 too_long[j], unencodable[j] = known[1], known[2]
                 continue
-        try:
-            parts = encoder.items_of(value)
-        except EncodingError:
-            parts = []
-        if not parts:
-            unencodable[j] += 1
-        encoded = []
-        for item in parts:
-            try:
-                encoded.append(encode(item))
-            except ItemTooLongError:
-                too_long[j] += 1
-            except EncodingError:
-                unencodable[j] += 1
+        value_parts = user_items.encode_value(encoder, value, truncate)
+        encoded = list(value_parts.sequences)
+        too_long[j], unencodable[j] = value_parts.too_long, value_parts.unencodable
         sequences.append(encoded)
         if cache is not None:
             if len(cache) >= _CACHE_LIMIT:

@@ -21,8 +21,9 @@ from apache_beam.metrics import Metrics
 from triehh_beam.protocol import sampling
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol.counting import PrefixCounter
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
+from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.rounds import RoundResult
+from triehh_beam.protocol.user_items import encode_value
 from triehh_beam.protocol.vote import client_vote
 
 __all__ = [
@@ -251,26 +252,15 @@ class _EncodeItemsDoFn(beam.DoFn):
 
     def process(self, record):
         user, value, count = record
-        try:
-            items = self._encoder.items_of(value)
-        except EncodingError:
-            items = []
-        if not items:
-            self._unencodable.inc()
+        encoded = encode_value(self._encoder, value, self._truncate)
+        if encoded.too_long:
+            self._too_long.inc(encoded.too_long)
+        if encoded.unencodable:
+            self._unencodable.inc(encoded.unencodable)
         sequences: Dict[Units, int] = {}
-        for item in items:
-            try:
-                if self._truncate:
-                    sequence = self._encoder.encode_truncated(item)
-                else:
-                    sequence = self._encoder.encode(item)
-            except ItemTooLongError:
-                self._too_long.inc()
-            except EncodingError:
-                self._unencodable.inc()
-            else:
-                if count:
-                    sequences[sequence] = sequences.get(sequence, 0) + count
+        if count:
+            for sequence in encoded.sequences:
+                sequences[sequence] = sequences.get(sequence, 0) + count
         yield user, sequences
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Callable, Optional, Sequence
 
-from triehh_beam.cli import demo, discover, evaluate, ledger, plan, scheduled, show, stream
+from triehh_beam.cli import demo, discover, evaluate, federated, ledger, plan, scheduled, show, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -29,6 +29,7 @@ _SUBCOMMANDS: Sequence[Callable] = (
     evaluate.register_evaluate,
     show.register_show,
     stream.register_stream,
+    federated.register_federated,
 )
 
 

@@ -1,2 +1,3 @@
 """Evaluating TrieHH: utility metrics, the local-DP rival PEM, the reference simulation,
-evaluation runs and their reports, and the bundled demo population."""
+evaluation runs and their reports, the bundled demo population, and a simulated fleet of devices
+for federated rounds (``fleet``, with its faults in ``fleet_faults``)."""

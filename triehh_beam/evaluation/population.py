@@ -11,7 +11,7 @@ from typing import Dict, Mapping, Optional, Tuple
 from triehh_beam.io.drops import DROP_REASONS
 from triehh_beam.io.files import match_files
 from triehh_beam.io.reader import iter_record_batches
-from triehh_beam.io.schema import RecordColumns
+from triehh_beam.io.schema import RecordColumns, RecordOptions
 
 __all__ = ["Population", "load_population"]
 
@@ -37,9 +37,11 @@ def load_population(
     input_pattern: str,
     format: Optional[str] = None,
     columns: RecordColumns = RecordColumns(),
+    options: RecordOptions = RecordOptions(),
 ) -> Population:
     """Reads every record of the matched files (``iter_record_batches``: same checks and drops as
-    the pipeline's reader).
+    the pipeline's reader; ``options`` as a job's ``DiscoveryConfig.record_options``, so that the
+    items are the job's: its item kind, byte encoding, limits, user id normalisation).
 
     Raises:
       FileNotFoundError: a pattern matches nothing.
@@ -50,7 +52,7 @@ def load_population(
     records = 0
     files = match_files(input_pattern)
     for path in files:
-        for batch, drops in iter_record_batches(path, format, columns):
+        for batch, drops in iter_record_batches(path, format, columns, options=options):
             dropped.update(drops)
             records += batch.num_rows
             ids = batch.column(0).to_pylist()

@@ -1,14 +1,15 @@
-"""Reading device records with Arrow, one layer below Beam: one module per input format
-(``jsonl``, ``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items,
-counts and timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the
-accounting of dropped rows (``drops``), opening and decompressing files (``streams``),
-matching file patterns (``files``), reading one file (``reader``), records that arrive as rows
-(``rows``: BigQuery's; ``bigquery``: table names and the time-travel query that pins a
-table) and writing test files (``write``). ``triehh_beam.beam.read`` (and
-``triehh_beam.beam.bigquery``) wrap it in PTransforms. The names below are imported from their
-modules on first use (PEP 562): ``files`` and ``streams`` open paths through Beam's
-``FileSystems``, and a module that needs only ``schema`` (the ``triehh`` tool's parser does)
-should not pay for importing Beam.
+"""Reading device records with Arrow, one layer below Beam: one module per input format (``jsonl``,
+``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items, counts and
+timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the accounting
+of dropped rows (``drops``), opening and decompressing files (``streams``), matching file
+patterns (``files``), reading one file (``reader``), records that arrive as rows (``rows``:
+BigQuery's; ``bigquery``: table names and the time-travel query that pins a table), writing test
+files (``write``), and Pub/Sub outside Beam: topics, a batching publisher and a pull loop
+(``pubsub``), the federated messages' attributes (``federated_attributes``) and the local
+emulator (``pubsub_emulator``). ``triehh_beam.beam.read`` (and ``triehh_beam.beam.bigquery``)
+wrap it in PTransforms. The names below are imported from their modules on first use (PEP 562):
+``files`` and ``streams`` open paths through Beam's ``FileSystems``, and a module that needs
+only ``schema`` (the ``triehh`` tool's parser does) should not pay for importing Beam.
 """
 
 import importlib
@@ -40,6 +41,14 @@ _EXPORTS = {
     "TIMESTAMP_FIELD": "triehh_beam.io.schema",
     "record_schema": "triehh_beam.io.schema",
     "infer_format": "triehh_beam.io.streams",
+    "BatchPublisher": "triehh_beam.io.pubsub",
+    "PublishError": "triehh_beam.io.pubsub",
+    "PubsubUnavailableError": "triehh_beam.io.pubsub",
+    "PullLoop": "triehh_beam.io.pubsub",
+    "ensure_subscription": "triehh_beam.io.pubsub",
+    "ensure_topic": "triehh_beam.io.pubsub",
+    "emulator_missing": "triehh_beam.io.pubsub_emulator",
+    "start_pubsub_emulator": "triehh_beam.io.pubsub_emulator",
     "write_records": "triehh_beam.io.write",
 }
 

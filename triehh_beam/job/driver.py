@@ -136,8 +136,10 @@ class _Driver:
         progress: Callable[[str], None],
         events: Optional[Callable[[dict], None]],
         ticks: Optional[Callable[[Optional[str]], None]] = None,
+        identity: Optional[bytes] = None,
     ):
         self.config = config
+        self.identity = identity
         self.options = options
         self.progress = progress
         self.events = events
@@ -353,7 +355,7 @@ class _Driver:
         seed = config.seed or os.urandom(32)
         # Keyed by the job's identity too: another job given the same seed file samples
         # independently; recorded, so a resume keys its rounds exactly as this run did.
-        identity = config.sampling_identity()
+        identity = self.identity or config.sampling_identity()
         sampler = Sampler(seed, identity)
         self._say("census_start", f"census: counting distinct users in {config.source}",
                   input=config.source)
@@ -587,6 +589,7 @@ def run_discovery(
     progress: Callable[[str], None] = lambda line: None,
     events: Optional[Callable[[dict], None]] = None,
     ticks: Optional[Callable[[Optional[str]], None]] = None,
+    identity: Optional[bytes] = None,
 ) -> DiscoveryResult:
     """Runs (or resumes) a whole discovery; see the module docstring.
 
@@ -600,10 +603,13 @@ def run_discovery(
       ticks: called about every second while a job (the census, the sampling pass, a round)
         runs, with a one-line progress bar to show in place (``progress.describe``), and with
         None when the job ends; e.g. ``progress.TerminalBar()``.
+      identity: the sampling identity, instead of ``config.sampling_identity()``: for a central
+        run that must sample as another job does (``triehh federated simulate``'s reference run
+        of the federated job's records). Recorded in the state, as always.
 
     Raises:
       InfeasiblePlanError: the privacy target cannot be met for the counted population.
       ConfigMismatchError: the state directory holds a different job.
       StateError: the state directory is corrupt.
     """
-    return _Driver(config, options or PipelineOptions([]), progress, events, ticks).run()
+    return _Driver(config, options or PipelineOptions([]), progress, events, ticks, identity).run()

@@ -350,13 +350,14 @@ def write_operator_report(state_dir: str, state: state_pb2.JobState, output_dir:
     return path
 
 
-def write_outputs(output_dir: str, state: state_pb2.JobState, trie: Trie) -> str:
-    """Publishes ``heavy_hitters.json`` (``published_document``) and ``trie.pb`` in
-    ``output_dir`` (each written atomically, the JSON first); returns the JSON's path. Never
-    the seed, never a count: those are in the operator report (``write_operator_report``)."""
+def write_outputs(output_dir: str, state: state_pb2.JobState, trie: Trie, extra: Optional[dict] = None) -> str:
+    """Publishes ``heavy_hitters.json`` (``published_document``, with the sections of ``extra``
+    added: a mode's own publishable facts, never a count) and ``trie.pb`` in ``output_dir``
+    (each written atomically, the JSON first); returns the JSON's path. Never the seed, never a
+    count: those are in the operator report (``write_operator_report``)."""
     if not FileSystems.exists(output_dir):
         FileSystems.mkdirs(output_dir)
-    document = published_document(state, trie)
+    document = {**published_document(state, trie), **(extra or {})}
     path = FileSystems.join(output_dir, "heavy_hitters.json")
     write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     write_atomically(FileSystems.join(output_dir, "trie.pb"), trie.to_bytes())

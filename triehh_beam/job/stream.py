@@ -39,6 +39,8 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
 
 __all__ = [
+    "cancel_job",
+    "job_seed",
     "StreamSource",
     "WindowedRun",
     "count_dead_letters",
@@ -145,9 +147,9 @@ def describe_dead_letters(counts: Dict[str, int], verbose: bool = False) -> str:
 SEED_NAME = "windowed_seed"
 
 
-def _seed(config: DiscoveryConfig) -> bytes:
+def job_seed(config: DiscoveryConfig, name: str = SEED_NAME) -> bytes:
     """The job's secret seed: ``--seed-file``'s, else one drawn on the job's first run and kept,
-    private, in its state directory (``windowed_seed``, created once by compare-and-swap), so a
+    private, in its state directory (``name``, created once by compare-and-swap), so a
     restarted job draws the same samples and finds its earlier charges, as a batch job does."""
     if config.seed is not None:
         return config.seed
@@ -155,13 +157,13 @@ def _seed(config: DiscoveryConfig) -> bytes:
     if cas.is_local(root):
         cas.make_private_dir(root)
     store = cas.cas_store_for(root)
-    found = store.read(SEED_NAME)
+    found = store.read(name)
     if found is None:
         try:
-            store.create(SEED_NAME, os.urandom(32))
+            store.create(name, os.urandom(32))
         except cas.PreconditionFailed:
             pass  # another run of this job drew it first: use theirs
-        found = store.read(SEED_NAME)
+        found = store.read(name)
     return found.data
 
 
@@ -233,7 +235,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     root = config.resolved_state_dir
     before = leftovers.local_entries(root)
     try:
-        seed = _seed(config)
+        seed = job_seed(config)
         job = windowed.WindowedJob.for_config(config, seed)
         dead_letter = _prepare(job, "dead_letter.jsonl")
         _check_replay_input(config, options, seed, progress)
@@ -260,7 +262,7 @@ def _wait(result, ended: List[BaseException]) -> None:
         ended.append(e)
 
 
-def _cancel(result, wait_seconds: float = 5.0) -> str:
+def cancel_job(result, wait_seconds: float = 5.0) -> str:
     """Cancels the job; the streaming DirectRunner's cancel waits for its current Pub/Sub pull
     (up to 30 s on a quiet subscription), so it runs in a daemon thread, given a few seconds."""
     canceller = threading.Thread(target=result.cancel, daemon=True, name="triehh-stream-cancel")
@@ -290,7 +292,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
 
     # Beam checks the subscription's names here (ValueError), before anything is made.
     read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
-    seed = _seed(config)
+    seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
     dead_letter = _prepare(job, "dead-letter")
     pipeline = stream_pipeline(options)
@@ -323,7 +325,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
                     progress(describe_window(report, config.verbose))
             if source.stop_after_windows is not None and len(closed) >= source.stop_after_windows:
                 progress(f"{len(closed)} windows closed: stopping (--stop-after-windows)")
-                state = _cancel(result)
+                state = cancel_job(result)
                 break
             if not waiter.is_alive():
                 state = str(result.state).split(".")[-1]
@@ -331,7 +333,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
             time.sleep(poll_seconds)
     except KeyboardInterrupt:
         progress("interrupted: cancelling the job; every released window is kept")
-        state = _cancel(result)
+        state = cancel_job(result)
     if ended and state != "CANCELLED":
         raise ended[0]
     return WindowedRun(closed, state, dead_letter, result)

@@ -53,6 +53,7 @@ __all__ = [
     "bernoulli_threshold",
     "in_bernoulli_sample",
     "rank_prefilter_bound",
+    "uniform_from_word",
     "user_id_bytes",
 ]
 
@@ -120,9 +121,27 @@ def _aes128_low_words(key: Tuple[int, int], user_hashes: np.ndarray, round_index
     return np.frombuffer(out, dtype="<u8")[0::2].astype(np.uint64)
 
 
+# A choice uniform is a word's top 53 bits over 2^53: an exactly representable double in [0, 1).
+_DROPPED_BITS, _UNIFORM_SCALE = 11, 2.0**-53
+
+
+def uniform_from_word(word: int) -> float:
+    """The item-choice uniform in [0, 1) of a 64-bit word, ``(word >> 11) / 2^53``: a federated
+    device's from its ``choice_word``, as ``_uniforms`` does for the central path's batches.
+
+    Raises:
+      TypeError, ValueError: ``word`` is not an integer in [0, 2^64) (``bool`` included).
+    """
+    if isinstance(word, bool) or not isinstance(word, (int, np.integer)):
+        raise TypeError(f"a choice word is an integer, got {type(word).__name__}")
+    if not 0 <= int(word) <= _MASK64:
+        raise ValueError(f"a choice word is in [0, 2^64), got {word}")
+    return (int(word) >> _DROPPED_BITS) * _UNIFORM_SCALE
+
+
 def _uniforms(words: np.ndarray) -> np.ndarray:
-    # The top 53 bits, scaled: exactly representable doubles in [0, 1).
-    return (words >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    """``uniform_from_word`` of every word of a uint64 array, in one numpy operation."""
+    return (words >> np.uint64(_DROPPED_BITS)).astype(np.float64) * _UNIFORM_SCALE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,6 +229,12 @@ class Sampler:
     def choice_uniforms(self, round_index: int, user_ids: Iterable[UserId]) -> np.ndarray:
         """``choice_uniform`` for many users at once (one hash call for the batch)."""
         return self.round_keys(round_index).choice_uniforms(user_ids)
+
+    def choice_word(self, round_index: int, user_id: UserId) -> int:
+        """The 64-bit word behind ``choice_uniform`` (``uniform_from_word`` of it is the
+        uniform): what a federated server sends the user's device in its invitation."""
+        data, offsets = keyed_hash.pack_messages([user_id_bytes(user_id)])
+        return int(self.round_keys(round_index).choice_words_packed(data, offsets)[0])
 
     def sample(self, round_index: int, user_ids: Iterable[UserId], m: int) -> List[bytes]:
         """Exactly ``min(m, distinct users)`` distinct users, as canonical id bytes.
@@ -299,9 +324,14 @@ class RoundKeys:
 
     def choice_uniforms_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """``choice_uniforms`` of user ids given as Arrow-style buffers of their canonical bytes."""
+        return _uniforms(self.choice_words_packed(data, offsets))
+
+    def choice_words_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """The uint64 words behind ``choice_uniforms_packed`` (one call for the batch): what a
+        federated server sends the selected devices (``uniform_from_word`` of each)."""
         if self.scheme == SCHEME_V1:
-            return _uniforms(keyed_hash.siphash24_batch(self.choice_key, data, offsets))
-        return self.uniforms_from_user_hashes(self.user_hashes_packed(data, offsets))
+            return keyed_hash.siphash24_batch(self.choice_key, data, offsets)
+        return _aes128_low_words(self.choice_key, self.user_hashes_packed(data, offsets), self.round_index)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,85 @@
+"""``triehh federated serve`` as a user runs it: a subprocess against the Pub/Sub emulator, the
+fleet answering from the test; and its refusals, each one line, before anything is spent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.test_federated_emulator import SEED, _central, _config, _population
+from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
+from triehh_beam.evaluation.fleet import SimulatedFleet
+from triehh_beam.evaluation.fleet_faults import FleetOptions
+from triehh_beam.io import pubsub
+
+PROJECT = "projects/test-project"
+
+
+def _serve(tmp_path, registry_path, announce, subscription, env=None, timeout=300):
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(SEED)
+    command = [sys.executable, "-m", "triehh_beam.cli", "federated", "serve", "--devices", str(registry_path),
+               "--announce-topic", announce, "--reports-subscription", subscription,
+               "--output", str(tmp_path / "out"), "--seed-file", str(seed), "--epsilon", "8", "--delta", "1e-6",
+               "--max-length", "8", "--round-deadline", "60", "--project", "test-project"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env or dict(os.environ))
+
+
+def _topics(name):
+    announce, reports = f"{PROJECT}/topics/{name}-announce", f"{PROJECT}/topics/{name}-reports"
+    subscription = f"{PROJECT}/subscriptions/{name}-server"
+    for topic in (announce, reports):
+        pubsub.ensure_topic(topic)
+    pubsub.ensure_subscription(subscription, reports)
+    return announce, reports, subscription
+
+
+def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_path):
+    records, users, _, registry_path = _population(tmp_path, n=3000)
+    announce, reports, subscription = _topics("serve")
+    with SimulatedFleet(users, announce, reports, FleetOptions(latency_median_s=0.05)):
+        done = _serve(tmp_path, registry_path, announce, subscription)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "round 1: closed (report goal)" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    central_trie, _ = _central(tmp_path, records, _config(tmp_path, registry_path))
+    assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    assert published["heavy_hitters"] and "federated" in published
+    # Published: no count of any kind (reports, votes, n: not declared public).
+    text = json.dumps(published)
+    for private in ("voted", "abstained", "duplicate", "labels", '"population"'):
+        assert private not in text
+
+
+def test_a_missing_subscription_is_refused_before_anything_is_spent(pubsub_emulator, tmp_path):
+    _, _, _, registry_path = _population(tmp_path, n=500)
+    done = _serve(tmp_path, registry_path, f"{PROJECT}/topics/a-topic", f"{PROJECT}/subscriptions/missing")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"triehh federated serve: error: the subscription {PROJECT}/subscriptions/missing does not exist: "
+        "create it on the topic the devices' reports are published to"]
+    assert not (tmp_path / "out.state" / "ledger.jsonl").exists()
+
+
+def test_an_unreachable_pubsub_is_one_line_and_spends_nothing(tmp_path):
+    _, _, _, registry_path = _population(tmp_path, n=500)
+    env = dict(os.environ, PUBSUB_EMULATOR_HOST="127.0.0.1:9")  # discard port: nothing listens
+    done = _serve(tmp_path, registry_path, f"{PROJECT}/topics/t", f"{PROJECT}/subscriptions/s", env=env)
+    assert done.returncode == 1, done.stderr[-2000:]  # transient: retry
+    assert len(done.stderr.strip().splitlines()) == 1 and "did not answer" in done.stderr
+    assert not (tmp_path / "out.state" / "ledger.jsonl").exists()
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "holds no device id"),
+    (b"\xff\xfe\n", "is not UTF-8 text"),
+])
+def test_a_bad_registry_is_refused(tmp_path, content, message):
+    registry = tmp_path / "registry.txt"
+    registry.write_bytes(content)
+    done = _serve(tmp_path, registry, f"{PROJECT}/topics/t", f"{PROJECT}/subscriptions/s")
+    assert done.returncode == 2 and message in done.stderr

@@ -1,0 +1,103 @@
+"""The federated server's streaming Beam job: every message of the reports subscription appended
+to the job's private report log, durably, before anything is decided about it.
+
+``LogReports`` takes ``PubsubMessage`` elements (``ReadFromPubSub(with_attributes=True)``) and
+writes each bundle's messages as one JSON-lines file ``<UTC time>-<random>.jsonl`` under the log
+directory (published atomically: a hidden temporary renamed into place), one line per message:
+its Pub/Sub message id, publish time, attributes and body (base64). The server's round loop
+(``job.federated``) reads the log as it grows, assigns each new file to the round open when it
+first sees it, and classifies and counts its reports (``protocol.federated_tally``). Keeping the
+job to this — no decision that depends on which round is open — means a restarted job, a retried
+bundle or a redelivered message loses nothing and changes nothing: a line repeated by a retry or
+a Pub/Sub redelivery has the same message id, and the round loop reads each id once.
+
+The log holds what devices sent (one prefix each): private state, like the sampled records of a
+central job, never next to published outputs. Counter ``federated.messages_logged`` in the
+``triehh`` namespace.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import uuid
+from typing import List
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from triehh_beam.io.federated_attributes import KIND, SERVER_STOP
+
+__all__ = ["LogReports", "log_line"]
+
+_NAMESPACE = "triehh"
+
+
+def log_line(message_id: str, publish_time: str, attributes: dict, data: bytes) -> str:
+    """One line of the report log (what ``job.federated_log`` reads back)."""
+    return json.dumps({"id": message_id, "time": publish_time, "attributes": attributes or {},
+                       "data": base64.b64encode(data).decode("ascii")}, sort_keys=True)
+
+
+def _publish_time(message) -> str:
+    when = getattr(message, "publish_time", None)
+    if when is None:
+        return ""
+    if isinstance(when, datetime.datetime):
+        return when.astimezone(datetime.timezone.utc).isoformat()
+    return str(when)
+
+
+class _AppendDoFn(beam.DoFn):
+    """Collects a bundle's messages; writes them as one log file at the bundle's end."""
+
+    def __init__(self, log_dir: str):
+        super().__init__()
+        self._log_dir = log_dir.rstrip("/")
+        self._logged = Metrics.counter(_NAMESPACE, "federated.messages_logged")
+
+    def start_bundle(self) -> None:
+        self._lines: List[str] = []
+
+    def process(self, message) -> None:
+        attributes = dict(getattr(message, "attributes", None) or {})
+        if attributes.get(KIND) == SERVER_STOP:
+            return  # the server ending this job's pull: not a report
+        data = message.data if hasattr(message, "data") else bytes(message)
+        message_id = getattr(message, "message_id", None) or uuid.uuid4().hex
+        self._lines.append(log_line(str(message_id), _publish_time(message), attributes, data or b""))
+
+    def finish_bundle(self) -> None:
+        if self._lines:
+            write_log_file(self._log_dir, "".join(line + "\n" for line in self._lines).encode("utf-8"))
+            self._logged.inc(len(self._lines))
+        self._lines = []
+
+
+def write_log_file(log_dir: str, data: bytes) -> str:
+    """Writes ``log_dir/<UTC time>-<random>.jsonl`` atomically; its path. Names sort by the time
+    they were written (the random part only separates writes in the same microsecond)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    name = f"{stamp}-{uuid.uuid4().hex[:16]}.jsonl"
+    temporary = FileSystems.join(log_dir, f".{name}.tmp")
+    path = FileSystems.join(log_dir, name)
+    with FileSystems.create(temporary, compression_type="uncompressed") as f:
+        f.write(data)
+    FileSystems.rename([temporary], [path])
+    return path
+
+
+class LogReports(beam.PTransform):
+    """Appends every message to the report log in ``log_dir`` (a private directory: a local path
+    or any Beam filesystem prefix). Output: an empty PCollection (the files are the result)."""
+
+    def __init__(self, log_dir: str):
+        super().__init__()
+        if not isinstance(log_dir, str) or not log_dir:
+            raise ValueError(f"the report log must be a non-empty location, got {log_dir!r}")
+        self._log_dir = log_dir
+
+    def expand(self, messages: beam.PCollection) -> beam.PCollection:
+        return messages | "AppendToReportLog" >> beam.ParDo(_AppendDoFn(self._log_dir))

@@ -1,0 +1,218 @@
+"""``triehh federated simulate``: the federated server against a simulated fleet, and the central
+run of the same records for comparison.
+
+One simulated device per user of the records (``evaluation.fleet``), the registry their ids;
+the server (``job.federated``) and the fleet talk through Pub/Sub (``PUBSUB_EMULATOR_HOST``, else
+an emulator started on 127.0.0.1 for the run and stopped after it), on topics and subscriptions
+named for the run. After the last round the server reads reports until it has read every
+message the fleet sent (or a minute has passed), so the counts by kind account for every
+report; the summary says how many, if any, were never read. The central reference is
+``discover``'s driver on the same records with the same seed and the federated job's sampling
+identity: with no faults the two tries are equal (the summary says whether), otherwise the
+summary gives the federated run's recall of the central heavy hitters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import time
+import uuid
+from typing import Dict, Iterator, List, Optional
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from triehh_beam.io.schema import RecordColumns
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.protocol.federated_selection import Registry
+
+__all__ = ["Faults", "SimulationSummary", "main", "simulate"]
+
+_PROJECT = "triehh-simulation"
+_DRAIN_TIMEOUT_S = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Faults:
+    """What goes wrong in the fleet, as probabilities per selected device, and its latency."""
+
+    dropout: float = 0.0
+    duplicate: float = 0.0
+    late: float = 0.0
+    malformed: float = 0.0
+    latency: float = 0.2
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("dropout", "duplicate", "late", "malformed"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"--{name} is a probability in [0, 1], got {value}")
+        if not self.latency >= 0:
+            raise ValueError(f"--latency must be >= 0 seconds, got {self.latency}")
+
+
+@dataclasses.dataclass
+class SimulationSummary:
+    job_id: str
+    devices: int
+    rounds: int
+    heavy_hitters: List
+    central_heavy_hitters: List
+    trie_equal_to_central: Optional[bool]
+    recall_vs_central: Optional[float]
+    seconds: float
+    sent: Dict[str, int]
+    received: Dict[str, int]
+    redelivered: int
+    unread: int
+    output: str
+    report: str
+
+    def document(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@contextlib.contextmanager
+def _pubsub_host() -> Iterator[str]:
+    """``PUBSUB_EMULATOR_HOST`` if set, else an emulator started on loopback for the run."""
+    if os.environ.get("PUBSUB_EMULATOR_HOST"):
+        yield os.environ["PUBSUB_EMULATOR_HOST"]
+        return
+    from triehh_beam.io.pubsub_emulator import start_pubsub_emulator
+
+    with start_pubsub_emulator() as host:
+        previous = os.environ.get("PUBSUB_EMULATOR_HOST")
+        os.environ["PUBSUB_EMULATOR_HOST"] = host
+        try:
+            yield host
+        finally:
+            if previous is None:
+                os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+            else:
+                os.environ["PUBSUB_EMULATOR_HOST"] = previous
+
+
+def _central_config(config: DiscoveryConfig, seed: bytes, work: str) -> DiscoveryConfig:
+    """``discover`` of the same records and settings, its output, state and ledger in ``work``."""
+    return dataclasses.replace(config, seed=seed, output_dir=FileSystems.join(work, "out"),
+                               state_dir=FileSystems.join(work, "state"), ledger_dir=FileSystems.join(work, "ledger"),
+                               budget_epsilon=None, budget_delta=None, verbose=False)
+
+
+def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_goal: float,
+             beam_args: List[str], progress=print, compare: bool = True) -> SimulationSummary:
+    """Runs the fleet, the server and (``compare``) the central reference; see the module
+    docstring. Without the reference, the summary's central fields are empty (None)."""
+    from triehh_beam.evaluation.fleet import FleetOptions, SimulatedFleet
+    from triehh_beam.evaluation.population import load_population
+    from triehh_beam.io import pubsub
+    from triehh_beam.job import federated
+    from triehh_beam.job.driver import run_discovery
+    from triehh_beam.job.stream import job_seed
+
+    population = load_population(config.input_pattern, config.input_format,
+                                 RecordColumns(config.user_column, config.item_column, config.count_column),
+                                 options=config.record_options)
+    users = {uid: items for uid, items in population.users.items() if sum(items.values()) > 0}
+    registry = Registry.from_ids(users)
+    registry_path = FileSystems.join(config.resolved_state_dir, "registry.txt")
+    server_config = dataclasses.replace(config, input_pattern=registry_path)
+    progress(f"simulated fleet: {len(registry):,} devices from {config.input_pattern}")
+    run = uuid.uuid4().hex[:12]
+    with _pubsub_host():
+        announce = f"projects/{_PROJECT}/topics/triehh-announce-{run}"
+        reports = f"projects/{_PROJECT}/topics/triehh-reports-{run}"
+        server_sub = f"projects/{_PROJECT}/subscriptions/triehh-server-{run}"
+        for topic in (announce, reports):
+            pubsub.ensure_topic(topic)
+        pubsub.ensure_subscription(server_sub, reports)
+        fleet = SimulatedFleet(users, announce, reports, FleetOptions(
+            dropout=faults.dropout, duplicate=faults.duplicate, late=faults.late, malformed=faults.malformed,
+            latency_median_s=faults.latency, seed=faults.seed))
+        source = federated.FederatedSource(registry, announce, server_sub, round_deadline, report_goal)
+        _write_registry(registry, registry_path, config)
+        options = PipelineOptions(list(beam_args) + [f"--project={_PROJECT}"])
+        started = time.monotonic()
+
+        def keep_draining(read: int) -> bool:
+            if time.monotonic() - started > _DRAIN_TIMEOUT_S + round_deadline * config.max_length:
+                return False
+            idle = fleet.wait_idle(0)
+            return not (idle and read >= _published(fleet.counts()))
+
+        with fleet, pubsub.BatchPublisher() as publisher:
+            def publish(topic, messages):
+                publisher.publish_many(topic, messages)
+                publisher.wait()
+
+            result = federated.run_federated(server_config, source, publish, options, progress, keep_draining)
+        elapsed = time.monotonic() - started
+        sent = fleet.counts()
+    found, truth, same_trie = _published_items(result.output), None, None
+    if compare:
+        seed = job_seed(server_config, federated.SEED_NAME)
+        central_work = FileSystems.join(config.resolved_state_dir, "central-run")
+        progress("central run of the same records (discover, same seed and identity) for comparison")
+        central = run_discovery(_central_config(config, seed, central_work),
+                                identity=federated.federated_identity(server_config))
+        truth = _published_items(central.output_path)
+        same_trie = _read(FileSystems.join(result.output, "trie.pb")) == _read(
+            FileSystems.join(FileSystems.split(central.output_path)[0], "trie.pb"))
+    received = federated.label_totals(result)
+    return SimulationSummary(
+        job_id=result.job_id, devices=len(registry), rounds=len(result.rounds),
+        heavy_hitters=sorted(found, key=str),
+        central_heavy_hitters=None if truth is None else sorted(truth, key=str),
+        trie_equal_to_central=same_trie,
+        recall_vs_central=(len(found & truth) / len(truth)) if truth else None,
+        seconds=round(elapsed, 2),
+        sent=sent, received=received, redelivered=result.redelivered,
+        unread=max(0, _published(sent) - sum(received.values())),
+        output=result.output, report=result.report_path)
+
+
+def _read(path: str) -> bytes:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def _published_items(path: str) -> set:
+    """The heavy hitters a ``heavy_hitters.json`` (or the directory holding it) publishes."""
+    if not path.endswith(".json"):
+        path = FileSystems.join(path, "heavy_hitters.json")
+    return {json.dumps(v) if isinstance(v, (list, dict)) else v for v in json.loads(_read(path))["heavy_hitters"]}
+
+
+def _published(counts: Dict[str, int]) -> int:
+    """Messages the fleet published: reports (late ones included), second copies, corrupt ones."""
+    return counts["reports"] + counts["duplicates"] + counts["malformed"]
+
+
+def _write_registry(registry: Registry, path: str, config: DiscoveryConfig) -> None:
+    from triehh_beam.job import cas
+
+    cas.make_private_dir(config.resolved_state_dir)
+    with FileSystems.create(path) as f:
+        f.write(b"".join(uid + b"\n" for uid in registry.ids))
+
+
+def main(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_goal: float,
+         beam_args: List[str], as_json: bool) -> int:
+    summary = simulate(config, faults, round_deadline, report_goal, beam_args,
+                       progress=(lambda line: None) if as_json else (lambda line: print(line, flush=True)))
+    if as_json:
+        print(json.dumps(summary.document(), sort_keys=True))
+        return 0
+    recall = "n/a" if summary.recall_vs_central is None else f"{summary.recall_vs_central:.3f}"
+    print(f"federated: {len(summary.heavy_hitters)} heavy hitters in {summary.rounds} rounds "
+          f"({summary.seconds:.1f} s); central: {len(summary.central_heavy_hitters)}; recall vs central "
+          f"{recall}; same trie: {'yes' if summary.trie_equal_to_central else 'no'}")
+    print("fleet sent (private, simulated): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.sent.items())))
+    print("server counted (private): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.received.items()) if v)
+          + f"; redelivered {summary.redelivered:,}; never read {summary.unread:,}")
+    print(f"published: {summary.output}; operator report (private): {summary.report}")
+    return 0

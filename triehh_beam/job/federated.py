@@ -1,0 +1,523 @@
+"""``triehh federated serve``: TrieHH where devices keep their data and only votes reach us.
+
+The server plans for n = the registry's enrolled devices (``io.registry``), exactly as
+``discover`` plans for its census, and records the spend in the population's ledger before the
+first announcement (the frontier each announcement carries is the trie learned so far: a
+release). Then, round by round:
+
+1. select exactly m devices by the keyed bottom-m ranks (``protocol.federated_selection``:
+   the central job's sample of the same users, given the same seed and identity), each with a
+   per-round token and its item-choice word;
+2. publish the ``RoundAnnouncement`` (job id, round, frontier, encoding, deadline) and one
+   ``Invitation`` per selected device to the announce topic;
+3. a streaming Beam job (``beam.federated.LogReports``, started once for the whole job) appends
+   every message of the reports subscription to the private report log; the round loop reads the
+   log as it grows and counts the round's reports (``protocol.federated_tally``: only the first
+   report of a token the round issued counts, the frontier checked again, votes counted and
+   pruned at theta by ``PrefixCounter``);
+4. the round closes when the report goal (a fraction of the m selected) have reported, or at its
+   deadline, both by Pub/Sub's publish times (a report counts if it was accepted by the close,
+   however late the server reads it), after the collector has caught up; its level and close
+   time are committed to the private state, then the next round starts.
+
+Dropouts (selected devices that never report) lower the number of votes, never the guarantee:
+Theorem 1's privacy comes from the selection, which the server draws before any device
+answers, and the threshold; a device that does not report is, for the analysis, a device with
+nothing to vote for, a case the theorem already covers. What can be discovered shrinks with the
+votes (recall), and a round that closes with no prefix at theta ends the discovery, said in the
+output's stop reason.
+
+A crash at any point resumes: the seed (``--seed-file``, else kept in the state), the job id and
+the selection are functions of the settings; each committed round is read back; the open
+round's announcement (same deadline) and invitations are published again (a device that answers
+twice is a duplicate) and its count is redone from the log (the messages published after the
+last committed close). A rerun of a finished job returns its result. A resumed job must find
+the same registry contents and plan (refused otherwise: devices enrolled since would change n). The published output is
+``discover``'s (``heavy_hitters.json``, ``trie.pb``, plus a ``federated`` section); every count
+(reports by kind, per round) is in the private operator report; the report log is deleted when
+the job ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import math
+import time
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from triehh_beam.io import federated_attributes as attributes
+from triehh_beam.job import cas
+from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job import outputs
+from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
+from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.job.planning import plan_for_census
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol import keyed_hash, rounds
+from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement, VoteReport
+from triehh_beam.protocol.federated_selection import Registry, select_round
+from triehh_beam.protocol.federated_tally import KINDS, REPORTED, RoundTally
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.trie import Trie
+
+__all__ = ["FederatedResult", "dropout_guarantee", "FederatedSource", "Publish", "federated_identity",
+           "federated_job_id", "run_federated"]
+
+#: (data, attributes) messages to one topic; raises if any is not published.
+Publish = Callable[[str, Sequence[Tuple[bytes, Dict[str, str]]]], None]
+
+SEED_NAME = "federated_seed"
+_MAX_DEADLINE_S = 366 * 86_400
+PROGRESS_NAME = "progress.json"
+
+def dropout_guarantee(config: DiscoveryConfig) -> str:
+    """The published statement of what holds when selected devices do not report."""
+    selection = ("each enrolled device independently with probability p_s per round"
+                 if config.protocol == TRIEHH_PP else "m of the n enrolled devices per round")
+    return (
+        "The (epsilon, delta) guarantee holds whatever fraction of the selected devices report. It comes "
+        f"from the selection, which the server draws at random (keyed by its secret seed) before any "
+        f"device answers, {selection}, and from the threshold: a selected device that does not report "
+        "is, for the analysis, a device with nothing to vote for, a case it covers. Dropouts lower the "
+        "number of votes, and so what can be discovered, never the privacy. Assumed: whether a device "
+        "reports does not depend on other devices' data, and who was selected (the invitations and "
+        "their tokens) stays within the server's trust boundary, as the seed does."
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class FederatedSource:
+    """Where a federated job's messages go, and when its rounds close.
+
+    Attributes:
+      registry: the enrolled devices (``io.registry``); ``config.input_pattern`` is set to it.
+      announce_topic: ``projects/P/topics/T``: announcements and invitations.
+      reports_subscription: ``projects/P/subscriptions/S``: the devices' reports.
+      round_deadline: seconds a round stays open at most.
+      report_goal: the fraction of a round's selected devices whose reports close it early.
+      drain_seconds: after the last round, how long the log is still read (reports arriving
+        then are counted as late, so the operator report accounts for them).
+      poll_seconds: how often the report log is read.
+      quiet_seconds, catch_up_seconds: once a round's close is decided, the log is read until
+        no message arrived for ``quiet_seconds`` (at most ``catch_up_seconds``), so reports
+        Pub/Sub accepted before the close but not yet written by the collector still count.
+    """
+
+    registry: Registry
+    announce_topic: str
+    reports_subscription: str
+    round_deadline: float = 300.0
+    report_goal: float = 1.0
+    drain_seconds: float = 0.0
+    poll_seconds: float = 0.5
+    quiet_seconds: float = 2.0
+    catch_up_seconds: float = 60.0
+
+    def __post_init__(self):
+        if not 0 < self.round_deadline <= _MAX_DEADLINE_S:
+            raise ValueError(f"--round-deadline must be > 0 and at most {_MAX_DEADLINE_S:,} seconds (a year), "
+                             f"got {self.round_deadline}")
+        if not 0.0 < self.report_goal <= 1.0:
+            raise ValueError(f"--report-goal is a fraction of the selected devices in (0, 1], got {self.report_goal}")
+        if not (0 <= self.drain_seconds <= _MAX_DEADLINE_S) or self.poll_seconds <= 0:
+            raise ValueError("--drain-seconds must be >= 0 and the poll interval > 0")
+
+
+@dataclasses.dataclass
+class FederatedResult:
+    """What the job did: the trie, where it was published, and the private per-round counts."""
+
+    trie: Trie
+    job_id: str
+    output: str
+    report_path: str
+    rounds: List[dict]
+    after_last_round: Dict[str, int]
+    redelivered: int
+
+
+def federated_identity(config: DiscoveryConfig) -> bytes:
+    """The job's sampling identity: ``discover``'s identity of the same settings with the registry
+    as its input (so two federated jobs sharing a seed file sample independently, and a central
+    run given this identity samples the same users)."""
+    return config.sampling_identity()
+
+
+def federated_job_id(seed: bytes, identity: bytes) -> str:
+    """The public job id: a key derived from the seed and the identity under its own purpose
+    (it reveals nothing of the sampling keys)."""
+    key = keyed_hash.derive_key(seed, b"federated-job-id", identity)
+    return "federated-" + key[0].to_bytes(8, "little").hex() + key[1].to_bytes(8, "little").hex()
+
+
+def _now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+class _Server:
+    def __init__(self, config: DiscoveryConfig, source: FederatedSource, seed: bytes, publish: Publish,
+                 progress: Callable[[str], None], keep_running: Optional[Callable[[int], bool]]):
+        self.config, self.source, self.publish, self.progress = config, source, publish, progress
+        self.keep_running = keep_running
+        self.identity = federated_identity(config)
+        self.sampler = Sampler(seed, self.identity)
+        self.job_id = federated_job_id(seed, self.identity)
+        self.root = FileSystems.join(config.resolved_state_dir, "federated")
+        self.encoder = config.encoder
+        self.plan = plan_for_census(config, len(source.registry))
+        self.progress_doc = self._progress_document()
+
+    # ---- state -----------------------------------------------------------------------------
+
+    def _path(self, *parts: str) -> str:
+        return FileSystems.join(self.root, *parts)
+
+    def _read_json(self, path: str) -> Optional[dict]:
+        if not FileSystems.exists(path):
+            return None
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            return json.loads(f.read().decode("utf-8"))
+
+    def _write_json(self, path: str, document: dict) -> None:
+        directory = path.rsplit("/", 1)[0]
+        if not FileSystems.exists(directory):
+            FileSystems.mkdirs(directory)
+        outputs.write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                                 private=True)
+
+    def _what_it_is(self) -> dict:
+        """What a resumed job must find unchanged: the registry's contents (its path is in the
+        identity, not its devices) and the plan drawn from them."""
+        digest = hashlib.sha256(b"".join(len(i).to_bytes(4, "big") + i for i in self.source.registry.ids))
+        plan = self.plan
+        return {"registry_sha256": digest.hexdigest(), "devices": len(self.source.registry),
+                "theta": plan.theta, "batch_size": plan.batch_size, "sample_probability": plan.sample_probability}
+
+    def _progress_document(self) -> dict:
+        found = self._read_json(self._path(PROGRESS_NAME))
+        expected = self._what_it_is()
+        if found is None:
+            return {"job_id": self.job_id, "rounds": [], "created_at": _now(), "job": expected}
+        if found["job_id"] != self.job_id:
+            raise ValueError(f"{self.root} holds another federated job ({found['job_id']}); "
+                             "use another state directory for a new job")
+        if found.get("job") != expected:
+            raise ValueError(f"{self.root} holds this job started with another registry ({found['job']['devices']:,} "
+                             f"devices, now {expected['devices']:,}) or plan: devices enrolled since would change "
+                             "n, m and the selection of a job already charged; start a new job (another "
+                             "--output or --state-dir)")
+        return found
+
+    # ---- the job ---------------------------------------------------------------------------
+
+    def charge(self) -> None:
+        """Budget before release: before the first announcement (idempotent by job id)."""
+        ledger = ledger_lib.Ledger(self.config.resolved_ledger_dir, self.config.budget)
+        ledger.charge_plan(self.job_id, self.plan, {"time": _now(), "mode": "federated"})
+
+    def _select(self, round_index: int):
+        if self.config.protocol == TRIEHH_PP:
+            return select_round(self.sampler, self.source.registry, round_index,
+                                probability=self.plan.sample_probability)
+        return select_round(self.sampler, self.source.registry, round_index, batch_size=self.plan.batch_size)
+
+    def announce(self, step: rounds.NextRound, selection) -> Tuple[int, int]:
+        """Publishes the round's announcement and invitations; returns (deadline, goal). The
+        deadline is recorded before the first publication, so a resumed round keeps it."""
+        r = step.index
+        goal = math.ceil(self.source.report_goal * len(selection))
+        path = self._path(f"round={r:03d}", "announced.json")
+        announced = self._read_json(path)
+        if announced is None:
+            announced = {"round": r, "deadline_millis": _now_millis() + int(self.source.round_deadline * 1000),
+                         "selected": len(selection), "goal": goal}
+            self._write_json(path, announced)
+        deadline = announced["deadline_millis"]
+        public_goal = goal if outputs.population_is_public(self.plan) else 0
+        announcement = RoundAnnouncement(job_id=self.job_id, round_index=r, encoder=self.encoder,
+                                         frontier=frozenset(step.frontier), deadline_millis=deadline,
+                                         report_goal=public_goal,
+                                         too_long="truncate" if self.config.truncate_long_items else "drop")
+        self.publish(self.source.announce_topic,
+                     [(announcement.to_bytes(), attributes.announcement_attributes(self.job_id, r))])
+        invitations = [
+            (Invitation(job_id=self.job_id, round_index=r, device_id=device, token=token,
+                        choice_word=int(word)).to_bytes(),
+             attributes.invitation_attributes(self.job_id, r, device))
+            for device, token, word in zip(selection.device_ids, selection.tokens, selection.choice_words)
+        ]
+        self.publish(self.source.announce_topic, invitations)
+        return deadline, goal
+
+    def _wait_for(self, log: ReportLog, pool: List[LoggedMessage], done: Callable[[], bool]) -> None:
+        """Reads the log into ``pool`` until ``done()``, then until the collector has caught up:
+        no new message for ``quiet_seconds`` (at most ``catch_up_seconds`` more), so that a
+        report Pub/Sub accepted before the close but the collector had not written yet (a
+        backlog after a restart, a slow bundle) is still counted on time."""
+        while not done():
+            pool.extend(log.read_new())
+            time.sleep(self.source.poll_seconds)
+        quiet_since = caught_up_by = time.monotonic()
+        caught_up_by += self.source.catch_up_seconds
+        while time.monotonic() - quiet_since < self.source.quiet_seconds and time.monotonic() < caught_up_by:
+            time.sleep(self.source.poll_seconds)
+            fresh = log.read_new()
+            if fresh:
+                pool.extend(fresh)
+                quiet_since = time.monotonic()
+
+    def _goal_time(self, pool: List[LoggedMessage], r: int, tokens: FrozenSet[bytes], goal: int,
+                   deadline_micros: int) -> Optional[int]:
+        """The publish time of the report that makes the goal (the goal-th selected device's
+        first report, by publish time), if it was published before the deadline."""
+        firsts: Dict[bytes, int] = {}
+        for message in pool:
+            token = self._token_of(message, r)
+            if token in tokens and message.time_micros <= deadline_micros:
+                firsts[token] = min(firsts.get(token, message.time_micros), message.time_micros)
+        if not goal or len(firsts) < goal:
+            return None
+        return sorted(firsts.values())[goal - 1]
+
+    def _token_of(self, message: LoggedMessage, r: int) -> Optional[bytes]:
+        cached = self._tokens.get(message.message_id)
+        if cached is None:
+            try:
+                report = VoteReport.from_bytes(message.data, self.encoder)
+                cached = report.token if (report.job_id == self.job_id and report.round_index == r) else b""
+            except FederatedFormatError:
+                cached = b""
+            self._tokens[message.message_id] = cached
+        return cached or None
+
+    def count_round(self, step: rounds.NextRound, selection, log: ReportLog, pool: List[LoggedMessage],
+                    deadline_millis: int, goal: int) -> Tuple[RoundTally, int, str, List[LoggedMessage]]:
+        """Round ``step``'s count. The round closes at the publish time of the report that
+        reaches the goal, or at the deadline; a report counts if Pub/Sub accepted it by then, so
+        which round a report belongs to depends on its publish time, not on when the server read
+        it (the same on a resume). Returns the tally, the close time (microseconds), why it
+        closed, and the messages published after the close (the next round's to label)."""
+        r, tokens = step.index, selection.token_set()
+        deadline = deadline_millis * 1000
+        self._tokens: Dict[str, bytes] = {}
+
+        def closed() -> bool:
+            pool.extend(log.read_new())
+            return (self._goal_time(pool, r, tokens, goal, deadline) is not None
+                    or _now_millis() * 1000 >= deadline or not goal)
+
+        self._wait_for(log, pool, closed)
+        at = self._goal_time(pool, r, tokens, goal, deadline)
+        close, why = (at, "report goal") if at is not None else (deadline, "deadline" if goal else "no device selected")
+        tally = RoundTally(self.job_id, r, self.encoder, step.frontier, tokens, self.plan.theta)
+        ordered = sorted(pool, key=lambda m: (m.time_micros, m.message_id))
+        for message in ordered:
+            if message.time_micros <= close:
+                tally.add(message.data)
+        return tally, close, why, [m for m in ordered if m.time_micros > close]
+
+    def run(self, log: ReportLog) -> Tuple[Trie, List[dict], str, List[LoggedMessage]]:
+        progress_doc = self.progress_doc
+        trie = Trie.empty(self.encoder)
+        step = rounds.next_round(trie, self.config.max_length)
+        closed_at = 0
+        for done in progress_doc["rounds"]:  # resume: committed rounds, in order
+            kept = [outputs.units_from_json(p, self.encoder) for p in done["kept"]]
+            trie, step = rounds.apply_round(trie, step, kept, self.config.max_length)
+            closed_at = done["close_micros"]
+        # Messages of committed rounds (published by their close) are theirs, already counted.
+        pool = [m for m in log.read_new() if m.time_micros > closed_at]
+        stop_reason = None
+        while isinstance(step, rounds.NextRound):
+            r = step.index
+            selection = self._select(r)
+            deadline, goal = self.announce(step, selection)
+            self.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to the "
+                          f"selected devices; closing at the report goal or "
+                          f"{datetime.datetime.fromtimestamp(deadline / 1000, datetime.timezone.utc):%H:%M:%S} UTC")
+            tally, close, closed_by, pool = self.count_round(step, selection, log, pool, deadline, goal)
+            kept = tally.kept()
+            record = {"round": r, "closed_by": closed_by, "close_micros": close, "frontier_size": len(step.frontier),
+                      "kept": [outputs.units_to_json(p, self.encoder) for p in kept],
+                      "selected": len(selection), "goal": goal, "labels": tally.label_counts(),
+                      "closed_at": _now()}
+            progress_doc["rounds"].append(record)
+            self._write_json(self._path(PROGRESS_NAME), progress_doc)  # the level, committed
+            self.progress(f"round {r}: closed ({closed_by}); {len(kept):,} prefixes kept")
+            if len(selection) and not tally.reported:
+                stop_reason = (f"no selected device reported in round {r} before it closed: check that the "
+                               "announce topic's messages reach the devices")
+                break
+            trie, step = rounds.apply_round(trie, step, kept, self.config.max_length)
+        return trie, progress_doc["rounds"], stop_reason or step.describe(), pool
+
+    def drain(self, log: ReportLog, last_round: int, pool: List[LoggedMessage]) -> Dict[str, int]:
+        """Reads the log for ``drain_seconds`` more (or while ``keep_running(messages read)``):
+        every report is then late (or not this job's, or malformed)."""
+        until = time.monotonic() + self.source.drain_seconds
+        if self.keep_running is not None:
+            self._wait_for(log, pool, lambda: not self.keep_running(log.messages))
+        else:
+            self._wait_for(log, pool, lambda: time.monotonic() >= until)
+        tally = RoundTally(self.job_id, last_round + 1, self.encoder, (), frozenset(), self.plan.theta)
+        for message in sorted(pool, key=lambda m: (m.time_micros, m.message_id)):
+            tally.add(message.data)
+        return tally.label_counts()
+
+
+def _state_for_outputs(config: DiscoveryConfig, server: _Server, trie: Trie, records: List[dict],
+                       stop_reason: str) -> state_pb2.JobState:
+    state = state_pb2.JobState(job_id=server.job_id, created_at=_now(), input=config.input_spec(),
+                               truncate_long_items=config.truncate_long_items, plan=server.plan,
+                               stop_reason=stop_reason, finished=True)
+    for record in records:
+        state.rounds.add(round_index=record["round"], frontier_size=record["frontier_size"],
+                         prefixes_kept=len(record["kept"]))
+    state.trie.CopyFrom(trie.to_proto())
+    return state
+
+
+def _published_section(config: DiscoveryConfig) -> dict:
+    """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
+    stay in the operator report)."""
+    return {
+        "mode": "federated: devices kept their records and sent one vote (or an abstention) per round",
+        "guarantee_with_dropouts": dropout_guarantee(config),
+    }
+
+
+def run_federated(
+    config: DiscoveryConfig,
+    source: FederatedSource,
+    publish: Publish,
+    options: Optional[PipelineOptions] = None,
+    progress: Callable[[str], None] = print,
+    keep_draining: Optional[Callable[[int], bool]] = None,
+) -> FederatedResult:
+    """Runs (or resumes) a federated job; see the module docstring.
+
+    Args:
+      config: the job's settings (``input_pattern``: the registry's location, for the identity).
+      source: the registry, topics and round timing.
+      publish: publishes messages to a topic (``io.pubsub``).
+      options: Beam options of the streaming collector (default: the streaming DirectRunner in
+        process).
+      keep_draining: after the last round, the log is read while this returns True given the
+        number of distinct messages read so far (a simulator waiting for its fleet's), instead of
+        ``source.drain_seconds``.
+
+    Raises:
+      InfeasiblePlanError: the target cannot be met for n enrolled devices (nothing announced).
+      BudgetExceededError: the spend does not fit the lifetime budget (nothing announced).
+      PubsubUnavailableError, ValueError: Pub/Sub does not answer, or the reports subscription
+        does not exist (checked before the charge: nothing spent).
+    """
+    from apache_beam.io.gcp.pubsub import ReadFromPubSub
+
+    from triehh_beam.beam.federated import LogReports
+    from triehh_beam.io import pubsub
+    from triehh_beam.job.stream import job_seed, stream_pipeline
+
+    seed = job_seed(config, SEED_NAME)
+    server = _Server(config, source, seed, publish, progress, keep_draining)
+    report_path = FileSystems.join(config.resolved_state_dir, outputs.OPERATOR_REPORT_NAME)
+    finished = server.progress_doc.get("finished")
+    if finished:  # a rerun of a finished job: its results stand; nothing is announced again
+        progress(f"federated job {server.job_id} already finished: {finished['stop_reason']}")
+        trie = Trie.from_bytes(_read(FileSystems.join(config.output_dir, "trie.pb")))
+        return FederatedResult(trie, server.job_id, config.output_dir, report_path, server.progress_doc["rounds"],
+                               finished["after_last_round"], finished["redelivered"])
+    # Before the charge: a job that cannot announce, or hear back, spends nothing. Beam checks
+    # the subscription's name when the read is built.
+    read = ReadFromPubSub(subscription=source.reports_subscription, with_attributes=True)
+    reports_topic = pubsub.check_subscription(source.reports_subscription)
+    if not pubsub.topic_subscriptions(source.announce_topic):
+        raise ValueError(f"the announce topic {source.announce_topic} has no subscription: nothing would "
+                         "deliver the rounds to the devices (subscribe the push bridge first)")
+    cas.make_private_dir(config.resolved_state_dir)
+    if cas.is_local(server.root):
+        cas.make_private_dir(server.root)
+    server.charge()
+    log_dir = server._path("reports")
+    if cas.is_local(log_dir):
+        cas.make_private_dir(log_dir)
+    pipeline = stream_pipeline(options or PipelineOptions([]))
+    _ = pipeline | "ReadReports" >> read | "LogReports" >> LogReports(log_dir)
+    collector = pipeline.run()
+    log = ReportLog(log_dir)
+    try:
+        trie, records, stop_reason, pool = server.run(log)
+        after = server.drain(log, records[-1]["round"] if records else 0, pool)
+    finally:
+        _stop_collector(collector, reports_topic, server.job_id, publish)
+    state = _state_for_outputs(config, server, trie, records, stop_reason)
+    outputs.write_outputs(config.output_dir, state, trie, extra={"federated": _published_section(config)})
+    report = {
+        "private": outputs.PRIVATE_NOTE,
+        "job_id": server.job_id,
+        "published_to": config.output_dir,
+        "registry": {"devices": len(source.registry)},
+        "privacy": outputs.plan_document(server.plan),
+        "rounds": [{k: v for k, v in record.items() if k != "kept"} for record in records],
+        "after_last_round": after,
+        "messages_redelivered": log.redelivered,
+        "log_lines_unreadable": log.unreadable_lines,
+        "stop_reason": stop_reason,
+        "guarantee_with_dropouts": dropout_guarantee(config),
+    }
+    server._write_json(report_path, report)
+    # Finished before the log goes: a rerun then returns the result instead of reading a log
+    # that is no longer there.
+    server.progress_doc["finished"] = {"stop_reason": stop_reason, "after_last_round": after,
+                                       "redelivered": log.redelivered, "at": _now()}
+    server._write_json(server._path(PROGRESS_NAME), server.progress_doc)
+    log.delete()
+    return FederatedResult(trie, server.job_id, config.output_dir, report_path, records, after, log.redelivered)
+
+
+def _read(path: str) -> bytes:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def _stop_collector(collector, reports_topic: str, job_id: str, publish: Publish) -> None:
+    """Cancels the collector and waits for it to stop. The streaming DirectRunner's cancel waits
+    for its current pull (up to 30 s on a quiet subscription): one message marked
+    ``kind=server-stop`` (``io.federated_attributes.SERVER_STOP``) (which the collector does not log) ends that pull at once. Left running,
+    the cancelled reader would go on pulling, and acknowledging, what later jobs should read."""
+    import threading
+
+    canceller = threading.Thread(target=collector.cancel, daemon=True, name="triehh-federated-cancel")
+    canceller.start()
+    try:
+        publish(reports_topic, [(b"", {attributes.KIND: attributes.SERVER_STOP, attributes.JOB: job_id})])
+    except Exception:  # the job's result does not depend on the nudge; the wait below is bounded
+        pass
+    canceller.join(40.0)
+
+
+def label_totals(result: FederatedResult) -> Dict[str, int]:
+    """Every label's count over the whole job (private): rounds and the drain after them."""
+    totals = {kind: 0 for kind in KINDS}
+    for record in result.rounds:
+        for kind, n in record["labels"].items():
+            totals[kind] += n
+    for kind, n in result.after_last_round.items():
+        totals[kind] += n
+    return totals
+
+
+def reported_share(record: dict) -> float:
+    """The share of a round's selected devices that reported (private)."""
+    reported = sum(record["labels"][k] for k in REPORTED)
+    return reported / record["selected"] if record["selected"] else 0.0

@@ -1,0 +1,383 @@
+"""The messages of a federated round (docs/federated_protocol.md), parsed and checked: the
+server broadcasts a ``RoundAnnouncement`` (job, round ``r``, the encoding and long-item policy,
+the frontier of length-``r - 1`` prefixes front-coded, a deadline, a report goal), sends each
+device selected for the round an ``Invitation`` (a 16-byte token and the device's item-choice
+word), and each invited device answers with a ``VoteReport`` (the token and one prefix, or an
+explicit abstention). Each is a frozen dataclass checked when built, with ``to_bytes`` (the
+protobuf of ``protos/triehh_beam/proto/federated.proto``, deterministic) and ``from_bytes``,
+which treats the bytes as untrusted and refuses anything malformed with
+``FederatedFormatError``, whose text names the source. Pure Python, no Beam, no files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import FrozenSet, List, Optional, Tuple, Type, TypeVar
+
+from google.protobuf import message as _message
+
+from triehh_beam.proto import federated_pb2, vote_pb2
+from triehh_beam.protocol import messages
+from triehh_beam.protocol.front_coding import FrontCoded, FrontCodingError, front_code, front_decode
+from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
+from triehh_beam.protocol.user_items import LONG_ITEM_POLICIES
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "TOKEN_BYTES",
+    "FederatedFormatError",
+    "Invitation",
+    "RoundAnnouncement",
+    "VoteReport",
+]
+
+#: The version every federated message writes; readers refuse any other.
+SCHEMA_VERSION = 1
+#: The length of an invitation's token.
+TOKEN_BYTES = 16
+
+_M = TypeVar("_M", bound=_message.Message)
+_UINT32 = 2**32
+_LONG_ITEMS_TO_PROTO = {
+    "drop": federated_pb2.RoundAnnouncement.DROP,
+    "truncate": federated_pb2.RoundAnnouncement.TRUNCATE,
+}
+_LONG_ITEMS_FROM_PROTO = {value: name for name, value in _LONG_ITEMS_TO_PROTO.items()}
+
+
+class FederatedFormatError(ValueError):
+    """A federated message is malformed, of an unknown version or inconsistent (or a value
+    given to build one is).
+
+    Attributes:
+      source: what the message came from (a topic, a device, a file), named in the text.
+      problem: what is wrong, without the source.
+    """
+
+    def __init__(self, source: str, problem: str):
+        super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks shared by the constructors and the readers.
+
+
+def _check_header(source: str, job_id, round_index, upper: Optional[int] = None) -> None:
+    if not isinstance(job_id, str) or not job_id:
+        raise FederatedFormatError(source, f"the job id must be a non-empty string, got {job_id!r}")
+    if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index < 1:
+        raise FederatedFormatError(source, f"round_index {round_index!r}: rounds are numbered from 1")
+    if upper is not None and round_index > upper:
+        raise FederatedFormatError(source, f"round_index {round_index} exceeds max_length={upper}")
+    if round_index >= _UINT32:
+        raise FederatedFormatError(source, f"round_index {round_index} does not fit 32 bits")
+
+
+def _check_token(source: str, token) -> None:
+    if not isinstance(token, bytes) or len(token) != TOKEN_BYTES:
+        shown = f"{len(token)} bytes" if isinstance(token, (bytes, bytearray)) else type(token).__name__
+        raise FederatedFormatError(source, f"the token must be {TOKEN_BYTES} bytes, got {shown}")
+
+
+def _check_int(source: str, name: str, value, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+        raise FederatedFormatError(source, f"{name} must be an integer in [{low}, {high}), got {value!r}")
+
+
+def _check_prefix(source: str, where: str, encoder: ItemEncoder, prefix: Units) -> None:
+    problem = encoder.prefix_problem(prefix)
+    if problem:
+        raise FederatedFormatError(source, f"{where} {prefix!r} {problem}")
+
+
+def _check_version(source: str, version: int) -> None:
+    if version != SCHEMA_VERSION:
+        found = "no schema_version" if version == 0 else f"schema_version {version}"
+        raise FederatedFormatError(source, f"{found}; this reader understands schema_version {SCHEMA_VERSION}")
+
+
+def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
+    try:
+        return messages._parse(message_type, data, source)
+    except messages.TrieFormatError as error:
+        raise FederatedFormatError(source, error.problem) from error
+
+
+def _prefix_tuple(source: str, prefix) -> Units:
+    try:
+        return messages._as_prefix(prefix)
+    except ValueError as error:
+        raise FederatedFormatError(source, str(error)) from None
+
+
+def _serialize(message: _message.Message) -> bytes:
+    return message.SerializeToString(deterministic=True)
+
+
+def _build(cls, source: str, *fields):
+    """``cls(*fields)``, its checks' errors naming ``source``."""
+    try:
+        return cls(*fields)
+    except FederatedFormatError as error:
+        raise FederatedFormatError(source, error.problem) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The messages.
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundAnnouncement:
+    """What every device receives before round ``round_index``.
+
+    Attributes:
+      job_id: the job (non-empty).
+      round_index: r, from 1 to ``encoder.max_length``.
+      encoder: how a device encodes its items, exactly as the server does.
+      frontier: the prefixes a vote may extend: at least one, each of ``r - 1`` units, none a
+        complete item (in round 1, ``{()}``).
+      deadline_millis: reports after this instant (Unix epoch milliseconds, > 0) do not count.
+      report_goal: the reports that close the round early, or 0 when not announced (it
+        reveals m, hence the population n: announced only where n is public).
+      too_long: ``"drop"`` or ``"truncate"`` items longer than L units (``LONG_ITEM_POLICIES``).
+
+    Raises:
+      FederatedFormatError: any value out of its range (the message names ``<RoundAnnouncement>``).
+    """
+
+    job_id: str
+    round_index: int
+    encoder: ItemEncoder
+    frontier: FrozenSet[Units]
+    deadline_millis: int
+    report_goal: int = 0
+    too_long: str = "drop"
+
+    def __post_init__(self):
+        source = "<RoundAnnouncement>"
+        object.__setattr__(self, "frontier", frozenset(_prefix_tuple(source, p) for p in self.frontier))
+        if not isinstance(self.encoder, ItemEncoder):
+            raise FederatedFormatError(source, f"encoder must be an ItemEncoder, got {type(self.encoder).__name__}")
+        _check_header(source, self.job_id, self.round_index, self.encoder.max_length)
+        _check_int(source, "deadline_millis", self.deadline_millis, 1, 2**63)
+        _check_int(source, "report_goal", self.report_goal, 0, 2**64)
+        if self.too_long not in LONG_ITEM_POLICIES:
+            raise FederatedFormatError(source, f"too_long must be one of {LONG_ITEM_POLICIES}, got {self.too_long!r}")
+        if not self.frontier:
+            raise FederatedFormatError(source, "an empty frontier (a round extends at least one prefix)")
+        width = self.round_index - 1
+        for prefix in self.frontier:
+            if len(prefix) != width:
+                raise FederatedFormatError(
+                    source, f"frontier prefix {prefix!r} has {len(prefix)} units; round "
+                    f"{self.round_index} extends prefixes of {width}")
+            _check_prefix(source, "frontier prefix", self.encoder, prefix)
+            if is_terminated(prefix):
+                raise FederatedFormatError(source, f"frontier prefix {prefix!r} is a complete item")
+
+    @property
+    def truncate(self) -> bool:
+        """True when items longer than L units are truncated (else dropped)."""
+        return self.too_long == "truncate"
+
+    def to_proto(self) -> federated_pb2.RoundAnnouncement:
+        to_bytes = self.encoder.unit_to_bytes
+        coded = front_code(tuple(to_bytes(u) for u in p) for p in self.frontier)
+        return federated_pb2.RoundAnnouncement(
+            schema_version=SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index,
+            encoding=messages.encoding_to_proto(self.encoder), long_items=_LONG_ITEMS_TO_PROTO[self.too_long],
+            deadline_millis=self.deadline_millis, report_goal=self.report_goal,
+            frontier_shared=coded.shared, frontier_unit_lengths=coded.unit_lengths,
+            frontier_units=coded.units, frontier_unit_width=coded.unit_width, frontier_count=len(coded.shared))
+
+    def to_bytes(self) -> bytes:
+        """The serialized ``RoundAnnouncement`` (deterministic: equal announcements, equal bytes)."""
+        return _serialize(self.to_proto())
+
+    @classmethod
+    def from_proto(cls, message: federated_pb2.RoundAnnouncement,
+                   source: str = "<RoundAnnouncement message>") -> "RoundAnnouncement":
+        """Parses and checks an announcement.
+
+        Raises:
+          FederatedFormatError: an unknown version, a missing or invalid encoding or long-item
+            policy, a round outside 1..L, no deadline, a frontier cut short (count), not
+            canonically front-coded, empty, or holding a prefix of the wrong length, a unit that
+            is not a unit of the encoding, or a complete item.
+        """
+        _check_version(source, message.schema_version)
+        if not message.HasField("encoding"):
+            raise FederatedFormatError(source, "no encoding")
+        try:
+            encoder = messages.encoding_from_proto(message.encoding, source)
+        except messages.TrieFormatError as error:
+            raise FederatedFormatError(source, error.problem) from error
+        if message.long_items not in _LONG_ITEMS_FROM_PROTO:
+            raise FederatedFormatError(source, f"unknown or unspecified long_items {message.long_items}")
+        _check_header(source, message.job_id, message.round_index, encoder.max_length)
+        frontier = set()
+        for i, raw in enumerate(_frontier_bytes(message, source)):
+            try:
+                units = tuple(messages._unit_from_bytes(encoder, u, source, f"frontier prefix {i}") for u in raw)
+            except messages.TrieFormatError as error:
+                raise FederatedFormatError(source, error.problem) from error
+            frontier.add(units)
+        return _build(cls, source, message.job_id, message.round_index, encoder, frontier,
+                      message.deadline_millis, message.report_goal, _LONG_ITEMS_FROM_PROTO[message.long_items])
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<RoundAnnouncement bytes>") -> "RoundAnnouncement":
+        """Parses serialized bytes; raises FederatedFormatError as ``from_proto`` (and for bytes
+        that do not parse)."""
+        return cls.from_proto(_parse(federated_pb2.RoundAnnouncement, data, source), source)
+
+
+@dataclasses.dataclass(frozen=True)
+class Invitation:
+    """What one selected device receives for round ``round_index`` (and no other device).
+
+    Attributes:
+      job_id, round_index: the announcement's.
+      device_id: the device invited (its enrolled id bytes, non-empty).
+      token: 16 bytes, fresh per (round, device); the report carries it back.
+      choice_word: the device's item-choice draw, an integer in [0, 2^64)
+        (``sampling.uniform_from_word`` turns it into the uniform the vote uses).
+
+    Raises:
+      FederatedFormatError: any value out of its range.
+    """
+
+    job_id: str
+    round_index: int
+    device_id: bytes
+    token: bytes = dataclasses.field(repr=False)
+    choice_word: int = dataclasses.field(repr=False)
+
+    def __post_init__(self):
+        source = "<Invitation>"
+        _check_header(source, self.job_id, self.round_index)
+        if not isinstance(self.device_id, bytes) or not self.device_id:
+            raise FederatedFormatError(source, f"the device id must be non-empty bytes, got {self.device_id!r}")
+        _check_token(source, self.token)
+        _check_int(source, "choice_word", self.choice_word, 0, 2**64)
+
+    def to_bytes(self) -> bytes:
+        """The serialized ``Invitation``."""
+        return _serialize(federated_pb2.Invitation(
+            schema_version=SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index,
+            device_id=self.device_id, token=self.token, choice_word=self.choice_word))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<Invitation bytes>") -> "Invitation":
+        """Parses and checks serialized bytes.
+
+        Raises:
+          FederatedFormatError: bytes that do not parse, an unknown version, no job id, round 0,
+            no device id, a token that is not 16 bytes, or no choice word (cut short).
+        """
+        message = _parse(federated_pb2.Invitation, data, source)
+        _check_version(source, message.schema_version)
+        if not message.HasField("choice_word"):
+            raise FederatedFormatError(source, "no choice_word (truncated or corrupt)")
+        return _build(cls, source, message.job_id, message.round_index, message.device_id, message.token,
+                      message.choice_word)
+
+
+@dataclasses.dataclass(frozen=True)
+class VoteReport:
+    """A device's answer to an invitation: one prefix, or ``None`` for an explicit abstention.
+
+    Attributes:
+      job_id, round_index, token: the invitation's.
+      prefix: the length-``round_index`` prefix of the chosen item (a tuple of units), or None.
+
+    Raises:
+      FederatedFormatError: any value out of its range, or a prefix that is not
+        ``round_index`` units all of one unit type.
+    """
+
+    job_id: str
+    round_index: int
+    token: bytes = dataclasses.field(repr=False)
+    prefix: Optional[Units]
+
+    def __post_init__(self):
+        source = "<VoteReport>"
+        if self.prefix is not None:
+            object.__setattr__(self, "prefix", _prefix_tuple(source, self.prefix))
+        _check_header(source, self.job_id, self.round_index)
+        _check_token(source, self.token)
+        if self.prefix is not None:
+            if len(self.prefix) != self.round_index:
+                raise FederatedFormatError(
+                    source, f"prefix {self.prefix!r} has {len(self.prefix)} units, a round-"
+                    f"{self.round_index} vote needs {self.round_index}")
+            kinds = {type(u) for u in self.prefix}
+            if not (kinds == {str} or kinds == {bytes}):
+                raise FederatedFormatError(source, f"prefix {self.prefix!r}: units are all str or all bytes")
+
+    @property
+    def abstains(self) -> bool:
+        return self.prefix is None
+
+    def to_bytes(self) -> bytes:
+        """The serialized ``VoteReport`` (text units as UTF-8)."""
+        message = federated_pb2.VoteReport(
+            schema_version=SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index, token=self.token)
+        if self.prefix is None:
+            message.abstain.SetInParent()
+        else:
+            message.prefix.units.extend(u.encode("utf-8") if isinstance(u, str) else u for u in self.prefix)
+        return _serialize(message)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, encoder: ItemEncoder, source: str = "<VoteReport bytes>") -> "VoteReport":
+        """Parses and checks a device's report against the job's encoder.
+
+        The server should drop (and count) the reports this refuses rather than fail the round:
+        a device's message is untrusted input.
+
+        Raises:
+          FederatedFormatError: bytes that do not parse, an unknown version, no job id, round 0
+            or above L, a token that is not 16 bytes, neither a prefix nor an abstention, a
+            prefix whose length is not the round, or units not valid for the encoding.
+        """
+        message = _parse(federated_pb2.VoteReport, data, source)
+        _check_version(source, message.schema_version)
+        _check_header(source, message.job_id, message.round_index, encoder.max_length)
+        _check_token(source, message.token)
+        answer = message.WhichOneof("answer")
+        if answer is None:
+            raise FederatedFormatError(source, "neither a prefix nor an abstention (truncated or corrupt)")
+        prefix = None
+        if answer == "prefix":
+            prefix = _prefix_from_message(encoder, message.prefix, source)
+            if len(prefix) != message.round_index:
+                raise FederatedFormatError(
+                    source, f"prefix {prefix!r} has {len(prefix)} units, a round-{message.round_index} "
+                    f"vote needs {message.round_index}")
+        return _build(cls, source, message.job_id, message.round_index, message.token, prefix)
+
+
+def _frontier_bytes(message: federated_pb2.RoundAnnouncement, source: str) -> List[Tuple[bytes, ...]]:
+    """The announced frontier's prefixes as unit bytes: the count checked, then the front coding."""
+    count = len(message.frontier_shared)
+    if not message.HasField("frontier_count") or message.frontier_count != count:
+        declared = message.frontier_count if message.HasField("frontier_count") else "no count"
+        raise FederatedFormatError(
+            source, f"{count} frontier prefixes but frontier_count {declared} (truncated or corrupt)")
+    try:
+        coded = FrontCoded(tuple(message.frontier_shared), message.frontier_unit_width,
+                           tuple(message.frontier_unit_lengths), message.frontier_units)
+        return front_decode(coded, message.round_index - 1)
+    except FrontCodingError as error:
+        raise FederatedFormatError(source, f"frontier: {error}") from error
+
+
+def _prefix_from_message(encoder: ItemEncoder, message: vote_pb2.Prefix, source: str) -> Units:
+    try:
+        return messages._prefix_from_proto(encoder, message, source, "prefix")
+    except messages.TrieFormatError as error:
+        raise FederatedFormatError(source, error.problem) from error

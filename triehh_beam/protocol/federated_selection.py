@@ -1,0 +1,136 @@
+"""Which enrolled devices a federated round selects, and what each selected device is sent.
+
+A federated job draws its samples exactly as the central job does (``sampling``): round ``r``
+selects the ``m`` devices of the registry with the smallest keyed ranks (TrieHH; TrieHH++: every
+device whose rank is below ``bernoulli_threshold(p_s)``), under the same keys, so a resumed
+server selects the same devices and, given the same seed and job identity, the central job
+samples the same users. Each selected device is sent two things only the server can compute:
+
+* a **token**, ``SipHash-2-4_{T_r,0}(id) || SipHash-2-4_{T_r,1}(id)`` (16 bytes; ``T_r,i``
+  derived from the seed and the job identity for round ``r``): the device returns it with its
+  report, and a report counts only if its token is one the round issued. Reports carry no device
+  id; the token, a PRF of the id under a secret key, cannot be forged or guessed (2^-128), and
+  tokens of different rounds are unlinkable to whoever lacks the key;
+* its **choice word**, the 64-bit word its item choice is drawn from
+  (``RoundKeys.choice_words_packed``, the central job's): its vote is then exactly the vote the
+  central job would compute for it, and a resent report is identical.
+
+Pure numpy over packed ids (``keyed_hash.pack_messages``): one hash call per round for the whole
+registry, whatever its size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, List, Optional, Sequence
+
+import numpy as np
+
+from triehh_beam.protocol import keyed_hash
+from triehh_beam.protocol.sampling import (Sampler, SmallestRanks, bernoulli_threshold, in_bernoulli_sample,
+                                           user_id_bytes)
+
+__all__ = ["TOKEN_BYTES", "Registry", "RoundSelection", "round_tokens", "select_round"]
+
+TOKEN_BYTES = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Registry:
+    """The enrolled devices: distinct canonical ids (``sampling.user_id_bytes``), in byte order.
+
+    ``n``, the population a federated job plans for, is ``len(registry)``.
+    """
+
+    ids: Sequence[bytes]
+    data: np.ndarray = dataclasses.field(repr=False)
+    offsets: np.ndarray = dataclasses.field(repr=False)
+
+    @classmethod
+    def from_ids(cls, ids: Iterable) -> "Registry":
+        """The registry of ``ids`` (str, int or bytes; duplicates count once).
+
+        Raises:
+          ValueError: an empty id; TypeError: an id of another type.
+        """
+        distinct = sorted({user_id_bytes(i) for i in ids})
+        data, offsets = keyed_hash.pack_messages(distinct)
+        return cls(tuple(distinct), data, offsets)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundSelection:
+    """Round ``round_index``'s selected devices (in byte order of their ids) and what each is
+    sent: ``tokens[i]`` and ``choice_words[i]`` belong to ``device_ids[i]``."""
+
+    round_index: int
+    device_ids: List[bytes]
+    tokens: List[bytes] = dataclasses.field(repr=False)
+    choice_words: np.ndarray = dataclasses.field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.device_ids)
+
+    def token_set(self) -> frozenset:
+        return frozenset(self.tokens)
+
+
+def round_tokens(sampler: Sampler, round_index: int, data: np.ndarray, offsets: np.ndarray) -> List[bytes]:
+    """The 16-byte tokens of round ``round_index`` of ids given as packed buffers."""
+    if round_index < 1:
+        raise ValueError(f"rounds are numbered from 1, got {round_index}")
+    halves = []
+    for half in (0, 1):
+        purpose = f"federated-token/round={int(round_index)}/{half}".encode("ascii")
+        key = keyed_hash.derive_key(sampler.seed, purpose, sampler.identity)
+        halves.append(keyed_hash.siphash24_batch(key, data, offsets).astype("<u8"))
+    joined = np.empty((len(halves[0]), 2), dtype="<u8")
+    joined[:, 0], joined[:, 1] = halves
+    raw = joined.tobytes()
+    return [raw[i:i + TOKEN_BYTES] for i in range(0, len(raw), TOKEN_BYTES)]
+
+
+def select_round(
+    sampler: Sampler,
+    registry: Registry,
+    round_index: int,
+    batch_size: Optional[int] = None,
+    probability: Optional[float] = None,
+) -> RoundSelection:
+    """Round ``round_index``'s selection: the bottom-``batch_size`` ranks (TrieHH), or the
+    Bernoulli sample of ``probability`` (TrieHH++); exactly one of the two.
+
+    The selected devices are those ``Sampler.sample`` (or ``Sampler.bernoulli_sample``) draws
+    from the same ids: the central job's sample of the same users.
+    """
+    if (batch_size is None) == (probability is None):
+        raise ValueError("give a batch size (TrieHH) or a sampling probability (TrieHH++), not both")
+    keys = sampler.round_keys(round_index)
+    ranks = keys.ranks_packed(registry.data, registry.offsets)
+    if probability is not None:
+        chosen = np.flatnonzero(in_bernoulli_sample(ranks, bernoulli_threshold(probability)))
+    else:
+        if batch_size < 0:
+            raise ValueError(f"batch size must be >= 0, got {batch_size}")
+        smallest = SmallestRanks(batch_size)
+        smallest.add_batch(ranks, registry.ids)
+        picked = [uid for _, uid in smallest.extract()]
+        # registry.ids is sorted: each picked id's position by binary search.
+        chosen = np.sort(np.searchsorted(_as_object_array(registry.ids), _as_object_array(picked)))
+    chosen = np.asarray(chosen, dtype=np.int64)
+    data, offsets = keyed_hash.pack_messages(registry.ids[i] for i in chosen)
+    return RoundSelection(
+        round_index=int(round_index),
+        device_ids=[registry.ids[i] for i in chosen],
+        tokens=round_tokens(sampler, round_index, data, offsets),
+        choice_words=keys.choice_words_packed(data, offsets),
+    )
+
+
+def _as_object_array(ids: Sequence[bytes]) -> np.ndarray:
+    array = np.empty(len(ids), dtype=object)
+    array[:] = list(ids)
+    return array

@@ -1,0 +1,133 @@
+"""One federated round's count: every message that reached the server while the round was
+open, classified, deduplicated, checked against the frontier and counted with threshold pruning.
+
+A round's server checks each report again rather than trusting the device: a report counts
+only if it parses, names this job and this round, carries a token the round issued (``federated
+_selection``: only the selected devices hold one) and is the first with that token (a device
+that answers twice, or a retry, votes once), and its prefix extends the frontier the round
+announced. Every message gets exactly one ``KINDS`` label, so the labels account for every
+message read:
+
+=============  ================================================================================
+voted          counted: a selected device's first report, a prefix that extends the frontier
+abstained      a selected device's first report, an explicit abstention (nothing to vote for)
+off_frontier   a selected device's first report, a prefix the frontier does not allow: ignored
+duplicate      a report whose token already reported this round
+not_selected   a token the round did not issue (a device that was not selected, or a forgery)
+late           a report for an earlier round, which had closed
+unannounced    a report for a round not announced yet
+other_job      a well-formed report of another job
+malformed      not a report of this job's encoding (unparseable, truncated, another schema)
+=============  ================================================================================
+
+Counting is ``counting.PrefixCounter``'s, the central jobs': only the prefixes with at least
+theta votes leave ``kept()``, never a count. The labels' counts are private (exact counts of
+what devices did), for the operator report only.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Collection, Dict, FrozenSet, List, Optional
+
+from google.protobuf import message
+
+from triehh_beam.proto import federated_pb2
+from triehh_beam.protocol.counting import PrefixCounter
+from triehh_beam.protocol.encoding import ItemEncoder, Units
+from triehh_beam.protocol.federated import FederatedFormatError, VoteReport
+
+__all__ = ["KINDS", "REPORTED", "RoundTally", "frontier_of_round"]
+
+KINDS = ("voted", "abstained", "off_frontier", "duplicate", "not_selected", "late", "unannounced",
+         "other_job", "malformed")
+#: The kinds that are a selected device's one report this round (what the report goal counts).
+REPORTED = ("voted", "abstained", "off_frontier")
+
+
+class RoundTally:
+    """The count of round ``round_index`` of job ``job_id``.
+
+    Args:
+      job_id: the job's public id, as its announcements carry it.
+      round_index: the round; messages for other rounds are labelled late or unannounced.
+        A tally after the last round (``tokens`` empty, ``round_index`` = last + 1) labels every
+        report of the job late.
+      encoder: the job's item encoding (to read prefixes).
+      frontier: the prefixes the round announced (length ``round_index - 1``).
+      tokens: the tokens the round issued.
+      theta: the threshold.
+    """
+
+    def __init__(self, job_id: str, round_index: int, encoder: ItemEncoder, frontier: Collection[Units],
+                 tokens: FrozenSet[bytes], theta: int):
+        self.job_id = job_id
+        self.round_index = round_index
+        self._encoder = encoder
+        self._frontier = frozenset(frontier)
+        self._tokens = frozenset(tokens)
+        self._counter = PrefixCounter(theta)
+        self._counts: Dict[Units, int] = self._counter.create()
+        self._seen: set = set()
+        self.kinds: collections.Counter = collections.Counter()
+
+    @property
+    def reported(self) -> int:
+        """Selected devices that have reported this round (what the report goal counts)."""
+        return len(self._seen)
+
+    def add(self, data: bytes) -> str:
+        """Classifies (and if it is a vote, counts) one message body; returns its label."""
+        kind = self._classify(data)
+        self.kinds[kind] += 1
+        return kind
+
+    def _classify(self, data: bytes) -> str:
+        # The job first (a well-formed report of a job with another encoding is another job's,
+        # not malformed), then the whole report against this job's encoding.
+        header = federated_pb2.VoteReport()
+        try:
+            header.ParseFromString(data)
+        except message.DecodeError:
+            return "malformed"
+        if not header.job_id:
+            return "malformed"  # every report names its job
+        if header.job_id != self.job_id:
+            return "other_job"
+        try:
+            report = VoteReport.from_bytes(data, self._encoder)
+        except FederatedFormatError:
+            return "malformed"
+        if report.round_index < self.round_index:
+            return "late"
+        if report.round_index > self.round_index:
+            return "unannounced"
+        if report.token not in self._tokens:
+            return "not_selected"
+        if report.token in self._seen:
+            return "duplicate"
+        self._seen.add(report.token)
+        prefix = report.prefix
+        if prefix is None:
+            return "abstained"
+        if not _extends(prefix, self._frontier, self.round_index):
+            return "off_frontier"
+        self._counter.add(self._counts, tuple(prefix))
+        return "voted"
+
+    def kept(self) -> List[Units]:
+        """The prefixes with at least theta votes, sorted; no counts."""
+        return self._counter.extract_kept(self._counts)
+
+    def label_counts(self) -> Dict[str, int]:
+        """Every label's count (private), zeros included."""
+        return {kind: self.kinds.get(kind, 0) for kind in KINDS}
+
+
+def _extends(prefix: Units, frontier: FrozenSet[Units], round_index: int) -> bool:
+    return len(prefix) == round_index and tuple(prefix[: round_index - 1]) in frontier
+
+
+def frontier_of_round(round_index: int, frontier: Optional[Collection[Units]]) -> FrozenSet[Units]:
+    """The frontier of round 1 is the empty prefix alone."""
+    return frozenset([()]) if round_index == 1 else frozenset(frontier or ())

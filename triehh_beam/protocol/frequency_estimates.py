@@ -15,7 +15,7 @@ estimate + k]`` holds the exact count with probability at least 95% (``coverage`
 user's uniform is keyed on (seed, job identity, "estimate", user) and each target's noise on
 (seed, job identity, target), so a retry or a resume releases the same numbers. Exact counts
 exist only between ``count_choices`` and ``release``; a ``FrequencyEstimates`` holds none.
-Plain Python and numpy, no Beam; docs/protocol.md §4 states it with the proof sketch.
+Plain Python and numpy, no Beam; docs/protocol.md §5 states it with the proof sketch.
 """
 
 from __future__ import annotations

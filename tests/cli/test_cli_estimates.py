@@ -102,3 +102,20 @@ def test_discover_prints_the_estimates_and_show_tables_them(tmp_path, make_popul
     # The ledger names the parts of the spend.
     assert main(["ledger", "--state", f"{out}.state"]) == 0
     assert "estimate" in capsys.readouterr().out
+
+
+def test_plan_shows_the_estimates_interval_and_the_total(capsys):
+    base = ["plan", "--population", "200000", "--epsilon", "4", "--delta", "1e-10", "--max-length", "10"]
+    assert main(base + ["--estimate-frequencies", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "total target epsilon      5 (epsilon + estimate epsilon" in text
+    assert "estimate +- 3 users (covers 97.32%)" in text
+    assert main(base + ["--estimate-frequencies", "0.1", "--json"]) == 0
+    block = json.loads(capsys.readouterr().out)["frequency_estimates"]
+    assert block["half_width"] == 30 and block["total_target_epsilon"] == pytest.approx(4.1)
+    assert main(base[:-2] + ["--max-length", "4", "--protocol", "triehh++", "--estimate-frequencies", "0.5"]) == 0
+    assert "estimate +- 6 users" in capsys.readouterr().out
+    assert main(base + ["--estimate-frequencies", "1", "--compare-units"]) == 2
+    assert "--estimate-frequencies" in capsys.readouterr().err
+    assert main(base) == 0
+    assert "Frequency estimates" not in capsys.readouterr().out

@@ -240,7 +240,8 @@ def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
             total_epsilon=plan.epsilon + plan.estimate_epsilon if guaranteed else None,
             total_target_epsilon=plan.target_epsilon + plan.estimate_epsilon,
             composition=("the discovery's (epsilon, delta) and the frequency estimates' "
-                         "(estimate_epsilon, 0) add up (basic composition): (total_epsilon, delta)"),
+                         "(estimate_epsilon, 0) add up (basic composition): (epsilon + estimate_epsilon, "
+                         "delta), within (total_target_epsilon, target_delta)"),
         )
     return document
 

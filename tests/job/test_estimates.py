@@ -210,18 +210,11 @@ def test_a_rerun_releases_identical_estimates(records, tmp_path):
     assert len(Ledger(config.resolved_ledger_dir).records()) == 1  # charged once
 
 
-def test_a_resume_with_another_epsilon_est_is_refused(records, tmp_path):
-    out = tmp_path / "out"
-    run_discovery(_config(records, out, estimate_frequencies=None))
-    assert "frequency_estimates" not in _document(out)
-    assert isinstance(_document(out)["heavy_hitters"][0], str)  # unchanged without estimates
+def test_a_resume_with_another_epsilon_est_is_refused(finished):
+    config, _, _, _ = finished
     for other in (0.5, None):
         with pytest.raises(ConfigMismatchError, match="frequency estimates' epsilon"):
-            run_discovery(_config(records, out, estimate_frequencies=other or 0.5))
-    out2 = tmp_path / "out2"
-    run_discovery(_config(records, out2, estimate_frequencies=1.0, max_length=4))
-    with pytest.raises(ConfigMismatchError, match="frequency estimates' epsilon"):
-        run_discovery(_config(records, out2, estimate_frequencies=None, max_length=4))
+            run_discovery(dataclasses.replace(config, estimate_frequencies=other))
 
 
 def test_a_budget_that_fits_only_the_discovery_is_refused_before_reading(records, tmp_path):
@@ -232,9 +225,15 @@ def test_a_budget_that_fits_only_the_discovery_is_refused_before_reading(records
         run_discovery(config)
     assert not (tmp_path / "out").exists()
     assert Ledger(str(ledger)).records() == []
-    # The same budget runs the discovery alone (it fits).
-    run_discovery(dataclasses.replace(config, estimate_frequencies=None))
+    # The same budget runs the discovery alone (it fits), which publishes no estimate...
+    alone = dataclasses.replace(config, estimate_frequencies=None)
+    run_discovery(alone)
     assert len(Ledger(str(ledger)).records()) == 1
+    assert "frequency_estimates" not in _document(alone.output_dir)
+    assert isinstance(_document(alone.output_dir)["heavy_hitters"][0], str)  # the file as before
+    # ...and cannot be resumed into one that does.
+    with pytest.raises(ConfigMismatchError, match="frequency estimates' epsilon"):
+        run_discovery(dataclasses.replace(alone, estimate_frequencies=0.5))
 
 
 def test_the_dry_run_shows_the_total(records, tmp_path):

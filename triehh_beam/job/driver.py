@@ -12,10 +12,10 @@ level as its round completes, committed by the driver in order. Last the samples
 (unless ``--keep-samples``), with ``--estimate-frequencies`` one more pass releases each
 discovered item's noisy count (``estimates``, committed before anything is published), the
 private operator report (every count) is written into the state directory and the publishable
-outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no
-exact count, never the seed). Progress shows exact counts only with ``verbose``, marked private. Every
-job uses the same ``PipelineOptions``, and re-running on the same state directory resumes after
-the last committed round with the same seed and the same samples.
+outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no exact count, never the seed).
+Progress shows exact counts only with ``verbose``, marked private. Every job uses the same
+``PipelineOptions``, and re-running on the same state directory resumes after the last committed
+round with the same seed and the same samples.
 """
 
 from __future__ import annotations

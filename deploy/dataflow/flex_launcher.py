@@ -61,6 +61,7 @@ VALUE_PARAMETERS = {
     "budget_epsilon": "--budget-epsilon",
     "budget_delta": "--budget-delta",
     "rounds_per_job": "--rounds-per-job",
+    "estimate_frequencies": "--estimate-frequencies",
 }
 # Flex Template parameter ("true"/"false") -> `triehh discover` switch.
 SWITCH_PARAMETERS = {

@@ -111,10 +111,17 @@ def _run_demo(args: argparse.Namespace, beam_args: List[str]) -> int:
     if code != 0 or args.dry_run:
         return code
     with open(os.path.join(config.output_dir, "heavy_hitters.json"), encoding="utf-8") as f:
-        found = set(json.load(f)["heavy_hitters"])
+        published = json.load(f)["heavy_hitters"]
+    # Entries are the items, or with --estimate-frequencies objects holding the item's estimate.
+    found = {entry["item"] if isinstance(entry, dict) else entry: entry for entry in published}
     truth = demo.truth(path)
     top = [{"rank": rank, "word": word, "users": users, "found": word in found}
            for rank, (word, users) in enumerate(truth[:25], start=1)]
+    for row in top:
+        entry = found.get(row["word"])
+        if isinstance(entry, dict):
+            row.update(estimate=entry["estimate"], interval=entry["interval"])
+    estimated = any("estimate" in row for row in top)
     hits = sum(1 for row in top[:10] if row["found"])
     if args.log_format == "json":
         print(json.dumps({"event": "truth", "top": top, "recall_at_10": hits / 10,
@@ -122,8 +129,12 @@ def _run_demo(args: argparse.Namespace, beam_args: List[str]) -> int:
         return 0
     say("")
     say("the truth (known here because the demo population is synthetic):")
-    say(f"  {'rank':>4}  {'word':<10} {'users':>7}  found")
+    say(f"  {'rank':>4}  {'word':<10} {'users':>7}  found" + ("  estimate  95% interval" if estimated else ""))
     for row in top:
-        say(f"  {row['rank']:>4}  {row['word']:<10} {row['users']:>7,}  {'yes' if row['found'] else '-'}")
+        line = f"  {row['rank']:>4}  {row['word']:<10} {row['users']:>7,}  {'yes' if row['found'] else '-':<5}"
+        if "estimate" in row:
+            low, high = row["interval"]
+            line += f"  {row['estimate']:>8,}  {low:,} to {high:,}"
+        say(line.rstrip())
     say(f"  recall of the true top 10: {hits}/10 ({len(truth):,} distinct words in the population)")
     return 0

@@ -253,8 +253,18 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
     say("")
     say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
          f"({result.stop_reason}), {elapsed:.1f} s:")
-    for entry in show.ordered_items(result.heavy_hitters, encoder):
-        say(f"  {entry.text}")
+    entries = show.ordered_items(result.heavy_hitters, encoder)
+    estimates = show.load_result(os.path.dirname(result.output_path)).estimates() if plan.estimate_epsilon else {}
+    if estimates and entries:
+        say(f"  (estimate: users holding it, each user counted once, with noise of epsilon_est="
+            f"{plan.estimate_epsilon:g}; 95% interval beside it)")
+        width = max(show._width(entry.text) for entry in entries)
+        for entry in entries:
+            estimate, low, high = estimates[entry.sequence]
+            say(f"  {show._pad(entry.text, width)}  {estimate:>9,}  ({low:,} to {high:,})")
+    else:
+        for entry in entries:
+            say(f"  {entry.text}")
     if result.frequent_prefixes:
         shown = [p.hex() if isinstance(p, bytes) else str(p) for p in result.frequent_prefixes]
         say(f"frequent prefixes (not complete items): {', '.join(shown)}")
@@ -278,6 +288,9 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
             line += (f" [private: ({plan.epsilon:.4g}, {plan.delta:.3g}) achieved, "
                      f"n={plan.population:,}, m={plan.batch_size:,} per round]")
         say(line)
+    if plan.estimate_epsilon:
+        say(f"frequency estimates: + epsilon_est={plan.estimate_epsilon:g}, spent on top of the discovery's "
+            f"epsilon (the ledger holds the sum; delta unchanged)")
     say(f"results (publishable): {result.output_path}")
     say(f"operator report (private, every count; never publish): {result.report_path}")
     say(f"see the result as tables and a tree: triehh show {os.path.dirname(result.output_path)}")

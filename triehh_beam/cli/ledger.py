@@ -59,8 +59,12 @@ def _run_ledger(args) -> int:
     for r in records:
         eps = "unbounded" if r.get("epsilon") is None else f"{r['epsilon']:.6g}"
         delta = "unbounded" if r.get("delta") is None else f"{r['delta']:.3g}"
+        parts = ""
+        if r.get("estimate_epsilon"):  # --estimate-frequencies: which part of epsilon is theirs
+            discovery = "unbounded" if r.get("discovery_epsilon") is None else f"{r['discovery_epsilon']:.6g}"
+            parts = f"  (epsilon: discovery {discovery} + frequency estimates {r['estimate_epsilon']:.6g})"
         print(f"  {r.get('time', ''):<25} {str(r.get('job_id', r.get('record_id')))[:8]:<10} "
-              f"{eps:>10} {delta:>10}  {r.get('input', '')}")
+              f"{eps:>10} {delta:>10}  {r.get('input', '')}{parts}")
     print(f"  total (basic composition): epsilon {total.epsilon:.6g}, delta {total.delta:.3g}")
     if budget.limited:
         print(f"  remaining of the budget:   epsilon {_amount(left.epsilon, '.6g')}, delta {_amount(left.delta, '.3g')}")

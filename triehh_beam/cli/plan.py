@@ -79,6 +79,10 @@ def register_plan(subparsers) -> None:
                              "sample-and-threshold (docs/protocol.md section 2), alpha, tau and the "
                              "per-round sample p_s, each round (epsilon/L, delta/L); with "
                              "--compare-units both unless one is named")
+    parser.add_argument("--estimate-frequencies", type=argtypes.epsilon, default=None, metavar="EPSILON_EST",
+                        help="also show the frequency estimates discover's --estimate-frequencies adds: "
+                             "their 95%% interval (users) and the total epsilon spent (epsilon + "
+                             "EPSILON_EST, delta unchanged)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="DIR", default=None,
                         help="also write the planning plots (PNG) into DIR: worst-case discovery vs "
@@ -145,6 +149,8 @@ def _run_plan(args) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from None
     if args.compare_units or args.unit_size == "auto":
+        if args.estimate_frequencies is not None:
+            raise UsageError("--estimate-frequencies is shown for one plan: leave it out with --compare-units")
         return _run_compare_units(args)
     if args.find_frequency is not None:
         raise UsageError("--find-frequency recommends a unit size: use it with --compare-units "
@@ -152,6 +158,9 @@ def _run_plan(args) -> int:
     if args.protocol == "triehh++":
         return _run_sample_threshold_plan(args)
     report = _plan_report(args)
+    estimates = _estimates_report(args.epsilon, args.estimate_frequencies)
+    if estimates is not None:
+        report["frequency_estimates"] = estimates
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
     else:
@@ -163,6 +172,8 @@ def _run_plan(args) -> int:
             print("\n".join(_wrap(comparison_line(
                 args.population, args.epsilon, args.delta, args.max_length, args.item_length,
                 report["item_share"], nineties[0]), "", break_on_hyphens=False)))
+        if estimates is not None:
+            print(_format_estimates(estimates))
     if args.plot:
         from triehh_beam.evaluation.report import write_planning_plots
 
@@ -206,8 +217,41 @@ def _run_sample_threshold_plan(args) -> int:
         raise UsageError("--rule chooses TrieHH's theta: it has no meaning with --protocol triehh++")
     report = plan_sample_threshold.plan_report(args.population, args.epsilon, args.delta, args.max_length,
                                                args.unit_size, args.item_length, 1 / args.items_per_user)
+    estimates = _estimates_report(args.epsilon, args.estimate_frequencies)
+    if estimates is not None:
+        report["frequency_estimates"] = estimates
     print(json.dumps(report, indent=2) if args.json else plan_sample_threshold.format_plan(report))
+    if estimates is not None and not args.json:
+        print(_format_estimates(estimates))
     return 0
+
+
+def _estimates_report(epsilon: float, estimate_epsilon):
+    """What ``--estimate-frequencies`` adds to a plan (None without it): the interval and the
+    total spend (docs/protocol.md section 5). None of it depends on n."""
+    if estimate_epsilon is None:
+        return None
+    from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
+
+    noise = TwoSidedGeometric(estimate_epsilon)
+    k = noise.half_width()
+    return {"estimate_epsilon": estimate_epsilon, "total_target_epsilon": epsilon + estimate_epsilon,
+            "half_width": k, "coverage": noise.coverage(k), "standard_deviation": noise.variance ** 0.5}
+
+
+def _format_estimates(r: dict) -> str:
+    lines = [
+        "",
+        "Frequency estimates (discover --estimate-frequencies; docs/protocol.md section 5):",
+        _row("estimate epsilon", _num(r["estimate_epsilon"], 6)),
+        _row("total target epsilon", f"{_num(r['total_target_epsilon'], 6)} (epsilon + estimate epsilon, basic "
+                                     "composition; delta unchanged)"),
+        _row("95% interval", f"estimate +- {r['half_width']:,} users (covers {100 * r['coverage']:.2f}%), "
+                             f"standard deviation {r['standard_deviation']:.3g}"),
+    ]
+    lines += _wrap("Each discovered item and frequent prefix gets a noisy count of its users (each user "
+                   "counted once); the interval depends on the estimate epsilon alone, not on n.", "  ")
+    return "\n".join(lines)
 
 
 def _num(x: float, digits: int = 4) -> str:

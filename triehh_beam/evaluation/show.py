@@ -6,7 +6,9 @@ items and frequent prefixes (every node of the trie is a prefix of one of them),
 target, rounds and stop reason from the JSON. ``render_text`` lays out what a person needs: the
 heavy hitters as a table, the frequent prefixes apart with why each stopped, and the trie's
 radix view (``render_tree``). TrieHH publishes no counts, so nothing here is a ranking by
-frequency: entries are listed in the order the discovery found them (``ORDER``). Only the
+frequency: entries are listed in the order the discovery found them (``ORDER``); a job run with
+``--estimate-frequencies`` published each entry's noisy estimate and 95% interval, shown beside
+it. Only the
 published files are read, never the private state, so this is safe on a published result.
 """
 
@@ -18,7 +20,7 @@ import json
 import os
 import textwrap
 import unicodedata
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.protocol.messages import TrieFormatError
@@ -53,11 +55,20 @@ ORDER = (
     "the order the discovery found them, by round (an item of k units is found in round k+1, "
     "when its end is kept), then alphabetically ignoring case, then by code point"
 )
+ORDER_WITH_ESTIMATES = (
+    "Listed in the order the discovery found them, by round, then alphabetically ignoring case, "
+    "then by code point; not ranked by the estimates (noisy counts released after the rounds)"
+)
 FREQUENT_PREFIX_NOTE = (
     "A frequent prefix is the start of items that together reached the threshold theta in "
     "its round, but of which no single continuation (a next unit, or the end of an item) did in "
     "the next round: several items begin this way, none frequent enough on its own. It is not "
     "an item."
+)
+ESTIMATES_NOTE = (
+    "estimates: users holding each entry, each user counted once, with two-sided geometric noise "
+    "(epsilon_est={epsilon:g}): unbiased, may be negative; the interval (+-{half_width:,}) holds the "
+    "exact count with probability {coverage:.2%}"
 )
 ITEM_MARK = "\u25cf"  # a complete item (heavy hitter)
 PREFIX_MARK = "\u2026"  # a frequent prefix: the trie stops here, the items go on
@@ -114,6 +125,18 @@ class PublishedResult:
         """The frequent prefixes (leaves that are not items), in ``ORDER``."""
         sequences = self.trie.frequent_prefix_sequences()
         return sorted((_entry(s, self.encoder, False) for s in sequences), key=entry_order)
+
+    def estimates(self) -> Dict[Units, Tuple[int, int, int]]:
+        """Each entry's (estimate, low, high) when the job released frequency estimates
+        (``--estimate-frequencies``), by sequence; empty otherwise."""
+        if self.document is None or "frequency_estimates" not in self.document:
+            return {}
+        found = {}
+        for key, sequence_of in (("heavy_hitters", _item_sequence), ("frequent_prefixes", _prefix_sequence)):
+            for value in self.document[key]:
+                low, high = value["interval"]
+                found[sequence_of(value, self.encoder)] = (value["estimate"], low, high)
+        return found
 
     def why_stopped(self, entry: Entry) -> str:
         """Why the trie does not go on below a frequent prefix, in a few words."""
@@ -250,7 +273,10 @@ def _sequence(item: Union[str, bytes, int], encoder: ItemEncoder) -> Units:
 
 
 def _item_sequence(value: Any, encoder: ItemEncoder) -> Units:
-    """The sequence of a published item (text as is, bytes as hex, integers as numbers)."""
+    """The sequence of a published item (text as is, bytes as hex, integers as numbers; with
+    frequency estimates, under the entry's ``"item"``)."""
+    if isinstance(value, dict):
+        value = value["item"]
     return _sequence(bytes.fromhex(value) if encoder.kind is ItemKind.BYTES else value, encoder)
 
 
@@ -260,7 +286,10 @@ def ordered_items(items: Sequence[Union[str, bytes, int]], encoder: ItemEncoder)
 
 
 def _prefix_sequence(value: Any, encoder: ItemEncoder) -> Units:
-    """The sequence of a published frequent prefix (integers: ``{"bits": ..., "range": ...}``)."""
+    """The sequence of a published frequent prefix (integers: ``{"bits": ..., "range": ...}``;
+    with frequency estimates, under the entry's ``"prefix"``)."""
+    if isinstance(value, dict) and "prefix" in value:
+        value = value["prefix"]
     if encoder.kind is ItemKind.INT:
         return _chunks(value["bits"].encode("ascii"), encoder.unit_size)
     if encoder.kind is ItemKind.BYTES:
@@ -409,6 +438,9 @@ def summary_lines(result: PublishedResult) -> List[str]:
                       f"{privacy['target_delta']:.3g})-DP, user level")
         lines.append(f"privacy: {target}; theta={privacy.get('theta')}, L={encoder.max_length}, "
                      f"rule {privacy.get('rule')}")
+        if privacy.get("estimate_epsilon"):
+            lines.append(f"         + frequency estimates, epsilon_est={privacy['estimate_epsilon']:.4g} "
+                         f"(total target epsilon {privacy['total_target_epsilon']:.4g}, basic composition)")
         lines.append(f"rounds: {document.get('rounds_run')} run, stopped: {document.get('stop_reason')}")
     kind = encoder.kind.value + (", case folded" if encoder.case_fold else "") + (
         ", tokenized into words" if encoder.tokenizer_id else "")
@@ -417,19 +449,26 @@ def summary_lines(result: PublishedResult) -> List[str]:
     return lines
 
 
-def table(entries: Sequence[Entry], heading: str, why=None) -> List[str]:
-    """An aligned table of entries: position, the entry, the round found, complete or not and,
-    for prefixes, ``why(entry)``."""
-    rows = [("#", heading, "round", "complete") + (("why it stops there",) if why else ())]
+def table(entries: Sequence[Entry], heading: str, why=None,
+          estimates: Optional[Mapping[Units, Tuple[int, int, int]]] = None) -> List[str]:
+    """An aligned table of entries: position, the entry, the round found, complete or not, with
+    ``estimates`` each entry's estimate and 95% interval and, for prefixes, ``why(entry)``."""
+    columns = 6 if estimates else 4
+    rows = [("#", heading, "round", "complete") + (("estimate", "95% interval") if estimates else ())
+            + (("why it stops there",) if why else ())]
     for i, entry in enumerate(entries, start=1):
         row = (str(i), entry.text, str(entry.round), "yes" if entry.complete else "no")
+        if estimates:
+            estimate, low, high = estimates[entry.sequence]
+            row += (f"{estimate:,}", f"{low:,} to {high:,}")
         rows.append(row + ((why(entry),) if why else ()))
-    widths = [max(_width(row[c]) for row in rows) for c in range(4)]
+    widths = [max(_width(row[c]) for row in rows) for c in range(columns)]
     lines = []
     for row in rows:
-        cells = [row[0].rjust(widths[0]), _pad(row[1], widths[1]), row[2].rjust(widths[2]),
-                 _pad(row[3], widths[3]), *row[4:]]
-        lines.append(("  " + "  ".join(cells)).rstrip())
+        cells = [row[0].rjust(widths[0]), _pad(row[1], widths[1]), row[2].rjust(widths[2]), _pad(row[3], widths[3])]
+        if estimates:
+            cells += [row[4].rjust(widths[4]), _pad(row[5], widths[5])]
+        lines.append(("  " + "  ".join(cells + list(row[columns:]))).rstrip())
     return lines
 
 
@@ -440,15 +479,18 @@ def _wrap(text: str, indent: str = "  ", width: int = 96) -> List[str]:
 def render_text(result: PublishedResult, tree: bool = True) -> str:
     """The whole result as text: summary, heavy hitters, frequent prefixes and the trie."""
     items, prefixes = result.heavy_hitters(), result.frequent_prefixes()
+    estimates = result.estimates()
     lines = summary_lines(result)
+    if estimates:
+        lines += _wrap(ESTIMATES_NOTE.format(**result.document["frequency_estimates"]), indent="")
     lines += ["", f"{len(items)} heavy hitter{'' if len(items) == 1 else 's'} (complete items):"]
-    lines += _wrap(ORDER + ".")
+    lines += _wrap((ORDER_WITH_ESTIMATES if estimates else ORDER) + ".")
     if items:
-        lines += table(items, "item")
+        lines += table(items, "item", estimates=estimates)
     lines += ["", f"{len(prefixes)} frequent prefix{'' if len(prefixes) == 1 else 'es'} (not items):"]
     if prefixes:
         lines += _wrap(FREQUENT_PREFIX_NOTE)
-        lines += table(prefixes, "prefix", result.why_stopped)
+        lines += table(prefixes, "prefix", result.why_stopped, estimates=estimates)
     if tree:
         lines += ["", "the trie (radix view: chains of single-child nodes merged):", render_tree(result.trie)]
     return "\n".join(lines)

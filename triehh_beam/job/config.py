@@ -48,7 +48,7 @@ PROTOCOLS = (TRIEHH, TRIEHH_PP)
 SAMPLE_AND_THRESHOLD = "sample-and-threshold"
 # Keyed settings left out of the job's identity at their default, so that identities recorded
 # before the setting existed (every TrieHH job's) stay the same and their jobs resume.
-_IDENTITY_OMITS_DEFAULT = ("protocol",)
+_IDENTITY_OMITS_DEFAULT = ("protocol", "estimate_frequencies")
 FORMATS = (None, "jsonl", "csv", "parquet")
 
 # Argument groups of ``triehh discover --help``, in the order they are shown.
@@ -339,6 +339,15 @@ class DiscoveryConfig:
         _TARGET, default=TRIEHH, choices=PROTOCOLS, identity="plan.protocol",
         # States before TrieHH++ ran in the pipeline record none: they are TrieHH jobs.
         accepts=lambda c, theirs: theirs == "" and c.protocol == TRIEHH, example=TRIEHH_PP)
+    estimate_frequencies: Optional[float] = setting(
+        "--estimate-frequencies", "after the rounds, estimate how many users hold each heavy hitter "
+        "and frequent prefix: one more pass, each user counted once, two-sided geometric noise of "
+        "this epsilon (spent on top of --epsilon: the ledger is charged epsilon + EPSILON_EST, delta "
+        "unchanged; docs/protocol.md section 5) (default: none)", _TARGET, default=None,
+        parse=float, metavar="EPSILON_EST", identity="plan.estimate_epsilon",
+        record=lambda c: c.estimate_frequencies or 0.0,
+        mismatch="frequency estimates' epsilon (state has {theirs!r}, asked {ours!r}; 0: none)",
+        example="1")
     rule: str = setting(
         "--rule", "TrieHH's parameter rule (default: %(default)s)", _TARGET, default="authors",
         choices=tuple(RULES), identity="plan.rule", record=_recorded_rule, example="corollary1")
@@ -483,6 +492,7 @@ class DiscoveryConfig:
             raise ValueError(f"--protocol must be triehh or triehh++, got {self.protocol!r}")
         if self.protocol == TRIEHH_PP:
             _check_sample_and_threshold(self)
+        _check_estimates(self)
         if (self.theta is None) != (self.batch_size is None):
             raise ValueError("--theta and --batch-size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
@@ -655,6 +665,18 @@ class DiscoveryConfig:
     def read_transform(self, dead_letter: bool = False, as_of_millis: Optional[int] = None) -> Any:
         """The transform that reads the records (``sources.read_transform``)."""
         return sources.read_transform(self, dead_letter, as_of_millis)
+
+
+def _check_estimates(config: DiscoveryConfig) -> None:
+    """Refuses a bad ``--estimate-frequencies``, and with ``--window`` (not estimated yet)."""
+    value = config.estimate_frequencies
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < float("inf")):
+        raise ValueError(f"--estimate-frequencies must be a positive epsilon, got {value!r}")
+    if config.window is not None:
+        raise ValueError("--estimate-frequencies is not available with --window yet: leave it out, or "
+                         "run discover without --window")
 
 
 def _check_sample_and_threshold(config: DiscoveryConfig) -> None:

@@ -9,11 +9,13 @@ directory; then the rounds, on the round loop of ``protocol.rounds`` (the simula
 its sample alone: one Beam job per round (default), each result committed as a new state object
 before it is announced, or all of them in one job (``--rounds-per-job all``) that writes each
 level as its round completes, committed by the driver in order. Last the samples are deleted
-(unless ``--keep-samples``), the private operator report (every count) is written into the state
-directory and the publishable outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no
-count, never the seed). Progress shows exact counts only with ``verbose``, marked private. Every
-job uses the same ``PipelineOptions``, and re-running on the same state directory resumes after
-the last committed round with the same seed and the same samples.
+(unless ``--keep-samples``), with ``--estimate-frequencies`` one more pass releases each
+discovered item's noisy count (``estimates``, committed before anything is published), the
+private operator report (every count) is written into the state directory and the publishable
+outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no exact count, never the seed).
+Progress shows exact counts only with ``verbose``, marked private. Every job uses the same
+``PipelineOptions``, and re-running on the same state directory resumes after the last committed
+round with the same seed and the same samples.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import apache_beam as beam
 
 from triehh_beam.job import cas
+from triehh_beam.job import estimates as estimates_lib
 from triehh_beam.job import graphs
 from triehh_beam.job import sources
 from triehh_beam.job import leftovers, levels
@@ -439,7 +442,8 @@ class _Driver:
         resumed_from = None
         if state is None:
             # Refused before any record is read if the target does not fit the budget.
-            self.ledger.check(ledger_lib.Spend(self.config.epsilon, self.config.delta))
+            self.ledger.check(ledger_lib.Spend(self.config.epsilon + (self.config.estimate_frequencies or 0.0),
+                                               self.config.delta))
             check_before_census(self.config)  # TrieHH++'s plan needs no n: refused unread
             state = self._new_state()
         else:
@@ -505,6 +509,7 @@ class _Driver:
                     continue
             state, trie, step = self._commit_round(state, trie, step, result, counters, time.monotonic() - started)
         state = self._discard_samples(state)
+        state = self._estimate(state, trie)
         report_path = outputs.write_operator_report(
             self.config.resolved_state_dir, state, canonical_path(self.config.output_dir))
         output_path = self._write_outputs(state, trie)
@@ -570,6 +575,24 @@ class _Driver:
         state = _copy(state)
         state.samples.deleted = True
         self.store.commit(state)
+        return state
+
+    def _estimate(self, state: state_pb2.JobState, trie: Trie) -> state_pb2.JobState:
+        """The frequency estimates (``--estimate-frequencies``; ``job.estimates``): one more pass
+        after the rounds, its noisy release committed before anything is published (once: a
+        re-run publishes the committed estimates). Their spend was charged with the plan."""
+        if not state.plan.estimate_epsilon or state.HasField("estimates"):
+            return state
+        self._say("estimates_start", f"estimates: counting the users of each discovered item and prefix "
+                  f"(epsilon_est={state.plan.estimate_epsilon:.4g})")
+        started = time.monotonic()
+        released = estimates_lib.run_estimates(self.config, self.jobs, state, trie)
+        state = _copy(state)
+        state.estimates.CopyFrom(released)
+        self.store.commit(state)
+        self._say("estimates_done", f"estimates: done, {len(released.items):,} estimates "
+                  f"(95% intervals +-{released.half_width:,}), {time.monotonic() - started:.1f} s",
+                  estimates=len(released.items), half_width=released.half_width)
         return state
 
     def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:

@@ -6,7 +6,6 @@ Nothing is committed and nothing is charged; an infeasible target is refused as 
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Callable, Optional
 
@@ -76,7 +75,7 @@ def _report(config: DiscoveryConfig, driver: _Driver, state, plan, files, progre
     already_charged = state is not None and any(
         r.get("record_id") == state.job_id for r in driver.ledger.records()
     )
-    spend = ledger_lib.Spend(math.inf, math.inf) if plan.no_guarantee else ledger_lib.Spend(plan.epsilon, plan.delta)
+    spend = ledger_lib.plan_spend(plan)  # frequency estimates included
     fits = already_charged or (spend.epsilon <= left.epsilon and spend.delta <= left.delta)
     report = {
         "private": "operator data: the counts, n, m and the achieved epsilon, delta are not "
@@ -86,7 +85,7 @@ def _report(config: DiscoveryConfig, driver: _Driver, state, plan, files, progre
         "resumes_job": state.job_id if state is not None else None,
         "rounds_completed": state.rounds_completed if state is not None else 0,
         "plan": plan_document(plan),
-        "would_spend": None if plan.no_guarantee else {"epsilon": plan.epsilon, "delta": plan.delta},
+        "would_spend": None if plan.no_guarantee else {"epsilon": spend.epsilon, "delta": spend.delta},
         "already_charged": already_charged,
         "ledger": driver.ledger.path,
         "spent_so_far": {"epsilon": spent.epsilon, "delta": spent.delta},
@@ -101,7 +100,9 @@ def _report(config: DiscoveryConfig, driver: _Driver, state, plan, files, progre
     if plan.no_guarantee:
         progress("would spend: unbounded (no DP guarantee)")
     else:
-        progress(f"would spend [private]: epsilon {plan.epsilon:.6g}, delta {plan.delta:.3g}"
+        estimates = (f" (discovery {plan.epsilon:.6g} + frequency estimates {plan.estimate_epsilon:.6g})"
+                     if plan.estimate_epsilon else "")
+        progress(f"would spend [private]: epsilon {spend.epsilon:.6g}{estimates}, delta {spend.delta:.3g}"
                  + (" (already charged: a resume spends nothing more)" if already_charged else ""))
     progress(f"ledger {driver.ledger.path}: spent epsilon {spent.epsilon:.6g}, delta {spent.delta:.3g}; "
              f"budget {'fits' if fits else 'EXCEEDED'}")

@@ -10,6 +10,8 @@ job's small outputs back through ``FileSystems``):
 - a round on its sample: reads only that round's artefact and votes columnar;
 - the remaining rounds on their samples, unrolled in one job (a resumed ``all`` job).
 Rounds run in one job write each level as soon as the round completes (``levels.write_level``).
+- the frequency estimates (``--estimate-frequencies``): one more read of the records after the
+  rounds, the released estimates as one JSON line (``beam.estimates``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import apache_beam as beam
 import pyarrow as pa
 
 from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
+from triehh_beam.beam.estimates import EstimateFrequencies
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs
@@ -29,10 +32,12 @@ from triehh_beam.job.planning import is_sample_threshold
 from triehh_beam.job.progress import CountProgressDoFn
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
+from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
 from triehh_beam.protocol.sampling import PassKeys, Sampler
 
 __all__ = [
     "build_census",
+    "build_estimates",
     "build_rounds",
     "build_sampled_round",
     "build_sampling",
@@ -248,3 +253,40 @@ class _WriteLevelDoFn(beam.DoFn):
         round_index, result = element
         levels.write_level(self._directory, round_index, result, self._encoder)
         yield round_index
+
+
+def build_estimates(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    keys: EstimateKeys,
+    targets: EstimateTargets,
+    epsilon: float,
+    output_path: str,
+    summary_path: str,
+    shards: int,
+    progress: Optional[str] = None,
+    as_of_millis: Optional[int] = None,
+) -> None:
+    """Adds the frequency estimates' pass: every record read once more, the released estimates
+    written as one JSON line to ``output_path`` (``outputs.estimates_to_json``: noisy numbers
+    only) and ``{"records": records read}`` to ``summary_path`` (checked against the census);
+    files that cannot be read are written as the census writes them. ``progress`` and
+    ``as_of_millis``: as ``build_census``."""
+    read = pipeline | "ReadRecords" >> config.read_transform(as_of_millis=as_of_millis).with_unreadable_output()
+    _write_unreadable(read, summary_path)
+    records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
+                        progress)
+    (
+        records
+        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
+        | "CountRecords" >> beam.CombineGlobally(sum).with_output_types(int)
+        | "Summary" >> beam.Map(lambda records: json.dumps({"records": records}))
+        | "WriteSummary" >> beam.io.WriteToText(summary_path, num_shards=1, shard_name_template="")
+    )
+    (
+        records
+        | "EstimateFrequencies" >> EstimateFrequencies(keys, epsilon, targets, config.encoder,
+                                                       config.truncate_long_items, shards)
+        | "ToJson" >> beam.Map(outputs.estimates_to_json, encoder=config.encoder)
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )

@@ -28,7 +28,7 @@ from typing import Iterable, List, NamedTuple, Optional
 
 from triehh_beam.job import cas, record_log
 
-__all__ = ["Budget", "BudgetExceededError", "LEDGER_NAME", "Ledger", "Spend", "remaining"]
+__all__ = ["Budget", "BudgetExceededError", "LEDGER_NAME", "Ledger", "Spend", "plan_spend", "remaining"]
 
 LEDGER_NAME = "ledger.jsonl"
 
@@ -172,6 +172,8 @@ class Ledger:
         without a guarantee (``charge``, ``charge_unbounded``), with the plan's parameters
         (population, theta, batch size, L, rule, target; for TrieHH++ the protocol, tau,
         alpha, p_s and the per-round (epsilon, delta) instead of theta and m) after ``details``.
+        With frequency estimates the charge is ``plan_spend``'s total, and the record names its
+        parts: ``discovery_epsilon`` and ``estimate_epsilon``.
 
         Args:
           plan: the job's (or a window's) ``state_pb2.PrivacyPlan``.
@@ -183,10 +185,23 @@ class Ledger:
         details = {**details, **{name: getattr(plan, name) for name in fields}}
         if plan.protocol == "triehh++":
             details["tau"] = details.pop("theta")
+        if plan.estimate_epsilon:
+            # Which part of the spend is the frequency estimates' (--estimate-frequencies).
+            details.update(discovery_epsilon=None if plan.no_guarantee else plan.epsilon,
+                           estimate_epsilon=plan.estimate_epsilon)
         if plan.no_guarantee:
             self.charge_unbounded(record_id, details)
         else:
-            self.charge(record_id, Spend(plan.epsilon, plan.delta), details)
+            self.charge(record_id, plan_spend(plan), details)
+
+
+def plan_spend(plan) -> Spend:
+    """What a ``state_pb2.PrivacyPlan`` spends: the discovery's (epsilon, delta) plus, with
+    frequency estimates, their epsilon (basic composition; they add no delta); infinite for a
+    plan without a guarantee."""
+    if plan.no_guarantee:
+        return Spend(math.inf, math.inf)
+    return Spend(plan.epsilon + plan.estimate_epsilon, plan.delta)
 
 
 # What a ledger record tells of the plan behind its spend.

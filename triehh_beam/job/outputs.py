@@ -7,7 +7,9 @@ n); every field is the same for two neighbouring populations whose tries are
 equal. The PRIVATE operator report (``operator_report.json`` in the job's state directory) holds
 every count: records read and dropped, files, users counted, the plan for n, per-round counters.
 Also the privacy plan as a line and as a document, the unit-size advice line, and the one-line
-JSON a round job writes for the driver (its ``RoundResult``, private state deleted once read)."""
+JSON a round job writes for the driver (its ``RoundResult``, private state deleted once read).
+With frequency estimates, each published item and prefix carries its noisy estimate and 95%
+interval (the state holds only those noisy numbers, never an exact count)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction
 from triehh_beam.job import cas, sources
 from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.protocol.frequency_estimates import FrequencyEstimates
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.trie import Trie
 from triehh_beam.protocol.unit_advice import discover_advice
@@ -30,6 +34,8 @@ __all__ = [
     "OPERATOR_REPORT_NAME",
     "describe_plan",
     "describe_published_plan",
+    "estimates_from_json",
+    "estimates_to_json",
     "operator_report",
     "plan_document",
     "population_is_public",
@@ -108,6 +114,25 @@ def round_result_from_json(data: bytes, encoder: ItemEncoder) -> RoundResult:
     )
 
 
+def estimates_to_json(released: FrequencyEstimates, encoder: ItemEncoder) -> str:
+    """The estimate job's one output line: the released (noisy) estimates, read back by the
+    driver (``estimates_from_json``) and deleted; no exact count is in it."""
+    return json.dumps({
+        "epsilon": released.epsilon,
+        "half_width": released.half_width,
+        "items": [[units_to_json(t, encoder), e] for t, e in zip(released.targets.sequences, released.estimates)],
+    })
+
+
+def estimates_from_json(data: bytes, encoder: ItemEncoder) -> state_pb2.FrequencyEstimates:
+    """The estimates an estimate job wrote (``estimates_to_json``), as the state records them."""
+    document = json.loads(data)
+    recorded = state_pb2.FrequencyEstimates(epsilon=document["epsilon"], half_width=document["half_width"])
+    for units, estimate in document["items"]:
+        recorded.items.add(units=[bytes.fromhex(u) for u in units], estimate=int(estimate))
+    return recorded
+
+
 def population_is_public(plan: state_pb2.PrivacyPlan) -> bool:
     """Whether the operator declared n public (``--population``): then n, m and the achieved
     epsilon, delta (all functions of n) may be published."""
@@ -127,12 +152,32 @@ def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) ->
             f"{plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
 
 
+def _estimates_part(plan: state_pb2.PrivacyPlan, achieved: bool) -> str:
+    """The frequency estimates' spend, to append to a plan's line ("" without them): the total
+    target epsilon (public), or with ``achieved`` the total achieved epsilon (a function of n
+    for TrieHH)."""
+    if not plan.estimate_epsilon:
+        return ""
+    if plan.no_guarantee:
+        return f"; + frequency estimates epsilon_est={plan.estimate_epsilon:.4g}"
+    total = (plan.epsilon if achieved else plan.target_epsilon) + plan.estimate_epsilon
+    return (f"; + frequency estimates epsilon_est={plan.estimate_epsilon:.4g}: total "
+            f"{'' if achieved else 'target '}epsilon={total:.4g} (basic composition, delta unchanged)")
+
+
 def describe_published_plan(plan: state_pb2.PrivacyPlan) -> str:
-    """The plan in one line, as much of it as may be published (progress output by default)."""
+    """The plan in one line, as much of it as may be published (progress output by default),
+    the frequency estimates' spend included."""
+    if population_is_public(plan) or _is_sample_threshold(plan):
+        return _describe_published_discovery(plan) + _estimates_part(plan, achieved=True)
+    return _describe_published_discovery(plan) + _estimates_part(plan, achieved=False)
+
+
+def _describe_published_discovery(plan: state_pb2.PrivacyPlan) -> str:
     if _is_sample_threshold(plan):  # nothing in it depends on n, which is left out
         return _describe_sample_threshold(plan, False) + (" (n declared public)" if population_is_public(plan) else "")
     if population_is_public(plan):
-        return describe_plan(plan) + " (n declared public)"
+        return _describe_discovery(plan) + " (n declared public)"
     target = (
         "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
         if plan.no_guarantee
@@ -165,7 +210,12 @@ def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[s
 
 
 def describe_plan(plan: state_pb2.PrivacyPlan) -> str:
-    """The whole plan in one line, n and m included (private unless n is declared public)."""
+    """The whole plan in one line, n and m included (private unless n is declared public), the
+    frequency estimates' spend included."""
+    return _describe_discovery(plan) + _estimates_part(plan, achieved=True)
+
+
+def _describe_discovery(plan: state_pb2.PrivacyPlan) -> str:
     if _is_sample_threshold(plan):
         return _describe_sample_threshold(plan, True)
     guarantee = (
@@ -180,9 +230,23 @@ def describe_plan(plan: state_pb2.PrivacyPlan) -> str:
 
 
 def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
-    """The whole plan, n and m included: the operator report's and a dry run's (private)."""
-    if _is_sample_threshold(plan):
-        return _sample_threshold_document(plan)
+    """The whole plan, n and m included: the operator report's and a dry run's (private); with
+    frequency estimates, their epsilon and the totals (basic composition)."""
+    document = _sample_threshold_document(plan) if _is_sample_threshold(plan) else _triehh_document(plan)
+    if plan.estimate_epsilon:
+        guaranteed = not plan.no_guarantee
+        document.update(
+            estimate_epsilon=plan.estimate_epsilon,
+            total_epsilon=plan.epsilon + plan.estimate_epsilon if guaranteed else None,
+            total_target_epsilon=plan.target_epsilon + plan.estimate_epsilon,
+            composition=("the discovery's (epsilon, delta) and the frequency estimates' "
+                         "(estimate_epsilon, 0) add up (basic composition): (epsilon + estimate_epsilon, "
+                         "delta), within (total_target_epsilon, target_delta)"),
+        )
+    return document
+
+
+def _triehh_document(plan: state_pb2.PrivacyPlan) -> dict:
     guaranteed = not plan.no_guarantee
     return {
         "protocol": "triehh",
@@ -234,7 +298,7 @@ def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
 # The plan's fields that are functions of n (and of nothing fixed before the census): gamma is
 # m / sqrt(n) or the rule's sqrt(n)-scaled design value, the achieved epsilon is Theorem 1's at
 # m / n. Published only when n is declared public.
-N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta")
+N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta", "total_epsilon")
 
 
 def published_plan_document(plan: state_pb2.PrivacyPlan) -> dict:
@@ -250,7 +314,7 @@ def published_plan_document(plan: state_pb2.PrivacyPlan) -> dict:
                             "TrieHH++'s parameters and guarantee do not depend on it")
         return document
     for name in N_DEPENDENT:
-        del document[name]
+        document.pop(name, None)
     document["note"] = (
         "n, m and the achieved epsilon, delta (<= the target) are functions of the population "
         "size and are not published; declare n public with --population to publish them"
@@ -277,7 +341,7 @@ def published_document(state: state_pb2.JobState, trie: Trie) -> dict:
     only when n is declared public. ``job_id`` and ``created_at`` are drawn at random and from
     the clock, independent of the records."""
     encoder = trie.encoder
-    return {
+    document = {
         "heavy_hitters": [json_value(v, encoder) for v in trie.heavy_hitters()],
         "frequent_prefixes": [json_prefix(p, encoder) for p in trie.frequent_prefix_sequences()],
         "rounds_run": len(state.rounds),
@@ -286,6 +350,47 @@ def published_document(state: state_pb2.JobState, trie: Trie) -> dict:
         "encoding": encoding_document(state, encoder),
         "job_id": state.job_id,
         "created_at": state.created_at,
+    }
+    if state.HasField("estimates"):
+        _add_estimates(document, state.estimates, trie)
+    return document
+
+
+ESTIMATE_NOTE = (
+    "estimate: the number of users holding the item (for a frequent prefix: an item that starts "
+    "with it), each user counted once, for one of its discovered items drawn by its share of the "
+    "user's records on them (a user holding one counts 1 for it), plus two-sided geometric noise "
+    "of parameter exp(-epsilon): unbiased, an integer, and possibly negative (kept raw: rounding "
+    "negatives up to 0 is safe post-processing but biases the estimate). interval: estimate +- "
+    "half_width, which holds the exact count with probability coverage (>= level)"
+)
+
+
+def _add_estimates(document: dict, estimates: state_pb2.FrequencyEstimates, trie: Trie) -> None:
+    """Each heavy hitter and frequent prefix as an object with its estimate and 95% interval
+    (``{"item": ..., "estimate": e, "interval": [e - k, e + k]}``, a prefix's under ``"prefix"``),
+    and what they are under ``"frequency_estimates"``. Noisy numbers only: the state holds no
+    exact count to publish."""
+    encoder = trie.encoder
+    by_sequence = {tuple(encoder.unit_from_bytes(u) for u in item.units): item.estimate
+                   for item in estimates.items}
+    k = int(estimates.half_width)
+
+    def entry(key: str, value, sequence: Units) -> dict:
+        e = by_sequence[sequence]
+        return {key: value, "estimate": e, "interval": [e - k, e + k]}
+
+    items = sorted(((encoder.decode(s), s) for s in trie.heavy_hitter_sequences()), key=lambda pair: pair[0])
+    document["heavy_hitters"] = [entry("item", json_value(v, encoder), s) for v, s in items]
+    document["frequent_prefixes"] = [entry("prefix", json_prefix(p, encoder), p)
+                                     for p in trie.frequent_prefix_sequences()]
+    document["frequency_estimates"] = {
+        "epsilon": estimates.epsilon,
+        "mechanism": "two-sided geometric (discrete Laplace), L1 sensitivity 1, sampled exactly",
+        "level": 0.95,
+        "half_width": k,
+        "coverage": TwoSidedGeometric(estimates.epsilon).coverage(k),
+        "note": ESTIMATE_NOTE,
     }
 
 

@@ -6,7 +6,8 @@ than the target, are refused with the planner's explanation. A population size d
 (fewer users sampled m at a higher rate than planned: the achieved epsilon would be
 understated). TrieHH++ (``--protocol triehh++``) records the sample-and-threshold planner's
 alpha, tau (as theta) and p_s, and the composed (epsilon, delta) it certifies: none of them
-depends on n, which is recorded for the operator (and published only when declared public)."""
+depends on n, which is recorded for the operator (and published only when declared public).
+With ``--estimate-frequencies`` the plan records the estimates' epsilon too, spent on top."""
 
 from __future__ import annotations
 
@@ -153,7 +154,7 @@ def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.Privac
     """
     declared = config.population
     if declared is None:
-        return plan_for(config, counted)
+        return _with_estimates(plan_for(config, counted), config)
     if counted < declared:
         raise PopulationError(
             f"--population {declared:,} is more than the {counted:,} distinct users the input "
@@ -168,4 +169,11 @@ def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.Privac
                 f"the input holds {counted:,} distinct users, so many more than --population "
                 f"{declared:,} that Theorem 1 fails for them at m={plan.batch_size:,}: "
                 + "; ".join(violations))
+    return _with_estimates(plan, config)
+
+
+def _with_estimates(plan: state_pb2.PrivacyPlan, config: "DiscoveryConfig") -> state_pb2.PrivacyPlan:
+    """``plan`` with the frequency estimates' epsilon (``--estimate-frequencies``), spent on top
+    of the discovery's by basic composition (``ledger.plan_spend``)."""
+    plan.estimate_epsilon = config.estimate_frequencies or 0.0
     return plan

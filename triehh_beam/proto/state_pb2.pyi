@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PrivacyPlan(_message.Message):
-    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta")
+    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta", "estimate_epsilon")
     RULE_FIELD_NUMBER: _ClassVar[int]
     POPULATION_FIELD_NUMBER: _ClassVar[int]
     MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class PrivacyPlan(_message.Message):
     SAMPLE_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     ROUND_EPSILON_FIELD_NUMBER: _ClassVar[int]
     ROUND_DELTA_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_EPSILON_FIELD_NUMBER: _ClassVar[int]
     rule: str
     population: int
     max_length: int
@@ -43,7 +44,8 @@ class PrivacyPlan(_message.Message):
     sample_probability: float
     round_epsilon: float
     round_delta: float
-    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ...) -> None: ...
+    estimate_epsilon: float
+    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ..., estimate_epsilon: _Optional[float] = ...) -> None: ...
 
 class InputSpec(_message.Message):
     __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids", "query")
@@ -129,7 +131,7 @@ class RoundSummary(_message.Message):
     def __init__(self, round_index: _Optional[int] = ..., frontier_size: _Optional[int] = ..., prefixes_kept: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples")
+    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +157,7 @@ class JobState(_message.Message):
     SAMPLING_IDENTITY_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_SCHEME_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATES_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job_id: str
     secret_seed: bytes
@@ -173,7 +176,25 @@ class JobState(_message.Message):
     sampling_identity: str
     sampling_scheme: int
     samples: SampleSet
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ...) -> None: ...
+    estimates: FrequencyEstimates
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ...) -> None: ...
+
+class FrequencyEstimates(_message.Message):
+    __slots__ = ("epsilon", "half_width", "items")
+    class Estimate(_message.Message):
+        __slots__ = ("units", "estimate")
+        UNITS_FIELD_NUMBER: _ClassVar[int]
+        ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+        units: _containers.RepeatedScalarFieldContainer[bytes]
+        estimate: int
+        def __init__(self, units: _Optional[_Iterable[bytes]] = ..., estimate: _Optional[int] = ...) -> None: ...
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    HALF_WIDTH_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    epsilon: float
+    half_width: int
+    items: _containers.RepeatedCompositeFieldContainer[FrequencyEstimates.Estimate]
+    def __init__(self, epsilon: _Optional[float] = ..., half_width: _Optional[int] = ..., items: _Optional[_Iterable[_Union[FrequencyEstimates.Estimate, _Mapping]]] = ...) -> None: ...
 
 class SampleSet(_message.Message):
     __slots__ = ("dir", "complete", "users_sampled", "records_ranked", "counters", "deleted", "elapsed_seconds")

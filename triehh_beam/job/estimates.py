@@ -1,0 +1,79 @@
+"""The frequency estimates of a finished discovery (``--estimate-frequencies``), as the driver
+runs them after the rounds: the discovered leaves of the committed trie, the keys derived from
+the job's seed and identity (``EstimateKeys``; so a re-run after a crash releases the same
+numbers), one more read of exactly the input the census read (refused, like the sampling pass,
+if a file changed or the records read are not the census's count) and the released estimates
+read back for the driver to commit in the state before anything is published. Their spend was
+charged to the ledger with the plan, before round 1. The job's counters are not kept: no
+figure of this job but the noisy estimates leaves it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+
+from apache_beam.io.filesystems import FileSystems
+
+from triehh_beam.job import graphs, outputs, sources
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.input_files import InputChangedError
+from triehh_beam.job.jobs import JobRunner, read_single_output
+from triehh_beam.io.schema import RecordFormatError
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
+from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateKeys, EstimateTargets
+from triehh_beam.protocol.trie import Trie
+
+__all__ = ["ROWS_PER_SHARD", "run_estimates"]
+
+#: Records per shard of users the estimate pass aims at (a shard is held in memory by a worker).
+ROWS_PER_SHARD = 1 << 18
+
+
+def _shards(records: int) -> int:
+    return max(1, min(2048, math.ceil(records / ROWS_PER_SHARD)))
+
+
+def run_estimates(config: DiscoveryConfig, jobs: JobRunner, state: state_pb2.JobState,
+                  trie: Trie) -> state_pb2.FrequencyEstimates:
+    """Runs the estimate pass of a finished job and returns the released estimates (noisy).
+
+    A trie with no leaf releases nothing and reads nothing.
+
+    Raises:
+      InputChangedError: the input is not what the census read (before or after the pass), a
+        file became unreadable, or the pass read another number of records.
+    """
+    epsilon = state.plan.estimate_epsilon
+    targets = EstimateTargets.from_trie(trie)
+    if not len(targets):
+        return state_pb2.FrequencyEstimates(epsilon=epsilon, half_width=TwoSidedGeometric(epsilon).half_width(LEVEL))
+    root = config.resolved_state_dir
+    sources.check_unchanged(state, config, root, "(before the frequency estimates)")
+    sources.check_credentials(config, jobs.options)
+    sources.check_readable(state, config)
+    keys = EstimateKeys.derive(state.secret_seed, state.sampling_identity.encode())
+    name = uuid.uuid4().hex
+    output = FileSystems.join(root, "census", f"estimates-{name}.json")
+    summary = FileSystems.join(root, "census", f"estimates-{name}.summary.json")
+    records = state.input_snapshot.records
+    jobs.run(lambda p, reported: graphs.build_estimates(
+        p, config, keys, targets, epsilon, output, summary, _shards(records), progress=reported,
+        as_of_millis=sources.pinned_at(state.input_snapshot)), "estimates", records)
+    unreadable = read_single_output(graphs.unreadable_path(summary))
+    counted = json.loads(read_single_output(summary))["records"]
+    released = outputs.estimates_from_json(read_single_output(output), config.encoder)
+    FileSystems.delete([output, summary, graphs.unreadable_path(summary)])
+    try:
+        graphs.refuse_unreadable(unreadable)
+    except RecordFormatError as e:
+        raise InputChangedError(f"estimates: input the census read is now unreadable: {e}; nothing "
+                                "was published") from None
+    if counted != records:
+        raise InputChangedError(
+            f"the frequency estimates read {counted:,} records where the census counted {records:,}: "
+            "the input changed under the job; nothing was published")
+    sources.check_unchanged(state, config, root, "(after the frequency estimates read it)")
+    return released

@@ -167,6 +167,9 @@ def _now() -> str:
 class _Server:
     def __init__(self, config: DiscoveryConfig, source: FederatedSource, seed: bytes, publish: Publish,
                  progress: Callable[[str], None], keep_running: Optional[Callable[[int], bool]]):
+        if config.estimate_frequencies:
+            raise ValueError("frequency estimates are not available for federated jobs: they need one more "
+                             "report from every device, a different protocol (not built)")
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
         self.identity = federated_identity(config)

@@ -36,7 +36,7 @@ def test_runs_equal_the_keyed_simulation_seed_by_seed(several, too_long):
     members = population.members()
     distinct_tries = set()
     for seed in range(8):
-        for theta, m in ((5, 120), (2, 40), (1, 7)):
+        for theta, m in ((5, 120), (2, 40), (1, 7), (30, 10_000)):  # the last samples everyone
             expected = simulate(users, encoder, theta, m, seed, too_long=too_long)
             trie = run_keyed(population, members, theta, m, sampler_for_seed(seed))
             assert population.levels(trie) == expected.levels, (seed, theta, m)

@@ -45,6 +45,7 @@ class EncodedPopulation:
       terminated: per prefix, whether it ends with the terminator (a complete item).
       only_code: per user, the code of its one sequence; -1: it holds none; -2: several (a
         draw decides).
+      single_items: no user holds several sequences (no item choice to draw: Algorithm 1).
       max_length: L of the encoder.
       records_too_long, records_empty: records dropped (or truncated) as ``simulate`` does.
     """
@@ -55,6 +56,7 @@ class EncodedPopulation:
     prefix_of: np.ndarray
     terminated: np.ndarray
     only_code: np.ndarray
+    single_items: bool
     max_length: int
     records_too_long: int
     records_empty: int
@@ -157,7 +159,7 @@ def encode_population(users: Mapping[UserId, UserItems], encoder: ItemEncoder,
     return EncodedPopulation(
         user_ids=user_ids, table=table, prefixes=prefixes, prefix_of=prefix_of,
         terminated=np.fromiter((is_terminated(p) for p in prefixes), dtype=bool, count=len(prefixes)),
-        only_code=only_code, max_length=encoder.max_length, records_too_long=too_long_records,
+        only_code=only_code, single_items=not np.any(only_code == _SEVERAL), max_length=encoder.max_length, records_too_long=too_long_records,
         records_empty=empty_records, _prefix_number=numbers,
         _user_number={u: i for i, u in enumerate(user_ids)},
     )
@@ -222,11 +224,15 @@ def run_keyed(population: EncodedPopulation, members: Members, theta: int, m: in
     trie = np.zeros(len(population.prefixes), dtype=bool)
     if len(members) == 0 or m == 0:
         return trie
-    # v2's round-free s(u) = SipHash(K_user, uid), as RoundKeys.user_hashes_packed computes it.
-    user_hashes = keyed_hash.siphash24_words(sampler.round_keys(1).user_key, members.words, members.n_words)
+    everyone = m >= len(members)
+    user_hashes: Optional[np.ndarray] = None
     for r in range(1, limit + 1):
         keys = sampler.round_keys(r)
-        chosen = _bottom(keys.ranks_from_user_hashes(user_hashes), m)
+        if user_hashes is None and not (everyone and population.single_items):
+            # v2's round-free s(u) = SipHash(K_user, uid), as RoundKeys.user_hashes_packed
+            # computes it; not needed when everyone is sampled and nobody draws an item.
+            user_hashes = keyed_hash.siphash24_words(keys.user_key, members.words, members.n_words)
+        chosen = np.arange(len(members)) if everyone else _bottom(keys.ranks_from_user_hashes(user_hashes), m)
         users = members.positions[chosen]
         codes = population.only_code[users]
         several = np.flatnonzero(codes == _SEVERAL)
@@ -238,9 +244,9 @@ def run_keyed(population: EncodedPopulation, members: Members, theta: int, m: in
         extends = votes >= 0
         if r > 1:
             extends[extends] = trie[population.prefix_of[codes[extends], r - 2]]
-        # prefix number -> votes, this round only.
-        numbers, tally = np.unique(votes[extends], return_counts=True)
-        kept = numbers[tally >= theta]
+        # votes per prefix number, this round only.
+        tally = np.bincount(votes[extends], minlength=len(population.prefixes))
+        kept = np.flatnonzero(tally >= theta)
         del tally
         if not len(kept):
             break

@@ -45,6 +45,7 @@ def test_the_check_sees_a_heavy_import():
     ["discover", "--help"],
     ["demo", "--help"],
     ["evaluate", "--help"],
+    ["audit", "--help"],
     ["show", "--help"],
     ["scheduled", "--help"],
     ["plan", "--help"],
@@ -66,6 +67,8 @@ def test_help_imports_neither_beam_nor_scipy(argv):
       "--unit-size", "auto", "--find-frequency", "2"], "argument --find-frequency: must be in (0, 1]"),
     (["no-such-command"], "argument COMMAND: invalid choice: 'no-such-command'"),
     (["show"], "the following arguments are required: OUTPUT"),
+    (["audit", "--input", "a.jsonl", "--epsilon", "1", "--delta", "1e-6", "--max-length", "4", "--runs", "0"],
+     "argument --runs: must be >= 1, got 0"),
 ])
 def test_argument_errors_import_neither_beam_nor_scipy(argv, message):
     report = _imported_after(argv)

@@ -96,6 +96,19 @@ def test_siphash_batch_random_keys_long_messages_and_offset_slices():
     assert len(keyed_hash.siphash24_batch(key, data, offsets[:1])) == 0
 
 
+def test_words_packed_once_hash_the_same_under_every_key():
+    # What an audit does: the messages packed once (message_words), hashed under many keys.
+    rng = random.Random(11)
+    messages = [bytes(rng.getrandbits(8) for _ in range(n)) for n in (0, 3, 7, 8, 15, 16, 17, 40)]
+    words, n_words = keyed_hash.message_words(*keyed_hash.pack_messages(messages))
+    for _ in range(3):
+        key = (rng.getrandbits(64), rng.getrandbits(64))
+        assert [int(h) for h in keyed_hash.siphash24_words(key, words, n_words)] == [
+            _reference_siphash24(key, msg) for msg in messages]
+    empty = keyed_hash.message_words(*keyed_hash.pack_messages([]))
+    assert len(keyed_hash.siphash24_words(PAPER_KEY, *empty)) == 0
+
+
 def test_derive_key_is_deterministic_and_purpose_separated():
     assert keyed_hash.derive_key(SEED, b"a") == keyed_hash.derive_key(SEED, b"a")
     assert keyed_hash.derive_key(SEED, b"a") != keyed_hash.derive_key(SEED, b"b")

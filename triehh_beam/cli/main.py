@@ -1,7 +1,7 @@
 """The ``triehh`` command-line tool: the parser of every subcommand, and dispatch.
 
 Each subcommand lives in its own module (``plan``, ``discover``, ``demo``, ``ledger``,
-``scheduled``, ``evaluate``, ``show``), whose ``register_<name>(subparsers)`` adds its parser and sets
+``scheduled``, ``evaluate``, ``show``, ``audit``), whose ``register_<name>(subparsers)`` adds its parser and sets
 ``handler`` (``(args, beam_args) -> exit code``) and, for commands that run Beam jobs,
 ``accepts_beam_args``: flags such a command does not know are Beam pipeline options, the other
 commands refuse them. Exit codes: 0 when the command did its job, 2 for invalid arguments (one
@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Callable, Optional, Sequence
 
-from triehh_beam.cli import demo, discover, evaluate, federated, ledger, plan, scheduled, show, stream
+from triehh_beam.cli import audit, demo, discover, evaluate, federated, ledger, plan, scheduled, show, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -30,6 +30,7 @@ _SUBCOMMANDS: Sequence[Callable] = (
     show.register_show,
     stream.register_stream,
     federated.register_federated,
+    audit.register_audit,
 )
 
 

@@ -37,12 +37,12 @@ FLAGS = ["--epsilon", "8", "--delta", "1e-6", "--max-length", "8"]
 
 def _records(path, users: int) -> str:
     """``users`` users of the bundled population; every fifth also holds the next user's word
-    (two items, so the device's item choice matters), and every fourth holds "federated" instead
-    of its word (a planted heavy hitter: small populations then discover something whatever the
+    (two items, so the device's item choice matters), and every fourth holds "fed" instead
+    of its word ("fed", a planted heavy hitter: small populations then discover something whatever the
     sample, which the run's temporary paths, in the job's identity, make random)."""
     table = pq.read_table(DEMO_POPULATION_PATH).slice(0, users)
     ids, items = table.column("user_id").to_pylist(), table.column("item").to_pylist()
-    items = ["federated" if i % 4 == 0 else item for i, item in enumerate(items)]
+    items = ["fed" if i % 4 == 0 else item for i, item in enumerate(items)]
     rows = {"user_id": list(ids), "item": list(items), "count": [1] * users}
     for i in range(0, users - 1, 5):
         rows["user_id"].append(ids[i])

@@ -25,9 +25,9 @@ import uuid
 from typing import List
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from triehh_beam.beam.messages import publish_file
 from triehh_beam.io.federated_attributes import KIND, SERVER_STOP
 
 __all__ = ["LogReports", "log_line"]
@@ -71,22 +71,9 @@ class _AppendDoFn(beam.DoFn):
 
     def finish_bundle(self) -> None:
         if self._lines:
-            write_log_file(self._log_dir, "".join(line + "\n" for line in self._lines).encode("utf-8"))
+            publish_file(self._log_dir, "".join(line + "\n" for line in self._lines).encode("utf-8"))
             self._logged.inc(len(self._lines))
         self._lines = []
-
-
-def write_log_file(log_dir: str, data: bytes) -> str:
-    """Writes ``log_dir/<UTC time>-<random>.jsonl`` atomically; its path. Names sort by the time
-    they were written (the random part only separates writes in the same microsecond)."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    name = f"{stamp}-{uuid.uuid4().hex[:16]}.jsonl"
-    temporary = FileSystems.join(log_dir, f".{name}.tmp")
-    path = FileSystems.join(log_dir, name)
-    with FileSystems.create(temporary, compression_type="uncompressed") as f:
-        f.write(data)
-    FileSystems.rename([temporary], [path])
-    return path
 
 
 class LogReports(beam.PTransform):

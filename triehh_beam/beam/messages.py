@@ -38,6 +38,7 @@ __all__ = [
     "ParseMessages",
     "WriteStreamDeadLetters",
     "event_time",
+    "publish_file",
 ]
 
 METRICS_NAMESPACE = "triehh"
@@ -204,11 +205,16 @@ class _WriteLettersDoFn(beam.DoFn):
 
 
 def _publish(uri: str, reason: str, data: bytes) -> str:
-    """Writes ``uri/<reason>/<UTC time>-<random>.jsonl`` atomically (a hidden temporary, then a
-    rename): a reader sees the whole file or none, and no two writes share a name."""
+    """Writes ``uri/<reason>/<UTC time>-<random>.jsonl`` (``publish_file``)."""
+    return publish_file(FileSystems.join(uri, reason), data)
+
+
+def publish_file(directory: str, data: bytes) -> str:
+    """Writes ``directory/<UTC time>-<random>.jsonl`` atomically (a hidden temporary, then a
+    rename): a reader sees the whole file or none, no two writes share a name, and names sort by
+    the time they were written. Returns the path."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     name = f"{stamp}-{uuid.uuid4().hex[:16]}.jsonl"
-    directory = FileSystems.join(uri, reason)
     temporary = FileSystems.join(directory, f".{name}.tmp")
     path = FileSystems.join(directory, name)
     with FileSystems.create(temporary, compression_type="uncompressed") as f:

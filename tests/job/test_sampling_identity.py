@@ -9,6 +9,7 @@ the trie's first level IS the round-1 sample, read from the published trie.pb.
 """
 
 import hashlib
+import json
 import math
 import pathlib
 import shutil
@@ -121,3 +122,21 @@ def test_a_resume_under_another_identity_is_refused(inputs, tmp_path):
         run_discovery(_config(inputs[0], tmp_path / "moved", state_dir=str(state_dir)))
     shutil.rmtree(tmp_path / "out")  # the same job again (outputs rewritten) still resumes
     assert run_discovery(_config(inputs[0], tmp_path / "out", state_dir=str(state_dir))).resumed_from_round
+
+
+def test_a_job_recorded_before_a_setting_existed_still_resumes(inputs, tmp_path):
+    """A state whose identity lacks a setting added since (``query``, at its default None, as in
+    the demo's state of an earlier release) is the same job: it resumes, not "a different job
+    identity" with no name."""
+    output = tmp_path / "out"
+    run_discovery(_config(inputs[0], output))
+    store = StateStore(f"{output}.state")
+    state = store.load()
+    recorded = json.loads(state.sampling_identity)
+    assert "query" in recorded and recorded["query"] is None
+    del recorded["query"]
+    state.sampling_identity = json.dumps(recorded, sort_keys=True, separators=(",", ":"))
+    assert _config(inputs[0], output).resume_mismatches(state, Trie.from_proto(state.trie).encoder) == []
+    recorded["epsilon"] = 99.0  # a real difference is still one
+    state.sampling_identity = json.dumps(recorded, sort_keys=True, separators=(",", ":"))
+    assert _config(inputs[0], output).resume_mismatches(state, Trie.from_proto(state.trie).encoder)

@@ -647,11 +647,13 @@ class DiscoveryConfig:
         if state_encoder != self.encoder:
             mismatches.append("item encoding (unit size or case folding)")
         theirs, ours = _identity_values(state.sampling_identity), _identity_values(self.sampling_identity().decode())
-        if state.sampling_identity and theirs != ours:
+        # A setting absent from a recorded identity (recorded before it existed) is at its
+        # default, None: only values that differ are a difference.
+        names = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        if state.sampling_identity and names:
             # The identity keys every sample: a resume under another would draw other users.
             # (Compared canonical: states before canonical paths recorded them as typed; the
             # recorded identity, as recorded, keys the resumed job's samples.)
-            names = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
             unnamed = [n for n in names if n not in BY_NAME or BY_NAME[n].identity is None]
             if unnamed or not mismatches:
                 mismatches.append(f"job identity ({', '.join(unnamed or names)}: the samples are keyed by it)")

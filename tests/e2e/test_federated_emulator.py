@@ -276,3 +276,17 @@ def test_an_announce_topic_nobody_reads_is_refused_before_anything_is_spent(pubs
     with pytest.raises(ValueError, match="has no subscription"):
         federated.run_federated(config, source, lambda topic, messages: None, progress=lambda line: None)
     assert not (tmp_path / "out.state" / "ledger.jsonl").exists()
+
+
+def test_a_second_server_on_the_same_state_is_refused_before_anything_is_spent(pubsub_emulator, tmp_path):
+    from triehh_beam.job.lease import LeaseHeld, StateLease
+
+    _, users, registry, registry_path = _population(tmp_path, n=500)
+    config = _config(tmp_path, registry_path)
+    state_dir = tmp_path / "out.state"
+    state_dir.mkdir(mode=0o700)
+    published = []
+    with StateLease(str(state_dir), 600):  # another server, running
+        with pytest.raises(LeaseHeld):
+            _run(config, users, registry, publish_hook=lambda topic, messages: published.append(topic))
+    assert published == [] and not (state_dir / "ledger.jsonl").exists()

@@ -24,7 +24,7 @@ __all__ = ["register_federated"]
 
 # Settings of jobs that read records (a federated server reads none: devices keep them).
 _NOT_FOR_FEDERATED = ("input_pattern", "query", "input_format", "timestamp_column", "rounds_per_job",
-                      "keep_samples", "lease_seconds", "max_bad_fraction", "max_unusable_fraction",
+                      "keep_samples", "max_bad_fraction", "max_unusable_fraction",
                       "item_column", "count_column", "window", "allowed_lateness", "dead_letter",
                       "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids",
                       "estimate_frequencies")  # estimates need every device to report: not built
@@ -96,6 +96,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.io import pubsub
     from triehh_beam.io.registry import RegistryError, read_registry
     from triehh_beam.job import federated
+    from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.ledger import BudgetExceededError
     from triehh_beam.job.planning import InfeasiblePlanError
 
@@ -120,6 +121,8 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                                              progress=lambda line: print(line, flush=True))
         except pubsub.PubsubUnavailableError as e:
             return _fail("serve", str(e), code=1)  # transient: a retry may succeed
+        except LeaseHeld as e:
+            return _fail("serve", f"another run is working on this state directory: {e}")
         except (InfeasiblePlanError, BudgetExceededError, ValueError) as e:
             return _fail("serve", str(e))
     print(f"federated job {result.job_id}: {len(result.rounds)} rounds, "

@@ -53,6 +53,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import cas
+from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
 from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
@@ -179,6 +180,7 @@ class _Server:
         self.encoder = config.encoder
         self.plan = plan_for_census(config, len(source.registry))
         self.progress_doc = self._progress_document()
+        self.renew: Callable[[], None] = lambda: None  # the state lease's, while the job holds it
 
     # ---- state -----------------------------------------------------------------------------
 
@@ -269,6 +271,7 @@ class _Server:
         backlog after a restart, a slow bundle) is still counted on time."""
         while not done():
             pool.extend(log.read_new())
+            self.renew()
             time.sleep(self.source.poll_seconds)
         quiet_since = caught_up_by = time.monotonic()
         caught_up_by += self.source.catch_up_seconds
@@ -424,12 +427,12 @@ def run_federated(
       BudgetExceededError: the spend does not fit the lifetime budget (nothing announced).
       PubsubUnavailableError, ValueError: Pub/Sub does not answer, or the reports subscription
         does not exist (checked before the charge: nothing spent).
+      LeaseHeld: another run holds the state directory (nothing spent).
     """
     from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
-    from triehh_beam.beam.federated import LogReports
     from triehh_beam.io import pubsub
-    from triehh_beam.job.stream import job_seed, stream_pipeline
+    from triehh_beam.job.stream import job_seed
 
     seed = job_seed(config, SEED_NAME)
     server = _Server(config, source, seed, publish, progress, keep_draining)
@@ -450,6 +453,31 @@ def run_federated(
     cas.make_private_dir(config.resolved_state_dir)
     if cas.is_local(server.root):
         cas.make_private_dir(server.root)
+    # One server per state directory (a second one would announce and count the same rounds).
+    with lease_lib.StateLease(config.resolved_state_dir, config.lease_seconds) as lease:
+        server.renew = _renewer(lease, config.lease_seconds)
+        return _run_held(config, source, server, read, reports_topic, options, report_path)
+
+
+def _renewer(lease, seconds: float) -> Callable[[], None]:
+    """Renews ``lease`` when a third of its duration has passed since the last renewal."""
+    last = [time.monotonic()]
+
+    def renew() -> None:
+        if time.monotonic() - last[0] >= seconds / 3:
+            lease.renew()
+            last[0] = time.monotonic()
+
+    return renew
+
+
+def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server", read, reports_topic: str,
+              options: Optional[PipelineOptions], report_path: str) -> FederatedResult:
+    """The job, its state directory's lease held: charge, collect, rounds, outputs."""
+    from triehh_beam.beam.federated import LogReports
+    from triehh_beam.job.stream import stream_pipeline
+
+    publish = server.publish
     server.charge()
     log_dir = server._path("reports")
     if cas.is_local(log_dir):

@@ -10,11 +10,10 @@ import sys
 
 import pytest
 
-from tests.e2e.test_federated_emulator import SEED, _central, _config, _population
+from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
 from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.evaluation.fleet import SimulatedFleet
 from triehh_beam.evaluation.fleet_faults import FleetOptions
-from triehh_beam.io import pubsub
 
 PROJECT = "projects/test-project"
 
@@ -29,18 +28,9 @@ def _serve(tmp_path, registry_path, announce, subscription, env=None, timeout=30
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env or dict(os.environ))
 
 
-def _topics(name):
-    announce, reports = f"{PROJECT}/topics/{name}-announce", f"{PROJECT}/topics/{name}-reports"
-    subscription = f"{PROJECT}/subscriptions/{name}-server"
-    for topic in (announce, reports):
-        pubsub.ensure_topic(topic)
-    pubsub.ensure_subscription(subscription, reports)
-    return announce, reports, subscription
-
-
 def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_path):
     records, users, _, registry_path = _population(tmp_path, n=3000)
-    announce, reports, subscription = _topics("serve")
+    announce, reports, subscription = _topics()
     with SimulatedFleet(users, announce, reports, FleetOptions(latency_median_s=0.05)):
         done = _serve(tmp_path, registry_path, announce, subscription)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

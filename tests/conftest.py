@@ -1,6 +1,9 @@
 """Shared fixtures of the end-to-end tests: synthetic Zipf populations written as record files,
 the environment that subprocesses (the CLI, Beam's multi-process workers) need, and a way to
-compute an expensive session fixture once even when pytest-xdist runs several workers.
+compute an expensive session fixture once even when pytest-xdist runs several workers; and the
+Pub/Sub emulator's fixtures (``tests/pubsub_emulator.py``), defined here once so that each
+worker starts one emulator for the session (imported into each test module, every module had
+its own session fixture: one JVM per module and worker, all alive until the end).
 """
 
 import contextlib
@@ -14,6 +17,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import pytest
 
+from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.evaluation import demo
 from triehh_beam.io.write import write_records
 

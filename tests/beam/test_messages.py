@@ -23,7 +23,6 @@ from apache_beam.transforms import window
 from apache_beam.utils.timestamp import Timestamp
 
 from tests.io.helpers import counters
-from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.beam.messages import (
     RECORDS_TAG,
     REJECTED_TAG,

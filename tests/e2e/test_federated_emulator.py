@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.evaluation import fleet_run
 from triehh_beam.evaluation.demo import DEMO_POPULATION_PATH
 from triehh_beam.evaluation.fleet import SimulatedFleet

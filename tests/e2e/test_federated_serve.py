@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
-from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.evaluation.fleet import SimulatedFleet
 from triehh_beam.evaluation.fleet_faults import FleetOptions
 

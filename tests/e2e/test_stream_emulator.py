@@ -20,7 +20,6 @@ import time
 import pytest
 
 from tests.job.test_windowed import SEED, _population
-from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.cli.main import main
 from triehh_beam.job import windowed
 from triehh_beam.proto import stream_pb2 as pb

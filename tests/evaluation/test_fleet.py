@@ -18,7 +18,6 @@ import time
 import numpy as np
 import pytest
 
-from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.device import DeviceClient
 from triehh_beam.evaluation.fleet import COUNTS, SimulatedFleet
 from triehh_beam.evaluation.fleet_faults import FATES, FleetOptions, corrupt_report, device_fate

@@ -12,7 +12,6 @@ import uuid
 
 import pytest
 
-from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.io import federated_attributes as fa
 from triehh_beam.io import pubsub
 

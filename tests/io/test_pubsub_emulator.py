@@ -9,7 +9,6 @@ import urllib.request
 
 import pytest
 
-from tests.pubsub_emulator import pubsub_emulator_server  # noqa: F401 (fixture)
 from triehh_beam.io.pubsub_emulator import emulator_missing, start_pubsub_emulator
 
 

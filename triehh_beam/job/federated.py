@@ -63,7 +63,7 @@ from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, rounds
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement, VoteReport
 from triehh_beam.protocol.federated_selection import Registry, select_round
-from triehh_beam.protocol.federated_tally import KINDS, REPORTED, RoundTally
+from triehh_beam.protocol.federated_tally import KINDS, RoundTally
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
 
@@ -318,7 +318,6 @@ class _Server:
         self._tokens: Dict[str, bytes] = {}
 
         def closed() -> bool:
-            pool.extend(log.read_new())
             return (self._goal_time(pool, r, tokens, goal, deadline) is not None
                     or _now_millis() * 1000 >= deadline or not goal)
 
@@ -546,9 +545,3 @@ def label_totals(result: FederatedResult) -> Dict[str, int]:
     for kind, n in result.after_last_round.items():
         totals[kind] += n
     return totals
-
-
-def reported_share(record: dict) -> float:
-    """The share of a round's selected devices that reported (private)."""
-    reported = sum(record["labels"][k] for k in REPORTED)
-    return reported / record["selected"] if record["selected"] else 0.0

@@ -28,7 +28,7 @@ what devices did), for the operator report only.
 from __future__ import annotations
 
 import collections
-from typing import Collection, Dict, FrozenSet, List, Optional
+from typing import Collection, Dict, FrozenSet, List
 
 from google.protobuf import message
 
@@ -37,7 +37,7 @@ from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.federated import FederatedFormatError, VoteReport
 
-__all__ = ["KINDS", "REPORTED", "RoundTally", "frontier_of_round"]
+__all__ = ["KINDS", "REPORTED", "RoundTally"]
 
 KINDS = ("voted", "abstained", "off_frontier", "duplicate", "not_selected", "late", "unannounced",
          "other_job", "malformed")
@@ -126,8 +126,3 @@ class RoundTally:
 
 def _extends(prefix: Units, frontier: FrozenSet[Units], round_index: int) -> bool:
     return len(prefix) == round_index and tuple(prefix[: round_index - 1]) in frontier
-
-
-def frontier_of_round(round_index: int, frontier: Optional[Collection[Units]]) -> FrozenSet[Units]:
-    """The frontier of round 1 is the empty prefix alone."""
-    return frozenset([()]) if round_index == 1 else frozenset(frontier or ())

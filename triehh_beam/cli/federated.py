@@ -150,7 +150,8 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.job.planning import InfeasiblePlanError
 
     try:
-        return fleet_run.main(config, faults, args.round_deadline, args.report_goal, list(beam_args), args.json)
+        return fleet_run.main(config, faults, args.round_deadline, args.report_goal, list(beam_args), args.json,
+                             config.verbose)
     except (InfeasiblePlanError, RecordFormatError, FileNotFoundError, ValueError) as e:
         return _fail("simulate", str(e))
     except PubsubUnavailableError as e:

@@ -55,6 +55,10 @@ class Faults:
             raise ValueError(f"--latency must be >= 0 seconds, got {self.latency}")
 
 
+# Exact message counts: private (functions of who was sampled and voted), shown only on request.
+_PRIVATE_COUNTS = ("sent", "received", "redelivered", "unread")
+
+
 @dataclasses.dataclass
 class SimulationSummary:
     job_id: str
@@ -72,8 +76,13 @@ class SimulationSummary:
     output: str
     report: str
 
-    def document(self) -> dict:
-        return dataclasses.asdict(self)
+    def document(self, counts: bool = False) -> dict:
+        """The summary as JSON; the exact message counts (private) only with ``counts``."""
+        document = dataclasses.asdict(self)
+        if not counts:
+            for key in _PRIVATE_COUNTS:
+                document.pop(key)
+        return document
 
 
 @contextlib.contextmanager
@@ -201,16 +210,22 @@ def _write_registry(registry: Registry, path: str, config: DiscoveryConfig) -> N
 
 
 def main(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_goal: float,
-         beam_args: List[str], as_json: bool) -> int:
+         beam_args: List[str], as_json: bool, verbose: bool = False) -> int:
+    """Runs ``simulate`` and prints its summary; the exact message counts only when ``verbose``
+    (marked private, as every count on the console), always in the operator report."""
     summary = simulate(config, faults, round_deadline, report_goal, beam_args,
                        progress=(lambda line: None) if as_json else (lambda line: print(line, flush=True)))
     if as_json:
-        print(json.dumps(summary.document(), sort_keys=True))
+        print(json.dumps(summary.document(counts=verbose), sort_keys=True))
         return 0
     recall = "n/a" if summary.recall_vs_central is None else f"{summary.recall_vs_central:.3f}"
     print(f"federated: {len(summary.heavy_hitters)} heavy hitters in {summary.rounds} rounds "
           f"({summary.seconds:.1f} s); central: {len(summary.central_heavy_hitters)}; recall vs central "
           f"{recall}; same trie: {'yes' if summary.trie_equal_to_central else 'no'}")
+    if not verbose:
+        print(f"published: {summary.output}; message counts (private): --verbose, or the operator report "
+              f"{summary.report}")
+        return 0
     print("fleet sent (private, simulated): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.sent.items())))
     print("server counted (private): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.received.items()) if v)
           + f"; redelivered {summary.redelivered:,}; never read {summary.unread:,}")

@@ -80,6 +80,34 @@ def test_a_demo_with_other_settings_on_the_earlier_result_is_refused(first_run, 
     assert "holds a job with a different epsilon (state has 4.0, asked 2.0)" in err
 
 
+def test_a_second_install_runs_its_own_demo_beside_the_first(first_run, monkeypatch, tmp_path):
+    """Another venv's bundled file sits at another path, so its demo is another job: it writes to
+    a sibling of the first install's output (named for its file), not refused the first one's."""
+    import shutil
+
+    from triehh_beam.evaluation import demo
+
+    cache, _, _, _ = first_run
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    other = tmp_path / "other-venv" / "demo_words.parquet"
+    other.parent.mkdir()
+    shutil.copy(demo.demo_population_path(), other)
+    monkeypatch.setattr(demo, "demo_population_path", lambda: str(other))
+    sibling = demo_cli.output_for_install(str(other))
+    assert os.path.dirname(sibling) == str(cache / "triehh-demo")
+    assert os.path.basename(sibling).startswith("output-") and len(os.path.basename(sibling)) == len("output-") + 8
+    out, code = _run_capturing(["demo"])
+    assert code == 0, out
+    name = os.path.basename(sibling)
+    assert out.splitlines()[0] == (f"demo: writing under {cache / 'triehh-demo'}: the results in {name}/, the "
+                                   f"private state in {name}.state/ (--output DIR to choose)")
+    assert os.path.isfile(os.path.join(sibling, "heavy_hitters.json"))
+    # The first install still finds its own result where it left it.
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    assert demo_cli.output_for_install(demo.demo_population_path()) == str(cache / "triehh-demo" / "output")
+
+
 def test_the_default_place_is_the_users_cache_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert demo_cli.default_output() == str(tmp_path / "xdg" / "triehh-demo" / "output")

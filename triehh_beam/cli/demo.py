@@ -5,7 +5,8 @@ frequencies; ``evaluation.demo``) is discovered with the discover flags (input a
 fixed, a privacy target by default), then the true top words are printed beside what was found.
 Its first line names where it writes: by default ``triehh-demo/output`` (and the private state
 beside it) in the user's cache directory (``$XDG_CACHE_HOME``, else ``~/.cache``), never
-silently the working directory; ``--output`` chooses another place. A finished demo there is
+silently the working directory (a second install, whose bundled file is elsewhere, writes
+beside it to ``output-<8 hex>``); ``--output`` chooses another place. A finished demo there is
 shown again, and says so, rather than run anew (the same state holds the same seed, so a
 re-run would draw the same samples). Exit codes as ``triehh discover``.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import sys
@@ -28,6 +30,33 @@ def default_output() -> str:
     """Where the demo writes without ``--output``: ``triehh-demo/output`` in the cache directory."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "triehh-demo", "output")
+
+
+def _recorded_population(state_dir: str) -> Optional[str]:
+    """The input a demo state in ``state_dir`` was run on, or None (no state, or unreadable)."""
+    from triehh_beam.job.state_store import StateError, StateStore
+
+    if not os.path.isdir(state_dir):
+        return None
+    try:
+        state = StateStore(state_dir).load()
+    except (StateError, OSError, ValueError):
+        return None
+    return None if state is None else state.input.file_pattern
+
+
+def output_for_install(population: str) -> str:
+    """The default output for this install's population file: ``default_output()``, unless a demo
+    of another install (another venv: the bundled file at another path, so another job identity)
+    holds it; then a sibling named for this install's file, ``output-<8 hex>``, so that a second
+    install runs its own demo instead of being refused the first one's directory."""
+    from triehh_beam.job.paths import canonical_pattern
+
+    base = default_output()
+    recorded = _recorded_population(base + ".state")
+    if recorded is None or canonical_pattern(recorded) == canonical_pattern(population):
+        return base
+    return f"{base}-{hashlib.sha256(canonical_pattern(population).encode()).hexdigest()[:8]}"
 
 
 def register_demo(subparsers) -> None:
@@ -89,9 +118,9 @@ def _run_demo(args: argparse.Namespace, beam_args: List[str]) -> int:
     from triehh_beam.evaluation import demo
 
     chosen = args.output is not None
-    args = argparse.Namespace(**{**vars(args), "output": os.path.abspath(args.output or default_output())})
     try:
         path = demo.demo_population_path()
+        args = argparse.Namespace(**{**vars(args), "output": os.path.abspath(args.output or output_for_install(path))})
         config = config_from_args(args, input_pattern=path)
     except (ValueError, OSError) as e:
         print(f"triehh: error: {e}", file=sys.stderr)

@@ -17,7 +17,7 @@ from apache_beam.utils.timestamp import Timestamp
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
 from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
-from triehh_beam.job import stream, windowed
+from triehh_beam.job import outputs, stream, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.planning import InfeasiblePlanError
@@ -295,14 +295,14 @@ def test_records_admitted_after_a_window_was_computed_are_reported_not_lost_sile
     from triehh_beam.job.stream import describe_window
 
     job = windowed.WindowedJob.for_config(_config(tmp_path), SEED)
-    windowed._write_json(job.report_path(T0), {"window_start": windowed.rfc3339(T0), "released": True,
+    outputs.write_json(job.report_path(T0), {"window_start": windowed.rfc3339(T0), "released": True,
                                                "reason": None, "input": {"distinct_users": 9, "records": 10},
                                                "heavy_hitters": 1, "rounds": [], "published_to": "out"}, True)
     (report,) = windowed.read_window_reports(job)
     assert "records_admitted" not in report and "WARNING" not in describe_window(report)
     directory = os.path.dirname(job.report_path(T0))
     for shard, records in ((0, 7), (8, 5)):
-        windowed._write_json(os.path.join(directory, "admitted", f"shard-{shard:03d}.json"),
+        outputs.write_json(os.path.join(directory, "admitted", f"shard-{shard:03d}.json"),
                              {"records": records}, True)
     (report,) = windowed.read_window_reports(job)
     assert (report["records_admitted"], report["records_admitted_after_close"]) == (12, 2)

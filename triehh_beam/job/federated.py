@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
-import json
 import math
 import time
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -187,19 +186,6 @@ class _Server:
     def _path(self, *parts: str) -> str:
         return FileSystems.join(self.root, *parts)
 
-    def _read_json(self, path: str) -> Optional[dict]:
-        if not FileSystems.exists(path):
-            return None
-        with FileSystems.open(path, compression_type="uncompressed") as f:
-            return json.loads(f.read().decode("utf-8"))
-
-    def _write_json(self, path: str, document: dict) -> None:
-        directory = path.rsplit("/", 1)[0]
-        if not FileSystems.exists(directory):
-            FileSystems.mkdirs(directory)
-        outputs.write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-                                 private=True)
-
     def _what_it_is(self) -> dict:
         """What a resumed job must find unchanged: the registry's contents (its path is in the
         identity, not its devices) and the plan drawn from them."""
@@ -209,7 +195,7 @@ class _Server:
                 "theta": plan.theta, "batch_size": plan.batch_size, "sample_probability": plan.sample_probability}
 
     def _progress_document(self) -> dict:
-        found = self._read_json(self._path(PROGRESS_NAME))
+        found = outputs.read_json(self._path(PROGRESS_NAME))
         expected = self._what_it_is()
         if found is None:
             return {"job_id": self.job_id, "rounds": [], "created_at": _now(), "job": expected}
@@ -242,11 +228,11 @@ class _Server:
         r = step.index
         goal = math.ceil(self.source.report_goal * len(selection))
         path = self._path(f"round={r:03d}", "announced.json")
-        announced = self._read_json(path)
+        announced = outputs.read_json(path)
         if announced is None:
             announced = {"round": r, "deadline_millis": _now_millis() + int(self.source.round_deadline * 1000),
                          "selected": len(selection), "goal": goal}
-            self._write_json(path, announced)
+            outputs.write_json(path, announced, private=True)
         deadline = announced["deadline_millis"]
         public_goal = goal if outputs.population_is_public(self.plan) else 0
         announcement = RoundAnnouncement(job_id=self.job_id, round_index=r, encoder=self.encoder,
@@ -357,7 +343,7 @@ class _Server:
                       "selected": len(selection), "goal": goal, "labels": tally.label_counts(),
                       "closed_at": _now()}
             progress_doc["rounds"].append(record)
-            self._write_json(self._path(PROGRESS_NAME), progress_doc)  # the level, committed
+            outputs.write_json(self._path(PROGRESS_NAME), progress_doc, private=True)  # the level, committed
             self.progress(f"round {r}: closed ({closed_by}); {len(kept):,} prefixes kept")
             if len(selection) and not tally.reported:
                 stop_reason = (f"no selected device reported in round {r} before it closed: check that the "
@@ -505,12 +491,12 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
         "stop_reason": stop_reason,
         "guarantee_with_dropouts": dropout_guarantee(config),
     }
-    server._write_json(report_path, report)
+    outputs.write_json(report_path, report, private=True)
     # Finished before the log goes: a rerun then returns the result instead of reading a log
     # that is no longer there.
     server.progress_doc["finished"] = {"stop_reason": stop_reason, "after_last_round": after,
                                        "redelivered": log.redelivered, "at": _now()}
-    server._write_json(server._path(PROGRESS_NAME), server.progress_doc)
+    outputs.write_json(server._path(PROGRESS_NAME), server.progress_doc, private=True)
     log.delete()
     return FederatedResult(trie, server.job_id, config.output_dir, report_path, records, after, log.redelivered)
 

@@ -446,12 +446,27 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
     }
 
 
+def write_json(path: str, document: dict, private: bool) -> None:
+    """Writes ``document`` as indented, key-sorted JSON to ``path`` atomically, creating its
+    directory (``private``: owner-only, as everything in a state directory)."""
+    directory = path.rsplit("/", 1)[0]
+    if directory and not FileSystems.exists(directory):
+        FileSystems.mkdirs(directory)
+    write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"), private=private)
+
+
+def read_json(path: str) -> Optional[dict]:
+    """The JSON document at ``path``, or None when there is none."""
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
 def write_operator_report(state_dir: str, state: state_pb2.JobState, output_dir: str) -> str:
     """Writes ``operator_report.json`` into the job's (private) state directory; its path."""
     path = FileSystems.join(state_dir, OPERATOR_REPORT_NAME)
-    document = operator_report(state, output_dir)
-    write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-                     private=True)
+    write_json(path, operator_report(state, output_dir), private=True)
     return path
 
 

@@ -223,24 +223,16 @@ class _ReleaseDoFn(beam.DoFn):
                 published_to=output_dir,
                 heavy_hitters=len(trie.heavy_hitters()),
             )
-            _write_json(job.report_path(start), report, private=True)
+            outputs.write_json(job.report_path(start), report, private=True)
             marker = {"window_start": rfc3339(start), "window_end": rfc3339(start + job.windows.size_micros),
                       "job_id": state.job_id}
             outputs.write_atomically(FileSystems.join(output_dir, RELEASED_MARKER),
                                      (json.dumps(marker) + "\n").encode("utf-8"))
             summary.update(heavy_hitters=len(trie.heavy_hitters()), output=output_dir)
         else:
-            _write_json(job.report_path(start), report, private=True)
+            outputs.write_json(job.report_path(start), report, private=True)
         _LOG.info("window %s: %s", summary["window_start"], "released" if plan.released else plan.reason)
         yield summary
-
-
-def _write_json(path: str, document: dict, private: bool) -> None:
-    directory = path.rsplit("/", 1)[0]
-    if not FileSystems.exists(directory):
-        FileSystems.mkdirs(directory)
-    outputs.write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-                             private=private)
 
 
 def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key):
@@ -282,17 +274,12 @@ class _NoteAdmittedDoFn(beam.DoFn):
     def process(self, admitted: Tuple[int, int, int]):
         start, shard, records = admitted
         path = FileSystems.join(self._job.state_root, window_dir_name(start), "admitted", f"shard-{shard:03d}.json")
-        _write_json(path, {"window_start": rfc3339(start), "shard": shard, "records": records}, private=True)
+        outputs.write_json(path, {"window_start": rfc3339(start), "shard": shard, "records": records}, private=True)
 
 
 def note_admitted(admitted, job: WindowedJob):
     """Writes ``GateLateRecords``' admitted counts where ``read_window_reports`` finds them."""
     return admitted | "NoteAdmitted" >> beam.ParDo(_NoteAdmittedDoFn(job))
-
-
-def _read_json(path: str) -> dict:
-    with FileSystems.open(path) as f:
-        return json.loads(f.read().decode("utf-8"))
 
 
 def _matches(pattern: str) -> List[str]:
@@ -309,9 +296,9 @@ def read_window_reports(job: WindowedJob) -> List[dict]:
     """
     reports = []
     for path in _matches(FileSystems.join(job.state_root, "window=*", outputs.OPERATOR_REPORT_NAME)):
-        report = _read_json(path)
+        report = outputs.read_json(path)
         directory = path.rsplit("/", 1)[0]
-        admitted = [_read_json(p)["records"] for p in _matches(FileSystems.join(directory, "admitted", "shard-*.json"))]
+        admitted = [outputs.read_json(p)["records"] for p in _matches(FileSystems.join(directory, "admitted", "shard-*.json"))]
         if admitted:
             report["records_admitted"] = sum(admitted)
             report["records_admitted_after_close"] = max(0, sum(admitted) - report["input"]["records"])

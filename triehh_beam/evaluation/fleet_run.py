@@ -119,7 +119,7 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
     from triehh_beam.evaluation.fleet import FleetOptions, SimulatedFleet
     from triehh_beam.evaluation.population import load_population
     from triehh_beam.io import pubsub
-    from triehh_beam.job import federated
+    from triehh_beam.job import federated, federated_outputs
     from triehh_beam.job.driver import run_discovery
     from triehh_beam.job.stream import job_seed
 
@@ -171,7 +171,7 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
         truth = _published_items(central.output_path)
         same_trie = _read(FileSystems.join(result.output, "trie.pb")) == _read(
             FileSystems.join(FileSystems.split(central.output_path)[0], "trie.pb"))
-    received = federated.label_totals(result)
+    received = federated_outputs.label_totals(result)
     return SimulationSummary(
         job_id=result.job_id, devices=len(registry), rounds=len(result.rounds),
         heavy_hitters=sorted(found, key=str),

@@ -54,19 +54,18 @@ from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import cas
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.job import outputs
+from triehh_beam.job import federated_outputs, outputs
 from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
 from triehh_beam.job.planning import plan_for_census
-from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, rounds
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement, VoteReport
 from triehh_beam.protocol.federated_selection import Registry, select_round
-from triehh_beam.protocol.federated_tally import KINDS, RoundTally
+from triehh_beam.protocol.federated_tally import RoundTally
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["FederatedResult", "dropout_guarantee", "FederatedSource", "Publish", "federated_identity",
+__all__ = ["FederatedResult", "FederatedSource", "Publish", "federated_identity",
            "federated_job_id", "run_federated"]
 
 #: (data, attributes) messages to one topic; raises if any is not published.
@@ -75,21 +74,6 @@ Publish = Callable[[str, Sequence[Tuple[bytes, Dict[str, str]]]], None]
 SEED_NAME = "federated_seed"
 _MAX_DEADLINE_S = 366 * 86_400
 PROGRESS_NAME = "progress.json"
-
-def dropout_guarantee(config: DiscoveryConfig) -> str:
-    """The published statement of what holds when selected devices do not report."""
-    selection = ("each enrolled device independently with probability p_s per round"
-                 if config.protocol == TRIEHH_PP else "m of the n enrolled devices per round")
-    return (
-        "The (epsilon, delta) guarantee holds whatever fraction of the selected devices report. It comes "
-        f"from the selection, which the server draws at random (keyed by its secret seed) before any "
-        f"device answers, {selection}, and from the threshold: a selected device that does not report "
-        "is, for the analysis, a device with nothing to vote for, a case it covers. Dropouts lower the "
-        "number of votes, and so what can be discovered, never the privacy. Assumed: whether a device "
-        "reports does not depend on other devices' data, and who was selected (the invitations and "
-        "their tokens) stays within the server's trust boundary, as the seed does."
-    )
-
 
 @dataclasses.dataclass(frozen=True)
 class FederatedSource:
@@ -366,27 +350,6 @@ class _Server:
         return tally.label_counts()
 
 
-def _state_for_outputs(config: DiscoveryConfig, server: _Server, trie: Trie, records: List[dict],
-                       stop_reason: str) -> state_pb2.JobState:
-    state = state_pb2.JobState(job_id=server.job_id, created_at=_now(), input=config.input_spec(),
-                               truncate_long_items=config.truncate_long_items, plan=server.plan,
-                               stop_reason=stop_reason, finished=True)
-    for record in records:
-        state.rounds.add(round_index=record["round"], frontier_size=record["frontier_size"],
-                         prefixes_kept=len(record["kept"]))
-    state.trie.CopyFrom(trie.to_proto())
-    return state
-
-
-def _published_section(config: DiscoveryConfig) -> dict:
-    """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
-    stay in the operator report)."""
-    return {
-        "mode": "federated: devices kept their records and sent one vote (or an abstention) per round",
-        "guarantee_with_dropouts": dropout_guarantee(config),
-    }
-
-
 def run_federated(
     config: DiscoveryConfig,
     source: FederatedSource,
@@ -476,8 +439,8 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
         after = server.drain(log, records[-1]["round"] if records else 0, pool)
     finally:
         _stop_collector(collector, reports_topic, server.job_id, publish)
-    state = _state_for_outputs(config, server, trie, records, stop_reason)
-    outputs.write_outputs(config.output_dir, state, trie, extra={"federated": _published_section(config)})
+    state = federated_outputs.state_for_outputs(config, server.job_id, server.plan, trie, records, stop_reason)
+    outputs.write_outputs(config.output_dir, state, trie, extra={"federated": federated_outputs.published_section(config)})
     report = {
         "private": outputs.PRIVATE_NOTE,
         "job_id": server.job_id,
@@ -489,7 +452,7 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
         "messages_redelivered": log.redelivered,
         "log_lines_unreadable": log.unreadable_lines,
         "stop_reason": stop_reason,
-        "guarantee_with_dropouts": dropout_guarantee(config),
+        "guarantee_with_dropouts": federated_outputs.dropout_guarantee(config),
     }
     outputs.write_json(report_path, report, private=True)
     # Finished before the log goes: a rerun then returns the result instead of reading a log
@@ -520,14 +483,3 @@ def _stop_collector(collector, reports_topic: str, job_id: str, publish: Publish
     except Exception:  # the job's result does not depend on the nudge; the wait below is bounded
         pass
     canceller.join(40.0)
-
-
-def label_totals(result: FederatedResult) -> Dict[str, int]:
-    """Every label's count over the whole job (private): rounds and the drain after them."""
-    totals = {kind: 0 for kind in KINDS}
-    for record in result.rounds:
-        for kind, n in record["labels"].items():
-            totals[kind] += n
-    for kind, n in result.after_last_round.items():
-        totals[kind] += n
-    return totals

@@ -1,0 +1,68 @@
+"""What a federated job publishes and records: the guarantee under dropouts (in
+``heavy_hitters.json``'s ``federated`` section), the finished state the outputs are written
+from (plan, rounds, trie; never a count), and the private label totals over a whole job (the
+operator report and the fleet simulator's summary). Used by ``job.federated``."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Dict, List
+
+from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.federated_tally import KINDS
+from triehh_beam.protocol.trie import Trie
+
+__all__ = ["dropout_guarantee", "label_totals", "published_section", "state_for_outputs"]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def dropout_guarantee(config: DiscoveryConfig) -> str:
+    """The published statement of what holds when selected devices do not report."""
+    selection = ("each enrolled device independently with probability p_s per round"
+                 if config.protocol == TRIEHH_PP else "m of the n enrolled devices per round")
+    return (
+        "The (epsilon, delta) guarantee holds whatever fraction of the selected devices report. It comes "
+        f"from the selection, which the server draws at random (keyed by its secret seed) before any "
+        f"device answers, {selection}, and from the threshold: a selected device that does not report "
+        "is, for the analysis, a device with nothing to vote for, a case it covers. Dropouts lower the "
+        "number of votes, and so what can be discovered, never the privacy. Assumed: whether a device "
+        "reports does not depend on other devices' data, and who was selected (the invitations and "
+        "their tokens) stays within the server's trust boundary, as the seed does."
+    )
+
+
+def state_for_outputs(config: DiscoveryConfig, job_id: str, plan: state_pb2.PrivacyPlan, trie: Trie, records: List[dict],
+                      stop_reason: str) -> state_pb2.JobState:
+    """The finished job's state as the outputs read it: its plan, rounds and trie (no count)."""
+    state = state_pb2.JobState(job_id=job_id, created_at=_now(), input=config.input_spec(),
+                               truncate_long_items=config.truncate_long_items, plan=plan,
+                               stop_reason=stop_reason, finished=True)
+    for record in records:
+        state.rounds.add(round_index=record["round"], frontier_size=record["frontier_size"],
+                         prefixes_kept=len(record["kept"]))
+    state.trie.CopyFrom(trie.to_proto())
+    return state
+
+
+def published_section(config: DiscoveryConfig) -> dict:
+    """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
+    stay in the operator report)."""
+    return {
+        "mode": "federated: devices kept their records and sent one vote (or an abstention) per round",
+        "guarantee_with_dropouts": dropout_guarantee(config),
+    }
+
+
+def label_totals(result) -> Dict[str, int]:
+    """Every label's count over the whole job (private): rounds and the drain after them."""
+    totals = {kind: 0 for kind in KINDS}
+    for record in result.rounds:
+        for kind, n in record["labels"].items():
+            totals[kind] += n
+    for kind, n in result.after_last_round.items():
+        totals[kind] += n
+    return totals

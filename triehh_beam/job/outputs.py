@@ -353,7 +353,21 @@ def published_document(state: state_pb2.JobState, trie: Trie) -> dict:
     }
     if state.HasField("estimates"):
         _add_estimates(document, state.estimates, trie)
+    if state.HasField("deny_list"):
+        document["deny_list"] = {
+            "items": state.deny_list.items,
+            "items_digest": state.deny_list.items_digest,
+            "note": DENY_LIST_NOTE,
+        }
     return document
+
+
+DENY_LIST_NOTE = (
+    "the rounds applied a deny list: these many heavy hitters of earlier releases (items_digest: "
+    "SHA-256 of their sorted encoded units) were never voted for; a sampled user holding one voted "
+    "among its other items, or abstained. The samples and the privacy spend are unchanged "
+    "(post-processing of earlier releases; README, Deny lists across runs)"
+)
 
 
 ESTIMATE_NOTE = (
@@ -443,6 +457,9 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
         ],
         "rounds_run": len(state.rounds),
         "stop_reason": state.stop_reason,
+        **({"deny_list": {"files": list(state.deny_list.files), "items": state.deny_list.items,
+                          "digest": state.deny_list.digest, "items_digest": state.deny_list.items_digest}}
+           if state.HasField("deny_list") else {}),
     }
 
 

@@ -32,6 +32,8 @@ __all__ = ["DenyList", "DenyListError", "load", "parse_paths", "sequences_digest
 # long-item policy only say how items were cut into units: the items re-encode here.
 _SAME_MEANING = ("kind", "case_fold", "tokenizer")
 _REQUIRED = ("heavy_hitters", "privacy", "encoding")
+_ONLY_RELEASES = ("a deny list must be an earlier DP release, never a hand-written list of raw data "
+                  "(README, Deny lists across runs)")
 
 
 class DenyListError(ValueError):
@@ -92,14 +94,13 @@ def _read(path: str) -> Mapping[str, Any]:
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DenyListError(f"--deny-list {path}: not a heavy_hitters.json (not JSON: {e})") from None
+        raise DenyListError(f"--deny-list {path}: not a heavy_hitters.json (not JSON: {e}): {_ONLY_RELEASES}") from None
     missing = [k for k in _REQUIRED if not isinstance(document, dict) or k not in document]
     if missing or not isinstance(document.get("heavy_hitters"), list) or not all(
             isinstance(document.get(k), dict) for k in ("privacy", "encoding")):
         raise DenyListError(
             f"--deny-list {path}: not a heavy_hitters.json published by a discovery (no "
-            f"{', '.join(missing or ['valid heavy_hitters, privacy and encoding blocks'])}): a deny list must "
-            "be an earlier DP release, never a hand-written list of raw data (README, Deny lists across runs)")
+            f"{', '.join(missing or ['valid heavy_hitters, privacy and encoding blocks'])}): {_ONLY_RELEASES}")
     return document
 
 

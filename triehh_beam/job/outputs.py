@@ -9,7 +9,9 @@ every count: records read and dropped, files, users counted, the plan for n, per
 Also the privacy plan as a line and as a document, the unit-size advice line, and the one-line
 JSON a round job writes for the driver (its ``RoundResult``, private state deleted once read).
 With frequency estimates, each published item and prefix carries its noisy estimate and 95%
-interval (the state holds only those noisy numbers, never an exact count)."""
+interval (the state holds only those noisy numbers, never an exact count). With a deny list, the
+published result says so (its number of items and their digest: fixed before any record is read)
+and the operator report names its files."""
 
 from __future__ import annotations
 

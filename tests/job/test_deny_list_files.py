@@ -94,3 +94,16 @@ def test_comma_separated_paths():
     assert deny_lists.parse_paths("a.json, gs://b/c.json,") == ("a.json", "gs://b/c.json")
     with pytest.raises(ValueError):
         deny_lists.parse_paths(" , ")
+
+
+def test_a_dry_run_reads_and_checks_the_list(tmp_path, capsys):
+    records = tmp_path / "records.jsonl"
+    write_records(str(records), [(f"u{i}", "to", 1) for i in range(2000)])
+    released = _release(tmp_path / "earlier.json", ["to", "of"])
+    args = ["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+            "--delta", "1e-8", "--max-length", "4", "--dry-run", "--deny-list"]
+    assert cli.main(args + [released]) == 0
+    assert "deny list: 2 earlier heavy hitters from 1 file" in capsys.readouterr().out
+    bad = _release(tmp_path / "folded.json", ["to"], case_fold=True)
+    assert cli.main(args + [f"{released},{bad}"]) == 2
+    assert "case_fold" in capsys.readouterr().err

@@ -72,7 +72,9 @@ def test_pipeline_equals_the_keyed_simulation_and_the_samples_do_not_move(many_i
     if protocol == "triehh++":
         fields.update(epsilon=6.0, delta=1e-3)
     plain = _config(path, output_dir, protocol, **fields)
-    run_discovery(plain)
+    # A fixed sampling identity (the config's names the test's temporary path): fixed samples.
+    identity = b"triehh-beam deny-list test identity: " + protocol.encode()
+    run_discovery(plain, identity=identity)
     earlier = tmp_path / "earlier_heavy_hitters.json"
     shutil.copy(output_dir / "heavy_hitters.json", earlier)
     first = json.loads(earlier.read_text())["heavy_hitters"]
@@ -83,14 +85,14 @@ def test_pipeline_equals_the_keyed_simulation_and_the_samples_do_not_move(many_i
     _clear(output_dir)
     denying = dataclasses.replace(plain, deny_list=(str(earlier),))
     assert denying.sampling_identity() == plain.sampling_identity()  # the list keys no sample
-    run_discovery(denying)
+    run_discovery(denying, identity=identity)
     state = StateStore(denying.resolved_state_dir).load()
     assert _sample_rows(tmp_path / "out.state", state) == samples_plain  # row for row
     assert list(state.samples.users_sampled) == list(state_plain.samples.users_sampled)
 
     denied = denying.deny.sequences
     assert len(denied) == len(first)
-    identity = state.sampling_identity.encode()
+    assert state.sampling_identity.encode() == identity
     if protocol == "triehh":
         simulated = simulate(users, denying.encoder, state.plan.theta, state.plan.batch_size, _seed(protocol),
                              identity=identity, denied=denied)

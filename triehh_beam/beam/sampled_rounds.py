@@ -7,13 +7,15 @@ frontier is a side input computed from round ``r - 1``'s kept prefixes (those no
 as ``Trie.frontier``: an empty round leaves an empty frontier and every later round keeps
 nothing), and each round's result is its own element ``(r, RoundResult)``, available to a
 writer as soon as that round is computed. Counters are ``users_sampled``,
-``users_without_items``, ``votes_cast``, ``votes_filtered_by_frontier`` and ``prefixes_kept``,
-prefixed ``round{r}.`` in ``RunAllRounds``.
+``users_without_items``, ``votes_cast``, ``votes_filtered_by_frontier`` and ``prefixes_kept``
+(with a deny list also ``users_only_denied_items``), prefixed ``round{r}.`` in ``RunAllRounds``.
+A deny list (``denied``, encoded sequences: ``job.deny_lists``) is applied in the vote only
+(``columnar.count_votes``): the samples are the same with and without it.
 """
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
+from typing import Collection, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -44,9 +46,10 @@ def frontier_after(result: RoundResult) -> FrozenSet[Units]:
 class _VoteTableDoFn(beam.DoFn):
     """One sample table -> its per-prefix votes (private) and users, columnar."""
 
-    def __init__(self, round_index: int, prefix: str):
+    def __init__(self, round_index: int, prefix: str, denied: FrozenSet[Units] = frozenset()):
         self._round = round_index
         self._prefix = prefix
+        self._denied = frozenset(denied)
 
     def setup(self):
         name = self._prefix
@@ -54,14 +57,17 @@ class _VoteTableDoFn(beam.DoFn):
         self._without = Metrics.counter(_NAMESPACE, f"{name}users_without_items")
         self._cast = Metrics.counter(_NAMESPACE, f"{name}votes_cast")
         self._filtered = Metrics.counter(_NAMESPACE, f"{name}votes_filtered_by_frontier")
+        self._only_denied = Metrics.counter(_NAMESPACE, f"{name}users_only_denied_items")
 
     def process(self, table, frontier):
         users, uniforms = samples.sequence_table(table)
-        votes = columnar.count_votes(users, uniforms, frontier, self._round)
+        votes = columnar.count_votes(users, uniforms, frontier, self._round, self._denied)
         self._sampled.inc(votes.users)
         self._without.inc(votes.users_without_items)
         self._cast.inc(votes.votes_cast)
         self._filtered.inc(votes.votes_filtered)
+        if self._denied:
+            self._only_denied.inc(votes.users_only_denied)
         yield votes.counts, votes.users
 
 
@@ -112,8 +118,10 @@ class _VoteAndPrune(beam.PTransform):
     """The shared body: a round's tables -> one ``(round, RoundResult)``. ``frontier`` is a
     one-element PCollection; ``sample_sizes`` None or a PCollection of ``(round, RoundSample)``."""
 
-    def __init__(self, round_index, theta, frontier, users_required, records_ranked, sample_sizes, counter_prefix):
+    def __init__(self, round_index, theta, frontier, users_required, records_ranked, sample_sizes, counter_prefix,
+                 denied: Collection[Units] = frozenset()):
         super().__init__()
+        self._denied = frozenset(denied)
         self._round = round_index
         self._theta = theta
         self._frontier = frontier
@@ -126,7 +134,7 @@ class _VoteAndPrune(beam.PTransform):
         kept = (
             tables
             | "Vote" >> beam.ParDo(
-                _VoteTableDoFn(self._round, self._prefix), frontier=beam.pvalue.AsSingleton(self._frontier)
+                _VoteTableDoFn(self._round, self._prefix, self._denied), frontier=beam.pvalue.AsSingleton(self._frontier)
             )
             | f"PruneBelow({self._theta})" >> beam.CombineGlobally(_MergeAndPruneCombineFn(self._theta))
         )
@@ -152,6 +160,7 @@ class RunSampledRound(beam.PTransform):
       frontier: the trie's length r-1 prefixes (``{()}`` in round 1).
       users_required: ``min(m, n)`` (from the sampling pass), or None.
       records_ranked: the records the sampling pass ranked, or None.
+      denied: the deny list's encoded sequences (none by default).
 
     ``users_sampled`` is the number of rows of the tables. A result whose sample is short keeps
     nothing.
@@ -164,8 +173,10 @@ class RunSampledRound(beam.PTransform):
         frontier: FrozenSet[Units],
         users_required: Optional[int] = None,
         records_ranked: Optional[int] = None,
+        denied: Collection[Units] = frozenset(),
     ):
         super().__init__()
+        self._denied = frozenset(denied)
         if round_index < 1:
             raise ValueError(f"rounds are numbered from 1, got {round_index}")
         self._round = round_index
@@ -177,7 +188,7 @@ class RunSampledRound(beam.PTransform):
     def expand(self, tables):
         frontier = tables.pipeline | "Frontier" >> beam.Create([self._frontier]).with_output_types(FrozenSet[_Prefix])
         result = tables | f"Round({self._round})" >> _VoteAndPrune(
-            self._round, self._theta, frontier, self._required, self._ranked, None, ""
+            self._round, self._theta, frontier, self._required, self._ranked, None, "", self._denied
         )
         return result | "Result" >> beam.Values().with_output_types(RoundResult)
 
@@ -205,6 +216,7 @@ class RunAllRounds(beam.PTransform):
         files), ``min(m, n)`` (or per round, ``{round: users}``: TrieHH++'s drawn sample sizes)
         and the records the pass ranked: a round whose files hold fewer users than required is
         short, and keeps nothing.
+      denied: the deny list's encoded sequences (none by default).
 
     Input: ``(round, sample table)`` for the rounds. Output: one ``(round, RoundResult)`` per
     round, each its own element; ``per_round()`` returns them as a dict of PCollections.
@@ -219,8 +231,10 @@ class RunAllRounds(beam.PTransform):
         sample_sizes=None,
         users_required: Union[None, int, Mapping[int, int]] = None,
         records_ranked: Optional[int] = None,
+        denied: Collection[Units] = frozenset(),
     ):
         super().__init__()
+        self._denied = frozenset(denied)
         if not 1 <= first_round <= last_round:
             raise ValueError(f"rounds {first_round}..{last_round} are not a range from 1")
         self._first = first_round
@@ -235,7 +249,7 @@ class RunAllRounds(beam.PTransform):
     def per_round(self) -> "RunAllRounds":
         """The same rounds, output as ``{round: PCollection[(round, RoundResult)]}``."""
         other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes,
-                             self._required, self._ranked)
+                             self._required, self._ranked, self._denied)
         other._split = True
         return other
 
@@ -253,7 +267,7 @@ class RunAllRounds(beam.PTransform):
             )
             required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
-                r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.")
+                r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied)
             frontier = results[r] | f"{label}NextFrontier" >> beam.Map(_frontier_of).with_output_types(
                 FrozenSet[_Prefix]
             )

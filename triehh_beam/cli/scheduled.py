@@ -6,7 +6,10 @@ population charges the same privacy ledger against the population's lifetime bud
 schedule cannot spend more than the budget whatever its frequency), and a re-run for the same
 date resumes that date's job instead of spending again. The file accepts every setting of
 ``triehh discover`` (``job.config.SETTINGS``, the key its flag with underscores), parsed as the
-flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the format.
+flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the format. With
+``deny_earlier_runs = true`` each run is given the union of the published ``heavy_hitters.json``
+of the schedule's earlier dates (``OUTPUT_ROOT/<earlier date>/``, in date order, the run's own
+date and later ones skipped) as its deny list (``--deny-list``, with any listed explicitly).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from triehh_beam.job.config import DiscoveryConfig, Setting
 __all__ = [
     "CONFIG_EXAMPLE",
     "ConfigError",
+    "DENY_EARLIER_RUNS",
     "OUTPUT_ROOT",
+    "earlier_results",
     "file_settings",
     "load_config",
     "register_scheduled",
@@ -47,6 +52,11 @@ CONFIG_EXAMPLE = """\
     rule = "authors"                                 # optional, as is every other setting of
     item_type = "text"                               # triehh discover: its flag with
     tokenize = true                                  # underscores (--item-type: item_type)
+    deny_earlier_runs = true                         # optional: each run denies the heavy hitters
+                                                     # that earlier dates of this schedule
+                                                     # published (output_root/DATE/heavy_hitters.json),
+                                                     # so it spends its rounds on new items; the
+                                                     # spend is unchanged (README: Deny lists across runs)
 
     [budget]                                         # optional: the population's lifetime budget
     ledger = "gs://bucket/triehh/ledgers/words"      # required with a budget: shared by every date
@@ -60,6 +70,8 @@ CONFIG_EXAMPLE = """\
 
 # The one key that differs from discover's flags: each run writes to OUTPUT_ROOT/<date>.
 OUTPUT_ROOT = "output_root"
+# The one key of a schedule only: deny the heavy hitters its earlier dates published.
+DENY_EARLIER_RUNS = "deny_earlier_runs"
 _SECTIONS = ("discovery", "budget", "beam")
 
 
@@ -109,14 +121,35 @@ def load_config(path: str) -> dict:
     for section in ("discovery", "budget"):
         values = config.get(section, {})
         known = sorted(key for (where, key) in accepted if where == section)
+        if section == "discovery":
+            known = sorted(known + [DENY_EARLIER_RUNS])
         unknown = set(values) - set(known)
         if unknown:
             raise ConfigError(f"{path}: unknown [{section}] key(s) {', '.join(sorted(unknown))} "
                               f"(accepted: {', '.join(known)})")
+    if not isinstance(config["discovery"].get(DENY_EARLIER_RUNS, False), bool):
+        raise ConfigError(f"{path}: [discovery] {DENY_EARLIER_RUNS} must be true or false")
     options = config.get("beam", {}).get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ConfigError(f"{path}: [beam] options must be a list of strings")
     return config
+
+
+def earlier_results(output_root: str, date: str) -> List[str]:
+    """The published ``heavy_hitters.json`` of the dates before ``date`` under ``output_root``
+    (directories named YYYY-MM-DD), in date order; a date that published nothing is skipped."""
+    from apache_beam.io.filesystems import FileSystems
+
+    pattern = FileSystems.join(output_root.rstrip("/"), "*", "heavy_hitters.json")
+    found = []
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        name = metadata.path.rstrip("/").split("/")[-2]
+        try:
+            if datetime.date.fromisoformat(name).isoformat() == name and name < date:
+                found.append((name, metadata.path))
+        except ValueError:
+            continue
+    return [path for _, path in sorted(found)]
 
 
 def run_config(config: dict, date: str) -> DiscoveryConfig:
@@ -146,6 +179,9 @@ def run_config(config: dict, date: str) -> DiscoveryConfig:
         values[state_dir.dest] = values[state_dir.dest].rstrip("/") + "/" + date
     elif configured is None and "://" not in output_root:
         values[state_dir.dest] = output_root + ".state/" + date
+    if config["discovery"].get(DENY_EARLIER_RUNS):
+        deny = config_lib.BY_NAME["deny_list"]
+        values[deny.dest] = tuple(values.get(deny.dest) or ()) + tuple(earlier_results(output_root, date))
     return config_lib.config_from_values(values)
 
 
@@ -167,7 +203,8 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
         return 2
     beam_options = list(config.get("beam", {}).get("options", []))
     print(json.dumps({"event": "scheduled_run", "date": date, "input": discovery.input_pattern,
-                      "output": discovery.output_dir, "beam_options": beam_options}), flush=True)
+                      "output": discovery.output_dir, "beam_options": beam_options,
+                      **({"deny_list": list(discovery.deny_list)} if discovery.deny_list else {})}), flush=True)
     return discover.execute(discovery, beam_options, dry_run=args.dry_run)
 
 

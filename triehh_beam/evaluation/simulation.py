@@ -9,13 +9,16 @@ the threshold (TrieHH publishes the trie); the per-round statistics are totals o
 conventions an exact comparison relies on are listed in ``simulate``. TrieHH++
 (``simulate_sample_threshold``, docs/protocol.md §2) differs only in the sample: every user
 independently with probability ``p_s`` (keyed: ``Sampler.bernoulli_sample``), then the same
-votes and a threshold ``tau``.
+votes and a threshold ``tau``. A deny list (``denied``, encoded sequences: ``--deny-list``) never
+changes a sample: a sampled user draws among its non-denied sequences (``vote.client_vote``'s
+``denied``) and abstains when it holds nothing else.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import (
+    Collection,
     Dict,
     FrozenSet,
     Hashable,
@@ -218,7 +221,7 @@ def _numpy_rng(seed: Seed) -> np.random.Generator:
 
 def _keyed_votes(
     population: _Population, sampler: Sampler, round_index: int, m: int, frontier: FrozenSet[Units],
-    probability: Optional[float] = None,
+    probability: Optional[float] = None, denied: Collection[Units] = frozenset(),
 ) -> Tuple[int, List[Units]]:
     """(users sampled, votes) of one round, exactly as the production pipeline draws them: the
     bottom-m sample, or with ``probability`` the keyed Bernoulli sample (TrieHH++)."""
@@ -234,11 +237,12 @@ def _keyed_votes(
         # changes a vote.
         if not any(
             len(sequence) >= round_index and sequence[: round_index - 1] in frontier
+            and sequence not in denied
             for sequence, _ in weighted
         ):
             continue
         u = sampler.choice_uniform(round_index, user_id) if len(weighted) > 1 else 0.0
-        vote = client_vote(weighted, frontier, round_index, u)
+        vote = client_vote(weighted, frontier, round_index, u, denied)
         if vote is not None:
             votes.append(vote)
     return len(sampled), votes
@@ -251,9 +255,11 @@ def _numpy_votes(
     m: int,
     frontier: FrozenSet[Units],
     probability: Optional[float] = None,
+    denied: Collection[Units] = frozenset(),
 ) -> Tuple[int, List[Units]]:
     """(users sampled, votes) of one round, drawn independently with numpy (no keyed hash, no
-    ``client_vote``): the same protocol written a second time."""
+    ``client_vote``): the same protocol written a second time (a denied sequence is removed
+    from the user's items before its draw)."""
     n = len(population.user_ids)
     if probability is None:
         chosen_users = rng.choice(n, size=min(m, n), replace=False)
@@ -262,6 +268,8 @@ def _numpy_votes(
     votes = []
     for i in chosen_users:
         weighted = population.weighted[i]
+        if denied:
+            weighted = tuple(pair for pair in weighted if pair[0] not in denied)
         if not weighted:
             continue
         if len(weighted) == 1:
@@ -299,6 +307,7 @@ def _run(
     max_rounds: int,
     identity: bytes = b"",
     probability: Optional[float] = None,
+    denied: Collection[Units] = frozenset(),
 ) -> SimulationResult:
     # Each mode's source of randomness, fixed for the whole run.
     randomness = sampler_for_seed(seed, identity) if sampling == "keyed" else _numpy_rng(seed)
@@ -308,7 +317,8 @@ def _run(
     stats: List[RoundStats] = []
     step = rounds.next_round(trie, max_rounds)
     while isinstance(step, rounds.NextRound):
-        users_sampled, votes = draw(population, randomness, step.index, m, step.frontier, probability)
+        users_sampled, votes = draw(population, randomness, step.index, m, step.frontier, probability,
+                                     denied)
         # prefix -> votes; local to the round and discarded after thresholding.
         tally: Dict[Units, int] = {}
         for vote in votes:
@@ -345,6 +355,7 @@ def simulate(
     max_rounds: Optional[int] = None,
     too_long: str = "drop",
     identity: bytes = b"",
+    denied: Collection[Units] = frozenset(),
 ) -> SimulationResult:
     """Runs TrieHH (Algorithm 1, or 3 for users with several items) on an in-memory population.
 
@@ -374,6 +385,8 @@ def simulate(
       identity: ``"keyed"``: the job identity mixed into the keys, as the pipeline's
         (``DiscoveryConfig.sampling_identity()``; a job's state records it as
         ``sampling_identity``). Default: none, the seed alone.
+      denied: encoded sequences on a deny list (``job.deny_lists``): the samples are the same,
+        a sampled user draws among its other sequences and abstains if it holds none.
 
     Returns:
       The ``SimulationResult``.
@@ -384,7 +397,7 @@ def simulate(
     """
     results = simulate_many(
         users, encoder, theta, m, [seed], sampling=sampling, max_rounds=max_rounds,
-        too_long=too_long, identity=identity,
+        too_long=too_long, identity=identity, denied=denied,
     )
     return results[0]
 
@@ -400,6 +413,7 @@ def simulate_many(
     max_rounds: Optional[int] = None,
     too_long: str = "drop",
     identity: bytes = b"",
+    denied: Collection[Units] = frozenset(),
     _probability: Optional[float] = None,
 ) -> Tuple[SimulationResult, ...]:
     """One independent run per seed, the population encoded once (arguments as ``simulate``).
@@ -411,7 +425,8 @@ def simulate_many(
     population = _prepare(users, encoder, too_long)
     limit = encoder.max_length if max_rounds is None else int(max_rounds)
     return tuple(
-        _run(population, encoder, int(theta), int(m), seed, sampling, limit, identity, _probability)
+        _run(population, encoder, int(theta), int(m), seed, sampling, limit, identity, _probability,
+             frozenset(denied))
         for seed in seeds
     )
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES, RecordOptions
+from triehh_beam.job import deny_lists
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import sources
 from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path
@@ -348,6 +350,14 @@ class DiscoveryConfig:
         record=lambda c: c.estimate_frequencies or 0.0,
         mismatch="frequency estimates' epsilon (state has {theirs!r}, asked {ours!r}; 0: none)",
         example="1")
+    deny_list: Tuple[str, ...] = setting(
+        "--deny-list", "earlier runs' heavy_hitters.json (comma-separate several; local or gs://): a "
+        "sampled user whose chosen item is on them chooses among its other items, or abstains; the "
+        "samples and the privacy spend are unchanged (README: Deny lists across runs) (default: none)",
+        _TARGET, default=(), parse=deny_lists.parse_paths, metavar="FILES", identity="deny_list.digest",
+        keyed=False, record=lambda c: c.deny.digest if c.deny else "",
+        mismatch="deny list (the state's digest {theirs:.12}, this one's {ours:.12}; empty: none)",
+        example="runs/2026-03-01/heavy_hitters.json")
     rule: str = setting(
         "--rule", "TrieHH's parameter rule (default: %(default)s)", _TARGET, default="authors",
         choices=tuple(RULES), identity="plan.rule", record=_recorded_rule, example="corollary1")
@@ -493,6 +503,7 @@ class DiscoveryConfig:
         if self.protocol == TRIEHH_PP:
             _check_sample_and_threshold(self)
         _check_estimates(self)
+        _check_deny_list(self)
         if (self.theta is None) != (self.batch_size is None):
             raise ValueError("--theta and --batch-size override the planner together: give both or neither")
         if self.theta is not None and (self.theta < 1 or self.batch_size < 1):
@@ -540,6 +551,12 @@ class DiscoveryConfig:
             int_bits=self.int_bits if self.item_kind == "int" else None,
             tokenize=self.tokenize,
         )
+
+    @functools.cached_property
+    def deny(self) -> Optional[deny_lists.DenyList]:
+        """The deny set of ``deny_list`` (None without one), its files read and checked once per
+        config (``deny_lists.load``; raises ``DenyListError``, a ValueError, naming the file)."""
+        return deny_lists.load(self.deny_list, self.encoder)
 
     @property
     def record_options(self) -> RecordOptions:
@@ -679,6 +696,20 @@ def _check_estimates(config: DiscoveryConfig) -> None:
     if config.window is not None:
         raise ValueError("--estimate-frequencies is not available with --window yet: leave it out, or "
                          "run discover without --window")
+
+
+def _check_deny_list(config: DiscoveryConfig) -> None:
+    """Refuses ``--deny-list`` with ``--window`` (not built there) and with a protocol whose
+    vote it was not written for (TrieHH and TrieHH++ only)."""
+    if not config.deny_list:
+        return
+    if isinstance(config.deny_list, str) or not all(isinstance(p, str) for p in config.deny_list):
+        raise ValueError(f"--deny-list must be a tuple of paths, got {config.deny_list!r}")
+    if config.window is not None:
+        raise ValueError("--deny-list is not available with --window yet: leave it out, or run "
+                         "discover without --window")
+    if config.protocol not in (TRIEHH, TRIEHH_PP):
+        raise ValueError(f"--deny-list works with --protocol triehh and triehh++, not {config.protocol}")
 
 
 def _check_sample_and_threshold(config: DiscoveryConfig) -> None:

@@ -13,7 +13,9 @@ level as its round completes, committed by the driver in order. Last the samples
 discovered item's noisy count (``estimates``, committed before anything is published), the
 private operator report (every count) is written into the state directory and the publishable
 outputs (``outputs``: ``heavy_hitters.json`` and ``trie.pb``, no exact count, never the seed).
-Progress shows exact counts only with ``verbose``, marked private. Every job uses the same
+With ``--deny-list`` the earlier releases' heavy hitters are read and checked before anything
+else, recorded in the state (part of the job's identity) and applied by every round's vote, never
+by the sample (``deny_lists``). Progress shows exact counts only with ``verbose``, marked private. Every job uses the same
 ``PipelineOptions``, and re-running on the same state directory resumes after the last committed
 round with the same seed and the same samples.
 """
@@ -248,7 +250,7 @@ class _Driver:
             p, self.config, keys, state.plan, rounds, population, self._samples_dir(state), summary,
             run_rounds_into=self._levels_dir(state) if run_rounds else None,
             users_required=self._users_required(state), records_ranked=state.input_snapshot.records,
-            progress=reported, as_of_millis=sources.pinned_at(state.input_snapshot)),
+            progress=reported, as_of_millis=sources.pinned_at(state.input_snapshot), denied=self.denied),
             "sampling", state.input_snapshot.records)
         unreadable = jobs_lib.read_single_output(graphs.unreadable_path(summary))
         document = json.loads(jobs_lib.read_single_output(summary))
@@ -324,7 +326,7 @@ class _Driver:
         counters = self._run_job(lambda p, reported: build_sampled_round(
             p, self.config, self._samples_dir(state), state.plan, trie.frontier(), round_index, path,
             users_required=required, records_ranked=state.samples.records_ranked,
-            progress=reported), f"round {round_index}/{state.plan.max_length}",
+            progress=reported, denied=self.denied), f"round {round_index}/{state.plan.max_length}",
             _sampled(state, [round_index]), unit="users")
         result = outputs.round_result_from_json(jobs_lib.read_single_output(path), self.encoder)
         FileSystems.delete([path])
@@ -337,7 +339,7 @@ class _Driver:
         counters = self._run_job(lambda p, reported: build_rounds(
             p, self.config, self._samples_dir(state), state.plan, trie.frontier(), first_round,
             self._levels_dir(state), users_required=self._round_required(state, range(first_round, last + 1)),
-            records_ranked=state.samples.records_ranked, progress=reported),
+            records_ranked=state.samples.records_ranked, progress=reported, denied=self.denied),
             f"rounds {first_round}-{last}", _sampled(state, range(first_round, last + 1)), unit="users")
         return split_round_counters(counters)
 
@@ -387,6 +389,10 @@ class _Driver:
             ledger=config.resolved_ledger_dir,
             input_snapshot=read,
         )
+        deny = config.deny
+        if deny is not None:
+            state.deny_list.CopyFrom(state_pb2.DenyList(digest=deny.digest, items=deny.size, files=deny.files,
+                                                        items_digest=deny.items_digest))
         # Budget before release: the spend is durable before any round runs.
         self.store.commit(state)
         return state
@@ -437,7 +443,24 @@ class _Driver:
                 leftovers.remove_new(root, before, keep=[self.config.dead_letter or ""])
             raise
 
+    @property
+    def denied(self):
+        """The deny list's encoded sequences (empty without one)."""
+        deny = self.config.deny
+        return frozenset() if deny is None else deny.sequences
+
+    def _announce_deny_list(self) -> None:
+        """Reads and checks the deny list's files (refused before anything runs) and says so."""
+        deny = self.config.deny
+        if deny is None:
+            return
+        self._say("deny_list", f"deny list: {deny.size:,} earlier heavy hitter{'' if deny.size == 1 else 's'} from "
+                  f"{len(deny.files)} file{'' if len(deny.files) == 1 else 's'}: a sampled user holding one votes "
+                  "among its other items, or abstains (samples and spend unchanged)",
+                  items=deny.size, files=list(deny.files), digest=deny.items_digest)
+
     def _run(self) -> DiscoveryResult:
+        self._announce_deny_list()
         state = self.store.load()
         resumed_from = None
         if state is None:

@@ -41,6 +41,7 @@ def dry_run(
     files = [] if config.query is not None or sources.is_table(config) else match_files(config.input_pattern)
     # (FileNotFoundError for a part of a pattern matching nothing)
     driver = _Driver(config, options or PipelineOptions([]), progress, None, ticks)
+    driver._announce_deny_list()  # its files read and checked (refused like a run's)
     state = driver.store.load()
     if state is not None:
         driver._check_resumable(state)

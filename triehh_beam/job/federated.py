@@ -154,6 +154,9 @@ class _Server:
         if config.estimate_frequencies:
             raise ValueError("frequency estimates are not available for federated jobs: they need one more "
                              "report from every device, a different protocol (not built)")
+        if config.deny_list:
+            raise ValueError("--deny-list is not available for federated jobs: each device would need "
+                             "the list with the announcement (not built)")
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
         self.identity = federated_identity(config)

@@ -143,6 +143,7 @@ def build_sampling(
     records_ranked: Optional[int] = None,
     progress: Optional[str] = None,
     as_of_millis: Optional[int] = None,
+    denied: FrozenSet[Units] = frozenset(),
 ) -> None:
     """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
 
@@ -155,6 +156,7 @@ def build_sampling(
     (a levels directory), the rounds also run in this job, from round ``rounds[0]`` on the empty
     trie's frontier, each level written there as soon as its round completes. ``progress``: as
     ``build_census`` (the records ranked); ``as_of_millis``: as ``build_census`` (the census's).
+    ``denied``: the deny list's sequences, applied by the rounds' votes (never by the sample).
     """
     read = pipeline | "ReadRecords" >> config.read_transform(as_of_millis=as_of_millis).with_unreadable_output()
     _write_unreadable(read, summary_path)
@@ -175,7 +177,7 @@ def build_sampling(
     )
     if run_rounds_into is not None:
         results = drawn["tables"] | "RunAllRounds" >> sampled_rounds.RunAllRounds(
-            rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn["samples"])
+            rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn["samples"], denied=denied)
         results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
 
 
@@ -198,13 +200,16 @@ def build_sampled_round(
     users_required: Optional[int],
     records_ranked: Optional[int],
     progress: Optional[str] = None,
+    denied: FrozenSet[Units] = frozenset(),
 ) -> None:
     """Adds round ``round_index`` on its sample alone: its ``RoundResult`` as one JSON line.
-    ``progress``: as ``build_census`` (the sampled users read)."""
+    ``progress``: as ``build_census`` (the sampled users read); ``denied``: the deny list's
+    sequences."""
     (
         _reported(pipeline | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index), progress)
         | f"RunSampledRound({round_index})" >> sampled_rounds.RunSampledRound(
-            round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked)
+            round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked,
+            denied=denied)
         | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=config.encoder)
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
@@ -221,11 +226,12 @@ def build_rounds(
     users_required: Union[None, int, Mapping[int, int]],
     records_ranked: Optional[int],
     progress: Optional[str] = None,
+    denied: FrozenSet[Units] = frozenset(),
 ) -> None:
     """Adds rounds ``first_round``..L on their samples, unrolled in one job, each level written to
     ``levels_dir`` as soon as its round completes. ``users_required``: one for every round, or
     per round (TrieHH++'s drawn sizes). ``progress``: as ``build_census`` (the sampled users
-    read)."""
+    read); ``denied``: the deny list's sequences."""
     tables = [
         _reported(pipeline | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r), progress,
                   f"ReportProgress{r}")
@@ -237,7 +243,7 @@ def build_rounds(
         | "AllSamples" >> beam.Flatten()
         | "RunAllRounds" >> sampled_rounds.RunAllRounds(
             first_round, plan.max_length, plan.theta, frontier,
-            users_required=users_required, records_ranked=records_ranked)
+            users_required=users_required, records_ranked=records_ranked, denied=denied)
     )
     results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(levels_dir, config.encoder))
 

@@ -9,7 +9,9 @@ every count: records read and dropped, files, users counted, the plan for n, per
 Also the privacy plan as a line and as a document, the unit-size advice line, and the one-line
 JSON a round job writes for the driver (its ``RoundResult``, private state deleted once read).
 With frequency estimates, each published item and prefix carries its noisy estimate and 95%
-interval (the state holds only those noisy numbers, never an exact count)."""
+interval (the state holds only those noisy numbers, never an exact count). With a deny list, the
+published result says so (its number of items and their digest: fixed before any record is read)
+and the operator report names its files."""
 
 from __future__ import annotations
 
@@ -353,7 +355,21 @@ def published_document(state: state_pb2.JobState, trie: Trie) -> dict:
     }
     if state.HasField("estimates"):
         _add_estimates(document, state.estimates, trie)
+    if state.HasField("deny_list"):
+        document["deny_list"] = {
+            "items": state.deny_list.items,
+            "items_digest": state.deny_list.items_digest,
+            "note": DENY_LIST_NOTE,
+        }
     return document
+
+
+DENY_LIST_NOTE = (
+    "the rounds applied a deny list: these many heavy hitters of earlier releases (items_digest: "
+    "SHA-256 of their sorted encoded units) were never voted for; a sampled user holding one voted "
+    "among its other items, or abstained. The samples and the privacy spend are unchanged "
+    "(post-processing of earlier releases; README, Deny lists across runs)"
+)
 
 
 ESTIMATE_NOTE = (
@@ -443,6 +459,9 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
         ],
         "rounds_run": len(state.rounds),
         "stop_reason": state.stop_reason,
+        **({"deny_list": {"files": list(state.deny_list.files), "items": state.deny_list.items,
+                          "digest": state.deny_list.digest, "items_digest": state.deny_list.items_digest}}
+           if state.HasField("deny_list") else {}),
     }
 
 

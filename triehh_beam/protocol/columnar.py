@@ -9,7 +9,10 @@ with each user's cumulative counts kept local (exact integers below 2**53, so th
 with the float target is exact; a user whose total could reach 2**53 is drawn by the reference
 itself). ``count_votes`` turns the choices into per-prefix vote counts (Python once per distinct
 sequence, never per user); those counts are private and go only into a ``PrefixCounter``
-combine, whose ``extract_kept`` is the one way out. Plain numpy, no Beam, no Arrow.
+combine, whose ``extract_kept`` is the one way out. A deny list (``denied``) masks the rows of
+denied sequences before the draw (``without_sequences``: Python once per distinct sequence, a
+boolean mask over the rows), so each user draws among its other sequences with the same
+uniform, exactly as ``vote.choose_sequence`` with ``denied``. Plain numpy, no Beam, no Arrow.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.vote import choose_sequence
 
-__all__ = ["RoundVotes", "SequenceTable", "choose_codes", "count_votes", "sequence_table"]
+__all__ = ["RoundVotes", "SequenceTable", "choose_codes", "count_votes", "sequence_table", "without_sequences"]
 
 # Totals at or above this (estimated in float64) are drawn by the reference: below 2**53 every
 # cumulative count is an exact double; the margin covers the float estimate's rounding.
@@ -129,16 +132,32 @@ def sequence_table(
     return SequenceTable(sequences, new_offsets, code, count)
 
 
-def choose_codes(table: SequenceTable, uniforms: np.ndarray) -> np.ndarray:
+def without_sequences(table: SequenceTable, denied: Collection[Units]) -> SequenceTable:
+    """``table`` without the rows of ``denied`` sequences (same users, same sequence codes): a
+    user left with no row holds nothing. The table itself when nothing is denied."""
+    if not denied or not len(table.codes):
+        return table
+    is_denied = np.fromiter((s in denied for s in table.sequences), dtype=bool, count=len(table.sequences))
+    keep = ~is_denied[table.codes]
+    if keep.all():
+        return table
+    kept_before = np.zeros(len(keep) + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return SequenceTable(table.sequences, kept_before[table.offsets], table.codes[keep], table.counts[keep])
+
+
+def choose_codes(table: SequenceTable, uniforms: np.ndarray, denied: Collection[Units] = ()) -> np.ndarray:
     """Each user's chosen code (``-1``: it holds nothing), drawn as ``vote.choose_sequence``.
 
     Args:
       table: the users' items.
       uniforms: float64 per user in [0, 1), from ``RoundKeys.choice_uniforms_packed``.
+      denied: sequences never chosen (``without_sequences``): the draw is among the others.
 
     Raises:
       ValueError: a uniform outside [0, 1), or not one per user.
     """
+    table = without_sequences(table, denied)
     u = np.asarray(uniforms, dtype=np.float64)
     n = table.users
     if u.shape != (n,):
@@ -174,7 +193,7 @@ def choose_codes(table: SequenceTable, uniforms: np.ndarray) -> np.ndarray:
     normal = holders if not len(huge) else np.setdiff1d(holders, huge, assume_unique=True)
     chosen[normal] = table.codes[table.offsets[normal] + skipped[normal]]
     for i in huge.tolist():
-        sequence = choose_sequence(table.weighted(i), float(u[i]))
+        sequence = choose_sequence(table.weighted(i), float(u[i]))  # denied rows already gone
         chosen[i] = table.sequences.index(sequence)
     return chosen
 
@@ -191,6 +210,8 @@ class RoundVotes:
       votes_cast: users whose chosen sequence voted.
       votes_filtered: users holding items whose choice did not extend the frontier (or was
         shorter than the round).
+      users_only_denied: users holding items, every one of them on the deny list (they
+        abstain; counted apart from ``users_without_items``).
     """
 
     counts: Dict[Units, int]
@@ -198,23 +219,27 @@ class RoundVotes:
     users_without_items: int
     votes_cast: int
     votes_filtered: int
+    users_only_denied: int = 0
 
 
 def count_votes(
-    table: SequenceTable, uniforms: np.ndarray, frontier: Collection[Units], round_index: int
+    table: SequenceTable, uniforms: np.ndarray, frontier: Collection[Units], round_index: int,
+    denied: Collection[Units] = (),
 ) -> RoundVotes:
     """The votes of round ``round_index`` of a batch of sampled users, counted per prefix.
 
     User ``i`` votes exactly ``client_vote(table.weighted(i), frontier, round_index,
-    uniforms[i])``: its chosen sequence's length-``round_index`` prefix when the sequence has
-    that many units and its length-``round_index - 1`` prefix is on ``frontier``.
+    uniforms[i], denied)``: its chosen sequence's length-``round_index`` prefix when the
+    sequence has that many units and its length-``round_index - 1`` prefix is on ``frontier``.
 
     Raises:
       ValueError: ``round_index < 1``, or bad uniforms (``choose_codes``).
     """
     if round_index < 1:
         raise ValueError(f"rounds are numbered from 1, got {round_index}")
-    chosen = choose_codes(table, uniforms)
+    restricted = without_sequences(table, denied)
+    holding = int(np.count_nonzero(np.diff(table.offsets)))
+    chosen = choose_codes(restricted, uniforms)
     holders = chosen >= 0
     picked = chosen[holders]
     # Python once per distinct chosen sequence: its prefix, if it votes.
@@ -233,7 +258,8 @@ def count_votes(
     return RoundVotes(
         counts=counts,
         users=table.users,
-        users_without_items=int(table.users - holders.sum()),
+        users_without_items=int(table.users - holding),
         votes_cast=int(len(cast)),
         votes_filtered=int(len(picked) - len(cast)),
+        users_only_denied=int(holding - holders.sum()),
     )

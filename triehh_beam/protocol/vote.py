@@ -10,6 +10,13 @@ The choice is driven by a uniform number ``u`` in [0, 1) that the caller derives
 (secret seed, round, user) (``Sampler.choice_uniform``), so a retry votes identically. Items are
 ordered canonically before the choice, so the record order does not matter either.
 
+A deny list (``denied``: sequences an earlier release already published, ``--deny-list``)
+restricts the user's items before the choice: the user draws by local frequency among its
+NON-denied sequences with the same uniform, and sends nothing if it holds no other. That is
+exactly "a user whose chosen item is denied chooses again among its other items, local
+frequencies renormalised": the conditional distribution of a draw given that it avoided the
+denied items. Still one draw, at most one vote.
+
 Pure Python, no Beam: this is the on-device function.
 """
 
@@ -44,16 +51,18 @@ def _merged_counts(weighted: WeightedSequences) -> list:
     return sorted(totals.items())
 
 
-def choose_sequence(weighted: WeightedSequences, u: float) -> Optional[Units]:
+def choose_sequence(weighted: WeightedSequences, u: float, denied: Collection[Units] = ()) -> Optional[Units]:
     """One sequence drawn with probability ``count / total`` using the uniform ``u``.
 
     Args:
       weighted: sequences with their local counts (a mapping, or pairs; repeated sequences are
         summed, zero counts ignored).
       u: a uniform number in [0, 1).
+      denied: sequences never chosen: the draw is among the others, ``count / (total of the
+        others)`` each (the module docstring).
 
     Returns:
-      The chosen sequence, or None when the user holds nothing.
+      The chosen sequence, or None when the user holds nothing (nothing but denied sequences).
 
     Raises:
       ValueError: for a negative or non-integer count, or ``u`` outside [0, 1).
@@ -61,6 +70,8 @@ def choose_sequence(weighted: WeightedSequences, u: float) -> Optional[Units]:
     if not 0.0 <= u < 1.0:
         raise ValueError(f"u must be in [0, 1), got {u!r}")
     items = _merged_counts(weighted)
+    if denied:
+        items = [(sequence, count) for sequence, count in items if sequence not in denied]
     if not items:
         return None
     cumulative = list(itertools.accumulate(count for _, count in items))
@@ -90,6 +101,7 @@ def client_vote(
     frontier: Collection[Units],
     round_index: int,
     u: float,
+    denied: Collection[Units] = (),
 ) -> Optional[Units]:
     """The one vote (or None) of a sampled user in round ``round_index``.
 
@@ -98,8 +110,9 @@ def client_vote(
       frontier: the trie's prefixes of length ``round_index - 1``.
       round_index: the round, from 1.
       u: the user's uniform number for this round, from ``Sampler.choice_uniform``.
+      denied: the deny list's sequences (``choose_sequence``); default none.
     """
-    chosen = choose_sequence(weighted, u)
+    chosen = choose_sequence(weighted, u, denied)
     if chosen is None:
         return None
     return prefix_vote(chosen, frontier, round_index)

@@ -171,6 +171,9 @@ class _Server:
         if config.estimate_frequencies:
             raise ValueError("frequency estimates are not available for federated jobs: they need one more "
                              "report from every device, a different protocol (not built)")
+        if config.protocol == "sample-threshold":
+            raise ValueError("--protocol sample-threshold is not available for federated jobs yet (one report "
+                             "per sampled device, not built): use --protocol triehh or triehh++")
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
         self.identity = federated_identity(config)

@@ -90,7 +90,7 @@ def format_plan(r: dict) -> str:
         "A holder is in the sample with probability p_s and then reports the item"
         + (f" with probability {share:.3g} (its share)" if share < 1 else "")
         + ", independently: reports ~ Binomial(holders, p_s" + (" x share" if share < 1 else "")
-        + "), released when >= tau. Exact for any item: whole items share no votes.")
+        + "), released when >= tau: exact (no trie, so no prefix shared with other items).")
     lines += _wrap("triehh discover --protocol sample-threshold runs it on the Beam pipeline; "
                    "triehh evaluate --engine simulate --protocol sample-threshold measures it.")
     return "\n".join(lines)

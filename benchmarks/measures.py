@@ -16,6 +16,8 @@ seconds, peak RSS and the machine's other load around it.
   discovery      ``run_discovery`` with ``--rounds-per-job 1``: census, pass, one job per round.
   discovery_all  the same with ``--rounds-per-job all``: census, then one job samples and runs
                  every round.
+  whole_items    ``run_discovery`` with ``--protocol sample-threshold`` at epsilon min(E, 1): census,
+                 then ONE pass samples users and releases whole items with counts (no rounds).
   sampling_pass_mp1 / _mp2   the sampling pass with ``--direct_running_mode=multi_processing``
                  and 1 / 2 workers (the workers' CPU and RSS are reported separately).
 """
@@ -358,6 +360,42 @@ def measure_discovery_all(manifest: Dict, args) -> Dict:
     return _discovery(manifest, args, "all")
 
 
+def measure_whole_items(manifest: Dict, args) -> Dict:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from triehh_beam.job.config import DiscoveryConfig
+    from triehh_beam.job.driver import run_discovery
+
+    plan = plan_for(manifest, args)
+    config = DiscoveryConfig(
+        input_pattern=manifest["pattern"], output_dir=output_dir(manifest) + "-whole-items",
+        epsilon=min(args.epsilon, 1.0), delta=plan["delta"], max_length=args.max_length, input_format="parquet",
+        seed=SEED, protocol="sample-threshold")
+    for stale in (config.output_dir, config.resolved_state_dir):  # a fresh job, never a resume
+        shutil.rmtree(stale, ignore_errors=True)
+    marks = []
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    result = run_discovery(config, PipelineOptions(args.pipeline_args),
+                           events=lambda e: marks.append((e["event"], time.perf_counter() - t0, cpu_seconds() - c0)))
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    released = _file_digest(os.path.join(config.output_dir, "heavy_hitters.json"))
+    for done in (config.output_dir, config.resolved_state_dir):
+        shutil.rmtree(done, ignore_errors=True)
+    census = next((w, c) for e, w, c in marks if e == "census_done")
+    release = next((w, c) for e, w, c in marks if e == "release_done")
+    return {
+        "seconds": seconds,
+        "phases": {"census": [round(census[0], 3), round(census[1], 3)],
+                   "release": [round(release[0] - census[0], 3), round(release[1] - census[1], 3)]},
+        "events": [[e, round(w, 3), round(c, 3)] for e, w, c in marks],
+        "items_released": len(result.heavy_hitters),
+        "plan": {"epsilon": result.plan.epsilon, "tau": result.plan.theta,
+                 "sample_probability": result.plan.sample_probability},
+        "heavy_hitters_json_digest": released,
+        "rows": manifest["records"],
+    }
+
+
 MEASURES = {
     "baseline": measure_baseline,
     "baseline_v2": measure_baseline_v2,
@@ -367,6 +405,7 @@ MEASURES = {
     "sampled_round": measure_sampled_round,
     "discovery": measure_discovery,
     "discovery_all": measure_discovery_all,
+    "whole_items": measure_whole_items,
     "sampling_pass_mp1": measure_sampling_pass,
     "sampling_pass_mp2": measure_sampling_pass,
 }

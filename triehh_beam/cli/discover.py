@@ -250,6 +250,8 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
     from triehh_beam.job.outputs import population_is_public
 
     plan = result.plan
+    if plan.protocol == "sample-threshold":
+        return _print_whole_items(result, elapsed, verbose, encoder)
     say("")
     say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
          f"({result.stop_reason}), {elapsed:.1f} s:")
@@ -296,12 +298,43 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
     say(f"see the result as tables and a tree: triehh show {os.path.dirname(result.output_path)}")
 
 
+def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
+    """The summary of a whole-item release (``--protocol sample-threshold``): each item with its
+    count and count / p_s, from the published ``heavy_hitters.json``."""
+    from triehh_beam.evaluation import show
+    from triehh_beam.job.outputs import population_is_public
+
+    plan = result.plan
+    with open(result.output_path, encoding="utf-8") as f:
+        released = json.load(f)["released"]
+    say("")
+    say(f"released {len(released)} items (whole-item sample-and-threshold, one pass), {elapsed:.1f} s:")
+    if released:
+        # result.heavy_hitters: the decoded items, in the published order (most reported first)
+        texts = [show.ordered_items([value], encoder)[0].text for value in result.heavy_hitters]
+        width = max(show._width(text) for text in texts)
+        say(f"  {show._pad('item', width)}  {'count':>7}  {'estimate':>9}   (count: sampled users who reported "
+            f"it, >= tau={plan.theta}; estimate = count / p_s)")
+        for text, entry in zip(texts, released):
+            say(f"  {show._pad(text, width)}  {entry['count']:>7,}  {entry['estimate']:>9,.0f}")
+    line = (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
+            f"tau={plan.theta}, p_s={100 * plan.sample_probability:.4g}%, alpha={plan.alpha:.6g})")
+    if population_is_public(plan):
+        line += f"; n={plan.population:,} (declared public)"
+    elif verbose:
+        line += f" [private: n={plan.population:,}]"
+    say(line)
+    say(f"results (publishable): {result.output_path}")
+    say(f"operator report (private, every count; never publish): {result.report_path}")
+
+
 def register_discover(subparsers) -> None:
     """Adds ``discover`` to the ``triehh`` tool (Beam flags allowed)."""
     parser = subparsers.add_parser(
         "discover",
         help="discover heavy hitters in device records (a Beam job per round)",
-        description="Discover heavy hitters with TrieHH (or TrieHH++: --protocol triehh++). Flags this command does not know must be "
+        description="Discover heavy hitters with TrieHH (or TrieHH++: --protocol triehh++; whole items "
+        "released once with counts: --protocol sample-threshold). Flags this command does not know must be "
         "Beam pipeline options (e.g. --runner=DataflowRunner --project=... --temp_location=gs://...); "
         "any other is refused. The default runner is Beam's in-process runner.",
     )

@@ -46,8 +46,9 @@ def _rivals(text: str):
 def _protocols(text: str):
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     for name in names or ("",):
-        if name not in ("triehh", "triehh++"):
-            raise argparse.ArgumentTypeError(f"unknown protocol {name!r}; choose from triehh, triehh++")
+        if name not in ("triehh", "triehh++", "sample-threshold"):
+            raise argparse.ArgumentTypeError(f"unknown protocol {name!r}; choose from triehh, triehh++, "
+                                             "sample-threshold")
     return names
 
 
@@ -78,7 +79,8 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                              "simulation, the same draws as the pipeline for the same seed, faster")
     target.add_argument("--protocol", type=_protocols, default=("triehh",), metavar="P[,P...]",
                         help="triehh (default) and/or triehh++ (sample-and-threshold at the same epsilon "
-                             "and delta, on the same run seeds)")
+                             "and delta, on the same run seeds) and/or sample-threshold (one release of "
+                             "whole items with counts; epsilon <= 1)")
     target.add_argument("--rivals", type=_rivals, default=("pem", "exact"), metavar="NAMES",
                         help="comma-separated: pem (local DP, same epsilon), exact (non-private "
                              "top-K); 'none' for neither (default: pem,exact)")

@@ -74,11 +74,13 @@ def register_plan(subparsers) -> None:
                              "least 1/K of its records (K items in equal counts), and a sampled "
                              "user votes for one of its items, drawn by its share, so holders "
                              "count for less (default 1: one item per user)")
-    parser.add_argument("--protocol", choices=("triehh", "triehh++"), default=None,
+    parser.add_argument("--protocol", choices=("triehh", "triehh++", "sample-threshold"), default=None,
                         help="'triehh' (default): theta and m by Theorem 1; 'triehh++': "
                              "sample-and-threshold (docs/protocol.md section 2), alpha, tau and the "
                              "per-round sample p_s, each round (epsilon/L, delta/L); with "
-                             "--compare-units both unless one is named")
+                             "--compare-units both unless one is named; 'sample-threshold': one "
+                             "release of whole items with their counts, alpha, tau and p_s at "
+                             "(epsilon <= 1, delta)")
     parser.add_argument("--estimate-frequencies", type=argtypes.epsilon, default=None, metavar="EPSILON_EST",
                         help="also show the frequency estimates discover's --estimate-frequencies adds: "
                              "their 95%% interval (users) and the total epsilon spent (epsilon + "
@@ -148,6 +150,8 @@ def _run_plan(args) -> int:
         parameters.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if args.protocol == "sample-threshold":
+        return _run_whole_items_plan(args)
     if args.compare_units or args.unit_size == "auto":
         if args.estimate_frequencies is not None:
             raise UsageError("--estimate-frequencies is shown for one plan: leave it out with --compare-units")
@@ -223,6 +227,23 @@ def _run_sample_threshold_plan(args) -> int:
     print(json.dumps(report, indent=2) if args.json else plan_sample_threshold.format_plan(report))
     if estimates is not None and not args.json:
         print(_format_estimates(estimates))
+    return 0
+
+
+def _run_whole_items_plan(args) -> int:
+    from triehh_beam.cli import plan_whole_items
+
+    for flag, given in (("--plot", args.plot), ("--rule", args.rule != "authors"),
+                        ("--compare-units", args.compare_units or args.unit_size == "auto"),
+                        ("--item-length", args.item_length is not None),
+                        ("--find-frequency", args.find_frequency is not None),
+                        ("--estimate-frequencies", args.estimate_frequencies is not None)):
+        if given:
+            raise UsageError(f"{flag} is for a trie's plan: it has no meaning with --protocol sample-threshold "
+                             "(one release of whole items, with their counts)")
+    report = plan_whole_items.plan_report(args.population, args.epsilon, args.delta, args.max_length,
+                                          args.unit_size, 1 / args.items_per_user)
+    print(json.dumps(report, indent=2) if args.json else plan_whole_items.format_plan(report))
     return 0
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 import numpy as np
 
-from triehh_beam.evaluation import metrics, pem, sample_threshold_eval
+from triehh_beam.evaluation import metrics, pem, sample_threshold_eval, whole_items_eval
 from triehh_beam.evaluation.population import Population, load_population
 from triehh_beam.evaluation.stats import mean_ci, wilson_interval
 from triehh_beam.protocol import parameters, planner, privacy, utility
@@ -48,7 +48,7 @@ __all__ = [
 SCHEMA = "triehh-beam/evaluation/1"
 ENGINES = ("pipeline", "simulate")
 RIVALS = ("exact", "pem")
-PROTOCOLS = ("triehh", "triehh++")
+PROTOCOLS = ("triehh", "triehh++", "sample-threshold")
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,7 +98,8 @@ class EvaluationConfig:
       pem_candidate_factor: PEM keeps this many times K prefixes per intermediate group.
       protocols: ``"triehh"`` and/or ``"triehh++"`` (sample-and-threshold, on either engine:
         the pipeline's ``--protocol triehh++``); each configuration runs under each, at the same
-        (ε, δ) and on the same run seeds.
+        (ε, δ) and on the same run seeds; and/or ``"sample-threshold"`` (one release of whole
+        items, ``evaluation.whole_items_eval``: ε <= 1, unit size 1, either engine).
       work_dir: scratch area of the pipeline engine (outputs and state of each run); default a
         fresh local temporary directory, removed afterwards. Give a ``gs://`` path for a remote
         runner. The simulate engine given the same ``work_dir`` keys each run as the pipeline
@@ -475,6 +476,9 @@ def _triehh_privacy(plan, runs: int) -> dict:
 # The evaluation.
 
 
+PROTOCOL_WHOLE = whole_items_eval.PROTOCOL
+
+
 def _plan(protocol: str, n: int, epsilon: float, delta: float, max_length: int, rule: str):
     if protocol == "triehh++":
         return sample_threshold_eval.plan(epsilon, delta, max_length)
@@ -512,7 +516,11 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
 
     plans = []
     infeasible = []
+    whole_plans, infeasible = ([], []) if PROTOCOL_WHOLE not in config.protocols else whole_items_eval.plans(
+        config.epsilons, config.delta, config.max_length)
     for protocol in config.protocols:
+        if protocol == PROTOCOL_WHOLE:  # no trie: one configuration per epsilon (below)
+            continue
         for unit_size in config.unit_sizes:
             for epsilon in config.epsilons:
                 plan = _plan(protocol, n, epsilon, config.delta, config.max_length_for(unit_size), config.rule)
@@ -523,7 +531,7 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
                                        "max_length": config.max_length_for(unit_size), "reason": plan.reason})
                     progress.note(f"skipped: {protocol} epsilon={epsilon:g} unit size {unit_size}: {plan.reason}")
     ks = config.top_k
-    total = len(plans) * config.runs + ("pem" in config.rivals) * len(config.epsilons) * len(ks) * config.runs
+    total = (len(plans) + len(whole_plans)) * config.runs + ("pem" in config.rivals) * len(config.epsilons) * len(ks) * config.runs
     progress.start(total)
 
     seeds = [run_seed(config.seed, j) for j in range(config.runs)]
@@ -541,7 +549,22 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
                         "counts for less than one holder; triehh plan --items-per-user K plans for that)")
     configurations = []
     configurations_pp = []
+    configurations_whole = []
     try:
+        for epsilon, plan in whole_plans:
+            def on_whole_run(index: int, epsilon=epsilon) -> None:
+                progress.advance(f"sample-threshold eps={epsilon:g} run {index + 1}/{config.runs}")
+
+            if config.engine == "simulate":
+                runs = whole_items_eval.simulate_runs(config, population.users, plan, epsilon, seeds, on_whole_run)
+            else:
+                runs = whole_items_eval.pipeline_runs(config, epsilon, seeds, work_dir, options, on_whole_run)
+            found = [run.heavy_hitters for run in runs]
+            configurations_whole.append(whole_items_eval.configuration(
+                config, epsilon, plan, runs, seeds, ranking, _metric_block(found, truth, ks, config.confidence),
+                _item_rows(runs, ranking, n, plan, config.encoder(1), ks, config.confidence,
+                           whole_items_eval.bound_for(plan)),
+                _reachable(ranking, config.encoder(1), truth, ks)))
         for epsilon, unit_size, plan in plans:
             encoder = config.encoder(unit_size)
             plus = sample_threshold_eval.is_sample_threshold(plan)
@@ -636,6 +659,7 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
         "warnings": warnings,
         "triehh": configurations,
         "triehh_pp": configurations_pp,
+        "sample_threshold": configurations_whole,
         "rivals": rivals,
     }
 

@@ -301,6 +301,14 @@ def summary_rows(result: dict, name: str = "recall") -> List[Tuple[str, str, Lis
             f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central",
             [_cell(by_k.get(k), name) for k in ks],
         ))
+    for config in sorted(result.get("sample_threshold", ()), key=lambda c: c["epsilon"]):
+        by_k = {b["k"]: b for b in config["metrics"]}
+        p = config["privacy"]
+        rows.append((
+            f"sample-and-threshold, whole items ε={config['epsilon']:g} (tau={p['tau']})",
+            f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central",
+            [_cell(by_k.get(k), name) for k in ks],
+        ))
     pem = result["rivals"].get("pem")
     if pem:
         for config in pem["configurations"]:

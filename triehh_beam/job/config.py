@@ -45,8 +45,10 @@ __all__ = [
 
 RULES = parameters.RULES
 TRIEHH, TRIEHH_PP = "triehh", "triehh++"
-PROTOCOLS = (TRIEHH, TRIEHH_PP)
-#: The rule a TrieHH++ plan records (``planning``): its planner, not one of TrieHH's RULES.
+#: Whole-item sample-and-threshold: one release, no trie (``job.whole_items``).
+SAMPLE_THRESHOLD = "sample-threshold"
+PROTOCOLS = (TRIEHH, TRIEHH_PP, SAMPLE_THRESHOLD)
+#: The rule a TrieHH++ (or whole-item) plan records (``planning``): its planner, not one of TrieHH's RULES.
 SAMPLE_AND_THRESHOLD = "sample-and-threshold"
 # Keyed settings left out of the job's identity at their default, so that identities recorded
 # before the setting existed (every TrieHH job's) stay the same and their jobs resume.
@@ -272,7 +274,7 @@ def parse_duration(text: str) -> int:
 
 def _recorded_rule(config: "DiscoveryConfig") -> str:
     """The rule a job's plan records: TrieHH's rule, "fixed" for expert values, or TrieHH++'s."""
-    if config.protocol == TRIEHH_PP:
+    if config.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
         return SAMPLE_AND_THRESHOLD
     return config.rule if config.theta is None else "fixed"
 
@@ -337,7 +339,9 @@ class DiscoveryConfig:
     protocol: str = setting(
         "--protocol", "triehh: bottom-m samples and Theorem 1's theta (default); triehh++: "
         "sample-and-threshold, each user sampled with probability p_s per round and tau votes "
-        "kept (docs/protocol.md §2); --theta, --batch-size and --rule are TrieHH's",
+        "kept (docs/protocol.md §2); sample-threshold: one release of whole items, each user "
+        "sampled with probability p_s, items reported by at least tau released with their count "
+        "(epsilon <= 1); --theta, --batch-size and --rule are TrieHH's",
         _TARGET, default=TRIEHH, choices=PROTOCOLS, identity="plan.protocol",
         # States before TrieHH++ ran in the pipeline record none: they are TrieHH jobs.
         accepts=lambda c, theirs: theirs == "" and c.protocol == TRIEHH, example=TRIEHH_PP)
@@ -499,8 +503,8 @@ class DiscoveryConfig:
         if self.seed is not None and not 16 <= len(self.seed) <= 64:
             raise ValueError(f"the seed (--seed-file) must be 16 to 64 bytes, got {len(self.seed)}")
         if self.protocol not in PROTOCOLS:
-            raise ValueError(f"--protocol must be triehh or triehh++, got {self.protocol!r}")
-        if self.protocol == TRIEHH_PP:
+            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if self.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
             _check_sample_and_threshold(self)
         _check_estimates(self)
         _check_deny_list(self)
@@ -713,15 +717,35 @@ def _check_deny_list(config: DiscoveryConfig) -> None:
 
 
 def _check_sample_and_threshold(config: DiscoveryConfig) -> None:
-    """Refuses TrieHH's own settings with ``--protocol triehh++`` (they would mean nothing)."""
+    """Refuses TrieHH's own settings with ``--protocol triehh++`` or ``sample-threshold`` (they
+    would mean nothing), and with the latter the trie's (one release of whole items)."""
+    protocol = config.protocol
     for name in ("theta", "batch_size"):
         if getattr(config, name) is not None:
             raise ValueError(
-                f"{BY_NAME[name].flag} fixes TrieHH's parameters; --protocol triehh++ plans alpha, tau "
+                f"{BY_NAME[name].flag} fixes TrieHH's parameters; --protocol {protocol} plans alpha, tau "
                 "and p_s for the target itself: drop it, or use --protocol triehh")
     if config.rule != BY_NAME["rule"].default:
-        raise ValueError("--rule chooses TrieHH's theta and m; --protocol triehh++ has its own "
+        raise ValueError(f"--rule chooses TrieHH's theta and m; --protocol {protocol} has its own "
                          "planner: drop it, or use --protocol triehh")
+    if protocol != SAMPLE_THRESHOLD:
+        return
+    for name, why in _NOT_FOR_WHOLE_ITEMS:
+        if getattr(config, name) != BY_NAME[name].default:
+            raise ValueError(f"{BY_NAME[name].flag} {why}; --protocol sample-threshold releases whole "
+                             "items once, with their counts (README: Whole-item sample-and-threshold)")
+
+
+# Settings of a trie (or of other jobs) that mean nothing for one release of whole items.
+_NOT_FOR_WHOLE_ITEMS = (
+    ("truncate_long_items", "cuts long items to prefixes, which only a trie can release: leave it out "
+                            "(items longer than --max-length allows are dropped)"),
+    ("estimate_frequencies", "adds noisy counts to a trie's items: leave it out (the release already "
+                             "carries each item's count and count / p_s)"),
+    ("rounds_per_job", "groups a trie's rounds into jobs: leave it out (there is one pass)"),
+    ("keep_samples", "keeps the samples between a trie's rounds: leave it out (nothing is kept)"),
+    ("window", "is not available with it yet: leave it out, or use --protocol triehh or triehh++"),
+)
 
 
 def _keyed_values(config: DiscoveryConfig, skip: Sequence[str] = ()) -> Dict[str, Any]:

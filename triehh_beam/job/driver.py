@@ -17,7 +17,8 @@ With ``--deny-list`` the earlier releases' heavy hitters are read and checked be
 else, recorded in the state (part of the job's identity) and applied by every round's vote, never
 by the sample (``deny_lists``). Progress shows exact counts only with ``verbose``, marked private. Every job uses the same
 ``PipelineOptions``, and re-running on the same state directory resumes after the last committed
-round with the same seed and the same samples.
+round with the same seed and the same samples. A whole-item job (``--protocol sample-threshold``:
+one release, no trie) branches to ``whole_items`` once its plan is committed.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from triehh_beam.job import leftovers, levels
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
+from triehh_beam.job import whole_items
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.jobs import JobRunner, now, split_round_counters, submit_job_graphs
 from triehh_beam.job.config import DiscoveryConfig
@@ -50,7 +52,7 @@ from triehh_beam.job.input_checks import (BadInputError, UnusableItemsError, che
 from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.paths import canonical_path
 from triehh_beam.job.planning import (InfeasiblePlanError, PopulationError, check_before_census,
-                                      is_sample_threshold, plan_for_census)
+                                      is_sample_threshold, is_whole_items, plan_for_census)
 from triehh_beam.job.graphs import build_census, build_rounds, build_sampled_round, build_sampling
 from triehh_beam.beam.census import Census
 from triehh_beam.io.drops import describe_drops
@@ -480,6 +482,8 @@ class _Driver:
                 rounds_completed=state.rounds_completed,
                 finished=state.finished,
             )
+        if is_whole_items(state.plan):  # one release, no trie: job.whole_items
+            return self._release_whole_items(state, resumed_from)
         plan = state.plan
         self._say(
             "plan", f"plan: {outputs.describe_published_plan(plan)}",
@@ -546,6 +550,13 @@ class _Driver:
             resumed_from_round=resumed_from,
             report_path=report_path,
         )
+
+    def _release_whole_items(self, state: state_pb2.JobState, resumed_from: Optional[int]) -> DiscoveryResult:
+        state, output_path, report_path = whole_items.run_release(self, state)
+        return DiscoveryResult(
+            heavy_hitters=[self.encoder.decode(s) for s, _ in whole_items.released(state, self.encoder)],
+            frequent_prefixes=[], rounds_run=1, stop_reason=state.stop_reason, plan=state.plan,
+            output_path=output_path, resumed_from_round=resumed_from, report_path=report_path)
 
     def _commit_round(self, state, trie, step, result: RoundResult, counters: Dict[str, int], elapsed: float):
         """Commits one round's result as a new state object, then announces it."""

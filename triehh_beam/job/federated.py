@@ -157,6 +157,9 @@ class _Server:
         if config.deny_list:
             raise ValueError("--deny-list is not available for federated jobs: each device would need "
                              "the list with the announcement (not built)")
+        if config.protocol == "sample-threshold":
+            raise ValueError("--protocol sample-threshold is not available for federated jobs yet (one report "
+                             "per sampled device, not built): use --protocol triehh or triehh++")
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
         self.identity = federated_identity(config)

@@ -11,7 +11,10 @@ job's small outputs back through ``FileSystems``):
 - the remaining rounds on their samples, unrolled in one job (a resumed ``all`` job).
 Rounds run in one job write each level as soon as the round completes (``levels.write_level``).
 - the frequency estimates (``--estimate-frequencies``): one more read of the records after the
-  rounds, the released estimates as one JSON line (``beam.estimates``).
+  rounds, the released estimates as one JSON line (``beam.estimates``);
+- whole-item sample-and-threshold's one release (``--protocol sample-threshold``): one read of
+  the records, the Bernoulli sample of round 1's keys and the thresholded counts of whole items
+  (``beam.whole_items``) as one JSON line.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pyarrow as pa
 
 from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
 from triehh_beam.beam.estimates import EstimateFrequencies
+from triehh_beam.beam.whole_items import ReleaseWholeItems
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs
@@ -41,6 +45,7 @@ __all__ = [
     "build_rounds",
     "build_sampled_round",
     "build_sampling",
+    "build_whole_item_release",
     "census_from_json",
     "refuse_unreadable",
     "unreadable_path",
@@ -296,3 +301,43 @@ def build_estimates(
         | "ToJson" >> beam.Map(outputs.estimates_to_json, encoder=config.encoder)
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
+
+
+def build_whole_item_release(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    keys: PassKeys,
+    plan: state_pb2.PrivacyPlan,
+    population: Optional[int],
+    output_path: str,
+    progress: Optional[str] = None,
+    as_of_millis: Optional[int] = None,
+) -> None:
+    """Adds whole-item sample-and-threshold's one pass: the records read once, each user kept with
+    probability ``plan.sample_probability`` by its round-1 rank (``keys``: ``pass_keys(1)``), the
+    kept users' whole-item reports counted and thresholded at ``plan.theta`` (tau), written as one
+    JSON line to ``output_path``: ``{"released": [[units as hex, count], ...], "users_sampled": k,
+    "records": records ranked}`` (counts >= tau only). ``population`` only sizes the shards.
+    Files that cannot be read are written as the census writes them; ``progress`` and
+    ``as_of_millis``: as ``build_census``."""
+    read = pipeline | "ReadRecords" >> config.read_transform(as_of_millis=as_of_millis).with_unreadable_output()
+    _write_unreadable(read, output_path)
+    records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
+                        progress)
+    drawn = records | "SampleOnce" >> sample_pass.SampleAllRounds(
+        keys, [1], sample_size=None, population=population, encoder=config.encoder, truncate=False,
+        sample_probability=plan.sample_probability)
+    (
+        drawn["tables"]
+        | "ReleaseWholeItems" >> ReleaseWholeItems(plan.theta)
+        | "ToJson" >> beam.Map(_release_json, encoder=config.encoder,
+                               drawn=beam.pvalue.AsSingleton(drawn["samples"]))
+        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+
+
+def _release_json(release, encoder, drawn) -> str:
+    released, _ = release
+    _, sample = drawn  # (1, RoundSample): the one round's
+    return json.dumps({"released": [[outputs.units_to_json(s, encoder), count] for s, count in released],
+                       "users_sampled": sample.users_sampled, "records": sample.records_ranked})

@@ -170,7 +170,7 @@ class Ledger:
     def charge_plan(self, record_id: str, plan, details: dict) -> None:
         """Records a planned job's spend: its plan's (epsilon, delta), or unbounded for a plan
         without a guarantee (``charge``, ``charge_unbounded``), with the plan's parameters
-        (population, theta, batch size, L, rule, target; for TrieHH++ the protocol, tau,
+        (population, theta, batch size, L, rule, target; for TrieHH++ and whole items the protocol, tau,
         alpha, p_s and the per-round (epsilon, delta) instead of theta and m) after ``details``.
         With frequency estimates the charge is ``plan_spend``'s total, and the record names its
         parts: ``discovery_epsilon`` and ``estimate_epsilon``.
@@ -181,9 +181,10 @@ class Ledger:
         Raises:
           BudgetExceededError: the spend does not fit the population's budget.
         """
-        fields = _SAMPLE_THRESHOLD_FIELDS if plan.protocol == "triehh++" else _PLAN_FIELDS
+        sample_threshold = plan.protocol in ("triehh++", "sample-threshold")  # a probability, tau
+        fields = _SAMPLE_THRESHOLD_FIELDS if sample_threshold else _PLAN_FIELDS
         details = {**details, **{name: getattr(plan, name) for name in fields}}
-        if plan.protocol == "triehh++":
+        if sample_threshold:
             details["tau"] = details.pop("theta")
         if plan.estimate_epsilon:
             # Which part of the spend is the frequency estimates' (--estimate-frequencies).

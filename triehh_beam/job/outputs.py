@@ -52,6 +52,7 @@ __all__ = [
 
 OPERATOR_REPORT_NAME = "operator_report.json"
 SAMPLE_THRESHOLD_PROTOCOL = "triehh++"
+WHOLE_ITEMS_PROTOCOL = "sample-threshold"  # one release of whole items (``job.whole_items``)
 PRIVATE_NOTE = (
     "PRIVATE operator data: exact counts (records, dropped rows, files, users, per-round "
     "counters) and the plan for the counted population are NOT covered by the DP guarantee; "
@@ -142,12 +143,19 @@ def population_is_public(plan: state_pb2.PrivacyPlan) -> bool:
 
 
 def _is_sample_threshold(plan: state_pb2.PrivacyPlan) -> bool:
-    return plan.protocol == SAMPLE_THRESHOLD_PROTOCOL
+    """TrieHH++'s plan or whole items': nothing in either depends on n."""
+    return plan.protocol in (SAMPLE_THRESHOLD_PROTOCOL, WHOLE_ITEMS_PROTOCOL)
 
 
 def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) -> str:
-    """A TrieHH++ plan in one line; n (private unless declared public) with ``population``."""
+    """A TrieHH++ (or whole-item) plan in one line; n (private unless declared public) with
+    ``population``."""
     n = f"n={plan.population:,} " if population else ""
+    if plan.protocol == WHOLE_ITEMS_PROTOCOL:
+        return (f"sample-and-threshold, whole items, one release: {n}tau={plan.theta} "
+                f"p_s={100 * plan.sample_probability:.4g}% alpha={plan.alpha:.6g} items up to "
+                f"L-1={plan.max_length - 1} units: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
+                f"(target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
     return (f"TrieHH++ {n}tau={plan.theta} p_s={100 * plan.sample_probability:.4g}% alpha={plan.alpha:.6g} "
             f"L={plan.max_length}: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
             f"(per round {plan.round_epsilon:.4g}, {plan.round_delta:.3g}; target "
@@ -196,8 +204,8 @@ def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[s
     names the unit size alone, which moves with n only where the 90% holders of two unit sizes
     cross a factor FAR. None for integer items (units of bits) and for theta and m fixed by
     hand."""
-    if plan.no_guarantee or config.encoder.kind == ItemKind.INT:
-        return None
+    if plan.no_guarantee or config.encoder.kind == ItemKind.INT or plan.protocol == WHOLE_ITEMS_PROTOCOL:
+        return None  # (whole items: no trie, no unit trade-off)
     advice = discover_advice(plan.population, plan.target_epsilon, plan.target_delta, config.unit_size,
                              plan.max_length, protocol=config.protocol,
                              # A TrieHH++ plan records "sample-and-threshold" as its rule; the
@@ -272,11 +280,22 @@ def _triehh_document(plan: state_pb2.PrivacyPlan) -> dict:
     }
 
 
+WHOLE_ITEMS_GUARANTEE = (
+    "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, Bharadwaj & Cormode's "
+    "theorem for one release, epsilon <= 1): each user kept with probability sample_probability "
+    "= alpha (1 - e^-epsilon), one whole item reported per kept user, the items with at least tau "
+    "reports released with their counts; delta = exp(-C_alpha tau), C_alpha = ln(1/alpha) - "
+    "1/(1 + alpha) (docs/protocol.md, section 2)"
+)
+
+
 def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
-    """A TrieHH++ plan as a document: every field but n is fixed before any record is read."""
+    """A TrieHH++ (or whole-item) plan as a document: every field but n is fixed before any
+    record is read."""
+    whole = plan.protocol == WHOLE_ITEMS_PROTOCOL
     return {
-        "protocol": SAMPLE_THRESHOLD_PROTOCOL,
-        "guarantee": (
+        "protocol": plan.protocol,
+        "guarantee": WHOLE_ITEMS_GUARANTEE if whole else (
             "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, Bharadwaj & "
             "Cormode): each round (round_epsilon, round_delta), composed over max_length rounds "
             "by basic composition (docs/protocol.md, section 2)"
@@ -313,7 +332,8 @@ def published_plan_document(plan: state_pb2.PrivacyPlan) -> dict:
     if _is_sample_threshold(plan):
         del document["population"]
         document["note"] = ("n is not published (declare it public with --population to publish it); "
-                            "TrieHH++'s parameters and guarantee do not depend on it")
+                            f"{'TrieHH++' if plan.protocol == SAMPLE_THRESHOLD_PROTOCOL else 'sample-and-threshold'}'s "
+                            "parameters and guarantee do not depend on it")
         return document
     for name in N_DEPENDENT:
         document.pop(name, None)

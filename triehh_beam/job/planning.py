@@ -7,23 +7,26 @@ than the target, are refused with the planner's explanation. A population size d
 understated). TrieHH++ (``--protocol triehh++``) records the sample-and-threshold planner's
 alpha, tau (as theta) and p_s, and the composed (epsilon, delta) it certifies: none of them
 depends on n, which is recorded for the operator (and published only when declared public).
-With ``--estimate-frequencies`` the plan records the estimates' epsilon too, spent on top."""
+Whole-item sample-and-threshold (``--protocol sample-threshold``) records the same fields for
+one release (``whole_items.plan_whole_items``: L = 1 in the accountant, ``max_length`` still the
+encoding's limit), its target refused before any record is read when epsilon > 1. With ``--estimate-frequencies`` the plan records the estimates' epsilon too, spent on top."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING
 
-from triehh_beam.job.config import SAMPLE_AND_THRESHOLD, TRIEHH, TRIEHH_PP
+from triehh_beam.job.config import SAMPLE_AND_THRESHOLD, SAMPLE_THRESHOLD, TRIEHH, TRIEHH_PP
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import planner, privacy
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
+from triehh_beam.protocol.whole_items import plan_whole_items
 
 if TYPE_CHECKING:
     from triehh_beam.job.driver import DiscoveryConfig
 
-__all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "is_sample_threshold", "plan_for",
-           "plan_for_census", "protocol_of"]
+__all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "is_sample_threshold", "is_whole_items",
+           "plan_for", "plan_for_census", "protocol_of"]
 
 
 class PopulationError(ValueError):
@@ -49,7 +52,8 @@ class _Refusal:
 
 
 def protocol_of(plan: state_pb2.PrivacyPlan) -> str:
-    """The plan's protocol: "triehh++", or "triehh" (also for states that record none)."""
+    """The plan's protocol: "triehh++", "sample-threshold", or "triehh" (also for states that
+    record none)."""
     return plan.protocol or TRIEHH
 
 
@@ -58,13 +62,22 @@ def is_sample_threshold(plan: state_pb2.PrivacyPlan) -> bool:
     return protocol_of(plan) == TRIEHH_PP
 
 
+def is_whole_items(plan: state_pb2.PrivacyPlan) -> bool:
+    """Whether the plan is whole-item sample-and-threshold's: one release, no trie."""
+    return protocol_of(plan) == SAMPLE_THRESHOLD
+
+
 def _plan_sample_threshold(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPlan:
-    """TrieHH++'s plan (``plan_sample_threshold``) as the job records it; n for the report."""
-    chosen = plan_sample_threshold(config.epsilon, config.delta, config.max_length)
+    """TrieHH++'s plan (``plan_sample_threshold``), or whole items' (``plan_whole_items``: one
+    release), as the job records it; n for the report."""
+    if config.protocol == SAMPLE_THRESHOLD:
+        chosen = plan_whole_items(config.epsilon, config.delta)
+    else:
+        chosen = plan_sample_threshold(config.epsilon, config.delta, config.max_length)
     if not chosen.feasible:
         raise InfeasiblePlanError(chosen)
     return state_pb2.PrivacyPlan(
-        protocol=TRIEHH_PP,
+        protocol=config.protocol,
         rule=SAMPLE_AND_THRESHOLD,
         population=population,
         max_length=config.max_length,
@@ -82,12 +95,12 @@ def _plan_sample_threshold(config: "DiscoveryConfig", population: int) -> state_
 
 def check_before_census(config: "DiscoveryConfig") -> None:
     """Refuses, before any record is read, a target that no population size makes feasible:
-    TrieHH++'s (its plan does not depend on n). TrieHH's needs the census.
+    TrieHH++'s and whole items' (their plans do not depend on n). TrieHH's needs the census.
 
     Raises:
       InfeasiblePlanError: as ``plan_for``.
     """
-    if config.protocol == TRIEHH_PP:
+    if config.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
         _plan_sample_threshold(config, 0)
 
 
@@ -102,7 +115,7 @@ def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPla
       InfeasiblePlanError: the target cannot be met, fixed values spend more than the target,
         or fixed values give no guarantee and ``allow_no_guarantee`` is not set.
     """
-    if config.protocol == TRIEHH_PP:
+    if config.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
         return _plan_sample_threshold(config, population)
     recorded = state_pb2.PrivacyPlan(
         protocol=TRIEHH,
@@ -162,7 +175,7 @@ def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.Privac
             "no round was run")
     plan = plan_for(config, declared)
     plan.public_population = declared
-    if counted > declared and not plan.no_guarantee and not is_sample_threshold(plan):
+    if counted > declared and not plan.no_guarantee and not is_sample_threshold(plan) and not is_whole_items(plan):
         violations = privacy.theorem1_violations(counted, plan.theta, batch_size=plan.batch_size)
         if violations:
             raise PopulationError(

@@ -131,7 +131,7 @@ class RoundSummary(_message.Message):
     def __init__(self, round_index: _Optional[int] = ..., frontier_size: _Optional[int] = ..., prefixes_kept: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates", "deny_list")
+    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates", "deny_list", "release")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +159,7 @@ class JobState(_message.Message):
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     ESTIMATES_FIELD_NUMBER: _ClassVar[int]
     DENY_LIST_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job_id: str
     secret_seed: bytes
@@ -179,7 +180,8 @@ class JobState(_message.Message):
     samples: SampleSet
     estimates: FrequencyEstimates
     deny_list: DenyList
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ...) -> None: ...
+    release: WholeItemRelease
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ...) -> None: ...
 
 class DenyList(_message.Message):
     __slots__ = ("digest", "items", "files", "items_digest")
@@ -192,6 +194,34 @@ class DenyList(_message.Message):
     files: _containers.RepeatedScalarFieldContainer[str]
     items_digest: str
     def __init__(self, digest: _Optional[str] = ..., items: _Optional[int] = ..., files: _Optional[_Iterable[str]] = ..., items_digest: _Optional[str] = ...) -> None: ...
+
+class WholeItemRelease(_message.Message):
+    __slots__ = ("items", "users_sampled", "records_ranked", "counters", "elapsed_seconds")
+    class Item(_message.Message):
+        __slots__ = ("units", "count")
+        UNITS_FIELD_NUMBER: _ClassVar[int]
+        COUNT_FIELD_NUMBER: _ClassVar[int]
+        units: _containers.RepeatedScalarFieldContainer[bytes]
+        count: int
+        def __init__(self, units: _Optional[_Iterable[bytes]] = ..., count: _Optional[int] = ...) -> None: ...
+    class CountersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    USERS_SAMPLED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_RANKED_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[WholeItemRelease.Item]
+    users_sampled: int
+    records_ranked: int
+    counters: _containers.ScalarMap[str, int]
+    elapsed_seconds: float
+    def __init__(self, items: _Optional[_Iterable[_Union[WholeItemRelease.Item, _Mapping]]] = ..., users_sampled: _Optional[int] = ..., records_ranked: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class FrequencyEstimates(_message.Message):
     __slots__ = ("epsilon", "half_width", "items")

@@ -1,0 +1,271 @@
+"""`triehh discover --protocol sample-threshold` (issue 14, part 2): the pipeline's one release
+equals the keyed simulation's (``simulate_whole_items``: same seed, identity and keys), items AND
+counts; the ledger holds its spend before anything is released; nothing reported by fewer than tau
+sampled users is anywhere (output, state, progress and JSON events, counters); heavy_hitters.json
+carries each item's count and count / p_s and the sample-and-threshold privacy block, and no
+trie.pb is written; targets outside the theorem and trie-only flags are refused before any record
+is read and before the ledger is touched; a finished job re-run publishes the same release without
+reading the input, and a run that died after its plan was committed releases the same draws."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from triehh_beam import cli
+from triehh_beam.evaluation.simulation import sampler_for_seed
+from triehh_beam.evaluation.whole_items import simulate_whole_items
+from triehh_beam.io.write import write_records
+from triehh_beam.job import graphs
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.driver import run_discovery
+from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol.whole_items import plan_whole_items
+from triehh_beam.protocol.vote import choose_sequence
+
+# Distinctive made-up words, so that grepping for one finds nothing by accident.
+WORDS = ["quokkax", "zorbix", "plimsox", "wendrak", "tovalix", "gravunk", "snerdix", "yolpaz", "mirvotk",
+         "dagrenx", "fulbizq", "hextrov", "jaxumel", "korplin", "vuzzlar"]
+N_USERS = 3000
+EPSILON, DELTA, L = 1.0, 1e-5, 9
+SEED = hashlib.sha256(b"triehh-beam: discover --protocol sample-threshold").digest()
+TARGET = ["--epsilon", str(EPSILON), "--delta", str(DELTA), "--max-length", str(L)]
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory):
+    """(records path, seed file, users): Zipf-like words, a quarter of the users with 2-3 items
+    in different counts (so the keyed choice decides their report)."""
+    root = tmp_path_factory.mktemp("whole-items")
+    rng = np.random.default_rng(14)
+    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.2
+    weights /= weights.sum()
+    rows, users = [], {}
+    for user in range(N_USERS):
+        k = 1 if rng.random() < 0.75 else int(rng.integers(2, 4))
+        items = {str(w): int(rng.integers(1, 5)) for w in rng.choice(WORDS, size=k, replace=False, p=weights)}
+        users[f"u{user}"] = items
+        rows += [(f"u{user}", w, c) for w, c in items.items()]
+    path = root / "records.parquet"
+    write_records(str(path), rows)
+    seed_file = root / "seed.bin"
+    seed_file.write_bytes(SEED)
+    return str(path), str(seed_file), users
+
+
+def _discover(records, output, *extra):
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["discover", "--input", records, "--output", str(output), *TARGET, *extra]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _full_tally(users, encoder, p_s, seed, identity):
+    """Every item's reports, below tau too: the test's own count (the product never makes one)."""
+    sampler = sampler_for_seed(seed, identity)
+    tally = {}
+    for user in sampler.bernoulli_sample(1, list(users), p_s):
+        weighted = sorted((encoder.encode(w), c) for w, c in users[user.decode()].items())
+        chosen = choose_sequence(weighted, sampler.choice_uniform(1, user))
+        tally[encoder.decode(chosen)] = tally.get(encoder.decode(chosen), 0) + 1
+    return tally
+
+
+@pytest.fixture(scope="module")
+def runs(population, tmp_path_factory):
+    records, seed_file, _ = population
+    root = tmp_path_factory.mktemp("runs")
+    output = root / "out"
+    code, stdout, err = _discover(records, output, "--seed-file", seed_file, "--protocol", "sample-threshold",
+                                  "--ledger", str(root / "ledger"), "--log-format", "json", "--verbose")
+    assert code == 0, err
+    text_code, text_stdout, text_err = _discover(records, root / "text-out", "--seed-file", seed_file,
+                                                 "--protocol", "sample-threshold", "--verbose")
+    assert text_code == 0, text_err
+    return {"root": root, "output": output, "records": records, "events": stdout, "text": text_stdout,
+            "published": json.loads((output / "heavy_hitters.json").read_text()),
+            "state": StateStore(str(root / "out.state")).load(),
+            "ledger": [json.loads(line) for line in (root / "ledger" / "ledger.jsonl").read_text().splitlines()]}
+
+
+def _config(records, output, **kw):
+    return DiscoveryConfig(input_pattern=records, output_dir=str(output), seed=SEED, epsilon=EPSILON, delta=DELTA,
+                           max_length=L, protocol="sample-threshold", **kw)
+
+
+def test_the_pipeline_releases_exactly_the_keyed_simulations_items_and_counts(runs, population):
+    _, _, users = population
+    state = runs["state"]
+    plan = plan_whole_items(EPSILON, DELTA)
+    assert (state.plan.protocol, state.plan.theta, state.plan.alpha, state.plan.sample_probability) == (
+        "sample-threshold", plan.tau, plan.alpha, plan.sampling_probability)
+    encoder = _config(runs["records"], runs["output"]).encoder
+    simulated = simulate_whole_items(users, encoder, state.plan.sample_probability, state.plan.theta, SEED,
+                                     identity=state.sampling_identity.encode())
+    published = {entry["item"]: entry["count"] for entry in runs["published"]["released"]}
+    assert published == dict(simulated.items)
+    assert 3 <= len(published) < len(WORDS)  # some released, some not: the threshold bites
+    assert state.release.users_sampled == simulated.users_sampled
+    assert state.release.counters["whole_item_reports"] == simulated.reports
+    assert state.release.counters["items_released"] == len(published)
+    for entry in runs["published"]["released"]:
+        assert entry["estimate"] == entry["count"] / state.plan.sample_probability
+    counts = [entry["count"] for entry in runs["published"]["released"]]
+    assert counts == sorted(counts, reverse=True)
+    assert runs["published"]["heavy_hitters"] == [entry["item"] for entry in runs["published"]["released"]]
+
+
+def test_nothing_reported_by_fewer_than_tau_is_anywhere(runs, population, grep_files):
+    _, _, users = population
+    root = runs["root"]
+    encoder = _config(runs["records"], runs["output"]).encoder
+
+    def forms(word):  # as text, and as a state's repeated-bytes units (one character each here)
+        return word.encode(), b"".join(b"\n\x01" + ch.encode() for ch in word)
+
+    # Each run (its own output: its own identity, its own draws) with what it printed.
+    for name, printed in (("out", runs["events"]), ("text-out", runs["text"])):
+        state = StateStore(str(root / f"{name}.state")).load()
+        tally = _full_tally(users, encoder, state.plan.sample_probability, SEED, state.sampling_identity.encode())
+        below = {w for w, c in tally.items() if c < state.plan.theta}
+        above = {w for w, c in tally.items() if c >= state.plan.theta}
+        assert below and above, "the population must have items reported below and above tau"
+        for directory in (name, f"{name}.state", "ledger"):
+            for word in below:
+                for needle in forms(word):
+                    assert grep_files(root / directory, needle) == [], (directory, word)
+        for word in below:  # progress lines and JSON events, verbose (exact private totals) included
+            assert word not in printed
+        # ...while the released items are there (the grep finds what is there).
+        for word in above:
+            text, units = forms(word)
+            assert grep_files(root / name, text) and grep_files(root / f"{name}.state", units) and word in printed
+    state = runs["state"]
+    above = set(runs["published"]["heavy_hitters"])
+    # The pass's counters are totals of the read and the release, none per item.
+    names = set(state.release.counters)
+    assert names <= {"files_read", "records_read", "records_ranked", "round1.items_too_long",
+                     "round1.items_unencodable", "users_sampled", "users_without_items", "whole_item_reports",
+                     "items_released"}, names
+    report = json.loads((root / "out.state" / "operator_report.json").read_text())
+    assert report["release"]["items_released"] == len(above)
+    assert not (root / "out" / "trie.pb").exists()
+
+
+def test_the_published_document_and_the_ledger(runs):
+    state, published = runs["state"], runs["published"]
+    privacy = published["privacy"]
+    assert privacy["protocol"] == "sample-threshold" and "population" not in privacy
+    assert (privacy["tau"], privacy["alpha"], privacy["sample_probability"]) == (
+        state.plan.theta, state.plan.alpha, state.plan.sample_probability)
+    assert (privacy["epsilon"], privacy["delta"]) == (state.plan.epsilon, state.plan.delta)
+    assert privacy["epsilon"] <= EPSILON and privacy["delta"] <= DELTA
+    assert "Bharadwaj & Cormode" in privacy["guarantee"] and "one release" in privacy["guarantee"]
+    assert published["frequent_prefixes"] == [] and published["rounds_run"] == 1
+    assert "biased upward" in published["estimate_note"]
+    [record] = runs["ledger"]
+    assert record["record_id"] == state.job_id and record["protocol"] == "sample-threshold"
+    assert (record["epsilon"], record["delta"]) == (state.plan.epsilon, state.plan.delta)
+    assert (record["tau"], record["alpha"], record["sample_probability"]) == (
+        state.plan.theta, state.plan.alpha, state.plan.sample_probability)
+    assert f"{N_USERS:,}" not in runs["text"].split("[private")[0]  # n only in private parts
+
+
+def test_the_budget_is_charged_before_the_release_pass_runs(population, tmp_path):
+    records, _, _ = population
+    output = tmp_path / "out"
+    config = _config(records, output, ledger_dir=str(tmp_path / "ledger"))
+    seen = {}
+
+    def progress(line):
+        if line.startswith("release: sampling"):
+            ledger = tmp_path / "ledger" / "ledger.jsonl"
+            seen["ledger"] = ledger.read_text() if ledger.exists() else ""
+            seen["output"] = output.exists()
+            seen["state"] = StateStore(config.resolved_state_dir).load()
+
+    run_discovery(config, progress=progress)
+    [record] = [json.loads(line) for line in seen["ledger"].splitlines()]
+    assert record["protocol"] == "sample-threshold" and record["record_id"] == seen["state"].job_id
+    assert seen["output"] is False and not seen["state"].HasField("release")
+    assert seen["state"].plan.theta == plan_whole_items(EPSILON, DELTA).tau  # the plan was committed first
+
+
+def test_a_finished_job_rerun_publishes_the_same_release_without_reading(runs, population):
+    _, seed_file, _ = population
+    before = (runs["output"] / "heavy_hitters.json").read_bytes()
+    code, stdout, err = _discover(runs["records"], runs["output"], "--seed-file", seed_file, "--protocol",
+                                  "sample-threshold", "--ledger", str(runs["root"] / "ledger"))
+    assert code == 0, err
+    assert "resuming job" in stdout and "(finished)" in stdout
+    assert "census:" not in stdout and "release: sampling" not in stdout
+    assert (runs["output"] / "heavy_hitters.json").read_bytes() == before
+    assert len((runs["root"] / "ledger" / "ledger.jsonl").read_text().splitlines()) == 1  # charged once
+
+
+def test_a_run_that_died_after_its_plan_releases_the_same_draws(population, tmp_path, monkeypatch):
+    records, _, users = population
+    config = _config(records, tmp_path / "out", ledger_dir=str(tmp_path / "ledger"))
+
+    def die(*args, **kwargs):
+        raise RuntimeError("worker lost")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(graphs, "build_whole_item_release", die)
+        with pytest.raises(RuntimeError, match="worker lost"):
+            run_discovery(config)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state is not None and not state.finished and not (tmp_path / "out").exists()
+    result = run_discovery(config)
+    assert result.resumed_from_round == 0
+    state = StateStore(config.resolved_state_dir).load()
+    simulated = simulate_whole_items(users, config.encoder, state.plan.sample_probability, state.plan.theta, SEED,
+                                     identity=state.sampling_identity.encode())
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    assert {e["item"]: e["count"] for e in published["released"]} == dict(simulated.items)
+    assert len((tmp_path / "ledger" / "ledger.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--epsilon", "2"], "epsilon <= 1"),
+    (["--epsilon", "1.5"], "--epsilon 1"),
+    (["--theta", "5", "--batch-size", "100"], "--theta fixes TrieHH's parameters"),
+    (["--rule", "corollary1"], "--rule chooses TrieHH's theta"),
+    (["--truncate-long-items"], "--truncate-long-items cuts long items to prefixes"),
+    (["--estimate-frequencies", "1"], "the release already carries each item's count"),
+    (["--rounds-per-job", "all"], "--rounds-per-job groups a trie's rounds"),
+    (["--keep-samples"], "--keep-samples keeps the samples"),
+])
+def test_refusals_come_before_any_record_is_read_and_before_the_ledger(population, tmp_path, extra, needle):
+    records, _, _ = population
+    code, stdout, err = _discover(records, tmp_path / "out", "--protocol", "sample-threshold",
+                                  "--ledger", str(tmp_path / "ledger"), *extra)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert "census" not in stdout
+    assert not (tmp_path / "ledger" / "ledger.jsonl").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.state" / "MANIFEST").exists()
+
+
+def test_a_resume_under_another_protocol_is_refused(runs, population):
+    _, seed_file, _ = population
+    code, stdout, err = _discover(runs["records"], runs["output"], "--seed-file", seed_file, "--protocol", "triehh++",
+                                  "--ledger", str(runs["root"] / "ledger"))
+    assert code == 2 and "census" not in stdout
+    assert "protocol (state has 'sample-threshold', asked 'triehh++')" in err
+
+
+def test_a_dry_run_shows_the_plan_and_charges_nothing(population, tmp_path):
+    records, _, _ = population
+    code, stdout, err = _discover(records, tmp_path / "out", "--protocol", "sample-threshold", "--dry-run",
+                                  "--ledger", str(tmp_path / "ledger"))
+    assert code == 0, err
+    plan = plan_whole_items(EPSILON, DELTA)
+    assert f"tau={plan.tau}" in stdout and "whole items, one release" in stdout
+    assert not (tmp_path / "ledger" / "ledger.jsonl").exists() and not (tmp_path / "out").exists()

@@ -1,0 +1,102 @@
+"""Whole-item sample-and-threshold on Beam (``--protocol sample-threshold``): ``ReleaseWholeItems``
+turns the sample tables of the one Bernoulli sample (``SampleAllRounds`` with ``p_s``, round 1's
+keys) into the release: each table's users report their chosen WHOLE sequence, counted columnar
+(``protocol.whole_items.count_whole_items``, one call per table), and the counts merged and
+thresholded at tau inside one combine (``WholeItemCounter``: only the items with at least tau
+reports leave it, with their counts; nothing below tau leaves, as an element or a metric).
+Counters, in the ``triehh`` namespace, are totals only: ``users_sampled``,
+``users_without_items``, ``whole_item_reports`` and ``items_released``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple, Union
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from triehh_beam.beam import samples
+from triehh_beam.protocol.whole_items import WholeItemCounter, count_whole_items
+
+__all__ = ["ReleaseWholeItems"]
+
+_NAMESPACE = "triehh"
+_Sequence = Tuple[Union[str, bytes], ...]
+# (sequence -> reports of one table, users in it): private, consumed only by the combine below
+_Partial = Tuple[Dict[_Sequence, int], int]
+# (released (sequence, count) pairs sorted, users sampled): counts >= tau only
+_Release = Tuple[List[Tuple[_Sequence, int]], int]
+
+
+@beam.typehints.with_input_types(Tuple[int, pa.Table])
+@beam.typehints.with_output_types(_Partial)
+class _ReportWholeItemsDoFn(beam.DoFn):
+    """One sample table -> its per-sequence reports (private) and users, columnar."""
+
+    def setup(self):
+        self._sampled = Metrics.counter(_NAMESPACE, "users_sampled")
+        self._without = Metrics.counter(_NAMESPACE, "users_without_items")
+        self._reports = Metrics.counter(_NAMESPACE, "whole_item_reports")
+
+    def process(self, keyed):
+        _, table = keyed
+        users, uniforms = samples.sequence_table(table)
+        reports = count_whole_items(users, uniforms)
+        self._sampled.inc(reports.users)
+        self._without.inc(reports.users_without_items)
+        self._reports.inc(reports.reports)
+        yield reports.counts, reports.users
+
+
+@beam.typehints.with_input_types(_Partial)
+@beam.typehints.with_output_types(_Release)
+class _ThresholdCombineFn(beam.CombineFn):
+    """Partial counts -> (released items with counts, users); counts below tau never leave."""
+
+    def __init__(self, tau: int):
+        self._core = WholeItemCounter(tau)
+
+    def create_accumulator(self):
+        return self._core.create(), 0
+
+    def add_input(self, accumulator, partial):
+        counts, users = accumulator
+        return WholeItemCounter.merge([counts, partial[0]]), users + partial[1]
+
+    def merge_accumulators(self, accumulators):
+        accumulators = list(accumulators)
+        return WholeItemCounter.merge(a[0] for a in accumulators), sum(a[1] for a in accumulators)
+
+    def extract_output(self, accumulator):
+        counts, users = accumulator
+        return list(self._core.extract_released(counts)), users
+
+
+def _count_released(release: _Release) -> _Release:
+    Metrics.counter(_NAMESPACE, "items_released").inc(len(release[0]))
+    return release
+
+
+class ReleaseWholeItems(beam.PTransform):
+    """``(round, sample table)`` elements of one Bernoulli sample -> ONE ``(released, users)``.
+
+    Args:
+      tau: the threshold: an item needs at least tau reports to be released.
+
+    Output: ``released`` is a list of ``(sequence, count)`` with ``count >= tau``, sorted by
+    sequence; ``users`` is the sample's size (private: the operator's).
+    """
+
+    def __init__(self, tau: int):
+        super().__init__()
+        WholeItemCounter(tau)  # validates tau before the graph is built
+        self._tau = tau
+
+    def expand(self, tables):
+        return (
+            tables
+            | "ReportWholeItems" >> beam.ParDo(_ReportWholeItemsDoFn())
+            | f"ReleaseAtLeast({self._tau})" >> beam.CombineGlobally(_ThresholdCombineFn(self._tau))
+            | "CountReleased" >> beam.Map(_count_released).with_output_types(_Release)
+        )

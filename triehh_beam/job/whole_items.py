@@ -1,0 +1,151 @@
+"""A whole-item sample-and-threshold job (``--protocol sample-threshold``), on the driver's
+machinery: the driver has taken the census, recorded the plan (``planning``: alpha, tau, p_s for
+one release) and the seed, and branches here once the state is committed. Here the plan is
+announced and charged to the population's ledger before anything is released; then ONE pass
+(``graphs.build_whole_item_release``) reads the records, keeps each user with probability p_s by
+its keyed round-1 rank and releases the whole items at least tau kept users reported, with their
+counts; the release is committed to the state (``JobState.release``) before anything is
+published, so a re-run of a finished job publishes it again without reading the input. The
+private operator report gets the pass's totals; ``heavy_hitters.json`` gets the items, each with
+its count and ``estimate = count / p_s``. There is no trie, so no ``trie.pb``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, List, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+
+from triehh_beam.io.schema import RecordFormatError
+from triehh_beam.job import graphs, outputs, sources
+from triehh_beam.job import jobs as jobs_lib
+from triehh_beam.job.input_files import InputChangedError
+from triehh_beam.job.paths import canonical_path
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.encoding import ItemEncoder, Units
+from triehh_beam.protocol.whole_items import estimate
+
+if TYPE_CHECKING:
+    from triehh_beam.job.driver import _Driver
+
+__all__ = ["ESTIMATE_NOTE", "STOP_REASON", "published_document", "released", "run_release"]
+
+STOP_REASON = "one release (whole-item sample-and-threshold: no rounds, no trie)"
+ESTIMATE_NOTE = (
+    "count: the sampled users who reported the item (each kept user, with probability "
+    "sample_probability, reports one item, drawn by its share of the user's records), at least tau. "
+    "estimate = count / sample_probability: unbiased for the sum over users of the probability that "
+    "the user reports the item (its number of holders when each holds one item), before the "
+    "threshold; given that the item was released (count >= tau) it is biased upward, the more so "
+    "the closer the item's expected count is to tau (docs/protocol.md, section 2)"
+)
+
+
+def released(state: state_pb2.JobState, encoder: ItemEncoder) -> List[Tuple[Units, int]]:
+    """The committed release as (sequence, count), most reported first (ties: canonical order)."""
+    items = [(tuple(encoder.unit_from_bytes(u) for u in item.units), int(item.count))
+             for item in state.release.items]
+    return sorted(items, key=lambda pair: (-pair[1], pair[0]))
+
+
+def published_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
+    """``heavy_hitters.json`` of a whole-item job: discover's top-level shape (``heavy_hitters``,
+    an empty ``frequent_prefixes``, the privacy block, the encoding), plus ``released``: per
+    item its ``count`` (>= tau) and ``estimate``. Nothing below tau: the state holds nothing else."""
+    p_s = state.plan.sample_probability
+    items = [(outputs.json_value(encoder.decode(s), encoder), count) for s, count in released(state, encoder)]
+    return {
+        "heavy_hitters": [value for value, _ in items],
+        "released": [{"item": value, "count": count, "estimate": estimate(count, p_s)} for value, count in items],
+        "frequent_prefixes": [],
+        "rounds_run": 1,
+        "stop_reason": state.stop_reason,
+        "privacy": outputs.published_plan_document(state.plan),
+        "estimate_note": ESTIMATE_NOTE,
+        "encoding": outputs.encoding_document(state, encoder),
+        "job_id": state.job_id,
+        "created_at": state.created_at,
+    }
+
+
+def _release_pass(driver: "_Driver", state: state_pb2.JobState) -> state_pb2.WholeItemRelease:
+    """Runs the one pass; returns the release as the state records it.
+
+    Raises:
+      InputChangedError: the pass did not read exactly the records the census counted, or the
+        input changed meanwhile (nothing is committed).
+    """
+    config = driver.config
+    path = FileSystems.join(config.resolved_state_dir, "census", f"release-{uuid.uuid4().hex}.json")
+    sources.check_credentials(config, driver.options)
+    sources.check_readable(state, config)
+    keys = driver._sampler(state).pass_keys(1)  # round 1's keys: the sample and the choice
+    population = driver._population(state)
+    started = time.monotonic()
+    counters = driver._run_job(lambda p, reported: graphs.build_whole_item_release(
+        p, config, keys, state.plan, population, path, progress=reported,
+        as_of_millis=sources.pinned_at(state.input_snapshot)), "release", state.input_snapshot.records)
+    unreadable = jobs_lib.read_single_output(graphs.unreadable_path(path))
+    document = json.loads(jobs_lib.read_single_output(path))
+    FileSystems.delete([path, graphs.unreadable_path(path)])
+    try:
+        graphs.refuse_unreadable(unreadable)
+    except RecordFormatError as e:
+        raise InputChangedError(f"release: input the census read is now unreadable: {e}; nothing was "
+                                "released") from None
+    if document["records"] != state.input_snapshot.records:
+        why = ("the --query result changed (make it deterministic, e.g. a fixed date range)"
+               if config.query is not None else "the input changed under the job")
+        raise InputChangedError(f"the release pass read {document['records']:,} records where the census "
+                                f"counted {state.input_snapshot.records:,}: {why}; nothing was released")
+    driver.check_input(state, "(after the release pass read it)")
+    release = state_pb2.WholeItemRelease(users_sampled=document["users_sampled"], records_ranked=document["records"],
+                                         elapsed_seconds=time.monotonic() - started)
+    release.counters.update(counters)
+    for units, count in document["released"]:
+        release.items.add(units=[bytes.fromhex(u) for u in units], count=int(count))
+    return release
+
+
+def run_release(driver: "_Driver", state: state_pb2.JobState) -> Tuple[state_pb2.JobState, str, str]:
+    """Charges, releases (once) and publishes a whole-item job whose plan is committed in
+    ``state``: (the final state, ``heavy_hitters.json``'s path, the operator report's path)."""
+    plan = state.plan
+    driver._say("plan", f"plan: {outputs.describe_published_plan(plan)}",
+                private=None if outputs.population_is_public(plan)
+                else (outputs.describe_plan(plan), outputs.plan_document(plan)),
+                **outputs.published_plan_document(plan))
+    # Budget before release: charged (once per job) before the pass can release anything.
+    driver._charge(state)
+    if not state.HasField("release"):
+        driver.check_input(state, "(before the release)")
+        driver._say("release_start", "release: sampling users and counting their whole items in one pass")
+        release = _release_pass(driver, state)
+        state = state_pb2.JobState.FromString(state.SerializeToString())
+        state.release.CopyFrom(release)
+        state.rounds_completed = 1
+        state.finished = True
+        state.stop_reason = STOP_REASON
+        driver.store.commit(state)  # committed before anything is published
+        driver._say("release_done", f"release: done, {len(release.items):,} items released, "
+                    f"{release.elapsed_seconds:.1f} s", items_released=len(release.items),
+                    private=(f"users sampled {release.users_sampled:,}, reports "
+                             f"{release.counters.get('whole_item_reports', 0):,}",
+                             {"users_sampled": release.users_sampled, "metrics": dict(release.counters)}))
+    output_dir = canonical_path(driver.config.output_dir)
+    report = outputs.operator_report(state, output_dir)
+    report["release"] = {"users_sampled": state.release.users_sampled, "records_ranked": state.release.records_ranked,
+                         "items_released": len(state.release.items), "counters": dict(state.release.counters),
+                         "elapsed_seconds": state.release.elapsed_seconds}
+    report_path = FileSystems.join(driver.config.resolved_state_dir, outputs.OPERATOR_REPORT_NAME)
+    outputs.write_atomically(report_path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                             private=True)
+    if not FileSystems.exists(driver.config.output_dir):
+        FileSystems.mkdirs(driver.config.output_dir)
+    path = FileSystems.join(driver.config.output_dir, "heavy_hitters.json")
+    document = published_document(state, driver.encoder)
+    outputs.write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    return state, path, report_path

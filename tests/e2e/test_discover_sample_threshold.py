@@ -10,6 +10,7 @@ between rounds is noticed (the round reads fewer users than the pass drew) and d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import hashlib
 import io
@@ -197,7 +198,7 @@ def test_a_triehh_state_resumed_as_triehh_pp_is_refused_and_an_old_state_is_trie
         trie=Trie.empty(config.encoder).to_proto(), ledger=config.resolved_ledger_dir)
     assert "protocol" not in config.sampling_identity().decode()  # TrieHH identities are unchanged
     assert config.resume_mismatches(old, config.encoder) == []
-    plus = DiscoveryConfig(**{**config.__dict__, "protocol": "triehh++"})
+    plus = dataclasses.replace(config, protocol="triehh++")
     mismatches = plus.resume_mismatches(old, config.encoder)
     assert "protocol (state has '', asked 'triehh++')" in mismatches
 

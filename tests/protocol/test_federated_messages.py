@@ -168,7 +168,8 @@ def _set(**fields):
 
 @pytest.mark.parametrize("edit, problem", [
     (_set(schema_version=0), "no schema_version; this reader understands schema_version 1"),
-    (_set(schema_version=2), "schema_version 2; this reader"),
+    (_set(schema_version=2), "schema_version 2: an estimate round's announcement"),
+    (_set(schema_version=3), "schema_version 3; this reader understands schema_version 1"),
     (_set(encoding=None), "no encoding"),
     (lambda m: setattr(m.encoding, "kind", 0), "unknown or unspecified encoding kind"),
     (lambda m: setattr(m.encoding, "tokenizer", "words-v9"), "unknown tokenizer"),

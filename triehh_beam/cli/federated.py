@@ -26,8 +26,7 @@ __all__ = ["register_federated"]
 _NOT_FOR_FEDERATED = ("input_pattern", "query", "input_format", "timestamp_column", "rounds_per_job",
                       "keep_samples", "max_bad_fraction", "max_unusable_fraction",
                       "item_column", "count_column", "window", "allowed_lateness", "dead_letter",
-                      "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids",
-                      "estimate_frequencies")  # estimates need every device to report: not built
+                      "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids")
 # What simulate reads from its records file, besides the server's settings.
 _SIMULATE_KEEPS = ("input_format", "item_column", "count_column", "bytes_encoding", "max_user_bytes",
                    "max_item_bytes", "normalise_user_ids")

@@ -377,7 +377,8 @@ def test_the_docs_tables_list_every_field_with_its_number():
     import re
 
     doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "federated_protocol.md").read_text(encoding="utf-8")
-    for message in (federated_pb2.RoundAnnouncement, federated_pb2.Invitation, federated_pb2.VoteReport):
+    for message in (federated_pb2.RoundAnnouncement, federated_pb2.Invitation, federated_pb2.VoteReport,
+                    federated_pb2.EstimateAnnouncement):
         name = message.DESCRIPTOR.name
         section = doc.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
         rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", section, re.M)

@@ -105,7 +105,7 @@ def test_a_device_reports_its_chosen_target_by_local_count_among_the_targets_onl
 def test_the_estimate_round_and_a_vote_round_are_never_mixed():
     device = DeviceClient({"fed": 1})
     vote_round = RoundAnnouncement(JOB, ROUND, TEXT, {("f", "e", "e", "d")}, DEADLINE)
-    with pytest.raises(InvitationMismatchError, match="invitation to a vote round with the announcement of the estimate"):
+    with pytest.raises(InvitationMismatchError, match="to a vote round with the announcement of the estimate"):
         device.respond(_estimate_announcement(), _invitation(5, estimate=False))
-    with pytest.raises(InvitationMismatchError, match="invitation to the estimate round with the announcement of a vote"):
+    with pytest.raises(InvitationMismatchError, match="to the estimate round with the announcement of a vote"):
         device.respond(vote_round, _invitation(5))

@@ -389,7 +389,8 @@ class VoteReport:
         if answer == "prefix":
             prefix = _prefix_from_message(encoder, message.prefix, source)
             if estimate and not prefix:
-                raise FederatedFormatError(source, "an empty target (an estimate report names one of at least one unit)")
+                raise FederatedFormatError(source, "an empty target (an estimate report names one of at least "
+                                           "one unit)")
             if not estimate and len(prefix) != message.round_index:
                 raise FederatedFormatError(
                     source, f"prefix {prefix!r} has {len(prefix)} units, a round-{message.round_index} "

@@ -16,6 +16,7 @@ SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "p
     (["--round-deadline", "0"], "--round-deadline must be > 0 and at most 31,622,400 seconds (a year), got 0.0"),
     (["--round-deadline", "inf"], "--round-deadline must be > 0 and at most"),
     (["--budget_epsilon", "5"], "--budget_epsilon"),
+    (["--estimate-frequencies", "0"], "--estimate-frequencies must be a positive epsilon, got 0.0"),
 ])
 def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags, message):
     registry = tmp_path / "registry.txt"

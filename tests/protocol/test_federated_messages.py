@@ -168,7 +168,8 @@ def _set(**fields):
 
 @pytest.mark.parametrize("edit, problem", [
     (_set(schema_version=0), "no schema_version; this reader understands schema_version 1"),
-    (_set(schema_version=2), "schema_version 2; this reader"),
+    (_set(schema_version=2), "schema_version 2: an estimate round's announcement"),
+    (_set(schema_version=3), "schema_version 3; this reader understands schema_version 1"),
     (_set(encoding=None), "no encoding"),
     (lambda m: setattr(m.encoding, "kind", 0), "unknown or unspecified encoding kind"),
     (lambda m: setattr(m.encoding, "tokenizer", "words-v9"), "unknown tokenizer"),
@@ -376,7 +377,8 @@ def test_the_docs_tables_list_every_field_with_its_number():
     import re
 
     doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "federated_protocol.md").read_text(encoding="utf-8")
-    for message in (federated_pb2.RoundAnnouncement, federated_pb2.Invitation, federated_pb2.VoteReport):
+    for message in (federated_pb2.RoundAnnouncement, federated_pb2.Invitation, federated_pb2.VoteReport,
+                    federated_pb2.EstimateAnnouncement):
         name = message.DESCRIPTOR.name
         section = doc.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
         rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", section, re.M)

@@ -27,7 +27,6 @@ _NOT_FOR_FEDERATED = ("input_pattern", "query", "input_format", "timestamp_colum
                       "keep_samples", "max_bad_fraction", "max_unusable_fraction",
                       "item_column", "count_column", "window", "allowed_lateness", "dead_letter",
                       "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids",
-                      "estimate_frequencies",  # estimates need every device to report: not built
                       "deny_list")  # the device's vote would need the list: not built
 # What simulate reads from its records file, besides the server's settings.
 _SIMULATE_KEEPS = ("input_format", "item_column", "count_column", "bytes_encoding", "max_user_bytes",

@@ -1,8 +1,11 @@
 """``DeviceClient``: a device's records in, its ``VoteReport`` for a federated round out, the
 vote exactly the one the central job computes for that user in that round (the same encoding
 rule, ``protocol.user_items``; the same draw, ``vote.client_vote`` with the uniform
-``sampling.uniform_from_word`` makes of the invitation's ``choice_word``). Its class docstring
-is the specification a port to another platform implements. Pure Python: no Beam, no I/O.
+``sampling.uniform_from_word`` makes of the invitation's ``choice_word``). In the estimate round
+(``--estimate-frequencies``) its report names the target its records choose, exactly the
+central estimate's choice for that user (``frequency_estimates.user_choice``). Its class
+docstring is the specification a port to another platform implements. Pure Python: no Beam, no
+I/O.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from triehh_beam.protocol.encoding import Item, ItemEncoder, Units
 from triehh_beam.protocol.federated import Invitation, RoundAnnouncement, VoteReport
+from triehh_beam.protocol.federated_estimate import EstimateAnnouncement, read_announcement
+from triehh_beam.protocol.frequency_estimates import user_choice
 from triehh_beam.protocol.sampling import uniform_from_word
 from triehh_beam.protocol.user_items import weighted_sequences
 from triehh_beam.protocol.vote import client_vote
@@ -57,6 +62,16 @@ class DeviceClient:
     6. **Report** ``VoteReport(job_id, round, token, prefix or abstain)`` before the deadline,
        and resend the same bytes if unsure it arrived (the answer is a function of the
        records and the invitation, so a resent report is identical; the server counts one).
+
+    **The estimate round** (an ``EstimateAnnouncement`` and an invitation marked ``estimate``,
+    both schema_version 2; every enrolled device is invited): after step 3, keep the sequences
+    that start with a target (no target is a prefix of another, so each starts with at most
+    one), and weigh each target by the summed counts of its sequences. Sort the targets held,
+    draw ``u`` from the invitation's ``choice_word`` as in step 4 and choose the first target
+    whose running weight exceeds ``u * total`` (``vote.choose_sequence``). Report that target
+    whole (``VoteReport`` marked ``estimate``, the prefix being the target, whatever its
+    length), or abstain if no sequence starts with a target. A vote round's invitation with an
+    estimate announcement, or the reverse, is refused.
 
     Args:
       records: item -> local count, or (item, count) pairs (an item may repeat). Copied.
@@ -105,16 +120,36 @@ class DeviceClient:
             return None
         return client_vote(weighted, announcement.frontier, announcement.round_index, u)
 
-    def respond(self, announcement: RoundAnnouncement, invitation: Invitation) -> VoteReport:
-        """The report answering ``invitation`` in ``announcement``'s round.
+    def estimate_choice(self, announcement: EstimateAnnouncement, choice_word: int) -> Optional[Units]:
+        """The target this device reports in the estimate round with this draw, or None when it
+        holds none (the estimate round's rule, in the class docstring).
 
         Raises:
-          TypeError: arguments that are not a ``RoundAnnouncement`` and an ``Invitation``.
-          InvitationMismatchError: the invitation is for another job or round than the
-            announcement, or for another device than this one.
+          TypeError, ValueError: ``choice_word`` is not an integer in [0, 2^64).
         """
-        if not isinstance(announcement, RoundAnnouncement) or not isinstance(invitation, Invitation):
-            raise TypeError("respond takes a RoundAnnouncement and an Invitation")
+        u = uniform_from_word(choice_word)
+        targets = announcement.targets
+        chosen = user_choice(self.weighted_sequences(announcement.encoder, announcement.truncate), targets, u)
+        return None if chosen is None else targets.sequences[chosen]
+
+    def respond(self, announcement: Union[RoundAnnouncement, EstimateAnnouncement],
+                invitation: Invitation) -> VoteReport:
+        """The report answering ``invitation`` in ``announcement``'s round (a vote round, or
+        the estimate round).
+
+        Raises:
+          TypeError: arguments that are not an announcement and an ``Invitation``.
+          InvitationMismatchError: the invitation is for another job or round than the
+            announcement, for another device than this one, or for a vote round where the
+            announcement is the estimate round's (or the reverse).
+        """
+        estimate = isinstance(announcement, EstimateAnnouncement)
+        if not (estimate or isinstance(announcement, RoundAnnouncement)) or not isinstance(invitation, Invitation):
+            raise TypeError("respond takes a RoundAnnouncement (or EstimateAnnouncement) and an Invitation")
+        if invitation.estimate != estimate:
+            raise InvitationMismatchError(
+                f"an invitation to {'the estimate' if invitation.estimate else 'a vote'} round with the "
+                f"announcement of {'the estimate' if estimate else 'a vote'} round")
         if invitation.job_id != announcement.job_id or invitation.round_index != announcement.round_index:
             raise InvitationMismatchError(
                 f"the invitation is for job {invitation.job_id!r} round {invitation.round_index}, the "
@@ -122,6 +157,9 @@ class DeviceClient:
         if self._device_id is not None and invitation.device_id != self._device_id:
             raise InvitationMismatchError(
                 f"the invitation is for device {invitation.device_id!r}, this is {self._device_id!r}")
+        if estimate:
+            target = self.estimate_choice(announcement, invitation.choice_word)
+            return VoteReport(invitation.job_id, invitation.round_index, invitation.token, target, estimate=True)
         prefix = self.vote(announcement, invitation.choice_word)
         return VoteReport(invitation.job_id, invitation.round_index, invitation.token, prefix)
 
@@ -133,7 +171,7 @@ class DeviceClient:
           InvitationMismatchError: as ``respond``.
         """
         return self.respond(
-            RoundAnnouncement.from_bytes(announcement, "announcement"),
+            read_announcement(announcement, "announcement"),
             Invitation.from_bytes(invitation, "invitation"),
         ).to_bytes()
 

@@ -7,7 +7,9 @@ malformed, late, duplicate), drawn so that runs repeat. Pub/Sub does not order m
 invitation that arrives before its announcement waits for it (and is given up, counted, after
 ``announcement_timeout_s``). Threads, not processes: the pull loop parses and schedules, a
 scheduler thread publishes each answer when it is due through one batching publisher; a device
-that is not invited costs nothing. ``counts`` says exactly what was received and published.
+that is not invited costs nothing. The estimate round (``--estimate-frequencies``) goes the same
+way: its announcement read by ``read_announcement``, every device invited, its faults drawn as a
+round's. ``counts`` says exactly what was received and published.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import itertools
 import threading
 import time
 import uuid
-from typing import Counter, Dict, List, Mapping, Optional, Tuple
+from typing import Counter, Dict, List, Mapping, Optional, Tuple, Union
 
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.evaluation.fleet_faults import FleetOptions, corrupt_report, device_fate
@@ -28,6 +30,7 @@ from triehh_beam.io import federated_attributes as fa
 from triehh_beam.io import pubsub
 from triehh_beam.protocol.encoding import Item
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement
+from triehh_beam.protocol.federated_estimate import EstimateAnnouncement, read_announcement
 
 __all__ = ["COUNTS", "SimulatedFleet"]
 
@@ -64,7 +67,7 @@ class _Send:
 
 @dataclasses.dataclass
 class _Round:
-    announcement: RoundAnnouncement
+    announcement: Union[RoundAnnouncement, EstimateAnnouncement]
     deadline_mono: float
 
 
@@ -243,7 +246,7 @@ class SimulatedFleet:
             self._count("redelivered")
             return
         try:
-            announcement = RoundAnnouncement.from_bytes(data, f"the announcement of {key}")
+            announcement = read_announcement(data, f"the announcement of {key}")
         except FederatedFormatError:
             self._count("bad_messages")
             return

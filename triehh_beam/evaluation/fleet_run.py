@@ -9,7 +9,10 @@ message the fleet sent (or a minute has passed), so the counts by kind account f
 report; the summary says how many, if any, were never read. The central reference is
 ``discover``'s driver on the same records with the same seed and the federated job's sampling
 identity: with no faults the two tries are equal (the summary says whether), otherwise the
-summary gives the federated run's recall of the central heavy hitters.
+summary gives the federated run's recall of the central heavy hitters. With
+``--estimate-frequencies`` both runs release estimates (the central one with the same epsilon),
+and the summary says whether they are equal (with no faults they are: the same keyed choices and
+noise).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import os
 import time
 import uuid
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -68,6 +71,9 @@ class SimulationSummary:
     central_heavy_hitters: List
     trie_equal_to_central: Optional[bool]
     recall_vs_central: Optional[float]
+    estimates: Optional[Dict[str, int]]
+    central_estimates: Optional[Dict[str, int]]
+    estimates_equal_to_central: Optional[bool]
     seconds: float
     sent: Dict[str, int]
     received: Dict[str, int]
@@ -148,7 +154,7 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
         started = time.monotonic()
 
         def keep_draining(read: int) -> bool:
-            if time.monotonic() - started > _DRAIN_TIMEOUT_S + round_deadline * config.max_length:
+            if time.monotonic() - started > _DRAIN_TIMEOUT_S + round_deadline * (config.max_length + 1):
                 return False
             idle = fleet.wait_idle(0)
             return not (idle and read >= _published(fleet.counts()))
@@ -161,14 +167,15 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
             result = federated.run_federated(server_config, source, publish, options, progress, keep_draining)
         elapsed = time.monotonic() - started
         sent = fleet.counts()
-    found, truth, same_trie = _published_items(result.output), None, None
+    found, estimates = _published_items(result.output)
+    truth, central_estimates, same_trie = None, None, None
     if compare:
         seed = job_seed(server_config, federated.SEED_NAME)
         central_work = FileSystems.join(config.resolved_state_dir, "central-run")
         progress("central run of the same records (discover, same seed and identity) for comparison")
         central = run_discovery(_central_config(config, seed, central_work),
                                 identity=federated.federated_identity(server_config))
-        truth = _published_items(central.output_path)
+        truth, central_estimates = _published_items(central.output_path)
         same_trie = _read(FileSystems.join(result.output, "trie.pb")) == _read(
             FileSystems.join(FileSystems.split(central.output_path)[0], "trie.pb"))
     received = federated_outputs.label_totals(result)
@@ -178,6 +185,8 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
         central_heavy_hitters=None if truth is None else sorted(truth, key=str),
         trie_equal_to_central=same_trie,
         recall_vs_central=(len(found & truth) / len(truth)) if truth else None,
+        estimates=estimates, central_estimates=central_estimates,
+        estimates_equal_to_central=(estimates == central_estimates) if estimates is not None and compare else None,
         seconds=round(elapsed, 2),
         sent=sent, received=received, redelivered=result.redelivered,
         unread=max(0, _published(sent) - sum(received.values())),
@@ -189,11 +198,22 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def _published_items(path: str) -> set:
-    """The heavy hitters a ``heavy_hitters.json`` (or the directory holding it) publishes."""
+def _published_items(path: str) -> Tuple[set, Optional[Dict[str, int]]]:
+    """The heavy hitters a ``heavy_hitters.json`` (or the directory holding it) publishes, and
+    with frequency estimates each published item's and prefix's estimate (keyed by its JSON
+    text; None without)."""
     if not path.endswith(".json"):
         path = FileSystems.join(path, "heavy_hitters.json")
-    return {json.dumps(v) if isinstance(v, (list, dict)) else v for v in json.loads(_read(path))["heavy_hitters"]}
+    document = json.loads(_read(path))
+
+    def key(value) -> str:
+        return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+    if "frequency_estimates" not in document:
+        return {key(v) for v in document["heavy_hitters"]}, None
+    estimates = {json.dumps(e["item"]): e["estimate"] for e in document["heavy_hitters"]}
+    estimates.update({json.dumps({"prefix": e["prefix"]}): e["estimate"] for e in document["frequent_prefixes"]})
+    return {key(e["item"]) for e in document["heavy_hitters"]}, estimates
 
 
 def _published(counts: Dict[str, int]) -> int:
@@ -221,7 +241,11 @@ def main(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_
     recall = "n/a" if summary.recall_vs_central is None else f"{summary.recall_vs_central:.3f}"
     print(f"federated: {len(summary.heavy_hitters)} heavy hitters in {summary.rounds} rounds "
           f"({summary.seconds:.1f} s); central: {len(summary.central_heavy_hitters)}; recall vs central "
-          f"{recall}; same trie: {'yes' if summary.trie_equal_to_central else 'no'}")
+          f"{recall}; same trie: {'yes' if summary.trie_equal_to_central else 'no'}"
+          + ("" if summary.estimates is None else
+             f"; {len(summary.estimates)} frequency estimates"
+             + ("" if summary.estimates_equal_to_central is None else
+                f", equal to central: {'yes' if summary.estimates_equal_to_central else 'no'}")))
     if not verbose:
         print(f"published: {summary.output}; message counts (private): --verbose, or the operator report "
               f"{summary.report}")

@@ -31,11 +31,13 @@ A crash at any point resumes: the seed (``--seed-file``, else kept in the state)
 the selection are functions of the settings; each committed round is read back; the open
 round's announcement (same deadline) and invitations are published again (a device that answers
 twice is a duplicate) and its count is redone from the log (the messages published after the
-last committed close). A rerun of a finished job returns its result. A resumed job must find
-the same registry contents and plan (refused otherwise: devices enrolled since would change n). The published output is
-``discover``'s (``heavy_hitters.json``, ``trie.pb``, plus a ``federated`` section); every count
-(reports by kind, per round) is in the private operator report; the report log is deleted when
-the job ends.
+last committed close). A rerun of a finished job returns its result. With
+``--estimate-frequencies`` an estimate round follows the last vote round
+(``job.federated_estimates``: every enrolled device invited, its spend charged with the plan).
+A resumed job must find the same registry contents and plan (refused otherwise: devices enrolled
+since would change n). The published output is ``discover``'s (``heavy_hitters.json``,
+``trie.pb``, plus a ``federated`` section); every count (reports by kind, per round) is in the
+private operator report; the report log is deleted when the job ends.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import cas
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.job import federated_outputs, outputs
+from triehh_beam.job import federated_estimates, federated_outputs, outputs
 from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
 from triehh_beam.job.planning import plan_for_census
@@ -124,6 +126,7 @@ class FederatedResult:
     rounds: List[dict]
     after_last_round: Dict[str, int]
     redelivered: int
+    estimate: Optional[dict] = None  # the estimate round's record (private: its labels), if it ran
 
 
 def federated_identity(config: DiscoveryConfig) -> bytes:
@@ -151,9 +154,6 @@ def _now() -> str:
 class _Server:
     def __init__(self, config: DiscoveryConfig, source: FederatedSource, seed: bytes, publish: Publish,
                  progress: Callable[[str], None], keep_running: Optional[Callable[[int], bool]]):
-        if config.estimate_frequencies:
-            raise ValueError("frequency estimates are not available for federated jobs: they need one more "
-                             "report from every device, a different protocol (not built)")
         if config.deny_list:
             raise ValueError("--deny-list is not available for federated jobs: each device would need "
                              "the list with the announcement (not built)")
@@ -282,14 +282,14 @@ class _Server:
             self._tokens[message.message_id] = cached
         return cached or None
 
-    def count_round(self, step: rounds.NextRound, selection, log: ReportLog, pool: List[LoggedMessage],
-                    deadline_millis: int, goal: int) -> Tuple[RoundTally, int, str, List[LoggedMessage]]:
-        """Round ``step``'s count. The round closes at the publish time of the report that
-        reaches the goal, or at the deadline; a report counts if Pub/Sub accepted it by then, so
-        which round a report belongs to depends on its publish time, not on when the server read
-        it (the same on a resume). Returns the tally, the close time (microseconds), why it
-        closed, and the messages published after the close (the next round's to label)."""
-        r, tokens = step.index, selection.token_set()
+    def close_round(self, r: int, tokens: FrozenSet[bytes], tally, log: ReportLog, pool: List[LoggedMessage],
+                    deadline_millis: int, goal: int) -> Tuple[int, str, List[LoggedMessage]]:
+        """Round ``r``'s count into ``tally`` (a ``RoundTally``, or the estimate round's
+        ``EstimateTally``). The round closes at the publish time of the report that reaches the
+        goal, or at the deadline; a report counts if Pub/Sub accepted it by then, so which
+        round a report belongs to depends on its publish time, not on when the server read it
+        (the same on a resume). Returns the close time (microseconds), why it closed, and the
+        messages published after the close (the next round's to label)."""
         deadline = deadline_millis * 1000
         self._tokens: Dict[str, bytes] = {}
 
@@ -300,12 +300,15 @@ class _Server:
         self._wait_for(log, pool, closed)
         at = self._goal_time(pool, r, tokens, goal, deadline)
         close, why = (at, "report goal") if at is not None else (deadline, "deadline" if goal else "no device selected")
-        tally = RoundTally(self.job_id, r, self.encoder, step.frontier, tokens, self.plan.theta)
         ordered = sorted(pool, key=lambda m: (m.time_micros, m.message_id))
         for message in ordered:
             if message.time_micros <= close:
                 tally.add(message.data)
-        return tally, close, why, [m for m in ordered if m.time_micros > close]
+        return close, why, [m for m in ordered if m.time_micros > close]
+
+    def commit(self) -> None:
+        """Writes progress.json (a round's level, the estimate round's release) privately."""
+        outputs.write_json(self._path(PROGRESS_NAME), self.progress_doc, private=True)
 
     def run(self, log: ReportLog) -> Tuple[Trie, List[dict], str, List[LoggedMessage]]:
         progress_doc = self.progress_doc
@@ -326,14 +329,15 @@ class _Server:
             self.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to the "
                           f"selected devices; closing at the report goal or "
                           f"{datetime.datetime.fromtimestamp(deadline / 1000, datetime.timezone.utc):%H:%M:%S} UTC")
-            tally, close, closed_by, pool = self.count_round(step, selection, log, pool, deadline, goal)
+            tally = RoundTally(self.job_id, r, self.encoder, step.frontier, selection.token_set(), self.plan.theta)
+            close, closed_by, pool = self.close_round(r, selection.token_set(), tally, log, pool, deadline, goal)
             kept = tally.kept()
             record = {"round": r, "closed_by": closed_by, "close_micros": close, "frontier_size": len(step.frontier),
                       "kept": [outputs.units_to_json(p, self.encoder) for p in kept],
                       "selected": len(selection), "goal": goal, "labels": tally.label_counts(),
                       "closed_at": _now()}
             progress_doc["rounds"].append(record)
-            outputs.write_json(self._path(PROGRESS_NAME), progress_doc, private=True)  # the level, committed
+            self.commit()  # the level, committed
             self.progress(f"round {r}: closed ({closed_by}); {len(kept):,} prefixes kept")
             if len(selection) and not tally.reported:
                 stop_reason = (f"no selected device reported in round {r} before it closed: check that the "
@@ -396,7 +400,8 @@ def run_federated(
         progress(f"federated job {server.job_id} already finished: {finished['stop_reason']}")
         trie = Trie.from_bytes(_read(FileSystems.join(config.output_dir, "trie.pb")))
         return FederatedResult(trie, server.job_id, config.output_dir, report_path, server.progress_doc["rounds"],
-                               finished["after_last_round"], finished["redelivered"])
+                               finished["after_last_round"], finished["redelivered"],
+                               server.progress_doc.get(federated_estimates.ESTIMATE_KEY))
     # Before the charge: a job that cannot announce, or hear back, spends nothing. Beam checks
     # the subscription's name when the read is built.
     read = ReadFromPubSub(subscription=source.reports_subscription, with_attributes=True)
@@ -442,11 +447,15 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
     log = ReportLog(log_dir)
     try:
         trie, records, stop_reason, pool = server.run(log)
-        after = server.drain(log, records[-1]["round"] if records else 0, pool)
+        estimates, pool = federated_estimates.run_estimate_round(server, trie, log, pool, len(records))
+        estimate = server.progress_doc.get(federated_estimates.ESTIMATE_KEY)
+        after = server.drain(log, estimate["round"] if estimate else len(records), pool)
     finally:
         _stop_collector(collector, reports_topic, server.job_id, publish)
-    state = federated_outputs.state_for_outputs(config, server.job_id, server.plan, trie, records, stop_reason)
-    outputs.write_outputs(config.output_dir, state, trie, extra={"federated": federated_outputs.published_section(config)})
+    state = federated_outputs.state_for_outputs(config, server.job_id, server.plan, trie, records, stop_reason,
+                                                estimates)
+    outputs.write_outputs(config.output_dir, state, trie,
+                          extra={"federated": federated_outputs.published_section(config, estimates is not None)})
     report = {
         "private": outputs.PRIVATE_NOTE,
         "job_id": server.job_id,
@@ -454,6 +463,7 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
         "registry": {"devices": len(source.registry)},
         "privacy": outputs.plan_document(server.plan),
         "rounds": [{k: v for k, v in record.items() if k != "kept"} for record in records],
+        "estimate_round": estimate and {k: v for k, v in estimate.items() if k != "released"},
         "after_last_round": after,
         "messages_redelivered": log.redelivered,
         "log_lines_unreadable": log.unreadable_lines,
@@ -465,9 +475,10 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
     # that is no longer there.
     server.progress_doc["finished"] = {"stop_reason": stop_reason, "after_last_round": after,
                                        "redelivered": log.redelivered, "at": _now()}
-    outputs.write_json(server._path(PROGRESS_NAME), server.progress_doc, private=True)
+    server.commit()
     log.delete()
-    return FederatedResult(trie, server.job_id, config.output_dir, report_path, records, after, log.redelivered)
+    return FederatedResult(trie, server.job_id, config.output_dir, report_path, records, after, log.redelivered,
+                           estimate)
 
 
 def _read(path: str) -> bytes:

@@ -1,19 +1,31 @@
 """What a federated job publishes and records: the guarantee under dropouts (in
-``heavy_hitters.json``'s ``federated`` section), the finished state the outputs are written
-from (plan, rounds, trie; never a count), and the private label totals over a whole job (the
-operator report and the fleet simulator's summary). Used by ``job.federated``."""
+``heavy_hitters.json``'s ``federated`` section; with frequency estimates, what they estimate
+when devices do not report), the finished state the outputs are written from (plan, rounds,
+trie, the released estimates; never a count), and the private label totals over a whole job
+(the operator report and the fleet simulator's summary). Used by ``job.federated``."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.federated_tally import KINDS
+from triehh_beam.protocol.federated_tally import ESTIMATE_KINDS, KINDS
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["dropout_guarantee", "label_totals", "published_section", "state_for_outputs"]
+__all__ = ["ESTIMATES_WITH_DROPOUTS", "dropout_guarantee", "label_totals", "published_section",
+           "state_for_outputs"]
+
+#: The published statement of what federated frequency estimates estimate.
+ESTIMATES_WITH_DROPOUTS = (
+    "The frequency estimates count the devices that reported in the estimate round, after the last "
+    "vote round: every enrolled device was invited, and one that did not report before the round "
+    "closed contributes nothing. They are estimates of the reporting devices, biased low by the "
+    "fraction that did not report (with no dropout: every device, as discover counts every user). "
+    "Their guarantee does not depend on who reported: each device adds at most one to one count "
+    "(sensitivity 1), so the geometric noise gives epsilon_est whatever the dropouts."
+)
 
 
 def _now() -> str:
@@ -36,8 +48,9 @@ def dropout_guarantee(config: DiscoveryConfig) -> str:
 
 
 def state_for_outputs(config: DiscoveryConfig, job_id: str, plan: state_pb2.PrivacyPlan, trie: Trie, records: List[dict],
-                      stop_reason: str) -> state_pb2.JobState:
-    """The finished job's state as the outputs read it: its plan, rounds and trie (no count)."""
+                      stop_reason: str, estimates: Optional[state_pb2.FrequencyEstimates] = None) -> state_pb2.JobState:
+    """The finished job's state as the outputs read it: its plan, rounds, trie and released
+    (noisy) estimates (no count)."""
     state = state_pb2.JobState(job_id=job_id, created_at=_now(), input=config.input_spec(),
                                truncate_long_items=config.truncate_long_items, plan=plan,
                                stop_reason=stop_reason, finished=True)
@@ -45,22 +58,28 @@ def state_for_outputs(config: DiscoveryConfig, job_id: str, plan: state_pb2.Priv
         state.rounds.add(round_index=record["round"], frontier_size=record["frontier_size"],
                          prefixes_kept=len(record["kept"]))
     state.trie.CopyFrom(trie.to_proto())
+    if estimates is not None:
+        state.estimates.CopyFrom(estimates)
     return state
 
 
-def published_section(config: DiscoveryConfig) -> dict:
+def published_section(config: DiscoveryConfig, estimated: bool = False) -> dict:
     """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
-    stay in the operator report)."""
-    return {
+    stay in the operator report); ``estimated``: the job released frequency estimates."""
+    section = {
         "mode": "federated: devices kept their records and sent one vote (or an abstention) per round",
         "guarantee_with_dropouts": dropout_guarantee(config),
     }
+    if estimated:
+        section["estimates_with_dropouts"] = ESTIMATES_WITH_DROPOUTS
+    return section
 
 
 def label_totals(result) -> Dict[str, int]:
-    """Every label's count over the whole job (private): rounds and the drain after them."""
-    totals = {kind: 0 for kind in KINDS}
-    for record in result.rounds:
+    """Every label's count over the whole job (private): rounds, the estimate round (its own
+    labels ``counted`` and ``off_target`` beside the rounds') and the drain after them."""
+    totals = {kind: 0 for kind in KINDS + ESTIMATE_KINDS}
+    for record in result.rounds + ([result.estimate] if result.estimate else []):
         for kind, n in record["labels"].items():
             totals[kind] += n
     for kind, n in result.after_last_round.items():

@@ -26,7 +26,7 @@ from triehh_beam.proto import trie_pb2 as triehh__beam_dot_proto_dot_trie__pb2
 from triehh_beam.proto import vote_pb2 as triehh__beam_dot_proto_dot_vote__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!triehh_beam/proto/federated.proto\x12\x0btriehh_beam\x1a\x1ctriehh_beam/proto/trie.proto\x1a\x1ctriehh_beam/proto/vote.proto\"\xc3\x03\n\x11RoundAnnouncement\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\'\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12<\n\nlong_items\x18\x05 \x01(\x0e\x32(.triehh_beam.RoundAnnouncement.LongItems\x12\x17\n\x0f\x64\x65\x61\x64line_millis\x18\x06 \x01(\x03\x12\x13\n\x0breport_goal\x18\x07 \x01(\x04\x12\x17\n\x0f\x66rontier_shared\x18\x08 \x03(\r\x12\x1d\n\x15\x66rontier_unit_lengths\x18\t \x03(\r\x12\x16\n\x0e\x66rontier_units\x18\n \x01(\x0c\x12\x1b\n\x13\x66rontier_unit_width\x18\x0b \x01(\r\x12\x1b\n\x0e\x66rontier_count\x18\x0f \x01(\rH\x00\x88\x01\x01\"?\n\tLongItems\x12\x1a\n\x16LONG_ITEMS_UNSPECIFIED\x10\x00\x12\x08\n\x04\x44ROP\x10\x01\x12\x0c\n\x08TRUNCATE\x10\x02\x42\x11\n\x0f_frontier_count\"\x95\x01\n\nInvitation\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\x11\n\tdevice_id\x18\x04 \x01(\x0c\x12\r\n\x05token\x18\x05 \x01(\x0c\x12\x18\n\x0b\x63hoice_word\x18\x06 \x01(\x06H\x00\x88\x01\x01\x42\x0e\n\x0c_choice_word\"\xc8\x01\n\nVoteReport\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\x0c\x12%\n\x06prefix\x18\x05 \x01(\x0b\x32\x13.triehh_beam.PrefixH\x00\x12\x32\n\x07\x61\x62stain\x18\x06 \x01(\x0b\x32\x1f.triehh_beam.VoteReport.AbstainH\x00\x1a\t\n\x07\x41\x62stainB\x08\n\x06\x61nswerb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!triehh_beam/proto/federated.proto\x12\x0btriehh_beam\x1a\x1ctriehh_beam/proto/trie.proto\x1a\x1ctriehh_beam/proto/vote.proto\"\xc3\x03\n\x11RoundAnnouncement\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\'\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12<\n\nlong_items\x18\x05 \x01(\x0e\x32(.triehh_beam.RoundAnnouncement.LongItems\x12\x17\n\x0f\x64\x65\x61\x64line_millis\x18\x06 \x01(\x03\x12\x13\n\x0breport_goal\x18\x07 \x01(\x04\x12\x17\n\x0f\x66rontier_shared\x18\x08 \x03(\r\x12\x1d\n\x15\x66rontier_unit_lengths\x18\t \x03(\r\x12\x16\n\x0e\x66rontier_units\x18\n \x01(\x0c\x12\x1b\n\x13\x66rontier_unit_width\x18\x0b \x01(\r\x12\x1b\n\x0e\x66rontier_count\x18\x0f \x01(\rH\x00\x88\x01\x01\"?\n\tLongItems\x12\x1a\n\x16LONG_ITEMS_UNSPECIFIED\x10\x00\x12\x08\n\x04\x44ROP\x10\x01\x12\x0c\n\x08TRUNCATE\x10\x02\x42\x11\n\x0f_frontier_count\"\xc0\x02\n\x14\x45stimateAnnouncement\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\'\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12<\n\nlong_items\x18\x05 \x01(\x0e\x32(.triehh_beam.RoundAnnouncement.LongItems\x12\x17\n\x0f\x64\x65\x61\x64line_millis\x18\x06 \x01(\x03\x12\x13\n\x0breport_goal\x18\x07 \x01(\x04\x12$\n\x07targets\x18\x0c \x03(\x0b\x32\x13.triehh_beam.Prefix\x12\x19\n\x0ctarget_count\x18\x0f \x01(\rH\x00\x88\x01\x01\x42\x0f\n\r_target_countJ\x04\x08\x08\x10\x0c\"\x95\x01\n\nInvitation\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\x11\n\tdevice_id\x18\x04 \x01(\x0c\x12\r\n\x05token\x18\x05 \x01(\x0c\x12\x18\n\x0b\x63hoice_word\x18\x06 \x01(\x06H\x00\x88\x01\x01\x42\x0e\n\x0c_choice_word\"\xc8\x01\n\nVoteReport\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\x0c\x12%\n\x06prefix\x18\x05 \x01(\x0b\x32\x13.triehh_beam.PrefixH\x00\x12\x32\n\x07\x61\x62stain\x18\x06 \x01(\x0b\x32\x1f.triehh_beam.VoteReport.AbstainH\x00\x1a\t\n\x07\x41\x62stainB\x08\n\x06\x61nswerb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,10 +37,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ROUNDANNOUNCEMENT']._serialized_end=562
   _globals['_ROUNDANNOUNCEMENT_LONGITEMS']._serialized_start=480
   _globals['_ROUNDANNOUNCEMENT_LONGITEMS']._serialized_end=543
-  _globals['_INVITATION']._serialized_start=565
-  _globals['_INVITATION']._serialized_end=714
-  _globals['_VOTEREPORT']._serialized_start=717
-  _globals['_VOTEREPORT']._serialized_end=917
-  _globals['_VOTEREPORT_ABSTAIN']._serialized_start=898
-  _globals['_VOTEREPORT_ABSTAIN']._serialized_end=907
+  _globals['_ESTIMATEANNOUNCEMENT']._serialized_start=565
+  _globals['_ESTIMATEANNOUNCEMENT']._serialized_end=885
+  _globals['_INVITATION']._serialized_start=888
+  _globals['_INVITATION']._serialized_end=1037
+  _globals['_VOTEREPORT']._serialized_start=1040
+  _globals['_VOTEREPORT']._serialized_end=1240
+  _globals['_VOTEREPORT_ABSTAIN']._serialized_start=1221
+  _globals['_VOTEREPORT_ABSTAIN']._serialized_end=1230
 # @@protoc_insertion_point(module_scope)

@@ -45,6 +45,28 @@ class RoundAnnouncement(_message.Message):
     frontier_count: int
     def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., round_index: _Optional[int] = ..., encoding: _Optional[_Union[_trie_pb2.Encoding, _Mapping]] = ..., long_items: _Optional[_Union[RoundAnnouncement.LongItems, str]] = ..., deadline_millis: _Optional[int] = ..., report_goal: _Optional[int] = ..., frontier_shared: _Optional[_Iterable[int]] = ..., frontier_unit_lengths: _Optional[_Iterable[int]] = ..., frontier_units: _Optional[bytes] = ..., frontier_unit_width: _Optional[int] = ..., frontier_count: _Optional[int] = ...) -> None: ...
 
+class EstimateAnnouncement(_message.Message):
+    __slots__ = ("schema_version", "job_id", "round_index", "encoding", "long_items", "deadline_millis", "report_goal", "targets", "target_count")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    LONG_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_GOAL_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_COUNT_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    job_id: str
+    round_index: int
+    encoding: _trie_pb2.Encoding
+    long_items: RoundAnnouncement.LongItems
+    deadline_millis: int
+    report_goal: int
+    targets: _containers.RepeatedCompositeFieldContainer[_vote_pb2.Prefix]
+    target_count: int
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., round_index: _Optional[int] = ..., encoding: _Optional[_Union[_trie_pb2.Encoding, _Mapping]] = ..., long_items: _Optional[_Union[RoundAnnouncement.LongItems, str]] = ..., deadline_millis: _Optional[int] = ..., report_goal: _Optional[int] = ..., targets: _Optional[_Iterable[_Union[_vote_pb2.Prefix, _Mapping]]] = ..., target_count: _Optional[int] = ...) -> None: ...
+
 class Invitation(_message.Message):
     __slots__ = ("schema_version", "job_id", "round_index", "device_id", "token", "choice_word")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]

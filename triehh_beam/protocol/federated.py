@@ -6,7 +6,10 @@ word), and each invited device answers with a ``VoteReport`` (the token and one 
 explicit abstention). Each is a frozen dataclass checked when built, with ``to_bytes`` (the
 protobuf of ``protos/triehh_beam/proto/federated.proto``, deterministic) and ``from_bytes``,
 which treats the bytes as untrusted and refuses anything malformed with
-``FederatedFormatError``, whose text names the source. Pure Python, no Beam, no files.
+``FederatedFormatError``, whose text names the source. The estimate round's invitation and
+report are these two messages marked ``estimate`` (written with ``ESTIMATE_SCHEMA_VERSION``, so
+a version-1 reader refuses them; its announcement is ``federated_estimate.EstimateAnnouncement``).
+Pure Python, no Beam, no files.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
 from triehh_beam.protocol.user_items import LONG_ITEM_POLICIES
 
 __all__ = [
+    "ESTIMATE_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "TOKEN_BYTES",
     "FederatedFormatError",
@@ -31,8 +35,12 @@ __all__ = [
     "VoteReport",
 ]
 
-#: The version every federated message writes; readers refuse any other.
+#: The version every vote round's message writes.
 SCHEMA_VERSION = 1
+#: The version of the estimate round's messages (``--estimate-frequencies``): a reader of
+#: version 1 only (a device built before estimates) refuses them, so it never answers the
+#: estimate round as a vote round.
+ESTIMATE_SCHEMA_VERSION = 2
 #: The length of an invitation's token.
 TOKEN_BYTES = 16
 
@@ -92,10 +100,16 @@ def _check_prefix(source: str, where: str, encoder: ItemEncoder, prefix: Units) 
         raise FederatedFormatError(source, f"{where} {prefix!r} {problem}")
 
 
-def _check_version(source: str, version: int) -> None:
-    if version != SCHEMA_VERSION:
+def _check_version(source: str, version: int,
+                   known: Tuple[int, ...] = (SCHEMA_VERSION, ESTIMATE_SCHEMA_VERSION)) -> None:
+    if version not in known:
         found = "no schema_version" if version == 0 else f"schema_version {version}"
-        raise FederatedFormatError(source, f"{found}; this reader understands schema_version {SCHEMA_VERSION}")
+        understood = " and ".join(str(v) for v in known)
+        raise FederatedFormatError(source, f"{found}; this reader understands schema_version {understood}")
+
+
+def _version(estimate: bool) -> int:
+    return ESTIMATE_SCHEMA_VERSION if estimate else SCHEMA_VERSION
 
 
 def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
@@ -207,7 +221,10 @@ class RoundAnnouncement:
             canonically front-coded, empty, or holding a prefix of the wrong length, a unit that
             is not a unit of the encoding, or a complete item.
         """
-        _check_version(source, message.schema_version)
+        if message.schema_version == ESTIMATE_SCHEMA_VERSION:
+            raise FederatedFormatError(source, "schema_version 2: an estimate round's announcement, not a vote "
+                                       "round's (read it with federated_estimate.read_announcement)")
+        _check_version(source, message.schema_version, (SCHEMA_VERSION,))
         if not message.HasField("encoding"):
             raise FederatedFormatError(source, "no encoding")
         try:
@@ -244,6 +261,8 @@ class Invitation:
       token: 16 bytes, fresh per (round, device); the report carries it back.
       choice_word: the device's item-choice draw, an integer in [0, 2^64)
         (``sampling.uniform_from_word`` turns it into the uniform the vote uses).
+      estimate: an invitation to the estimate round (written with schema_version 2); its
+        ``choice_word`` is the word behind the central estimate's uniform for the device.
 
     Raises:
       FederatedFormatError: any value out of its range.
@@ -254,9 +273,12 @@ class Invitation:
     device_id: bytes
     token: bytes = dataclasses.field(repr=False)
     choice_word: int = dataclasses.field(repr=False)
+    estimate: bool = False
 
     def __post_init__(self):
         source = "<Invitation>"
+        if not isinstance(self.estimate, bool):
+            raise FederatedFormatError(source, f"estimate is a bool, got {self.estimate!r}")
         _check_header(source, self.job_id, self.round_index)
         if not isinstance(self.device_id, bytes) or not self.device_id:
             raise FederatedFormatError(source, f"the device id must be non-empty bytes, got {self.device_id!r}")
@@ -266,12 +288,14 @@ class Invitation:
     def to_bytes(self) -> bytes:
         """The serialized ``Invitation``."""
         return _serialize(federated_pb2.Invitation(
-            schema_version=SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index,
+            schema_version=_version(self.estimate), job_id=self.job_id, round_index=self.round_index,
             device_id=self.device_id, token=self.token, choice_word=self.choice_word))
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "<Invitation bytes>") -> "Invitation":
         """Parses and checks serialized bytes.
+
+        Schema version 2 reads as an estimate round's invitation (``estimate``).
 
         Raises:
           FederatedFormatError: bytes that do not parse, an unknown version, no job id, round 0,
@@ -282,7 +306,7 @@ class Invitation:
         if not message.HasField("choice_word"):
             raise FederatedFormatError(source, "no choice_word (truncated or corrupt)")
         return _build(cls, source, message.job_id, message.round_index, message.device_id, message.token,
-                      message.choice_word)
+                      message.choice_word, message.schema_version == ESTIMATE_SCHEMA_VERSION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,25 +316,32 @@ class VoteReport:
     Attributes:
       job_id, round_index, token: the invitation's.
       prefix: the length-``round_index`` prefix of the chosen item (a tuple of units), or None.
+        In the estimate round: the target the device's records choose, of any length.
+      estimate: a report of the estimate round (written with schema_version 2).
 
     Raises:
       FederatedFormatError: any value out of its range, or a prefix that is not
-        ``round_index`` units all of one unit type.
+        ``round_index`` units (estimate: at least one unit) all of one unit type.
     """
 
     job_id: str
     round_index: int
     token: bytes = dataclasses.field(repr=False)
     prefix: Optional[Units]
+    estimate: bool = False
 
     def __post_init__(self):
         source = "<VoteReport>"
+        if not isinstance(self.estimate, bool):
+            raise FederatedFormatError(source, f"estimate is a bool, got {self.estimate!r}")
         if self.prefix is not None:
             object.__setattr__(self, "prefix", _prefix_tuple(source, self.prefix))
         _check_header(source, self.job_id, self.round_index)
         _check_token(source, self.token)
         if self.prefix is not None:
-            if len(self.prefix) != self.round_index:
+            if self.estimate and not self.prefix:
+                raise FederatedFormatError(source, "an estimate report's target has at least one unit")
+            if not self.estimate and len(self.prefix) != self.round_index:
                 raise FederatedFormatError(
                     source, f"prefix {self.prefix!r} has {len(self.prefix)} units, a round-"
                     f"{self.round_index} vote needs {self.round_index}")
@@ -325,7 +356,7 @@ class VoteReport:
     def to_bytes(self) -> bytes:
         """The serialized ``VoteReport`` (text units as UTF-8)."""
         message = federated_pb2.VoteReport(
-            schema_version=SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index, token=self.token)
+            schema_version=_version(self.estimate), job_id=self.job_id, round_index=self.round_index, token=self.token)
         if self.prefix is None:
             message.abstain.SetInParent()
         else:
@@ -337,16 +368,19 @@ class VoteReport:
         """Parses and checks a device's report against the job's encoder.
 
         The server should drop (and count) the reports this refuses rather than fail the round:
-        a device's message is untrusted input.
+        a device's message is untrusted input. Schema version 2 reads as an estimate round's
+        report (``estimate``): its round is not bounded by L, its prefix by L only.
 
         Raises:
           FederatedFormatError: bytes that do not parse, an unknown version, no job id, round 0
-            or above L, a token that is not 16 bytes, neither a prefix nor an abstention, a
-            prefix whose length is not the round, or units not valid for the encoding.
+            (a vote round's: or above L), a token that is not 16 bytes, neither a prefix nor an
+            abstention, a vote's prefix whose length is not the round (an estimate's: empty),
+            or units not valid for the encoding.
         """
         message = _parse(federated_pb2.VoteReport, data, source)
         _check_version(source, message.schema_version)
-        _check_header(source, message.job_id, message.round_index, encoder.max_length)
+        estimate = message.schema_version == ESTIMATE_SCHEMA_VERSION
+        _check_header(source, message.job_id, message.round_index, None if estimate else encoder.max_length)
         _check_token(source, message.token)
         answer = message.WhichOneof("answer")
         if answer is None:
@@ -354,11 +388,14 @@ class VoteReport:
         prefix = None
         if answer == "prefix":
             prefix = _prefix_from_message(encoder, message.prefix, source)
-            if len(prefix) != message.round_index:
+            if estimate and not prefix:
+                raise FederatedFormatError(source, "an empty target (an estimate report names one of at least "
+                                           "one unit)")
+            if not estimate and len(prefix) != message.round_index:
                 raise FederatedFormatError(
                     source, f"prefix {prefix!r} has {len(prefix)} units, a round-{message.round_index} "
                     f"vote needs {message.round_index}")
-        return _build(cls, source, message.job_id, message.round_index, message.token, prefix)
+        return _build(cls, source, message.job_id, message.round_index, message.token, prefix, estimate)
 
 
 def _frontier_bytes(message: federated_pb2.RoundAnnouncement, source: str) -> List[Tuple[bytes, ...]]:

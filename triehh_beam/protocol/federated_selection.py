@@ -30,7 +30,7 @@ from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.sampling import (Sampler, SmallestRanks, bernoulli_threshold, in_bernoulli_sample,
                                            user_id_bytes)
 
-__all__ = ["TOKEN_BYTES", "Registry", "RoundSelection", "round_tokens", "select_round"]
+__all__ = ["TOKEN_BYTES", "Registry", "RoundSelection", "keyed_tokens", "round_tokens", "select_round"]
 
 TOKEN_BYTES = 16
 
@@ -82,9 +82,15 @@ def round_tokens(sampler: Sampler, round_index: int, data: np.ndarray, offsets: 
     """The 16-byte tokens of round ``round_index`` of ids given as packed buffers."""
     if round_index < 1:
         raise ValueError(f"rounds are numbered from 1, got {round_index}")
+    return keyed_tokens(sampler, f"federated-token/round={int(round_index)}", data, offsets)
+
+
+def keyed_tokens(sampler: Sampler, label: str, data: np.ndarray, offsets: np.ndarray) -> List[bytes]:
+    """The 16-byte tokens of ids given as packed buffers under the keys of purposes
+    ``label/0`` and ``label/1`` (a round's, or the estimate round's)."""
     halves = []
     for half in (0, 1):
-        purpose = f"federated-token/round={int(round_index)}/{half}".encode("ascii")
+        purpose = f"{label}/{half}".encode("ascii")
         key = keyed_hash.derive_key(sampler.seed, purpose, sampler.identity)
         halves.append(keyed_hash.siphash24_batch(key, data, offsets).astype("<u8"))
     joined = np.empty((len(halves[0]), 2), dtype="<u8")

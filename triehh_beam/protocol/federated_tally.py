@@ -23,6 +23,12 @@ malformed      not a report of this job's encoding (unparseable, truncated, anot
 Counting is ``counting.PrefixCounter``'s, the central jobs': only the prefixes with at least
 theta votes leave ``kept()``, never a count. The labels' counts are private (exact counts of
 what devices did), for the operator report only.
+
+``EstimateTally`` is the estimate round's sibling (``ESTIMATE_KINDS``: ``counted`` for a first
+report naming a target, ``off_target`` for one naming anything else, the other labels as
+above; every vote round's report is ``late`` then). Its exact per-target counts leave it only
+through ``release`` (``frequency_estimates.release``: the keyed noise added once), never as
+numbers.
 """
 
 from __future__ import annotations
@@ -36,13 +42,18 @@ from triehh_beam.proto import federated_pb2
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.federated import FederatedFormatError, VoteReport
+from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets, FrequencyEstimates, release
 
-__all__ = ["KINDS", "REPORTED", "RoundTally"]
+__all__ = ["ESTIMATE_KINDS", "ESTIMATE_REPORTED", "KINDS", "REPORTED", "EstimateTally", "RoundTally"]
 
 KINDS = ("voted", "abstained", "off_frontier", "duplicate", "not_selected", "late", "unannounced",
          "other_job", "malformed")
 #: The kinds that are a selected device's one report this round (what the report goal counts).
 REPORTED = ("voted", "abstained", "off_frontier")
+#: The estimate round's labels, and those that are an invited device's one report.
+ESTIMATE_KINDS = ("counted", "abstained", "off_target", "duplicate", "not_selected", "late", "unannounced",
+                  "other_job", "malformed")
+ESTIMATE_REPORTED = ("counted", "abstained", "off_target")
 
 
 class RoundTally:
@@ -83,21 +94,11 @@ class RoundTally:
         return kind
 
     def _classify(self, data: bytes) -> str:
-        # The job first (a well-formed report of a job with another encoding is another job's,
-        # not malformed), then the whole report against this job's encoding.
-        header = federated_pb2.VoteReport()
-        try:
-            header.ParseFromString(data)
-        except message.DecodeError:
-            return "malformed"
-        if not header.job_id:
-            return "malformed"  # every report names its job
-        if header.job_id != self.job_id:
-            return "other_job"
-        try:
-            report = VoteReport.from_bytes(data, self._encoder)
-        except FederatedFormatError:
-            return "malformed"
+        report = _read(data, self.job_id, self._encoder)
+        if isinstance(report, str):
+            return report
+        if report.estimate:  # the estimate round comes after every vote round
+            return "late" if report.round_index < self.round_index else "unannounced"
         if report.round_index < self.round_index:
             return "late"
         if report.round_index > self.round_index:
@@ -122,6 +123,89 @@ class RoundTally:
     def label_counts(self) -> Dict[str, int]:
         """Every label's count (private), zeros included."""
         return {kind: self.kinds.get(kind, 0) for kind in KINDS}
+
+
+class EstimateTally:
+    """The count of the estimate round ``round_index`` of job ``job_id``: per target, the
+    number of invited devices whose first report names it (private until ``release``).
+
+    Args:
+      job_id, round_index, encoder: as ``RoundTally``'s.
+      targets: the announced targets.
+      tokens: the tokens the estimate round issued (one per enrolled device).
+    """
+
+    def __init__(self, job_id: str, round_index: int, encoder: ItemEncoder, targets: EstimateTargets,
+                 tokens: FrozenSet[bytes]):
+        self.job_id = job_id
+        self.round_index = round_index
+        self._encoder = encoder
+        self._targets = targets
+        self._tokens = frozenset(tokens)
+        self._counts = [0] * len(targets)
+        self._seen: set = set()
+        self.kinds: collections.Counter = collections.Counter()
+
+    @property
+    def reported(self) -> int:
+        """Invited devices that have reported (what the report goal counts)."""
+        return len(self._seen)
+
+    def add(self, data: bytes) -> str:
+        """Classifies (and if it names a target, counts) one message body; returns its label."""
+        kind = self._classify(data)
+        self.kinds[kind] += 1
+        return kind
+
+    def _classify(self, data: bytes) -> str:
+        report = _read(data, self.job_id, self._encoder)
+        if isinstance(report, str):
+            return report
+        if not report.estimate or report.round_index < self.round_index:
+            # A vote report (every vote round has closed), or an earlier estimate round's.
+            return "late" if report.estimate or report.round_index < self.round_index else "unannounced"
+        if report.round_index > self.round_index:
+            return "unannounced"
+        if report.token not in self._tokens:
+            return "not_selected"
+        if report.token in self._seen:
+            return "duplicate"
+        self._seen.add(report.token)
+        if report.prefix is None:
+            return "abstained"
+        i = self._targets.index_of(report.prefix)
+        if i < 0 or self._targets.sequences[i] != tuple(report.prefix):
+            return "off_target"
+        self._counts[i] += 1
+        return "counted"
+
+    def release(self, epsilon: float, keys: EstimateKeys) -> FrequencyEstimates:
+        """The released estimates: each target's count plus its keyed noise (the central
+        estimate's ``release``, the same keys: equal counts give equal estimates)."""
+        return release(self._counts, self._targets, epsilon, keys)
+
+    def label_counts(self) -> Dict[str, int]:
+        """Every label's count (private), zeros included."""
+        return {kind: self.kinds.get(kind, 0) for kind in ESTIMATE_KINDS}
+
+
+def _read(data: bytes, job_id: str, encoder: ItemEncoder):
+    """The report in ``data``, or the label of a message that is not one of this job's."""
+    # The job first (a well-formed report of a job with another encoding is another job's,
+    # not malformed), then the whole report against this job's encoding.
+    header = federated_pb2.VoteReport()
+    try:
+        header.ParseFromString(data)
+    except message.DecodeError:
+        return "malformed"
+    if not header.job_id:
+        return "malformed"  # every report names its job
+    if header.job_id != job_id:
+        return "other_job"
+    try:
+        return VoteReport.from_bytes(data, encoder)
+    except FederatedFormatError:
+        return "malformed"
 
 
 def _extends(prefix: Units, frontier: FrozenSet[Units], round_index: int) -> bool:

@@ -77,9 +77,16 @@ class EstimateKeys:
         """The users' keyed hashes (uint64), ids given as Arrow-style buffers of canonical bytes."""
         return keyed_hash.siphash24_batch(self.choice_key, data, offsets)
 
+    def choice_words_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """The users' 64-bit choice words (uint64): their keyed hashes, whose
+        ``sampling.uniform_from_word`` is exactly ``uniforms``' value for them (what a
+        federated device is sent in the estimate round's invitation)."""
+        return self.user_hashes_packed(data, offsets)
+
     @staticmethod
     def uniforms(hashes: np.ndarray) -> np.ndarray:
-        """The users' choice uniforms in [0, 1) from their hashes: the top 53 bits, exact doubles."""
+        """The users' choice uniforms in [0, 1) from their hashes: the top 53 bits, exact doubles
+        (``sampling.uniform_from_word`` of each hash as a word, bit for bit)."""
         return (np.asarray(hashes, dtype=np.uint64) >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
     @staticmethod

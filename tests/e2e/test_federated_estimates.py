@@ -1,0 +1,132 @@
+"""The federated job's estimate round (``--estimate-frequencies``) end to end through the Pub/Sub
+emulator: with no fault the published estimates EQUAL ``triehh discover
+--estimate-frequencies``'s on the same records, seed and identity (``federated simulate``'s own
+central comparison); the ledger holds epsilon + epsilon_est before the first announcement; a
+crash during the estimate round resumes with the same deadline and recounts from the log, to
+the central estimates; with 30% dropouts the job completes and the estimates are lower, by
+about the dropout fraction."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.test_federated_emulator import FLAGS, SEED, _Crash, _config, _population, _records, _run
+from triehh_beam.job import federated
+from triehh_beam.job.driver import run_discovery
+from triehh_beam.job.ledger import Ledger
+from triehh_beam.protocol.federated import Invitation
+from triehh_beam.protocol.federated_estimate import EstimateAnnouncement
+
+EPSILON_EST = "1"
+
+
+def _simulate(tmp_path, env, records, *extra):
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(SEED)
+    command = [sys.executable, "-m", "triehh_beam.cli", "federated", "simulate", "--input", records,
+               "--output", str(tmp_path / "out"), "--seed-file", str(seed), "--json", *FLAGS,
+               "--estimate-frequencies", EPSILON_EST, *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _estimates_of(document):
+    return ({json.dumps(e["item"]): (e["estimate"], e["interval"]) for e in document["heavy_hitters"]},
+            {json.dumps(e["prefix"]): (e["estimate"], e["interval"]) for e in document["frequent_prefixes"]})
+
+
+def test_simulate_with_no_fault_publishes_the_central_estimates(pubsub_emulator, tmp_path, subprocess_env):
+    records = _records(tmp_path / "records.parquet", 3000)
+    summary = _simulate(tmp_path, subprocess_env, records, "--round-deadline", "60")
+    assert summary["trie_equal_to_central"], summary
+    assert summary["estimates_equal_to_central"] is True, summary
+    assert summary["estimates"] == summary["central_estimates"] and len(summary["estimates"]) >= 3
+    assert summary["estimates"]['"fed"'] > 500  # a quarter of the users hold the planted "fed"
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    central = json.loads(next((tmp_path / "out.state" / "central-run").rglob("heavy_hitters.json")).read_text())
+    assert _estimates_of(published) == _estimates_of(central)
+    assert published["frequency_estimates"] == central["frequency_estimates"]
+    assert "estimates_with_dropouts" in published["federated"]
+    for private in ('"counted"', '"abstained"', '"labels"', '"off_target"', '"invited"'):  # no count of any kind
+        assert private not in json.dumps(published)
+    report = json.loads((tmp_path / "out.state" / "operator_report.json").read_text())
+    labels = report["estimate_round"]["labels"]
+    assert labels["counted"] + labels["abstained"] == report["estimate_round"]["invited"] == summary["devices"]
+    assert "released" not in report["estimate_round"]
+
+
+def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_emulator, tmp_path):
+    """The spend (epsilon + epsilon_est) is in the ledger before the first announcement; the
+    server dies right after inviting every device to the estimate round (they answer while it
+    is down); the restart announces the round again with the same deadline and counts it from
+    the log (the fleet, a new one, answers the re-invitations again: duplicates, or late): the
+    estimates are the central ones. A rerun of the finished job returns them."""
+    records, users, registry, registry_path = _population(tmp_path, n=3000)
+    config = _config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
+    job_id = federated.federated_job_id(SEED, federated.federated_identity(config))
+    announced = []
+
+    def check_the_ledger_and_note_announcements(topic, messages):
+        if not announced:
+            ledger = Ledger(config.resolved_ledger_dir).records()
+            assert [(r["record_id"], r["estimate_epsilon"]) for r in ledger] == [(job_id, 1.0)]
+            # Charged: the discovery's achieved epsilon (at most the target, 8) plus epsilon_est.
+            discovery = ledger[0]["discovery_epsilon"]
+            assert ledger[0]["epsilon"] == discovery + 1.0 and 7 < discovery <= 8
+        attributes = messages[0][1]
+        if attributes["kind"] == "announcement":
+            announced.append(messages[0][0])
+
+    def die_after_the_estimate_invitations(topic, messages):
+        if messages[0][1]["kind"] == "invitation" and Invitation.from_bytes(messages[0][0]).estimate:
+            assert len(messages) == len(registry)  # every enrolled device is invited
+            raise _Crash()
+
+    with pytest.raises(_Crash):
+        _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements,
+             after_publish=die_after_the_estimate_invitations)
+    progress = json.loads((tmp_path / "out.state" / "federated" / "progress.json").read_text())
+    assert "estimate" not in progress and progress["rounds"]
+    first = EstimateAnnouncement.from_bytes(announced[-1])
+    assert first.round_index == len(progress["rounds"]) + 1
+    result = _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements)
+    again = EstimateAnnouncement.from_bytes(announced[-1])
+    assert again == first  # the same round, targets and deadline
+    # Every device's first report counted once: those the first run's collector left in the
+    # subscription, and none of the second copies the restarted fleet sends to the re-invitations.
+    labels = result.estimate["labels"]
+    assert labels["counted"] + labels["abstained"] == len(registry) and labels["counted"] > 1000, labels
+    assert len(Ledger(config.resolved_ledger_dir).records()) == 1
+    central = dataclasses.replace(config, input_pattern=records, output_dir=str(tmp_path / "central"),
+                                  state_dir=None, ledger_dir=str(tmp_path / "central-ledger"))
+    run_discovery(central, identity=federated.federated_identity(config))
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    central_published = json.loads((tmp_path / "central" / "heavy_hitters.json").read_text())
+    assert _estimates_of(published) == _estimates_of(central_published)
+    assert not (tmp_path / "out.state" / "federated" / "reports").exists()
+    # A rerun of the finished job returns its result and announces nothing.
+    count = len(announced)
+    rerun = _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements)
+    assert len(announced) == count and rerun.estimate == result.estimate
+
+
+@pytest.mark.slow
+def test_with_dropouts_the_job_completes_and_the_estimates_are_lower(pubsub_emulator, tmp_path, subprocess_env):
+    """30% of the invited devices never report, in every round and in the estimate round: the
+    estimates are of the reporting devices. Over the heavy hitters found by both runs, the
+    federated total is 0.7 of the central one; tolerance 0.06 (binomial spread of the
+    reporting devices, a few tens over about 1,500 counted, plus the noise, sd 1.4 a target)."""
+    records = _records(tmp_path / "records.parquet", 3000)
+    summary = _simulate(tmp_path, subprocess_env, records, "--round-deadline", "3", "--dropout", "0.3")
+    federated_estimates, central = summary["estimates"], summary["central_estimates"]
+    common = sorted(set(federated_estimates) & set(central) & {json.dumps(h) for h in summary["heavy_hitters"]})
+    assert common and sum(central[k] for k in common) > 800, summary
+    ratio = sum(federated_estimates[k] for k in common) / sum(central[k] for k in common)
+    assert abs(ratio - 0.7) < 0.06, (ratio, summary)
+    assert summary["estimates_equal_to_central"] is False

@@ -1,0 +1,123 @@
+"""The federated job's estimate round (``triehh federated serve --estimate-frequencies
+EPSILON_EST``): after the last vote round, the released trie's leaves (``EstimateTargets``) are
+announced to every enrolled device (``protocol.federated_estimate``: an ``EstimateAnnouncement``
+and one invitation per device, schema_version 2, each with the device's token and the word
+behind the central estimate's uniform), and each device reports the target its records choose
+or abstains. The round closes like a vote round (the report goal, a fraction of the enrolled
+devices, or the deadline, by Pub/Sub's publish times: ``_Server.close_round``); the first
+report of each issued token naming a target is counted (``EstimateTally``) and the counts are
+released once with ``frequency_estimates.release``, the central estimate's keyed noise: with no
+fault the estimates equal ``discover --estimate-frequencies``'s on the same records, seed and
+identity. Devices that do not report contribute nothing: the estimates are of the reporting
+devices (biased low by the dropout fraction), the guarantee unchanged (sensitivity 1 per
+device). The spend was charged with the plan before the first announcement. The exact counts
+never leave the tally; the round's record (close, labels, the released, noisy, estimates) is
+committed to progress.json like a round's, so a crash during the round re-announces it with
+the same deadline and recounts it from the log, and one after it publishes the committed
+estimates.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import time
+from typing import TYPE_CHECKING, List, Optional, Tuple
+
+from triehh_beam.io import federated_attributes as attributes
+from triehh_beam.job import outputs
+from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
+from triehh_beam.protocol.federated import Invitation
+from triehh_beam.protocol.federated_estimate import EstimateAnnouncement, estimate_invitations
+from triehh_beam.protocol.federated_tally import EstimateTally
+from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateKeys, EstimateTargets
+from triehh_beam.protocol.trie import Trie
+
+if TYPE_CHECKING:  # the round loop's server; imported there, not here (no cycle)
+    from triehh_beam.job.federated import _Server
+
+__all__ = ["ESTIMATE_KEY", "run_estimate_round"]
+
+#: progress.json's key of the committed estimate round.
+ESTIMATE_KEY = "estimate"
+
+
+def _announce(server: "_Server", announcement_of, invited) -> Tuple[int, int]:
+    """Publishes the estimate announcement and every device's invitation; returns (deadline,
+    goal). The deadline is recorded before the first publication, so a resumed round keeps it."""
+    r = invited.round_index
+    goal = math.ceil(server.source.report_goal * len(invited))
+    path = server._path("estimate", "announced.json")
+    announced = outputs.read_json(path)
+    if announced is None:
+        announced = {"round": r, "deadline_millis": int(time.time() * 1000) + int(server.source.round_deadline * 1000),
+                     "invited": len(invited), "goal": goal}
+        outputs.write_json(path, announced, private=True)
+    deadline = announced["deadline_millis"]
+    public_goal = goal if outputs.population_is_public(server.plan) else 0
+    announcement = announcement_of(deadline, public_goal)
+    server.publish(server.source.announce_topic,
+                   [(announcement.to_bytes(), attributes.announcement_attributes(server.job_id, r))])
+    server.publish(server.source.announce_topic, [
+        (Invitation(server.job_id, r, device, token, int(word), estimate=True).to_bytes(),
+         attributes.invitation_attributes(server.job_id, r, device))
+        for device, token, word in zip(invited.device_ids, invited.tokens, invited.choice_words)])
+    return deadline, goal
+
+
+def _empty(epsilon: float) -> state_pb2.FrequencyEstimates:
+    return state_pb2.FrequencyEstimates(epsilon=epsilon, half_width=TwoSidedGeometric(epsilon).half_width(LEVEL))
+
+
+def run_estimate_round(server: "_Server", trie: Trie, log: ReportLog, pool: List[LoggedMessage],
+                       rounds_run: int) -> Tuple[Optional[state_pb2.FrequencyEstimates], List[LoggedMessage]]:
+    """The estimate round after ``rounds_run`` vote rounds (or its committed record, on a
+    resume); returns the released estimates as the state records them (None without
+    ``--estimate-frequencies``) and the messages published after the round closed.
+
+    A trie without leaves releases nothing and announces nothing.
+    """
+    epsilon = server.plan.estimate_epsilon
+    if not epsilon:
+        return None, pool
+    committed = server.progress_doc.get(ESTIMATE_KEY)
+    if committed is not None:
+        return _recorded(committed["released"], server), [m for m in pool if m.time_micros > committed["close_micros"]]
+    targets = EstimateTargets.from_trie(trie)
+    if not len(targets):
+        server.progress("estimates: the trie has no leaf; nothing to estimate")
+        return _empty(epsilon), pool
+    r = rounds_run + 1
+    invited = estimate_invitations(server.sampler, server.source.registry, r)
+    too_long = "truncate" if server.config.truncate_long_items else "drop"
+
+    def announcement_of(deadline: int, goal: int) -> EstimateAnnouncement:
+        return EstimateAnnouncement(server.job_id, r, server.encoder, targets, deadline, goal, too_long)
+
+    deadline, goal = _announce(server, announcement_of, invited)
+    at = datetime.datetime.fromtimestamp(deadline / 1000, datetime.timezone.utc)
+    server.progress(f"estimates: announced {len(targets):,} targets to every enrolled device (round {r}); closing "
+                    f"at the report goal or {at:%H:%M:%S} UTC")
+    tally = EstimateTally(server.job_id, r, server.encoder, targets, invited.token_set())
+    close, closed_by, rest = server.close_round(r, invited.token_set(), tally, log, pool, deadline, goal)
+    released = tally.release(epsilon, EstimateKeys.derive(server.sampler.seed, server.sampler.identity))
+    document = json.loads(outputs.estimates_to_json(released, server.encoder))
+    server.progress_doc[ESTIMATE_KEY] = {
+        "round": r, "closed_by": closed_by, "close_micros": close, "targets": len(targets),
+        "invited": len(invited), "goal": goal, "labels": tally.label_counts(), "released": document,
+        "closed_at": _now()}
+    server.commit()  # the released estimates, committed before anything is published
+    server.progress(f"estimates: closed ({closed_by})" + ("" if tally.reported else
+                    "; no device reported: check that the announce topic's messages reach the devices"))
+    return _recorded(document, server), rest
+
+
+def _recorded(document: dict, server: "_Server") -> state_pb2.FrequencyEstimates:
+    return outputs.estimates_from_json(json.dumps(document).encode(), server.encoder)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,187 @@
+"""The estimate round of a federated job (``--estimate-frequencies``; docs/federated_protocol.md,
+*The estimate round*): after the last vote round the server announces the released trie's
+leaves (the targets, ``frequency_estimates.EstimateTargets``) in an ``EstimateAnnouncement``
+and invites every enrolled device (``estimate_invitations``: a per-device token under the
+estimate round's own key, and the device's choice word, the 64-bit word behind the central
+estimate's uniform, ``EstimateKeys.choice_words_packed``); each device answers with the target
+its records choose, or an abstention, in a ``VoteReport`` marked ``estimate``. The three
+messages are written with ``ESTIMATE_SCHEMA_VERSION`` (2): a device that reads version 1 only
+refuses them, so it cannot answer the estimate round as a vote round. ``read_announcement``
+reads either kind of announcement (the version says which). Pure Python and numpy, no Beam,
+no files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Union
+
+import numpy as np
+
+from triehh_beam.proto import federated_pb2, vote_pb2
+from triehh_beam.protocol import messages
+from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.federated import (ESTIMATE_SCHEMA_VERSION, SCHEMA_VERSION, FederatedFormatError,
+                                            RoundAnnouncement, _build, _check_header, _check_int, _check_version,
+                                            _parse, _serialize)
+from triehh_beam.protocol.federated_selection import Registry, keyed_tokens
+from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.user_items import LONG_ITEM_POLICIES
+
+__all__ = ["EstimateAnnouncement", "EstimateInvitations", "estimate_invitations", "read_announcement"]
+
+_LONG_ITEMS_TO_PROTO = {
+    "drop": federated_pb2.RoundAnnouncement.DROP,
+    "truncate": federated_pb2.RoundAnnouncement.TRUNCATE,
+}
+_LONG_ITEMS_FROM_PROTO = {value: name for name, value in _LONG_ITEMS_TO_PROTO.items()}
+_TOKEN_LABEL = "federated-token/estimate"
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimateAnnouncement:
+    """What every enrolled device receives for the estimate round.
+
+    Attributes:
+      job_id: the job (non-empty).
+      round_index: the estimate round's index: the number of vote rounds run, plus 1 (not
+        bounded by ``max_length``: the vote rounds may have run to L).
+      encoder, too_long: how a device encodes its items (as in a ``RoundAnnouncement``).
+      targets: the released trie's leaves, at least one, each a prefix the encoding can make.
+      deadline_millis: reports after this instant (Unix epoch milliseconds, > 0) do not count.
+      report_goal: the reports that close the round early, or 0 when not announced (it
+        reveals n: announced only where n is public).
+
+    Raises:
+      FederatedFormatError: any value out of its range (the text names ``<EstimateAnnouncement>``).
+    """
+
+    job_id: str
+    round_index: int
+    encoder: ItemEncoder
+    targets: EstimateTargets
+    deadline_millis: int
+    report_goal: int = 0
+    too_long: str = "drop"
+
+    def __post_init__(self):
+        source = "<EstimateAnnouncement>"
+        if not isinstance(self.encoder, ItemEncoder):
+            raise FederatedFormatError(source, f"encoder must be an ItemEncoder, got {type(self.encoder).__name__}")
+        if not isinstance(self.targets, EstimateTargets):
+            raise FederatedFormatError(source, f"targets must be EstimateTargets, got {type(self.targets).__name__}")
+        _check_header(source, self.job_id, self.round_index)
+        _check_int(source, "deadline_millis", self.deadline_millis, 1, 2**63)
+        _check_int(source, "report_goal", self.report_goal, 0, 2**64)
+        if self.too_long not in LONG_ITEM_POLICIES:
+            raise FederatedFormatError(source, f"too_long must be one of {LONG_ITEM_POLICIES}, got {self.too_long!r}")
+        if not len(self.targets):
+            raise FederatedFormatError(source, "no target (a trie without leaves has no estimate round)")
+        for target in self.targets.sequences:
+            problem = self.encoder.prefix_problem(target)
+            if problem:
+                raise FederatedFormatError(source, f"target {target!r} {problem}")
+
+    @property
+    def truncate(self) -> bool:
+        """True when items longer than L units are truncated (else dropped)."""
+        return self.too_long == "truncate"
+
+    def to_bytes(self) -> bytes:
+        """The serialized ``EstimateAnnouncement`` (deterministic; targets in canonical order)."""
+        to_bytes = self.encoder.unit_to_bytes
+        return _serialize(federated_pb2.EstimateAnnouncement(
+            schema_version=ESTIMATE_SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index,
+            encoding=messages.encoding_to_proto(self.encoder), long_items=_LONG_ITEMS_TO_PROTO[self.too_long],
+            deadline_millis=self.deadline_millis, report_goal=self.report_goal,
+            targets=[vote_pb2.Prefix(units=[to_bytes(u) for u in t]) for t in self.targets.sequences],
+            target_count=len(self.targets)))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<EstimateAnnouncement bytes>") -> "EstimateAnnouncement":
+        """Parses and checks an estimate announcement.
+
+        Raises:
+          FederatedFormatError: bytes that do not parse, a version other than 2, a missing or
+            invalid encoding or long-item policy, no deadline, targets cut short (count), out
+            of canonical order, repeated, one a prefix of another, none, or holding a unit the
+            encoding cannot make.
+        """
+        message = _parse(federated_pb2.EstimateAnnouncement, data, source)
+        _check_version(source, message.schema_version, (ESTIMATE_SCHEMA_VERSION,))
+        if not message.HasField("encoding"):
+            raise FederatedFormatError(source, "no encoding")
+        try:
+            encoder = messages.encoding_from_proto(message.encoding, source)
+        except messages.TrieFormatError as error:
+            raise FederatedFormatError(source, error.problem) from error
+        if message.long_items not in _LONG_ITEMS_FROM_PROTO:
+            raise FederatedFormatError(source, f"unknown or unspecified long_items {message.long_items}")
+        if not message.HasField("target_count") or message.target_count != len(message.targets):
+            declared = message.target_count if message.HasField("target_count") else "no count"
+            raise FederatedFormatError(
+                source, f"{len(message.targets)} targets but target_count {declared} (truncated or corrupt)")
+        raw = [tuple(p.units) for p in message.targets]
+        if raw != sorted(set(raw)):
+            raise FederatedFormatError(source, "targets out of canonical order, or repeated")
+        targets = []
+        for i, prefix in enumerate(message.targets):
+            try:
+                targets.append(messages._prefix_from_proto(encoder, prefix, source, f"target {i}"))
+            except messages.TrieFormatError as error:
+                raise FederatedFormatError(source, error.problem) from error
+        try:
+            estimate_targets = EstimateTargets(tuple(targets))
+        except ValueError as error:
+            raise FederatedFormatError(source, f"targets: {error}") from None
+        return _build(cls, source, message.job_id, message.round_index, encoder, estimate_targets,
+                      message.deadline_millis, message.report_goal, _LONG_ITEMS_FROM_PROTO[message.long_items])
+
+
+def read_announcement(data: bytes, source: str = "<announcement bytes>"
+                      ) -> Union[RoundAnnouncement, EstimateAnnouncement]:
+    """A vote round's ``RoundAnnouncement`` (schema_version 1) or the estimate round's
+    ``EstimateAnnouncement`` (2), as the message's version says.
+
+    Raises:
+      FederatedFormatError: bytes that do not parse, another version, or what either reader
+        refuses.
+    """
+    header = _parse(federated_pb2.RoundAnnouncement, data, source)  # field 1 is the version in both
+    if header.schema_version == ESTIMATE_SCHEMA_VERSION:
+        return EstimateAnnouncement.from_bytes(data, source)
+    _check_version(source, header.schema_version, (SCHEMA_VERSION,))
+    return RoundAnnouncement.from_proto(header, source)
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimateInvitations:
+    """What the estimate round sends every enrolled device: ``tokens[i]`` and
+    ``choice_words[i]`` belong to ``device_ids[i]`` (the registry's order)."""
+
+    round_index: int
+    device_ids: List[bytes]
+    tokens: List[bytes] = dataclasses.field(repr=False)
+    choice_words: np.ndarray = dataclasses.field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.device_ids)
+
+    def token_set(self) -> frozenset:
+        return frozenset(self.tokens)
+
+
+def estimate_invitations(sampler: Sampler, registry: Registry, round_index: int) -> EstimateInvitations:
+    """Every enrolled device's estimate-round token and choice word (one hash call each for
+    the whole registry).
+
+    The token is ``SipHash-2-4_{E_0}(id) || SipHash-2-4_{E_1}(id)``, ``E_i`` derived from the
+    seed and identity for purpose ``federated-token/estimate/i``: independent of every vote
+    round's. The choice word is ``EstimateKeys.derive(seed, identity)``'s hash of the id, whose
+    ``sampling.uniform_from_word`` is exactly the central estimate's uniform for that user.
+    """
+    data, offsets = registry.data, registry.offsets
+    words = EstimateKeys.derive(sampler.seed, sampler.identity).choice_words_packed(data, offsets)
+    return EstimateInvitations(int(round_index), list(registry.ids),
+                               keyed_tokens(sampler, _TOKEN_LABEL, data, offsets), words)

@@ -5,6 +5,7 @@ date order), never its own date's nor a later one's."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -71,3 +72,19 @@ def test_the_key_must_be_a_switch(tmp_path, schedule):
     config.write_text(config.read_text().replace("deny_earlier_runs = true", 'deny_earlier_runs = "yes"'))
     with pytest.raises(scheduled.ConfigError, match="deny_earlier_runs must be true or false"):
         scheduled.load_config(str(config))
+
+
+@pytest.mark.parametrize("extra, reason", [
+    ('protocol = "sample-threshold"', "works with protocol triehh and triehh++, not sample-threshold"),
+    ('window = "1h"', "not available with window yet"),
+])
+def test_a_schedule_that_could_not_apply_it_is_refused_before_its_first_date(schedule, extra, reason):
+    """Its first date has no earlier result: without this check that date would run with an
+    empty list and every later date fail."""
+    config, _ = schedule
+    config.write_text(config.read_text().replace("deny_earlier_runs = true", f"deny_earlier_runs = true\n{extra}"))
+    with pytest.raises(scheduled.ConfigError, match=re.escape(reason)):
+        scheduled.load_config(str(config))
+    # Without the key the same file loads.
+    config.write_text(config.read_text().replace("deny_earlier_runs = true\n", ""))
+    scheduled.load_config(str(config))

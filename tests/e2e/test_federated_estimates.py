@@ -29,8 +29,8 @@ def _simulate(tmp_path, env, records, *extra):
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
     command = [sys.executable, "-m", "triehh_beam.cli", "federated", "simulate", "--input", records,
-               "--output", str(tmp_path / "out"), "--seed-file", str(seed), "--json", *FLAGS,
-               "--estimate-frequencies", EPSILON_EST, *extra]
+               "--output", str(tmp_path / "out"), "--seed-file", str(seed), "--json", "--verbose",
+               *FLAGS, "--estimate-frequencies", EPSILON_EST, *extra]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -129,6 +129,16 @@ def load_config(path: str) -> dict:
                               f"(accepted: {', '.join(known)})")
     if not isinstance(config["discovery"].get(DENY_EARLIER_RUNS, False), bool):
         raise ConfigError(f"{path}: [discovery] {DENY_EARLIER_RUNS} must be true or false")
+    if config["discovery"].get(DENY_EARLIER_RUNS):
+        # Refused here, not on the second date: the first date has no earlier result, so its
+        # run would pass with an empty list and every later one fail.
+        discovery = config["discovery"]
+        protocol = discovery.get("protocol", config_lib.TRIEHH)
+        if protocol not in (config_lib.TRIEHH, config_lib.TRIEHH_PP):
+            raise ConfigError(f"{path}: [discovery] {DENY_EARLIER_RUNS} works with protocol triehh and "
+                              f"triehh++, not {protocol}")
+        if discovery.get("window") is not None:
+            raise ConfigError(f"{path}: [discovery] {DENY_EARLIER_RUNS} is not available with window yet")
     options = config.get("beam", {}).get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ConfigError(f"{path}: [beam] options must be a list of strings")

@@ -58,8 +58,10 @@ class Faults:
             raise ValueError(f"--latency must be >= 0 seconds, got {self.latency}")
 
 
-# Exact message counts: private (functions of who was sampled and voted), shown only on request.
-_PRIVATE_COUNTS = ("sent", "received", "redelivered", "unread")
+# Private, shown only on request: the exact message counts (functions of who was sampled and
+# voted), and the central reference's estimates, released with the same keyed noise as the
+# federated ones, so that their difference is the exact count of non-reporting devices per target.
+_PRIVATE_COUNTS = ("sent", "received", "redelivered", "unread", "central_estimates")
 
 
 @dataclasses.dataclass

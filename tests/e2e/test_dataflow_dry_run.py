@@ -311,6 +311,33 @@ def test_submit_job_graphs_in_one_job_mode_translates_the_census_and_one_job_for
     assert offline == []
 
 
+def test_submit_job_graphs_translates_triehh_pp_and_the_whole_item_release(records, offline):
+    """The graphs follow the job's protocol: TrieHH++'s Bernoulli pass and rounds (its tau), and
+    sample-threshold's census and one release pass (no round)."""
+    base = dict(input_pattern=records, output_dir="gs://triehh-test/out", state_dir="gs://triehh-test-private/state",
+                epsilon=1.0, delta=1e-8, max_length=MAX_LENGTH)
+    plus = driver.submit_job_graphs(driver.DiscoveryConfig(**base, protocol="triehh++"),
+                                    PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
+    assert len(plus) == 2 + MAX_LENGTH and all(r.state == "DONE" for r in plus)
+    assert any(n.startswith("SampleAllRounds") or "Sample" in n for n in step_names(plus[1].job))
+    whole = driver.submit_job_graphs(driver.DiscoveryConfig(**base, protocol="sample-threshold"),
+                                     PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
+    assert len(whole) == 2  # the census and the release pass
+    names = step_names(whole[1].job)
+    assert "ReadRecords" in names and any(n.startswith("ReleaseWholeItems") for n in names)
+    assert not any(n.startswith("RunSampledRound") or n.startswith("RunAllRounds") for n in names)
+    assert offline == []
+
+
+def test_submit_job_graphs_refuses_a_runner_that_ignores_dry_run(records, tmp_path):
+    """The DirectRunner accepts --dry_run=True and runs the graphs anyway: refused, nothing written."""
+    config = driver.DiscoveryConfig(input_pattern=records, output_dir=str(tmp_path / "out"), epsilon=4.0,
+                                    delta=1e-10, max_length=MAX_LENGTH)
+    with pytest.raises(ValueError, match="DataflowRunner --dry_run=True"):
+        driver.submit_job_graphs(config, PipelineOptions(["--dry_run=True"]), population=POPULATION, seed=SEED)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
+
+
 def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_path, records, offline, monkeypatch):
     """``run_discovery`` itself, on DataflowRunner's dry run, through all L rounds with the real
     (growing) frontiers: only the read-back of each job's output is stood in for (the driver's

@@ -23,13 +23,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.census import Census
-from triehh_beam.job import graphs, input_files, sources
+from triehh_beam.job import graphs, input_files, planning, sources
 from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
-from triehh_beam.job.planning import InfeasiblePlanError
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol import planner
 from triehh_beam.protocol.sampling import Sampler
 
 __all__ = [
@@ -193,44 +191,56 @@ def submit_job_graphs(
 
     For a runner's offline validation (``--runner=DataflowRunner --dry_run=True`` translates each
     graph into a job description and stops): the driver proper cannot run there, since it reads
-    each job's output. The graphs use the plan for ``population`` and the round-1 frontier (a
-    graph's shape does not depend on the frontier): with ``--rounds-per-job all``, the census and
-    one job that samples and runs every round; otherwise the census, the sampling pass and one
-    job per round. Returns the pipeline results.
+    each job's output. The graphs are the job's: the plan for ``population`` under its protocol
+    (``planning.plan_for``), its deny list, and the round-1 frontier (a graph's shape does not
+    depend on the frontier): with ``--rounds-per-job all``, the census and one job that samples
+    and runs every round; otherwise the census, the sampling pass and one job per round; with
+    ``--protocol sample-threshold``, the census and the one release pass. Returns the pipeline
+    results.
+
+    Raises:
+      ValueError: the options would run the graphs (no ``--dry_run=True``, or a runner other than
+        Dataflow's, which ignores it): samples would be drawn with no plan committed and no
+        ledger charge.
     """
-    if not options.get_all_options().get("dry_run"):
-        # A real run here would draw samples with no plan committed and no ledger charge.
+    all_options = options.get_all_options()
+    runner = str(all_options.get("runner") or "")
+    if not all_options.get("dry_run") or "Dataflow" not in runner:
         raise ValueError(
-            "submit_job_graphs only validates graphs: give a runner option that submits nothing "
-            "(--dry_run=True); run_discovery runs jobs"
+            "submit_job_graphs only validates graphs: give a runner that submits nothing "
+            "(--runner=DataflowRunner --dry_run=True); run_discovery runs jobs"
         )
-    plan = planner.plan(population, config.epsilon, config.delta, config.max_length, rule=config.rule)
-    if not plan.feasible:
-        raise InfeasiblePlanError(plan)
-    recorded = state_pb2.PrivacyPlan(theta=plan.theta, batch_size=plan.batch_size, population=population,
-                                     max_length=config.max_length)
+    recorded = planning.plan_for(config, population)
     sampler = Sampler(seed or os.urandom(32), config.sampling_identity())
     as_of = sources.pinned_at(sources.pin(config))  # a table: read as of now, as a job's census would
     scratch = FileSystems.join(config.resolved_state_dir, "graphs")
-    samples = FileSystems.join(scratch, "samples")
-    required = min(plan.batch_size, population)
-    rounds_list = list(range(1, config.max_length + 1))
-    one_job = config.rounds_per_job == "all"
     results = []
     census = runners.make_pipeline(options)
     build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of)
     results.append(census.run())
+    if planning.is_whole_items(recorded):
+        release = runners.make_pipeline(options)
+        graphs.build_whole_item_release(release, config, sampler.pass_keys(1), recorded, population,
+                                        FileSystems.join(scratch, "release.json"), as_of_millis=as_of)
+        results.append(release.run())
+        return results
+    samples = FileSystems.join(scratch, "samples")
+    # TrieHH's sample size; a Bernoulli sample (TrieHH++) has none to check.
+    required = None if planning.is_sample_threshold(recorded) else min(recorded.batch_size, population)
+    denied = frozenset() if config.deny is None else config.deny.sequences
+    rounds_list = list(range(1, config.max_length + 1))
+    one_job = config.rounds_per_job == "all"
     sampling = runners.make_pipeline(options)
     build_sampling(sampling, config, sampler.pass_keys(config.max_length), recorded, rounds_list, population,
                    samples, FileSystems.join(scratch, "sampling.json"),
                    run_rounds_into=FileSystems.join(scratch, "levels") if one_job else None,
-                   users_required=required, records_ranked=None, as_of_millis=as_of)
+                   users_required=required, records_ranked=None, as_of_millis=as_of, denied=denied)
     results.append(sampling.run())
     if not one_job:
         for round_index in rounds_list:
             pipeline = runners.make_pipeline(options)
             output = FileSystems.join(scratch, f"round-{round_index:04d}.json")
             build_sampled_round(pipeline, config, samples, recorded, frozenset({()}), round_index, output,
-                                users_required=required, records_ranked=None)
+                                users_required=required, records_ranked=None, denied=denied)
             results.append(pipeline.run())
     return results

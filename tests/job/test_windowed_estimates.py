@@ -15,12 +15,13 @@ from tests.job.test_windowed import (HOUR, SEED, T0, WORDS, _batches, _config, _
                                      _streaming_run)
 from triehh_beam.beam import windowed_estimates
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs, windowed
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.protocol import planner
 from triehh_beam.protocol.frequency_estimates import EstimateKeys
+from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
 
@@ -158,3 +159,28 @@ def test_streaming_windows_publish_the_estimates_of_the_bounded_replay(tmp_path)
         replayed = _document(tmp_path / "replay", start)
         for key in ("heavy_hitters", "frequent_prefixes", "frequency_estimates"):
             assert streamed[key] == replayed[key], key
+
+
+def test_triehh_plus_plus_windows_are_estimated_and_charged_alike(tmp_path):
+    rng = np.random.default_rng(6)
+    first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
+    config = _config(tmp_path, protocol="triehh++", estimate_frequencies=EPSILON_EST)
+    _run(config, _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng))
+    chosen = plan_sample_threshold(4.0, 1e-5, 6)
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        sampler = window_keys.sampler(start)
+        simulated = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
+                                              sampler)
+        trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in simulated.levels]
+        assert len(trie.heavy_hitters()) >= 2
+        expected = simulate_estimates(population, config.encoder, trie, sampler, EPSILON_EST).by_target()
+        document = _document(tmp_path, start)
+        assert {e["item"]: e["estimate"] for e in document["heavy_hitters"]} == {
+            config.encoder.decode(s): expected[s] for s in trie.heavy_hitter_sequences()}
+        assert document["privacy"]["protocol"] == "triehh++" and document["privacy"]["estimate_epsilon"] == EPSILON_EST
+    records = Ledger(config.resolved_ledger_dir).records()
+    assert len(records) == 2
+    assert [r["epsilon"] for r in records] == [pytest.approx(chosen.epsilon + EPSILON_EST)] * 2
+    assert [r["estimate_epsilon"] for r in records] == [EPSILON_EST] * 2

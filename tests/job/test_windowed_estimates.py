@@ -3,8 +3,8 @@ streaming runners): each released window's published estimates equal the per-use
 that window's records alone with the window's keys (``EstimateKeys.derive`` of the window's
 ``Sampler``), its trie is still the keyed simulation's, each released window is charged
 epsilon + epsilon_est before its estimates are computed or anything is published, a window that
-is not released spends and estimates nothing, and the stream (``TestStream``) publishes what the
-bounded replay does."""
+is not released spends and estimates nothing, the stream (``TestStream``) publishes what the
+bounded replay does, and TrieHH++ windows are estimated and charged alike."""
 
 import json
 

@@ -34,8 +34,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam import transforms
-from triehh_beam.beam.windowed_estimates import EstimateEachWindow
 from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
+from triehh_beam.beam.windowed_estimates import EstimateEachWindow
 from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
@@ -201,7 +201,8 @@ def _leaves_of(results: List[Tuple[int, RoundResult]], job: WindowedJob) -> Esti
 def _released_estimates(job: WindowedJob, trie: Trie, estimates: List[FrequencyEstimates]
                         ) -> state_pb2.FrequencyEstimates:
     """A released window's estimates as its state records them (``write_outputs`` publishes
-    them). A trie without leaves has none (its estimate step never ran: nothing to count)."""
+    them). A window whose rounds left no result has no leaves and no estimate step: it
+    publishes an empty set of estimates, as ``discover`` does for a trie without leaves."""
     epsilon = job.config.estimate_frequencies
     if not estimates:
         if len(EstimateTargets.from_trie(trie)):

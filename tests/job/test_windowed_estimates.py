@@ -184,3 +184,17 @@ def test_triehh_plus_plus_windows_are_estimated_and_charged_alike(tmp_path):
     assert len(records) == 2
     assert [r["epsilon"] for r in records] == [pytest.approx(chosen.epsilon + EPSILON_EST)] * 2
     assert [r["estimate_epsilon"] for r in records] == [EPSILON_EST] * 2
+
+
+def test_a_released_window_that_discovers_nothing_publishes_no_estimate(tmp_path):
+    # Every user holds an item of its own (distinct first characters): no prefix reaches theta.
+    population = {f"u{i}": [chr(0x4E00 + i)] for i in range(3000)}
+    config = _config(tmp_path, estimate_frequencies=EPSILON_EST)
+    job = _run(config, _batches(population, T0, np.random.default_rng(9)))
+    (report,) = windowed.read_window_reports(job)
+    assert report["released"] and report["heavy_hitters"] == 0
+    document = _document(tmp_path, T0)
+    assert document["heavy_hitters"] == [] and document["frequent_prefixes"] == []
+    assert document["frequency_estimates"]["half_width"] == 6
+    (record,) = Ledger(config.resolved_ledger_dir).records()
+    assert record["estimate_epsilon"] == EPSILON_EST  # charged before the rounds found nothing

@@ -97,17 +97,24 @@ class _AddCountsFn(beam.CombineFn):
         return accumulator
 
 
-@beam.typehints.with_input_types(EstimateTargets, counts=Any)
+def _one(_) -> int:
+    return 1
+
+
+@beam.typehints.with_input_types(int, targets=Any, counts=Any)
 @beam.typehints.with_output_types(FrequencyEstimates)
 class _ReleaseWindowDoFn(beam.DoFn):
-    """A window's leaves and its added counts -> its released estimates: the noise added once,
-    with the window's keys. Every leaf is released, held by anyone or not (no counts: all 0)."""
+    """Once per window with records: its leaves and its added counts -> its released estimates
+    (nothing for a window without leaves): the noise added once, with the window's keys. Every
+    leaf is released, held by anyone or not (no counts: all 0)."""
 
     def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, epsilon: float):
         self._keys = _KeysCache(windows, window_keys)
         self._epsilon = epsilon
 
-    def process(self, targets, counts, beam_window=beam.DoFn.WindowParam):
+    def process(self, _, targets, counts, beam_window=beam.DoFn.WindowParam):
+        if len(targets) == 0:
+            return
         if len(counts) > 1:
             raise ValueError(f"a window has {len(counts)} sums of counts")
         exact = counts[0] if counts else np.zeros(len(targets), dtype=np.int64)
@@ -130,8 +137,7 @@ class EstimateEachWindow(beam.PTransform):
 
     Input: ``pa.RecordBatch`` (user_id binary, item, count; zero counts dropped) in the windows
     the rounds ran in: the records the window's discovery read.
-    Output: ``FrequencyEstimates``, one per window that has leaves (none are empty: a window
-    whose trie has no leaf gets ``release`` of no targets).
+    Output: ``FrequencyEstimates``, one per window that has records and non-empty leaves.
     """
 
     def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, epsilon: float, leaves,
@@ -161,6 +167,14 @@ class EstimateEachWindow(beam.PTransform):
             | "CountChoices" >> beam.ParDo(estimates._CountChoicesDoFn(), targets=self._view())
             | "AddShards" >> beam.CombineGlobally(_AddCountsFn()).without_defaults()
         )
-        return self._leaves | "ReleaseEstimates" >> beam.ParDo(
-            _ReleaseWindowDoFn(self._windows, self._window_keys, self._epsilon),
+        # The release runs once per window with records, the leaves a side input there too:
+        # Beam 2.77's FnApiRunner may store a PCollection read both as a side input and as
+        # another stage's main input only after that stage ran (the side input read empty).
+        windows = (
+            batches
+            | "OnePerBatch" >> beam.Map(_one)
+            | "WindowsWithRecords" >> beam.CombineGlobally(sum).without_defaults()
+        )
+        return windows | "ReleaseEstimates" >> beam.ParDo(
+            _ReleaseWindowDoFn(self._windows, self._window_keys, self._epsilon), self._view(),
             window_view(beam.pvalue.AsList(counts)))

@@ -201,8 +201,8 @@ def _leaves_of(results: List[Tuple[int, RoundResult]], job: WindowedJob) -> Esti
 def _released_estimates(job: WindowedJob, trie: Trie, estimates: List[FrequencyEstimates]
                         ) -> state_pb2.FrequencyEstimates:
     """A released window's estimates as its state records them (``write_outputs`` publishes
-    them). A window whose rounds left no result has no leaves and no estimate step: it
-    publishes an empty set of estimates, as ``discover`` does for a trie without leaves."""
+    them). A window whose trie has no leaf has no estimate step: it publishes an empty set of
+    estimates, as ``discover`` does for a trie without leaves."""
     epsilon = job.config.estimate_frequencies
     if not estimates:
         if len(EstimateTargets.from_trie(trie)):

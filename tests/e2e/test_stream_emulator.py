@@ -2,7 +2,8 @@
 event-time windows of 5,000 users each, many users per message, read by the streaming job in a
 subprocess; each released window equals the bounded replay (``discover --window``) of the
 same records with the same seed file; a late record and malformed messages are dead-lettered;
-a budget that fits one window releases one and withholds the other, saying why.
+a budget that fits one window releases one and withholds the other, saying why (that run with
+``--estimate-frequencies``: its released window's estimates equal the replay's with them).
 
 Beam's Python DirectRunner takes its watermark from the wall clock (docs/stream_input.md), so
 the records' event times are set a few seconds ahead, in windows that close while the job
@@ -98,9 +99,11 @@ def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emul
     windows = [(base * 1000, first), ((base + WINDOW) * 1000, second)]
     streams = {
         "all": _Stream(pubsub_emulator, tmp_path, "all", env, "json"),
-        # The same records as DeviceRecords, and a lifetime budget that fits one window's spend.
+        # The same records as DeviceRecords, with frequency estimates, and a lifetime budget that
+        # fits one window's spend (epsilon 4 + epsilon_est 0.5), not two.
         "budget": _Stream(pubsub_emulator, tmp_path, "budget", env, "proto",
-                          ["--ledger", str(tmp_path / "ledger"), "--budget-epsilon", "5"]),
+                          ["--ledger", str(tmp_path / "ledger"), "--budget-epsilon", "5",
+                           "--estimate-frequencies", "0.5"]),
     }
     futures = [s.publish(payload, ms) for name, s in streams.items()
                for payload, ms in _messages(windows, "json" if name == "all" else "proto")]
@@ -143,8 +146,9 @@ def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emul
             for k, (user, items) in enumerate(population.items()):
                 for item in items:
                     f.write(json.dumps({"user_id": user, "item": item, "ts": start_ms + 137 * (k // PER_MESSAGE)}) + "\n")
-    assert main(["discover", "--input", str(replay / "records.jsonl"), "--output", str(replay / "out"),
-                 "--timestamp-column", "ts", "--seed-file", str(replay / "seed.bin"), *FLAGS]) == 0
+    for out, extra in (("out", []), ("out-estimates", ["--estimate-frequencies", "0.5"])):
+        assert main(["discover", "--input", str(replay / "records.jsonl"), "--output", str(replay / out),
+                     "--timestamp-column", "ts", "--seed-file", str(replay / "seed.bin"), *FLAGS, *extra]) == 0
     names = [windowed.window_dir_name(start_ms * 1000) for start_ms, _ in windows]
     output = "\n".join(all_.output)
     for name in names:
@@ -164,12 +168,22 @@ def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emul
     assert [e["reason"] for e in letters["bad_timestamp"]] == ["bad_timestamp"]
     assert set(letters) == {"late", "malformed_message", "bad_timestamp"}
 
-    # The budget: one window released, the other withheld, and the line says why.
+    # The budget: one window released, the other withheld, and the line says why; the released
+    # one with the estimates of the bounded replay with estimates.
     budget = streams["budget"]
     released = [n for n in names if (budget.dir / "out" / n / windowed.RELEASED_MARKER).exists()]
     assert len(released) == 1, "\n".join(budget.output)
     (withheld,) = set(names) - set(released)
-    assert (budget.dir / "out" / released[0] / "trie.pb").read_bytes() == (replay / "out" / released[0] / "trie.pb").read_bytes()
+    streamed, replayed = budget.dir / "out" / released[0], replay / "out-estimates" / released[0]
+    assert (streamed / "trie.pb").read_bytes() == (replayed / "trie.pb").read_bytes()
+    documents = [json.loads((d / "heavy_hitters.json").read_text()) for d in (streamed, replayed)]
+    for key in ("heavy_hitters", "frequent_prefixes", "frequency_estimates"):
+        assert documents[0][key] == documents[1][key], key
+    assert all("estimate" in e for e in documents[0]["heavy_hitters"]) and documents[0]["heavy_hitters"]
+    from triehh_beam.job.ledger import Ledger
+
+    (charge,) = Ledger(str(tmp_path / "ledger")).records()
+    assert charge["estimate_epsilon"] == 0.5 and charge["window_start"] == released[0].split("=", 1)[1]
     assert not (budget.dir / "out" / withheld).exists()
     line = next(x for x in budget.output if x.startswith(f"window {withheld.split('=', 1)[1]}:"))
     assert "nothing released" in line and "exceeds the remaining lifetime budget" in line

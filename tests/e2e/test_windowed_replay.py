@@ -1,16 +1,21 @@
 """``triehh discover --window --timestamp-column``: the bounded replay from files, through the
-command line, equals the keyed simulation of each window's records alone."""
+command line, equals the keyed simulation of each window's records alone (with
+``--estimate-frequencies``, each window's estimates the per-user reference with its keys)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 from triehh_beam.cli.main import main
+from triehh_beam.evaluation.estimates_eval import simulate_estimates
 from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
 from triehh_beam.job import windowed
 from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.ledger import Ledger
 from triehh_beam.protocol import planner
+from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets, user_choice
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
@@ -211,3 +216,63 @@ def test_records_of_count_zero_are_no_records_as_in_discover(tmp_path):
                         max_length=6, window=3600, timestamp_column="ts"), SEED))
     assert report["input"]["distinct_users"] == len(population)  # the 2,000 zero-count users are not n
     assert report["privacy"]["population"] == len(population)
+
+
+def test_discover_window_publishes_each_windows_estimates_and_no_exact_count(tmp_path, capsys):
+    rng = np.random.default_rng(13)
+    first, second = _population(3000, 1, "a"), _population(2600, 2, "b")
+    records = tmp_path / "records.jsonl"
+    _write_jsonl(records, [(T0, first), (T0 + HOUR, second)], rng)
+    seed_file = tmp_path / "seed.bin"
+    seed_file.write_bytes(SEED)
+    out, ledger = tmp_path / "out", tmp_path / "ledger"
+    assert main(_replay_args(records, out, "--seed-file", str(seed_file), "--ledger", str(ledger),
+                             "--estimate-frequencies", "0.5")) == 0
+    console = capsys.readouterr()
+    assert "each released window also spends epsilon_est=0.5" in console.out
+    assert console.out.count("heavy hitters with frequency estimates") == 2
+    config = DiscoveryConfig(input_pattern=str(records), output_dir=str(out), epsilon=4.0, delta=1e-5,
+                             max_length=6, window=3600, timestamp_column="ts", seed=SEED, estimate_frequencies=0.5)
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    hidden = set()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        sampler = window_keys.sampler(start)
+        released = out / windowed.window_dir_name(start)
+        trie = Trie.from_bytes((released / "trie.pb").read_bytes())
+        expected = simulate_estimates(population, config.encoder, trie, sampler, 0.5).by_target()
+        document = json.loads((released / "heavy_hitters.json").read_text())
+        assert len(document["heavy_hitters"]) >= 2
+        for entry in document["heavy_hitters"]:
+            assert entry["estimate"] == expected[config.encoder.encode(entry["item"])]
+        for entry in document["frequent_prefixes"]:
+            assert entry["estimate"] == expected[tuple(entry["prefix"])]
+        published = {n for e in document["heavy_hitters"] + document["frequent_prefixes"]
+                     for n in [e["estimate"], *e["interval"]]}
+        hidden |= set(_exact_counts(population, config.encoder, trie, sampler)) - published
+    assert len(Ledger(str(ledger)).records()) == 2
+    assert {r["estimate_epsilon"] for r in Ledger(str(ledger)).records()} == {0.5}
+    # The exact counts behind the estimates (distinctive numbers of 3 or 4 digits) appear in no
+    # published file, on the default console, in the ledger, or in the private state.
+    assert len(hidden) >= 4 and min(hidden) > 100, hidden
+    texts = {"console": console.out + console.err}
+    for root in (out, ledger, tmp_path / "out.state"):
+        for path in root.rglob("*"):
+            if path.is_file() and path.suffix != ".pb" and path.name != "windowed_seed":
+                texts[str(path)] = path.read_text(encoding="utf-8", errors="replace")
+    assert any("operator_report" in name for name in texts)
+    for name, text in texts.items():
+        numbers = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text)}
+        assert not numbers & hidden, (name, numbers & hidden)
+
+
+def _exact_counts(population, encoder, trie, sampler):
+    """The exact per-leaf counts behind a window's estimates, user by user (never written)."""
+    targets = EstimateTargets.from_trie(trie)
+    keys = EstimateKeys.derive(sampler.seed, sampler.identity)
+    exact = [0] * len(targets)
+    ids = sorted(population)
+    for user, u in zip(ids, keys.choice_uniforms(ids)):
+        chosen = user_choice([(encoder.encode(item), 1) for item in population[user]], targets, float(u))
+        if chosen is not None:
+            exact[chosen] += 1
+    return exact

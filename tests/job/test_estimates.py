@@ -245,13 +245,15 @@ def test_the_dry_run_shows_the_total(records, tmp_path):
     assert any("frequency estimates 1" in line for line in lines if line.startswith("would spend"))
 
 
-def test_the_setting_is_validated_and_refused_with_windows():
+def test_the_setting_is_validated_with_or_without_windows():
     base = dict(input_pattern="x.jsonl", output_dir="out", epsilon=1.0, delta=1e-6, max_length=4)
-    for bad in (0.0, -1.0, float("inf"), float("nan")):
-        with pytest.raises(ValueError, match="--estimate-frequencies"):
-            DiscoveryConfig(**base, estimate_frequencies=bad)
-    with pytest.raises(ValueError, match="--window"):
-        DiscoveryConfig(**base, estimate_frequencies=1.0, window=3600, timestamp_column="t")
+    for window in ({}, dict(window=3600, timestamp_column="t")):
+        for bad in (0.0, -1.0, float("inf"), float("nan")):
+            with pytest.raises(ValueError, match="--estimate-frequencies"):
+                DiscoveryConfig(**base, **window, estimate_frequencies=bad)
+    # Windowed jobs estimate each released window (tests/job/test_windowed_estimates.py).
+    windowed = DiscoveryConfig(**base, estimate_frequencies=1.0, window=3600, timestamp_column="t")
+    assert b"estimate_frequencies" in windowed.window_identity()
     # Part of the identity only when given: jobs without it keep their keys.
     without = DiscoveryConfig(**base)
     assert b"estimate" not in without.sampling_identity()

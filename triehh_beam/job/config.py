@@ -691,15 +691,13 @@ class DiscoveryConfig:
 
 
 def _check_estimates(config: DiscoveryConfig) -> None:
-    """Refuses a bad ``--estimate-frequencies``, and with ``--window`` (not estimated yet)."""
+    """Refuses a bad ``--estimate-frequencies`` (with ``--window`` too: each released window is
+    estimated, ``job.windowed``)."""
     value = config.estimate_frequencies
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < float("inf")):
         raise ValueError(f"--estimate-frequencies must be a positive epsilon, got {value!r}")
-    if config.window is not None:
-        raise ValueError("--estimate-frequencies is not available with --window yet: leave it out, or "
-                         "run discover without --window")
 
 
 def _check_deny_list(config: DiscoveryConfig) -> None:

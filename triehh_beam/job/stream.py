@@ -93,7 +93,8 @@ def describe_window(report: dict, verbose: bool = False) -> str:
     """One progress line for a closed window (no count unless ``verbose``: then marked private)."""
     start = report["window_start"]
     if report["released"]:
-        line = (f"window {start}: released {report.get('heavy_hitters', 0)} heavy hitters, "
+        estimated = " with frequency estimates" if report.get("privacy", {}).get("estimate_epsilon") else ""
+        line = (f"window {start}: released {report.get('heavy_hitters', 0)} heavy hitters{estimated}, "
                 f"{len(report.get('rounds', []))} rounds -> {report.get('published_to')}")
     else:
         line = f"window {start}: nothing released: {report['reason']}"
@@ -165,6 +166,14 @@ def job_seed(config: DiscoveryConfig, name: str = SEED_NAME) -> bytes:
             pass  # another run of this job drew it first: use theirs
         found = store.read(name)
     return found.data
+
+
+def _estimates_note(config: DiscoveryConfig) -> str:
+    """What ``--estimate-frequencies`` adds to each released window's spend ("" without it)."""
+    if not config.estimate_frequencies:
+        return ""
+    return (f"; each released window also spends epsilon_est={config.estimate_frequencies:g} on its "
+            "frequency estimates (its plan and ledger charge hold the sum)")
 
 
 def _prepare(job: windowed.WindowedJob, default_name: str) -> str:
@@ -242,7 +251,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     except BaseException:
         leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
         raise
-    progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}")
+    progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}{_estimates_note(config)}")
     pipeline = runners.make_pipeline(options)
     # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.
     read = pipeline | "ReadRecords" >> config.read_transform(dead_letter=True)
@@ -307,7 +316,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     _discover(parsed["records"], job, seed, parsed["rejected"], WriteStreamDeadLetters(dead_letter))
     seen = {r["window_start"] for r in windowed.read_window_reports(job)}
     progress(f"streaming from {source.subscription}: {config.window}-second windows, closing "
-             f"{config.allowed_lateness} s after their end; results in {config.output_dir}")
+             f"{config.allowed_lateness} s after their end; results in {config.output_dir}{_estimates_note(config)}")
     result = pipeline.run()
     # The streaming DirectRunner's state stays RUNNING after its worker fails: wait on it in a
     # thread, whose end (and error) the loop below sees.

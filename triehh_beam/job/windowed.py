@@ -15,7 +15,11 @@ already released, releases nothing: the report says why. Nothing of a window bel
 written anywhere (``PrefixCounter`` inside the rounds' combine). With ``--protocol triehh++``
 each window's plan (and ledger record) is TrieHH++'s: its sample is the keyed Bernoulli sample
 of p_s under the window's keys, and prefixes with at least tau votes are kept; an infeasible
-target is refused before anything is read (its plan does not depend on n).
+target is refused before anything is read (its plan does not depend on n). With
+``--estimate-frequencies`` each released window's plan (and its ledger charge, made before
+anything of the window is sampled) includes epsilon_est, and after its rounds one more
+per-window stage (``beam.windowed_estimates``) counts the window's records against its leaves
+with the window's keys: its ``heavy_hitters.json`` carries the estimates as ``discover``'s does.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam import transforms
 from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
+from triehh_beam.beam.windowed_estimates import EstimateEachWindow
 from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs
@@ -40,6 +45,8 @@ from triehh_beam.job.planning import (InfeasiblePlanError, PopulationError, chec
                                       plan_for_census)
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, parameters, rounds
+from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
+from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateTargets, FrequencyEstimates
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
@@ -185,6 +192,28 @@ def _trie_of(job: WindowedJob, results: List[Tuple[int, RoundResult]]) -> Tuple[
     return trie, state
 
 
+def _leaves_of(results: List[Tuple[int, RoundResult]], job: WindowedJob) -> EstimateTargets:
+    """A window's discovered leaves (its trie's heavy hitters and frequent prefixes), from its
+    rounds' results: what its frequency estimates count."""
+    return EstimateTargets.from_trie(_trie_of(job, results)[0])
+
+
+def _released_estimates(job: WindowedJob, trie: Trie, estimates: List[FrequencyEstimates]
+                        ) -> state_pb2.FrequencyEstimates:
+    """A released window's estimates as its state records them (``write_outputs`` publishes
+    them). A window whose trie has no leaf has no estimate step: it publishes an empty set of
+    estimates, as ``discover`` does for a trie without leaves."""
+    epsilon = job.config.estimate_frequencies
+    if not estimates:
+        if len(EstimateTargets.from_trie(trie)):
+            raise AssertionError("a window with discovered leaves has no estimates")
+        return state_pb2.FrequencyEstimates(epsilon=epsilon, half_width=TwoSidedGeometric(epsilon).half_width(LEVEL))
+    if len(estimates) != 1 or estimates[0].targets != EstimateTargets.from_trie(trie):
+        raise AssertionError("a window's estimates are not of its trie's leaves")
+    return outputs.estimates_from_json(outputs.estimates_to_json(estimates[0], job.config.encoder),
+                                       job.config.encoder)
+
+
 class _ReleaseDoFn(beam.DoFn):
     """A window's plan and round results -> its published result (if released) and its private
     report; outputs one summary (private: it holds n) per window."""
@@ -192,7 +221,7 @@ class _ReleaseDoFn(beam.DoFn):
     def __init__(self, job: WindowedJob):
         self._job = job
 
-    def process(self, plan: WindowPlan, results):
+    def process(self, plan: WindowPlan, results, estimates=()):
         job, config = self._job, self._job.config
         start = plan.start
         report = {
@@ -212,6 +241,8 @@ class _ReleaseDoFn(beam.DoFn):
             state.job_id = f"{job.stream_id}-{window_dir_name(start)}"
             state.created_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
             state.plan.CopyFrom(plan_for_census(config, plan.population))
+            if state.plan.estimate_epsilon:  # charged with the plan, before anything was sampled
+                state.estimates.CopyFrom(_released_estimates(job, trie, list(estimates)))
             output_dir = job.output_dir(start)
             outputs.write_outputs(output_dir, state, trie)
             report.update(
@@ -262,7 +293,17 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
         job.windows, window_keys, config.max_length, plans, config.encoder, config.truncate_long_items,
         sample_probability=job.sample_probability)
     results = drawn["tables"] | "Rounds" >> RunWindowRounds(config.max_length, job.theta, drawn["samples"])
-    return plans | "Release" >> beam.ParDo(_ReleaseDoFn(job), results=window_view(beam.pvalue.AsList(results)))
+    side = {"results": window_view(beam.pvalue.AsList(results))}
+    if config.estimate_frequencies:
+        leaves = (
+            results
+            | "WindowResults" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
+            | "WindowLeaves" >> beam.Map(_leaves_of, job=job)
+        )
+        released = records | "EstimateFrequencies" >> EstimateEachWindow(
+            job.windows, window_keys, config.estimate_frequencies, leaves, config.encoder, config.truncate_long_items)
+        side["estimates"] = window_view(beam.pvalue.AsList(released))
+    return plans | "Release" >> beam.ParDo(_ReleaseDoFn(job), **side)
 
 
 class _NoteAdmittedDoFn(beam.DoFn):

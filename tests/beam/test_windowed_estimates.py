@@ -1,0 +1,56 @@
+"""``EstimateEachWindow`` per event-time window: each window with leaves releases the per-user
+reference of its own records (the same user in two windows is two users) with its own keys; a
+window without leaves releases nothing, and a leaf that nobody holds still gets an estimate."""
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+
+from tests.beam.test_estimates import ENCODERS, _batches, _population
+from tests.beam.test_estimates import _weighted as _encoded
+from triehh_beam.beam.windowed_estimates import EstimateEachWindow, window_estimate_keys
+from triehh_beam.beam.windows import EventWindows
+from triehh_beam.protocol.frequency_estimates import EstimateTargets, reference_estimates
+from triehh_beam.protocol.sampling import Sampler
+
+SEED = bytes(range(3, 35))
+HOUR = 3600 * 1_000_000
+T0 = 1_763_892_000 * 1_000_000
+ENCODER = ENCODERS["text"]
+WINDOW_KEYS = Sampler(SEED, b"windowed estimates test").window_keys()
+# Window T0's leaves (heavy hitters and prefixes); window T0 + HOUR's hold one nobody holds;
+# window T0 + 2 HOURS has none (withheld, or nothing discovered).
+LEAVES = {
+    T0: EstimateTargets((ENCODER.encode("ab"), ENCODER.encode("c"), ("b", "a"), ("c", "a"))),
+    T0 + HOUR: EstimateTargets((ENCODER.encode("ab"), ENCODER.encode("zz"))),
+}
+
+
+def _weighted(population):
+    return _encoded(population, ENCODER, truncate=False)
+
+
+def test_each_window_releases_the_reference_of_its_own_records_with_its_keys():
+    windows = EventWindows(HOUR)
+    # The same user ids in every window: a window counts only its own records.
+    populations = {start: _population("text", seed) for seed, start in enumerate((T0, T0 + HOUR, T0 + 2 * HOUR))}
+    expected = [reference_estimates(_weighted(populations[start]), leaves, 0.5,
+                                    window_estimate_keys(WINDOW_KEYS, start))
+                for start, leaves in LEAVES.items()]
+    assert expected[0].estimates != reference_estimates(
+        _weighted(populations[T0]), LEAVES[T0], 0.5, window_estimate_keys(WINDOW_KEYS, T0 + HOUR)).estimates
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        batches = p | "Batches" >> beam.Create(
+            [TimestampedValue(b, Timestamp(micros=start + 1)) for start, population in populations.items()
+             for b in _batches(population, "text")]).with_output_types(pa.RecordBatch) | "BatchesIntoWindows" >> beam.WindowInto(windows.window_fn())
+        leaves = p | "Leaves" >> beam.Create(
+            [TimestampedValue(targets, Timestamp(micros=start)) for start, targets in LEAVES.items()]
+        ).with_output_types(EstimateTargets) | "LeavesIntoWindows" >> beam.WindowInto(windows.window_fn())
+        released = batches | EstimateEachWindow(windows, WINDOW_KEYS, 0.5, leaves, ENCODER, shards=3)
+        assert_that(released | beam.Map(lambda e: (e.targets, e.estimates, e.half_width)),
+                    equal_to([(e.targets, e.estimates, e.half_width) for e in expected]))
+    # A leaf nobody in its window holds: noise around 0.
+    assert ENCODER.encode("zz") in expected[1].by_target()

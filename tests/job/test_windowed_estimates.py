@@ -1,0 +1,200 @@
+"""``--estimate-frequencies`` in the windowed discovery graph (job/windowed.py, in-process and
+streaming runners): each released window's published estimates equal the per-user reference of
+that window's records alone with the window's keys (``EstimateKeys.derive`` of the window's
+``Sampler``), its trie is still the keyed simulation's, each released window is charged
+epsilon + epsilon_est before its estimates are computed or anything is published, a window that
+is not released spends and estimates nothing, the stream (``TestStream``) publishes what the
+bounded replay does, and TrieHH++ windows are estimated and charged alike."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.job.test_windowed import (HOUR, SEED, T0, WORDS, _batches, _config, _one_stamp_batches, _run,
+                                     _streaming_run)
+from triehh_beam.beam import windowed_estimates
+from triehh_beam.evaluation.estimates_eval import simulate_estimates
+from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
+from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job import outputs, windowed
+from triehh_beam.job.ledger import Ledger
+from triehh_beam.protocol import planner
+from triehh_beam.protocol.frequency_estimates import EstimateKeys
+from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.trie import Trie
+
+EPSILON_EST = 0.5
+
+
+def _population(users: int, seed: int, prefix: str):
+    """Zipf-distributed words; every fifth user holds a second word (the estimate's choice)."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, len(WORDS) + 1)
+    words = rng.choice(len(WORDS), size=(users, 2), p=weights / weights.sum())
+    return {f"{prefix}{i}": [WORDS[a]] + ([WORDS[b]] if i % 5 == 0 and b != a else [])
+            for i, (a, b) in enumerate(words)}
+
+
+def _document(tmp_path, start):
+    return json.loads((tmp_path / "out" / windowed.window_dir_name(start) / "heavy_hitters.json").read_text())
+
+
+def _check_window(tmp_path, config, start, population):
+    """The window's published trie and estimates against the keyed simulation and the per-user
+    reference with the window's own keys; returns its document."""
+    sampler = Sampler(SEED, config.window_identity()).window_keys().sampler(start)
+    out = tmp_path / "out" / windowed.window_dir_name(start)
+    assert (out / windowed.RELEASED_MARKER).exists()
+    trie = Trie.from_bytes((out / "trie.pb").read_bytes())
+    plan = planner.plan(len(population), config.epsilon, config.delta, config.max_length)
+    expected_trie = simulate(population, config.encoder, plan.theta, plan.batch_size, sampler)
+    assert [set(level) for level in trie.levels] == [set(level) for level in expected_trie.levels], start
+    assert len(expected_trie.heavy_hitters) >= 2
+    expected = simulate_estimates(population, config.encoder, trie, sampler, EPSILON_EST).by_target()
+    assert EstimateKeys.derive(sampler.seed, sampler.identity) == windowed_estimates.window_estimate_keys(
+        Sampler(SEED, config.window_identity()).window_keys(), start)
+    document = json.loads((out / "heavy_hitters.json").read_text())
+    k = document["frequency_estimates"]["half_width"]
+    assert k == 6 and document["frequency_estimates"]["epsilon"] == EPSILON_EST
+    entries = [(config.encoder.encode(e["item"]), e) for e in document["heavy_hitters"]]
+    entries += [(tuple(e["prefix"]), e) for e in document["frequent_prefixes"]]
+    assert len(entries) == len(expected) and len(entries) >= 3
+    for sequence, entry in entries:
+        assert entry["estimate"] == expected[sequence], (start, entry)
+        assert entry["interval"] == [entry["estimate"] - k, entry["estimate"] + k]
+    privacy = document["privacy"]
+    assert privacy["estimate_epsilon"] == EPSILON_EST
+    assert privacy["total_target_epsilon"] == pytest.approx(config.epsilon + EPSILON_EST)
+    return document
+
+
+def test_each_windows_estimates_equal_the_reference_with_the_windows_keys_charged_first(tmp_path, monkeypatch):
+    # The order of what happens, per window: the charge, the estimates' release, the publication.
+    events = []
+    charge, release, write = ledger_lib.Ledger.charge_plan, windowed_estimates.release, outputs.write_outputs
+
+    def charge_plan(self, record_id, plan, details):
+        events.append(("charge", details["window_start"]))
+        return charge(self, record_id, plan, details)
+
+    monkeypatch.setattr(ledger_lib.Ledger, "charge_plan", charge_plan)
+    monkeypatch.setattr(windowed_estimates, "release", lambda *a: events.append(("estimate", len(a[1]))) or release(*a))
+    monkeypatch.setattr(outputs, "write_outputs", lambda d, *a, **k: events.append(("publish", d)) or write(d, *a, **k))
+
+    rng = np.random.default_rng(1)
+    first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
+    config = _config(tmp_path, estimate_frequencies=EPSILON_EST)
+    _run(config, _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng))
+    documents = [_check_window(tmp_path, config, start, population)
+                 for start, population in ((T0, first), (T0 + HOUR, second))]
+    # Windows draw independently: their keys (and so their noise) differ.
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    assert windowed_estimates.window_estimate_keys(window_keys, T0) != windowed_estimates.window_estimate_keys(
+        window_keys, T0 + HOUR)
+    assert all(d["heavy_hitters"] for d in documents)
+
+    records = Ledger(config.resolved_ledger_dir).records()
+    assert sorted(r["window_start"] for r in records) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]
+    for record in records:
+        assert record["estimate_epsilon"] == EPSILON_EST
+        assert record["epsilon"] == pytest.approx(record["discovery_epsilon"] + EPSILON_EST)
+        assert record["discovery_epsilon"] <= config.epsilon
+    for start in (T0, T0 + HOUR):
+        charged = events.index(("charge", windowed.rfc3339(start)))
+        published = events.index(("publish", str(tmp_path / "out" / windowed.window_dir_name(start))))
+        assert charged < published
+    # Both windows' estimates were released after both charges (each a bundle of its own),
+    # and before the publications.
+    released = [i for i, (kind, _) in enumerate(events) if kind == "estimate"]
+    assert len(released) == 2
+    assert max(i for i, (kind, _) in enumerate(events) if kind == "charge") < min(released)
+    assert max(released) < min(i for i, (kind, _) in enumerate(events) if kind == "publish")
+
+
+def test_a_window_that_is_not_released_spends_and_estimates_nothing(tmp_path):
+    # A budget that fits one window's epsilon + epsilon_est, not two; and the second window too
+    # small for its target, which releases nothing either way.
+    rng = np.random.default_rng(3)
+    first, second, small = _population(3000, 1, "a"), _population(3000, 2, "b"), _population(40, 3, "c")
+    config = _config(tmp_path, estimate_frequencies=EPSILON_EST, ledger_dir=str(tmp_path / "ledger"),
+                     budget_epsilon=4.0 + EPSILON_EST + 1.0)
+    job = _run(config, _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng)
+               + _batches(small, T0 + 2 * HOUR, rng))
+    reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
+    assert sorted(r["released"] for r in reports.values()) == [False, False, True]
+    assert "infeasible" in reports["2025-11-23T12:00:00Z"]["reason"]
+    (start,) = [s for s in (T0, T0 + HOUR) if reports[windowed.rfc3339(s)]["released"]]
+    (withheld,) = [r for r in reports.values() if not r["released"] and "budget" in r["reason"]]
+    assert "exceeds the remaining lifetime budget" in withheld["reason"]
+    _check_window(tmp_path, config, start, first if start == T0 else second)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [windowed.window_dir_name(start)]
+    (record,) = Ledger(config.resolved_ledger_dir).records()
+    assert record["window_start"] == windowed.rfc3339(start) and record["estimate_epsilon"] == EPSILON_EST
+
+
+def test_a_budget_that_fits_the_discovery_but_not_the_estimates_releases_nothing(tmp_path):
+    rng = np.random.default_rng(4)
+    config = _config(tmp_path, estimate_frequencies=EPSILON_EST, ledger_dir=str(tmp_path / "ledger"),
+                     budget_epsilon=4.0 + EPSILON_EST / 2)
+    job = _run(config, _batches(_population(3000, 1, "a"), T0, rng))
+    (report,) = windowed.read_window_reports(job)
+    assert not report["released"] and "exceeds the remaining lifetime budget" in report["reason"]
+    assert not (tmp_path / "out").exists() and Ledger(config.resolved_ledger_dir).records() == []
+
+
+def test_streaming_windows_publish_the_estimates_of_the_bounded_replay(tmp_path):
+    rng = np.random.default_rng(7)
+    first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
+    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
+    config = _config(tmp_path / "stream", estimate_frequencies=EPSILON_EST, allowed_lateness=60)
+    events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
+              T0 + HOUR + 1000, second_batches[5:], T0 + 3 * HOUR]
+    _streaming_run(config, events)
+    replay = _config(tmp_path / "replay", estimate_frequencies=EPSILON_EST, allowed_lateness=60)
+    _run(replay, early + second_batches)
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        streamed = _check_window(tmp_path / "stream", config, start, population)
+        replayed = _document(tmp_path / "replay", start)
+        for key in ("heavy_hitters", "frequent_prefixes", "frequency_estimates"):
+            assert streamed[key] == replayed[key], key
+
+
+def test_triehh_plus_plus_windows_are_estimated_and_charged_alike(tmp_path):
+    rng = np.random.default_rng(6)
+    first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
+    config = _config(tmp_path, protocol="triehh++", estimate_frequencies=EPSILON_EST)
+    _run(config, _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng))
+    chosen = plan_sample_threshold(4.0, 1e-5, 6)
+    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        sampler = window_keys.sampler(start)
+        simulated = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
+                                              sampler)
+        trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in simulated.levels]
+        assert len(trie.heavy_hitters()) >= 2
+        expected = simulate_estimates(population, config.encoder, trie, sampler, EPSILON_EST).by_target()
+        document = _document(tmp_path, start)
+        assert {e["item"]: e["estimate"] for e in document["heavy_hitters"]} == {
+            config.encoder.decode(s): expected[s] for s in trie.heavy_hitter_sequences()}
+        assert document["privacy"]["protocol"] == "triehh++" and document["privacy"]["estimate_epsilon"] == EPSILON_EST
+    records = Ledger(config.resolved_ledger_dir).records()
+    assert len(records) == 2
+    assert [r["epsilon"] for r in records] == [pytest.approx(chosen.epsilon + EPSILON_EST)] * 2
+    assert [r["estimate_epsilon"] for r in records] == [EPSILON_EST] * 2
+
+
+def test_a_released_window_that_discovers_nothing_publishes_no_estimate(tmp_path):
+    # Every user holds an item of its own (distinct first characters): no prefix reaches theta.
+    population = {f"u{i}": [chr(0x4E00 + i)] for i in range(3000)}
+    config = _config(tmp_path, estimate_frequencies=EPSILON_EST)
+    job = _run(config, _batches(population, T0, np.random.default_rng(9)))
+    (report,) = windowed.read_window_reports(job)
+    assert report["released"] and report["heavy_hitters"] == 0
+    document = _document(tmp_path, T0)
+    assert document["heavy_hitters"] == [] and document["frequent_prefixes"] == []
+    assert document["frequency_estimates"]["half_width"] == 6
+    (record,) = Ledger(config.resolved_ledger_dir).records()
+    assert record["estimate_epsilon"] == EPSILON_EST  # charged before the rounds found nothing

@@ -1,0 +1,180 @@
+"""The frequency estimates of a windowed discovery (``--estimate-frequencies`` with ``discover
+--window`` and ``triehh stream``): ``EstimateEachWindow`` is ``beam.estimates.EstimateFrequencies``
+once per event-time window, in the same graph as the window's rounds. What a batch job knows
+before it builds its estimate graph arrives per window instead: the window's discovered leaves are
+a per-window side input (made from the window's round results by the job layer), and its keys are
+``EstimateKeys.derive(seed_s, identity)`` with the seed and identity of the window's ``Sampler``
+(``sampling.WindowKeys.sampler(start)``, the keys its sampling used), so a retried bundle, a
+restarted stream and a bounded replay release the same numbers, and two windows draw
+independently. A window without leaves (withheld, or nothing discovered) matches nothing, so its
+records stop at the first step. Each window's exact counts go from its shards to one per-window
+sum and straight into the release, which adds the noise once; no counter, log or output carries
+them. The graph carries the derived ``WindowKeys``, never the seed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import apache_beam as beam
+import numpy as np
+
+from triehh_beam.beam import estimates
+from triehh_beam.beam.windows import EventWindows, window_view
+from triehh_beam.protocol import sampling
+from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
+from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets, FrequencyEstimates, release
+
+__all__ = ["DEFAULT_WINDOW_SHARDS", "EstimateEachWindow", "window_estimate_keys"]
+
+#: Groups each window's users are split into (a window is one discovery's worth of records).
+DEFAULT_WINDOW_SHARDS = 16
+_NO_LEAVES = EstimateTargets(())
+
+
+def window_estimate_keys(window_keys: sampling.WindowKeys, start_micros: int) -> EstimateKeys:
+    """The estimate keys of the window that starts at ``start_micros``: derived from the seed and
+    identity of the window's ``Sampler``, as a batch job's are from its own."""
+    sampler = window_keys.sampler(start_micros)
+    return EstimateKeys.derive(sampler.seed, sampler.identity)
+
+
+class _KeysCache:
+    """Per-window estimate keys, derived once per worker and window."""
+
+    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys):
+        self._windows = windows
+        self._window_keys = window_keys
+        self._cache: Dict[int, EstimateKeys] = {}
+
+    def __call__(self, beam_window) -> EstimateKeys:
+        start = self._windows.start_of_window(beam_window)
+        keys = self._cache.get(start)
+        if keys is None:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            keys = self._cache[start] = window_estimate_keys(self._window_keys, start)
+        return keys
+
+
+class _MatchWindowTargetsDoFn(estimates._MatchTargetsDoFn):
+    """``_MatchTargetsDoFn`` with the window's leaves and keys (nothing for a window without
+    leaves). Side inputs are given positionally: Beam 2.77 passes a keyword side input twice
+    beside a ``WindowParam``."""
+
+    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, encoder: ItemEncoder,
+                 truncate: bool, shards: int):
+        super().__init__(None, encoder, truncate, shards)
+        self._window_keys = _KeysCache(windows, window_keys)
+
+    def process(self, batch, targets, beam_window=beam.DoFn.WindowParam):
+        if len(targets) == 0:
+            return
+        self._keys = self._window_keys(beam_window)
+        yield from super().process(batch, targets)
+
+
+@beam.typehints.with_input_types(np.ndarray)
+@beam.typehints.with_output_types(np.ndarray)
+class _AddCountsFn(beam.CombineFn):
+    """A window's shards' exact counts, added up (private: they go only to the release)."""
+
+    def create_accumulator(self) -> Optional[np.ndarray]:
+        return None
+
+    def add_input(self, accumulator, counts):
+        return counts.copy() if accumulator is None else accumulator + counts
+
+    def merge_accumulators(self, accumulators):
+        merged = None
+        for accumulator in accumulators:
+            if accumulator is not None:
+                merged = accumulator.copy() if merged is None else merged + accumulator
+        return merged
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+def _one(_) -> int:
+    return 1
+
+
+@beam.typehints.with_input_types(int, targets=Any, counts=Any)
+@beam.typehints.with_output_types(FrequencyEstimates)
+class _ReleaseWindowDoFn(beam.DoFn):
+    """Once per window with records: its leaves and its added counts -> its released estimates
+    (nothing for a window without leaves): the noise added once, with the window's keys. Every
+    leaf is released, held by anyone or not (no counts: all 0)."""
+
+    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, epsilon: float):
+        self._keys = _KeysCache(windows, window_keys)
+        self._epsilon = epsilon
+
+    def process(self, _, targets, counts, beam_window=beam.DoFn.WindowParam):
+        if len(targets) == 0:
+            return
+        if len(counts) > 1:
+            raise ValueError(f"a window has {len(counts)} sums of counts")
+        exact = counts[0] if counts else np.zeros(len(targets), dtype=np.int64)
+        if len(exact) != len(targets):
+            raise ValueError(f"{len(exact)} counts for {len(targets)} leaves")
+        yield release(exact.tolist(), targets, self._epsilon, self._keys(beam_window))
+
+
+class EstimateEachWindow(beam.PTransform):
+    """A windowed job's record batches -> one ``FrequencyEstimates`` per window with leaves.
+
+    Args:
+      windows: the job's ``EventWindows``.
+      window_keys: ``Sampler.window_keys()`` (derived; the graph never carries the seed).
+      epsilon: epsilon_est, what each window's estimates spend.
+      leaves: a PCollection of at most one ``EstimateTargets`` per window: the window's discovered
+        leaves (a window without one estimates nothing).
+      encoder, truncate: as ``EstimateFrequencies``.
+      shards: groups each window's users are split into, 1 to 2048.
+
+    Input: ``pa.RecordBatch`` (user_id binary, item, count; zero counts dropped) in the windows
+    the rounds ran in: the records the window's discovery read.
+    Output: ``FrequencyEstimates``, one per window that has records and non-empty leaves.
+    """
+
+    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, epsilon: float, leaves,
+                 encoder: ItemEncoder, truncate: bool = False, shards: int = DEFAULT_WINDOW_SHARDS):
+        super().__init__()
+        if not 1 <= shards <= estimates._MAX_SHARDS:
+            raise ValueError(f"shards must be 1 to {estimates._MAX_SHARDS}, got {shards}")
+        self._epsilon = float(epsilon)
+        TwoSidedGeometric(self._epsilon)  # validates epsilon before any graph is built
+        self._windows = windows
+        self._window_keys = window_keys
+        self._leaves = leaves
+        self._encoder = encoder
+        self._truncate = truncate
+        self._shards = shards
+
+    def _view(self):
+        return window_view(beam.pvalue.AsSingleton(self._leaves, default_value=_NO_LEAVES))
+
+    def expand(self, batches):
+        counts = (
+            batches
+            | "MatchLeaves" >> beam.ParDo(
+                _MatchWindowTargetsDoFn(self._windows, self._window_keys, self._encoder, self._truncate,
+                                        self._shards), self._view())
+            | "GroupPerShard" >> beam.GroupByKey()
+            | "CountChoices" >> beam.ParDo(estimates._CountChoicesDoFn(), targets=self._view())
+            | "AddShards" >> beam.CombineGlobally(_AddCountsFn()).without_defaults()
+        )
+        # The release runs once per window with records, the leaves a side input there too:
+        # Beam 2.77's FnApiRunner may store a PCollection read both as a side input and as
+        # another stage's main input only after that stage ran (the side input read empty).
+        windows = (
+            batches
+            | "OnePerBatch" >> beam.Map(_one)
+            | "WindowsWithRecords" >> beam.CombineGlobally(sum).without_defaults()
+        )
+        return windows | "ReleaseEstimates" >> beam.ParDo(
+            _ReleaseWindowDoFn(self._windows, self._window_keys, self._epsilon), self._view(),
+            window_view(beam.pvalue.AsList(counts)))

@@ -198,6 +198,19 @@ def test_the_budget_is_charged_before_the_release_pass_runs(population, tmp_path
     assert seen["state"].plan.theta == plan_whole_items(EPSILON, DELTA).tau  # the plan was committed first
 
 
+def test_show_lists_the_released_items_with_their_counts_and_estimates(runs):
+    from triehh_beam.evaluation.show import load_result, render_text
+
+    published = runs["published"]
+    text = render_text(load_result(str(runs["output"])))
+    assert f"tau={published['privacy']['tau']}" in text and "whole-item sample-and-threshold" in text
+    assert f"{len(published['released'])} items released (most reported first):" in text
+    rows = [line.split() for line in text.splitlines() if line.startswith("  ") and line.split()[0].isdigit()]
+    assert [(r[1], int(r[2].replace(",", ""))) for r in rows] == [
+        (e["item"], e["count"]) for e in published["released"]]
+    assert "biased upward" in text and "trie" not in text.split("released")[-1].split("count:")[0]
+
+
 def test_a_finished_job_rerun_publishes_the_same_release_without_reading(runs, population):
     _, seed_file, _ = population
     before = (runs["output"] / "heavy_hitters.json").read_bytes()

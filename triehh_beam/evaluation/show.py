@@ -436,8 +436,12 @@ def summary_lines(result: PublishedResult) -> List[str]:
         else:
             target = (f"within the target ({privacy['target_epsilon']:.4g}, "
                       f"{privacy['target_delta']:.3g})-DP, user level")
-        lines.append(f"privacy: {target}; theta={privacy.get('theta')}, L={encoder.max_length}, "
-                     f"rule {privacy.get('rule')}")
+        if is_whole_item_release(document):
+            lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: tau="
+                         f"{privacy.get('tau', privacy.get('theta'))}, p_s={100 * float(privacy.get('sample_probability') or 0):.4g}%")
+        else:
+            lines.append(f"privacy: {target}; theta={privacy.get('theta')}, L={encoder.max_length}, "
+                         f"rule {privacy.get('rule')}")
         if privacy.get("estimate_epsilon"):
             lines.append(f"         + frequency estimates, epsilon_est={privacy['estimate_epsilon']:.4g} "
                          f"(total target epsilon {privacy['total_target_epsilon']:.4g}, basic composition)")
@@ -476,8 +480,18 @@ def _wrap(text: str, indent: str = "  ", width: int = 96) -> List[str]:
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent)
 
 
+def is_whole_item_release(document: Optional[Mapping]) -> bool:
+    """A ``--protocol sample-threshold`` result: released items with counts, no trie."""
+    return bool(document) and document.get("privacy", {}).get("protocol") == "sample-threshold"
+
+
 def render_text(result: PublishedResult, tree: bool = True) -> str:
-    """The whole result as text: summary, heavy hitters, frequent prefixes and the trie."""
+    """The whole result as text: summary, heavy hitters, frequent prefixes and the trie (a
+    whole-item release: its items with their counts and estimates; it has no trie)."""
+    if is_whole_item_release(result.document):
+        from triehh_beam.evaluation.show_release import whole_item_lines
+
+        return "\n".join(summary_lines(result)[:-1] + whole_item_lines(result.document, result.encoder))
     items, prefixes = result.heavy_hitters(), result.frequent_prefixes()
     estimates = result.estimates()
     lines = summary_lines(result)

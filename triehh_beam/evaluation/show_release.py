@@ -1,0 +1,35 @@
+"""``triehh show`` of a ``--protocol sample-threshold`` result: one whole-item release has no
+trie, only released items, each with its count (the sampled users who reported it, at least tau:
+the theorem covers the thresholded counts, so they are published) and its estimate count / p_s.
+The text summary is ``show.summary_lines``; this adds the table of released items."""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping
+
+from triehh_beam.evaluation.show import _pad, _width, _wrap, display
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+
+__all__ = ["whole_item_lines"]
+
+
+def _released_text(value: Any, encoder: ItemEncoder) -> str:
+    """A released item as the tables show items (bytes from their hex, integers as numbers)."""
+    return display(bytes.fromhex(value) if encoder.kind is ItemKind.BYTES else value, encoder)
+
+
+def whole_item_lines(document: Mapping, encoder: ItemEncoder) -> List[str]:
+    """The released items of a whole-item release, most reported first, with count and estimate
+    (both published: the theorem covers the thresholded counts)."""
+    released = document.get("released", [])
+    lines = ["", f"{len(released)} item{'' if len(released) == 1 else 's'} released (most reported first):"]
+    rows = [("#", "item", "count", "estimate")] + [
+        (str(i), _released_text(entry["item"], encoder), f"{entry['count']:,}", f"{entry['estimate']:,.0f}")
+        for i, entry in enumerate(released, start=1)]
+    widths = [max(_width(row[c]) for row in rows) for c in range(4)]
+    for row in rows:
+        lines.append(("  " + "  ".join([row[0].rjust(widths[0]), _pad(row[1], widths[1]),
+                                         row[2].rjust(widths[2]), row[3].rjust(widths[3])])).rstrip())
+    if document.get("estimate_note"):
+        lines += [""] + _wrap(document["estimate_note"], indent="")
+    return lines

@@ -56,7 +56,51 @@ ESTIMATE_KINDS = ("counted", "abstained", "off_target", "duplicate", "not_select
 ESTIMATE_REPORTED = ("counted", "abstained", "off_target")
 
 
-class RoundTally:
+class _Tally:
+    """What both tallies share: one label per message, the issued tokens, and the first report of
+    each (what the report goal counts). A subclass labels a report of its round (``_label``) and
+    names its labels (``_KINDS``)."""
+
+    _KINDS: tuple = ()
+
+    def __init__(self, job_id: str, round_index: int, encoder: ItemEncoder, tokens: FrozenSet[bytes]):
+        self.job_id = job_id
+        self.round_index = round_index
+        self._encoder = encoder
+        self._tokens = frozenset(tokens)
+        self._seen: set = set()
+        self.kinds: collections.Counter = collections.Counter()
+
+    @property
+    def reported(self) -> int:
+        """Devices that have reported this round (what the report goal counts)."""
+        return len(self._seen)
+
+    def add(self, data: bytes) -> str:
+        """Classifies (and if it counts, counts) one message body; returns its label."""
+        report = _read(data, self.job_id, self._encoder)
+        kind = report if isinstance(report, str) else self._label(report)
+        self.kinds[kind] += 1
+        return kind
+
+    def _first(self, report: VoteReport) -> str:
+        """The empty string for the first report of a token this round issued, else its label."""
+        if report.token not in self._tokens:
+            return "not_selected"
+        if report.token in self._seen:
+            return "duplicate"
+        self._seen.add(report.token)
+        return ""
+
+    def _label(self, report: VoteReport) -> str:
+        raise NotImplementedError
+
+    def label_counts(self) -> Dict[str, int]:
+        """Every label's count (private), zeros included."""
+        return {kind: self.kinds.get(kind, 0) for kind in self._KINDS}
+
+
+class RoundTally(_Tally):
     """The count of round ``round_index`` of job ``job_id``.
 
     Args:
@@ -70,44 +114,25 @@ class RoundTally:
       theta: the threshold.
     """
 
+    _KINDS = KINDS
+
     def __init__(self, job_id: str, round_index: int, encoder: ItemEncoder, frontier: Collection[Units],
                  tokens: FrozenSet[bytes], theta: int):
-        self.job_id = job_id
-        self.round_index = round_index
-        self._encoder = encoder
+        super().__init__(job_id, round_index, encoder, tokens)
         self._frontier = frozenset(frontier)
-        self._tokens = frozenset(tokens)
         self._counter = PrefixCounter(theta)
         self._counts: Dict[Units, int] = self._counter.create()
-        self._seen: set = set()
-        self.kinds: collections.Counter = collections.Counter()
 
-    @property
-    def reported(self) -> int:
-        """Selected devices that have reported this round (what the report goal counts)."""
-        return len(self._seen)
-
-    def add(self, data: bytes) -> str:
-        """Classifies (and if it is a vote, counts) one message body; returns its label."""
-        kind = self._classify(data)
-        self.kinds[kind] += 1
-        return kind
-
-    def _classify(self, data: bytes) -> str:
-        report = _read(data, self.job_id, self._encoder)
-        if isinstance(report, str):
-            return report
+    def _label(self, report: VoteReport) -> str:
         if report.estimate:  # the estimate round comes after every vote round
             return "late" if report.round_index < self.round_index else "unannounced"
         if report.round_index < self.round_index:
             return "late"
         if report.round_index > self.round_index:
             return "unannounced"
-        if report.token not in self._tokens:
-            return "not_selected"
-        if report.token in self._seen:
-            return "duplicate"
-        self._seen.add(report.token)
+        first = self._first(report)
+        if first:
+            return first
         prefix = report.prefix
         if prefix is None:
             return "abstained"
@@ -120,12 +145,8 @@ class RoundTally:
         """The prefixes with at least theta votes, sorted; no counts."""
         return self._counter.extract_kept(self._counts)
 
-    def label_counts(self) -> Dict[str, int]:
-        """Every label's count (private), zeros included."""
-        return {kind: self.kinds.get(kind, 0) for kind in KINDS}
 
-
-class EstimateTally:
+class EstimateTally(_Tally):
     """The count of the estimate round ``round_index`` of job ``job_id``: per target, the
     number of invited devices whose first report names it (private until ``release``).
 
@@ -135,42 +156,23 @@ class EstimateTally:
       tokens: the tokens the estimate round issued (one per enrolled device).
     """
 
+    _KINDS = ESTIMATE_KINDS
+
     def __init__(self, job_id: str, round_index: int, encoder: ItemEncoder, targets: EstimateTargets,
                  tokens: FrozenSet[bytes]):
-        self.job_id = job_id
-        self.round_index = round_index
-        self._encoder = encoder
+        super().__init__(job_id, round_index, encoder, tokens)
         self._targets = targets
-        self._tokens = frozenset(tokens)
         self._counts = [0] * len(targets)
-        self._seen: set = set()
-        self.kinds: collections.Counter = collections.Counter()
 
-    @property
-    def reported(self) -> int:
-        """Invited devices that have reported (what the report goal counts)."""
-        return len(self._seen)
-
-    def add(self, data: bytes) -> str:
-        """Classifies (and if it names a target, counts) one message body; returns its label."""
-        kind = self._classify(data)
-        self.kinds[kind] += 1
-        return kind
-
-    def _classify(self, data: bytes) -> str:
-        report = _read(data, self.job_id, self._encoder)
-        if isinstance(report, str):
-            return report
+    def _label(self, report: VoteReport) -> str:
         if not report.estimate or report.round_index < self.round_index:
             # A vote report (every vote round has closed), or an earlier estimate round's.
             return "late" if report.estimate or report.round_index < self.round_index else "unannounced"
         if report.round_index > self.round_index:
             return "unannounced"
-        if report.token not in self._tokens:
-            return "not_selected"
-        if report.token in self._seen:
-            return "duplicate"
-        self._seen.add(report.token)
+        first = self._first(report)
+        if first:
+            return first
         if report.prefix is None:
             return "abstained"
         i = self._targets.index_of(report.prefix)
@@ -183,10 +185,6 @@ class EstimateTally:
         """The released estimates: each target's count plus its keyed noise (the central
         estimate's ``release``, the same keys: equal counts give equal estimates)."""
         return release(self._counts, self._targets, epsilon, keys)
-
-    def label_counts(self) -> Dict[str, int]:
-        """Every label's count (private), zeros included."""
-        return {kind: self.kinds.get(kind, 0) for kind in ESTIMATE_KINDS}
 
 
 def _read(data: bytes, job_id: str, encoder: ItemEncoder):

@@ -14,9 +14,7 @@ no files.
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Union
-
-import numpy as np
+from typing import Union
 
 from triehh_beam.proto import federated_pb2, vote_pb2
 from triehh_beam.protocol import messages
@@ -24,7 +22,7 @@ from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.federated import (ESTIMATE_SCHEMA_VERSION, SCHEMA_VERSION, FederatedFormatError,
                                             RoundAnnouncement, _build, _check_header, _check_int, _check_version,
                                             _parse, _serialize)
-from triehh_beam.protocol.federated_selection import Registry, keyed_tokens
+from triehh_beam.protocol.federated_selection import Registry, RoundSelection, keyed_tokens
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.user_items import LONG_ITEM_POLICIES
@@ -155,21 +153,9 @@ def read_announcement(data: bytes, source: str = "<announcement bytes>"
     return RoundAnnouncement.from_proto(header, source)
 
 
-@dataclasses.dataclass(frozen=True)
-class EstimateInvitations:
-    """What the estimate round sends every enrolled device: ``tokens[i]`` and
-    ``choice_words[i]`` belong to ``device_ids[i]`` (the registry's order)."""
-
-    round_index: int
-    device_ids: List[bytes]
-    tokens: List[bytes] = dataclasses.field(repr=False)
-    choice_words: np.ndarray = dataclasses.field(repr=False)
-
-    def __len__(self) -> int:
-        return len(self.device_ids)
-
-    def token_set(self) -> frozenset:
-        return frozenset(self.tokens)
+#: What the estimate round sends every enrolled device: a vote round's ``RoundSelection`` shape
+#: (``tokens[i]`` and ``choice_words[i]`` belong to ``device_ids[i]``, the registry's order).
+EstimateInvitations = RoundSelection
 
 
 def estimate_invitations(sampler: Sampler, registry: Registry, round_index: int) -> EstimateInvitations:

@@ -16,7 +16,7 @@ import pytest
 
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.evaluation.demo import demo_population_path
-from triehh_beam.evaluation.simulation import _prepare, simulate
+from triehh_beam.evaluation.simulation import encode_population, simulate
 from triehh_beam.protocol import columnar, keyed_hash, rounds
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement, VoteReport
@@ -97,7 +97,7 @@ POPULATIONS = _populations()
 @pytest.fixture(scope="module", params=sorted(POPULATIONS))
 def population(request):
     encoder, too_long, device_records, central_records = POPULATIONS[request.param]
-    central = _prepare(central_records, encoder, too_long)
+    central = encode_population(central_records, encoder, too_long)
     by_id = {}
     for user in device_records:
         key = user if isinstance(user, bytes) else str(user).encode()

@@ -12,7 +12,7 @@ import pytest
 
 from tests.device.test_client import DEADLINE, JOB, POPULATIONS, SAMPLER, _token
 from triehh_beam.device import DeviceClient, InvitationMismatchError
-from triehh_beam.evaluation.simulation import _prepare
+from triehh_beam.evaluation.simulation import encode_population
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
 from triehh_beam.protocol.federated import Invitation, RoundAnnouncement, VoteReport
@@ -36,7 +36,7 @@ def _targets(held, rng) -> EstimateTargets:
 @pytest.mark.parametrize("name", sorted(POPULATIONS))
 def test_every_device_reports_the_central_estimates_choice(name):
     encoder, too_long, device_records, central_records = POPULATIONS[name]
-    central = _prepare(central_records, encoder, too_long)
+    central = encode_population(central_records, encoder, too_long)
     held = sorted({s for weighted in central.weighted for s, _ in weighted})
     targets = _targets(held, random.Random(7))
     announcement = EstimateAnnouncement(JOB, ROUND, encoder, targets, DEADLINE, 0, too_long)

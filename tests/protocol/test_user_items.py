@@ -1,12 +1,12 @@
 """One user's records as weighted sequences (protocol/user_items.py): the rule case by case,
-and equal to the keyed simulation's own encoding (evaluation/simulation.py ``_prepare``, which
+and equal to the keyed simulation's own encoding (evaluation/simulation.py ``encode_population``, which
 calls the encoder directly) on random populations, tokenised ones pre-tokenised for it."""
 
 import random
 
 import pytest
 
-from triehh_beam.evaluation.simulation import _prepare
+from triehh_beam.evaluation.simulation import encode_population
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.tokenize import tokenize
 from triehh_beam.protocol.user_items import EncodedValue, encode_value, weighted_sequences
@@ -69,7 +69,7 @@ def _population(seed, tokens=False):
 @pytest.mark.parametrize("too_long", ["drop", "truncate"])
 def test_equal_to_the_simulations_encoding(encoder, too_long):
     users = _population(1)
-    population = _prepare(users, encoder, too_long)
+    population = encode_population(users, encoder, too_long)
     for user_id, weighted in zip(population.user_ids, population.weighted):
         ours = weighted_sequences(encoder, users[user_id.decode()], too_long == "truncate")
         assert tuple(sorted(ours.items())) == weighted
@@ -88,7 +88,7 @@ def test_tokenised_records_equal_the_simulation_on_pre_tokenised_records(too_lon
             for token in tokenize(value):
                 tokens[token] = tokens.get(token, 0) + count
         pre_tokenised[user] = tokens
-    population = _prepare(pre_tokenised, plain, too_long)
+    population = encode_population(pre_tokenised, plain, too_long)
     checked = 0
     for user_id, weighted in zip(population.user_ids, population.weighted):
         ours = weighted_sequences(encoder, users[user_id.decode()], too_long == "truncate")

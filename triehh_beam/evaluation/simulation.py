@@ -46,8 +46,10 @@ from triehh_beam.protocol.trie import Trie
 from triehh_beam.protocol.vote import client_vote
 
 __all__ = [
+    "EncodedPopulation",
     "RoundStats",
     "SimulationResult",
+    "encode_population",
     "sampler_for_seed",
     "simulate",
     "simulate_many",
@@ -130,7 +132,7 @@ class SimulationResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Population:
+class EncodedPopulation:
     """The encoded population, prepared once for any number of runs."""
 
     # Canonical user ids, sorted; users[i]'s encoded items are weighted[i].
@@ -143,7 +145,10 @@ class _Population:
     index: Mapping[bytes, int] = dataclasses.field(compare=False, repr=False)
 
 
-def _prepare(users: Mapping[UserId, UserItems], encoder: ItemEncoder, too_long: str) -> _Population:
+def encode_population(users: Mapping[UserId, UserItems], encoder: ItemEncoder, too_long: str) -> EncodedPopulation:
+    """Every user's items encoded once (``too_long``: "drop" or "truncate" over-long items), for
+    any number of keyed runs: this simulation's, the whole-item release's, and the tests that
+    check the device library and the pipeline encode as it does."""
     if too_long not in TOO_LONG_POLICIES:
         raise ValueError(f"too_long must be one of {TOO_LONG_POLICIES}, got {too_long!r}")
     if not isinstance(encoder, ItemEncoder):
@@ -168,7 +173,7 @@ def _prepare(users: Mapping[UserId, UserItems], encoder: ItemEncoder, too_long: 
             # Distinct raw items can share a normal form (NFC, case folding): sum their counts.
             sequences[sequence] = sequences.get(sequence, 0) + count
         weighted.append(tuple(sorted(sequences.items())))
-    return _Population(
+    return EncodedPopulation(
         user_ids=user_ids,
         weighted=tuple(weighted),
         records_too_long=n_too_long,
@@ -220,7 +225,7 @@ def _numpy_rng(seed: Seed) -> np.random.Generator:
 
 
 def _keyed_votes(
-    population: _Population, sampler: Sampler, round_index: int, m: int, frontier: FrozenSet[Units],
+    population: EncodedPopulation, sampler: Sampler, round_index: int, m: int, frontier: FrozenSet[Units],
     probability: Optional[float] = None, denied: Collection[Units] = frozenset(),
 ) -> Tuple[int, List[Units]]:
     """(users sampled, votes) of one round, exactly as the production pipeline draws them: the
@@ -249,7 +254,7 @@ def _keyed_votes(
 
 
 def _numpy_votes(
-    population: _Population,
+    population: EncodedPopulation,
     rng: np.random.Generator,
     round_index: int,
     m: int,
@@ -298,7 +303,7 @@ def _check_parameters(theta: int, m: int, max_rounds: Optional[int], sampling: s
 
 
 def _run(
-    population: _Population,
+    population: EncodedPopulation,
     encoder: ItemEncoder,
     theta: int,
     m: int,
@@ -422,7 +427,7 @@ def simulate_many(
       The results in the order of ``seeds``.
     """
     _check_parameters(theta, m, max_rounds, sampling)
-    population = _prepare(users, encoder, too_long)
+    population = encode_population(users, encoder, too_long)
     limit = encoder.max_length if max_rounds is None else int(max_rounds)
     return tuple(
         _run(population, encoder, int(theta), int(m), seed, sampling, limit, identity, _probability,

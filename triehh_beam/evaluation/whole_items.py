@@ -16,7 +16,7 @@ from typing import Dict, Hashable, Iterable, Mapping, Tuple
 import numpy as np
 
 from triehh_beam.evaluation.metrics import UserItems
-from triehh_beam.evaluation.simulation import Seed, _Population, _prepare, sampler_for_seed
+from triehh_beam.evaluation.simulation import Seed, EncodedPopulation, encode_population, sampler_for_seed
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.sampling import UserId
 from triehh_beam.protocol.whole_items import WholeItemCounter, estimate, whole_item_report
@@ -62,7 +62,7 @@ def _check(sample_probability, tau) -> Tuple[float, int]:
     return float(sample_probability), int(tau)
 
 
-def _run(population: _Population, encoder: ItemEncoder, sample_probability: float, tau: int, seed: Seed,
+def _run(population: EncodedPopulation, encoder: ItemEncoder, sample_probability: float, tau: int, seed: Seed,
          identity: bytes) -> WholeItemResult:
     sampler = sampler_for_seed(seed, identity)
     kept = sampler.bernoulli_sample(1, population.user_ids, sample_probability)
@@ -109,5 +109,5 @@ def simulate_many_whole_items(users: Mapping[UserId, UserItems], encoder: ItemEn
                               tau: int, seeds: Iterable[Seed], identity: bytes = b"") -> Tuple[WholeItemResult, ...]:
     """``simulate_whole_items`` once per seed, the population encoded once."""
     sample_probability, tau = _check(sample_probability, tau)
-    population = _prepare(users, encoder, "drop")
+    population = encode_population(users, encoder, "drop")
     return tuple(_run(population, encoder, sample_probability, tau, seed, identity) for seed in seeds)

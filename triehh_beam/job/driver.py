@@ -42,6 +42,7 @@ from triehh_beam.job import sources
 from triehh_beam.job import leftovers, levels
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job import release as release_lib
 from triehh_beam.job import outputs
 from triehh_beam.job import whole_items
 from triehh_beam.job import jobs as jobs_lib
@@ -143,10 +144,10 @@ class _Driver:
         progress: Callable[[str], None],
         events: Optional[Callable[[dict], None]],
         ticks: Optional[Callable[[Optional[str]], None]] = None,
-        identity: Optional[bytes] = None,
+        release: Optional[release_lib.Release] = None,
     ):
         self.config = config
-        self.identity = identity
+        self.release = release
         self.options = options
         self.progress = progress
         self.events = events
@@ -156,7 +157,7 @@ class _Driver:
         self.store = StateStore(config.resolved_state_dir)
         # Counters of rounds a one-job run has run but the driver not yet committed, by round.
         self._round_counters: Dict[int, Dict[str, int]] = {}
-        self.ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
+        self.ledger = release_lib.open_ledger(config)
 
     def _say(self, event: str, message: str, private: Optional[Tuple[str, dict]] = None, **fields) -> None:
         """One progress line for people, and the same as a structured event for machines.
@@ -207,8 +208,8 @@ class _Driver:
     # ---- the sampling pass and the rounds on its samples ------------------------------------
 
     def _sampler(self, state: state_pb2.JobState) -> Sampler:
-        return Sampler(state.secret_seed, state.sampling_identity.encode(),
-                       scheme=state.sampling_scheme or SCHEME_V1)
+        # The committed release's keys (``release``): a resume draws what the first run drew.
+        return release_lib.Release.of_state(state).sampler(scheme=state.sampling_scheme or SCHEME_V1)
 
     def _samples_dir(self, state: state_pb2.JobState) -> str:
         # Where this run finds the job's samples (not the path recorded when they were drawn,
@@ -359,11 +360,13 @@ class _Driver:
 
     def _new_state(self) -> state_pb2.JobState:
         config = self.config
-        seed = config.seed or os.urandom(32)
-        # Keyed by the job's identity too: another job given the same seed file samples
-        # independently; recorded, so a resume keys its rounds exactly as this run did.
-        identity = self.identity or config.sampling_identity()
-        sampler = Sampler(seed, identity)
+        # A fresh release (``release``): every key derived from the seed, the job's identity (so
+        # another job given the same seed file samples independently) and a fresh nonce (so a
+        # re-run of this job after its state was deleted is another release, with other keys);
+        # recorded, so a resume keys its rounds exactly as this run did.
+        release = self.release or release_lib.Release.fresh(config.seed or os.urandom(32),
+                                                            config.sampling_identity())
+        sampler = release.sampler()
         self._say("census_start", f"census: counting distinct users in {config.source}",
                   input=config.source)
         started = time.monotonic()
@@ -379,8 +382,6 @@ class _Driver:
         plan = plan_for_census(config, population)
         state = state_pb2.JobState(
             job_id=uuid.uuid4().hex,
-            secret_seed=seed,
-            sampling_identity=identity.decode("ascii"),
             sampling_scheme=SCHEME_V2,
             input=config.input_spec(),
             plan=plan,
@@ -395,7 +396,12 @@ class _Driver:
         if deny is not None:
             state.deny_list.CopyFrom(state_pb2.DenyList(digest=deny.digest, items=deny.size, files=deny.files,
                                                         items_digest=deny.items_digest))
-        # Budget before release: the spend is durable before any round runs.
+        # Budget before release: charged under the release's own record id, then the plan and
+        # the nonce committed, before any round runs (a crash between the two leaves a charge
+        # with no state: spent, never released, and the next run is another release).
+        record_id = release.record_id(state.job_id)
+        release_lib.charge(self.ledger, record_id, plan, self._charge_details(state))
+        release.record(state, record_id)
         self.store.commit(state)
         return state
 
@@ -410,16 +416,18 @@ class _Driver:
 
     # ---- lease and ledger ---------------------------------------------------------------------
 
-    def _charge(self, state: state_pb2.JobState) -> None:
-        """Records the job's spend in the population's ledger (once per job), before round 1."""
-        plan = state.plan
-        details = {
+    def _charge_details(self, state: state_pb2.JobState) -> dict:
+        return {
             "job_id": state.job_id,
             "time": now(),
             "input": state.input.file_pattern or state.input.query,
             "state_dir": self.config.resolved_state_dir,
         }
-        self.ledger.charge_plan(state.job_id, plan, details)
+
+    def _charge(self, state: state_pb2.JobState) -> None:
+        """A resumed release: refuses a ledger that does not hold its charge (a new release was
+        charged before its state was committed, ``_new_state``)."""
+        release_lib.check_charged(self.ledger, state)
 
     def prepare_state_dir(self) -> None:
         """Makes a local state directory owner-only (0700) before anything is written there,
@@ -431,6 +439,8 @@ class _Driver:
 
     def run(self) -> DiscoveryResult:
         root = self.config.resolved_state_dir
+        # Nothing is charged that cannot be published: the locations are checked first.
+        release_lib.check_locations(canonical_path(self.config.output_dir), root)
         before = leftovers.local_entries(root)
         self.prepare_state_dir()
         lease = lease_lib.StateLease(root, self.config.lease_seconds)
@@ -467,8 +477,7 @@ class _Driver:
         resumed_from = None
         if state is None:
             # Refused before any record is read if the target does not fit the budget.
-            self.ledger.check(ledger_lib.Spend(self.config.epsilon + (self.config.estimate_frequencies or 0.0),
-                                               self.config.delta))
+            release_lib.check_target(self.ledger, self.config)
             check_before_census(self.config)  # TrieHH++'s plan needs no n: refused unread
             state = self._new_state()
         else:
@@ -494,7 +503,7 @@ class _Driver:
         advice = outputs.unit_advice_message(plan, self.config)  # issue 16; never changes what runs
         if advice is not None:
             self._say("advice", advice[0], private=advice[1])
-        # Budget before release: charged (once per job) before any round can release anything.
+        # Budget before release: a resume finds its charge in the ledger before any round runs.
         self._charge(state)
         trie = Trie.from_proto(state.trie)
         step = rounds.next_round(trie, plan.max_length)
@@ -646,7 +655,7 @@ def run_discovery(
     progress: Callable[[str], None] = lambda line: None,
     events: Optional[Callable[[dict], None]] = None,
     ticks: Optional[Callable[[Optional[str]], None]] = None,
-    identity: Optional[bytes] = None,
+    release: Optional[release_lib.Release] = None,
 ) -> DiscoveryResult:
     """Runs (or resumes) a whole discovery; see the module docstring.
 
@@ -660,13 +669,14 @@ def run_discovery(
       ticks: called about every second while a job (the census, the sampling pass, a round)
         runs, with a one-line progress bar to show in place (``progress.describe``), and with
         None when the job ends; e.g. ``progress.TerminalBar()``.
-      identity: the sampling identity, instead of ``config.sampling_identity()``: for a central
-        run that must sample as another job does (``triehh federated simulate``'s reference run
-        of the federated job's records). Recorded in the state, as always.
+      release: the keys of another release (``release.Release``), instead of a fresh one: only
+        for a run that must sample exactly as that release did, to compare with it (``triehh
+        federated simulate``'s reference run of the federated job's records), never to publish
+        beside it. Recorded in the state, as always.
 
     Raises:
       InfeasiblePlanError: the privacy target cannot be met for the counted population.
       ConfigMismatchError: the state directory holds a different job.
       StateError: the state directory is corrupt.
     """
-    return _Driver(config, options or PipelineOptions([]), progress, events, ticks, identity).run()
+    return _Driver(config, options or PipelineOptions([]), progress, events, ticks, release).run()

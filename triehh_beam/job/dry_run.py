@@ -13,13 +13,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.files import match_files
-from triehh_beam.job import leftovers, sources
+from triehh_beam.job import leftovers, release, sources
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
 from triehh_beam.job.input_checks import describe_unusable
 from triehh_beam.job.outputs import describe_plan, plan_document
 from triehh_beam.job.planning import check_before_census, plan_for_census
-from triehh_beam.protocol.sampling import Sampler
 
 __all__ = ["dry_run"]
 
@@ -61,7 +60,8 @@ def _census_plan(driver: _Driver, config: DiscoveryConfig, progress: Callable[[s
     """The census (refused as a job would be), then the plan for the users it counted."""
     driver.prepare_state_dir()
     check_before_census(config)  # TrieHH++: an infeasible target reads nothing
-    counted, counters, _ = driver.census(Sampler(config.seed or os.urandom(32), config.sampling_identity()))
+    counted, counters, _ = driver.census(
+        release.Release.fresh(config.seed or os.urandom(32), config.sampling_identity()).sampler())
     progress(f"census [private]: {counted.users:,} users; {describe_drops(counters)}"
              + (f"; {describe_unusable(config, counted)}" if counted.unusable_users else ""))
     # Refused as the job would be: too many bad rows or users without a usable item.

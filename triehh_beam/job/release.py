@@ -1,0 +1,183 @@
+"""One release lifecycle, the only owner of a release's keys and ledger charge, for every job.
+
+A *release* is everything a job publishes under one ledger charge: a batch discovery (its
+rounds and estimates), a whole-item release, one window of a windowed or stream job, one
+federated job. Every release goes through the same steps, in this order:
+
+1. plan (the caller: ``planning``), with every location checked that the release will write
+   (``check_locations`` below: nothing is charged that cannot be published);
+2. ``Release.fresh``: a fresh 16-byte nonce, and every key derived from (seed, identity, nonce)
+   (``Release.sampler``); so no two releases share randomness, whatever else they share (the
+   seed file, the settings, the output: two runs after the state was deleted are two releases);
+3. ``charge``: the ledger record, under an id unique to the release (``Release.record_id``),
+   compare-and-swapped with the budget check;
+4. the caller commits the plan, the nonce and the record id to its state (``Release.record``),
+   before anything of the release is sampled or published;
+5. publish.
+
+Only a resume of a committed plan reuses keys (``Release.of_state``), and it first checks that
+the ledger holds the charge its state names (``check_charged``): a state whose charge the
+ledger does not hold (another ``--ledger``, a ledger edited) is refused in one line. A state
+committed before nonces existed resumes with the keys and the record id it was charged under.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.protocol import keyed_hash
+from triehh_beam.protocol.sampling import SCHEME_V2, Sampler
+
+__all__ = ["LedgerMismatchError", "LocationError", "NONCE_BYTES", "Release", "charge", "check_charged",
+           "check_locations", "check_target", "open_ledger"]
+
+NONCE_BYTES = 16
+
+
+class LedgerMismatchError(ValueError):
+    """A resumed release's state names a charge its ledger does not hold."""
+
+
+class LocationError(ValueError):
+    """An output or state location the release could not write, found before anything is charged."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """The keys of one release.
+
+    Attributes:
+      seed: the secret seed (private state; never in a graph, an output or a log).
+      identity: the settings' identity (``DiscoveryConfig.sampling_identity``), canonical JSON.
+      nonce: ``NONCE_BYTES`` random bytes drawn when the release was planned; empty only for a
+        state committed before nonces existed (its keys are the seed's and identity's alone).
+    """
+
+    seed: bytes = dataclasses.field(repr=False)
+    identity: bytes
+    nonce: bytes
+
+    def __post_init__(self):
+        if not isinstance(self.identity, bytes) or not isinstance(self.nonce, bytes):
+            raise TypeError("a release's identity and nonce are bytes")
+        if self.nonce and len(self.nonce) != NONCE_BYTES:
+            raise ValueError(f"a release nonce is {NONCE_BYTES} bytes, got {len(self.nonce)}")
+        keyed_hash.derive_key(self.seed, b"check")  # validates the seed's length
+
+    @classmethod
+    def fresh(cls, seed: bytes, identity: bytes) -> "Release":
+        """A new release: a nonce from the operating system's randomness."""
+        return cls(seed, identity, os.urandom(NONCE_BYTES))
+
+    @classmethod
+    def of_state(cls, state) -> "Release":
+        """The release a committed ``state_pb2.JobState`` holds (a resume's keys)."""
+        return cls(state.secret_seed, state.sampling_identity.encode("ascii"), state.release_nonce)
+
+    @property
+    def keyed_identity(self) -> bytes:
+        """What every key is derived under: the identity and, unambiguously after it, the nonce.
+
+        A nonce changes every key derived from the seed (sampling, item choice, census
+        fingerprints, estimate noise, window keys): ``keyed_hash.derive_key`` encodes the
+        identity with its length, so no (identity, nonce) pair collides with another identity.
+        """
+        if not self.nonce:
+            return self.identity
+        return self.identity + b"\x00release=" + self.nonce.hex().encode("ascii")
+
+    def sampler(self, scheme: int = SCHEME_V2) -> Sampler:
+        """The ``Sampler`` of every random decision of this release."""
+        return Sampler(self.seed, self.keyed_identity, scheme=scheme)
+
+    def record_id(self, name: str) -> str:
+        """The ledger record id of this release of the job named ``name`` (a job id, a stream's
+        window): unique to the release, since it names the nonce. A state committed before
+        nonces existed keeps ``name``, the id it was charged under."""
+        if not self.nonce:
+            return name
+        return f"{name}/release={self.nonce.hex()}"
+
+    def record(self, state, record_id: str) -> None:
+        """Writes the release's identity, nonce and ledger record id into ``state`` (a new
+        ``JobState`` the caller commits after the charge)."""
+        state.secret_seed = self.seed
+        state.sampling_identity = self.identity.decode("ascii")
+        state.release_nonce = self.nonce
+        state.ledger_record = record_id
+
+
+def open_ledger(config) -> ledger_lib.Ledger:
+    """The population's ledger of ``config`` (a ``DiscoveryConfig``), with its lifetime budget."""
+    return ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
+
+
+def check_target(ledger: ledger_lib.Ledger, config) -> None:
+    """Refuses, before any record is read, a target (epsilon + epsilon_est, delta) that does not
+    fit what is left of the budget (``BudgetExceededError``)."""
+    ledger.check(ledger_lib.Spend(config.epsilon + (config.estimate_frequencies or 0.0), config.delta))
+
+
+def charge(ledger: ledger_lib.Ledger, record_id: str, plan, details: dict) -> None:
+    """Charges one release's plan under ``record_id`` (``Ledger.charge_plan``), atomically with
+    the budget check; a record id the ledger already holds is not charged twice (a resume).
+
+    Raises:
+      BudgetExceededError: the spend does not fit the population's budget.
+    """
+    ledger.charge_plan(record_id, plan, details)
+
+
+def check_charged(ledger: ledger_lib.Ledger, state) -> None:
+    """Refuses to resume a release whose charge ``ledger`` does not hold.
+
+    A state committed before record ids existed is charged again under its job id instead (a
+    no-op when the ledger holds it: those states were committed before their charge).
+
+    Raises:
+      LedgerMismatchError: one line naming the record and the ledger.
+    """
+    if not state.ledger_record:
+        ledger.charge_plan(state.job_id, state.plan, {"job_id": state.job_id, "resumed": True})
+        return
+    if not any(r.get("record_id") == state.ledger_record for r in ledger.records()):
+        raise LedgerMismatchError(
+            f"the ledger {ledger.path} holds no charge {state.ledger_record} for the release this state "
+            "resumes: resume it with the ledger it was charged to (--ledger), or start a new release "
+            "(another state directory)")
+
+
+def _is_inside(path: str, directory: str) -> bool:
+    path, directory = path.rstrip("/"), directory.rstrip("/")
+    return path == directory or path.startswith(directory + "/")
+
+
+def check_locations(output_dir: str, state_dir: str) -> None:
+    """Refuses, before anything is charged, an output or state location that the release could
+    not write: one that exists and is not a directory, one inside the other, or (on a local
+    disk) a directory that cannot be created or written.
+
+    Raises:
+      LocationError: one line naming the location and what would work.
+    """
+    from triehh_beam.job import cas  # local: cas imports google-cloud-storage lazily too
+
+    if _is_inside(output_dir, state_dir) or _is_inside(state_dir, output_dir):
+        raise LocationError(
+            f"the output {output_dir} and the state directory {state_dir} must not be inside each other "
+            "(the state holds the secret seed; the output is published): give --state-dir elsewhere")
+    for what, path in (("--output", output_dir), ("the state directory", state_dir)):
+        if not cas.is_local(path):
+            continue
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise LocationError(f"{what} {path} exists and is not a directory: name a directory "
+                                "(it is created if missing)")
+        parent = path
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent.rstrip("/"))
+        if parent and not (os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)):
+            raise LocationError(f"{what} {path} cannot be written ({parent} is not a writable directory)")
+

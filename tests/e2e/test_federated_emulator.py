@@ -28,6 +28,8 @@ from triehh_beam.job import federated
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.driver import run_discovery
 from triehh_beam.job.ledger import BudgetExceededError, Ledger
+from triehh_beam.job.release import Release
+from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.federated_selection import Registry
 
 SEED = bytes(range(100, 132))
@@ -154,10 +156,17 @@ def _population(tmp_path, n=4000):
     return records, users, registry, registry_path
 
 
+def _committed_release(config) -> Release:
+    """The release a federated job committed to its state (``federated/release``)."""
+    state = StateStore(os.path.join(config.resolved_state_dir, "federated", federated.RELEASE_NAME)).load()
+    return Release.of_state(state)
+
+
 def _central(tmp_path, records, config):
+    """``discover`` of the same records with the federated job's release (its keys)."""
     central = dataclasses.replace(config, input_pattern=records, output_dir=str(tmp_path / "central"),
                                   state_dir=None, ledger_dir=str(tmp_path / "central-ledger"))
-    result = run_discovery(central, identity=federated.federated_identity(config))
+    result = run_discovery(central, release=_committed_release(config))
     return (tmp_path / "central" / "trie.pb").read_bytes(), result
 
 
@@ -169,8 +178,10 @@ def test_the_budget_is_recorded_before_the_first_announcement_and_a_crash_resume
 
     def crash_at_round_three(topic, messages):
         attributes = messages[0][1]
-        if not seen:  # the very first publication: the spend must already be in the ledger
-            assert [r["record_id"] for r in Ledger(ledger_dir).records()] == [federated.federated_job_id(SEED, federated.federated_identity(config))]
+        if not seen:  # the very first publication: the spend, and the release, already committed
+            release = _committed_release(config)
+            assert [r["record_id"] for r in Ledger(ledger_dir).records()] == [
+                release.record_id(federated.federated_job_id(release))]
         seen.append((attributes["kind"], attributes["round"]))
         if attributes["kind"] == "announcement" and attributes["round"] == "3":
             raise _Crash()

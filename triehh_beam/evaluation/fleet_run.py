@@ -129,7 +129,6 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
     from triehh_beam.io import pubsub
     from triehh_beam.job import federated, federated_outputs
     from triehh_beam.job.driver import run_discovery
-    from triehh_beam.job.stream import job_seed
 
     population = load_population(config.input_pattern, config.input_format,
                                  RecordColumns(config.user_column, config.item_column, config.count_column),
@@ -172,11 +171,9 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
     found, estimates = _published_items(result.output)
     truth, central_estimates, same_trie = None, None, None
     if compare:
-        seed = job_seed(server_config, federated.SEED_NAME)
         central_work = FileSystems.join(config.resolved_state_dir, "central-run")
-        progress("central run of the same records (discover, same seed and identity) for comparison")
-        central = run_discovery(_central_config(config, seed, central_work),
-                                identity=federated.federated_identity(server_config))
+        progress("central run of the same records (discover, the federated release's keys) for comparison")
+        central = run_discovery(_central_config(config, result.release.seed, central_work), release=result.release)
         truth, central_estimates = _published_items(central.output_path)
         same_trie = _read(FileSystems.join(result.output, "trie.pb")) == _read(
             FileSystems.join(FileSystems.split(central.output_path)[0], "trie.pb"))

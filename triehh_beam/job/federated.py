@@ -55,16 +55,19 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import cas
 from triehh_beam.job import lease as lease_lib
-from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import federated_estimates, federated_outputs, outputs
+from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.job.paths import canonical_path
 from triehh_beam.job.planning import plan_for_census
+from triehh_beam.job.state_store import StateStore
+from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, rounds
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement, VoteReport
 from triehh_beam.protocol.federated_selection import Registry, select_round
 from triehh_beam.protocol.federated_tally import RoundTally
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.sampling import SCHEME_V2
 from triehh_beam.protocol.trie import Trie
 
 __all__ = ["FederatedResult", "FederatedSource", "Publish", "federated_identity",
@@ -76,6 +79,8 @@ Publish = Callable[[str, Sequence[Tuple[bytes, Dict[str, str]]]], None]
 SEED_NAME = "federated_seed"
 _MAX_DEADLINE_S = 366 * 86_400
 PROGRESS_NAME = "progress.json"
+#: The federated state's ``StateStore`` directory (under the job's ``federated/``): the release.
+RELEASE_NAME = "release"
 
 @dataclasses.dataclass(frozen=True)
 class FederatedSource:
@@ -127,6 +132,8 @@ class FederatedResult:
     after_last_round: Dict[str, int]
     redelivered: int
     estimate: Optional[dict] = None  # the estimate round's record (private: its labels), if it ran
+    # The release's keys (private: the seed): for a reference run that must sample as it did.
+    release: Optional[release_lib.Release] = dataclasses.field(default=None, repr=False)
 
 
 def federated_identity(config: DiscoveryConfig) -> bytes:
@@ -136,11 +143,29 @@ def federated_identity(config: DiscoveryConfig) -> bytes:
     return config.sampling_identity()
 
 
-def federated_job_id(seed: bytes, identity: bytes) -> str:
-    """The public job id: a key derived from the seed and the identity under its own purpose
-    (it reveals nothing of the sampling keys)."""
-    key = keyed_hash.derive_key(seed, b"federated-job-id", identity)
+def federated_job_id(release: release_lib.Release) -> str:
+    """The public job id of ``release``: a key derived from the seed and the release's keyed
+    identity (the nonce included: two releases never share a job id) under its own purpose (it
+    reveals nothing of the sampling keys)."""
+    key = keyed_hash.derive_key(release.seed, b"federated-job-id", release.keyed_identity)
     return "federated-" + key[0].to_bytes(8, "little").hex() + key[1].to_bytes(8, "little").hex()
+
+
+def _check_report_goal(report_goal: float, plan: state_pb2.PrivacyPlan) -> None:
+    """Refuses a report goal below 1 while the plan claims a guarantee.
+
+    A round that closes at its goal-th report lets one device's early report cut off another's
+    late one: adding one user can then change two counts (its own vote, and the vote it cut
+    off), which the threshold's analysis (one user, one vote) does not cover. Rounds close at
+    their deadline, or once every selected device has reported (which cuts off nobody).
+    """
+    if report_goal < 1.0 and not plan.no_guarantee:
+        raise ValueError(
+            f"--report-goal {report_goal:g} would close a round before its deadline while selected devices "
+            "may still report: one device's early report could then cut off another's vote (one user "
+            "changing two counts), outside the (epsilon, delta) guarantee. Use --report-goal 1 (the "
+            "default: a round closes once every selected device reported, else at --round-deadline) and "
+            "a shorter --round-deadline to bound a round's length")
 
 
 def _now_millis() -> int:
@@ -163,11 +188,20 @@ class _Server:
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
         self.identity = federated_identity(config)
-        self.sampler = Sampler(seed, self.identity)
-        self.job_id = federated_job_id(seed, self.identity)
         self.root = FileSystems.join(config.resolved_state_dir, "federated")
         self.encoder = config.encoder
         self.plan = plan_for_census(config, len(source.registry))
+        _check_report_goal(source.report_goal, self.plan)
+        self.store = StateStore(self._path(RELEASE_NAME))
+        self.state = self.store.load()
+        if self.state is None:  # a new release: its nonce drawn now, committed after its charge
+            self.release = release_lib.Release.fresh(seed, self.identity)
+            self.job_id = federated_job_id(self.release)
+        else:  # a resume: the committed release's keys and job id
+            self._check_resumable(self.state, seed)
+            self.release = release_lib.Release.of_state(self.state)
+            self.job_id = self.state.job_id
+        self.sampler = self.release.sampler()
         self.progress_doc = self._progress_document()
         self.renew: Callable[[], None] = lambda: None  # the state lease's, while the job holds it
 
@@ -175,6 +209,12 @@ class _Server:
 
     def _path(self, *parts: str) -> str:
         return FileSystems.join(self.root, *parts)
+
+    def _check_resumable(self, state: state_pb2.JobState, seed: bytes) -> None:
+        if state.sampling_identity.encode("ascii") != self.identity or (
+                self.config.seed is not None and state.secret_seed != seed):
+            raise ValueError(f"{self.root} holds another federated job ({state.job_id}); "
+                             "use another state directory for a new job")
 
     def _what_it_is(self) -> dict:
         """What a resumed job must find unchanged: the registry's contents (its path is in the
@@ -185,8 +225,8 @@ class _Server:
                 "theta": plan.theta, "batch_size": plan.batch_size, "sample_probability": plan.sample_probability}
 
     def _progress_document(self) -> dict:
-        found = outputs.read_json(self._path(PROGRESS_NAME))
         expected = self._what_it_is()
+        found = outputs.read_json(self._path(PROGRESS_NAME)) if self.state is not None else None
         if found is None:
             return {"job_id": self.job_id, "rounds": [], "created_at": _now(), "job": expected}
         if found["job_id"] != self.job_id:
@@ -202,9 +242,27 @@ class _Server:
     # ---- the job ---------------------------------------------------------------------------
 
     def charge(self) -> None:
-        """Budget before release: before the first announcement (idempotent by job id)."""
-        ledger = ledger_lib.Ledger(self.config.resolved_ledger_dir, self.config.budget)
-        ledger.charge_plan(self.job_id, self.plan, {"time": _now(), "mode": "federated"})
+        """Budget before release, before the first announcement (``job.release``): a new
+        release is charged under its own record id, then its plan, nonce and record id are
+        committed to the state (``StateStore``); a resume finds its charge in the ledger
+        (refused in one line if it does not)."""
+        ledger = release_lib.open_ledger(self.config)
+        if self.state is not None:
+            release_lib.check_charged(ledger, self.state)
+            return
+        if self.store.exists():  # committed by another run between our read and the lease
+            raise ValueError(f"{self.root} holds a federated job started meanwhile: run again to resume it")
+        record_id = self.release.record_id(self.job_id)
+        release_lib.charge(ledger, record_id, self.plan, {
+            "job_id": self.job_id, "time": _now(), "mode": "federated",
+            "state_dir": self.config.resolved_state_dir})
+        state = state_pb2.JobState(job_id=self.job_id, sampling_scheme=SCHEME_V2, input=self.config.input_spec(),
+                                   plan=self.plan, truncate_long_items=self.config.truncate_long_items,
+                                   created_at=_now(), ledger=self.config.resolved_ledger_dir)
+        self.release.record(state, record_id)
+        self.store.commit(state)  # the release, committed (a crash after the charge and before
+        self.state = state  # this leaves a charge with no state: spent, never published)
+        self.commit()
 
     def _select(self, round_index: int):
         if self.config.protocol == TRIEHH_PP:
@@ -392,6 +450,8 @@ def run_federated(
     from triehh_beam.io import pubsub
     from triehh_beam.job.stream import job_seed
 
+    # Nothing is charged that cannot be published: the locations are checked first.
+    release_lib.check_locations(canonical_path(config.output_dir), config.resolved_state_dir)
     seed = job_seed(config, SEED_NAME)
     server = _Server(config, source, seed, publish, progress, keep_draining)
     report_path = FileSystems.join(config.resolved_state_dir, outputs.OPERATOR_REPORT_NAME)
@@ -401,7 +461,7 @@ def run_federated(
         trie = Trie.from_bytes(_read(FileSystems.join(config.output_dir, "trie.pb")))
         return FederatedResult(trie, server.job_id, config.output_dir, report_path, server.progress_doc["rounds"],
                                finished["after_last_round"], finished["redelivered"],
-                               server.progress_doc.get(federated_estimates.ESTIMATE_KEY))
+                               server.progress_doc.get(federated_estimates.ESTIMATE_KEY), server.release)
     # Before the charge: a job that cannot announce, or hear back, spends nothing. Beam checks
     # the subscription's name when the read is built.
     read = ReadFromPubSub(subscription=source.reports_subscription, with_attributes=True)
@@ -478,7 +538,7 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
     server.commit()
     log.delete()
     return FederatedResult(trie, server.job_id, config.output_dir, report_path, records, after, log.redelivered,
-                           estimate)
+                           estimate, server.release)
 
 
 def _read(path: str) -> bytes:

@@ -1,0 +1,82 @@
+"""Every federated run is a release (``job.release``, issue 24 finding 3): a run after the state
+was deleted draws a fresh nonce, so it selects other devices under another job id and is charged
+again under another record id; a resume (a crash after the first announcement) keeps the
+committed nonce, selects the same devices and finds its one charge. Each run here stops at its
+first invitations (the charge and the release are committed before them), so no fleet answers."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.e2e.test_federated_emulator import SEED, _config, _population, _topics
+from triehh_beam.io import pubsub
+from triehh_beam.job import federated
+from triehh_beam.job.ledger import Ledger
+
+
+class _Stop(Exception):
+    pass
+
+
+def _first_invitations(config, registry):
+    """Runs the server until it publishes round 1's invitations; returns (job id, the invited
+    device ids), both read from the published messages."""
+    announce, _, server_sub = _topics()
+    pubsub.ensure_subscription(announce.replace("/topics/", "/subscriptions/") + "-devices", announce)
+    source = federated.FederatedSource(registry, announce, server_sub, round_deadline=60.0, poll_seconds=0.2)
+    seen = {}
+
+    def publish(topic, messages):
+        attributes = messages[0][1]
+        if attributes["kind"] == "invitation":
+            seen["job"] = attributes["job"]
+            seen["devices"] = sorted(a["device"] for _, a in messages)
+            raise _Stop()
+
+    with pytest.raises(_Stop):
+        federated.run_federated(config, source, publish, progress=lambda line: None)
+    return seen["job"], seen["devices"]
+
+
+def test_a_rerun_after_the_state_is_deleted_is_a_new_release_charged_again(pubsub_emulator, tmp_path):
+    _, _, registry, registry_path = _population(tmp_path, n=2000)
+    ledger_dir = tmp_path / "ledger"  # outside the state directory: it outlives it
+    config = _config(tmp_path, registry_path, ledger_dir=str(ledger_dir))
+    job_1, devices_1 = _first_invitations(config, registry)
+    # A crash after the first announcement: the resume keeps the release (same job, same
+    # devices) and its one charge.
+    resumed_job, resumed_devices = _first_invitations(config, registry)
+    assert (resumed_job, resumed_devices) == (job_1, devices_1)
+    assert len(Ledger(str(ledger_dir)).records()) == 1
+    # The state deleted (same seed file, settings, registry and output): a new release.
+    shutil.rmtree(config.resolved_state_dir)
+    job_2, devices_2 = _first_invitations(config, registry)
+    records = [r["record_id"] for r in Ledger(str(ledger_dir)).records()]
+    assert len(records) == 2 and records[0] != records[1], records
+    assert job_1 in records[0] and job_2 in records[1] and job_1 != job_2
+    # m of 2,000 devices selected twice independently: the same m-set has probability 1/C(2000, m).
+    assert len(devices_1) == len(devices_2) > 0 and devices_1 != devices_2
+
+
+def test_a_resume_with_another_ledger_is_refused_in_one_line(pubsub_emulator, tmp_path):
+    _, _, registry, registry_path = _population(tmp_path, n=2000)
+    config = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
+    _first_invitations(config, registry)
+    moved = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "another-ledger"))
+    announce, _, server_sub = _topics()
+    pubsub.ensure_subscription(announce.replace("/topics/", "/subscriptions/") + "-devices", announce)
+    source = federated.FederatedSource(registry, announce, server_sub, round_deadline=60.0)
+    with pytest.raises(ValueError, match="holds no charge"):
+        federated.run_federated(moved, source, lambda topic, messages: None, progress=lambda line: None)
+
+
+def test_an_output_that_is_a_file_is_refused_before_anything_is_charged(tmp_path):
+    _, _, registry, registry_path = _population(tmp_path, n=500)
+    (tmp_path / "out").write_text("not a directory")
+    config = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
+    source = federated.FederatedSource(registry, "projects/p/topics/t", "projects/p/subscriptions/s")
+    with pytest.raises(ValueError, match="is not a directory"):
+        federated.run_federated(config, source, lambda topic, messages: None, progress=lambda line: None)
+    assert not (tmp_path / "ledger").exists()

@@ -34,10 +34,12 @@ def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_p
         done = _serve(tmp_path, registry_path, announce, subscription)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "round 1: closed (report goal)" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "assuming honest, non-colluding devices" in done.stdout  # the trust model, on the console
     central_trie, _ = _central(tmp_path, records, _config(tmp_path, registry_path))
     assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     assert "fed" in published["heavy_hitters"] and "federated" in published
+    assert "honest, non-colluding devices" in published["federated"]["trust_model"]
     # Published: no count of any kind (reports, votes, n: not declared public).
     text = json.dumps(published)
     for private in ("voted", "abstained", "duplicate", "labels", '"population"'):

@@ -38,7 +38,8 @@ def _round_arguments(group) -> None:
                        help="the longest a round stays open (default: %(default)s s)")
     group.add_argument("--report-goal", type=float, default=1.0, metavar="FRACTION",
                        help="close a round early once this fraction of its selected devices have "
-                       "reported (default: %(default)s, all of them)")
+                       "reported (default: %(default)s, all of them; below 1 only for a plan without a "
+                       "guarantee: an early close would let one device's report cut off another's)")
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,7 +96,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.cli.discover import unknown_arguments
     from triehh_beam.io import pubsub
     from triehh_beam.io.registry import RegistryError, read_registry
-    from triehh_beam.job import federated
+    from triehh_beam.job import federated, federated_outputs
     from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.ledger import BudgetExceededError
     from triehh_beam.job.planning import InfeasiblePlanError
@@ -128,6 +129,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     print(f"federated job {result.job_id}: {len(result.rounds)} rounds, "
           f"{len(result.trie.heavy_hitters()):,} heavy hitters in {result.output}; "
           f"counts (private) in {result.report_path}", flush=True)
+    print(federated_outputs.console_guarantee(result.estimate is not None), flush=True)
     return 0
 
 

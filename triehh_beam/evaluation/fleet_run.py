@@ -232,6 +232,8 @@ def main(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_
          beam_args: List[str], as_json: bool, verbose: bool = False) -> int:
     """Runs ``simulate`` and prints its summary; the exact message counts only when ``verbose``
     (marked private, as every count on the console), always in the operator report."""
+    from triehh_beam.job import federated_outputs
+
     summary = simulate(config, faults, round_deadline, report_goal, beam_args,
                        progress=(lambda line: None) if as_json else (lambda line: print(line, flush=True)))
     if as_json:
@@ -245,6 +247,7 @@ def main(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_
              f"; {len(summary.estimates)} frequency estimates"
              + ("" if summary.estimates_equal_to_central is None else
                 f", equal to central: {'yes' if summary.estimates_equal_to_central else 'no'}")))
+    print(federated_outputs.console_guarantee(summary.estimates is not None))
     if not verbose:
         print(f"published: {summary.output}; message counts (private): --verbose, or the operator report "
               f"{summary.report}")

@@ -4,7 +4,9 @@ Formats, by extension: ``.parquet``, ``.csv`` and ``.jsonl`` are tables whose ``
 the ids (strings or integers); anything else is text, one id per line (UTF-8; surrounding
 whitespace and blank lines ignored). Ids are canonicalised as the sampler does
 (``sampling.user_id_bytes``: ``42``, ``"42"`` and ``b"42"`` are one device) and counted once.
-Read through Beam's ``FileSystems``, so ``gs://`` works as local paths do.
+Read through Beam's ``FileSystems``, so ``gs://`` works as local paths do. Each id is one user of the privacy
+analysis: enrolment must admit one device per person, else the guarantee is per device (a
+person with k enrolled devices is k users).
 """
 
 from __future__ import annotations

@@ -15,21 +15,26 @@ release). Then, round by round:
    log as it grows and counts the round's reports (``protocol.federated_tally``: only the first
    report of a token the round issued counts, the frontier checked again, votes counted and
    pruned at theta by ``PrefixCounter``);
-4. the round closes when the report goal (a fraction of the m selected) have reported, or at its
-   deadline, both by Pub/Sub's publish times (a report counts if it was accepted by the close,
-   however late the server reads it), after the collector has caught up; its level and close
-   time are committed to the private state, then the next round starts.
+4. the round closes once every selected device has reported, or at its deadline, both by
+   Pub/Sub's publish times (a report counts if it was accepted by the close, however late the
+   server reads it), after the collector has caught up; its level and close time are committed
+   to the private state, then the next round starts. A report goal below 1 is refused while a
+   guarantee is claimed: an early close would let one device's report cut off another's vote.
 
-Dropouts (selected devices that never report) lower the number of votes, never the guarantee:
-Theorem 1's privacy comes from the selection, which the server draws before any device
-answers, and the threshold; a device that does not report is, for the analysis, a device with
-nothing to vote for, a case the theorem already covers. What can be discovered shrinks with the
-votes (recall), and a round that closes with no prefix at theta ends the discovery, said in the
-output's stop reason.
+The guarantee assumes honest, non-colluding devices (``federated_outputs.DEVICE_ASSUMPTION``,
+published with it). Dropouts (selected devices that never report) lower the number of votes,
+never the guarantee: Theorem 1's privacy comes from the selection, which the server draws
+before any device answers, and the threshold; a device that does not report is, for the
+analysis, a device with nothing to vote for, a case the theorem already covers. What can be
+discovered shrinks with the votes (recall), and a round that closes with no prefix at theta
+ends the discovery, said in the output's stop reason.
 
-A crash at any point resumes: the seed (``--seed-file``, else kept in the state), the job id and
-the selection are functions of the settings; each committed round is read back; the open
-round's announcement (same deadline) and invitations are published again (a device that answers
+Every run is a release (``job.release``): a fresh nonce when the job is planned, the job id
+and every key derived with it, the charge under its own record id before the first
+announcement, then the release committed to ``federated/release`` (a ``StateStore``). A crash
+at any point resumes the committed release (its charge found in the ledger); each committed
+round (``progress.json``) is read back; the open round's announcement (same deadline) and
+invitations are published again (a device that answers
 twice is a duplicate) and its count is redone from the log (the messages published after the
 last committed close). A rerun of a finished job returns its result. With
 ``--estimate-frequencies`` an estimate round follows the last vote round
@@ -91,7 +96,8 @@ class FederatedSource:
       announce_topic: ``projects/P/topics/T``: announcements and invitations.
       reports_subscription: ``projects/P/subscriptions/S``: the devices' reports.
       round_deadline: seconds a round stays open at most.
-      report_goal: the fraction of a round's selected devices whose reports close it early.
+      report_goal: the fraction of a round's selected devices whose reports close it early: 1
+        (all of them) while the plan claims a guarantee (``_check_report_goal``).
       drain_seconds: after the last round, how long the log is still read (reports arriving
         then are counted as late, so the operator report accounts for them).
       poll_seconds: how often the report log is read.

@@ -3,9 +3,10 @@ EPSILON_EST``): after the last vote round, the released trie's leaves (``Estimat
 announced to every enrolled device (``protocol.federated_estimate``: an ``EstimateAnnouncement``
 and one invitation per device, schema_version 2, each with the device's token and the word
 behind the central estimate's uniform), and each device reports the target its records choose
-or abstains. The round closes like a vote round (the report goal, a fraction of the enrolled
-devices, or the deadline, by Pub/Sub's publish times: ``_Server.close_round``); the first
-report of each issued token naming a target is counted (``EstimateTally``) and the counts are
+or abstains. The round closes like a vote round (once every enrolled device has reported, or
+at the deadline, by Pub/Sub's publish times: ``_Server.close_round``); the first report of each
+issued token naming a target is counted (``EstimateTally``): the server sees each reporting
+device's chosen leaf linked to its token, which the published ``federated`` section says and the counts are
 released once with ``frequency_estimates.release``, the central estimate's keyed noise: with no
 fault the estimates equal ``discover --estimate-frequencies``'s on the same records, seed and
 identity. Devices that do not report contribute nothing: the estimates are of the reporting

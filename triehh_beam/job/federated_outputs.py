@@ -1,6 +1,6 @@
-"""What a federated job publishes and records: the guarantee under dropouts (in
-``heavy_hitters.json``'s ``federated`` section; with frequency estimates, what they estimate
-when devices do not report), the finished state the outputs are written from (plan, rounds,
+"""What a federated job publishes and records: its trust model (what the guarantee assumes of
+devices, what the server sees) and the guarantee under dropouts (in ``heavy_hitters.json``'s
+``federated`` section; with frequency estimates, what they estimate when devices do not report), the finished state the outputs are written from (plan, rounds,
 trie, the released estimates; never a count), and the private label totals over a whole job
 (the operator report and the fleet simulator's summary). Used by ``job.federated``."""
 
@@ -14,8 +14,8 @@ from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.federated_tally import ESTIMATE_KINDS, KINDS
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["ESTIMATES_WITH_DROPOUTS", "dropout_guarantee", "label_totals", "published_section",
-           "state_for_outputs"]
+__all__ = ["DEVICE_ASSUMPTION", "ESTIMATES_WITH_DROPOUTS", "ROUND_CLOSE", "SERVER_SEES", "SERVER_SEES_ESTIMATES",
+           "console_guarantee", "dropout_guarantee", "label_totals", "published_section", "state_for_outputs"]
 
 #: The published statement of what federated frequency estimates estimate.
 ESTIMATES_WITH_DROPOUTS = (
@@ -32,19 +32,61 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+#: The published trust model: what the guarantee assumes of devices.
+DEVICE_ASSUMPTION = (
+    "The guarantee assumes honest, non-colluding devices, and one enrolled device per person. A "
+    "selected device learns that it was selected (its invitation), so devices that collude can "
+    "defeat the threshold: theta - 1 of them selected together and voting for a target prefix make "
+    "its release depend on one other device's vote. With more than one device per person the "
+    "guarantee is per device, not per person (a person's k devices are k users)."
+)
+
+#: The published statement of what the server sees (central DP: it is trusted with it).
+SERVER_SEES = (
+    "The server sees, per round, each selected device's report (its vote or abstention) linked to "
+    "the token it issued that device, so it knows which device chose which prefix, as a "
+    "central server knows each user's records; it keeps the reports only until they are counted. "
+    "What is published (the trie) is the only output the (epsilon, delta) guarantee covers."
+)
+
+#: What the estimate round adds to what the server sees.
+SERVER_SEES_ESTIMATES = (
+    "In the estimate round every enrolled device is invited, and the server sees each reporting "
+    "device's chosen leaf (the heavy hitter or frequent prefix its records choose) linked to its "
+    "token, and so to the device: exact, before any noise. Only the published estimates carry the "
+    "geometric noise (epsilon_est)."
+)
+
+#: How rounds close while a guarantee is claimed (``job.federated``: a report goal below 1 is refused).
+ROUND_CLOSE = (
+    "A round closes at its deadline, or as soon as every selected device has reported: never at a "
+    "fraction of them, since one device's early report would then cut off another's vote (one user "
+    "changing two counts)."
+)
+
+
 def dropout_guarantee(config: DiscoveryConfig) -> str:
     """The published statement of what holds when selected devices do not report."""
     selection = ("each enrolled device independently with probability p_s per round"
                  if config.protocol == TRIEHH_PP else "m of the n enrolled devices per round")
     return (
-        "The (epsilon, delta) guarantee holds whatever fraction of the selected devices report. It comes "
+        "With honest, non-colluding devices (see trust_model), the (epsilon, delta) guarantee holds "
+        "whatever fraction of the selected devices report. It comes "
         f"from the selection, which the server draws at random (keyed by its secret seed) before any "
         f"device answers, {selection}, and from the threshold: a selected device that does not report "
         "is, for the analysis, a device with nothing to vote for, a case it covers. Dropouts lower the "
         "number of votes, and so what can be discovered, never the privacy. Assumed: whether a device "
         "reports does not depend on other devices' data, and who was selected (the invitations and "
-        "their tokens) stays within the server's trust boundary, as the seed does."
+        "their tokens) stays within the server's trust boundary, as the seed does. " + ROUND_CLOSE
     )
+
+
+def console_guarantee(estimated: bool = False) -> str:
+    """The guarantee's one line for ``serve``'s and ``simulate``'s console."""
+    seen = ("each selected device's vote, and in the estimate round each reporting device's chosen leaf, "
+            "linked to its token" if estimated else "each selected device's vote linked to its token")
+    return ("guarantee: (epsilon, delta) on what is published, assuming honest, non-colluding devices and "
+            f"one enrolled device per person; the server saw {seen} (heavy_hitters.json: federated)")
 
 
 def state_for_outputs(config: DiscoveryConfig, job_id: str, plan: state_pb2.PrivacyPlan, trie: Trie, records: List[dict],
@@ -67,7 +109,13 @@ def published_section(config: DiscoveryConfig, estimated: bool = False) -> dict:
     """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
     stay in the operator report); ``estimated``: the job released frequency estimates."""
     section = {
-        "mode": "federated: devices kept their records and sent one vote (or an abstention) per round",
+        "mode": ("federated: devices kept their records and sent one vote (or an abstention) per round, "
+                 "which the server saw linked to the device's token"
+                 + ("; in the estimate round, each reporting device's chosen leaf, linked to its token"
+                    if estimated else "")
+                 + "; the guarantee assumes honest, non-colluding devices, one per person"),
+        "trust_model": DEVICE_ASSUMPTION,
+        "server_sees": SERVER_SEES + (" " + SERVER_SEES_ESTIMATES if estimated else ""),
         "guarantee_with_dropouts": dropout_guarantee(config),
     }
     if estimated:

@@ -63,6 +63,9 @@ class _Send:
     attributes: Dict[str, str] = dataclasses.field(compare=False)
     kinds: Tuple[str, ...] = dataclasses.field(compare=False)  # the counters it adds to
     deadline_wall: float = dataclasses.field(compare=False)
+    key: Tuple[str, int] = dataclasses.field(compare=False)  # (job, round)
+    owed: bool = dataclasses.field(compare=False)  # an answer the round will hear before it closes
+    latency_s: float = dataclasses.field(default=0.0, compare=False)  # a late answer's, after the close
 
 
 @dataclasses.dataclass
@@ -110,6 +113,9 @@ class SimulatedFleet:
         # (job, round) -> [(arrival, routed device id, invitation)] waiting for the announcement
         self._waiting: Dict[Tuple[str, int], List[Tuple[float, bytes, Invitation]]] = {}
         self._seen: set = set()
+        # (job, round) -> invitations received; answers scheduled before the close, not yet published
+        self._invited: Counter[Tuple[str, int]] = collections.Counter()
+        self._owed: Counter[Tuple[str, int]] = collections.Counter()
         self._heap: List[_Send] = []
         self._publishing = 0  # taken from the heap, not yet counted
         self._answering = 0  # invitations being answered (out of _waiting, not yet on the heap)
@@ -212,6 +218,33 @@ class SimulatedFleet:
     def _idle(self) -> bool:  # under the lock
         return not (self._heap or self._waiting or self._publishing or self._answering)
 
+    def heard_from_all(self, job_id: str, round_index: int, invited: int) -> bool:
+        """Whether the server has heard every answer the fleet will send round ``round_index`` of
+        ``job_id`` before its deadline: all ``invited`` invitations received, none waiting for its
+        announcement or being answered, and every answer not late by its fate (reports, second
+        copies, corrupt messages) published and stored. Dropouts never answer and late devices
+        answer after the close, so a round the server closes then cuts off no report it would
+        have counted at its deadline. The fleet injects the faults, so only it can tell; a real
+        fleet cannot.
+
+        Once True, the round is closed for the fleet: its late devices answer ``late_margin_s``
+        plus their latency from now (after the server's close), not after the announced deadline.
+        """
+        key = (job_id, round_index)
+        with self._condition:
+            if (self._invited[key] < invited or key in self._waiting or self._answering or self._owed[key]
+                    or self._publisher is None or self._publisher.pending):
+                return False
+            now, moved = time.monotonic(), False
+            for send in self._heap:
+                if send.key == key and not send.owed and send.due > now + self.options.late_margin_s:
+                    send.due = now + self.options.late_margin_s + send.latency_s
+                    moved = True
+            if moved:
+                heapq.heapify(self._heap)
+                self._condition.notify_all()
+        return True
+
     def counts(self) -> Dict[str, int]:
         """A snapshot of ``COUNTS``."""
         with self._condition:
@@ -273,7 +306,9 @@ class SimulatedFleet:
             self._count("redelivered")
             return
         self._seen.add((key, device_id))
-        self._count("invitations")
+        with self._condition:
+            self._counts["invitations"] += 1
+            self._invited[key] += 1
         try:
             invitation = Invitation.from_bytes(data, f"the invitation of {device_id!r}")
         except FederatedFormatError:
@@ -304,6 +339,7 @@ class SimulatedFleet:
             with self._condition:
                 for send in sends:
                     heapq.heappush(self._heap, send)
+                    self._owed[send.key] += send.owed
                 self._answering -= 1
                 self._condition.notify_all()
 
@@ -329,10 +365,11 @@ class SimulatedFleet:
             kinds += ("late",)
         attributes = fa.report_attributes(announcement.job_id, announcement.round_index)
         deadline_wall = announcement.deadline_millis / 1000.0
-        sends = [_Send(due, next(self._seq), data, attributes, kinds, deadline_wall)]
+        key, owed = (announcement.job_id, announcement.round_index), fate.fate != "late"
+        sends = [_Send(due, next(self._seq), data, attributes, kinds, deadline_wall, key, owed, fate.latency_s)]
         if fate.fate == "duplicate":
             sends.append(_Send(due + self.options.duplicate_delay_s, next(self._seq), data, attributes,
-                               ("duplicates",), deadline_wall))
+                               ("duplicates",), deadline_wall, key, owed))
         return sends
 
     # ---- publishing (the scheduler's thread) -----------------------------------------------
@@ -379,6 +416,7 @@ class SimulatedFleet:
                         for kind in send.kinds:
                             self._counts[kind] += 1
                         self._counts["after_deadline"] += wall > send.deadline_wall
+                        self._owed[send.key] -= send.owed
                     self._publishing = 0
                     if self._idle():
                         self._condition.notify_all()

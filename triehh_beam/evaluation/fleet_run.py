@@ -4,7 +4,9 @@ run of the same records for comparison.
 One simulated device per user of the records (``evaluation.fleet``), the registry their ids;
 the server (``job.federated``) and the fleet talk through Pub/Sub (``PUBSUB_EMULATOR_HOST``, else
 an emulator started on 127.0.0.1 for the run and stopped after it), on topics and subscriptions
-named for the run. After the last round the server reads reports until it has read every
+named for the run. The fleet injects the faults, so it knows which devices will answer in time:
+each round closes once the server has heard every one of them (``SimulatedFleet.heard_from_all``:
+no report is cut off; late devices answer after the close), or at the deadline, and says so. After the last round the server reads reports until it has read every
 message the fleet sent (or a minute has passed), so the counts by kind account for every
 report; the summary says how many, if any, were never read. The central reference is
 ``discover``'s driver on the same records with the same seed and the federated job's sampling
@@ -149,7 +151,10 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
         fleet = SimulatedFleet(users, announce, reports, FleetOptions(
             dropout=faults.dropout, duplicate=faults.duplicate, late=faults.late, malformed=faults.malformed,
             latency_median_s=faults.latency, seed=faults.seed))
-        source = federated.FederatedSource(registry, announce, server_sub, round_deadline, report_goal)
+        # The fleet injects the faults, so it knows when the server has heard every device it will:
+        # a round closes then (no report cut off), not at a deadline no dropout can meet.
+        source = federated.FederatedSource(registry, announce, server_sub, round_deadline, report_goal,
+                                           heard_from_all=fleet.heard_from_all)
         _write_registry(registry, registry_path, config)
         options = PipelineOptions(list(beam_args) + [f"--project={_PROJECT}"])
         started = time.monotonic()

@@ -104,6 +104,10 @@ class FederatedSource:
       quiet_seconds, catch_up_seconds: once a round's close is decided, the log is read until
         no message arrived for ``quiet_seconds`` (at most ``catch_up_seconds``), so reports
         Pub/Sub accepted before the close but not yet written by the collector still count.
+      heard_from_all: only for a simulated fleet, which injects the faults and so knows which
+        devices will answer: ``(job id, round, devices invited) -> True`` once every answer it
+        will send before the deadline is published (``SimulatedFleet.heard_from_all``); the
+        round then closes at once, cutting off no report the deadline would have counted.
     """
 
     registry: Registry
@@ -115,6 +119,7 @@ class FederatedSource:
     poll_seconds: float = 0.5
     quiet_seconds: float = 2.0
     catch_up_seconds: float = 60.0
+    heard_from_all: Optional[Callable[[str, int, int], bool]] = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         if not 0 < self.round_deadline <= _MAX_DEADLINE_S:
@@ -356,19 +361,39 @@ class _Server:
         messages published after the close (the next round's to label)."""
         deadline = deadline_millis * 1000
         self._tokens: Dict[str, bytes] = {}
+        heard = self.source.heard_from_all
+        heard_at: List[int] = []  # when the simulated fleet said it had sent all it will send in time
 
         def closed() -> bool:
-            return (self._goal_time(pool, r, tokens, goal, deadline) is not None
-                    or _now_millis() * 1000 >= deadline or not goal)
+            if (self._goal_time(pool, r, tokens, goal, deadline) is not None
+                    or _now_millis() * 1000 >= deadline or not goal):
+                return True
+            if heard is not None and heard(self.job_id, r, len(tokens)):
+                heard_at.append(_now_millis() * 1000)
+                return True
+            return False
 
         self._wait_for(log, pool, closed)
         at = self._goal_time(pool, r, tokens, goal, deadline)
-        close, why = (at, "report goal") if at is not None else (deadline, "deadline" if goal else "no device selected")
+        if at is not None:
+            close, why = at, "report goal"
+        elif heard_at and heard_at[0] < deadline:
+            close, why = heard_at[0], "every report the simulated fleet sends in time"
+        else:
+            close, why = deadline, "deadline" if goal else "no device selected"
         ordered = sorted(pool, key=lambda m: (m.time_micros, m.message_id))
         for message in ordered:
             if message.time_micros <= close:
                 tally.add(message.data)
         return close, why, [m for m in ordered if m.time_micros > close]
+
+    def waits_for(self, deadline_millis: int, who: str) -> str:
+        """What a round waits for, said when it is announced (``who``: the devices invited)."""
+        at = datetime.datetime.fromtimestamp(deadline_millis / 1000, datetime.timezone.utc)
+        if self.source.heard_from_all is not None:
+            return (f"closing once the {who} devices the simulated fleet lets answer have reported (it drops and "
+                    f"delays devices itself, so it knows which will), or at the deadline {at:%H:%M:%S} UTC")
+        return f"closing once every {who} device has reported, or at the deadline {at:%H:%M:%S} UTC"
 
     def commit(self) -> None:
         """Writes progress.json (a round's level, the estimate round's release) privately."""
@@ -391,8 +416,7 @@ class _Server:
             selection = self._select(r)
             deadline, goal = self.announce(step, selection)
             self.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to the "
-                          f"selected devices; closing at the report goal or "
-                          f"{datetime.datetime.fromtimestamp(deadline / 1000, datetime.timezone.utc):%H:%M:%S} UTC")
+                          f"selected devices; {self.waits_for(deadline, 'selected')}")
             tally = RoundTally(self.job_id, r, self.encoder, step.frontier, selection.token_set(), self.plan.theta)
             close, closed_by, pool = self.close_round(r, selection.token_set(), tally, log, pool, deadline, goal)
             kept = tally.kept()

@@ -99,9 +99,8 @@ def run_estimate_round(server: "_Server", trie: Trie, log: ReportLog, pool: List
         return EstimateAnnouncement(server.job_id, r, server.encoder, targets, deadline, goal, too_long)
 
     deadline, goal = _announce(server, announcement_of, invited)
-    at = datetime.datetime.fromtimestamp(deadline / 1000, datetime.timezone.utc)
-    server.progress(f"estimates: announced {len(targets):,} targets to every enrolled device (round {r}); closing "
-                    f"at the report goal or {at:%H:%M:%S} UTC")
+    server.progress(f"estimates: announced {len(targets):,} targets to every enrolled device (round {r}); "
+                    f"{server.waits_for(deadline, 'enrolled')}")
     tally = EstimateTally(server.job_id, r, server.encoder, targets, invited.token_set())
     close, closed_by, rest = server.close_round(r, invited.token_set(), tally, log, pool, deadline, goal)
     released = tally.release(epsilon, EstimateKeys.derive(server.sampler.seed, server.sampler.identity))

@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-from tests.e2e.test_federated_emulator import FLAGS, SEED, _Crash, _config, _population, _records, _run
+from tests.e2e.test_federated_emulator import (FLAGS, SEED, _Crash, _committed_release, _config, _population,
+                                               _records, _run)
 from triehh_beam.job import federated
 from triehh_beam.job.driver import run_discovery
 from triehh_beam.job.ledger import Ledger
@@ -69,13 +70,14 @@ def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_e
     estimates are the central ones. A rerun of the finished job returns them."""
     records, users, registry, registry_path = _population(tmp_path, n=3000)
     config = _config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
-    job_id = federated.federated_job_id(SEED, federated.federated_identity(config))
     announced = []
 
     def check_the_ledger_and_note_announcements(topic, messages):
         if not announced:
             ledger = Ledger(config.resolved_ledger_dir).records()
-            assert [(r["record_id"], r["estimate_epsilon"]) for r in ledger] == [(job_id, 1.0)]
+            release = _committed_release(config)  # committed after its charge, before any announcement
+            record_id = release.record_id(federated.federated_job_id(release))
+            assert [(r["record_id"], r["estimate_epsilon"]) for r in ledger] == [(record_id, 1.0)]
             # Charged: the discovery's achieved epsilon (at most the target, 8) plus epsilon_est.
             discovery = ledger[0]["discovery_epsilon"]
             assert ledger[0]["epsilon"] == discovery + 1.0 and 7 < discovery <= 8
@@ -105,7 +107,7 @@ def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_e
     assert len(Ledger(config.resolved_ledger_dir).records()) == 1
     central = dataclasses.replace(config, input_pattern=records, output_dir=str(tmp_path / "central"),
                                   state_dir=None, ledger_dir=str(tmp_path / "central-ledger"))
-    run_discovery(central, identity=federated.federated_identity(config))
+    run_discovery(central, release=_committed_release(config))
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     central_published = json.loads((tmp_path / "central" / "heavy_hitters.json").read_text())
     assert _estimates_of(published) == _estimates_of(central_published)

@@ -17,6 +17,7 @@ SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "p
     (["--round-deadline", "inf"], "--round-deadline must be > 0 and at most"),
     (["--budget_epsilon", "5"], "--budget_epsilon"),
     (["--estimate-frequencies", "0"], "--estimate-frequencies must be a positive epsilon, got 0.0"),
+    (["--report-goal", "0.9"], "--report-goal 0.9 would close a round before its deadline"),
 ])
 def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags, message):
     registry = tmp_path / "registry.txt"
@@ -34,6 +35,7 @@ def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags
 @pytest.mark.parametrize("flags, message", [
     (["--dropout", "1.5"], "--dropout is a probability in [0, 1], got 1.5"),
     (["--latency=-1"], "--latency must be >= 0 seconds"),
+    (["--report-goal", "0.5"], "--report-goal 0.5 would close a round before its deadline"),
 ])
 def test_a_simulate_mistake_is_one_line(tmp_path, capsys, flags, message):
     records = tmp_path / "records.jsonl"

@@ -109,6 +109,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         registry = read_registry(args.devices, config.user_column)
         source = federated.FederatedSource(registry, args.announce_topic, args.reports_subscription,
                                            args.round_deadline, args.report_goal, args.drain_seconds)
+        federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (RegistryError, ValueError, OSError) as e:
         return _fail("serve", str(e))
     _quiet_beam(config)
@@ -136,6 +137,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.cli.discover import unknown_arguments
     from triehh_beam.evaluation import fleet_run
+    from triehh_beam.job import federated
 
     refused = unknown_arguments([a for a in beam_args if not a.startswith("--streaming")])
     if refused:
@@ -144,6 +146,7 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         config = config_lib.config_from_values(vars(args))
         faults = fleet_run.Faults(dropout=args.dropout, duplicate=args.duplicate, late=args.late,
                                   malformed=args.malformed, latency=args.latency, seed=args.fleet_seed)
+        federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))
     _quiet_beam(config)

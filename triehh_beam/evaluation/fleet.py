@@ -40,7 +40,8 @@ COUNTS = (
     "invitations",     # distinct invitations received for devices of the fleet
     "reports",         # well-formed reports published (first copies; abstentions and late included)
     "abstentions",     # of the reports, those that abstain
-    "late",            # of the reports, those sent after the deadline on purpose (the late fault)
+    "late",            # of the reports, those sent after the close on purpose (the late fault: after the
+                       # deadline, or after the server heard all the others, ``heard_from_all``)
     "after_deadline",  # of the messages published, those sent after their round's deadline
     "duplicates",      # second copies of reports
     "malformed",       # corrupt messages sent instead of a report

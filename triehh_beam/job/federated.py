@@ -75,7 +75,7 @@ from triehh_beam.protocol.federated_tally import RoundTally
 from triehh_beam.protocol.sampling import SCHEME_V2
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["FederatedResult", "FederatedSource", "Publish", "federated_identity",
+__all__ = ["FederatedResult", "FederatedSource", "Publish", "check_report_goal", "federated_identity",
            "federated_job_id", "run_federated"]
 
 #: (data, attributes) messages to one topic; raises if any is not published.
@@ -97,7 +97,7 @@ class FederatedSource:
       reports_subscription: ``projects/P/subscriptions/S``: the devices' reports.
       round_deadline: seconds a round stays open at most.
       report_goal: the fraction of a round's selected devices whose reports close it early: 1
-        (all of them) while the plan claims a guarantee (``_check_report_goal``).
+        (all of them) while the plan claims a guarantee (``check_report_goal``).
       drain_seconds: after the last round, how long the log is still read (reports arriving
         then are counted as late, so the operator report accounts for them).
       poll_seconds: how often the report log is read.
@@ -162,15 +162,16 @@ def federated_job_id(release: release_lib.Release) -> str:
     return "federated-" + key[0].to_bytes(8, "little").hex() + key[1].to_bytes(8, "little").hex()
 
 
-def _check_report_goal(report_goal: float, plan: state_pb2.PrivacyPlan) -> None:
-    """Refuses a report goal below 1 while the plan claims a guarantee.
+def check_report_goal(report_goal: float, no_guarantee: bool) -> None:
+    """Refuses a report goal below 1 unless the job claims no guarantee (``no_guarantee``: the
+    plan's, or before planning ``DiscoveryConfig.allow_no_guarantee``).
 
     A round that closes at its goal-th report lets one device's early report cut off another's
     late one: adding one user can then change two counts (its own vote, and the vote it cut
     off), which the threshold's analysis (one user, one vote) does not cover. Rounds close at
     their deadline, or once every selected device has reported (which cuts off nobody).
     """
-    if report_goal < 1.0 and not plan.no_guarantee:
+    if report_goal < 1.0 and not no_guarantee:
         raise ValueError(
             f"--report-goal {report_goal:g} would close a round before its deadline while selected devices "
             "may still report: one device's early report could then cut off another's vote (one user "
@@ -202,7 +203,7 @@ class _Server:
         self.root = FileSystems.join(config.resolved_state_dir, "federated")
         self.encoder = config.encoder
         self.plan = plan_for_census(config, len(source.registry))
-        _check_report_goal(source.report_goal, self.plan)
+        check_report_goal(source.report_goal, self.plan.no_guarantee)
         self.store = StateStore(self._path(RELEASE_NAME))
         self.state = self.store.load()
         if self.state is None:  # a new release: its nonce drawn now, committed after its charge

@@ -24,8 +24,8 @@ def test_simulate_with_dropouts_closes_each_round_once_the_fleet_has_answered(pu
     report = json.loads(open(summary.report).read())
     closes = [r["closed_by"] for r in report["rounds"]]
     assert len(closes) >= 2 and all(c == "every report the simulated fleet sends in time" for c in closes), closes
-    # Every round on 45bfce3 waited the full 60 s; now the whole job (every round, the drain)
-    # takes less than one deadline (measured: about 15 s for 3 rounds on 2 shared cores).
+    # On 45bfce3 every round waited the full 60 s (>= 120 s for these rounds); the tolerance is
+    # one deadline for the whole job, every round and the drain together.
     assert summary.seconds < DEADLINE_S, summary.seconds
     announced = [line for line in lines if "announced the frontier" in line]
     assert announced and all("the simulated fleet lets answer" in line for line in announced), announced

@@ -306,3 +306,33 @@ def test_device_ids_must_be_attributes():
     with pytest.raises(ValueError, match="not UTF-8"):
         SimulatedFleet({b"\xff": {"a": 1}}, "projects/p/topics/a", "projects/p/topics/b")
     assert FATES[-1] == "none" and FleetOptions(dropout=0.25).probabilities["none"] == 0.75
+
+
+def test_the_fleet_says_when_the_server_has_heard_every_device_that_answers_in_time(population, wiring):
+    """``heard_from_all`` (issue 24, finding 8): False until every invitation arrived and every
+    answer not late by its fate (reports, second copies, corrupt messages) is stored; True then,
+    long before the 60-s deadline; the late devices answer after that moment (margin plus
+    latency), not after the deadline, so a round the server closes then loses no answer it
+    would have counted at the deadline."""
+    announce, reports_topic, reports, publisher = wiring
+    options = FleetOptions(dropout=0.3, malformed=0.1, late=0.1, duplicate=0.1, seed=2024,
+                           latency_median_s=0.02, latency_max_s=0.2, late_margin_s=0.2, duplicate_delay_s=0.05)
+    round_ = _Round(population, 1, {()}, m=150, deadline_s=60.0)
+    fates = {d: device_fate(options, JOB, 1, d) for d in round_.invited}
+    in_time = sum({"none": 1, "duplicate": 2, "malformed": 1}.get(f.fate, 0) for f in fates.values())
+    late = sum(f.fate == "late" for f in fates.values())
+    assert in_time == 68 + 2 * 11 + 12 and late == 15  # the fixed seed's draw, as above
+    with SimulatedFleet.from_population(population, announce, reports_topic, options) as fleet:
+        round_.publish_announcement(publisher, announce)
+        assert not fleet.heard_from_all(JOB, 1, 150)  # no invitation yet
+        round_.publish_invitations(publisher, announce)
+        _until(lambda: fleet.heard_from_all(JOB, 1, 150), 20, "heard_from_all")
+        heard = time.time()
+        got = reports.wait_for(in_time + late)
+        assert fleet.wait_idle(10)
+    assert heard < round_.announcement.deadline_millis / 1000 - 40
+    late_data = {round_.expected[d].to_bytes() for d, f in fates.items() if f.fate == "late"}
+    before = [published for data, _, published in got if data not in late_data]  # seconds since the epoch
+    after = [published for data, _, published in got if data in late_data]
+    assert len(before) == in_time and len(after) == late
+    assert max(before) <= heard + 0.05 < min(after) and max(after) < heard + 5

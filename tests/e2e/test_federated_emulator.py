@@ -156,10 +156,14 @@ def _population(tmp_path, n=4000):
     return records, users, registry, registry_path
 
 
+def _committed_state(config):
+    """A federated job's committed state (``federated/release``: its release and progress)."""
+    return StateStore(os.path.join(config.resolved_state_dir, "federated", federated.RELEASE_NAME)).load()
+
+
 def _committed_release(config) -> Release:
-    """The release a federated job committed to its state (``federated/release``)."""
-    state = StateStore(os.path.join(config.resolved_state_dir, "federated", federated.RELEASE_NAME)).load()
-    return Release.of_state(state)
+    """The release a federated job committed to its state."""
+    return Release.of_state(_committed_state(config))
 
 
 def _central(tmp_path, records, config):
@@ -188,8 +192,8 @@ def test_the_budget_is_recorded_before_the_first_announcement_and_a_crash_resume
 
     with pytest.raises(_Crash):
         _run(config, users, registry, publish_hook=crash_at_round_three)
-    committed = json.loads((tmp_path / "out.state" / "federated" / "progress.json").read_text())
-    assert [r["round"] for r in committed["rounds"]] == [1, 2]
+    committed = _committed_state(config)  # the release and its closed rounds, one StateStore state
+    assert [r.round_index for r in committed.federated.rounds] == [1, 2] and committed.release_nonce
     result = _run(config, users, registry)
     assert [r["round"] for r in result.rounds][:2] == [1, 2]  # committed rounds are not rerun
     assert len(Ledger(ledger_dir).records()) == 1  # charged once for both runs

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from tests.e2e.test_federated_emulator import (FLAGS, SEED, _Crash, _committed_release, _config, _population,
-                                               _records, _run)
+from tests.e2e.test_federated_emulator import (FLAGS, SEED, _Crash, _committed_release, _committed_state, _config,
+                                               _population, _records, _run)
 from triehh_beam.job import federated
 from triehh_beam.job.driver import run_discovery
 from triehh_beam.job.ledger import Ledger
@@ -93,10 +93,10 @@ def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_e
     with pytest.raises(_Crash):
         _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements,
              after_publish=die_after_the_estimate_invitations)
-    progress = json.loads((tmp_path / "out.state" / "federated" / "progress.json").read_text())
-    assert "estimate" not in progress and progress["rounds"]
+    progress = _committed_state(config).federated
+    assert not progress.HasField("estimate_round") and progress.rounds
     first = EstimateAnnouncement.from_bytes(announced[-1])
-    assert first.round_index == len(progress["rounds"]) + 1
+    assert first.round_index == len(progress.rounds) + 1
     result = _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements)
     again = EstimateAnnouncement.from_bytes(announced[-1])
     assert again == first  # the same round, targets and deadline

@@ -33,7 +33,7 @@ Every run is a release (``job.release``): a fresh nonce when the job is planned,
 and every key derived with it, the charge under its own record id before the first
 announcement, then the release committed to ``federated/release`` (a ``StateStore``). A crash
 at any point resumes the committed release (its charge found in the ledger); each committed
-round (``progress.json``) is read back; the open round's announcement (same deadline) and
+round (the state's progress, ``job.federated_state``) is read back; the open round's announcement (same deadline) and
 invitations are published again (a device that answers
 twice is a duplicate) and its count is redone from the log (the messages published after the
 last committed close). A rerun of a finished job returns its result. With
@@ -60,7 +60,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import cas
 from triehh_beam.job import lease as lease_lib
-from triehh_beam.job import federated_estimates, federated_outputs, outputs
+from triehh_beam.job import federated_estimates, federated_outputs, federated_state, outputs
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
@@ -83,8 +83,8 @@ Publish = Callable[[str, Sequence[Tuple[bytes, Dict[str, str]]]], None]
 
 SEED_NAME = "federated_seed"
 _MAX_DEADLINE_S = 366 * 86_400
-PROGRESS_NAME = "progress.json"
-#: The federated state's ``StateStore`` directory (under the job's ``federated/``): the release.
+#: The federated state's ``StateStore`` directory (under the job's ``federated/``): the release
+#: (plan, nonce, ledger record) and the progress (``job.federated_state``).
 RELEASE_NAME = "release"
 
 @dataclasses.dataclass(frozen=True)
@@ -238,12 +238,9 @@ class _Server:
 
     def _progress_document(self) -> dict:
         expected = self._what_it_is()
-        found = outputs.read_json(self._path(PROGRESS_NAME)) if self.state is not None else None
-        if found is None:
+        if self.state is None:
             return {"job_id": self.job_id, "rounds": [], "created_at": _now(), "job": expected}
-        if found["job_id"] != self.job_id:
-            raise ValueError(f"{self.root} holds another federated job ({found['job_id']}); "
-                             "use another state directory for a new job")
+        found = federated_state.progress_from_state(self.state)
         if found.get("job") != expected:
             raise ValueError(f"{self.root} holds this job started with another registry ({found['job']['devices']:,} "
                              f"devices, now {expected['devices']:,}) or plan: devices enrolled since would change "
@@ -259,11 +256,13 @@ class _Server:
         committed to the state (``StateStore``); a resume finds its charge in the ledger
         (refused in one line if it does not)."""
         ledger = release_lib.open_ledger(self.config)
+        current = self.store.load()  # under the lease now: what another run committed meanwhile
+        if (current is None) != (self.state is None) or (
+                current is not None and current.SerializeToString() != self.state.SerializeToString()):
+            raise ValueError(f"{self.root} was changed by another run since this one read it: run again to resume it")
         if self.state is not None:
             release_lib.check_charged(ledger, self.state)
             return
-        if self.store.exists():  # committed by another run between our read and the lease
-            raise ValueError(f"{self.root} holds a federated job started meanwhile: run again to resume it")
         record_id = self.release.record_id(self.job_id)
         release_lib.charge(ledger, record_id, self.plan, {
             "job_id": self.job_id, "time": _now(), "mode": "federated",
@@ -272,8 +271,9 @@ class _Server:
                                    plan=self.plan, truncate_long_items=self.config.truncate_long_items,
                                    created_at=_now(), ledger=self.config.resolved_ledger_dir)
         self.release.record(state, record_id)
-        self.store.commit(state)  # the release, committed (a crash after the charge and before
-        self.state = state  # this leaves a charge with no state: spent, never published)
+        self.state = state
+        # The release, committed (a crash after the charge and before this leaves a charge with
+        # no state: spent, never published).
         self.commit()
 
     def _select(self, round_index: int):
@@ -397,8 +397,13 @@ class _Server:
         return f"closing once every {who} device has reported, or at the deadline {at:%H:%M:%S} UTC"
 
     def commit(self) -> None:
-        """Writes progress.json (a round's level, the estimate round's release) privately."""
-        outputs.write_json(self._path(PROGRESS_NAME), self.progress_doc, private=True)
+        """Commits the release and its progress (a round's level, the estimate round's release,
+        the end) as a new state object (``StateStore``: versioned protobuf, then the manifest)."""
+        state = state_pb2.JobState()
+        state.CopyFrom(self.state)
+        federated_state.progress_to_state(self.progress_doc, state)
+        self.store.commit(state)
+        self.state = state
 
     def run(self, log: ReportLog) -> Tuple[Trie, List[dict], str, List[LoggedMessage]]:
         progress_doc = self.progress_doc

@@ -13,7 +13,7 @@ identity. Devices that do not report contribute nothing: the estimates are of th
 devices (biased low by the dropout fraction), the guarantee unchanged (sensitivity 1 per
 device). The spend was charged with the plan before the first announcement. The exact counts
 never leave the tally; the round's record (close, labels, the released, noisy, estimates) is
-committed to progress.json like a round's, so a crash during the round re-announces it with
+committed to the job's state like a round's, so a crash during the round re-announces it with
 the same deadline and recounts it from the log, and one after it publishes the committed
 estimates.
 """
@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from triehh_beam.io import federated_attributes as attributes
-from triehh_beam.job import outputs
+from triehh_beam.job import federated_state, outputs
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
@@ -42,8 +42,8 @@ if TYPE_CHECKING:  # the round loop's server; imported there, not here (no cycle
 
 __all__ = ["ESTIMATE_KEY", "run_estimate_round"]
 
-#: progress.json's key of the committed estimate round.
-ESTIMATE_KEY = "estimate"
+#: The progress's key of the committed estimate round (``job.federated_state``).
+ESTIMATE_KEY = federated_state.ESTIMATE_KEY
 
 
 def _announce(server: "_Server", announcement_of, invited) -> Tuple[int, int]:

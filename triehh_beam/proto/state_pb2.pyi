@@ -1,4 +1,5 @@
 from triehh_beam.proto import trie_pb2 as _trie_pb2
+from triehh_beam.proto import vote_pb2 as _vote_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -130,8 +131,64 @@ class RoundSummary(_message.Message):
     elapsed_seconds: float
     def __init__(self, round_index: _Optional[int] = ..., frontier_size: _Optional[int] = ..., prefixes_kept: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
+class FederatedRound(_message.Message):
+    __slots__ = ("round_index", "closed_by", "close_micros", "frontier_size", "selected", "goal", "labels", "closed_at", "kept", "targets")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ROUND_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_BY_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_MICROS_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SELECTED_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_AT_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    round_index: int
+    closed_by: str
+    close_micros: int
+    frontier_size: int
+    selected: int
+    goal: int
+    labels: _containers.ScalarMap[str, int]
+    closed_at: str
+    kept: _containers.RepeatedCompositeFieldContainer[_vote_pb2.Prefix]
+    targets: int
+    def __init__(self, round_index: _Optional[int] = ..., closed_by: _Optional[str] = ..., close_micros: _Optional[int] = ..., frontier_size: _Optional[int] = ..., selected: _Optional[int] = ..., goal: _Optional[int] = ..., labels: _Optional[_Mapping[str, int]] = ..., closed_at: _Optional[str] = ..., kept: _Optional[_Iterable[_Union[_vote_pb2.Prefix, _Mapping]]] = ..., targets: _Optional[int] = ...) -> None: ...
+
+class FederatedProgress(_message.Message):
+    __slots__ = ("registry_sha256", "devices", "rounds", "estimate_round", "after_last_round", "redelivered", "finished_at")
+    class AfterLastRoundEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    REGISTRY_SHA256_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_ROUND_FIELD_NUMBER: _ClassVar[int]
+    AFTER_LAST_ROUND_FIELD_NUMBER: _ClassVar[int]
+    REDELIVERED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    registry_sha256: str
+    devices: int
+    rounds: _containers.RepeatedCompositeFieldContainer[FederatedRound]
+    estimate_round: FederatedRound
+    after_last_round: _containers.ScalarMap[str, int]
+    redelivered: int
+    finished_at: str
+    def __init__(self, registry_sha256: _Optional[str] = ..., devices: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[FederatedRound, _Mapping]]] = ..., estimate_round: _Optional[_Union[FederatedRound, _Mapping]] = ..., after_last_round: _Optional[_Mapping[str, int]] = ..., redelivered: _Optional[int] = ..., finished_at: _Optional[str] = ...) -> None: ...
+
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record")
+    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record", "federated")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +219,7 @@ class JobState(_message.Message):
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RELEASE_NONCE_FIELD_NUMBER: _ClassVar[int]
     LEDGER_RECORD_FIELD_NUMBER: _ClassVar[int]
+    FEDERATED_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job_id: str
     secret_seed: bytes
@@ -185,7 +243,8 @@ class JobState(_message.Message):
     release: WholeItemRelease
     release_nonce: bytes
     ledger_record: str
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ...) -> None: ...
+    federated: FederatedProgress
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ..., federated: _Optional[_Union[FederatedProgress, _Mapping]] = ...) -> None: ...
 
 class DenyList(_message.Message):
     __slots__ = ("digest", "items", "files", "items_digest")

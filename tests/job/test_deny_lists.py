@@ -20,6 +20,7 @@ from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshol
 from triehh_beam.io.write import write_records
 from triehh_beam.job import deny_lists
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
+from triehh_beam.job.release import Release
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.trie import Trie
 
@@ -72,9 +73,11 @@ def test_pipeline_equals_the_keyed_simulation_and_the_samples_do_not_move(many_i
     if protocol == "triehh++":
         fields.update(epsilon=6.0, delta=1e-3)
     plain = _config(path, output_dir, protocol, **fields)
-    # A fixed sampling identity (the config's names the test's temporary path): fixed samples.
-    identity = b"triehh-beam deny-list test identity: " + protocol.encode()
-    run_discovery(plain, identity=identity)
+    # A fixed release (the config's identity names the test's temporary path, and a fresh
+    # release draws a fresh nonce): both runs draw the same samples, to compare them.
+    fixed = Release(_seed(protocol), b"triehh-beam deny-list test identity: " + protocol.encode(), bytes(16))
+    identity = fixed.keyed_identity
+    run_discovery(plain, release=fixed)
     earlier = tmp_path / "earlier_heavy_hitters.json"
     shutil.copy(output_dir / "heavy_hitters.json", earlier)
     first = json.loads(earlier.read_text())["heavy_hitters"]
@@ -85,14 +88,14 @@ def test_pipeline_equals_the_keyed_simulation_and_the_samples_do_not_move(many_i
     _clear(output_dir)
     denying = dataclasses.replace(plain, deny_list=(str(earlier),))
     assert denying.sampling_identity() == plain.sampling_identity()  # the list keys no sample
-    run_discovery(denying, identity=identity)
+    run_discovery(denying, release=fixed)
     state = StateStore(denying.resolved_state_dir).load()
     assert _sample_rows(tmp_path / "out.state", state) == samples_plain  # row for row
     assert list(state.samples.users_sampled) == list(state_plain.samples.users_sampled)
 
     denied = denying.deny.sequences
     assert len(denied) == len(first)
-    assert state.sampling_identity.encode() == identity
+    assert Release.of_state(state).keyed_identity == identity
     if protocol == "triehh":
         simulated = simulate(users, denying.encoder, state.plan.theta, state.plan.batch_size, _seed(protocol),
                              identity=identity, denied=denied)

@@ -20,6 +20,7 @@ from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.trie import Trie
+from tests.release_keys import keyed_identity
 
 SEED = hashlib.sha256(b"triehh-beam unusable items tests").digest()  # public: tests only
 N = 3000
@@ -91,7 +92,7 @@ def test_truncating_the_same_population_runs_and_equals_the_keyed_simulation(url
         users[user][item] += 1
     plan = result.plan
     expected = simulate(users, ItemEncoder(max_length=L), plan.theta, plan.batch_size, seed=SEED,
-                        sampling="keyed", too_long="truncate", identity=config.sampling_identity())
+                        sampling="keyed", too_long="truncate", identity=keyed_identity(config))
     trie = Trie.from_bytes((output / "trie.pb").read_bytes())
     assert trie.levels == expected.levels and len(trie.levels) >= 2
     assert result.frequent_prefixes == ["https://"]  # cut to L units: a prefix, never an item

@@ -189,7 +189,9 @@ class _Driver:
         job must not spend budget on; returns the counters the state records."""
         counters = {**counters, "distinct_users": counted.users,
                     "users_without_usable_item": counted.unusable_users}
-        if counted.unusable_users:
+        # Whether any user holds no usable item is a fact of the data (one user flips it): said
+        # only with --verbose, as private, like every exact count.
+        if counted.unusable_users and self.config.verbose:
             why = ("not encodable" if self.config.truncate_long_items
                    else f"too long for --max-length {self.config.max_length}, or not encodable")
             self._say("census_unusable",

@@ -76,6 +76,9 @@ def test_a_triehh_pp_release_run_again_after_its_state_is_deleted_draws_fresh_es
     equal = [item for item in shared if first[item] == second[item]]
     assert len(equal) <= len(shared) // 2, (equal, shared)
     assert first_state.release_nonce != second_state.release_nonce
+    # The published guarantee says whom it trusts (the README's privacy section too).
+    privacy = json.loads((output / "heavy_hitters.json").read_text(encoding="utf-8"))["privacy"]
+    assert privacy["trust_model"].startswith("central: the server that runs the job reads the raw records")
     records = Ledger(ledger).records()
     assert [r["record_id"] for r in records] == [first_state.ledger_record, second_state.ledger_record]
     assert len({r["record_id"] for r in records}) == 2

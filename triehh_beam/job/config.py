@@ -427,9 +427,11 @@ class DiscoveryConfig:
         A canonical JSON object of every ``keyed`` setting (input, output, target, encoding,
         reading options; never the seed or the ledger), the input pattern and the output in
         their canonical forms (``paths``: ``out/``, ``./out`` and ``/home/me/out`` run from
-        ``/home/me`` are one output): the same command draws the same samples on every run,
-        retry and resume, from any working directory, while two jobs that share a seed file
-        (two dates of a schedule) draw independent ones. A job's state records it. The protocol
+        ``/home/me`` are one output): a job's retries and resumes record and compare the same
+        identity from any working directory, while two jobs that share a seed file (two dates of
+        a schedule) differ in it. A job's state records it. Keys are derived from it and the
+        release's nonce together (``release.Release``), so two releases of one identity (the
+        same command after its state was deleted) still draw independent samples. The protocol
         is in it only when it is not TrieHH (identities recorded before it existed stay valid).
         """
         values = _keyed_values(self)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import textwrap
 from typing import List, Optional
 
+from triehh_beam.protocol.sample_threshold_planner import exact
+
 __all__ = ["comparison_line", "format_plan", "plan_report"]
 
 _WIDTH = 96
@@ -81,7 +83,7 @@ def format_plan(r: dict) -> str:
         _row("population n", f"{r['population']:,} users (the guarantee does not depend on it)"),
         _row("max length L", f"{L} units of {unit_word}, terminator included"),
         _row("", f"(items up to {r['max_item_characters']} characters; at most {L} rounds)"),
-        _row("target epsilon", f"{r['target_epsilon']:.6g}"),
+        _row("target epsilon", exact(r["target_epsilon"])),
         _row("target delta", f"{r['target_delta']:.4g}"),
         _row("result", "FEASIBLE" if r["feasible"] else "INFEASIBLE"),
         "",

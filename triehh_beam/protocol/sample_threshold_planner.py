@@ -22,7 +22,7 @@ from typing import Optional, Tuple
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.privacy import _check_int, _check_real
 
-__all__ = ["DEFAULT_OBJECTIVE", "SampleThresholdPlan", "plan_sample_threshold"]
+__all__ = ["DEFAULT_OBJECTIVE", "SampleThresholdPlan", "exact", "plan_sample_threshold"]
 
 #: The planner minimises the holders needed for this worst-case discovery probability.
 DEFAULT_OBJECTIVE = 0.9
@@ -100,6 +100,13 @@ class SampleThresholdPlan:
         out["notes"] = list(self.notes)
         out["protocol"] = "triehh++"
         return out
+
+
+def exact(value: float) -> str:
+    """``value`` as a refusal shows it: ``{:g}`` when that reads back as the same number, else
+    every digit it takes (``repr``), so that 1.0000001 is never shown as 1 beside a bound of 1."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
 
 
 def _round_epsilon(epsilon: float, max_length: int) -> float:
@@ -187,8 +194,8 @@ def plan_sample_threshold(
         return SampleThresholdPlan(
             feasible=False, epsilon_round=epsilon / max_length,
             reason=(f"the sample-and-threshold theorem covers eps_r = epsilon/L <= 1 per round; "
-                    f"epsilon = {epsilon:g} over L = {max_length} rounds gives eps_r = "
-                    f"{epsilon / max_length:.4g}, outside it (no guarantee, not a weaker one). "
+                    f"epsilon = {exact(epsilon)} over L = {max_length} rounds gives eps_r = "
+                    f"{exact(epsilon / max_length)} > 1, outside it (no guarantee, not a weaker one). "
                     f"It certifies at most epsilon = {max_length:g} over {max_length} rounds: ask "
                     f"for that, or use TrieHH (--protocol triehh)"),
             **common)

@@ -10,6 +10,8 @@ flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the fo
 ``deny_earlier_runs = true`` each run is given the union of the published ``heavy_hitters.json``
 of the schedule's earlier dates (``OUTPUT_ROOT/<earlier date>/``, in date order, the run's own
 date and later ones skipped) as its deny list (``--deny-list``, with any listed explicitly).
+The state, the ledger and Beam's temp and staging locations are private: a config that puts one
+under ``output_root`` (the published tree) is refused when it is loaded.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import json
 import sys
 import textwrap
 import tomllib
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from triehh_beam.cli import discover
 from triehh_beam.job import config as config_lib
+from triehh_beam.job import paths
 from triehh_beam.job.config import DiscoveryConfig, Setting
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "ConfigError",
     "DENY_EARLIER_RUNS",
     "OUTPUT_ROOT",
+    "dated_state_dir",
     "earlier_results",
     "file_settings",
     "load_config",
@@ -40,9 +44,10 @@ __all__ = [
 
 CONFIG_EXAMPLE = """\
     [discovery]
-    input = "gs://bucket/records/{date}/*.parquet"   # {date}: the run's date, YYYY-MM-DD, in
-                                                     # any text value of [discovery]
-    output_root = "gs://bucket/triehh/words"         # this run writes output_root/{date}/
+    input = "gs://data-bucket/records/{date}/*.parquet"  # {date}: the run's date, YYYY-MM-DD,
+                                                     # in any text value of [discovery]
+    output_root = "gs://public-bucket/triehh/words"  # this run writes output_root/{date}/: the
+                                                     # published tree
     state_dir = "gs://private-bucket/triehh/words"   # private state (the secret seed) of
                                                      # each date: state_dir/{date}/; required
                                                      # on gs:// (locally: output_root.state/)
@@ -59,13 +64,17 @@ CONFIG_EXAMPLE = """\
                                                      # spend is unchanged (README: Deny lists across runs)
 
     [budget]                                         # optional: the population's lifetime budget
-    ledger = "gs://bucket/triehh/ledgers/words"      # required with a budget: shared by every date
+    ledger = "gs://private-bucket/triehh/ledgers/words"  # required with a budget: shared by every date
     epsilon = 12.0
     delta = 1e-8
 
     [beam]                                           # optional: Beam pipeline options, passed through
     options = ["--runner=DataflowRunner", "--project=my-project", "--region=europe-west1",
-               "--temp_location=gs://bucket/tmp"]              # only options Beam defines
+               "--temp_location=gs://private-bucket/tmp"]      # only options Beam defines
+
+    # The state, the ledger and Beam's temp and staging files are private (the seed, every
+    # job's parameters, derived keys): a schedule that puts one of them under output_root is
+    # refused when its file is loaded.
 """
 
 # The one key that differs from discover's flags: each run writes to OUTPUT_ROOT/<date>.
@@ -142,7 +151,48 @@ def load_config(path: str) -> dict:
     options = config.get("beam", {}).get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ConfigError(f"{path}: [beam] options must be a list of strings")
+    _refuse_private_locations_in_the_output(path, config)
     return config
+
+
+# Beam's options naming where a runner keeps temp and staging files (the job graphs, which hold
+# a round's derived keys): as private as the state.
+_BEAM_PRIVATE_OPTIONS = ("temp_location", "staging_location", "gcp_temp_location")
+
+
+def _private_locations(config: dict) -> List[Tuple[str, str, str]]:
+    """(what, where, what it holds) for every private location a config names."""
+    found = []
+    state_key = config_lib.BY_NAME["state_dir"].key
+    state_dir = config["discovery"].get(state_key)
+    if isinstance(state_dir, str):
+        found.append((f"[discovery] {state_key}", state_dir, "the secret seed and the exact counts"))
+    ledger_key = config_lib.BY_NAME["ledger_dir"].key
+    ledger_dir = config.get("budget", {}).get(ledger_key)
+    if isinstance(ledger_dir, str):
+        found.append((f"[budget] {ledger_key}", ledger_dir, "every job's spend and parameters"))
+    options = config.get("beam", {}).get("options", [])
+    for i, option in enumerate(options):
+        name, equals, value = option.lstrip("-").partition("=")
+        if name in _BEAM_PRIVATE_OPTIONS:
+            value = value if equals else (options[i + 1] if i + 1 < len(options) else "")
+            if value:
+                found.append((f"[beam] --{name}", value, "job graphs with a round's derived keys"))
+    return found
+
+
+def _refuse_private_locations_in_the_output(path: str, config: dict) -> None:
+    """Refuses a config that puts its state, ledger or Beam temp/staging files under
+    ``output_root``, the tree every date publishes into."""
+    output_root = config["discovery"].get(OUTPUT_ROOT)
+    if not isinstance(output_root, str):
+        return  # (refused as a value when a run is built)
+    for what, where, holds in _private_locations(config):
+        if paths.is_inside(where, output_root):
+            raise ConfigError(
+                f"{path}: {what} {where!r} is inside output_root {output_root!r}, which is published: "
+                f"it holds {holds}; put it in a private location (another bucket, or a directory "
+                "beside the output root), never under it")
 
 
 def earlier_results(output_root: str, date: str) -> List[str]:
@@ -160,6 +210,20 @@ def earlier_results(output_root: str, date: str) -> List[str]:
         except ValueError:
             continue
     return [path for _, path in sorted(found)]
+
+
+def dated_state_dir(config: dict, date: str) -> Optional[str]:
+    """The private state directory of the run of ``date``, outside the published output_root:
+    the configured state_dir (its ``{date}`` replaced, or ``/DATE`` appended) or, for a local
+    output root, ``OUTPUT_ROOT.state/DATE``; None where there is none (a ``gs://`` output root
+    without state_dir, refused when the run is built)."""
+    configured = config["discovery"].get(config_lib.BY_NAME["state_dir"].key)
+    if isinstance(configured, str):
+        if "{date}" in configured:
+            return configured.replace("{date}", date)
+        return configured.rstrip("/") + "/" + date
+    output_root = str(config["discovery"][OUTPUT_ROOT]).replace("{date}", date).rstrip("/")
+    return None if paths.is_url(output_root) else output_root + ".state/" + date
 
 
 def run_config(config: dict, date: str) -> DiscoveryConfig:
@@ -181,14 +245,9 @@ def run_config(config: dict, date: str) -> DiscoveryConfig:
     output_dir = config_lib.BY_NAME["output_dir"]
     output_root = values[output_dir.dest].rstrip("/")
     values[output_dir.dest] = output_root + "/" + date
-    # Each date's private state in its own directory, outside the published output_root: the
-    # configured state_dir (its {date}, or /DATE appended) or, locally, OUTPUT_ROOT.state/DATE.
-    state_dir = config_lib.BY_NAME["state_dir"]
-    configured = config["discovery"].get(state_dir.key)
-    if isinstance(configured, str) and "{date}" not in configured:
-        values[state_dir.dest] = values[state_dir.dest].rstrip("/") + "/" + date
-    elif configured is None and "://" not in output_root:
-        values[state_dir.dest] = output_root + ".state/" + date
+    state_dir = dated_state_dir(config, date)
+    if state_dir is not None:
+        values[config_lib.BY_NAME["state_dir"].dest] = state_dir
     if config["discovery"].get(DENY_EARLIER_RUNS):
         deny = config_lib.BY_NAME["deny_list"]
         values[deny.dest] = tuple(values.get(deny.dest) or ()) + tuple(earlier_results(output_root, date))

@@ -1,5 +1,6 @@
 """``triehh scheduled``: its private locations (state, ledger, Beam's temp and staging files) are
-never under the published output_root, in its help's example or in a config it loads."""
+never under the published output_root, in its help's example or in a config it loads; and after
+every run it totals what the schedule has spent, with a budget or without one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from triehh_beam import cli
 from triehh_beam.cli import scheduled
 from triehh_beam.io.write import write_records
+from triehh_beam.job import ledger
 
 
 def _bucket(url: str) -> str:
@@ -68,3 +70,36 @@ def test_private_locations_beside_the_output_load(tmp_path):
     scheduled.load_config(str(path))
     path.write_text(BASE.format(root="runs") + 'state_dir = "runs-private"\n')  # a sibling, not inside
     scheduled.load_config(str(path))
+
+
+def _spend_events(out: str):
+    return [json.loads(line) for line in out.splitlines() if line.startswith('{"event": "scheduled_spend"')]
+
+
+def test_a_schedule_without_a_budget_totals_its_spend_after_each_date(tmp_path, capsys):
+    records = tmp_path / "records.jsonl"
+    write_records(str(records), [(f"u{i}", ["to", "of", "in"][i % 3], 1) for i in range(1500)])
+    config = tmp_path / "job.toml"
+    config.write_text(f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\n'
+                      'epsilon = 4.0\ndelta = 1e-6\nmax_length = 3\n')
+    totals = []
+    for date in ("2026-03-01", "2026-03-02", "2026-03-02"):  # the re-run resumes: no new charge
+        assert cli.main(["scheduled", "--config", str(config), "--date", date]) == 0
+        events = _spend_events(capsys.readouterr().out)
+        assert len(events) == 1, events
+        totals.append(events[0])
+    per_date = [ledger.Ledger(str(tmp_path / "runs.state" / d)).spent() for d in ("2026-03-01", "2026-03-02")]
+    assert [t["jobs"] for t in totals] == [1, 2, 2]
+    assert totals[0]["spent"]["epsilon"] == pytest.approx(per_date[0].epsilon)
+    assert totals[2]["spent"]["epsilon"] == pytest.approx(per_date[0].epsilon + per_date[1].epsilon)
+    assert totals[2]["spent"]["delta"] == pytest.approx(per_date[0].delta + per_date[1].delta)
+    assert totals[2]["ledgers"] == [str(tmp_path / "runs.state" / d) for d in ("2026-03-01", "2026-03-02")]
+    assert all(t["budget"] is None and "no lifetime budget" in t["note"] for t in totals)
+    # With a budget (and its shared ledger): the total and what is left of it.
+    config.write_text(config.read_text() + f'\n[budget]\nledger = "{tmp_path / "ledger"}"\nepsilon = 10.0\n')
+    assert cli.main(["scheduled", "--config", str(config), "--date", "2026-03-03"]) == 0
+    event, = _spend_events(capsys.readouterr().out)
+    assert event["jobs"] == 1 and event["ledgers"] == [str(tmp_path / "ledger")]
+    assert event["budget"] == {"epsilon": 10.0, "delta": None}
+    assert event["remaining"]["epsilon"] == pytest.approx(10.0 - event["spent"]["epsilon"])
+    assert "note" not in event

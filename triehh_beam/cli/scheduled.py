@@ -11,7 +11,8 @@ flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the fo
 of the schedule's earlier dates (``OUTPUT_ROOT/<earlier date>/``, in date order, the run's own
 date and later ones skipped) as its deny list (``--deny-list``, with any listed explicitly).
 The state, the ledger and Beam's temp and staging locations are private: a config that puts one
-under ``output_root`` (the published tree) is refused when it is loaded.
+under ``output_root`` (the published tree) is refused when it is loaded. After every run the
+schedule's spend so far (every date's, budget or not) is printed as a ``scheduled_spend`` event.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
+import re
 import sys
 import textwrap
 import tomllib
@@ -40,6 +43,8 @@ __all__ = [
     "load_config",
     "register_scheduled",
     "run_config",
+    "schedule_ledgers",
+    "spend_summary",
 ]
 
 CONFIG_EXAMPLE = """\
@@ -74,7 +79,8 @@ CONFIG_EXAMPLE = """\
 
     # The state, the ledger and Beam's temp and staging files are private (the seed, every
     # job's parameters, derived keys): a schedule that puts one of them under output_root is
-    # refused when its file is loaded.
+    # refused when its file is loaded. Without [budget] every date's spend is still totalled
+    # (a scheduled_spend line after each run), with no limit.
 """
 
 # The one key that differs from discover's flags: each run writes to OUTPUT_ROOT/<date>.
@@ -226,6 +232,66 @@ def dated_state_dir(config: dict, date: str) -> Optional[str]:
     return None if paths.is_url(output_root) else output_root + ".state/" + date
 
 
+def schedule_ledgers(config: dict) -> List[str]:
+    """The ledgers holding what this schedule's runs spent: the shared ``[budget] ledger``, or
+    without one each date's own (``ledger.jsonl`` in every dated state directory, in date
+    order)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from triehh_beam.job.ledger import LEDGER_NAME
+
+    shared = config.get("budget", {}).get(config_lib.BY_NAME["ledger_dir"].key)
+    if isinstance(shared, str):
+        return [shared]
+    marker = "0000-00-00"  # where the date goes in a state directory's path
+    template = dated_state_dir(config, marker)
+    if template is None:
+        return []
+    template = paths.canonical_path(template)
+    prefix, _, suffix = template.partition(marker)
+    dated = re.compile(re.escape(prefix) + r"(\d{4}-\d{2}-\d{2})" + re.escape(suffix))
+    found = []
+    pattern = FileSystems.join(prefix + "*" + suffix, LEDGER_NAME)
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        directory = paths.canonical_path(metadata.path)[: -len(LEDGER_NAME) - 1]
+        match = dated.fullmatch(directory)
+        if match:
+            found.append((match.group(1), directory))
+    return [directory for _, directory in sorted(found)]
+
+
+def spend_summary(config: dict, date: str) -> dict:
+    """The ``scheduled_spend`` event: what every run of the schedule has spent so far (basic
+    composition over its ledgers; None for an unbounded total), and the lifetime budget with
+    what is left of it, or that there is none.
+
+    Raises:
+      CasError: a ledger that is not a JSON-lines log; OSError, ValueError: one unreadable.
+    """
+    from triehh_beam.job import ledger as ledger_lib
+
+    ledgers = schedule_ledgers(config)
+    records = [r for location in ledgers for r in ledger_lib.Ledger(location).records()]
+    spent = ledger_lib.Ledger.total(records)
+    budget_section = config.get("budget", {})
+    limits = {name: budget_section.get(config_lib.BY_NAME[f"budget_{name}"].key) for name in ("epsilon", "delta")}
+    event = {"event": "scheduled_spend", "date": date, "ledgers": ledgers, "jobs": len(records),
+             "spent": _amounts(spent)}
+    if all(limit is None for limit in limits.values()):
+        event.update(budget=None, note="no lifetime budget ([budget] epsilon and delta unset): the "
+                                       "schedule's spend is totalled here, never limited")
+    else:
+        budget = ledger_lib.Budget(*(None if v is None else float(v) for v in limits.values()))
+        event.update(budget=limits, remaining=_amounts(ledger_lib.remaining(budget, spent)))
+    return event
+
+
+def _amounts(spend) -> dict:
+    """An (epsilon, delta) as JSON: None for an unbounded (infinite) amount."""
+    return {"epsilon": spend.epsilon if math.isfinite(spend.epsilon) else None,
+            "delta": spend.delta if math.isfinite(spend.delta) else None}
+
+
 def run_config(config: dict, date: str) -> DiscoveryConfig:
     """The ``DiscoveryConfig`` of the run of ``date`` (YYYY-MM-DD), as ``triehh discover`` would
     build it from the same settings given as flags.
@@ -274,7 +340,16 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
     print(json.dumps({"event": "scheduled_run", "date": date, "input": discovery.input_pattern,
                       "output": discovery.output_dir, "beam_options": beam_options,
                       **({"deny_list": list(discovery.deny_list)} if discovery.deny_list else {})}), flush=True)
-    return discover.execute(discovery, beam_options, dry_run=args.dry_run)
+    code = discover.execute(discovery, beam_options, dry_run=args.dry_run)
+    # After every run, charged or refused: the schedule's spend so far, budget or not.
+    from triehh_beam.job.cas import CasError
+
+    try:
+        print(json.dumps(spend_summary(config, date)), flush=True)
+    except (CasError, OSError, ValueError) as e:
+        print(f"triehh scheduled: error: cannot total the schedule's spend: {e}", file=sys.stderr)
+        return code or 1
+    return code
 
 
 def register_scheduled(subparsers) -> None:

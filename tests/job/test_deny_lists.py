@@ -24,6 +24,7 @@ from triehh_beam.job.release import NONCE_BYTES, Release
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.trie import Trie
 
+from tests.job.test_deny_list_files import release_document
 from tests.job.test_one_pass import _population
 
 
@@ -146,8 +147,7 @@ def test_a_resume_with_another_deny_list_is_refused(tmp_path):
     lists = {}
     for name, items in (("one", ["to"]), ("two", ["to", "of"])):
         lists[name] = tmp_path / f"{name}.json"
-        lists[name].write_text(json.dumps({"heavy_hitters": items, "privacy": {"protocol": "triehh"},
-                                           "encoding": {"kind": "text", "case_fold": False, "tokenizer": None}}))
+        lists[name].write_text(json.dumps(release_document(items)))
     config = _config(path, tmp_path / "out", "resume", max_length=3, deny_list=(str(lists["one"]),))
     assert run_discovery(config).heavy_hitters == ["in", "of"]
     again = dataclasses.replace(config, deny_list=(str(lists["one"]),))

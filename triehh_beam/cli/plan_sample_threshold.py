@@ -13,7 +13,7 @@ from __future__ import annotations
 import textwrap
 from typing import List, Optional
 
-from triehh_beam.protocol.sample_threshold_planner import exact
+from triehh_beam.protocol.privacy import exact
 
 __all__ = ["comparison_line", "format_plan", "plan_report"]
 
@@ -54,7 +54,7 @@ def comparison_line(population: int, epsilon: float, delta: float, max_length: i
     result = plan_sample_threshold(epsilon, delta, max_length, length=length, share=share)
     if not result.feasible:
         return (f"TrieHH++ (sample-and-threshold) cannot certify this target: epsilon/L = "
-                f"{epsilon / max_length:.3g} > 1 (triehh plan --protocol triehh++ says why)")
+                f"{exact(epsilon / max_length)} > 1 (triehh plan --protocol triehh++ says why)")
     count = st.min_holders(0.9, result.sampling_probability, result.tau, length, share)
     versus = "" if triehh_count is None else f" (TrieHH: {triehh_count:,})"
     return (f"TrieHH++ (sample-and-threshold) at the same target needs {count:,} holders for 90%"

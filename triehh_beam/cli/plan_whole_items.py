@@ -13,7 +13,7 @@ from __future__ import annotations
 import textwrap
 from typing import List
 
-from triehh_beam.protocol.sample_threshold_planner import exact
+from triehh_beam.protocol.privacy import exact
 
 __all__ = ["format_plan", "plan_report"]
 

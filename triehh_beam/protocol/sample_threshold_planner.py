@@ -20,9 +20,9 @@ import math
 from typing import Optional, Tuple
 
 from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.privacy import _check_int, _check_real, exact
 
-__all__ = ["DEFAULT_OBJECTIVE", "SampleThresholdPlan", "exact", "plan_sample_threshold"]
+__all__ = ["DEFAULT_OBJECTIVE", "SampleThresholdPlan", "plan_sample_threshold"]
 
 #: The planner minimises the holders needed for this worst-case discovery probability.
 DEFAULT_OBJECTIVE = 0.9
@@ -100,13 +100,6 @@ class SampleThresholdPlan:
         out["notes"] = list(self.notes)
         out["protocol"] = "triehh++"
         return out
-
-
-def exact(value: float) -> str:
-    """``value`` as a refusal shows it: ``{:g}`` when that reads back as the same number, else
-    every digit it takes (``repr``), so that 1.0000001 is never shown as 1 beside a bound of 1."""
-    short = f"{value:g}"
-    return short if float(short) == value else repr(float(value))
 
 
 def _round_epsilon(epsilon: float, max_length: int) -> float:

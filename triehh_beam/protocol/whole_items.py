@@ -23,7 +23,8 @@ import numpy as np
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.encoding import Units
-from triehh_beam.protocol.sample_threshold_planner import (DEFAULT_OBJECTIVE, SampleThresholdPlan, exact,
+from triehh_beam.protocol.privacy import exact
+from triehh_beam.protocol.sample_threshold_planner import (DEFAULT_OBJECTIVE, SampleThresholdPlan,
                                                           plan_sample_threshold)
 from triehh_beam.protocol.vote import WeightedSequences, choose_sequence
 

@@ -1,10 +1,10 @@
 """``triehh scheduled``: one run of a recurring discovery described by a config file.
 
 A scheduler (cron, a Kubernetes CronJob, Airflow) runs ``triehh scheduled --config job.toml``
-every period; each run discovers into its own dated output directory, every run on the same
-population charges the same privacy ledger against the population's lifetime budget (so a
-schedule cannot spend more than the budget whatever its frequency), and a re-run for the same
-date resumes that date's job instead of spending again. The file accepts every setting of
+every period; each run discovers into its own dated output directory, with a lifetime budget
+every run on the same population charges the same privacy ledger (``[budget] ledger``) against
+it (so a schedule cannot spend more than the budget whatever its frequency), and a re-run for
+the same date resumes that date's job instead of spending again. The file accepts every setting of
 ``triehh discover`` (``job.config.SETTINGS``, the key its flag with underscores), parsed as the
 flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the format. With
 ``deny_earlier_runs = true`` each run is given the union of the published ``heavy_hitters.json``
@@ -359,9 +359,10 @@ def register_scheduled(subparsers) -> None:
         help="one run of a recurring discovery described by a TOML/YAML config file",
         description=textwrap.fill(
             "Runs one dated discovery described by a TOML or YAML file (or a dry run): "
-        "each date writes OUTPUT_ROOT/DATE, every date charges the same ledger, a re-run of a date "
-        "resumes it. The file accepts every setting of `triehh discover` (key: the flag with "
-        "underscores).", width=92),
+        "each date publishes OUTPUT_ROOT/DATE and keeps its state in a private location outside "
+        "it; with a budget every date charges the same private ledger; a re-run of a date "
+        "resumes it; after each run the schedule's total spend is printed (scheduled_spend). The "
+        "file accepts every setting of `triehh discover` (key: the flag with underscores).", width=92),
         epilog="config file (TOML; YAML with the same keys):\n" + CONFIG_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

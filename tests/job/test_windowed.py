@@ -178,6 +178,8 @@ def test_a_triehh_window_of_452_users_is_released_as_one_of_453(tmp_path):
                  for s in (T0, T0 + HOUR)]
     assert documents[0].keys() == documents[1].keys()
     assert documents[0]["privacy"] == documents[1]["privacy"]
+    assert "declared population of 453 users per window" in documents[0]["window"]["planned"]
+    assert documents[0]["window"]["planned"] == documents[1]["window"]["planned"]
     assert len(Ledger(config.resolved_ledger_dir).records()) == 2
     # Round r of the 452-user window sampled K_r real users, K_r the plan's draw for it.
     plan = planner.plan(453, 3.448, 1e-5, 6)
@@ -422,6 +424,9 @@ def test_a_restart_with_the_state_kept_reuses_the_windows_nonce_and_charges_once
     job = windowed.WindowedJob.for_config(config, config.seed)
     first = _committed(job, T0)
     assert first.release_nonce and not first.finished and not (tmp_path / "out").exists()
+    # Resumed with other settings: refused, nothing charged or published.
+    with pytest.raises(Exception, match="planned with other settings"):
+        _run(_config(tmp_path, windows=(T0, T0 + HOUR), population=2100), batches)
     _run(config, batches)
     again = _committed(job, T0)
     assert again.finished and again.release_nonce == first.release_nonce

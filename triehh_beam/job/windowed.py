@@ -55,6 +55,7 @@ from triehh_beam.protocol.trie import Trie
 
 __all__ = [
     "RELEASED_MARKER",
+    "WindowStateMismatchError",
     "WindowedJob",
     "build_windowed_discovery",
     "read_window_reports",
@@ -66,6 +67,10 @@ _LOG = logging.getLogger(__name__)
 _NAMESPACE = "triehh"
 # The keyed uniform of a round's count of real users sampled (``sampling.real_users_sampled``).
 _PHANTOMS = "phantoms"
+
+
+class WindowStateMismatchError(ValueError):
+    """A window's committed state was planned with other settings than the resuming job's."""
 
 
 def window_dir_name(start_micros: int) -> str:
@@ -191,6 +196,10 @@ class _DecideDoFn(beam.DoFn):
             return
         ledger = release.open_ledger(job.config)
         if state is not None:
+            if state.sampling_identity != job.config.window_identity().decode("ascii"):
+                raise WindowStateMismatchError(
+                    f"{job.window_state_dir(start)} holds window {rfc3339(start)} planned with other settings: "
+                    "resume it with the settings it was planned with, or give another --state-dir and --output")
             release.check_charged(ledger, state)  # LedgerMismatchError: one line
         elif job.released(start):
             yield withheld("the output already holds a release of this window, whose state is gone: "
@@ -293,6 +302,23 @@ def _released_estimates(job: WindowedJob, trie: Trie, estimates: List[FrequencyE
                                        job.config.encoder)
 
 
+def _window_document(job: WindowedJob, start: int) -> dict:
+    """The published window section: the window, the declared range, and what its guarantee
+    assumes of the window's users (publishable: settings only, never the window's n)."""
+    config = job.config
+    first, last = config.windows
+    if config.protocol == TRIEHH_PP:
+        planned = ("the plan does not depend on the window's number of users; every window of the declared "
+                   "range is released, with records or not")
+    else:
+        planned = (f"planned for a declared population of {config.population:,} users per window (a public "
+                   "lower bound, not a count): a window with fewer users is sampled as if users holding "
+                   "nothing made up the difference (they never vote), one with more samples m of its users; "
+                   "every window of the declared range is released, with records or not")
+    return {"start": rfc3339(start), "end": rfc3339(start + job.windows.size_micros),
+            "declared_windows": f"{rfc3339(first)}..{rfc3339(last)}", "planned": planned}
+
+
 class _ReleaseDoFn(beam.DoFn):
     """A window's plan and round results -> its published result (if released), its state
     committed as finished, and its private report; outputs one summary (private: it holds n)
@@ -328,7 +354,7 @@ class _ReleaseDoFn(beam.DoFn):
                 state.estimates.CopyFrom(_released_estimates(job, trie, list(estimates)))
             output_dir = job.output_dir(start)
             if not job.released(start):  # else: an attempt that published it and then failed
-                outputs.write_outputs(output_dir, state, trie)
+                outputs.write_outputs(output_dir, state, trie, {"window": _window_document(job, start)})
                 marker = {"window_start": rfc3339(start), "window_end": rfc3339(start + job.windows.size_micros),
                           "job_id": state.job_id}
                 outputs.write_atomically(FileSystems.join(output_dir, RELEASED_MARKER),

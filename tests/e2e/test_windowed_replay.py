@@ -342,3 +342,18 @@ def test_two_replays_of_one_window_and_one_more_user_are_two_releases_with_their
     samples = [set(Sampler(SEED, config.window_identity()).window_keys().sampler(T0, v).sample(1, users, m))
                for v in nonces]
     assert len(samples[0] & samples[1]) < m // 2  # expected overlap m^2/n = 4 of 108
+
+
+@pytest.mark.parametrize("case", ["output is a file", "state inside the output"])
+def test_the_output_and_state_locations_are_checked_before_any_window_is_charged(tmp_path, capsys, case):
+    records, _ = _one_window(tmp_path)
+    extra = ["--ledger", str(tmp_path / "ledger")]
+    if case == "output is a file":
+        (tmp_path / "out").write_text("not a directory\n")
+    else:
+        extra += ["--state-dir", str(tmp_path / "out" / "state")]
+    assert main(_replay_args(records, tmp_path / "out", *extra)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert ("is not a directory" if case == "output is a file" else " is inside ") in err
+    assert not (tmp_path / "ledger").exists() and not (tmp_path / "out.state").exists()

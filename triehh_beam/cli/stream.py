@@ -92,8 +92,10 @@ def register_stream(subparsers) -> None:
         "stream",
         help="discover heavy hitters per event-time window of records read from Pub/Sub",
         description="One private TrieHH discovery per fixed event-time window of device records read "
-        "from a Pub/Sub subscription, each released to OUTPUT/window=<start>/ once the window closes "
-        "(its end plus --allowed-lateness), after its spend is recorded in the ledger. Flags this "
+        "from a Pub/Sub subscription, for every window of the declared range --windows FROM..TO "
+        "(with records or not; TrieHH plans for --population N), each released to "
+        "OUTPUT/window=<start>/ once the window closes (its end plus --allowed-lateness), after its "
+        "spend is recorded in the ledger. Flags this "
         "command does not know must be Beam pipeline options (--runner=DataflowRunner ...); the "
         "default runner is Beam's streaming DirectRunner, in process.",
     )

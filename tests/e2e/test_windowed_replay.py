@@ -22,7 +22,7 @@ from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTarge
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
-from tests.job.test_windowed import HOUR, SEED, T0, _population
+from tests.job.test_windowed import HOUR, SEED, T0, _population, fixed_nonces  # noqa: F401 (fixture)
 
 # Two declared windows from T0 (2025-11-23T10:00:00Z); TrieHH's planned for 2,500 users.
 DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-23T12:00:00Z"]
@@ -282,7 +282,8 @@ def test_discover_window_publishes_each_windows_estimates_and_no_exact_count(tmp
     assert {r["estimate_epsilon"] for r in Ledger(str(ledger)).records()} == {0.5}
     # The exact counts behind the estimates (distinctive numbers of 3 or 4 digits) appear in no
     # published file, on the default console, in the ledger, or in the private state.
-    assert len(hidden) >= 4 and min(hidden) > 100, hidden
+    hidden = {n for n in hidden if n > 100}  # distinctive numbers only (a 2-digit one is anywhere)
+    assert len(hidden) >= 4, hidden
     texts = {"console": console.out + console.err}
     for root in (out, ledger, tmp_path / "out.state"):
         for path in root.rglob("*"):

@@ -18,7 +18,7 @@ from apache_beam.utils.timestamp import Timestamp
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
 from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
-from triehh_beam.job import outputs, stream, windowed
+from triehh_beam.job import outputs, release, stream, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.planning import InfeasiblePlanError
@@ -33,6 +33,14 @@ WORDS = ["the", "and", "that", "have", "with", "this", "from", "they", "will", "
          "their", "what", "about", "which", "when", "make", "like", "time", "just"]
 HOUR = 3600 * 1_000_000
 T0 = 1_763_892_000 * 1_000_000  # 2025-11-23T10:00:00Z
+
+
+@pytest.fixture(autouse=True)
+def fixed_nonces(monkeypatch):
+    """Release nonces from a fixed seed (a new one per draw, as os.urandom's), so that every run
+    of a test draws the same windows' samples. Modules that import it use it too."""
+    rng = np.random.default_rng(24)
+    monkeypatch.setattr(release, "fresh_nonce", lambda: rng.bytes(16))
 
 
 def _population(users: int, seed: int, prefix: str):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.job.test_windowed import (HOUR, SEED, T0, WORDS, _batches, _committed, _config, _one_stamp_batches,
-                                     _run, _streaming_run, _window_sampler)
+                                     _run, _streaming_run, _window_sampler, fixed_nonces)  # noqa: F401 (fixture)
 from triehh_beam.beam import windowed_estimates
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
 from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold

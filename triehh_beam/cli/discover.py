@@ -226,11 +226,11 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
 
     if config.window is None or config.timestamp_column is None:
         return _fail("--window and --timestamp-column go together: windows need each record's event time", 2)
+    if dry_run:
+        return _fail("--dry-run plans one job; a windowed discovery plans each window when it closes", 2)
     if config.windows is None:
         return _fail("--window needs --windows FROM..TO (RFC 3339 UTC, aligned to the window): every window "
                      "of the range is released and charged, empty or not", 2)
-    if dry_run:
-        return _fail("--dry-run plans one job; a windowed discovery plans each window when it closes", 2)
     try:
         ran = stream.run_replay(config, options, progress=(lambda line: None) if as_json else say)
     except (RecordFormatError, FileNotFoundError, ValueError) as e:

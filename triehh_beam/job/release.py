@@ -35,7 +35,7 @@ from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.sampling import SCHEME_V2, Sampler
 
 __all__ = ["LedgerMismatchError", "LocationError", "NONCE_BYTES", "Release", "charge", "check_charged",
-           "check_locations", "check_target", "ensure_charged", "open_ledger"]
+           "check_locations", "check_target", "ensure_charged", "fresh_nonce", "open_ledger", "record_id_of"]
 
 NONCE_BYTES = 16
 
@@ -73,7 +73,7 @@ class Release:
     @classmethod
     def fresh(cls, seed: bytes, identity: bytes) -> "Release":
         """A new release: a nonce from the operating system's randomness."""
-        return cls(seed, identity, os.urandom(NONCE_BYTES))
+        return cls(seed, identity, fresh_nonce())
 
     @classmethod
     def of_state(cls, state) -> "Release":
@@ -100,9 +100,7 @@ class Release:
         """The ledger record id of this release of the job named ``name`` (a job id, a stream's
         window): unique to the release, since it names the nonce. A state committed before
         nonces existed keeps ``name``, the id it was charged under."""
-        if not self.nonce:
-            return name
-        return f"{name}/release={self.nonce.hex()}"
+        return record_id_of(name, self.nonce)
 
     def record(self, state, record_id: str) -> None:
         """Writes the seed, the release's identity, nonce and ledger record id into ``state`` (a
@@ -111,6 +109,21 @@ class Release:
         state.sampling_identity = self.identity.decode("ascii")
         state.release_nonce = self.nonce
         state.ledger_record = record_id
+
+
+def fresh_nonce() -> bytes:
+    """A new release nonce, from the operating system's randomness. A windowed job draws each
+    window's where the window is planned, in its graph, which carries derived keys, never the
+    seed (``sampling.WindowKeys`` takes the nonce)."""
+    return os.urandom(NONCE_BYTES)
+
+
+def record_id_of(name: str, nonce: bytes) -> str:
+    """The ledger record id of the release with ``nonce`` of the job (or window) named ``name``:
+    ``Release.record_id``'s, for a release whose keys derive where the seed is not."""
+    if not nonce:
+        return name
+    return f"{name}/release={nonce.hex()}"
 
 
 def open_ledger(config) -> ledger_lib.Ledger:

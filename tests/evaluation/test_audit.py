@@ -31,7 +31,6 @@ def test_the_unpatched_pipeline_is_inconclusive_with_a_fixed_seed(tmp_path):
     assert "runs per population" in text
 
 
-@pytest.mark.slow
 def test_two_releases_of_the_unpatched_pipeline_are_inconclusive(tmp_path):
     # Fresh nonces: the second release differs from the first on D as on D' (estimates' noise).
     users = synthetic_population(1500, seed=2)

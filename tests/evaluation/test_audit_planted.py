@@ -21,6 +21,7 @@ def test_a_lowered_threshold_is_found_violated(monkeypatch):
     # by no user of D: with the bug it is published whenever its one holder is sampled in round 1.
     config = AuditConfig(protocol="triehh++", epsilon=1.0, delta=1e-3, max_length=2, window=True, runs=400, seed=3)
     result = run_audit(config, synthetic_population(300, seed=3))
+    print(format_audit(result))  # the numbers, with pytest -s
     assert result["verdict"] == "violated", format_audit(result)
     assert result["event"]["hits_d"] == 0 and result["event"]["hits_d_prime"] > 20
     assert result["directions"][0]["refuted"] and "violated" in format_audit(result)
@@ -35,5 +36,6 @@ def test_keys_reused_across_releases_are_found_violated(monkeypatch):
     config = AuditConfig(protocol="triehh++", epsilon=0.5, delta=1e-3, max_length=2, estimate_frequencies=0.1,
                          releases=2, runs=12, seed=3)
     result = run_audit(config, synthetic_population(1500, seed=2))
+    print(format_audit(result))
     assert result["verdict"] == "violated", format_audit(result)
     assert (result["event"]["hits_d"], result["event"]["hits_d_prime"]) == (0, 12)

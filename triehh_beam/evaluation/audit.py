@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -379,7 +379,8 @@ def format_audit(result: dict) -> str:
     """The audit's result as the lines ``triehh audit`` prints."""
     job, event, claim = result["job"], result["event"], result["claim"]
     how = (f"one --window replay of {event['runs_d']:,} windows per population" if job["window"]
-           else f"{event['runs_d']:,} runs per population, {job['releases_per_run']} release(s) each")
+           else f"{event['runs_d']:,} runs per population, one release each" if job["releases_per_run"] == 1
+           else f"one first release of D, then {event['runs_d']:,} runs per population, the same paths")
     lines = [
         f"privacy audit of the real pipeline: discover --protocol {job['protocol']} --epsilon {job['epsilon']:g} "
         f"--delta {job['delta']:g} --max-length {job['max_length']}"

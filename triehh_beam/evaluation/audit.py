@@ -107,8 +107,6 @@ class AuditConfig:
                              "--protocol sample-threshold (its counts)")
         if self.window and self.protocol == "sample-threshold":
             raise AuditError("--window runs a trie per window: use --protocol triehh or triehh++")
-        if self.window and self.releases == 2:
-            raise AuditError("--releases 2 with --window is not built yet: audit the batch job")
         if not 0 < self.confidence < 1:
             raise AuditError(f"confidence must be in (0, 1), got {self.confidence}")
         if not 0 < self.violation <= 1:
@@ -319,11 +317,18 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
     releases = 0
     try:
         if config.window:
+            # Two releases: window k of every replay is compared with window k of a first replay
+            # of D (the pairs are independent across windows, as the runs of a batch audit are).
+            firsts: List[Optional[Outcome]] = [None] * config.runs
+            if config.releases == 2:
+                firsts = _window_replay(config, space, users, config.runs)
+                releases += len(firsts)
+                say(f"audit: a first replay of D, {config.runs:,} windows")
             for name, population in (("D", users), ("D'", neighbour)):
                 ran = _window_replay(config, space, population, config.runs)
                 releases += len(ran)
                 outcomes += ran
-                hits[name] = sum(_hit(config, target, o, None) for o in ran)
+                hits[name] = sum(_hit(config, target, o, first) for o, first in zip(ran, firsts))
                 say(f"audit: {name}: {config.runs:,} windows in one replay, event in {hits[name]:,}")
         else:
             # Two releases: one first release of D, then every run's second release compared with
@@ -378,7 +383,9 @@ _EVENT_TEXT = {
 def format_audit(result: dict) -> str:
     """The audit's result as the lines ``triehh audit`` prints."""
     job, event, claim = result["job"], result["event"], result["claim"]
-    how = (f"one --window replay of {event['runs_d']:,} windows per population" if job["window"]
+    how = (f"one --window replay of {event['runs_d']:,} windows per population"
+           + (", after a first replay of D (window k against its window k)" if job["releases_per_run"] == 2 else "")
+           if job["window"]
            else f"{event['runs_d']:,} runs per population, one release each" if job["releases_per_run"] == 1
            else f"one first release of D, then {event['runs_d']:,} runs per population, the same paths")
     lines = [

@@ -8,10 +8,11 @@ target published (in the trie or the released items), its estimate or count at l
 with two releases per run (the same input, output and state paths, the output and state deleted
 in between, as an operator re-runs a job), the second release's published file differing from the
 first's: a release that reuses the first one's keys differs on D never and on D' whenever the user
-moved a count. Every release has its own output, state and ledger in a temporary workspace and
-the audit's one seed file (``--seed``), as an operator's jobs do: independence between runs comes
-from the pipeline's own fresh release nonces, which is what the audit checks. A measurement, not
-a release: run it on synthetic or public data.
+moved a count. Every release writes a fresh output and state at the same paths of one temporary
+workspace, with its own ledger (the reuse audit: one ledger), and reads the audit's one seed file
+(``--seed``), as an operator's re-runs do: independence between runs comes from the pipeline's
+own fresh release nonces, which is what the audit checks. A measurement, not a release: run it
+on synthetic or public data.
 """
 
 from __future__ import annotations
@@ -298,7 +299,8 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
       workspace: where to keep the releases' files (default: a temporary directory, deleted).
 
     Raises:
-      AuditError: nothing to audit, or a target some user of D already holds.
+      AuditError: nothing to audit, D already has the audit's extra user, or (default target)
+        every letter and digit starts an item of D.
       Whatever ``run_discovery`` raises for the job (an infeasible target, for one).
     """
     started = time.monotonic()

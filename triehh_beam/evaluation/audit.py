@@ -190,10 +190,16 @@ class _Workspace:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _config(config: AuditConfig, space: _Workspace, window: bool):
+def _config(config: AuditConfig, space: _Workspace, window: bool, windows: int = 0, population: int = 0):
+    """The discovery of one release (``window``: of one replay of ``windows`` windows declared
+    from ``_T0``; TrieHH windows planned for the declared ``population``, D's size, a lower bound
+    of both populations' windows)."""
     from triehh_beam.job.config import DiscoveryConfig
 
-    return DiscoveryConfig(
+    first = int(_T0.timestamp()) * 1_000_000
+    declared = dict(windows=(first, first + windows * WINDOW_SECONDS * 1_000_000),
+                    population=population if config.protocol == "triehh" else None) if window else {}
+    return DiscoveryConfig(**declared,
         input_pattern=space.windowed_input if window else space.input, output_dir=space.output,
         state_dir=space.state, ledger_dir=space.ledger, seed=config.secret_seed, protocol=config.protocol,
         epsilon=config.epsilon, delta=config.delta, max_length=config.max_length,
@@ -216,9 +222,10 @@ def _release(config: AuditConfig, space: _Workspace, users: Users) -> Outcome:
     return _read_outcome(document, plan.epsilon + plan.estimate_epsilon, plan.delta)
 
 
-def _window_replay(config: AuditConfig, space: _Workspace, users: Users, windows: int) -> List[Outcome]:
+def _window_replay(config: AuditConfig, space: _Workspace, users: Users, windows: int, declared: int) -> List[Outcome]:
     """``windows`` releases in one replay: every window holds ``users``, each record at a random
-    time in it; a window released nothing is an outcome with nothing published."""
+    time in it; a window released nothing is an outcome with nothing published. ``declared``: the
+    population TrieHH windows are planned for (``--population``, D's size for both populations)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.job import stream
@@ -232,7 +239,8 @@ def _window_replay(config: AuditConfig, space: _Workspace, users: Users, windows
                 at = start + datetime.timedelta(seconds=float(rng.uniform(0, WINDOW_SECONDS - 1)))
                 f.write(json.dumps({"user_id": user, "item": item, "count": count,
                                     "ts": at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}) + "\n")
-    ran = stream.run_replay(_config(config, space, window=True), PipelineOptions([]), progress=lambda line: None)
+    ran = stream.run_replay(_config(config, space, window=True, windows=windows, population=declared),
+                            PipelineOptions([]), progress=lambda line: None)
     by_start = {r["window_start"]: r for r in ran.reports}
     outcomes = []
     for w in range(windows):
@@ -323,11 +331,11 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
             # of D (the pairs are independent across windows, as the runs of a batch audit are).
             firsts: List[Optional[Outcome]] = [None] * config.runs
             if config.releases == 2:
-                firsts = _window_replay(config, space, users, config.runs)
+                firsts = _window_replay(config, space, users, config.runs, len(users))
                 releases += len(firsts)
                 say(f"audit: a first replay of D, {config.runs:,} windows")
             for name, population in (("D", users), ("D'", neighbour)):
-                ran = _window_replay(config, space, population, config.runs)
+                ran = _window_replay(config, space, population, config.runs, len(users))
                 releases += len(ran)
                 outcomes += ran
                 hits[name] = sum(_hit(config, target, o, first) for o, first in zip(ran, firsts))

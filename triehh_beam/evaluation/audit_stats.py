@@ -13,6 +13,8 @@ import dataclasses
 import math
 from typing import Optional, Tuple
 
+from triehh_beam.protocol import search
+
 __all__ = ["ClaimTest", "Direction", "runs_to_refute", "test_claim"]
 
 
@@ -135,16 +137,5 @@ def runs_to_refute(p_denominator: float, excess: float, epsilon: float, delta: f
         return (_lower(hits_numerator, runs, level)
                 > math.exp(epsilon) * _upper(hits_denominator, runs, level) + delta)
 
-    high = 2
-    while not refutes(high):
-        if high >= most:
-            return None
-        high *= 2
-    low = high // 2
-    while high - low > 1:  # refutes(high); not refutes(low), or low is 1
-        middle = (low + high) // 2
-        if refutes(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    # Refutation gets easier with more runs (monotone); one run never refutes.
+    return search.first_true_doubling(refutes, 1, 2, most)

@@ -167,11 +167,15 @@ def measure_job(emulator: PubsubEmulator, users: int, per_message: int, window: 
     paths = emulator.topic("job")
     (work / "seed.bin").write_bytes(_SEED)
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, PUBSUB_EMULATOR_HOST=emulator.host, PUBSUB_PROJECT_ID=emulator.project)
+    # Both windows start after the publishing and the job's start-up, on the wall clock; the job
+    # declares them (--windows) and plans them for their users (--population).
+    base = math.ceil((time.time() + 15 + 2 * users / 100_000) / window) * window
+    declared = "..".join(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) for t in (base, base + 2 * window))
     command = [sys.executable, "-m", "triehh_beam.cli", "stream", "--subscription", paths["subscription"],
                "--output", str(work / "out"), "--seed-file", str(work / "seed.bin"), "--window", f"{window}s",
                "--allowed-lateness", f"{lateness}s", "--epsilon", "4", "--delta", "1e-8", "--max-length", "10",
                "--timestamp-attribute", "ts", "--message-format", message_format, "--dead-letter", str(work / "dead"),
-               "--stop-after-windows", "2"]
+               "--stop-after-windows", "2", "--windows", declared, "--population", str(users)]
     lines: List[tuple] = []
     started = time.time()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -182,8 +186,6 @@ def measure_job(emulator: PubsubEmulator, users: int, per_message: int, window: 
             print(f"  [job +{time.time() - started:6.1f} s] {line.rstrip()}", flush=True)
 
     threading.Thread(target=collect, daemon=True).start()
-    # Both windows start after the publishing and the job's start-up, on the wall clock.
-    base = math.ceil((time.time() + 15 + 2 * users / 100_000) / window) * window
     futures = []
     for k in range(2):
         words = _words(users, 11 + k)

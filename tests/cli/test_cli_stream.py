@@ -8,6 +8,7 @@ from triehh_beam.cli.main import main
 
 SUBSCRIPTION = "projects/p/subscriptions/records"
 TARGET = ["--epsilon", "4", "--delta", "1e-8", "--max-length", "6"]
+DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z", "--population", "50000"]
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -17,6 +18,11 @@ TARGET = ["--epsilon", "4", "--delta", "1e-8", "--max-length", "6"]
     (["--window", "1h", "--allowed-lateness=-5m"], "not a duration: '-5m'"),
     (["--window", "1h", "--stop-after-windows", "0"], "--stop-after-windows must be >= 1, got 0"),
     (["--window", "1h", "--budget_epsilon", "5"], "--budget_epsilon"),
+    (["--window", "1h", "--population", "5000"], "--window needs --windows FROM..TO"),
+    (["--window", "1h", "--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z"],
+     "need --population N, a public lower bound of every window's users"),
+    (["--window", "1h", "--windows", "2025-11-23T10:00:00Z..2025-11-23T10:30:00Z"], "not a window boundary"),
+    (["--window", "1h", "--windows", "2025-11-23T10:00Z"], "not a range of windows"),
 ])
 def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, capsys, flags, message):
     code = main(["stream", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),
@@ -47,7 +53,7 @@ def test_the_source_is_a_subscription_and_a_known_message_format(tmp_path, capsy
 def test_a_subscription_beam_refuses_is_one_line_too(tmp_path, capsys):
     # Our check accepts the shape; Beam's refuses a project id of one letter.
     code = main(["stream", "--subscription", "projects/p/subscriptions/s", "--output", str(tmp_path / "out"),
-                 "--state-dir", str(tmp_path / "state"), "--window", "1h", *TARGET])
+                 "--state-dir", str(tmp_path / "state"), "--window", "1h", *TARGET, *DECLARED])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "project" in err.lower()

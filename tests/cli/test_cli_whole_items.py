@@ -99,3 +99,20 @@ def test_evaluate_pipeline_and_simulate_release_the_same_and_an_epsilon_above_on
     assert all(count >= plan.tau for run in a["runs"] for count in run["released"].values())
     assert [e["item"] for e in a["estimates"][:3]] == ["aa", "ab", "b"]
     assert piped["triehh"] == [] and piped["infeasible"][0]["protocol"] == "sample-threshold"
+
+
+def test_a_target_just_above_one_is_refused_showing_the_value_given(capsys, tmp_path):
+    """1.0000001 was shown as "epsilon = 1 is outside it", beside a bound of 1: the refusal
+    (plan and discover alike) shows every digit it takes, and the bound."""
+    code, out, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "1.0000001", "--delta", "1e-8",
+                                 "--max-length", "10", "--protocol", "sample-threshold"])
+    flat = " ".join(out.split())
+    assert code == 0 and "INFEASIBLE" in flat
+    assert "target epsilon 1.0000001 (the theorem needs epsilon <= 1)" in flat
+    assert "epsilon = 1.0000001 > 1 is outside it" in flat and "epsilon = 1 is" not in flat
+    records = tmp_path / "records.jsonl"
+    write_records(str(records), [(f"u{i}", "to", 1) for i in range(100)])
+    code, out, err = _run(capsys, ["discover", "--input", str(records), "--output", str(tmp_path / "out"),
+                                   "--epsilon", "1.0000001", "--delta", "1e-8", "--max-length", "4",
+                                   "--protocol", "sample-threshold"])
+    assert code == 2 and "epsilon = 1.0000001 > 1 is outside it" in err, err

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from triehh_beam.job.release import Release
+from triehh_beam.job.state_store import StateStore
 from triehh_beam import cli
 
 SEED = bytes(range(7, 39))
@@ -35,15 +37,12 @@ def _published(output) -> dict:
 
 
 @pytest.mark.slow
-def test_the_beam_entry_point_equals_triehh_discover(records, tmp_path, seed_file, subprocess_env, capsys):
-    # The same job (one output: the job's identity keys its samples), run once each way; the
-    # first run's output and state are moved aside before the second.
-    by_cli, by_beam = tmp_path / "cli", tmp_path / "out"
-    assert cli.main(["discover", "--input", records, "--output", str(by_beam), "--epsilon", "4",
-                     "--delta", "1e-6", "--max-length", "4", "--seed-file", seed_file]) == 0
-    capsys.readouterr()
-    by_beam.rename(by_cli)
-    pathlib.Path(f"{by_beam}.state").rename(f"{by_cli}.state")
+def test_the_beam_entry_point_equals_triehh_discover(records, tmp_path, seed_file, subprocess_env, capsys,
+                                                     monkeypatch):
+    # The same job (one output: the job's identity keys its samples) run once each way, the
+    # first run's output and state moved aside before the second, which runs the first's release
+    # (the tool given its nonce from the outside: a run always draws a fresh one).
+    by_beam, by_cli = tmp_path / "out", tmp_path / "cli"
     # Beam's spelling of the settings; --max-length (the tool's) is accepted too; a Beam flag
     # (--direct_num_workers) goes to the runner.
     done = subprocess.run(
@@ -55,6 +54,13 @@ def test_the_beam_entry_point_equals_triehh_discover(records, tmp_path, seed_fil
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout.splitlines()[0] == f"census: counting distinct users in {records}"
+    nonce = StateStore(f"{by_beam}.state").load().release_nonce
+    by_beam.rename(by_cli)
+    pathlib.Path(f"{by_beam}.state").rename(f"{by_cli}.state")
+    monkeypatch.setattr(Release, "fresh", classmethod(lambda cls, seed, identity: cls(seed, identity, nonce)))
+    assert cli.main(["discover", "--input", records, "--output", str(by_beam), "--epsilon", "4",
+                     "--delta", "1e-6", "--max-length", "4", "--seed-file", seed_file]) == 0
+    capsys.readouterr()
     published = _published(by_beam)
     assert published["heavy_hitters"]
     assert published == _published(by_cli)

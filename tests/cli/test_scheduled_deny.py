@@ -14,13 +14,11 @@ from triehh_beam.cli import scheduled
 from triehh_beam.io.write import write_records
 from triehh_beam.job.state_store import StateStore
 
-ENCODING = {"kind": "text", "unit_size": 1, "case_fold": False, "tokenizer": None}
-
+from tests.job.test_deny_list_files import release_document
 
 def _publish(root, date, items):
     (root / date).mkdir(parents=True)
-    (root / date / "heavy_hitters.json").write_text(json.dumps(
-        {"heavy_hitters": items, "privacy": {"protocol": "triehh"}, "encoding": ENCODING}))
+    (root / date / "heavy_hitters.json").write_text(json.dumps(release_document(items)))
 
 
 @pytest.fixture()

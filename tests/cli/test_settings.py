@@ -15,6 +15,8 @@ from triehh_beam.job.config import SETTINGS, DiscoveryConfig
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.trie import Trie
 
+from tests.job.test_deny_list_files import release_document
+
 DATE = "2026-03-04"
 SEED = bytes(range(1, 33))
 OTHER_SEED = bytes(range(50, 82))
@@ -195,8 +197,7 @@ def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_pa
         changed_value = OTHER_SEED
     elif item.name == "deny_list":  # its value names a file the job reads
         released = tmp_path / "heavy_hitters.json"
-        released.write_text(json.dumps({"heavy_hitters": ["to"], "privacy": {}, "encoding": {
-            "kind": "text", "case_fold": False, "tokenizer": None}}))
+        released.write_text(json.dumps(release_document(["to"])))
         changed_value = (str(released),)
     else:
         changed_value = item.field_value(True if item.is_switch else item.parse(item.example))

@@ -20,6 +20,8 @@ import os
 import numpy as np
 import pytest
 
+from tests.release_keys import keyed_identity
+from triehh_beam.job.release import Release
 from triehh_beam import cli
 from triehh_beam.evaluation.simulation import simulate_sample_threshold
 from triehh_beam.io.write import write_records
@@ -94,7 +96,8 @@ def runs(population, tmp_path_factory):
             seen["ledger"] = ledger_file.read_text() if ledger_file.exists() else ""
             seen["published"] = sorted(os.listdir(output)) if output.exists() else []
 
-    run_discovery(config, progress=progress)
+    # The same release (its keys: the per-round run's nonce), run again every round in one job.
+    run_discovery(config, progress=progress, release=Release.of_state(per_round["state"]))
     one_job = {"trie": (output / "trie.pb").read_bytes(), "state": StateStore(config.resolved_state_dir).load(),
                "seen_at_round_1": seen}
     return {"records": records, "root": root, "per_round": per_round, "one_job": one_job,
@@ -109,7 +112,7 @@ def test_the_pipeline_equals_the_keyed_simulation_byte_for_byte_in_both_modes(ru
     assert (plan.protocol, plan.theta, plan.alpha, plan.sample_probability) == (
         "triehh++", expected.tau, expected.alpha, expected.sampling_probability)
     simulated = simulate_sample_threshold(users, runs["config"].encoder, plan.theta, plan.sample_probability, SEED,
-                                          sampling="keyed", identity=state.sampling_identity.encode())
+                                          sampling="keyed", identity=keyed_identity(state))
     encoder = runs["config"].encoder
     trie = Trie.from_bytes(runs["per_round"]["trie"])
     assert trie.levels == simulated.levels
@@ -135,7 +138,7 @@ def test_the_ledger_holds_the_triehh_pp_spend_before_anything_is_released(runs):
     assert seen["published"] == []  # nothing in the output when round 1 was announced
     [record] = [json.loads(line) for line in seen["ledger"].splitlines()]
     plan = runs["one_job"]["state"].plan
-    assert record["record_id"] == runs["one_job"]["state"].job_id
+    assert record["record_id"] == runs["one_job"]["state"].ledger_record
     assert (record["epsilon"], record["delta"]) == (plan.epsilon, plan.delta)
     assert plan.epsilon <= EPSILON and plan.delta <= DELTA
     assert record["protocol"] == "triehh++" and record["rule"] == "sample-and-threshold"
@@ -144,7 +147,7 @@ def test_the_ledger_holds_the_triehh_pp_spend_before_anything_is_released(runs):
     assert (record["round_epsilon"], record["round_delta"]) == (plan.round_epsilon, plan.round_delta)
     assert record["population"] == N_USERS and "batch_size" not in record and "theta" not in record
     [charged] = runs["per_round"]["ledger"]  # the CLI's job: charged once
-    assert charged["record_id"] == runs["per_round"]["state"].job_id and charged["protocol"] == "triehh++"
+    assert charged["record_id"] == runs["per_round"]["state"].ledger_record and charged["protocol"] == "triehh++"
 
 
 def test_the_published_plan_is_triehh_pp_without_n_and_the_report_has_n(runs):
@@ -254,6 +257,6 @@ def test_a_sample_lost_between_rounds_is_drawn_again_and_changes_nothing(runs, p
     simulated = simulate_sample_threshold(
         population[2], config.encoder, runs["per_round"]["state"].plan.theta,
         runs["per_round"]["state"].plan.sample_probability, SEED, sampling="keyed",
-        identity=config.sampling_identity())
+        identity=keyed_identity(config))
     assert Trie.from_bytes((tmp_path / "out" / "trie.pb").read_bytes()).levels == simulated.levels
 

@@ -18,6 +18,7 @@ import os
 import numpy as np
 import pytest
 
+from tests.release_keys import keyed_identity
 from triehh_beam import cli
 from triehh_beam.evaluation.simulation import sampler_for_seed
 from triehh_beam.evaluation.whole_items import simulate_whole_items
@@ -108,7 +109,7 @@ def test_the_pipeline_releases_exactly_the_keyed_simulations_items_and_counts(ru
         "sample-threshold", plan.tau, plan.alpha, plan.sampling_probability)
     encoder = _config(runs["records"], runs["output"]).encoder
     simulated = simulate_whole_items(users, encoder, state.plan.sample_probability, state.plan.theta, SEED,
-                                     identity=state.sampling_identity.encode())
+                                     identity=keyed_identity(state))
     published = {entry["item"]: entry["count"] for entry in runs["published"]["released"]}
     assert published == dict(simulated.items)
     assert 3 <= len(published) < len(WORDS)  # some released, some not: the threshold bites
@@ -133,7 +134,7 @@ def test_nothing_reported_by_fewer_than_tau_is_anywhere(runs, population, grep_f
     # Each run (its own output: its own identity, its own draws) with what it printed.
     for name, printed in (("out", runs["events"]), ("text-out", runs["text"])):
         state = StateStore(str(root / f"{name}.state")).load()
-        tally = _full_tally(users, encoder, state.plan.sample_probability, SEED, state.sampling_identity.encode())
+        tally = _full_tally(users, encoder, state.plan.sample_probability, SEED, keyed_identity(state))
         below = {w for w, c in tally.items() if c < state.plan.theta}
         above = {w for w, c in tally.items() if c >= state.plan.theta}
         assert below and above, "the population must have items reported below and above tau"
@@ -171,7 +172,7 @@ def test_the_published_document_and_the_ledger(runs):
     assert published["frequent_prefixes"] == [] and published["rounds_run"] == 1
     assert "biased upward" in published["estimate_note"]
     [record] = runs["ledger"]
-    assert record["record_id"] == state.job_id and record["protocol"] == "sample-threshold"
+    assert record["record_id"] == state.ledger_record and record["protocol"] == "sample-threshold"
     assert (record["epsilon"], record["delta"]) == (state.plan.epsilon, state.plan.delta)
     assert (record["tau"], record["alpha"], record["sample_probability"]) == (
         state.plan.theta, state.plan.alpha, state.plan.sample_probability)
@@ -193,7 +194,7 @@ def test_the_budget_is_charged_before_the_release_pass_runs(population, tmp_path
 
     run_discovery(config, progress=progress)
     [record] = [json.loads(line) for line in seen["ledger"].splitlines()]
-    assert record["protocol"] == "sample-threshold" and record["record_id"] == seen["state"].job_id
+    assert record["protocol"] == "sample-threshold" and record["record_id"] == seen["state"].ledger_record
     assert seen["output"] is False and not seen["state"].HasField("release")
     assert seen["state"].plan.theta == plan_whole_items(EPSILON, DELTA).tau  # the plan was committed first
 
@@ -240,7 +241,7 @@ def test_a_run_that_died_after_its_plan_releases_the_same_draws(population, tmp_
     assert result.resumed_from_round == 0
     state = StateStore(config.resolved_state_dir).load()
     simulated = simulate_whole_items(users, config.encoder, state.plan.sample_probability, state.plan.theta, SEED,
-                                     identity=state.sampling_identity.encode())
+                                     identity=keyed_identity(state))
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     assert {e["item"]: e["count"] for e in published["released"]} == dict(simulated.items)
     assert len((tmp_path / "ledger" / "ledger.jsonl").read_text().splitlines()) == 1

@@ -46,6 +46,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from scipy import stats
 
+from tests.release_keys import keyed_identity
+from triehh_beam.job.release import Release
 from triehh_beam.protocol import planner
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.read import ReadRecordBatches
@@ -102,7 +104,7 @@ def _rounds(output_dir):
 def _identity(output_dir) -> bytes:
     """The job identity the pipeline keyed its samples with, as its state records it (the keyed
     simulation needs the same (seed, identity) to draw the same samples)."""
-    return StateStore(str(output_dir) + ".state").load().sampling_identity.encode()
+    return keyed_identity(StateStore(str(output_dir) + ".state").load())
 
 
 def _levels(output_dir):
@@ -327,14 +329,18 @@ def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_word
     output = tmp_path / "out"
     for attempt in range(20):
         seed = _seed(f"split discovery {attempt}")
-        identity = _config(str(directory / "*"), output, seed, max_length=5, **_fixed(theta, m)).sampling_identity()
+        # A release whose keys are known before it runs (a fresh one draws its nonce when it starts).
+        release = Release(seed, _config(str(directory / "*"), output, seed, max_length=5,
+                                        **_fixed(theta, m)).sampling_identity(), bytes(16))
+        identity = release.keyed_identity
         simulated = simulate(voting, encoder, theta, m, seed, sampling="keyed", identity=identity)
         if all(simulate(wrong, encoder, theta, m, seed, sampling="keyed", identity=identity).levels
                != simulated.levels for wrong in (counted_only, rows_once)):
             break
     else:
         pytest.fail("no seed of 20 tells the wrong readings apart from the right one")
-    result = run_discovery(_config(str(directory / "*"), output, seed, max_length=5, **_fixed(theta, m)))
+    result = run_discovery(_config(str(directory / "*"), output, seed, max_length=5, **_fixed(theta, m)),
+                           release=release)
     assert _identity(output) == identity
     assert len(voting) == n - 2
     assert result.plan.population == len(voting)

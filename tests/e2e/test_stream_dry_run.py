@@ -17,13 +17,15 @@ pytestmark = pytest.mark.slow
 def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, offline, protocol):  # noqa: F811
     config = DiscoveryConfig(input_pattern="pubsub", output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-10,
                              max_length=4, window=3600, allowed_lateness=600, seed=bytes(range(32)),
-                             state_dir=str(tmp_path / "state"), protocol=protocol)
+                             state_dir=str(tmp_path / "state"), protocol=protocol, population=5000,
+                             windows=(1_763_892_000_000_000, 1_763_892_000_000_000 + 24 * 3600 * 1_000_000))
     source = stream.StreamSource("projects/triehh-test/subscriptions/records", "json", "event_time")
     ran = stream.run_stream(config, source, PipelineOptions(DATAFLOW_DRY_RUN), progress=lambda line: None)
     job = ran.result.job
     assert job.proto.type_ == apiclient.dataflow.JobType.JOB_TYPE_STREAMING
     names = step_names(job)
-    for step in ("ReadFromPubSub", "ParseMessages", "GateLateRecords/UntilClose", "GateLateRecords/Panes", "PlanAndCharge",
+    for step in ("ReadFromPubSub", "ParseMessages", "GateLateRecords/UntilClose", "GateLateRecords/Panes",
+                 "KeepDeclaredWindows", "DeclaredWindows", "PlanAndCharge",
                  "SampleAllRounds/RankAllRounds", "Rounds/Round4Vote", "Release", "WriteDeadLetters"):
         assert any(name == step or name.startswith(step + "/") for name in names), step
     # TrieHH's bottom-m per window, or TrieHH++'s Bernoulli sample (no bottom-m at all).

@@ -1,9 +1,10 @@
 """``triehh stream`` end to end through the Pub/Sub emulator (issue 12's "done when"): two
 event-time windows of 5,000 users each, many users per message, read by the streaming job in a
-subprocess; each released window equals the bounded replay (``discover --window``) of the
-same records with the same seed file; a late record and malformed messages are dead-lettered;
-a budget that fits one window releases one and withholds the other, saying why (that run with
-``--estimate-frequencies``: its released window's estimates equal the replay's with them).
+subprocess; each released window equals the keyed simulation of its records with the keys of
+the window's committed release (its nonce, in the window's state); a late record and malformed
+messages are dead-lettered; a budget that fits one window releases one and withholds the other,
+saying why (that run with ``--estimate-frequencies``: its released window's estimates equal the
+per-user reference with the same keys).
 
 Beam's Python DirectRunner takes its watermark from the wall clock (docs/stream_input.md), so
 the records' event times are set a few seconds ahead, in windows that close while the job
@@ -21,14 +22,20 @@ import time
 import pytest
 
 from tests.job.test_windowed import SEED, _population
-from triehh_beam.cli.main import main
+from triehh_beam.evaluation.estimates_eval import simulate_estimates
+from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol import planner
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.trie import Trie
 from triehh_beam.job import windowed
 from triehh_beam.proto import stream_pb2 as pb
 
 WINDOW = 10  # seconds
 LATENESS = 2
 PER_MESSAGE = 250
-# The common flags of the stream and the replay (the replay of the same records, same seed).
+# The common flags of the two streams.
 FLAGS = ["--window", f"{WINDOW}s", "--allowed-lateness", f"{LATENESS}s", "--epsilon", "4",
          "--delta", "1e-5", "--max-length", "6"]
 
@@ -92,18 +99,34 @@ class _Stream:
 
 
 @pytest.mark.slow
-def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emulator, subprocess_env, tmp_path):
+def _declared(base: int):
+    """``--windows`` for the two windows from ``base`` (seconds), TrieHH planned for 5,000 users."""
+    def instant(seconds):
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    return ["--windows", f"{instant(base)}..{instant(base + 2 * WINDOW)}", "--population", "5000"]
+
+
+def _window_sampler(stream_dir, flags, start_micros):
+    """The sampler of the committed release of a stream's window (its state's nonce)."""
+    config = DiscoveryConfig(input_pattern="unused", output_dir=str(stream_dir / "out"), epsilon=4.0, delta=1e-5,
+                             max_length=6, window=WINDOW, seed=SEED, **flags)
+    state = StateStore(str(stream_dir / "out.state" / "windows" / windowed.window_dir_name(start_micros))).load()
+    return config, Sampler(SEED, config.window_identity()).window_keys().sampler(start_micros, state.release_nonce)
+
+
+def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_emulator, subprocess_env, tmp_path):
     env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=pubsub_emulator.host, PUBSUB_PROJECT_ID=pubsub_emulator.project)
     base = math.ceil((time.time() + 10) / WINDOW) * WINDOW  # window A starts in 10-20 s, B after it
     first, second = _population(5000, 1, "a"), _population(5000, 2, "b")
     windows = [(base * 1000, first), ((base + WINDOW) * 1000, second)]
+    declared = _declared(base)
     streams = {
-        "all": _Stream(pubsub_emulator, tmp_path, "all", env, "json"),
+        "all": _Stream(pubsub_emulator, tmp_path, "all", env, "json", declared),
         # The same records as DeviceRecords, with frequency estimates, and a lifetime budget that
         # fits one window's spend (epsilon 4 + epsilon_est 0.5), not two.
         "budget": _Stream(pubsub_emulator, tmp_path, "budget", env, "proto",
                           ["--ledger", str(tmp_path / "ledger"), "--budget-epsilon", "5",
-                           "--estimate-frequencies", "0.5"]),
+                           "--estimate-frequencies", "0.5", *declared]),
     }
     futures = [s.publish(payload, ms) for name, s in streams.items()
                for payload, ms in _messages(windows, "json" if name == "all" else "proto")]
@@ -136,27 +159,21 @@ def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emul
     for name, s in streams.items():
         assert codes[name] == 0, "\n".join(s.output)
 
-    # Both windows released, each equal to the bounded replay of its records (the late one and
-    # the rejected messages are in neither).
-    replay = tmp_path / "replay"
-    replay.mkdir()
-    (replay / "seed.bin").write_bytes(SEED)
-    with open(replay / "records.jsonl", "w") as f:
-        for start_ms, population in windows:
-            for k, (user, items) in enumerate(population.items()):
-                for item in items:
-                    f.write(json.dumps({"user_id": user, "item": item, "ts": start_ms + 137 * (k // PER_MESSAGE)}) + "\n")
-    for out, extra in (("out", []), ("out-estimates", ["--estimate-frequencies", "0.5"])):
-        assert main(["discover", "--input", str(replay / "records.jsonl"), "--output", str(replay / out),
-                     "--timestamp-column", "ts", "--seed-file", str(replay / "seed.bin"), *FLAGS, *extra]) == 0
+    # Both windows released, each equal to the keyed simulation of its records with its release's
+    # keys (the late one and the rejected messages are in neither).
+    flags = dict(windows=(base * 1_000_000, (base + 2 * WINDOW) * 1_000_000), population=5000)
+    plan = planner.plan(5000, 4.0, 1e-5, 6)
     names = [windowed.window_dir_name(start_ms * 1000) for start_ms, _ in windows]
     output = "\n".join(all_.output)
-    for name in names:
-        streamed, replayed = all_.dir / "out" / name, replay / "out" / name
+    for name, (start_ms, population) in zip(names, windows):
+        streamed = all_.dir / "out" / name
         assert (streamed / windowed.RELEASED_MARKER).exists(), output
-        assert (streamed / "trie.pb").read_bytes() == (replayed / "trie.pb").read_bytes()
-        hitters = [json.loads((d / "heavy_hitters.json").read_text())["heavy_hitters"] for d in (streamed, replayed)]
-        assert hitters[0] == hitters[1] and len(hitters[0]) >= 3
+        config, sampler = _window_sampler(all_.dir, flags, start_ms * 1000)
+        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, sampler)
+        trie = Trie.from_bytes((streamed / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels]
+        hitters = json.loads((streamed / "heavy_hitters.json").read_text())["heavy_hitters"]
+        assert sorted(hitters) == sorted(expected.heavy_hitters) and len(hitters) >= 3
         assert f"window {name.split('=', 1)[1]}: released" in output
     assert "2 windows closed, 2 released" in output
     assert "dead letters: malformed_message, bad_timestamp, late (private, in" in output
@@ -169,17 +186,21 @@ def test_two_windows_through_the_emulator_equal_their_bounded_replay(pubsub_emul
     assert set(letters) == {"late", "malformed_message", "bad_timestamp"}
 
     # The budget: one window released, the other withheld, and the line says why; the released
-    # one with the estimates of the bounded replay with estimates.
+    # one with the estimates of the per-user reference with its keys.
     budget = streams["budget"]
     released = [n for n in names if (budget.dir / "out" / n / windowed.RELEASED_MARKER).exists()]
     assert len(released) == 1, "\n".join(budget.output)
     (withheld,) = set(names) - set(released)
-    streamed, replayed = budget.dir / "out" / released[0], replay / "out-estimates" / released[0]
-    assert (streamed / "trie.pb").read_bytes() == (replayed / "trie.pb").read_bytes()
-    documents = [json.loads((d / "heavy_hitters.json").read_text()) for d in (streamed, replayed)]
-    for key in ("heavy_hitters", "frequent_prefixes", "frequency_estimates"):
-        assert documents[0][key] == documents[1][key], key
-    assert all("estimate" in e for e in documents[0]["heavy_hitters"]) and documents[0]["heavy_hitters"]
+    streamed = budget.dir / "out" / released[0]
+    start_ms, population = windows[names.index(released[0])]
+    config, sampler = _window_sampler(budget.dir, dict(flags, estimate_frequencies=0.5), start_ms * 1000)
+    expected = simulate(population, config.encoder, plan.theta, plan.batch_size, sampler)
+    trie = Trie.from_bytes((streamed / "trie.pb").read_bytes())
+    assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels]
+    estimates = simulate_estimates(population, config.encoder, trie, sampler, 0.5).by_target()
+    document = json.loads((streamed / "heavy_hitters.json").read_text())
+    assert document["heavy_hitters"] and all(
+        e["estimate"] == estimates[config.encoder.encode(e["item"])] for e in document["heavy_hitters"])
     from triehh_beam.job.ledger import Ledger
 
     (charge,) = Ledger(str(tmp_path / "ledger")).records()

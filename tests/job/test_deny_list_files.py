@@ -5,30 +5,54 @@ the file and why; the digests move with the items (and the identity's with the f
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from triehh_beam import cli
 from triehh_beam.job import deny_lists
+from triehh_beam.job import outputs
 from triehh_beam.job.deny_lists import DenyListError
 from triehh_beam.io.write import write_records
+from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.trie import Trie
 
 TEXT = {"kind": "text", "unit": "characters", "unit_size": 1, "case_fold": False, "int_bits": None,
         "tokenizer": None, "bytes_encoding": None, "long_items": "drop"}
 ENCODER = ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=6)
 
 
+def release_document(items, kind="text", unit_size=1, max_length=6, int_bits=None, case_fold=False,
+                     long_items="drop", population=None, m=4709, theta=14) -> dict:
+    """A TrieHH ``heavy_hitters.json`` as a discovery publishes it (``outputs.published_document``
+    on a state and a trie holding ``items``), its n published only with ``population``."""
+    encoder = ItemEncoder(ItemKind(kind), unit_size=unit_size, max_length=max_length, case_fold=case_fold,
+                          int_bits=int_bits)
+    sequences = [encoder.encode(v) for v in items]
+    depth = max((len(q) for q in sequences), default=0)
+    trie = Trie(encoder, [{q[:r] for q in sequences if len(q) >= r} for r in range(1, depth + 1)])
+    plan = state_pb2.PrivacyPlan(protocol="triehh", rule="authors", theta=theta, batch_size=m, gamma=2.0,
+                                 population=population or 200_000, public_population=population or 0,
+                                 max_length=max_length, target_epsilon=4.0, target_delta=1e-8,
+                                 epsilon=3.9, delta=9e-9)
+    state = state_pb2.JobState(job_id="0123abcd", created_at="2026-11-26T00:00:00Z", plan=plan,
+                               truncate_long_items=long_items == "truncate", stop_reason="no prefix left to extend")
+    state.rounds.extend(state_pb2.RoundSummary(round_index=r) for r in range(1, depth + 1))
+    return outputs.published_document(state, trie)
+
+
 def _release(path, items, **encoding):
-    path.write_text(json.dumps({"heavy_hitters": items, "frequent_prefixes": ["zz"],
-                                "privacy": {"protocol": "triehh"}, "encoding": {**TEXT, **encoding}}))
+    path.write_text(json.dumps(release_document(items, **encoding)))
     return str(path)
 
 
 def test_items_of_several_releases_are_encoded_and_united(tmp_path):
     one = _release(tmp_path / "a.json", ["to", "of"])
-    two = _release(tmp_path / "b.json", [{"item": "of", "estimate": 12, "interval": [3, 21]}, "and"],
-                   unit_size=3, long_items="truncate")  # another unit size: the items re-encode
+    two = _release(tmp_path / "b.json", ["of", "and"], unit_size=3, long_items="truncate")  # another unit size
+    with_estimates = json.loads((tmp_path / "b.json").read_text())
+    with_estimates["heavy_hitters"][1] = {"item": "of", "estimate": 12, "interval": [3, 21]}  # as estimates are
+    (tmp_path / "b.json").write_text(json.dumps(with_estimates))
     deny = deny_lists.load([one, two, one], ENCODER)
     assert deny.files == (one, two)
     assert deny.sequences == {ENCODER.encode(w) for w in ("to", "of", "and")}  # never frequent prefixes
@@ -42,11 +66,18 @@ def test_items_of_several_releases_are_encoded_and_united(tmp_path):
 
 def test_bytes_and_integer_items(tmp_path):
     encoder = ItemEncoder(ItemKind.BYTES, unit_size=2, max_length=4)
-    deny = deny_lists.load([_release(tmp_path / "b.json", ["00ff", "61"], kind="bytes")], encoder)
+    deny = deny_lists.load([_release(tmp_path / "b.json", [b"\x00\xff", b"a"], kind="bytes")], encoder)
     assert deny.sequences == {encoder.encode(b"\x00\xff"), encoder.encode(b"a")}
     ints = ItemEncoder(ItemKind.INT, unit_size=4, max_length=6, int_bits=20)
-    deny = deny_lists.load([_release(tmp_path / "i.json", [7, -3], kind="int", int_bits=32)], ints)
+    deny = deny_lists.load([_release(tmp_path / "i.json", [7, -3], kind="int", unit_size=8, max_length=5, int_bits=32)], ints)
     assert deny.sequences == {ints.encode(7), ints.encode(-3)}
+
+
+def _changed(items=("to",), **fields):
+    document = release_document(list(items))
+    for key, value in fields.items():
+        document[key] = {**document[key], **value} if isinstance(value, dict) else value
+    return json.dumps(document)
 
 
 @pytest.mark.parametrize("content, reason", [
@@ -54,14 +85,11 @@ def test_bytes_and_integer_items(tmp_path):
     (json.dumps(["to", "of"]), "not a heavy_hitters.json published by a discovery"),
     (json.dumps({"heavy_hitters": ["to"]}), "no privacy, encoding"),
     (json.dumps({"heavy_hitters": "to", "privacy": {}, "encoding": TEXT}), "not a heavy_hitters.json"),
-    (json.dumps({"heavy_hitters": ["to"], "privacy": {}, "encoding": {**TEXT, "case_fold": True}}),
-     "case_fold True there, False here"),
-    (json.dumps({"heavy_hitters": ["to"], "privacy": {}, "encoding": {**TEXT, "kind": "bytes"}}),
-     "kind 'bytes' there, 'text' here"),
-    (json.dumps({"heavy_hitters": ["to"], "privacy": {}, "encoding": {**TEXT, "tokenizer": "words-1"}}),
-     "tokenizer"),
-    (json.dumps({"heavy_hitters": ["toolonger"], "privacy": {}, "encoding": TEXT}), "longer than this job's"),
-    (json.dumps({"heavy_hitters": [3], "privacy": {}, "encoding": TEXT}), "is not a text item"),
+    (_changed(encoding={"case_fold": True}), "case_fold True there, False here"),
+    (_changed(encoding={"kind": "bytes"}), "kind 'bytes' there, 'text' here"),
+    (_changed(encoding={"tokenizer": "words-1"}), "tokenizer"),
+    (json.dumps(release_document(["toolonger"], max_length=10)), "longer than this job's"),
+    (_changed(heavy_hitters=[3]), "is not a text item"),
 ])
 def test_anything_else_is_refused_naming_the_file(tmp_path, content, reason):
     path = tmp_path / "list.json"
@@ -107,3 +135,94 @@ def test_a_dry_run_reads_and_checks_the_list(tmp_path, capsys):
     bad = _release(tmp_path / "folded.json", ["to"], case_fold=True)
     assert cli.main(args + [f"{released},{bad}"]) == 2
     assert "case_fold" in capsys.readouterr().err
+
+
+# ---- content: a deny list must be what this product published, not only shaped like it -------
+
+RAW = [f"{a}{b}{c}" for a in "abcdefghij" for b in "klmnopqrst" for c in "uvwxy"]  # 500 raw items
+
+
+def test_the_forged_500_item_file_is_refused(tmp_path):
+    """The reproduction: 500 raw items under the blocks a release has, accepted for its shape."""
+    forged = tmp_path / "heavy_hitters.json"
+    forged.write_text(json.dumps({"heavy_hitters": RAW, "privacy": {"protocol": "triehh"}, "encoding": TEXT}))
+    with pytest.raises(DenyListError, match="not a release this product published") as refused:
+        deny_lists.load([str(forged)], ENCODER)
+    assert str(forged) in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_500_items_in_a_real_release_are_more_than_its_plan_could_release(tmp_path):
+    """A real output (n public, so m is published) with its items swapped for 500 raw ones:
+    round 3 would have kept 500 prefixes where its plan keeps at most floor(m / theta)."""
+    real = release_document(["the", "and", "for"], population=200_000, m=4709, theta=14)
+    path = tmp_path / "heavy_hitters.json"
+    path.write_text(json.dumps(real))
+    assert deny_lists.load([str(path)], ENCODER).size == 3  # the real output is accepted
+    path.write_text(json.dumps({**real, "heavy_hitters": RAW}))
+    with pytest.raises(DenyListError) as refused:
+        deny_lists.load([str(path)], ENCODER)
+    message = str(refused.value)
+    assert str(path) in message and "\n" not in message
+    assert ("500 prefixes of 3 units in its heavy hitters, more than round 3 could keep under its own plan "
+            "(floor(batch_size / theta) = floor(4,709 / 14) = 336)") in message, message
+    # Within the bound (m = 140,000: 10,000 per round) the same items are a possible release.
+    path.write_text(json.dumps({**release_document(["the"], population=200_000, m=140_000, theta=14),
+                                "heavy_hitters": RAW}))
+    assert deny_lists.load([str(path)], ENCODER).size == 500
+
+
+def _privacy(**changes):
+    return _changed(privacy=changes)
+
+
+@pytest.mark.parametrize("content, reason", [
+    (_privacy(protocol="pem"), "protocol 'pem', none this product runs"),
+    (_privacy(theta=0), "theta 0 is outside"),
+    (_privacy(target_epsilon="4"), "no valid target_epsilon"),
+    (_privacy(population_public=None), "whether n is public"),
+    (_changed(rounds_run=2), "a heavy hitter of 3 units, beyond its 2 rounds"),
+    (_changed(items=("to", "of"), heavy_hitters=["to", "to"]), "more than once"),
+    (_changed(job_id=None), "rounds_run, frequent_prefixes, stop_reason, job_id or created_at"),
+    (_changed(encoding={"long_items": None}), "no long_items policy"),
+    (json.dumps({**release_document(["to"], population=1000, m=2000)}), "batch size 2,000 exceeds its population 1,000"),
+])
+def test_a_release_whose_fields_disagree_is_refused(tmp_path, content, reason):
+    path = tmp_path / "list.json"
+    path.write_text(content)
+    with pytest.raises(DenyListError, match=re.escape(reason)) as refused:
+        deny_lists.load([str(path)], ENCODER)
+    assert str(path) in str(refused.value) and "not a release this product published" in str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def whole_item_release(tmp_path_factory):
+    """A real whole-item (sample-and-threshold) output, n declared public."""
+    root = tmp_path_factory.mktemp("whole")
+    records = root / "records.jsonl"
+    write_records(str(records), [(f"u{i}", ["to", "of", "in"][i % 3], 1) for i in range(6000)])
+    assert cli.main(["discover", "--input", str(records), "--output", str(root / "out"), "--epsilon", "1",
+                     "--delta", "1e-6", "--max-length", "4", "--protocol", "sample-threshold",
+                     "--population", "6000"]) == 0
+    return json.loads((root / "out" / "heavy_hitters.json").read_text())
+
+
+def test_a_real_whole_item_release_is_accepted_and_its_counts_checked(whole_item_release, tmp_path):
+    document = whole_item_release
+    assert document["privacy"]["protocol"] == "sample-threshold" and document["heavy_hitters"]
+    path = tmp_path / "heavy_hitters.json"
+    path.write_text(json.dumps(document))
+    assert deny_lists.load([str(path)], ENCODER).size == len(document["heavy_hitters"])
+    tau = document["privacy"]["tau"]
+    below = [dict(entry, count=tau - 1) for entry in document["released"]]
+    path.write_text(json.dumps({**document, "released": below}))
+    with pytest.raises(DenyListError, match=f"below its tau {tau}"):
+        deny_lists.load([str(path)], ENCODER)
+    path.write_text(json.dumps({**document, "privacy": {**document["privacy"], "sample_probability": 0.5}}))
+    with pytest.raises(DenyListError, match="sample_probability is not alpha"):
+        deny_lists.load([str(path)], ENCODER)
+    many = document["privacy"]["population"] // tau + 1
+    items = RAW[:many]
+    path.write_text(json.dumps({**document, "heavy_hitters": items,
+                                "released": [{"item": v, "count": tau, "estimate": 1.0} for v in items]}))
+    with pytest.raises(DenyListError, match=f"add up to {many * tau:,} reports, more than its 6,000 users"):
+        deny_lists.load([str(path)], ENCODER)  # at least tau reports each: more than floor(n / tau) items

@@ -41,7 +41,9 @@ from triehh_beam.evaluation.metrics import ground_truth, recall_at_k
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.evaluation.simulation import simulate, simulate_many
+from triehh_beam.job.release import Release
 from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
+from tests.release_keys import keyed_identity
 from triehh_beam.protocol.trie import Trie
 
 SEED = hashlib.sha256(b"triehh-beam driver tests").digest()  # 32 bytes, public: tests only
@@ -294,12 +296,12 @@ def test_pipeline_equals_the_keyed_simulation(pipeline_runs, zipf_population, in
     run = pipeline_runs[index]
     encoder = ENCODER
     assert (run["theta"], run["batch_size"]) == (10, 973)  # the planner's choice for n = 20,000
-    # The pipeline keys its samples with (seed, job identity), and records the identity.
+    # The pipeline keys its samples with (seed, job identity, release nonce), and records them.
     state = StateStore(run["state_dir"]).load()
-    assert state.sampling_identity == run["identity"]
+    assert state.sampling_identity == run["identity"] and len(state.release_nonce) == 16
     simulated = simulate(
         zipf_population.users, encoder, run["theta"], run["batch_size"], bytes.fromhex(run["seed"]),
-        sampling="keyed", identity=run["identity"].encode(),
+        sampling="keyed", identity=keyed_identity(state),
     )
     trie = _trie(run["output_dir"])
     assert _spelled(trie, encoder) == _spelled(simulated.levels, encoder)
@@ -382,7 +384,7 @@ def test_a_round_is_committed_before_it_is_announced(pipeline_runs):
 
 
 @pytest.mark.slow
-def test_the_same_seed_gives_the_same_trie_twice_and_on_the_multi_process_runner(
+def test_the_same_release_gives_the_same_trie_twice_and_on_the_multi_process_runner(
     tmp_path, make_population, monkeypatch, subprocess_env
 ):
     # The multi-process runner's workers are subprocesses: they must import triehh_beam.
@@ -392,21 +394,21 @@ def test_the_same_seed_gives_the_same_trie_twice_and_on_the_multi_process_runner
     # its workers anew, a few seconds each.
     pattern = make_population(3000, max_chars=4).write(tmp_path / "records", shards=4)
 
-    def trie_bytes(name, options=None):
-        # One output for all three (the job's identity, output included, keys its samples), each
-        # run's output and state moved aside after it.
+    def trie_bytes(name, options=None, release=None):
+        # One output for all three, each run's output and state moved aside after it; the second
+        # and third run the first's release again (its seed, identity and nonce: its keys).
         output = tmp_path / "out"
-        result = run_discovery(_config(pattern, output, max_length=3, unit_size=2), options)
+        result = run_discovery(_config(pattern, output, max_length=3, unit_size=2), options, release=release)
         assert result.rounds_run >= 2
         output.rename(tmp_path / name)
         pathlib.Path(f"{output}.state").rename(tmp_path / f"{name}.state")
         return pathlib.Path(tmp_path, name, "trie.pb").read_bytes()
 
     first = trie_bytes("first")
-    assert trie_bytes("second") == first
+    release = Release.of_state(StateStore(str(tmp_path / "first.state")).load())
+    assert trie_bytes("second", release=release) == first
     multi = trie_bytes(
-        "multi", PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
-    )
+        "multi", PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"]), release)
     assert multi == first
     assert Trie.from_bytes(first).depth >= 2
 
@@ -465,11 +467,11 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
     first_round = re.search(r"^round (\d+)/", resumed.stdout, re.M)
     assert first_round and int(first_round.group(1)) == killed_state.rounds_completed + 1
 
-    # The same command unbroken (same output: the job's identity keys its samples), the resumed
-    # run's output and state moved aside first.
+    # The same release unbroken (its keys: the killed run's seed, identity and nonce), the
+    # resumed run's output and state moved aside first.
     output.rename(tmp_path / "resumed-aside")
     pathlib.Path(f"{output}.state").rename(tmp_path / "resumed-aside.state")
-    run_discovery(_config(pattern, output, max_length=max_length))
+    run_discovery(_config(pattern, output, max_length=max_length), release=Release.of_state(killed_state))
     unbroken, output = output, tmp_path / "resumed-aside"
     assert (output / "trie.pb").read_bytes() == (unbroken / "trie.pb").read_bytes()
     resumed_document = _heavy_hitters_document(output)
@@ -491,7 +493,9 @@ def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, mak
     plan = planner.plan(len(population.users), EPSILON, DELTA, L)
     records = tmp_path / "records.parquet"
     output = tmp_path / "out"
-    sampler = Sampler(SEED, _config(records, output).sampling_identity())  # the job's own keys
+    # A release whose keys are known before it runs (a fresh one draws its nonce when it starts).
+    release = Release(SEED, _config(records, output).sampling_identity(), bytes(range(16)))
+    sampler = release.sampler()
     ids = list(population.users)
     # Two rare items, each held by one user who is sampled when the item would get its vote:
     # "€ur" votes "€" in round 1 (a unit no one else has); "th¥" votes "th¥" in round 3 under
@@ -502,7 +506,7 @@ def test_nothing_below_theta_is_written_and_the_seed_stays_private(tmp_path, mak
     users[root_holder], users[deep_holder] = ["€ur"], ["th¥"]
     write_records(str(records), [(user, items[0]) for user, items in users.items()])
     lines, events = [], []
-    result = run_discovery(_config(records, output), progress=lines.append, events=events.append)
+    result = run_discovery(_config(records, output), progress=lines.append, events=events.append, release=release)
     # Progress lines and structured events (with each round's Beam metrics) are logs too.
     lines += [json.dumps(event, ensure_ascii=False) for event in events]
 

@@ -28,6 +28,7 @@ from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.frequency_estimates import (EstimateKeys, EstimateTargets, reference_estimates,
                                                       user_choice)
 from triehh_beam.protocol.trie import Trie
+from tests.release_keys import keyed_identity
 
 SEED = hashlib.sha256(b"triehh-beam estimate tests").digest()
 EPSILON, DELTA, L = 4.0, 1e-6, 5
@@ -108,8 +109,8 @@ def test_the_published_estimates_equal_the_reference(finished):
     targets = EstimateTargets.from_trie(trie)
     # The keyed oracle of the evaluation (the per-user reference on the encoded population).
     expected = simulate_estimates(POPULATION, ENCODER, trie, SEED, 0.2,
-                                  identity=config.sampling_identity()).by_target()
-    keys = EstimateKeys.derive(SEED, config.sampling_identity())
+                                  identity=keyed_identity(config)).by_target()
+    keys = EstimateKeys.derive(SEED, keyed_identity(config))
     assert expected == reference_estimates(_weighted(), targets, 0.2, keys).by_target()
     document = _document(config.output_dir)
     k = document["frequency_estimates"]["half_width"]
@@ -151,7 +152,7 @@ def test_no_exact_count_is_written_anywhere(finished):
     config, result, lines, events = finished
     trie = Trie.from_bytes(pathlib.Path(config.output_dir, "trie.pb").read_bytes())
     targets = EstimateTargets.from_trie(trie)
-    exact = _exact_counts(targets, EstimateKeys.derive(SEED, config.sampling_identity()))
+    exact = _exact_counts(targets, EstimateKeys.derive(SEED, keyed_identity(config)))
     released = _document(config.output_dir)
     published = {n for e in released["heavy_hitters"] + released["frequent_prefixes"]
                  for n in [e["estimate"], *e["interval"]]}

@@ -17,7 +17,7 @@ from triehh_beam.job.lease import Lease
 from triehh_beam.io.write import write_records
 
 sys.path.insert(0, os.path.dirname(__file__))
-from fault_harness import ONE_JOB_POINTS, POINTS  # noqa: E402
+from fault_harness import FIXED_NONCE, ONE_JOB_POINTS, POINTS  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole discoveries in subprocesses or many rounds: see README, Tests
 
@@ -56,10 +56,9 @@ def _env():
 
 
 def _run(args, *, harness_point=None):
-    if harness_point is None:
-        command = [sys.executable, "-m", "triehh_beam.cli", *args]
-    else:
-        command = [sys.executable, HARNESS, harness_point, "--", *args]
+    # Through the harness always: it fixes the release nonce, so that every run of a test is one
+    # release (a fresh nonce would make the rerun after a kill before the commit another one).
+    command = [sys.executable, HARNESS, harness_point or "none", "--", *args]
     return subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=300, cwd=str(REPO))
 
 
@@ -106,6 +105,7 @@ def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, popu
     assert _outputs(out) == unbroken
     records = ledger.Ledger(str(out) + ".state").records()
     assert len(records) == 1, records
+    assert records[0]["record_id"].endswith("/release=" + FIXED_NONCE.hex())
     assert records[0]["epsilon"] <= 6
     # The lease was released by the re-run: a third run starts (and finds the job finished).
     assert Lease(cas.cas_store_for(str(out) + ".state"), "LEASE").current().released

@@ -27,6 +27,8 @@ from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_disco
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.trie import Trie
+from tests.release_keys import keyed_identity
+from triehh_beam.job.release import Release
 
 WORDS = ["apple", "apply", "ample", "maple", "mango", "man", "map", "zebra", "zero", "zoo", "zone"]
 
@@ -100,18 +102,20 @@ def _clear(output_dir) -> None:
 ])
 def test_per_round_jobs_one_job_and_keyed_simulation_give_the_same_trie(populations, kind, label, tmp_path):
     path, users, fields = populations[kind]
-    output_dir = tmp_path / "out"  # one path for both modes: the job identity keys the samples
+    output_dir = tmp_path / "out"  # one path for both modes, the second running the first's release
     tries, states = {}, {}
+    release = None
     for mode in ("1", "all"):
         _clear(output_dir)
         config = _config(path, output_dir, _seed(label), rounds_per_job=mode, **fields)
-        run_discovery(config)
+        run_discovery(config, release=release)
         tries[mode] = (output_dir / "trie.pb").read_bytes()
         states[mode] = StateStore(config.resolved_state_dir).load()
+        release = Release.of_state(states[mode])  # its keys: seed, identity and nonce
     assert tries["1"] == tries["all"]
     state = states["1"]
     simulated = simulate(users, config.encoder, state.plan.theta, state.plan.batch_size, _seed(label),
-                         sampling="keyed", identity=state.sampling_identity.encode())
+                         sampling="keyed", identity=keyed_identity(state))
     trie = Trie.from_bytes(tries["1"])
     assert trie.levels == simulated.levels
     assert len(trie.levels) >= 2, "the population must grow a trie of several levels"
@@ -196,6 +200,7 @@ def test_a_lost_sample_is_drawn_again_and_changes_nothing(populations, tmp_path,
     config = _config(path, tmp_path / "out", _seed("a"), rounds_per_job=mode)
     run_discovery(config)
     expected = (tmp_path / "out" / "trie.pb").read_bytes()
+    release = Release.of_state(StateStore(config.resolved_state_dir).load())  # run again below
     _clear(tmp_path / "out")
 
     def stop(*args, **kwargs):
@@ -206,7 +211,7 @@ def test_a_lost_sample_is_drawn_again_and_changes_nothing(populations, tmp_path,
     with monkeypatch.context() as patch:
         patch.setattr(driver_lib._Driver, "run_round", stop)
         with pytest.raises(_Stop):
-            run_discovery(dataclasses.replace(config, rounds_per_job="1"))
+            run_discovery(dataclasses.replace(config, rounds_per_job="1"), release=release)
     state = StateStore(config.resolved_state_dir).load()
     assert state.samples.complete and not state.rounds
     lost = pathlib.Path(state.samples.dir, "round-0002")
@@ -224,6 +229,7 @@ def test_levels_a_one_job_run_wrote_are_committed_in_order_by_the_next_run(popul
     config = _config(path, tmp_path / "out", _seed("a"), rounds_per_job="all")
     run_discovery(config)
     expected = (tmp_path / "out" / "trie.pb").read_bytes()
+    release = Release.of_state(StateStore(config.resolved_state_dir).load())  # run again below
     _clear(tmp_path / "out")
     original = levels.write_level
     count = [0]
@@ -237,7 +243,7 @@ def test_levels_a_one_job_run_wrote_are_committed_in_order_by_the_next_run(popul
     with monkeypatch.context() as patch:
         patch.setattr(levels, "write_level", die_after)
         with pytest.raises(Exception):
-            run_discovery(config)
+            run_discovery(config, release=release)
     state = StateStore(config.resolved_state_dir).load()
     assert state.rounds_completed == 0  # the levels are written, not yet committed
     events = []

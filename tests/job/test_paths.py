@@ -16,6 +16,7 @@ import pytest
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path, same_pattern
+from triehh_beam.job.release import Release
 from triehh_beam.job.state_store import StateStore
 
 SEED = hashlib.sha256(b"triehh-beam canonical paths tests").digest()  # public: tests only
@@ -71,43 +72,45 @@ def _remove(path: pathlib.Path) -> None:
 
 @pytest.fixture(scope="module")
 def unbroken(tmp_path_factory, make_population):
-    """A project directory with data/records-*.parquet (3,000 users) and the trie an unbroken
-    run gives (the same job as the tests': the same input and output, so the same samples)."""
+    """A project directory with data/records-*.parquet (3,000 users), the trie an unbroken run
+    gives and its release (the tests run the same job, the same input and output, under the same
+    release's keys, so the same samples)."""
     root = tmp_path_factory.mktemp("paths") / "project"
     make_population(3000, max_chars=L - 1).write(root / "data", shards=2)
     result = run_discovery(_config(root / "data" / "records-*.parquet", root / "out"))
-    return root, pathlib.Path(result.output_path).with_name("trie.pb").read_bytes()
+    release = Release.of_state(StateStore(str(root / "out.state")).load())
+    return root, pathlib.Path(result.output_path).with_name("trie.pb").read_bytes(), release
 
 
 @pytest.fixture
 def project(unbroken):
     """The project, with no output, state or ledger yet."""
-    root, trie = unbroken
+    root, trie, release = unbroken
     for leftover in ("out", "out.state", "private"):
         _remove(root / leftover)
-    return root, trie
+    return root, trie, release
 
 
-def _stopped(config):
+def _stopped(config, release=None):
     with pytest.raises(_Stop):
-        run_discovery(config, progress=_stop_after_round_1)
+        run_discovery(config, progress=_stop_after_round_1, release=release)
     assert StateStore(config.resolved_state_dir).load().rounds_completed == 1
 
 
 def test_a_pattern_typed_differently_resumes(project, monkeypatch):
-    root, trie = project
+    root, trie, release = project
     monkeypatch.chdir(root)
-    _stopped(_config("data/records-*.parquet", "out"))
+    _stopped(_config("data/records-*.parquet", "out"), release)
     result = run_discovery(_config("./data/records-*.parquet", "./out/"))
     assert result.resumed_from_round == 1
     assert (root / "out" / "trie.pb").read_bytes() == trie  # the samples an unbroken run draws
 
 
 def test_relative_paths_resume_from_another_working_directory(project, monkeypatch):
-    root, trie = project
+    root, trie, release = project
     ledger = root / "private" / "ledger"
     monkeypatch.chdir(root)
-    _stopped(_config("data/records-*.parquet", "out", ledger_dir="private/ledger", budget_epsilon=100.0))
+    _stopped(_config("data/records-*.parquet", "out", ledger_dir="private/ledger", budget_epsilon=100.0), release)
     state = StateStore(str(root / "out.state")).load()
     # Recorded canonical: absolute, whichever directory the job ran from.
     assert state.input.file_pattern == f"{root}/data/records-*.parquet"
@@ -131,7 +134,7 @@ def test_relative_paths_resume_from_another_working_directory(project, monkeypat
 def test_a_state_recorded_with_paths_as_typed_still_resumes(project, monkeypatch):
     # What the releases before canonical paths recorded: the pattern and the ledger as typed,
     # the snapshot's paths as matched (relative), the identity's paths as typed / normalised.
-    root, trie = project
+    root, trie, _ = project
     monkeypatch.chdir(root)
     config = _config("data/records-*.parquet", "out")
     _stopped(config)

@@ -19,6 +19,8 @@ import pytest
 
 from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.release import Release
+from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol import planner
 
 SEED = hashlib.sha256(b"triehh-beam publishable tests").digest()  # public: tests only
@@ -52,18 +54,22 @@ def neighbours(tmp_path_factory, make_population):
     removed = 1234
     rows[removed] = (rows[removed][0], "zqx")  # unique: no English word in the vocabulary
     base = tmp_path_factory.mktemp("neighbours")
-    runs = {}
+    runs, release = {}, None
     for name, kept in (("whole", rows), ("minus_one", rows[:removed] + rows[removed + 1:])):
         write_records(str(base / "records.parquet"), kept)
-        runs[name] = _run_as_the_same_job(base, name)
+        runs[name] = _run_as_the_same_job(base, name, release=release)
+        # The neighbour runs under the first release's keys (seed, identity and nonce): the
+        # mechanism's randomness held fixed, only the data differs.
+        release = Release.of_state(StateStore(str(runs[name] / "state")).load())
     return runs
 
 
-def _run_as_the_same_job(base: pathlib.Path, name: str, **overrides) -> pathlib.Path:
-    """Runs the job on ``base/records.parquet`` into ``base/out`` and ``base/state``, then moves
-    the three to ``base/name``. Neighbouring datasets are the same job on different data: the
-    input and output paths are part of the job's identity, mixed into its sampling keys."""
-    run_discovery(_config(str(base / "records.parquet"), base, **overrides))
+def _run_as_the_same_job(base: pathlib.Path, name: str, release=None, **overrides) -> pathlib.Path:
+    """Runs the job on ``base/records.parquet`` into ``base/out`` and ``base/state`` (with
+    ``release``'s keys if given, else a fresh release's), then moves the three to ``base/name``.
+    Neighbouring datasets are the same job on different data: the input and output paths are
+    part of the job's identity, mixed into its sampling keys with the release's nonce."""
+    run_discovery(_config(str(base / "records.parquet"), base, **overrides), release=release)
     root = base / name
     root.mkdir()
     for part in ("records.parquet", "out", "state"):
@@ -138,10 +144,11 @@ def test_the_published_directory_holds_no_count_from_the_census(tmp_path, make_p
 def test_a_public_population_publishes_n_m_and_the_achieved_epsilon(neighbours, tmp_path):
     # Both neighbours hold at least N - 1 users: declared public, N - 1 is what both plan for.
     plan = planner.plan(N - 1, EPSILON, DELTA, L)
-    texts = {}
+    texts, release = {}, None
     for name, source in neighbours.items():
         shutil.copy(source / "records.parquet", tmp_path / "records.parquet")
-        root = _run_as_the_same_job(tmp_path, name, population=N - 1)
+        root = _run_as_the_same_job(tmp_path, name, release=release, population=N - 1)
+        release = Release.of_state(StateStore(str(root / "state")).load())  # the neighbour's keys
         published = _published(root)
         assert published["privacy"]["population_public"] is True
         assert (published["privacy"]["population"], published["privacy"]["batch_size"]) == (N - 1, plan.batch_size)

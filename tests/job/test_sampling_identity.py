@@ -18,6 +18,8 @@ import pytest
 
 from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
+from triehh_beam.job.ledger import Ledger
+from triehh_beam.job.release import Release
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
@@ -78,19 +80,31 @@ def test_two_jobs_sharing_a_seed_file_draw_independent_samples(inputs, tmp_path)
     assert abs(len(a & _round_one_sample(third)) - mean) <= 5 * sd
 
 
-def test_the_same_job_twice_draws_the_same_sample_and_records_its_identity(inputs, tmp_path):
-    output = tmp_path / "out"
-    config = _config(inputs[0], output)
+def test_the_same_job_twice_is_two_releases_with_independent_samples(inputs, tmp_path):
+    """Issue 24, finding 1: the same command run again after its output and state were moved
+    aside is another release, charged again: it must not redraw the first release's sample (the
+    difference of two releases sharing keys shows exactly what changed in the data)."""
+    output, ledger_dir = tmp_path / "out", str(tmp_path / "population-ledger")
+    config = _config(inputs[0], output, ledger_dir=ledger_dir)
     run_discovery(config)
     state = StateStore(f"{output}.state").load()
     assert state.sampling_identity.encode() == config.sampling_identity()
+    assert len(state.release_nonce) == 16 and state.ledger_record.endswith(state.release_nonce.hex())
     first = _round_one_sample(output)
-    # The keys are (seed, recorded identity): the protocol's Sampler names exactly this sample.
-    expected = Sampler(SEED, config.sampling_identity()).sample(1, [f"u{i:05d}" for i in range(N)], M)
+    # The keys are (seed, recorded identity, nonce): the protocol's Sampler names exactly this sample.
+    expected = Release.of_state(state).sampler().sample(1, [f"u{i:05d}" for i in range(N)], M)
     assert first == frozenset(int(u[1:]) for u in expected)
     _move_aside(output, "first-run")
-    run_discovery(_config(inputs[0], tmp_path / "out/"))  # the same command, spelled with a slash
-    assert _round_one_sample(output) == first
+    run_discovery(_config(inputs[0], tmp_path / "out/", ledger_dir=ledger_dir))  # spelled with a slash
+    again = StateStore(f"{output}.state").load()
+    assert again.sampling_identity == state.sampling_identity  # canonical paths: one identity
+    assert again.release_nonce != state.release_nonce
+    # Two independent uniform M-subsets of N (the tolerance of the test above, 5 sd).
+    mean = M * M / N
+    sd = math.sqrt(M * (M / N) * (1 - M / N) * (N - M) / (N - 1))
+    assert abs(len(first & _round_one_sample(output)) - mean) <= 5 * sd
+    ledger = Ledger(config.resolved_ledger_dir).records()
+    assert [r["record_id"] for r in ledger] == [state.ledger_record, again.ledger_record]
 
 
 class _Stop(Exception):
@@ -105,9 +119,10 @@ def _stop_after_round_1(line: str) -> None:
 def test_a_resumed_job_draws_what_an_unbroken_one_does(inputs, tmp_path):
     output = tmp_path / "out"
     run_discovery(_config(inputs[0], output))
+    release = Release.of_state(StateStore(f"{output}.state").load())  # the same release, broken below
     unbroken = _move_aside(output, "unbroken")
     with pytest.raises(_Stop):
-        run_discovery(_config(inputs[0], output), progress=_stop_after_round_1)
+        run_discovery(_config(inputs[0], output), progress=_stop_after_round_1, release=release)
     assert StateStore(f"{output}.state").load().rounds_completed == 1
     result = run_discovery(_config(inputs[0], output))
     assert result.resumed_from_round == 1

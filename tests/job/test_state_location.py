@@ -119,6 +119,7 @@ def _legacy_job(records, out, monkeypatch) -> None:
                     property(lambda c: c.state_dir or FileSystems.join(c.output_dir, "state")))
         old.setattr(config_lib, "_inside", lambda path, directory: False)
         old.setattr(driver, "check_state_location", lambda config: None)
+        old.setattr(driver.release_lib, "check_locations", lambda output, state: None)
         with pytest.raises(_Stop):
             run_discovery(_config(records, out), progress=_stop_after_round_1)
     legacy = StateStore(str(out / "state")).load()
@@ -128,7 +129,8 @@ def _legacy_job(records, out, monkeypatch) -> None:
 def test_a_job_in_the_old_default_location_is_refused_then_resumes_once_moved(records, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     _legacy_job(records, out, monkeypatch)
-    job_id = StateStore(str(out / "state")).load().job_id
+    legacy = StateStore(str(out / "state")).load()
+    job_id = legacy.job_id
     with pytest.raises(StateLocationError, match=r"holds a job's private state .* move it out to .*out\.state"):
         run_discovery(_config(records, out))
     # The command-line tool: one line, exit code 2, nothing run.
@@ -147,5 +149,5 @@ def test_a_job_in_the_old_default_location_is_refused_then_resumes_once_moved(re
     assert result.resumed_from_round == 1
     moved = pathlib.Path(str(out) + ".state")
     assert StateStore(str(moved)).load().job_id == job_id
-    assert [r["record_id"] for r in ledger.Ledger(str(moved)).records()] == [job_id]
+    assert [r["record_id"] for r in ledger.Ledger(str(moved)).records()] == [legacy.ledger_record]
     assert stat.S_IMODE(moved.stat().st_mode) == 0o700

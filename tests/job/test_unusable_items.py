@@ -6,6 +6,7 @@ same population and gives the keyed simulation's trie; and a mostly broken expor
 default (``max_bad_fraction`` 0.05).
 """
 
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -20,6 +21,7 @@ from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.trie import Trie
+from tests.release_keys import keyed_identity
 
 SEED = hashlib.sha256(b"triehh-beam unusable items tests").digest()  # public: tests only
 N = 3000
@@ -64,9 +66,14 @@ def test_a_population_without_usable_items_is_refused_before_any_budget_is_spent
     assert not state_dir.exists() or StateStore(str(state_dir)).load() is None
     assert not state_dir.exists() or Ledger(str(state_dir)).records() == []
     assert not output.exists()
-    # The census announced it (without counts unless verbose).
-    assert any(line.startswith("census: some users hold no usable item") for line in lines)
-    assert not any("2,850" in line for line in lines)
+    # The census says nothing of it unless verbose: whether any user holds no usable item is a
+    # fact of the data (issue 24, finding 7: one user flipped the default line).
+    assert not any("usable" in line or "2,850" in line for line in lines)
+    verbose_lines = []
+    with pytest.raises(UnusableItemsError):
+        run_discovery(dataclasses.replace(_config(records, output), verbose=True), progress=verbose_lines.append)
+    [line] = [line for line in verbose_lines if line.startswith("census: some users hold no usable item")]
+    assert "[private:" in line
 
 
 def test_the_census_counts_go_to_the_operator_report_only(urls, tmp_path):
@@ -91,7 +98,7 @@ def test_truncating_the_same_population_runs_and_equals_the_keyed_simulation(url
         users[user][item] += 1
     plan = result.plan
     expected = simulate(users, ItemEncoder(max_length=L), plan.theta, plan.batch_size, seed=SEED,
-                        sampling="keyed", too_long="truncate", identity=config.sampling_identity())
+                        sampling="keyed", too_long="truncate", identity=keyed_identity(config))
     trie = Trie.from_bytes((output / "trie.pb").read_bytes())
     assert trie.levels == expected.levels and len(trie.levels) >= 2
     assert result.frequent_prefixes == ["https://"]  # cut to L units: a prefix, never an item

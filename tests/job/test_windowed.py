@@ -1,6 +1,7 @@
 """The windowed discovery graph (job/windowed.py) on the in-process runner: each window's trie
-equals the keyed simulation of that window's records alone with the window's sampler, spend is
-charged per window before release, and a window that cannot be released says why."""
+equals the keyed simulation of that window's records alone with the sampler of the window's
+committed release (its nonce), every declared window is charged before release under its own
+record id, and a window that cannot be released says why."""
 
 import json
 import os
@@ -17,11 +18,12 @@ from apache_beam.utils.timestamp import Timestamp
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
 from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
-from triehh_beam.job import outputs, stream, windowed
+from triehh_beam.job import outputs, release, stream, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.planning import InfeasiblePlanError
-from triehh_beam.protocol import planner
+from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol import planner, sampling
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
@@ -31,6 +33,14 @@ WORDS = ["the", "and", "that", "have", "with", "this", "from", "they", "will", "
          "their", "what", "about", "which", "when", "make", "like", "time", "just"]
 HOUR = 3600 * 1_000_000
 T0 = 1_763_892_000 * 1_000_000  # 2025-11-23T10:00:00Z
+
+
+@pytest.fixture(autouse=True)
+def fixed_nonces(monkeypatch):
+    """Release nonces from a fixed seed (a new one per draw, as os.urandom's), so that every run
+    of a test draws the same windows' samples. Modules that import it use it too."""
+    rng = np.random.default_rng(24)
+    monkeypatch.setattr(release, "fresh_nonce", lambda: rng.bytes(16))
 
 
 def _population(users: int, seed: int, prefix: str):
@@ -52,10 +62,24 @@ def _batches(population, start_micros, rng):
 
 
 def _config(tmp_path, **overrides):
+    """Two declared windows from T0; TrieHH's planned for a declared population of 2,000."""
     values = dict(input_pattern="unused", output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-5,
-                  max_length=6, window=3600, seed=SEED, state_dir=str(tmp_path / "state"))
+                  max_length=6, window=3600, seed=SEED, state_dir=str(tmp_path / "state"),
+                  windows=(T0, T0 + 2 * HOUR))
+    if overrides.get("protocol") != "triehh++":
+        values["population"] = 2000
     values.update(overrides)
     return DiscoveryConfig(**values)
+
+
+def _committed(job, start):
+    """The window's committed state (its plan, release nonce and ledger record)."""
+    return StateStore(job.window_state_dir(start)).load()
+
+
+def _window_sampler(job, start):
+    """The sampler of the window's committed release."""
+    return Sampler(SEED, job.config.window_identity()).window_keys().sampler(start, _committed(job, start).release_nonce)
 
 
 def _run(config, batches):
@@ -77,17 +101,16 @@ def test_each_window_equals_the_keyed_simulation_of_its_own_records(tmp_path):
     rng = np.random.default_rng(1)
     first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
     batches = _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng)
-    config = _config(tmp_path)
+    config = _config(tmp_path, population=2500)
     job = _run(config, batches)
-    window_keys = Sampler(SEED, config.window_identity()).window_keys()
+    plan = planner.plan(2500, 4.0, 1e-5, 6)  # the declared population's, whatever each window's n
     for start, population in ((T0, first), (T0 + HOUR, second)):
         out = tmp_path / "out" / windowed.window_dir_name(start)
         assert (out / windowed.RELEASED_MARKER).exists()
-        plan = planner.plan(len(population), 4.0, 1e-5, 6)
-        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, window_keys.sampler(start))
+        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, _window_sampler(job, start))
         trie = Trie.from_bytes((out / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
-        assert len(expected.heavy_hitters) >= 3
+        assert len(expected.heavy_hitters) >= 2  # "the" and "and" (28% and 14% of the users) at m = 135
         document = json.loads((out / "heavy_hitters.json").read_text())
         assert sorted(document["heavy_hitters"]) == sorted(expected.heavy_hitters)
         (report,) = [r for r in windowed.read_window_reports(job) if r["window_start"] == windowed.rfc3339(start)]
@@ -96,6 +119,7 @@ def test_each_window_equals_the_keyed_simulation_of_its_own_records(tmp_path):
         assert report["records_admitted_after_close"] == 0
     charges = Ledger(config.resolved_ledger_dir).records()
     assert sorted(r["window_start"] for r in charges) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]
+    assert sorted(r["record_id"] for r in charges) == sorted(_committed(job, s).ledger_record for s in (T0, T0 + HOUR))
 
 
 def test_triehh_plus_plus_each_window_equals_the_keyed_sample_and_threshold_simulation(tmp_path):
@@ -106,12 +130,11 @@ def test_triehh_plus_plus_each_window_equals_the_keyed_sample_and_threshold_simu
     job = _run(config, batches)
     chosen = plan_sample_threshold(4.0, 1e-5, 6)
     assert job.theta == chosen.tau and job.sample_probability == chosen.sampling_probability
-    window_keys = Sampler(SEED, config.window_identity()).window_keys()
     for start, population in ((T0, first), (T0 + HOUR, second)):
         out = tmp_path / "out" / windowed.window_dir_name(start)
         assert (out / windowed.RELEASED_MARKER).exists()
         expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
-                                             window_keys.sampler(start))
+                                             _window_sampler(job, start))
         trie = Trie.from_bytes((out / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
         assert len(expected.heavy_hitters) >= 2
@@ -148,26 +171,48 @@ def test_a_budget_for_one_window_releases_one_and_withholds_the_other(tmp_path):
     assert len(Ledger(config.resolved_ledger_dir).records()) == 1
 
 
-def test_an_infeasible_window_releases_nothing_and_says_why(tmp_path):
+def test_a_triehh_window_of_452_users_is_released_as_one_of_453(tmp_path):
+    # At epsilon 3.448 a plan for 452 users is infeasible and for 453 feasible: planned for the
+    # declared 453, both windows are released alike (the 452-user one as if one phantom user
+    # holding nothing were there). The published documents differ in nothing but their content.
     rng = np.random.default_rng(4)
-    batches = _batches(_population(3000, 1, "a"), T0, rng) + _batches(_population(40, 2, "b"), T0 + HOUR, rng)
-    job = _run(_config(tmp_path), batches)
+    assert not planner.plan(452, 3.448, 1e-5, 6).feasible and planner.plan(453, 3.448, 1e-5, 6).feasible
+    batches = _batches(_population(452, 1, "a"), T0, rng) + _batches(_population(453, 2, "b"), T0 + HOUR, rng)
+    config = _config(tmp_path, epsilon=3.448, population=453)
+    job = _run(config, batches)
     reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
-    assert reports["2025-11-23T10:00:00Z"]["released"]
-    small = reports["2025-11-23T11:00:00Z"]
-    assert not small["released"] and "infeasible for this window's population" in small["reason"]
-    assert small["detail"].startswith("40 users: ")  # the figures, private, in the report only
-    assert not (tmp_path / "out" / windowed.window_dir_name(T0 + HOUR)).exists()
-    # The console shows no count unless asked, then marked private.
-    line = stream.describe_window(small)
-    assert "40" not in line and "nothing released" in line
-    assert "[private: 40 users" in stream.describe_window(small, verbose=True)
+    assert [reports[w]["released"] for w in sorted(reports)] == [True, True]
+    documents = [json.loads((tmp_path / "out" / windowed.window_dir_name(s) / "heavy_hitters.json").read_text())
+                 for s in (T0, T0 + HOUR)]
+    assert documents[0].keys() == documents[1].keys()
+    assert documents[0]["privacy"] == documents[1]["privacy"]
+    assert "declared population of 453 users per window" in documents[0]["window"]["planned"]
+    assert documents[0]["window"]["planned"] == documents[1]["window"]["planned"]
+    assert len(Ledger(config.resolved_ledger_dir).records()) == 2
+    # Round r of the 452-user window sampled K_r real users, K_r the plan's draw for it.
+    plan = planner.plan(453, 3.448, 1e-5, 6)
+    sampler = _window_sampler(job, T0)
+    drawn = [sampling.real_users_sampled(sampler.round_uniform("phantoms", r), 453, 452, plan.batch_size)
+             for r in range(1, 7)]
+    sampled = {r["round"]: r["users_sampled"] for r in reports["2025-11-23T10:00:00Z"]["rounds"]}
+    assert all(sampled[r] == drawn[r - 1] for r in sampled) and sampled[1] == drawn[0]
+    assert all(k in (plan.batch_size - 1, plan.batch_size) for k in drawn)
+
+
+def test_triehh_windows_need_a_declared_population_and_a_declared_range(tmp_path):
+    with pytest.raises(ValueError, match="need --population N.*--protocol triehh[+][+]"):
+        windowed.WindowedJob.for_config(_config(tmp_path, population=None), SEED)
+    with pytest.raises(ValueError, match="--window needs --windows FROM..TO"):
+        windowed.WindowedJob.for_config(_config(tmp_path, windows=None), SEED)
+    with pytest.raises(ValueError, match="not a window boundary"):
+        _config(tmp_path, windows=(T0 + 1_000_000, T0 + HOUR))
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 
 def test_a_rerun_never_releases_a_window_twice(tmp_path):
     rng = np.random.default_rng(5)
     batches = _batches(_population(3000, 1, "a"), T0, rng)
-    config = _config(tmp_path)
+    config = _config(tmp_path, windows=(T0, T0 + HOUR))
     _run(config, batches)
     trie = (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes()
     job = _run(config, batches + _batches(_population(500, 9, "c"), T0, rng))
@@ -219,7 +264,7 @@ def _one_stamp_batches(population, start, rng, size=200):
     return batches
 
 
-def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_records_leave(tmp_path):
+def test_streaming_windows_with_lateness_equal_the_keyed_simulation_and_late_records_leave(tmp_path):
     rng = np.random.default_rng(7)
     first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
     early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
@@ -231,13 +276,14 @@ def test_streaming_windows_with_lateness_equal_the_bounded_replay_and_late_recor
               T0 + HOUR + 1000, straggler, second_batches[5:],
               T0 + HOUR + lateness * 1_000_000 + 1000, too_late, T0 + 3 * HOUR]
     job = _streaming_run(config, events)
-    _run(_config(tmp_path / "replay", allowed_lateness=lateness), early + straggler + second_batches)
-    for start in (T0, T0 + HOUR):
+    plan = planner.plan(2000, 4.0, 1e-5, 6)
+    for start, population in ((T0, {**first, "late-1": ["the"]}), (T0 + HOUR, second)):
         streamed = tmp_path / "stream" / "out" / windowed.window_dir_name(start)
-        replayed = tmp_path / "replay" / "out" / windowed.window_dir_name(start)
-        assert (streamed / "trie.pb").read_bytes() == (replayed / "trie.pb").read_bytes()
-        hitters = [json.loads((d / "heavy_hitters.json").read_text())["heavy_hitters"] for d in (streamed, replayed)]
-        assert hitters[0] == hitters[1] and hitters[0]
+        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, _window_sampler(job, start))
+        trie = Trie.from_bytes((streamed / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
+        hitters = json.loads((streamed / "heavy_hitters.json").read_text())["heavy_hitters"]
+        assert sorted(hitters) == sorted(expected.heavy_hitters) and hitters
     reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
     assert reports["2025-11-23T10:00:00Z"]["input"]["distinct_users"] == 2001  # the straggler counted
     for report in reports.values():
@@ -253,12 +299,11 @@ def test_triehh_plus_plus_streaming_windows_equal_the_keyed_simulation(tmp_path)
     config = _config(tmp_path, protocol="triehh++")
     events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
               T0 + HOUR + 1000, second_batches[5:], T0 + 3 * HOUR]
-    _streaming_run(config, events)
+    job = _streaming_run(config, events)
     chosen = plan_sample_threshold(4.0, 1e-5, 6)
-    window_keys = Sampler(SEED, config.window_identity()).window_keys()
     for start, population in ((T0, first), (T0 + HOUR, second)):
         expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
-                                             window_keys.sampler(start))
+                                             _window_sampler(job, start))
         trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
         assert len(expected.heavy_hitters) >= 2
@@ -275,7 +320,7 @@ def test_a_late_record_is_dead_lettered_whatever_shard_it_falls_in(tmp_path):
     early = _at_ms(_one_stamp_batches(_population(2000, 1, "a"), T0, rng), T0 // 1000 + 16_000)
     late = _at_ms(_one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng), T0 // 1000 + 16_001)
     events = [T0, early, T0 + HOUR + 120 * 1_000_000, late, T0 + 3 * HOUR]
-    job = _streaming_run(_config(tmp_path, allowed_lateness=60), events)
+    job = _streaming_run(_config(tmp_path, allowed_lateness=60, windows=(T0, T0 + HOUR)), events)
     (report,) = windowed.read_window_reports(job)
     assert report["released"] and report["input"]["records"] == 2000
     assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]
@@ -287,7 +332,11 @@ def test_the_late_records_of_a_window_without_on_time_records_are_dead_lettered(
     late = _one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0 + HOUR, rng)  # all of window 2
     events = [T0, early, T0 + 2 * HOUR + 120 * 1_000_000, late, T0 + 4 * HOUR]
     job = _streaming_run(_config(tmp_path, allowed_lateness=60), events)
-    assert [r["window_start"] for r in windowed.read_window_reports(job)] == ["2025-11-23T10:00:00Z"]
+    # Declared, the second window is released all the same: empty (its census counted 0 users).
+    reports = windowed.read_window_reports(job)
+    assert [(r["window_start"], r["released"]) for r in reports] == [
+        ("2025-11-23T10:00:00Z", True), ("2025-11-23T11:00:00Z", True)]
+    assert reports[1]["input"] == {"distinct_users": 0, "records": 0} and reports[1]["heavy_hitters"] == 0
     assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0 + HOUR), "2"]
 
 
@@ -307,3 +356,91 @@ def test_records_admitted_after_a_window_was_computed_are_reported_not_lost_sile
     (report,) = windowed.read_window_reports(job)
     assert (report["records_admitted"], report["records_admitted_after_close"]) == (12, 2)
     assert "WARNING: records reached this window after it was computed" in describe_window(report)
+
+
+def test_a_window_with_one_record_and_an_empty_window_publish_the_same_kind_of_result(tmp_path):
+    # TrieHH++ (no n anywhere in its plan): one record at 10:00, nothing at 11:00, both declared.
+    one = pa.RecordBatch.from_arrays(
+        [pa.array([b"u1"], pa.binary()), pa.array(["that"], pa.string()), pa.array([1], pa.int64()),
+         pa.array([T0 + 5_000_000], pa.int64())], names=["user_id", "item", "count", "timestamp"])
+    config = _config(tmp_path, protocol="triehh++")
+    job = _run(config, [one])
+    published = [tmp_path / "out" / windowed.window_dir_name(start) for start in (T0, T0 + HOUR)]
+    assert [sorted(os.listdir(d)) for d in published] == [["_RELEASED", "heavy_hitters.json", "trie.pb"]] * 2
+    documents = [json.loads((d / "heavy_hitters.json").read_text()) for d in published]
+    assert documents[0].keys() == documents[1].keys()
+    assert documents[0]["heavy_hitters"] == documents[1]["heavy_hitters"] == []  # nothing below tau
+    assert (published[0] / "trie.pb").read_bytes() == (published[1] / "trie.pb").read_bytes()
+    assert len(Ledger(config.resolved_ledger_dir).records()) == 2
+    reports = windowed.read_window_reports(job)
+    assert [r["input"]["distinct_users"] for r in reports] == [1, 0]
+
+
+def test_records_outside_the_declared_windows_are_dropped_and_counted(tmp_path):
+    from apache_beam.metrics.metric import MetricsFilter
+
+    rng = np.random.default_rng(9)
+    batches = _batches(_population(2000, 1, "a"), T0, rng) + _batches(_population(30, 2, "b"), T0 + 2 * HOUR, rng)
+    config = _config(tmp_path, protocol="triehh++", windows=(T0, T0 + HOUR))
+    job = windowed.WindowedJob.for_config(config, config.seed)
+    sampler = Sampler(config.seed, config.window_identity())
+    p = make_pipeline(PipelineOptions([]))
+    gated = p | beam.Create(batches) | SplitIntoWindows(job.windows) | GateLateRecords(job.windows)
+    windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
+    result = p.run()
+    result.wait_until_finish()
+    (counter,) = result.metrics().query(MetricsFilter().with_name("window.records_outside_declared_windows"))["counters"]
+    assert counter.committed == 30
+    assert os.listdir(tmp_path / "out") == [windowed.window_dir_name(T0)]
+    assert [r["window_start"] for r in windowed.read_window_reports(job)] == ["2025-11-23T10:00:00Z"]
+
+
+def _delete(*paths):
+    import shutil
+
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_window_replayed_three_times_with_output_and_state_deleted_is_charged_three_times(tmp_path):
+    rng = np.random.default_rng(10)
+    batches = _batches(_population(2000, 1, "a"), T0, rng)
+    config = _config(tmp_path, protocol="triehh++", windows=(T0, T0 + HOUR), ledger_dir=str(tmp_path / "ledger"))
+    nonces = []
+    for _ in range(3):
+        job = _run(config, batches)
+        nonces.append(_committed(job, T0).release_nonce)
+        _delete(tmp_path / "out", tmp_path / "state")
+    charges = Ledger(config.resolved_ledger_dir).records()
+    assert len(charges) == 3 and len({r["record_id"] for r in charges}) == 3
+    assert len(set(nonces)) == 3  # three releases, three sets of keys
+
+
+def test_a_restart_with_the_state_kept_reuses_the_windows_nonce_and_charges_once(tmp_path, monkeypatch):
+    rng = np.random.default_rng(11)
+    population = _population(2000, 1, "a")
+    batches = _batches(population, T0, rng)
+    config = _config(tmp_path, windows=(T0, T0 + HOUR))
+
+    def crash(self, plan, results, estimates=()):
+        raise RuntimeError("the job died after the window was charged and committed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(windowed._ReleaseDoFn, "process", crash)
+        with pytest.raises(Exception, match="the job died"):
+            _run(config, batches)
+    job = windowed.WindowedJob.for_config(config, config.seed)
+    first = _committed(job, T0)
+    assert first.release_nonce and not first.finished and not (tmp_path / "out").exists()
+    # Resumed with other settings: refused, nothing charged or published.
+    with pytest.raises(Exception, match="planned with other settings"):
+        _run(_config(tmp_path, windows=(T0, T0 + HOUR), population=2100), batches)
+    _run(config, batches)
+    again = _committed(job, T0)
+    assert again.finished and again.release_nonce == first.release_nonce
+    assert again.ledger_record == first.ledger_record
+    assert [r["record_id"] for r in Ledger(config.resolved_ledger_dir).records()] == [first.ledger_record]
+    plan = planner.plan(2000, 4.0, 1e-5, 6)
+    expected = simulate(population, config.encoder, plan.theta, plan.batch_size, _window_sampler(job, T0))
+    trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes())
+    assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels]

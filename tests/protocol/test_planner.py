@@ -165,3 +165,15 @@ def test_fixed_values_over_the_target_are_explained_with_the_planners_answer():
     reason, alternatives = fixed_over_target(10000, 1.0, 1e-8, 10, 5, 105)
     assert "delta = " in reason and plan(10000, 1.0, 1e-8, 10).reason in reason
     assert alternatives == plan(10000, 1.0, 1e-8, 10).alternatives and alternatives
+
+
+def test_fixed_values_just_over_the_target_show_both_epsilons_with_every_digit():
+    """A spend a hair over its target was shown rounded, as "epsilon = 4 > 4"."""
+    from triehh_beam.protocol.planner import fixed_over_target
+
+    spent = theorem1(2000, 10, 4, batch_size=180).epsilon
+    target = float(f"{spent:.8g}") if float(f"{spent:.8g}") < spent else float(f"{spent:.9g}") - 1e-9
+    assert target < spent and f"{target:.6g}" == f"{spent:.6g}"
+    reason, _ = fixed_over_target(2000, target, 1.0 - 1e-9, 4, 10, 180)
+    assert f"epsilon = {spent!r} > {target!r}" in reason, reason
+    assert "epsilon=1.0000001," in plan(1000, 1.0000001, 1e-8, 10).reason

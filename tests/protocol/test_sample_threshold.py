@@ -133,3 +133,11 @@ def test_planner_never_exceeds_the_target(epsilon, delta, L):
 def test_planner_rejects_invalid_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         plan_sample_threshold(**kwargs)
+
+
+def test_a_refusal_shows_epsilon_and_eps_r_with_every_digit_they_take():
+    """epsilon = 10.0000001 over L = 10 was shown as "epsilon = 10 ... eps_r = 1, outside it"."""
+    plan = plan_sample_threshold(10.0000001, 1e-8, 10)
+    assert not plan.feasible
+    assert "epsilon = 10.0000001 over L = 10 rounds gives eps_r = 1.00000001 > 1" in plan.reason
+    assert "epsilon = 4 over L = 2 rounds gives eps_r = 2 > 1" in plan_sample_threshold(4, 1e-8, 2).reason

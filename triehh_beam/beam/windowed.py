@@ -2,11 +2,14 @@
 rounds of ``beam.sample_pass`` / ``beam.sampled_rounds``, with what a batch job knows before it
 builds its graph (n, m, the keys) arriving per window instead: each window's ``WindowPlan``
 (census, plan and ledger decision, made by the job layer) is a per-window side input, each
-window samples with its own keys (``sampling.WindowKeys``: seed, identity and window start),
+window samples with its own keys (``sampling.WindowKeys``: seed, identity, window start and the
+release nonce its plan carries),
 and round ``r``'s frontier is the per-window ``AsList`` of round ``r - 1``'s kept prefixes. A
 window whose plan is not released draws nothing, so nothing downstream of the census sees its
 records. Theta depends only on (epsilon, delta, L, rule), so it is fixed when the graph is
-built. TrieHH++ (``sample_probability``): a window's round-r sample is every user of the window
+built. A TrieHH window is planned for a declared population N, not its n: round r samples the
+bottom ``plan.real_sample_sizes[r - 1]`` of the window's real users (``K_r``, what a bottom-m of N
+ranks with the N - n phantoms abstaining leaves of them; ``sampling.real_users_sampled``). TrieHH++ (``sample_probability``): a window's round-r sample is every user of the window
 whose rank under the window's keys is below ``sampling.bernoulli_threshold(p_s)`` (no prefilter,
 no bottom-m); tau and p_s do not depend on n, so both are fixed with the graph too.
 """
@@ -48,6 +51,10 @@ class WindowPlan(NamedTuple):
         on the console and in progress events.
       detail: the reason with its figures (the planner's message holds n): private, for the
         window's operator report (and the console only under ``--verbose``).
+      nonce: the window's release nonce (committed to its state before this plan is output):
+        with ``sampling.WindowKeys`` it gives every key of the window's sampling and estimates.
+      real_sample_sizes: TrieHH: per round 1..L, the real users sampled (``K_r``, private);
+        empty for TrieHH++ and unreleased windows.
     """
 
     start: int
@@ -59,13 +66,15 @@ class WindowPlan(NamedTuple):
     reason: Optional[str] = None
     detail: Optional[str] = None
     sample_probability: float = 0.0  # TrieHH++'s p_s (0 for TrieHH)
+    nonce: bytes = b""
+    real_sample_sizes: Tuple[int, ...] = ()
 
-    @property
-    def users_required(self) -> Optional[int]:
-        """min(m, n) for TrieHH; None for TrieHH++ (a Bernoulli sample's size is random)."""
+    def users_required(self, round_index: int) -> Optional[int]:
+        """K_r, the real users round ``round_index`` samples (TrieHH); None for TrieHH++ (a
+        Bernoulli sample's size is random)."""
         if self.sample_probability:
             return None
-        return min(self.sample_size, self.population)
+        return self.real_sample_sizes[round_index - 1]
 
 
 class _WindowKeysCache:
@@ -74,14 +83,15 @@ class _WindowKeysCache:
     def __init__(self, window_keys: sampling.WindowKeys, max_rounds: int):
         self._window_keys = window_keys
         self._max_rounds = max_rounds
-        self._cache: Dict[int, sampling.PassKeys] = {}
+        self._cache: Dict[Tuple[int, bytes], sampling.PassKeys] = {}
 
-    def __call__(self, start: int) -> sampling.PassKeys:
-        keys = self._cache.get(start)
+    def __call__(self, plan: WindowPlan) -> sampling.PassKeys:
+        keys = self._cache.get((plan.start, plan.nonce))
         if keys is None:
             if len(self._cache) > 64:
                 self._cache.clear()
-            keys = self._cache[start] = self._window_keys.sampler(start).pass_keys(self._max_rounds)
+            keys = self._cache[(plan.start, plan.nonce)] = self._window_keys.sampler(
+                plan.start, plan.nonce).pass_keys(self._max_rounds)
         return keys
 
 
@@ -106,7 +116,7 @@ class _RankWindowDoFn(beam.DoFn):
             return
         else:
             bound = np.uint64(self._top)
-        ranks = self._keys(plan.start).ranks_all(*binary_buffers(batch.column("user_id")))
+        ranks = self._keys(plan).ranks_all(*binary_buffers(batch.column("user_id")))
         for round_index in range(1, self._max_rounds + 1):
             row = ranks[round_index - 1]
             kept = np.flatnonzero(row <= bound)
@@ -116,17 +126,18 @@ class _RankWindowDoFn(beam.DoFn):
 
 
 class _WindowThresholdDoFn(beam.DoFn):
-    """A round's (rank, user) candidates in one window -> its bottom-m threshold and size."""
+    """A round's (rank, user) candidates in one window -> its bottom-K_r threshold and size."""
 
     def process(self, keyed, plan):
         round_index, parts = keyed
         tables = [pa.Table.from_batches([p]) for p in parts if p.num_rows]
-        if not tables:
+        required = plan.users_required(round_index)
+        if not tables or not required:
             return
         pairs = pa.concat_tables(tables)
         pairs = pa.Table.from_arrays(
             [pairs.column("rank"), pairs.column("user_id").cast(pa.binary())], schema=sample_pass._PAIRS_SCHEMA)
-        kept = sample_pass._bottom(pairs, plan.sample_size)
+        kept = sample_pass._bottom(pairs, required)
         last = kept.num_rows - 1
         largest = (int(kept.column("rank")[last].as_py()), kept.column("user_id")[last].as_py())
         yield round_index, (largest, kept.num_rows)
@@ -141,7 +152,7 @@ class _KeepWindowSampledDoFn(sample_pass._KeepSampledDoFn):
         super().__init__(None, 1)
 
     def process(self, candidates, thresholds, plan):
-        self._required = plan.users_required
+        self._required = plan.users_required(candidates[0])
         self._shards = sample_pass._shard_count(plan.sample_size, None)
         yield from super().process(candidates, thresholds)
 
@@ -160,6 +171,8 @@ class _ShardWindowBernoulliDoFn(sample_pass._ShardBernoulliDoFn):
         yield from super().process(candidates)
 
 
+@beam.typehints.with_input_types(Tuple[Tuple[int, int], Iterable[pa.RecordBatch]], plan=Any)
+@beam.typehints.with_output_types(Tuple[int, pa.Table])
 class _BuildWindowTableDoFn(sample_pass._BuildSampleTableDoFn):
     """``_BuildSampleTableDoFn`` with the window's keys (the item-choice uniforms)."""
 
@@ -169,14 +182,14 @@ class _BuildWindowTableDoFn(sample_pass._BuildSampleTableDoFn):
         self._windows = windows
         self._window_keys = _WindowKeysCache(window_keys, max_rounds)
 
-    def process(self, keyed, beam_window=beam.DoFn.WindowParam):
-        self._keys = self._window_keys(self._windows.start_of_window(beam_window))
+    def process(self, keyed, plan):
+        self._keys = self._window_keys(plan)
         yield from super().process(keyed)
 
 
 def _round_sample(keyed, plan: WindowPlan) -> Tuple[int, RoundSample]:
     round_index, (_, users) = keyed
-    return round_index, RoundSample(round_index, users, plan.users_required, plan.records)
+    return round_index, RoundSample(round_index, users, plan.users_required(round_index), plan.records)
 
 
 def _bernoulli_round_sample(keyed: Tuple[int, int], plan: WindowPlan) -> Tuple[int, RoundSample]:
@@ -218,7 +231,8 @@ class SampleEachWindow(beam.PTransform):
             sampled
             | "GroupPerShard" >> beam.GroupByKey()
             | "BuildSampleTables" >> beam.ParDo(
-                _BuildWindowTableDoFn(self._windows, self._keys, self._max_rounds, self._encoder, self._truncate))
+                _BuildWindowTableDoFn(self._windows, self._keys, self._max_rounds, self._encoder, self._truncate),
+                self._plan())
         )
 
     def _expand_bernoulli(self, batches):

@@ -1,12 +1,13 @@
 """The frequency estimates of a windowed discovery (``--estimate-frequencies`` with ``discover
 --window`` and ``triehh stream``): ``EstimateEachWindow`` is ``beam.estimates.EstimateFrequencies``
 once per event-time window, in the same graph as the window's rounds. What a batch job knows
-before it builds its estimate graph arrives per window instead: the window's discovered leaves are
-a per-window side input (made from the window's round results by the job layer), and its keys are
+before it builds its estimate graph arrives per window instead: the window's discovered leaves and
+its ``WindowPlan`` are per-window side inputs (made by the job layer), and its keys are
 ``EstimateKeys.derive(seed_s, identity)`` with the seed and identity of the window's ``Sampler``
-(``sampling.WindowKeys.sampler(start)``, the keys its sampling used), so a retried bundle, a
-restarted stream and a bounded replay release the same numbers, and two windows draw
-independently. A window without leaves (withheld, or nothing discovered) matches nothing, so its
+(``sampling.WindowKeys.sampler(start, nonce)``, the keys its sampling used, the nonce its plan's),
+so a retried bundle or a restarted job that resumes the window's committed release releases the
+same numbers, a window released again after its state was deleted draws fresh noise, and two
+windows draw independently. A window without leaves (withheld, or nothing discovered) matches nothing, so its
 records stop at the first step. Each window's exact counts go from its shards to one per-window
 sum and straight into the release, which adds the noise once; no counter, log or output carries
 them. The graph carries the derived ``WindowKeys``, never the seed.
@@ -14,13 +15,14 @@ them. The graph carries the derived ``WindowKeys``, never the seed.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 
 from triehh_beam.beam import estimates
-from triehh_beam.beam.windows import EventWindows, window_view
+from triehh_beam.beam.windows import window_view
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import ItemEncoder
@@ -33,45 +35,46 @@ DEFAULT_WINDOW_SHARDS = 16
 _NO_LEAVES = EstimateTargets(())
 
 
-def window_estimate_keys(window_keys: sampling.WindowKeys, start_micros: int) -> EstimateKeys:
-    """The estimate keys of the window that starts at ``start_micros``: derived from the seed and
-    identity of the window's ``Sampler``, as a batch job's are from its own."""
-    sampler = window_keys.sampler(start_micros)
+def window_estimate_keys(window_keys: sampling.WindowKeys, start_micros: int, nonce: bytes) -> EstimateKeys:
+    """The estimate keys of the release (``nonce``) of the window that starts at
+    ``start_micros``: derived from the seed and identity of the window's ``Sampler``, as a batch
+    job's are from its own."""
+    sampler = window_keys.sampler(start_micros, nonce)
     return EstimateKeys.derive(sampler.seed, sampler.identity)
 
 
 class _KeysCache:
-    """Per-window estimate keys, derived once per worker and window."""
+    """Per-window estimate keys, derived once per worker and window release."""
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys):
-        self._windows = windows
+    def __init__(self, window_keys: sampling.WindowKeys):
         self._window_keys = window_keys
-        self._cache: Dict[int, EstimateKeys] = {}
+        self._cache: Dict[Tuple[int, bytes], EstimateKeys] = {}
 
-    def __call__(self, beam_window) -> EstimateKeys:
-        start = self._windows.start_of_window(beam_window)
-        keys = self._cache.get(start)
+    def __call__(self, plan) -> EstimateKeys:
+        keys = self._cache.get((plan.start, plan.nonce))
         if keys is None:
             if len(self._cache) > 64:
                 self._cache.clear()
-            keys = self._cache[start] = window_estimate_keys(self._window_keys, start)
+            keys = self._cache[(plan.start, plan.nonce)] = window_estimate_keys(self._window_keys, plan.start,
+                                                                                 plan.nonce)
         return keys
 
 
+@beam.typehints.with_input_types(pa.RecordBatch, targets=EstimateTargets, plan=Any)
+@beam.typehints.with_output_types(Tuple[int, pa.RecordBatch])
 class _MatchWindowTargetsDoFn(estimates._MatchTargetsDoFn):
     """``_MatchTargetsDoFn`` with the window's leaves and keys (nothing for a window without
     leaves). Side inputs are given positionally: Beam 2.77 passes a keyword side input twice
     beside a ``WindowParam``."""
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, encoder: ItemEncoder,
-                 truncate: bool, shards: int):
+    def __init__(self, window_keys: sampling.WindowKeys, encoder: ItemEncoder, truncate: bool, shards: int):
         super().__init__(None, encoder, truncate, shards)
-        self._window_keys = _KeysCache(windows, window_keys)
+        self._window_keys = _KeysCache(window_keys)
 
-    def process(self, batch, targets, beam_window=beam.DoFn.WindowParam):
+    def process(self, batch, targets, plan):
         if len(targets) == 0:
             return
-        self._keys = self._window_keys(beam_window)
+        self._keys = self._window_keys(plan)
         yield from super().process(batch, targets)
 
 
@@ -101,18 +104,18 @@ def _one(_) -> int:
     return 1
 
 
-@beam.typehints.with_input_types(int, targets=Any, counts=Any)
+@beam.typehints.with_input_types(int, targets=Any, counts=Any, plan=Any)
 @beam.typehints.with_output_types(FrequencyEstimates)
 class _ReleaseWindowDoFn(beam.DoFn):
     """Once per window with records: its leaves and its added counts -> its released estimates
     (nothing for a window without leaves): the noise added once, with the window's keys. Every
     leaf is released, held by anyone or not (no counts: all 0)."""
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, epsilon: float):
-        self._keys = _KeysCache(windows, window_keys)
+    def __init__(self, window_keys: sampling.WindowKeys, epsilon: float):
+        self._keys = _KeysCache(window_keys)
         self._epsilon = epsilon
 
-    def process(self, _, targets, counts, beam_window=beam.DoFn.WindowParam):
+    def process(self, _, targets, counts, plan):
         if len(targets) == 0:
             return
         if len(counts) > 1:
@@ -120,18 +123,18 @@ class _ReleaseWindowDoFn(beam.DoFn):
         exact = counts[0] if counts else np.zeros(len(targets), dtype=np.int64)
         if len(exact) != len(targets):
             raise ValueError(f"{len(exact)} counts for {len(targets)} leaves")
-        yield release(exact.tolist(), targets, self._epsilon, self._keys(beam_window))
+        yield release(exact.tolist(), targets, self._epsilon, self._keys(plan))
 
 
 class EstimateEachWindow(beam.PTransform):
     """A windowed job's record batches -> one ``FrequencyEstimates`` per window with leaves.
 
     Args:
-      windows: the job's ``EventWindows``.
       window_keys: ``Sampler.window_keys()`` (derived; the graph never carries the seed).
       epsilon: epsilon_est, what each window's estimates spend.
       leaves: a PCollection of at most one ``EstimateTargets`` per window: the window's discovered
         leaves (a window without one estimates nothing).
+      plans: the per-window ``WindowPlan`` PCollection: its ``nonce`` names the window's keys.
       encoder, truncate: as ``EstimateFrequencies``.
       shards: groups each window's users are split into, 1 to 2048.
 
@@ -140,16 +143,16 @@ class EstimateEachWindow(beam.PTransform):
     Output: ``FrequencyEstimates``, one per window that has records and non-empty leaves.
     """
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, epsilon: float, leaves,
+    def __init__(self, window_keys: sampling.WindowKeys, epsilon: float, leaves, plans,
                  encoder: ItemEncoder, truncate: bool = False, shards: int = DEFAULT_WINDOW_SHARDS):
         super().__init__()
         if not 1 <= shards <= estimates._MAX_SHARDS:
             raise ValueError(f"shards must be 1 to {estimates._MAX_SHARDS}, got {shards}")
         self._epsilon = float(epsilon)
         TwoSidedGeometric(self._epsilon)  # validates epsilon before any graph is built
-        self._windows = windows
         self._window_keys = window_keys
         self._leaves = leaves
+        self._plans = plans
         self._encoder = encoder
         self._truncate = truncate
         self._shards = shards
@@ -157,12 +160,15 @@ class EstimateEachWindow(beam.PTransform):
     def _view(self):
         return window_view(beam.pvalue.AsSingleton(self._leaves, default_value=_NO_LEAVES))
 
+    def _plan(self):
+        return window_view(beam.pvalue.AsSingleton(self._plans))
+
     def expand(self, batches):
         counts = (
             batches
             | "MatchLeaves" >> beam.ParDo(
-                _MatchWindowTargetsDoFn(self._windows, self._window_keys, self._encoder, self._truncate,
-                                        self._shards), self._view())
+                _MatchWindowTargetsDoFn(self._window_keys, self._encoder, self._truncate, self._shards),
+                self._view(), self._plan())
             | "GroupPerShard" >> beam.GroupByKey()
             | "CountChoices" >> beam.ParDo(estimates._CountChoicesDoFn(), targets=self._view())
             | "AddShards" >> beam.CombineGlobally(_AddCountsFn()).without_defaults()
@@ -176,5 +182,5 @@ class EstimateEachWindow(beam.PTransform):
             | "WindowsWithRecords" >> beam.CombineGlobally(sum).without_defaults()
         )
         return windows | "ReleaseEstimates" >> beam.ParDo(
-            _ReleaseWindowDoFn(self._windows, self._window_keys, self._epsilon), self._view(),
-            window_view(beam.pvalue.AsList(counts)))
+            _ReleaseWindowDoFn(self._window_keys, self._epsilon), self._view(),
+            window_view(beam.pvalue.AsList(counts)), self._plan())

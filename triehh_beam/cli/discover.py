@@ -172,7 +172,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         # A worker's error is logged by Beam with its traceback before it reaches us; we
         # report it ourselves in one line (input problems) or re-raise it (anything else).
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
-    if config.window is not None or config.timestamp_column is not None:
+    if config.window is not None or config.timestamp_column is not None or config.windows is not None:
         return _execute_windowed(config, options, dry_run, as_json)
     try:
         from triehh_beam.job.progress import TerminalBar
@@ -228,6 +228,9 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
         return _fail("--window and --timestamp-column go together: windows need each record's event time", 2)
     if dry_run:
         return _fail("--dry-run plans one job; a windowed discovery plans each window when it closes", 2)
+    if config.windows is None:
+        return _fail("--window needs --windows FROM..TO (RFC 3339 UTC, aligned to the window): every window "
+                     "of the range is released and charged, empty or not", 2)
     try:
         ran = stream.run_replay(config, options, progress=(lambda line: None) if as_json else say)
     except (RecordFormatError, FileNotFoundError, ValueError) as e:

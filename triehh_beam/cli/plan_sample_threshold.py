@@ -13,6 +13,8 @@ from __future__ import annotations
 import textwrap
 from typing import List, Optional
 
+from triehh_beam.protocol.privacy import exact
+
 __all__ = ["comparison_line", "format_plan", "plan_report"]
 
 _WIDTH = 96
@@ -52,7 +54,7 @@ def comparison_line(population: int, epsilon: float, delta: float, max_length: i
     result = plan_sample_threshold(epsilon, delta, max_length, length=length, share=share)
     if not result.feasible:
         return (f"TrieHH++ (sample-and-threshold) cannot certify this target: epsilon/L = "
-                f"{epsilon / max_length:.3g} > 1 (triehh plan --protocol triehh++ says why)")
+                f"{exact(epsilon / max_length)} > 1 (triehh plan --protocol triehh++ says why)")
     count = st.min_holders(0.9, result.sampling_probability, result.tau, length, share)
     versus = "" if triehh_count is None else f" (TrieHH: {triehh_count:,})"
     return (f"TrieHH++ (sample-and-threshold) at the same target needs {count:,} holders for 90%"
@@ -81,7 +83,7 @@ def format_plan(r: dict) -> str:
         _row("population n", f"{r['population']:,} users (the guarantee does not depend on it)"),
         _row("max length L", f"{L} units of {unit_word}, terminator included"),
         _row("", f"(items up to {r['max_item_characters']} characters; at most {L} rounds)"),
-        _row("target epsilon", f"{r['target_epsilon']:.6g}"),
+        _row("target epsilon", exact(r["target_epsilon"])),
         _row("target delta", f"{r['target_delta']:.4g}"),
         _row("result", "FEASIBLE" if r["feasible"] else "INFEASIBLE"),
         "",

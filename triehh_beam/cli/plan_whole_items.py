@@ -13,6 +13,8 @@ from __future__ import annotations
 import textwrap
 from typing import List
 
+from triehh_beam.protocol.privacy import exact
+
 __all__ = ["format_plan", "plan_report"]
 
 _WIDTH = 96
@@ -59,7 +61,7 @@ def format_plan(r: dict) -> str:
         _row("population n", f"{r['population']:,} users (the guarantee does not depend on it)"),
         _row("max length L", f"{r['max_length']} units of {unit_word}, terminator included"),
         _row("", f"(items up to {r['max_item_characters']} characters; longer ones are dropped)"),
-        _row("target epsilon", f"{r['target_epsilon']:.6g} (the theorem needs epsilon <= 1)"),
+        _row("target epsilon", f"{exact(r['target_epsilon'])} (the theorem needs epsilon <= 1)"),
         _row("target delta", f"{r['target_delta']:.4g}"),
         _row("result", "FEASIBLE" if r["feasible"] else "INFEASIBLE"),
         "",

@@ -1,15 +1,18 @@
 """``triehh scheduled``: one run of a recurring discovery described by a config file.
 
 A scheduler (cron, a Kubernetes CronJob, Airflow) runs ``triehh scheduled --config job.toml``
-every period; each run discovers into its own dated output directory, every run on the same
-population charges the same privacy ledger against the population's lifetime budget (so a
-schedule cannot spend more than the budget whatever its frequency), and a re-run for the same
-date resumes that date's job instead of spending again. The file accepts every setting of
+every period; each run discovers into its own dated output directory, with a lifetime budget
+every run on the same population charges the same privacy ledger (``[budget] ledger``) against
+it (so a schedule cannot spend more than the budget whatever its frequency), and a re-run for
+the same date resumes that date's job instead of spending again. The file accepts every setting of
 ``triehh discover`` (``job.config.SETTINGS``, the key its flag with underscores), parsed as the
 flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the format. With
 ``deny_earlier_runs = true`` each run is given the union of the published ``heavy_hitters.json``
 of the schedule's earlier dates (``OUTPUT_ROOT/<earlier date>/``, in date order, the run's own
 date and later ones skipped) as its deny list (``--deny-list``, with any listed explicitly).
+The state, the ledger and Beam's temp and staging locations are private: a config that puts one
+under ``output_root`` (the published tree) is refused when it is loaded. After every run the
+schedule's spend so far (every date's, budget or not) is printed as a ``scheduled_spend`` event.
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
+import re
 import sys
 import textwrap
 import tomllib
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from triehh_beam.cli import discover
 from triehh_beam.job import config as config_lib
+from triehh_beam.job import paths
 from triehh_beam.job.config import DiscoveryConfig, Setting
 
 __all__ = [
@@ -31,18 +37,22 @@ __all__ = [
     "ConfigError",
     "DENY_EARLIER_RUNS",
     "OUTPUT_ROOT",
+    "dated_state_dir",
     "earlier_results",
     "file_settings",
     "load_config",
     "register_scheduled",
     "run_config",
+    "schedule_ledgers",
+    "spend_summary",
 ]
 
 CONFIG_EXAMPLE = """\
     [discovery]
-    input = "gs://bucket/records/{date}/*.parquet"   # {date}: the run's date, YYYY-MM-DD, in
-                                                     # any text value of [discovery]
-    output_root = "gs://bucket/triehh/words"         # this run writes output_root/{date}/
+    input = "gs://data-bucket/records/{date}/*.parquet"  # {date}: the run's date, YYYY-MM-DD,
+                                                     # in any text value of [discovery]
+    output_root = "gs://public-bucket/triehh/words"  # this run writes output_root/{date}/: the
+                                                     # published tree
     state_dir = "gs://private-bucket/triehh/words"   # private state (the secret seed) of
                                                      # each date: state_dir/{date}/; required
                                                      # on gs:// (locally: output_root.state/)
@@ -59,13 +69,18 @@ CONFIG_EXAMPLE = """\
                                                      # spend is unchanged (README: Deny lists across runs)
 
     [budget]                                         # optional: the population's lifetime budget
-    ledger = "gs://bucket/triehh/ledgers/words"      # required with a budget: shared by every date
+    ledger = "gs://private-bucket/triehh/ledgers/words"  # required with a budget: shared by every date
     epsilon = 12.0
     delta = 1e-8
 
     [beam]                                           # optional: Beam pipeline options, passed through
     options = ["--runner=DataflowRunner", "--project=my-project", "--region=europe-west1",
-               "--temp_location=gs://bucket/tmp"]              # only options Beam defines
+               "--temp_location=gs://private-bucket/tmp"]      # only options Beam defines
+
+    # The state, the ledger and Beam's temp and staging files are private (the seed, every
+    # job's parameters, derived keys): a schedule that puts one of them under output_root is
+    # refused when its file is loaded. Without [budget] every date's spend is still totalled
+    # (a scheduled_spend line after each run), with no limit.
 """
 
 # The one key that differs from discover's flags: each run writes to OUTPUT_ROOT/<date>.
@@ -142,7 +157,48 @@ def load_config(path: str) -> dict:
     options = config.get("beam", {}).get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ConfigError(f"{path}: [beam] options must be a list of strings")
+    _refuse_private_locations_in_the_output(path, config)
     return config
+
+
+# Beam's options naming where a runner keeps temp and staging files (the job graphs, which hold
+# a round's derived keys): as private as the state.
+_BEAM_PRIVATE_OPTIONS = ("temp_location", "staging_location", "gcp_temp_location")
+
+
+def _private_locations(config: dict) -> List[Tuple[str, str, str]]:
+    """(what, where, what it holds) for every private location a config names."""
+    found = []
+    state_key = config_lib.BY_NAME["state_dir"].key
+    state_dir = config["discovery"].get(state_key)
+    if isinstance(state_dir, str):
+        found.append((f"[discovery] {state_key}", state_dir, "the secret seed and the exact counts"))
+    ledger_key = config_lib.BY_NAME["ledger_dir"].key
+    ledger_dir = config.get("budget", {}).get(ledger_key)
+    if isinstance(ledger_dir, str):
+        found.append((f"[budget] {ledger_key}", ledger_dir, "every job's spend and parameters"))
+    options = config.get("beam", {}).get("options", [])
+    for i, option in enumerate(options):
+        name, equals, value = option.lstrip("-").partition("=")
+        if name in _BEAM_PRIVATE_OPTIONS:
+            value = value if equals else (options[i + 1] if i + 1 < len(options) else "")
+            if value:
+                found.append((f"[beam] --{name}", value, "job graphs with a round's derived keys"))
+    return found
+
+
+def _refuse_private_locations_in_the_output(path: str, config: dict) -> None:
+    """Refuses a config that puts its state, ledger or Beam temp/staging files under
+    ``output_root``, the tree every date publishes into."""
+    output_root = config["discovery"].get(OUTPUT_ROOT)
+    if not isinstance(output_root, str):
+        return  # (refused as a value when a run is built)
+    for what, where, holds in _private_locations(config):
+        if paths.is_inside(where, output_root):
+            raise ConfigError(
+                f"{path}: {what} {where!r} is inside output_root {output_root!r}, which is published: "
+                f"it holds {holds}; put it in a private location (another bucket, or a directory "
+                "beside the output root), never under it")
 
 
 def earlier_results(output_root: str, date: str) -> List[str]:
@@ -160,6 +216,80 @@ def earlier_results(output_root: str, date: str) -> List[str]:
         except ValueError:
             continue
     return [path for _, path in sorted(found)]
+
+
+def dated_state_dir(config: dict, date: str) -> Optional[str]:
+    """The private state directory of the run of ``date``, outside the published output_root:
+    the configured state_dir (its ``{date}`` replaced, or ``/DATE`` appended) or, for a local
+    output root, ``OUTPUT_ROOT.state/DATE``; None where there is none (a ``gs://`` output root
+    without state_dir, refused when the run is built)."""
+    configured = config["discovery"].get(config_lib.BY_NAME["state_dir"].key)
+    if isinstance(configured, str):
+        if "{date}" in configured:
+            return configured.replace("{date}", date)
+        return configured.rstrip("/") + "/" + date
+    output_root = str(config["discovery"][OUTPUT_ROOT]).replace("{date}", date).rstrip("/")
+    return None if paths.is_url(output_root) else output_root + ".state/" + date
+
+
+def schedule_ledgers(config: dict) -> List[str]:
+    """The ledgers holding what this schedule's runs spent: the shared ``[budget] ledger``, or
+    without one each date's own (``ledger.jsonl`` in every dated state directory, in date
+    order)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from triehh_beam.job.ledger import LEDGER_NAME
+
+    shared = config.get("budget", {}).get(config_lib.BY_NAME["ledger_dir"].key)
+    if isinstance(shared, str):
+        return [shared]
+    marker = "0000-00-00"  # where the date goes in a state directory's path
+    template = dated_state_dir(config, marker)
+    if template is None:
+        return []
+    template = paths.canonical_path(template)
+    prefix, _, suffix = template.partition(marker)
+    dated = re.compile(re.escape(prefix) + r"(\d{4}-\d{2}-\d{2})" + re.escape(suffix))
+    found = []
+    pattern = FileSystems.join(prefix + "*" + suffix, LEDGER_NAME)
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        directory = paths.canonical_path(metadata.path)[: -len(LEDGER_NAME) - 1]
+        match = dated.fullmatch(directory)
+        if match:
+            found.append((match.group(1), directory))
+    return [directory for _, directory in sorted(found)]
+
+
+def spend_summary(config: dict, date: str) -> dict:
+    """The ``scheduled_spend`` event: what every run of the schedule has spent so far (basic
+    composition over its ledgers; None for an unbounded total), and the lifetime budget with
+    what is left of it, or that there is none.
+
+    Raises:
+      CasError: a ledger that is not a JSON-lines log; OSError, ValueError: one unreadable.
+    """
+    from triehh_beam.job import ledger as ledger_lib
+
+    ledgers = schedule_ledgers(config)
+    records = [r for location in ledgers for r in ledger_lib.Ledger(location).records()]
+    spent = ledger_lib.Ledger.total(records)
+    budget_section = config.get("budget", {})
+    limits = {name: budget_section.get(config_lib.BY_NAME[f"budget_{name}"].key) for name in ("epsilon", "delta")}
+    event = {"event": "scheduled_spend", "date": date, "ledgers": ledgers, "jobs": len(records),
+             "spent": _amounts(spent)}
+    if all(limit is None for limit in limits.values()):
+        event.update(budget=None, note="no lifetime budget ([budget] epsilon and delta unset): the "
+                                       "schedule's spend is totalled here, never limited")
+    else:
+        budget = ledger_lib.Budget(*(None if v is None else float(v) for v in limits.values()))
+        event.update(budget=limits, remaining=_amounts(ledger_lib.remaining(budget, spent)))
+    return event
+
+
+def _amounts(spend) -> dict:
+    """An (epsilon, delta) as JSON: None for an unbounded (infinite) amount."""
+    return {"epsilon": spend.epsilon if math.isfinite(spend.epsilon) else None,
+            "delta": spend.delta if math.isfinite(spend.delta) else None}
 
 
 def run_config(config: dict, date: str) -> DiscoveryConfig:
@@ -181,14 +311,9 @@ def run_config(config: dict, date: str) -> DiscoveryConfig:
     output_dir = config_lib.BY_NAME["output_dir"]
     output_root = values[output_dir.dest].rstrip("/")
     values[output_dir.dest] = output_root + "/" + date
-    # Each date's private state in its own directory, outside the published output_root: the
-    # configured state_dir (its {date}, or /DATE appended) or, locally, OUTPUT_ROOT.state/DATE.
-    state_dir = config_lib.BY_NAME["state_dir"]
-    configured = config["discovery"].get(state_dir.key)
-    if isinstance(configured, str) and "{date}" not in configured:
-        values[state_dir.dest] = values[state_dir.dest].rstrip("/") + "/" + date
-    elif configured is None and "://" not in output_root:
-        values[state_dir.dest] = output_root + ".state/" + date
+    state_dir = dated_state_dir(config, date)
+    if state_dir is not None:
+        values[config_lib.BY_NAME["state_dir"].dest] = state_dir
     if config["discovery"].get(DENY_EARLIER_RUNS):
         deny = config_lib.BY_NAME["deny_list"]
         values[deny.dest] = tuple(values.get(deny.dest) or ()) + tuple(earlier_results(output_root, date))
@@ -215,7 +340,16 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
     print(json.dumps({"event": "scheduled_run", "date": date, "input": discovery.input_pattern,
                       "output": discovery.output_dir, "beam_options": beam_options,
                       **({"deny_list": list(discovery.deny_list)} if discovery.deny_list else {})}), flush=True)
-    return discover.execute(discovery, beam_options, dry_run=args.dry_run)
+    code = discover.execute(discovery, beam_options, dry_run=args.dry_run)
+    # After every run, charged or refused: the schedule's spend so far, budget or not.
+    from triehh_beam.job.cas import CasError
+
+    try:
+        print(json.dumps(spend_summary(config, date)), flush=True)
+    except (CasError, OSError, ValueError) as e:
+        print(f"triehh scheduled: error: cannot total the schedule's spend: {e}", file=sys.stderr)
+        return code or 1
+    return code
 
 
 def register_scheduled(subparsers) -> None:
@@ -225,9 +359,10 @@ def register_scheduled(subparsers) -> None:
         help="one run of a recurring discovery described by a TOML/YAML config file",
         description=textwrap.fill(
             "Runs one dated discovery described by a TOML or YAML file (or a dry run): "
-        "each date writes OUTPUT_ROOT/DATE, every date charges the same ledger, a re-run of a date "
-        "resumes it. The file accepts every setting of `triehh discover` (key: the flag with "
-        "underscores).", width=92),
+        "each date publishes OUTPUT_ROOT/DATE and keeps its state in a private location outside "
+        "it; with a budget every date charges the same private ledger; a re-run of a date "
+        "resumes it; after each run the schedule's total spend is printed (scheduled_spend). The "
+        "file accepts every setting of `triehh discover` (key: the flag with underscores).", width=92),
         epilog="config file (TOML; YAML with the same keys):\n" + CONFIG_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

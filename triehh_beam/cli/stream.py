@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.cli.discover import unknown_arguments
-    from triehh_beam.job import stream
+    from triehh_beam.job import stream, windowed
     from triehh_beam.job.ledger import BudgetExceededError
 
     def fail(message: str, code: int = 2) -> int:
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         config = config_lib.config_from_values(vars(args), input_pattern=f"{STREAM_INPUT}://{args.subscription}")
         source = stream.StreamSource(args.subscription, args.message_format, args.timestamp_attribute,
                                      args.stop_after_windows)
+        windowed.WindowedJob.check(config)  # the declared windows and their plan, before anything is made
     except (ValueError, OSError) as e:
         return fail(str(e))
     options = PipelineOptions(list(beam_args))
@@ -91,8 +92,10 @@ def register_stream(subparsers) -> None:
         "stream",
         help="discover heavy hitters per event-time window of records read from Pub/Sub",
         description="One private TrieHH discovery per fixed event-time window of device records read "
-        "from a Pub/Sub subscription, each released to OUTPUT/window=<start>/ once the window closes "
-        "(its end plus --allowed-lateness), after its spend is recorded in the ledger. Flags this "
+        "from a Pub/Sub subscription, for every window of the declared range --windows FROM..TO "
+        "(with records or not; TrieHH plans for --population N), each released to "
+        "OUTPUT/window=<start>/ once the window closes (its end plus --allowed-lateness), after its "
+        "spend is recorded in the ledger. Flags this "
         "command does not know must be Beam pipeline options (--runner=DataflowRunner ...); the "
         "default runner is Beam's streaming DirectRunner, in process.",
     )

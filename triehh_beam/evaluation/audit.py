@@ -1,53 +1,55 @@
-"""The empirical privacy audit (``triehh audit``): a lower confidence bound on the epsilon that
-TrieHH actually delivers on a population, beside the epsilon its plan claims. The audited
-population D0 is the input; each neighbour D1 adds one user holding only a canary item
-(``canaries``: the given or a random one, and the worst case). The protocol runs R times on D0
-and R times on each D1, every run with its own seed, with the plan the real job would make for
-D0 (the same planner, theta and m) or with expert overrides of theta and m that the claim does
-not cover (to show what a broken configuration looks like). The runs are the keyed simulation,
-vectorised (``keyed_runs``: the pipeline's exact draws), cut after the round that decides the
-longest canary. The events are "this prefix of a canary is in the trie" for each of the
-canary's prefixes (its whole sequence last), and their negations, in both directions (D1 over
-D0 and D0 over D1). The most telling one is chosen on the first half of the runs and its bound
-computed on the second (``stats.epsilon_lower_bound``: one-sided 97.5% Clopper-Pearson bounds
-on both probabilities, 95% jointly), so the choice costs no confidence. A bound above the
-claimed epsilon means the configuration does not deliver its claim; TrieHH, whose threshold
-hides a single user's vote, is expected to give a bound far below it.
+"""The empirical privacy audit (``triehh audit``): runs the real pipeline (``job.driver.
+run_discovery``, or ``discover --window``'s replay, on the in-process runner) many times on two
+neighbouring populations, D and D' (D plus one user holding only a target item), reads what each
+release published, and tests the published (epsilon, delta) claim on one event
+(``audit_stats``): "violated" when the runs refute it at the stated confidence, otherwise
+"inconclusive", with the runs that would refute a violation of a given size. The event is the
+target published (in the trie or the released items), its estimate or count at least ``t``, or,
+with two releases per run (the same input, output and state paths, the output and state deleted
+in between, as an operator re-runs a job), the second release's published file differing from the
+first's: a release that reuses the first one's keys differs on D never and on D' whenever the user
+moved a count. Every release writes a fresh output and state at the same paths of one temporary
+workspace, with its own ledger (the reuse audit: one ledger), and reads the audit's one seed file
+(``--seed``), as an operator's re-runs do: independence between runs comes from the pipeline's
+own fresh release nonces, which is what the audit checks. A measurement, not a release: run it
+on synthetic or public data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
+import json
 import math
+import os
+import shutil
+import tempfile
 import time
-from typing import AbstractSet, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from triehh_beam.evaluation import canaries as canaries_lib
-from triehh_beam.evaluation.canaries import Canary
-from triehh_beam.evaluation.keyed_runs import EncodedPopulation, Members, encode_population, run_keyed
-from triehh_beam.evaluation.metrics import UserItems, ground_truth
-from triehh_beam.evaluation.stats import EpsilonBound, epsilon_lower_bound
-from triehh_beam.protocol import planner, privacy
-from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
-from triehh_beam.protocol.parameters import RULES
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.evaluation.audit_stats import ClaimTest, runs_to_refute, test_claim
 
-__all__ = ["AuditConfig", "AuditError", "run_audit", "run_seed"]
+__all__ = ["AuditConfig", "AuditError", "EVENTS", "Outcome", "format_audit", "run_audit", "synthetic_population"]
 
-FORMAT = "triehh-beam/audit/v1"
-METHOD = ("the event is chosen on the first half of the runs and evaluated on the second; Clopper-Pearson "
-          "one-sided bounds at 97.5% on each probability (the ends of two-sided 95% intervals), 95% jointly "
-          "by the union bound; epsilon >= ln((p_numerator_lower - delta) / p_denominator_upper)")
-FORWARD, BACKWARD = "D1 over D0", "D0 over D1"
+FORMAT = "triehh-beam/audit/v2"
+PUBLISHED, AT_LEAST, DIFFERS = "published", "estimate-at-least", "differs"
+EVENTS = (PUBLISHED, AT_LEAST, DIFFERS)
+PROTOCOLS = ("triehh", "triehh++", "sample-threshold")
+TARGET_USER = "triehh-audit-target-user"
+PRIME = "D'"
+WINDOW_SECONDS = 3600
+_T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+_SYNTHETIC_WORDS = ("a", "b", "ab", "ba", "c")
 
-Progress = Callable[[int, int], None]
+Progress = Callable[[str], None]
+Users = Mapping[str, Mapping[str, int]]
 
 
 class AuditError(ValueError):
-    """The audit cannot run: an infeasible target, or nothing to audit; the message says why."""
+    """The audit cannot run as asked; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,283 +57,378 @@ class AuditConfig:
     """What to audit.
 
     Attributes:
-      epsilon, delta, max_length, rule: the target the plan is made for (as ``discover``'s).
-      runs: R, runs on D0 and on each D1 (at least 2: half choose the event, half bound it).
-      canary: the canary item; None: a random string nobody holds.
-      seed: the public seed of the canary draw and of every run's secret seed.
-      unit_size, case_fold, truncate_long_items: the item settings (as ``discover``'s).
-      theta, batch_size: expert overrides of the plan's theta and m (each alone): the claim
-        stays the plan's, which they may break (that is what they are for).
-      confidence: of the bound (default 95%).
+      protocol, epsilon, delta, max_length, estimate_frequencies: the job audited, as
+        ``discover``'s flags.
+      runs: releases (pairs of releases with ``releases=2``) on D and on D', each.
+      target: the item the extra user of D' holds; None: a one-unit item no user of D holds
+        (one release), the most held item of D (two releases).
+      event: ``published``, ``estimate-at-least`` (with ``at_least``) or ``differs`` (two
+        releases); None: ``differs`` with two releases, else ``published``.
+      at_least: t of the event "the target's published estimate (or count) is at least t".
+      releases: 1, or 2 for the reuse audit (the same paths released twice).
+      window: audit ``discover --window``: ``runs`` windows of one replay per population (one
+        Beam job each), instead of ``runs`` batch jobs.
+      seed: the public seed of the audit's seed file (the secret seed of every release).
+      confidence: of the verdict; violation: the excess probability whose runs are reported.
 
     Raises:
-      AuditError: a value out of range; CanaryError: a canary that cannot be encoded;
-      ValueError: an invalid encoding.
+      AuditError: a value out of range or a combination the audit cannot run.
     """
 
-    epsilon: float
-    delta: float
-    max_length: int
-    runs: int = 1000
-    canary: Optional[str] = None
+    protocol: str = "triehh"
+    epsilon: float = 4.0
+    delta: float = 1e-3
+    max_length: int = 3
+    estimate_frequencies: Optional[float] = None
+    runs: int = 20
+    target: Optional[str] = None
+    event: Optional[str] = None
+    at_least: Optional[float] = None
+    releases: int = 1
+    window: bool = False
     seed: int = 0
-    unit_size: int = 1
-    case_fold: bool = False
-    truncate_long_items: bool = False
-    rule: str = "authors"
-    theta: Optional[int] = None
-    batch_size: Optional[int] = None
     confidence: float = 0.95
+    violation: float = 0.1
 
     def __post_init__(self):
-        if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 2:
-            raise AuditError(f"runs must be an integer >= 2 (half choose the event, half bound it), got {self.runs!r}")
-        if self.theta is not None and self.theta < 1:
-            raise AuditError(f"theta must be >= 1, got {self.theta}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise AuditError(f"the batch size must be >= 1, got {self.batch_size}")
+        if self.protocol not in PROTOCOLS:
+            raise AuditError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
+            raise AuditError(f"runs must be an integer >= 1, got {self.runs!r}")
+        if self.releases not in (1, 2):
+            raise AuditError(f"releases must be 1 or 2, got {self.releases!r}")
+        if self.event is not None and self.event not in EVENTS:
+            raise AuditError(f"event must be one of {', '.join(EVENTS)}, got {self.event!r}")
+        if (self.resolved_event == DIFFERS) != (self.releases == 2):
+            raise AuditError("the event 'differs' compares two releases: use it with --releases 2, and only then")
+        if (self.resolved_event == AT_LEAST) != (self.at_least is not None):
+            raise AuditError("--at-least T goes with the event estimate-at-least, and it needs one")
+        if self.resolved_event == AT_LEAST and not (self.estimate_frequencies or self.protocol == "sample-threshold"):
+            raise AuditError("estimate-at-least needs published numbers: --estimate-frequencies, or "
+                             "--protocol sample-threshold (its counts)")
+        if self.window and self.protocol == "sample-threshold":
+            raise AuditError("--window runs a trie per window: use --protocol triehh or triehh++")
         if not 0 < self.confidence < 1:
             raise AuditError(f"confidence must be in (0, 1), got {self.confidence}")
-        if self.rule not in RULES:
-            raise AuditError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+        if not 0 < self.violation <= 1:
+            raise AuditError(f"violation must be in (0, 1], got {self.violation}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise AuditError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if self.canary is not None:  # refused before any record is read
-            canaries_lib.check_canary(self.canary, self.encoder)
 
     @property
-    def encoder(self) -> ItemEncoder:
-        return ItemEncoder(unit_size=self.unit_size, max_length=self.max_length, case_fold=self.case_fold)
+    def resolved_event(self) -> str:
+        if self.event is not None:
+            return self.event
+        return DIFFERS if self.releases == 2 else PUBLISHED
 
-
-def run_seed(seed: int, population: str, run: int) -> bytes:
-    """The 32-byte secret seed of run ``run`` on ``population`` ("D0", "D1:<canary kind>") of
-    an audit with public seed ``seed``: every run of every population draws independently."""
-    return hashlib.blake2b(f"triehh-beam/audit/{seed}/{population}/{run}".encode(), digest_size=32).digest()
+    @property
+    def secret_seed(self) -> bytes:
+        """The audit's seed file: one for every release, as one operator's jobs share one."""
+        return hashlib.blake2b(f"triehh-beam/audit/{self.seed}".encode(), digest_size=32).digest()
 
 
 @dataclasses.dataclass(frozen=True)
-class _Candidate:
-    """A distinguishing event: the canary's length-``length`` prefix (negated: absent) in the
-    trie, its probability on the numerator population bounded against the denominator's."""
+class Outcome:
+    """What one release published, as the audit's events read it.
 
-    canary: int
-    length: int
-    column: int
-    negated: bool
-    forward: bool
+    Attributes:
+      items: every published item and frequent prefix -> its count or estimate (None: none).
+      document: the published file without what differs between any two releases (job id, time).
+      epsilon, delta: the claim the release published (epsilon with the estimates' included).
+    """
 
-
-def _spell(prefix: Units) -> str:
-    return "".join(prefix[:-1] if is_terminated(prefix) else prefix) + ("$" if is_terminated(prefix) else "")
-
-
-def _choose_canaries(config: AuditConfig, users: Mapping[bytes, object], ranking: Sequence[Tuple[str, int]],
-                     held: AbstractSet[str], encoder: ItemEncoder) -> List[Canary]:
-    """The given or random canary, then the worst case unless it is the same item."""
-    chosen: List[Canary] = []
-    if config.canary is not None:
-        item, sequence = canaries_lib.check_canary(config.canary, encoder)
-        note = "given (--canary); held by users of D0" if item in held else "given (--canary)"
-        chosen.append(Canary(canaries_lib.GIVEN, item, sequence, canaries_lib.canary_user_id(users, "given"), note))
-    else:
-        item, sequence = canaries_lib.check_canary(canaries_lib.random_canary(held, encoder, config.seed), encoder)
-        chosen.append(Canary(canaries_lib.RANDOM, item, sequence, canaries_lib.canary_user_id(users, "random"),
-                             "random, held by no user of D0"))
-    worst = canaries_lib.worst_case_canary(ranking, held, encoder)
-    if worst is not None and worst[0] != chosen[0].item:
-        item, sequence = canaries_lib.check_canary(worst[0], encoder)
-        chosen.append(Canary(canaries_lib.WORST_CASE, item, sequence,
-                             canaries_lib.canary_user_id(users, "worst-case"),
-                             f"{worst[1]!r} (the most held item that can be cut) cut before its last unit: its prefix "
-                             f"{_spell(sequence[:-1])!r} is among the most voted, only its last unit differs"))
-    return chosen
+    items: Mapping[str, Optional[float]]
+    document: str
+    epsilon: float
+    delta: float
 
 
-def _outcomes(population: EncodedPopulation, members: Members, columns: np.ndarray, theta: int, m: int,
-              rounds: int, seeds: Sequence[bytes], progress: Callable[[], None]) -> np.ndarray:
-    """(runs, events): whether each event prefix is in each run's trie."""
-    out = np.zeros((len(seeds), len(columns)), dtype=bool)
-    for j, seed in enumerate(seeds):
-        out[j] = run_keyed(population, members, theta, m, Sampler(seed), rounds)[columns]
-        progress()
-    return out
+def synthetic_population(users: int, seed: int = 0) -> Dict[str, Dict[str, int]]:
+    """``users`` users each holding one of a few short words, Zipf-like (``--users``)."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, len(_SYNTHETIC_WORDS) + 1)
+    chosen = rng.choice(len(_SYNTHETIC_WORDS), size=users, p=weights / weights.sum())
+    return {f"u{i}": {_SYNTHETIC_WORDS[int(w)]: 1} for i, w in enumerate(chosen)}
 
 
-def _counts(candidate: _Candidate, d0: np.ndarray, d1: Sequence[np.ndarray], runs: slice) -> Tuple[int, int, int]:
-    """(numerator hits, denominator hits, runs) of ``candidate`` over ``runs``."""
-    hits1 = int(d1[candidate.canary][runs, candidate.column].sum())
-    hits0 = int(d0[runs, candidate.column].sum())
-    total = len(d0[runs])
-    if candidate.negated:
-        hits1, hits0 = total - hits1, total - hits0
-    return (hits1, hits0, total) if candidate.forward else (hits0, hits1, total)
+def _read_outcome(document: dict, epsilon: float, delta: float) -> Outcome:
+    items: Dict[str, Optional[float]] = {}
+    for entry in document.get("heavy_hitters", []):
+        if isinstance(entry, dict):
+            items[str(entry["item"])] = entry.get("estimate")
+        else:
+            items[str(entry)] = None
+    for entry in document.get("released", []):  # whole items: the count, not count / p_s
+        items[str(entry["item"])] = entry.get("count")
+    for entry in document.get("frequent_prefixes", []):
+        if isinstance(entry, dict):
+            items.setdefault(str(entry.get("prefix", entry.get("item"))), entry.get("estimate"))
+        else:
+            items.setdefault(str(entry), None)
+    kept = {k: v for k, v in document.items() if k not in ("job_id", "created_at")}
+    return Outcome(items, json.dumps(kept, sort_keys=True), epsilon, delta)
 
 
-def _bound(counts: Tuple[int, int, int], delta: float, confidence: float) -> EpsilonBound:
-    numerator, denominator, total = counts
-    return epsilon_lower_bound(numerator, total, denominator, total, delta, confidence)
+def _rows(users: Users) -> List[Tuple[str, str, int]]:
+    return [(user, item, int(count)) for user, held in users.items() for item, count in held.items()]
 
 
-def _guarantee(n: int, theta: int, m: int, max_length: int) -> Optional[float]:
-    """Theorem 1's epsilon for (theta, m), None when its conditions fail."""
-    try:
-        return privacy.theorem1(n, theta, max_length, batch_size=m).epsilon
-    except privacy.PrivacyConditionError:
-        return None
+class _Workspace:
+    """One temporary directory whose input, output, state and ledger every release reuses (the
+    output and state deleted between releases, as an operator re-running a job does)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.input = os.path.join(root, "input.parquet")
+        self.windowed_input = os.path.join(root, "input.jsonl")
+        self.output = os.path.join(root, "out")
+        self.state = os.path.join(root, "out.state")
+        self.ledger = os.path.join(root, "ledger")
+
+    def clear(self, ledger: bool) -> None:
+        for path in (self.output, self.state) + ((self.ledger,) if ledger else ()):
+            shutil.rmtree(path, ignore_errors=True)
 
 
-def run_audit(config: AuditConfig, users: Mapping[bytes, UserItems], progress: Optional[Progress] = None) -> dict:
-    """Audits TrieHH on ``users`` (D0); returns the JSON-ready result (docs/evaluation.md).
+def _config(config: AuditConfig, space: _Workspace, window: bool, windows: int = 0, population: int = 0):
+    """The discovery of one release (``window``: of one replay of ``windows`` windows declared
+    from ``_T0``; TrieHH windows planned for the declared ``population``, D's size, a lower bound
+    of both populations' windows)."""
+    from triehh_beam.job.config import DiscoveryConfig
+
+    first = int(_T0.timestamp()) * 1_000_000
+    declared = dict(windows=(first, first + windows * WINDOW_SECONDS * 1_000_000),
+                    population=population if config.protocol == "triehh" else None) if window else {}
+    return DiscoveryConfig(**declared,
+        input_pattern=space.windowed_input if window else space.input, output_dir=space.output,
+        state_dir=space.state, ledger_dir=space.ledger, seed=config.secret_seed, protocol=config.protocol,
+        epsilon=config.epsilon, delta=config.delta, max_length=config.max_length,
+        estimate_frequencies=config.estimate_frequencies,
+        rounds_per_job="1" if config.protocol == "sample-threshold" else "all",
+        window=WINDOW_SECONDS if window else None, timestamp_column="ts" if window else None)
+
+
+def _release(config: AuditConfig, space: _Workspace, users: Users) -> Outcome:
+    """One batch release of ``users`` at the workspace's paths (its output and state fresh)."""
+    from triehh_beam.io.write import write_records
+    from triehh_beam.job.driver import run_discovery
+
+    space.clear(ledger=False)
+    write_records(space.input, _rows(users))
+    result = run_discovery(_config(config, space, window=False))
+    with open(os.path.join(space.output, "heavy_hitters.json")) as f:
+        document = json.load(f)
+    plan = result.plan
+    return _read_outcome(document, plan.epsilon + plan.estimate_epsilon, plan.delta)
+
+
+def _window_replay(config: AuditConfig, space: _Workspace, users: Users, windows: int, declared: int) -> List[Outcome]:
+    """``windows`` releases in one replay: every window holds ``users``, each record at a random
+    time in it; a window released nothing is an outcome with nothing published. ``declared``: the
+    population TrieHH windows are planned for (``--population``, D's size for both populations)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from triehh_beam.job import stream
+
+    space.clear(ledger=True)
+    rng = np.random.default_rng(config.seed)
+    with open(space.windowed_input, "w") as f:
+        for w in range(windows):
+            start = _T0 + datetime.timedelta(seconds=w * WINDOW_SECONDS)
+            for user, item, count in _rows(users):
+                at = start + datetime.timedelta(seconds=float(rng.uniform(0, WINDOW_SECONDS - 1)))
+                f.write(json.dumps({"user_id": user, "item": item, "count": count,
+                                    "ts": at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}) + "\n")
+    ran = stream.run_replay(_config(config, space, window=True, windows=windows, population=declared),
+                            PipelineOptions([]), progress=lambda line: None)
+    by_start = {r["window_start"]: r for r in ran.reports}
+    outcomes = []
+    for w in range(windows):
+        start = (_T0 + datetime.timedelta(seconds=w * WINDOW_SECONDS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        report = by_start.get(start)
+        if report is None:
+            raise RuntimeError(f"the replay reported no window starting {start}")
+        privacy = report.get("privacy") or {}
+        epsilon = privacy.get("epsilon", config.epsilon) + (privacy.get("estimate_epsilon") or 0.0)
+        delta = privacy.get("delta", config.delta)
+        if not report["released"]:
+            outcomes.append(Outcome({}, json.dumps({"withheld": report.get("reason")}), epsilon, delta))
+            continue
+        with open(os.path.join(report["published_to"], "heavy_hitters.json")) as f:
+            outcomes.append(_read_outcome(json.load(f), epsilon, delta))
+    return outcomes
+
+
+def _default_target(config: AuditConfig, users: Users) -> str:
+    held: Dict[str, int] = {}
+    for items in users.values():
+        for item in items:
+            held[item] = held.get(item, 0) + 1
+    if config.releases == 2:
+        if not held:
+            raise AuditError("D holds no item: nothing for the reuse audit's target")
+        return min(held, key=lambda item: (-held[item], item))
+    used = {item[:1] for item in held}
+    for unit in "zyxwvutsrqponmlkjihgfedcba0123456789":
+        if unit not in used:
+            return unit
+    raise AuditError("every letter and digit starts some item of D: give --target")
+
+
+def _hit(config: AuditConfig, target: str, outcome: Outcome, first: Optional[Outcome]) -> bool:
+    event = config.resolved_event
+    if event == DIFFERS:
+        return outcome.document != first.document
+    if event == PUBLISHED:
+        return target in outcome.items
+    value = outcome.items.get(target)
+    return value is not None and value >= config.at_least
+
+
+def _needed(test: ClaimTest, config: AuditConfig) -> List[dict]:
+    """Per direction: the runs that would refute a violation of ``config.violation``."""
+    needed = []
+    for d in test.directions:
+        p = d.hits_denominator / d.runs_denominator
+        runs = runs_to_refute(p, config.violation, test.epsilon, test.delta, test.confidence)
+        needed.append({"direction": f"{d.numerator} over {d.denominator}", "p_denominator": p,
+                       "p_numerator": math.exp(test.epsilon) * p + test.delta + config.violation, "runs": runs})
+    return needed
+
+
+def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Optional[Progress] = None,
+              workspace: Optional[str] = None) -> dict:
+    """Audits the pipeline on ``users`` (D) and D plus one user; returns the JSON-ready result.
 
     Args:
       config: what to audit.
-      users: the population, user id -> items (``population.load_population(...).users``).
-      progress: called as ``progress(runs done, runs in all)`` after every run.
+      users: D, user id -> {item: records}; None: ``synthetic_population(500)``.
+      progress: called with a line after each release (or window replay).
+      workspace: where to keep the releases' files (default: a temporary directory, deleted).
 
     Raises:
-      AuditError: no users, or a target the planner finds infeasible for them.
-      CanaryError: a canary that cannot be encoded.
+      AuditError: nothing to audit, D already has the audit's extra user, or (default target)
+        every letter and digit starts an item of D.
+      Whatever ``run_discovery`` raises for the job (an infeasible target, for one).
     """
     started = time.monotonic()
-    encoder = config.encoder
-    truth = ground_truth(users, encoder)
-    n = truth.n_users
-    if n == 0:
-        raise AuditError("the input holds no user with a record: nothing to audit")
-    plan = planner.plan(n, config.epsilon, config.delta, config.max_length, config.rule, with_alternatives=False)
-    if not plan.feasible:
-        raise AuditError(f"no plan to audit: {plan.reason}")
-    theta = plan.theta if config.theta is None else config.theta
-    m = plan.batch_size if config.batch_size is None else config.batch_size
-    ranking = sorted(truth.user_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    held = frozenset(truth.user_counts)
-    chosen = _choose_canaries(config, users, ranking, held, encoder)
-
-    population = encode_population({**users, **{c.user_id: {c.item: 1} for c in chosen}}, encoder,
-                                   "truncate" if config.truncate_long_items else "drop")
-    canary_ids = {c.user_id for c in chosen}
-    d0_ids = [u for u in population.user_ids if u not in canary_ids]
-    # Events: each canary's prefixes, its whole sequence last; columns of the outcome arrays.
-    events = [(i, j) for i, c in enumerate(chosen) for j in range(1, len(c.sequence) + 1)]
-    columns = np.array([population.prefix_number(chosen[i].sequence[:j]) for i, j in events], dtype=np.int64)
-    rounds = max(len(c.sequence) for c in chosen)
-    total_runs = config.runs * (1 + len(chosen))
-    done = [0]
-
-    def advance() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total_runs)
-
-    def runs_on(name: str, members: Members) -> np.ndarray:
-        seeds = [run_seed(config.seed, name, j) for j in range(config.runs)]
-        return _outcomes(population, members, columns, theta, m, rounds, seeds, advance)
-
-    d0 = runs_on("D0", population.members(d0_ids))
-    d1 = [runs_on(f"D1:{c.kind}", population.members(d0_ids + [c.user_id])) for c in chosen]
-
-    half = config.runs // 2
-    first, second = slice(0, half), slice(half, config.runs)
-    candidates = [_Candidate(i, j, column, negated, forward)
-                  for column, (i, j) in enumerate(events) for negated in (False, True) for forward in (True, False)]
-
-    def score(candidate: _Candidate) -> Tuple[float, float]:
-        numerator, denominator, _ = counts = _counts(candidate, d0, d1, first)
-        return (_bound(counts, plan.delta, config.confidence).epsilon,
-                math.log((numerator + 0.5) / (denominator + 0.5)))
-
-    best = max(candidates, key=score)  # the first of equals: the enumeration order decides ties
-    chosen_counts = _counts(best, d0, d1, first)
-    evaluated = _counts(best, d0, d1, second)
-    bound = _bound(evaluated, plan.delta, config.confidence)
-    # An event in every held-out D1 run and in no D0 run: the largest bound these runs allow.
-    most = _bound((evaluated[2], 0, evaluated[2]), plan.delta, config.confidence).epsilon
-    overridden = [name for name, value in (("theta", config.theta), ("batch_size", config.batch_size))
-                  if value is not None]
+    users = synthetic_population(500) if users is None else users
+    if not users:
+        raise AuditError("D holds no user: nothing to audit")
+    if TARGET_USER in users:
+        raise AuditError(f"D already has a user {TARGET_USER!r}, the audit's extra user")
+    target = config.target if config.target is not None else _default_target(config, users)
+    neighbour = {**users, TARGET_USER: {target: 1}}
+    say = progress or (lambda line: None)
+    root = workspace or tempfile.mkdtemp(prefix="triehh-audit-")
+    space = _Workspace(root)
+    hits = {"D": 0, "D'": 0}
+    outcomes: List[Outcome] = []
+    releases = 0
+    try:
+        if config.window:
+            # Two releases: window k of every replay is compared with window k of a first replay
+            # of D (the pairs are independent across windows, as the runs of a batch audit are).
+            firsts: List[Optional[Outcome]] = [None] * config.runs
+            if config.releases == 2:
+                firsts = _window_replay(config, space, users, config.runs, len(users))
+                releases += len(firsts)
+                say(f"audit: a first replay of D, {config.runs:,} windows")
+            for name, population in (("D", users), ("D'", neighbour)):
+                ran = _window_replay(config, space, population, config.runs, len(users))
+                releases += len(ran)
+                outcomes += ran
+                hits[name] = sum(_hit(config, target, o, first) for o, first in zip(ran, firsts))
+                say(f"audit: {name}: {config.runs:,} windows in one replay, event in {hits[name]:,}")
+        else:
+            # Two releases: one first release of D, then every run's second release compared with
+            # it. A correct pipeline's releases are independent, so given the first one's file f
+            # the claim holds for the event "not f"; a pipeline that reuses keys repeats f on D.
+            first = _release(config, space, users) if config.releases == 2 else None
+            releases += config.releases == 2
+            for run in range(config.runs):
+                for name, population in (("D", users), ("D'", neighbour)):
+                    space.clear(ledger=config.releases == 1)
+                    outcome = _release(config, space, population)
+                    outcomes.append(outcome)
+                    hits[name] += _hit(config, target, outcome, first)
+                releases += 2
+                say(f"audit: run {run + 1:,}/{config.runs:,}: event on D {hits['D']:,}, on D' {hits[PRIME]:,}")
+    finally:
+        if workspace is None:
+            shutil.rmtree(root, ignore_errors=True)
+    seconds = time.monotonic() - started
+    epsilon = max(o.epsilon for o in outcomes)
+    delta = max(o.delta for o in outcomes)
+    test = test_claim(hits["D'"], config.runs, hits["D"], config.runs, epsilon, delta, config.confidence)
     return {
         "format": FORMAT,
-        "epsilon_claimed": plan.epsilon,
-        "delta_claimed": plan.delta,
-        "epsilon_lower_bound": bound.epsilon,
-        "violated": bound.epsilon > plan.epsilon,
-        "epsilon_provable_max": most,
+        "verdict": "violated" if test.violated else "inconclusive",
+        "violated": test.violated,
+        "job": {"protocol": config.protocol, "epsilon": config.epsilon, "delta": config.delta,
+                "max_length": config.max_length, "estimate_frequencies": config.estimate_frequencies,
+                "window": WINDOW_SECONDS if config.window else None, "releases_per_run": config.releases},
+        "claim": {"epsilon": epsilon, "delta": delta},
+        "population": {"users": len(users), "target": target, "target_user": TARGET_USER},
+        "event": {"name": config.resolved_event, "at_least": config.at_least,
+                  "runs_d": config.runs, "runs_d_prime": config.runs, "hits_d": hits["D"], "hits_d_prime": hits["D'"]},
         "confidence": config.confidence,
-        "method": METHOD,
-        "target": {"epsilon": config.epsilon, "delta": config.delta, "max_length": config.max_length,
-                   "rule": config.rule, "unit_size": config.unit_size},
-        "plan": {"theta": plan.theta, "batch_size": plan.batch_size, "population": n,
-                 "sampling_rate": plan.batch_size / n},
-        "audited": {"theta": theta, "batch_size": m, "overridden": overridden,
-                    "theorem1_epsilon": _guarantee(n, theta, m, config.max_length)},
-        "runs": config.runs,
-        "selection_runs": half,
-        "evaluation_runs": config.runs - half,
-        "rounds_per_run": rounds,
+        "directions": [dataclasses.asdict(d) for d in test.directions],
+        "violation": config.violation,
+        "runs_to_refute": _needed(test, config),
+        "releases": releases,
         "seed": config.seed,
-        "canaries": [{"kind": c.kind, "item": c.item, "units": len(c.sequence), "note": c.note} for c in chosen],
-        "events": [{"canary": chosen[i].kind, "prefix": _spell(chosen[i].sequence[:j]), "units": j,
-                    "runs_d0": int(d0[:, column].sum()), "runs_d1": int(d1[i][:, column].sum())}
-                   for column, (i, j) in enumerate(events)],
-        "best_event": {
-            "canary": chosen[best.canary].kind,
-            "prefix": _spell(chosen[best.canary].sequence[:best.length]),
-            "in_trie": not best.negated,
-            "direction": FORWARD if best.forward else BACKWARD,
-            "selection": {"numerator": chosen_counts[0], "denominator": chosen_counts[1], "runs": half},
-            "evaluation": {"numerator": evaluated[0], "denominator": evaluated[1], "runs": evaluated[2],
-                           "p_numerator_lower": bound.p_numerator_lower,
-                           "p_denominator_upper": bound.p_denominator_upper},
-        },
-        "seconds": round(time.monotonic() - started, 3),
+        "seconds": round(seconds, 3),
+        "seconds_per_release": round(seconds / max(1, releases), 3),
     }
+
+
+_EVENT_TEXT = {
+    PUBLISHED: "the target {target!r} is published (a heavy hitter or frequent prefix)",
+    AT_LEAST: "the target {target!r}'s published estimate (or count) is at least {at_least:g}",
+    DIFFERS: "the second release's published file differs from the first's (the same paths, released twice)",
+}
 
 
 def format_audit(result: dict) -> str:
     """The audit's result as the lines ``triehh audit`` prints."""
-    plan, audited, best = result["plan"], result["audited"], result["best_event"]
-    target = result["target"]
+    job, event, claim = result["job"], result["event"], result["claim"]
+    how = (f"one --window replay of {event['runs_d']:,} windows per population"
+           + (", after a first replay of D (window k against its window k)" if job["releases_per_run"] == 2 else "")
+           if job["window"]
+           else f"{event['runs_d']:,} runs per population, one release each" if job["releases_per_run"] == 1
+           else f"one first release of D, then {event['runs_d']:,} runs per population, the same paths")
     lines = [
-        f"TrieHH privacy audit (epsilon={target['epsilon']:g} delta={target['delta']:g} L={target['max_length']}, "
-        f"rule {target['rule']}, unit size {target['unit_size']})",
-        f"  population D0     {plan['population']:,} users; each D1 adds one user holding only a canary",
-        f"  plan              theta={plan['theta']} m={plan['batch_size']:,} ({plan['sampling_rate']:.3%} of D0 "
-        f"per round): claims epsilon={result['epsilon_claimed']:.4g} delta={result['delta_claimed']:.3g}",
+        f"privacy audit of the real pipeline: discover --protocol {job['protocol']} --epsilon {job['epsilon']:g} "
+        f"--delta {job['delta']:g} --max-length {job['max_length']}"
+        + (f" --estimate-frequencies {job['estimate_frequencies']:g}" if job["estimate_frequencies"] else "")
+        + (" --window 1h" if job["window"] else ""),
+        f"  populations   D: {result['population']['users']:,} users; D': D plus one user holding only "
+        f"{result['population']['target']!r}",
+        f"  claim         epsilon={claim['epsilon']:.4g} delta={claim['delta']:.3g} (as the releases published it)",
+        f"  runs          {how}: {result['releases']:,} releases, {result['seconds']:.1f} s "
+        f"({result['seconds_per_release']:.2f} s per release)",
+        "  event         " + _EVENT_TEXT[event["name"]].format(target=result["population"]["target"],
+                                                              at_least=event["at_least"] or 0),
+        f"                on D {event['hits_d']:,}/{event['runs_d']:,}, on D' {event['hits_d_prime']:,}/"
+        f"{event['runs_d_prime']:,}",
     ]
-    if audited["overridden"]:
-        guarantee = audited["theorem1_epsilon"]
-        flags = ", ".join("--" + name.replace("_", "-") for name in audited["overridden"])
-        lines.append(f"  audited instead   theta={audited['theta']} m={audited['batch_size']:,} (expert {flags}: "
-                     "Theorem 1 gives "
-                     + ("no guarantee" if guarantee is None else f"epsilon={guarantee:.4g}") + ")")
-    for canary in result["canaries"]:
-        lines.append(f"  canary {canary['kind']:<10} {canary['item']!r} ({canary['units']} units): {canary['note']}")
-    lines.append(f"  runs              {result['runs']:,} on D0 and on each D1, each with its own seed, "
-                 f"{result['rounds_per_run']} rounds at most; {result['seconds']:.1f} s")
-    lines.append("")
-    lines.append(f"runs whose trie holds the prefix (of {result['runs']:,} per population):")
-    width = max(len(e["prefix"]) for e in result["events"]) + 2
-    lines.append(f"  {'canary':<11} {'prefix':<{width}} {'D0':>7} {'D1':>7}")
-    for event in result["events"]:
-        lines.append(f"  {event['canary']:<11} {event['prefix']:<{width}} {event['runs_d0']:>7,} {event['runs_d1']:>7,}")
-    evaluation = best["evaluation"]
-    where = "in" if best["in_trie"] else "not in"
-    lines += [
-        "",
-        f"best event (chosen on runs 1-{result['selection_runs']:,}, bounded on the other "
-        f"{result['evaluation_runs']:,}): {best['prefix']!r} {where} the trie ({best['canary']} canary), "
-        f"{best['direction']}: {evaluation['numerator']:,} vs {evaluation['denominator']:,} runs",
-        f"  p lower {evaluation['p_numerator_lower']:.4g}, p' upper {evaluation['p_denominator_upper']:.4g} "
-        f"(Clopper-Pearson, 97.5% each, {result['confidence']:.0%} jointly)",
-        f"epsilon lower bound   {result['epsilon_lower_bound']:.4g}",
-        f"epsilon claimed       {result['epsilon_claimed']:.4g}",
-        f"(the most {result['evaluation_runs']:,} held-out runs can prove is {result['epsilon_provable_max']:.4g}: "
-        "an event in all of D1's and none of D0's; more --runs prove more)",
-    ]
+    for d in result["directions"]:
+        lines.append(f"  {d['numerator']:>2} over {d['denominator']:<2}    P[E|{d['numerator']}] >= "
+                     f"{d['p_numerator_lower']:.4g} vs allowed e^eps * {d['p_denominator_upper']:.4g} + delta = "
+                     f"{d['allowed']:.4g}: " + ("REFUTED" if d["refuted"] else "not refuted"))
+    lines.append(f"  (one-sided Clopper-Pearson bounds at {result['directions'][0]['bound_level']:.4g} each: "
+                 f"{result['confidence']:.0%} for the verdict, both directions)")
     if result["violated"]:
-        lines.append("VIOLATED: the runs prove more privacy loss than the plan claims; this configuration does not "
-                     "deliver its guarantee")
+        lines.append(f"violated: the runs refute the claimed (epsilon, delta) at {result['confidence']:.0%} confidence")
     else:
-        lines.append("consistent: the runs prove no more privacy loss than the plan claims (a lower bound: far "
-                     "below the claim is expected for TrieHH's threshold)")
+        lines.append("inconclusive: these runs cannot refute the claim (which does not show it holds)")
+        for need in result["runs_to_refute"]:
+            what = f"a violation of +{result['violation']:g} {need['direction']}"
+            if need["p_numerator"] > 1:
+                lines.append(f"  {what}: impossible (P[E] = {need['p_denominator']:.3g} lets the other be 1)")
+                continue
+            runs = need["runs"]
+            lines.append(f"  {what} (P[E] = {need['p_denominator']:.3g} vs {need['p_numerator']:.3g}) needs "
+                         + ("more than 10,000,000 runs" if runs is None else f"about {runs:,} runs per population"))
     return "\n".join(lines)

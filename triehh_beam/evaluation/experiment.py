@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 import numpy as np
 
+from triehh_beam.evaluation.run_keys import evaluation_release
 from triehh_beam.evaluation import metrics, pem, sample_threshold_eval, whole_items_eval
 from triehh_beam.evaluation.population import Population, load_population
 from triehh_beam.evaluation.stats import mean_ci, wilson_interval
@@ -340,7 +341,7 @@ def _pipeline_runs(config: EvaluationConfig, unit_size: int, epsilon: float, see
         out = _run_output(work_dir, epsilon, unit_size, index, plus)
         discovery = _discovery_config(config, unit_size, epsilon, seed, out, plus)
         started = time.monotonic()
-        result = run_discovery(discovery, options)
+        result = run_discovery(discovery, options, release=evaluation_release(seed, discovery.sampling_identity()))
         seconds = time.monotonic() - started
         with FileSystems.open(FileSystems.join(out, "trie.pb"), compression_type="uncompressed") as f:
             trie = Trie.from_bytes(f.read(), source="trie.pb")
@@ -575,9 +576,9 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
 
             if config.engine == "simulate":
                 identities = None if config.work_dir is None else [
-                    _discovery_config(config, unit_size, epsilon, seed,
-                                      _run_output(config.work_dir, epsilon, unit_size, index, plus),
-                                      plus).sampling_identity()
+                    evaluation_release(seed, _discovery_config(
+                        config, unit_size, epsilon, seed, _run_output(config.work_dir, epsilon, unit_size, index, plus),
+                        plus).sampling_identity()).keyed_identity
                     for index, seed in enumerate(seeds)]
                 runs = _simulate_runs(population.users, encoder, plan, seeds, config.truncate_long_items, on_run,
                                       identities)

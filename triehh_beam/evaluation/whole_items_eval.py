@@ -14,6 +14,7 @@ import math
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from triehh_beam.evaluation.run_keys import evaluation_release
 from triehh_beam.protocol import privacy
 from triehh_beam.protocol.sample_threshold_planner import SampleThresholdPlan
 from triehh_beam.protocol.whole_items import plan_whole_items, release_probability
@@ -99,8 +100,8 @@ def simulate_runs(config, users, plan: SampleThresholdPlan, epsilon: float, seed
     encoder = config.encoder(1)
     runs = []
     for index, seed in enumerate(seeds):
-        identity = b"" if config.work_dir is None else discovery_config(
-            config, epsilon, seed, run_output(config.work_dir, epsilon, index)).sampling_identity()
+        identity = b"" if config.work_dir is None else evaluation_release(seed, discovery_config(
+            config, epsilon, seed, run_output(config.work_dir, epsilon, index)).sampling_identity()).keyed_identity
         started = time.monotonic()
         [result] = simulate_many_whole_items(users, encoder, plan.sampling_probability, plan.tau, [seed], identity)
         runs.append(WholeItemRun(tuple(sorted(result.items)), dict(result.items), time.monotonic() - started,
@@ -122,7 +123,8 @@ def pipeline_runs(config, epsilon: float, seeds: Sequence[bytes], work_dir: str,
     for index, seed in enumerate(seeds):
         out = run_output(work_dir, epsilon, index)
         started = time.monotonic()
-        result = run_discovery(discovery_config(config, epsilon, seed, out), options)
+        discovery = discovery_config(config, epsilon, seed, out)
+        result = run_discovery(discovery, options, release=evaluation_release(seed, discovery.sampling_identity()))
         seconds = time.monotonic() - started
         with FileSystems.open(result.output_path, compression_type="uncompressed") as f:
             released = json.loads(f.read())["released"]

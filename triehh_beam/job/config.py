@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import functools
 import json
 import os
@@ -25,7 +26,7 @@ from triehh_beam.job import deny_lists
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import sources
 from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path
-from triehh_beam.job.settings import Setting, parse_duration, read_seed_file, setting
+from triehh_beam.job.settings import Setting, parse_duration, parse_window_range, read_seed_file, setting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
@@ -294,6 +295,12 @@ class DiscoveryConfig:
         "--allowed-lateness", "a window closes (and is released) this long after its end; records "
         "arriving later are late: counted and dead-lettered, never in a result (default: 0)",
         _WINDOWS, default=0, parse=parse_duration, metavar="DURATION", example="10m")
+    windows: Optional[Tuple[int, int]] = setting(
+        "--windows", "the windows released, declared in advance: FROM..TO, RFC 3339 UTC instants "
+        "aligned to --window; every window starting in [FROM, TO) is planned, charged and "
+        "released, an empty one too (an empty result); records outside are dropped and counted; "
+        "required with --window", _WINDOWS, default=None, parse=parse_window_range, metavar="FROM..TO",
+        example="2026-11-23T00:00:00Z..2026-11-24T00:00:00Z")
     timestamp_column: Optional[str] = setting(
         "--timestamp-column", "files only: the column holding each record's event time "
         "(milliseconds since the epoch, RFC 3339, or a Parquet timestamp)", _WINDOWS, default=None,
@@ -350,6 +357,8 @@ class DiscoveryConfig:
                 "([budget] ledger in a scheduled config), the same for every job on the population")
         if self.window is not None and self.window < 1:
             raise ValueError(f"--window must be at least 1 second, got {self.window}")
+        if self.windows is not None and self.window is not None:
+            _check_declared_windows(self)
         if self.allowed_lateness < 0:
             raise ValueError(f"--allowed-lateness cannot be negative, got {self.allowed_lateness}")
         if not self.lease_seconds > 0:
@@ -427,9 +436,11 @@ class DiscoveryConfig:
         A canonical JSON object of every ``keyed`` setting (input, output, target, encoding,
         reading options; never the seed or the ledger), the input pattern and the output in
         their canonical forms (``paths``: ``out/``, ``./out`` and ``/home/me/out`` run from
-        ``/home/me`` are one output): the same command draws the same samples on every run,
-        retry and resume, from any working directory, while two jobs that share a seed file
-        (two dates of a schedule) draw independent ones. A job's state records it. The protocol
+        ``/home/me`` are one output): a job's retries and resumes record and compare the same
+        identity from any working directory, while two jobs that share a seed file (two dates of
+        a schedule) differ in it. A job's state records it. Keys are derived from it and the
+        release's nonce together (``release.Release``), so two releases of one identity (the
+        same command after its state was deleted) still draw independent samples. The protocol
         is in it only when it is not TrieHH (identities recorded before it existed stay valid).
         """
         values = _keyed_values(self)
@@ -499,6 +510,33 @@ class DiscoveryConfig:
     def read_transform(self, dead_letter: bool = False, as_of_millis: Optional[int] = None) -> Any:
         """The transform that reads the records (``sources.read_transform``)."""
         return sources.read_transform(self, dead_letter, as_of_millis)
+
+
+#: The most windows one --windows range may declare (each is planned and charged).
+MAX_DECLARED_WINDOWS = 100_000
+
+
+def _check_declared_windows(config: "DiscoveryConfig") -> None:
+    """Refuses a ``--windows`` range not aligned to ``--window``, or of too many windows, in one
+    line saying what would work (without ``--window``, ``discover`` refuses it: it has no windows)."""
+    first, last = config.windows
+    size = config.window * 1_000_000
+    for name, instant in (("FROM", first), ("TO", last)):
+        if instant % size:
+            aligned = _rfc3339(instant // size * size)
+            raise ValueError(f"--windows: {name} {_rfc3339(instant)} is not a window boundary of "
+                             f"--window {config.window}s (windows start at multiples of it since "
+                             f"1970-01-01T00:00:00Z, e.g. {aligned})")
+    count = (last - first) // size
+    if count > MAX_DECLARED_WINDOWS:
+        raise ValueError(f"--windows declares {count:,} windows, more than {MAX_DECLARED_WINDOWS:,}: "
+                         "declare a shorter range or longer windows")
+
+
+def _rfc3339(micros: int) -> str:
+    """A UTC instant in microseconds as RFC 3339 (whole seconds: ``2026-11-23T10:00:00Z``)."""
+    instant = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(microseconds=micros)
+    return instant.strftime("%Y-%m-%dT%H:%M:%S") + (f".{instant.microsecond:06d}" if instant.microsecond else "") + "Z"
 
 
 def _check_estimates(config: DiscoveryConfig) -> None:

@@ -10,9 +10,14 @@ job's encoder (``ItemEncoder.encode``, the complete item with its terminator), s
 with another unit size or L is usable whenever its items encode here; an earlier run whose items
 mean something else (another item type, case folding or tokenisation) is refused, and so is an
 item this job cannot encode (too long for its L, or not of its type), naming the file and the
-item. The ``digest`` of the sorted encoded items and the sorted file list is part of the job's
-identity (a resume with another list, or a changed file, is refused); ``items_digest``, of the
-items alone, is what the published result records.
+item. The content is checked too (``_check_release``): the plan's published fields must be those
+this product writes and agree with each other, every item must encode under the file's own
+encoding within the rounds it ran, and no round may hold more prefixes than its plan could
+release, wherever the plan publishes what bounds it (TrieHH: floor(m / theta) per round, m
+published with n; sample-and-threshold: floor(n / tau), with n). The ``digest`` of the sorted
+encoded items and the sorted file list is part of the job's identity (a resume with another
+list, or a changed file, is refused); ``items_digest``, of the items alone, is what the
+published result records.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import numbers
 from typing import Any, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from triehh_beam.job.paths import canonical_path
@@ -119,6 +126,137 @@ def _check_encoding(path: str, theirs: Mapping[str, Any], encoder: ItemEncoder) 
             "tokenisation (unit size and L may differ)")
 
 
+# The protocols whose heavy_hitters.json this product writes (``outputs.plan_document``).
+_TRIEHH, _TRIEHH_PP, _WHOLE_ITEMS = "triehh", "triehh++", "sample-threshold"
+# Relative slack when comparing published floats with what they are computed from.
+_CLOSE = 1e-9
+
+
+class _NotARelease(Exception):
+    """What makes a document other than one this product publishes (one phrase)."""
+
+
+def _number(block: Mapping[str, Any], name: str, low: float = 0.0, high: float = math.inf,
+            integer: bool = False, low_open: bool = True) -> Any:
+    value = block.get(name)
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+        raise _NotARelease(f"its privacy block has no valid {name} ({value!r})")
+    if value < low or (low_open and value == low) or value > high:
+        raise _NotARelease(f"its privacy block's {name} {value!r} is outside what a plan records")
+    return value
+
+
+def _plan_bound(privacy: Mapping[str, Any]) -> Tuple[Optional[int], str]:
+    """The published plan checked for consistency, and what it bounds: the most prefixes one
+    round can keep (None when the plan does not publish what bounds it: n private) and how."""
+    protocol = privacy.get("protocol")
+    if protocol not in (_TRIEHH, _TRIEHH_PP, _WHOLE_ITEMS):
+        raise _NotARelease(f"its plan names protocol {protocol!r}, none this product runs")
+    if not isinstance(privacy.get("guarantee"), str) or not isinstance(privacy.get("rule"), str):
+        raise _NotARelease("its privacy block has no guarantee or rule")
+    public = privacy.get("population_public")
+    if not isinstance(public, bool):
+        raise _NotARelease("its privacy block does not say whether n is public")
+    target_epsilon = _number(privacy, "target_epsilon")
+    target_delta = _number(privacy, "target_delta", high=1.0)
+    _number(privacy, "max_length", low=2, integer=True, low_open=False)
+    n = _number(privacy, "population", low=1, integer=True, low_open=False) if public else None
+    if protocol == _TRIEHH:
+        theta = _number(privacy, "theta", low=1, integer=True, low_open=False)
+        guaranteed = privacy.get("epsilon") is not None
+        if public and guaranteed and (_number(privacy, "epsilon") > target_epsilon * (1 + _CLOSE)
+                                      or _number(privacy, "delta") > target_delta * (1 + _CLOSE)):
+            raise _NotARelease("its achieved (epsilon, delta) exceeds its target")
+        if not public:
+            return None, "n private: m and so floor(m / theta) are not published"
+        m = _number(privacy, "batch_size", low=1, integer=True, low_open=False)
+        if m > n:
+            raise _NotARelease(f"its batch size {m:,} exceeds its population {n:,}")
+        return m // theta, f"floor(batch_size / theta) = floor({m:,} / {theta})"
+    tau = _number(privacy, "tau", low=1, integer=True, low_open=False)
+    alpha = _number(privacy, "alpha", high=1.0)
+    p_s = _number(privacy, "sample_probability", high=1.0)
+    eps_r = _number(privacy, "round_epsilon")
+    if abs(p_s - alpha * -math.expm1(-eps_r)) > _CLOSE * p_s:
+        raise _NotARelease("its sample_probability is not alpha (1 - e^-round_epsilon)")
+    if (_number(privacy, "epsilon") > target_epsilon * (1 + _CLOSE)
+            or _number(privacy, "delta") > target_delta * (1 + _CLOSE)):
+        raise _NotARelease("its (epsilon, delta) exceeds its target")
+    if not public:
+        return None, "n private: the users sampled are not bounded by what is published"
+    return n // tau, f"floor(population / tau) = floor({n:,} / {tau}): a round samples at most n users"
+
+
+def _own_encoder(encoding: Mapping[str, Any], max_length: int) -> ItemEncoder:
+    """The encoder the file's own job used (its encoding block and L)."""
+    try:
+        return ItemEncoder(ItemKind(encoding.get("kind")), unit_size=encoding.get("unit_size"),
+                           max_length=max_length, case_fold=encoding.get("case_fold") is True,
+                           int_bits=encoding.get("int_bits"), tokenize=bool(encoding.get("tokenizer")))
+    except (TypeError, ValueError) as e:
+        raise _NotARelease(f"its encoding block is not one this product writes ({e})") from None
+
+
+def _check_release(path: str, document: Mapping[str, Any]) -> None:
+    """Refuses a document whose content is not what this product publishes: its plan's fields
+    inconsistent, an item that its own encoding could not have discovered in the rounds it ran,
+    repeated items, or more prefixes in a round than its plan could release."""
+    try:
+        privacy = document["privacy"]
+        bound, how = _plan_bound(privacy)
+        rounds = document.get("rounds_run")
+        if (isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= privacy["max_length"]
+                or not isinstance(document.get("frequent_prefixes"), list)
+                or not all(isinstance(document.get(k), str) for k in ("stop_reason", "job_id", "created_at"))):
+            raise _NotARelease("its rounds_run, frequent_prefixes, stop_reason, job_id or created_at is "
+                               "missing or not what a discovery writes")
+        if document["encoding"].get("long_items") not in ("drop", "truncate"):
+            raise _NotARelease("its encoding block has no long_items policy")
+        encoder = _own_encoder(document["encoding"], privacy["max_length"])
+        sequences = []
+        for entry in document["heavy_hitters"]:
+            value = _item_value(entry, encoder.kind, path)
+            try:
+                sequences.append(encoder.encode(value))
+            except EncodingError as e:
+                raise _NotARelease(f"heavy hitter {value!r} cannot be encoded under its own encoding ({e})") from None
+        if len(set(sequences)) != len(sequences):
+            raise _NotARelease("it lists a heavy hitter more than once")
+        whole_items = privacy["protocol"] == _WHOLE_ITEMS
+        deepest = max((len(s) for s in sequences), default=0)
+        if not whole_items and deepest > rounds:
+            raise _NotARelease(f"a heavy hitter of {deepest} units, beyond its {rounds} rounds")
+        if whole_items:  # one release: the items, no trie
+            _check_whole_item_counts(document, privacy, sequences, encoder)
+            levels = [(1, len(sequences), "items")]
+        else:  # round r keeps every distinct length-r prefix of the heavy hitters (and more)
+            levels = [(r, len({s[:r] for s in sequences if len(s) >= r}), f"prefixes of {r} units")
+                      for r in range(1, deepest + 1)]
+        for r, count, what in levels:
+            if bound is not None and count > bound:
+                raise _NotARelease(
+                    f"{count:,} {what} in its heavy hitters, more than {'its release' if whole_items else f'round {r}'} "
+                    f"could keep under its own plan ({how} = {bound:,})")
+    except _NotARelease as e:
+        raise DenyListError(f"--deny-list {path}: not a release this product published: {e}: {_ONLY_RELEASES}") from None
+
+
+def _check_whole_item_counts(document: Mapping[str, Any], privacy: Mapping[str, Any], sequences: List[Units],
+                             encoder: ItemEncoder) -> None:
+    """A whole-item release's ``released`` counts: one per heavy hitter, each at least tau,
+    their sum (one report per sampled user) within n when n is published."""
+    released = document.get("released")
+    if not isinstance(released, list) or len(released) != len(sequences):
+        raise _NotARelease("its released counts do not match its heavy hitters")
+    counts = [entry.get("count") if isinstance(entry, dict) else None for entry in released]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= privacy["tau"] for c in counts):
+        raise _NotARelease(f"a released count is below its tau {privacy['tau']} or not a count")
+    if privacy.get("population_public") and sum(counts) > privacy["population"]:
+        raise _NotARelease(f"its released counts add up to {sum(counts):,} reports, more than its "
+                           f"{privacy['population']:,} users")
+
+
 def _item_value(entry: Any, kind: ItemKind, path: str) -> Any:
     """A published heavy hitter as the item it is: text as is, bytes from hex, an integer."""
     value = entry.get("item") if isinstance(entry, dict) else entry  # with estimates: an object
@@ -155,8 +293,9 @@ def load(paths: Optional[Sequence[str]], encoder: ItemEncoder) -> Optional[DenyL
     """The deny set of ``paths`` (None when there are none), every file read and checked.
 
     Raises:
-      DenyListError: a file that cannot be read, is not a published ``heavy_hitters.json``, was
-        encoded with another item meaning, or lists an item this job cannot encode.
+      DenyListError: a file that cannot be read, is not a published ``heavy_hitters.json`` (in
+        shape or in content: ``_check_release``), was encoded with another item meaning, or
+        lists an item this job cannot encode.
     """
     if not paths:
         return None
@@ -169,6 +308,7 @@ def load(paths: Optional[Sequence[str]], encoder: ItemEncoder) -> Optional[DenyL
     for path in files:
         document = _read(path)
         _check_encoding(path, document["encoding"], encoder)
+        _check_release(path, document)
         sequences.update(_encode(path, document, encoder))
     frozen = frozenset(sequences)
     return DenyList(tuple(files), frozen, sequences_digest(frozen, encoder, files),

@@ -189,7 +189,9 @@ class _Driver:
         job must not spend budget on; returns the counters the state records."""
         counters = {**counters, "distinct_users": counted.users,
                     "users_without_usable_item": counted.unusable_users}
-        if counted.unusable_users:
+        # Whether any user holds no usable item is a fact of the data (one user flips it): said
+        # only with --verbose, as private, like every exact count.
+        if counted.unusable_users and self.config.verbose:
             why = ("not encodable" if self.config.truncate_long_items
                    else f"too long for --max-length {self.config.max_length}, or not encodable")
             self._say("census_unusable",
@@ -396,12 +398,9 @@ class _Driver:
         if deny is not None:
             state.deny_list.CopyFrom(state_pb2.DenyList(digest=deny.digest, items=deny.size, files=deny.files,
                                                         items_digest=deny.items_digest))
-        # Budget before release: charged under the release's own record id, then the plan and
-        # the nonce committed, before any round runs (a crash between the two leaves a charge
-        # with no state: spent, never released, and the next run is another release).
-        record_id = release.record_id(state.job_id)
-        release_lib.charge(self.ledger, record_id, plan, self._charge_details(state))
-        release.record(state, record_id)
+        # The plan, the nonce and the ledger record id committed, then charged (``_charge``)
+        # before anything is sampled: a crash in between resumes this release and charges it once.
+        release.record(state, release.record_id(state.job_id))
         self.store.commit(state)
         return state
 
@@ -424,10 +423,19 @@ class _Driver:
             "state_dir": self.config.resolved_state_dir,
         }
 
-    def _charge(self, state: state_pb2.JobState) -> None:
-        """A resumed release: refuses a ledger that does not hold its charge (a new release was
-        charged before its state was committed, ``_new_state``)."""
-        release_lib.check_charged(self.ledger, state)
+    def _charge(self, state: state_pb2.JobState) -> state_pb2.JobState:
+        """Charges the committed release once (``release.ensure_charged``), before anything of it
+        is sampled; returns the state to commit next (marked charged, when it was just charged).
+
+        Raises:
+          BudgetExceededError: the spend no longer fits the budget.
+          LedgerMismatchError: a release already charged whose record the ledger does not hold.
+        """
+        if not release_lib.ensure_charged(self.ledger, state, self._charge_details(state)):
+            return state
+        state = _copy(state)
+        state.release_charged = True  # committed with the next state, before any sample is kept
+        return state
 
     def prepare_state_dir(self) -> None:
         """Makes a local state directory owner-only (0700) before anything is written there,
@@ -503,8 +511,8 @@ class _Driver:
         advice = outputs.unit_advice_message(plan, self.config)  # issue 16; never changes what runs
         if advice is not None:
             self._say("advice", advice[0], private=advice[1])
-        # Budget before release: a resume finds its charge in the ledger before any round runs.
-        self._charge(state)
+        # Budget before release: charged (once per release) before any round can release anything.
+        state = self._charge(state)
         trie = Trie.from_proto(state.trie)
         step = rounds.next_round(trie, plan.max_length)
         if not state.finished and isinstance(step, rounds.Stop):

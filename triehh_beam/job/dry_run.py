@@ -13,7 +13,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.files import match_files
-from triehh_beam.job import leftovers, release, sources
+from triehh_beam.job import leftovers, sources
+from triehh_beam.job.release import Release
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.driver import DiscoveryConfig, _Driver
 from triehh_beam.job.input_checks import describe_unusable
@@ -61,7 +62,7 @@ def _census_plan(driver: _Driver, config: DiscoveryConfig, progress: Callable[[s
     driver.prepare_state_dir()
     check_before_census(config)  # TrieHH++: an infeasible target reads nothing
     counted, counters, _ = driver.census(
-        release.Release.fresh(config.seed or os.urandom(32), config.sampling_identity()).sampler())
+        Release.fresh(config.seed or os.urandom(32), config.sampling_identity()).sampler())
     progress(f"census [private]: {counted.users:,} users; {describe_drops(counters)}"
              + (f"; {describe_unusable(config, counted)}" if counted.unusable_users else ""))
     # Refused as the job would be: too many bad rows or users without a usable item.

@@ -1,11 +1,12 @@
 """The frequency estimates of a finished discovery (``--estimate-frequencies``), as the driver
 runs them after the rounds: the discovered leaves of the committed trie, the keys derived from
-the release's seed, identity and nonce (``EstimateKeys``, ``release``; so a re-run after a crash
-releases the same numbers, and another release of the same job other ones), one more read of exactly the input the census read (refused, like the sampling pass,
-if a file changed or the records read are not the census's count) and the released estimates
-read back for the driver to commit in the state before anything is published. Their spend was
-charged to the ledger with the plan, before round 1. The job's counters are not kept: no
-figure of this job but the noisy estimates leaves it.
+the release's seed, identity and nonce (``EstimateKeys``, ``release``: a re-run after a crash
+releases the same numbers, another release of the same job other ones), one more read of
+exactly the input the census read (refused, like the sampling pass, if a file changed or the
+records read are not the census's count) and the released estimates read back for the driver
+to commit in the state before anything is published. Their spend was charged to the ledger
+with the plan, before round 1. The job's counters are not kept: no figure of this job but the
+noisy estimates leaves it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import uuid
 
 from apache_beam.io.filesystems import FileSystems
 
-from triehh_beam.job import graphs, outputs, release, sources
+from triehh_beam.job import graphs, outputs, sources
+from triehh_beam.job.release import Release
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.jobs import JobRunner, read_single_output
@@ -54,7 +56,7 @@ def run_estimates(config: DiscoveryConfig, jobs: JobRunner, state: state_pb2.Job
     sources.check_unchanged(state, config, root, "(before the frequency estimates)")
     sources.check_credentials(config, jobs.options)
     sources.check_readable(state, config)
-    sampler = release.Release.of_state(state).sampler()
+    sampler = Release.of_state(state).sampler()
     keys = EstimateKeys.derive(sampler.seed, sampler.identity)
     name = uuid.uuid4().hex
     output = FileSystems.join(root, "census", f"estimates-{name}.json")

@@ -23,7 +23,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.census import Census
-from triehh_beam.job import graphs, input_files, planning, release, sources
+from triehh_beam.job import graphs, input_files, planning, sources
+from triehh_beam.job.release import Release
 from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
@@ -211,7 +212,7 @@ def submit_job_graphs(
             "(--runner=DataflowRunner --dry_run=True); run_discovery runs jobs"
         )
     recorded = planning.plan_for(config, population)
-    sampler = release.Release.fresh(seed or os.urandom(32), config.sampling_identity()).sampler()
+    sampler = Release.fresh(seed or os.urandom(32), config.sampling_identity()).sampler()
     as_of = sources.pinned_at(sources.pin(config))  # a table: read as of now, as a job's census would
     scratch = FileSystems.join(config.resolved_state_dir, "graphs")
     results = []

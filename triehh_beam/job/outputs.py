@@ -322,11 +322,20 @@ def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
 N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta", "total_epsilon")
 
 
-def published_plan_document(plan: state_pb2.PrivacyPlan) -> dict:
+#: Who the guarantee of a central job (discover, stream) trusts, published with every plan.
+CENTRAL_TRUST_MODEL = (
+    "central: the server that runs the job reads the raw records and is trusted (it holds the "
+    "secret seed, the state and every exact count); the guarantee covers what is published "
+    "(heavy_hitters.json, trie.pb), and each release is keyed and charged on its own"
+)
+
+
+def published_plan_document(plan: state_pb2.PrivacyPlan, trust_model: str = CENTRAL_TRUST_MODEL) -> dict:
     """The plan as ``heavy_hitters.json`` publishes it: n, m, gamma and the achieved epsilon,
     delta only when n is declared public (``--population``). TrieHH++'s: all but n, which is
-    published only when declared public (nothing else in it is a function of n)."""
-    document = plan_document(plan)
+    published only when declared public (nothing else in it is a function of n). With
+    ``trust_model``: who the guarantee trusts (a federated job names its device assumption)."""
+    document = {**plan_document(plan), "trust_model": trust_model}
     if population_is_public(plan):
         return document
     if _is_sample_threshold(plan):

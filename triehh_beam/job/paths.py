@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["canonical_path", "canonical_pattern", "is_url", "same_path", "same_pattern"]
+__all__ = ["canonical_path", "canonical_pattern", "is_inside", "is_url", "same_path", "same_pattern"]
 
 
 def is_url(path: str) -> bool:
@@ -43,6 +43,13 @@ def canonical_pattern(pattern: str) -> str:
         return pattern.strip()
     parts = {canonical_path(part.strip()) for part in pattern.split(",") if part.strip()}
     return ",".join(sorted(parts))
+
+
+def is_inside(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it, both in their canonical forms (a URL's
+    object names compared as typed: ``gs://b/out-private`` is not inside ``gs://b/out``)."""
+    path, directory = canonical_path(path), canonical_path(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def same_path(a: str, b: str) -> bool:

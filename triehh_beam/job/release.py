@@ -9,16 +9,19 @@ federated job. Every release goes through the same steps, in this order:
 2. ``Release.fresh``: a fresh 16-byte nonce, and every key derived from (seed, identity, nonce)
    (``Release.sampler``); so no two releases share randomness, whatever else they share (the
    seed file, the settings, the output: two runs after the state was deleted are two releases);
-3. ``charge``: the ledger record, under an id unique to the release (``Release.record_id``),
-   compare-and-swapped with the budget check;
-4. the caller commits the plan, the nonce and the record id to its state (``Release.record``),
-   before anything of the release is sampled or published;
+3. the caller commits the plan, the nonce and the ledger record id (unique to the release: it
+   names the nonce; ``Release.record``) to its state;
+4. ``ensure_charged``: the ledger record, compare-and-swapped with the budget check, idempotent
+   by record id; the state marked charged with its next commit, before anything of the release
+   is sampled or published;
 5. publish.
 
-Only a resume of a committed plan reuses keys (``Release.of_state``), and it first checks that
-the ledger holds the charge its state names (``check_charged``): a state whose charge the
-ledger does not hold (another ``--ledger``, a ledger edited) is refused in one line. A state
-committed before nonces existed resumes with the keys and the record id it was charged under.
+Only a resume of a committed plan reuses keys (``Release.of_state``). A crash between the
+commit and the charge, or between the charge and the next commit, resumes and is charged once
+(the record id is the release's). A resume of a release whose state says it was charged
+refuses, in one line, a ledger that does not hold its record (another ledger, an edited one). A
+state committed before nonces existed resumes with the keys and the record id (its job id) it
+was charged under.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.sampling import SCHEME_V2, Sampler
 
 __all__ = ["LedgerMismatchError", "LocationError", "NONCE_BYTES", "Release", "charge", "check_charged",
-           "check_locations", "check_target", "open_ledger"]
+           "check_locations", "check_target", "ensure_charged", "fresh_nonce", "open_ledger", "record_id_of"]
 
 NONCE_BYTES = 16
 
@@ -70,7 +73,7 @@ class Release:
     @classmethod
     def fresh(cls, seed: bytes, identity: bytes) -> "Release":
         """A new release: a nonce from the operating system's randomness."""
-        return cls(seed, identity, os.urandom(NONCE_BYTES))
+        return cls(seed, identity, fresh_nonce())
 
     @classmethod
     def of_state(cls, state) -> "Release":
@@ -97,17 +100,30 @@ class Release:
         """The ledger record id of this release of the job named ``name`` (a job id, a stream's
         window): unique to the release, since it names the nonce. A state committed before
         nonces existed keeps ``name``, the id it was charged under."""
-        if not self.nonce:
-            return name
-        return f"{name}/release={self.nonce.hex()}"
+        return record_id_of(name, self.nonce)
 
     def record(self, state, record_id: str) -> None:
-        """Writes the release's identity, nonce and ledger record id into ``state`` (a new
-        ``JobState`` the caller commits after the charge)."""
+        """Writes the seed, the release's identity, nonce and ledger record id into ``state`` (a
+        new ``JobState`` the caller commits before the charge, ``ensure_charged``)."""
         state.secret_seed = self.seed
         state.sampling_identity = self.identity.decode("ascii")
         state.release_nonce = self.nonce
         state.ledger_record = record_id
+
+
+def fresh_nonce() -> bytes:
+    """A new release nonce, from the operating system's randomness. A windowed job draws each
+    window's where the window is planned, in its graph, which carries derived keys, never the
+    seed (``sampling.WindowKeys`` takes the nonce)."""
+    return os.urandom(NONCE_BYTES)
+
+
+def record_id_of(name: str, nonce: bytes) -> str:
+    """The ledger record id of the release with ``nonce`` of the job (or window) named ``name``:
+    ``Release.record_id``'s, for a release whose keys derive where the seed is not."""
+    if not nonce:
+        return name
+    return f"{name}/release={nonce.hex()}"
 
 
 def open_ledger(config) -> ledger_lib.Ledger:
@@ -123,7 +139,8 @@ def check_target(ledger: ledger_lib.Ledger, config) -> None:
 
 def charge(ledger: ledger_lib.Ledger, record_id: str, plan, details: dict) -> None:
     """Charges one release's plan under ``record_id`` (``Ledger.charge_plan``), atomically with
-    the budget check; a record id the ledger already holds is not charged twice (a resume).
+    the budget check; a record id the ledger already holds is not charged twice (a resume). For
+    a caller that charges before it commits (a window's, a federated job's state).
 
     Raises:
       BudgetExceededError: the spend does not fit the population's budget.
@@ -132,10 +149,9 @@ def charge(ledger: ledger_lib.Ledger, record_id: str, plan, details: dict) -> No
 
 
 def check_charged(ledger: ledger_lib.Ledger, state) -> None:
-    """Refuses to resume a release whose charge ``ledger`` does not hold.
-
-    A state committed before record ids existed is charged again under its job id instead (a
-    no-op when the ledger holds it: those states were committed before their charge).
+    """Refuses to resume a release committed after its charge whose record ``ledger`` does not
+    hold (a state committed before record ids existed is charged again under its job id, a
+    no-op when the ledger holds it).
 
     Raises:
       LedgerMismatchError: one line naming the record and the ledger.
@@ -144,10 +160,35 @@ def check_charged(ledger: ledger_lib.Ledger, state) -> None:
         ledger.charge_plan(state.job_id, state.plan, {"job_id": state.job_id, "resumed": True})
         return
     if not any(r.get("record_id") == state.ledger_record for r in ledger.records()):
-        raise LedgerMismatchError(
-            f"the ledger {ledger.path} holds no charge {state.ledger_record} for the release this state "
+        raise LedgerMismatchError(_missing(ledger, state))
+
+
+def _missing(ledger: ledger_lib.Ledger, state) -> str:
+    return (f"the ledger {ledger.path} holds no charge {state.ledger_record} for the release this state "
             "resumes: resume it with the ledger it was charged to (--ledger), or start a new release "
             "(another state directory)")
+
+
+def ensure_charged(ledger: ledger_lib.Ledger, state, details: dict) -> bool:
+    """Charges the release committed in ``state`` unless its state says it was charged; returns
+    True when the caller must mark it charged (``release_charged``) in its next commit.
+
+    A state committed before record ids existed is charged under its job id (a no-op when the
+    ledger holds it). A release marked charged is checked: its record must be in the ledger.
+
+    Raises:
+      BudgetExceededError: the spend does not fit (another job took the budget).
+      LedgerMismatchError: a charged release's record is not in the ledger (one line).
+    """
+    if not state.ledger_record:
+        ledger.charge_plan(state.job_id, state.plan, details)
+        return False
+    if not state.release_charged:
+        ledger.charge_plan(state.ledger_record, state.plan, details)
+        return True
+    if not any(r.get("record_id") == state.ledger_record for r in ledger.records()):
+        raise LedgerMismatchError(_missing(ledger, state))
+    return False
 
 
 def _is_inside(path: str, directory: str) -> bool:

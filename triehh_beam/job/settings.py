@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 if TYPE_CHECKING:
     from triehh_beam.job.config import DiscoveryConfig
 
-__all__ = ["Setting", "parse_duration", "read_seed_file", "setting"]
+__all__ = ["Setting", "parse_duration", "parse_window_range", "read_seed_file", "setting"]
 
 
 def read_seed_file(path: str) -> bytes:
@@ -202,3 +203,27 @@ def parse_duration(text: str) -> int:
     if not number.isdigit():
         raise ValueError(f"not a duration: {text!r} (write 90, 90s, 15m, 1h or 1d)")
     return int(number) * (unit or 1)
+
+
+def _utc_micros(text: str) -> int:
+    """Microseconds since the epoch of an RFC 3339 UTC instant (``2026-11-23T10:00:00Z``)."""
+    try:
+        instant = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"not an RFC 3339 instant: {text!r} (write 2026-11-23T10:00:00Z)") from None
+    if instant.utcoffset() != datetime.timedelta(0):
+        raise ValueError(f"{text!r} is not in UTC (write it with Z, e.g. 2026-11-23T10:00:00Z)")
+    delta = instant - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def parse_window_range(text: str) -> Tuple[int, int]:
+    """``FROM..TO`` (RFC 3339 UTC instants) -> (FROM, TO) in microseconds since the epoch;
+    raises ValueError unless FROM is before TO."""
+    if text.count("..") != 1:
+        raise ValueError(f"not a range of windows: {text!r} (write FROM..TO, e.g. "
+                         "2026-11-23T00:00:00Z..2026-11-24T00:00:00Z)")
+    first, last = (_utc_micros(part) for part in text.split(".."))
+    if first >= last:
+        raise ValueError(f"--windows {text}: FROM must be before TO")
+    return first, last

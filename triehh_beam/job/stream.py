@@ -33,7 +33,7 @@ from triehh_beam.beam.transforms import DropZeroCountsDoFn
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows
 from triehh_beam.io.drops import bad_fraction
 from triehh_beam.io.schema import RecordColumns
-from triehh_beam.job import cas, input_checks, leftovers, windowed
+from triehh_beam.job import cas, input_checks, leftovers, release, windowed
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
@@ -242,6 +242,8 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     if config.timestamp_column is None:
         raise ValueError("--window over files needs --timestamp-column (the records' event time)")
     root = config.resolved_state_dir
+    windowed.WindowedJob.check(config)
+    release.check_locations(config.output_dir, root)  # LocationError, before anything is made or charged
     before = leftovers.local_entries(root)
     try:
         seed = job_seed(config)
@@ -301,6 +303,8 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
 
     # Beam checks the subscription's names here (ValueError), before anything is made.
     read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
+    windowed.WindowedJob.check(config)
+    release.check_locations(config.output_dir, config.resolved_state_dir)  # before anything is made or charged
     seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
     dead_letter = _prepare(job, "dead-letter")

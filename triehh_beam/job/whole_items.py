@@ -119,7 +119,7 @@ def run_release(driver: "_Driver", state: state_pb2.JobState) -> Tuple[state_pb2
                 else (outputs.describe_plan(plan), outputs.plan_document(plan)),
                 **outputs.published_plan_document(plan))
     # Budget before release: charged (once per job) before the pass can release anything.
-    driver._charge(state)
+    state = driver._charge(state)
     if not state.HasField("release"):
         driver.check_input(state, "(before the release)")
         driver._say("release_start", "release: sampling users and counting their whole items in one pass")

@@ -1,25 +1,24 @@
 """One private discovery per event-time window, as one Beam graph (streaming or bounded).
 
+Every window of the declared range (``--windows FROM..TO``) is one release (``job.release``):
 ``build_windowed_discovery`` takes record batches already in the job's windows (after
-``beam.windows.GateLateRecords``) and, per window: counts its distinct users and records (the
-census), plans for that n and records the spend in the population's ledger (``_DecideDoFn``,
-once per window: the ledger record's id names the stream and the window, so a retried bundle or
-a restarted job is charged once), draws every round's sample in one pass and runs the L rounds
-(``beam.windowed``), and writes the result (``_ReleaseDoFn``). A released window is written to
-``OUTPUT/window=<start, RFC 3339 UTC>/`` as ``discover`` writes a job's output
-(``heavy_hitters.json``, ``trie.pb``), then ``_RELEASED``, last: a reader takes a window
-directory as released only once that marker exists. Its private operator report (every count)
-goes to ``STATE/windows/window=<start>/operator_report.json``. A window whose target is
-infeasible for its n, whose spend does not fit the lifetime budget, or that an earlier run
-already released, releases nothing: the report says why. Nothing of a window below theta is
-written anywhere (``PrefixCounter`` inside the rounds' combine). With ``--protocol triehh++``
-each window's plan (and ledger record) is TrieHH++'s: its sample is the keyed Bernoulli sample
-of p_s under the window's keys, and prefixes with at least tau votes are kept; an infeasible
-target is refused before anything is read (its plan does not depend on n). With
-``--estimate-frequencies`` each released window's plan (and its ledger charge, made before
-anything of the window is sampled) includes epsilon_est, and after its rounds one more
-per-window stage (``beam.windowed_estimates``) counts the window's records against its leaves
-with the window's keys: its ``heavy_hitters.json`` carries the estimates as ``discover``'s does.
+``beam.windows.GateLateRecords``), drops those outside the range (counted) and adds one empty
+element per declared window, so that every declared window, with records or not, has a census.
+Per window, ``_DecideDoFn`` (once per window) then either finds the window's committed state
+(``StateStore`` under ``STATE/windows/window=<start>/``) and resumes it, or plans it, draws a
+fresh release nonce, charges the ledger under a record id that names the nonce, and commits the
+plan and nonce, all before anything of the window is sampled. The plan depends on public inputs
+only (TrieHH: the declared ``--population`` N; TrieHH++: none), so no window is withheld because
+of its n. The window's keys derive from (seed, identity, window start, nonce)
+(``sampling.WindowKeys``); ``beam.windowed`` draws every round's sample in one pass and runs the
+L rounds, and ``_ReleaseDoFn`` writes the result to ``OUTPUT/window=<start, RFC 3339 UTC>/`` as
+``discover`` writes a job's output (``heavy_hitters.json``, ``trie.pb``), then ``_RELEASED``,
+last, then commits the window's state as finished: a window whose state says so is never
+released again. Its private operator report (every count) goes beside its state. A window whose
+spend does not fit the lifetime budget releases nothing: the report says why. Nothing of a
+window below theta is written anywhere. With ``--estimate-frequencies`` each window's plan (and
+its charge) includes epsilon_est, and one more per-window stage (``beam.windowed_estimates``)
+counts the window's records against its leaves with the window's keys.
 """
 
 from __future__ import annotations
@@ -32,19 +31,22 @@ from typing import List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from triehh_beam.beam import transforms
 from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
 from triehh_beam.beam.windowed_estimates import EstimateEachWindow
 from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.job import outputs
+from triehh_beam.job import outputs, release
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.config import TRIEHH_PP
-from triehh_beam.job.planning import (InfeasiblePlanError, PopulationError, check_before_census, plan_for,
-                                      plan_for_census)
+from triehh_beam.job.planning import check_before_census, plan_for_census
+from triehh_beam.job.state_store import StateError, StateStore
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol import keyed_hash, parameters, rounds
+from triehh_beam.protocol import keyed_hash, rounds, sampling
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateTargets, FrequencyEstimates
 from triehh_beam.protocol.rounds import RoundResult
@@ -53,6 +55,7 @@ from triehh_beam.protocol.trie import Trie
 
 __all__ = [
     "RELEASED_MARKER",
+    "WindowStateMismatchError",
     "WindowedJob",
     "build_windowed_discovery",
     "read_window_reports",
@@ -61,6 +64,13 @@ __all__ = [
 
 RELEASED_MARKER = "_RELEASED"
 _LOG = logging.getLogger(__name__)
+_NAMESPACE = "triehh"
+# The keyed uniform of a round's count of real users sampled (``sampling.real_users_sampled``).
+_PHANTOMS = "phantoms"
+
+
+class WindowStateMismatchError(ValueError):
+    """A window's committed state was planned with other settings than the resuming job's."""
 
 
 def window_dir_name(start_micros: int) -> str:
@@ -73,11 +83,10 @@ class WindowedJob:
 
     Attributes:
       config: the job's settings (``window`` set); the graph keeps a copy without the seed.
-      stream_id: names the job in the ledger (``<stream_id>/window=<start>``) and its published
-        windows: a key derived from the seed and the job's whole identity (input and output
-        included) under its own purpose, so a restarted job finds its earlier charges, while
-        another output, another input (a replay of a stream's hours) or another seed is another
-        job, charged for its own releases. It reveals nothing of the sampling keys.
+      stream_id: names the job's windows in the ledger (``<stream_id>/window=<start>/release=<nonce>``,
+        ``release.record_id_of``): a key derived from the seed and the job's whole identity
+        (input and output included) under its own purpose. It reveals nothing of the sampling
+        keys; every release of a window is charged under its own record id (its nonce).
       windows: the job's ``EventWindows``.
     """
 
@@ -85,11 +94,28 @@ class WindowedJob:
     stream_id: str
     windows: EventWindows
 
-    @classmethod
-    def for_config(cls, config: DiscoveryConfig, seed: bytes) -> "WindowedJob":
+    @staticmethod
+    def check(config: DiscoveryConfig) -> None:
+        """Refuses (ValueError, one line), before anything is made, read or charged, a windowed
+        job that declares no windows, or whose windows' plan cannot be made from its public
+        inputs (TrieHH without ``--population``; an infeasible target: ``InfeasiblePlanError``)."""
         if config.window is None:
             raise ValueError("a windowed job needs --window")
+        if config.windows is None:
+            raise ValueError("--window needs --windows FROM..TO (RFC 3339 UTC, aligned to the window): "
+                             "every window of the range is released and charged, empty or not, so "
+                             "which windows are published never depends on the records")
+        if config.protocol != TRIEHH_PP and config.population is None:
+            raise ValueError("TrieHH windows need --population N, a public lower bound of every window's "
+                             "users (the plan may not depend on a window's n); or use --protocol "
+                             "triehh++, which needs none")
         check_before_census(config)  # TrieHH++: an infeasible target is refused before any window
+        plan_for_census(config, config.population or 0)  # TrieHH: infeasible for N, refused here
+
+    @classmethod
+    def for_config(cls, config: DiscoveryConfig, seed: bytes) -> "WindowedJob":
+        """The job of ``config`` (refused as ``check`` says)."""
+        cls.check(config)
         Sampler(seed, config.window_identity())  # validates the seed
         name = keyed_hash.derive_key(seed, b"windowed-job-id", config.sampling_identity())
         stream_id = "stream-" + name[0].to_bytes(8, "little").hex() + name[1].to_bytes(8, "little").hex()
@@ -103,8 +129,27 @@ class WindowedJob:
     def output_dir(self, start: int) -> str:
         return FileSystems.join(self.config.output_dir, window_dir_name(start))
 
+    def window_state_dir(self, start: int) -> str:
+        """The window's ``StateStore`` (its plan, nonce, ledger record and result) and reports."""
+        return FileSystems.join(self.state_root, window_dir_name(start))
+
     def report_path(self, start: int) -> str:
-        return FileSystems.join(self.state_root, window_dir_name(start), outputs.OPERATOR_REPORT_NAME)
+        return FileSystems.join(self.window_state_dir(start), outputs.OPERATOR_REPORT_NAME)
+
+    @property
+    def declared_starts(self) -> range:
+        """The starts of the declared windows (``--windows FROM..TO``), oldest first."""
+        first, last = self.config.windows
+        return range(first, last, self.windows.size_micros)
+
+    def declares(self, start: int) -> bool:
+        first, last = self.config.windows
+        return first <= start < last
+
+    def plan(self) -> state_pb2.PrivacyPlan:
+        """Every window's plan: from public inputs alone (TrieHH: for the declared population N,
+        recorded as public; TrieHH++: no n at all), never from a window's records."""
+        return plan_for_census(self.config, self.config.population or 0)
 
     def released(self, start: int) -> bool:
         return FileSystems.exists(FileSystems.join(self.output_dir(start), RELEASED_MARKER))
@@ -112,19 +157,14 @@ class WindowedJob:
     @property
     def theta(self) -> int:
         """Every window's theta (TrieHH++: tau), fixed by the settings alone."""
-        config = self.config
-        if config.protocol == TRIEHH_PP:
-            return plan_for(config, 0).theta
-        if config.theta is not None:
-            return config.theta
-        return parameters.rule_theta(config.rule, config.epsilon, config.delta, config.max_length)
+        return self.plan().theta
 
     @property
     def sample_probability(self) -> Optional[float]:
         """TrieHH++'s p_s, every window's (it does not depend on n); None for TrieHH."""
         if self.config.protocol != TRIEHH_PP:
             return None
-        return plan_for(self.config, 0).sample_probability
+        return self.plan().sample_probability
 
 
 def _records_in(batch) -> int:
@@ -132,53 +172,100 @@ def _records_in(batch) -> int:
 
 
 class _DecideDoFn(beam.DoFn):
-    """A window's census -> its ``WindowPlan``: the plan for its n and, before anything of the
-    window is sampled, its spend recorded in the ledger."""
+    """A declared window's census -> its ``WindowPlan``: the window's committed release if its
+    state holds one (a retried bundle, a restarted job: the same nonce, no second charge), else a
+    new release: the plan, a fresh nonce, the charge under a record id naming the nonce, and the
+    plan and nonce committed to the window's state, in that order, before anything of the window
+    is sampled."""
 
-    def __init__(self, job: WindowedJob):
+    def __init__(self, job: WindowedJob, window_keys: sampling.WindowKeys):
         self._job = job
+        self._window_keys = window_keys
 
     def process(self, users: int, records: int, beam_window=beam.DoFn.WindowParam):
-        job, config = self._job, self._job.config
+        job = self._job
         start = job.windows.start_of_window(beam_window)
         def withheld(reason: str, detail: Optional[str] = None) -> WindowPlan:
             return WindowPlan(start, False, users, records, reason=reason, detail=detail)
 
-        if job.released(start):
-            yield withheld("an earlier run already released this window; it is never released twice")
+        store = StateStore(job.window_state_dir(start))
+        state = store.load()
+        if state is not None and state.finished:
+            yield withheld("an earlier run already released this window (its state says so); it is never "
+                           "released twice")
             return
+        ledger = release.open_ledger(job.config)
+        if state is not None:
+            if state.sampling_identity != job.config.window_identity().decode("ascii"):
+                raise WindowStateMismatchError(
+                    f"{job.window_state_dir(start)} holds window {rfc3339(start)} planned with other settings: "
+                    "resume it with the settings it was planned with, or give another --state-dir and --output")
+            release.check_charged(ledger, state)  # LedgerMismatchError: one line
+        elif job.released(start):
+            yield withheld("the output already holds a release of this window, whose state is gone: "
+                           "give another --output (nothing was charged)")
+            return
+        else:
+            try:
+                state = self._new_release(store, ledger, start)
+            except ledger_lib.BudgetExceededError as e:
+                yield withheld(f"withheld: {e}")
+                return
+        yield self._plan_of(state, start, users, records)
+
+    def _new_release(self, store: StateStore, ledger: ledger_lib.Ledger, start: int) -> state_pb2.JobState:
+        job, config = self._job, self._job.config
+        plan = job.plan()
+        nonce = release.fresh_nonce()
+        record_id = release.record_id_of(f"{job.stream_id}/{window_dir_name(start)}", nonce)
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        details = {"window_start": rfc3339(start), "window_end": rfc3339(start + job.windows.size_micros),
+                   "time": now}
+        release.charge(ledger, record_id, plan, details)
+        state = state_pb2.JobState(
+            job_id=f"{job.stream_id}-{window_dir_name(start)}", created_at=now, plan=plan,
+            input=config.input_spec(), truncate_long_items=config.truncate_long_items,
+            sampling_identity=config.window_identity().decode("ascii"), ledger=config.resolved_ledger_dir,
+            release_nonce=nonce, ledger_record=record_id)
         try:
-            plan = plan_for_census(config, users)
-        except (InfeasiblePlanError, PopulationError) as e:
-            yield withheld("no private release: the target is infeasible for this window's population "
-                           "(its operator report has the planner's reason)", f"{users:,} users: {e}")
-            return
+            store.commit(state)
+        except StateError:
+            # Another attempt at this window (a retried bundle) committed its release first: it
+            # is the window's. This attempt's charge stays in the ledger (charged, never used).
+            committed = StateStore(job.window_state_dir(start)).load()
+            if committed is None:
+                raise
+            return committed
+        return state
+
+    def _plan_of(self, state: state_pb2.JobState, start: int, users: int, records: int) -> WindowPlan:
+        job = self._job
+        plan = state.plan
         if plan.theta != job.theta:
-            raise AssertionError(f"the plan's theta {plan.theta} is not the graph's {job.theta}")
+            raise AssertionError(f"the window's plan's theta {plan.theta} is not the graph's {job.theta}")
         probability = job.sample_probability
-        if probability is not None and plan.sample_probability != probability:
-            raise AssertionError(f"the plan's p_s {plan.sample_probability} is not the graph's {probability}")
-        details = {
-            "window_start": rfc3339(start),
-            "window_end": rfc3339(start + job.windows.size_micros),
-            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        }
-        ledger = ledger_lib.Ledger(config.resolved_ledger_dir, config.budget)
-        try:
-            ledger.charge_plan(f"{job.stream_id}/{window_dir_name(start)}", plan, details)
-        except ledger_lib.BudgetExceededError as e:
-            yield withheld(f"withheld: {e}")
-            return
-        yield WindowPlan(start, True, users, records, plan.theta, plan.batch_size,
-                         sample_probability=plan.sample_probability if probability is not None else 0.0)
+        if probability is not None:
+            if plan.sample_probability != probability:
+                raise AssertionError(f"the plan's p_s {plan.sample_probability} is not the graph's {probability}")
+            return WindowPlan(start, True, users, records, plan.theta, plan.batch_size, sample_probability=probability,
+                              nonce=state.release_nonce)
+        sampler = self._window_keys.sampler(start, state.release_nonce)
+        sizes = tuple(sampling.real_users_sampled(sampler.round_uniform(_PHANTOMS, r), plan.public_population,
+                                                  users, plan.batch_size)
+                      for r in range(1, plan.max_length + 1))
+        return WindowPlan(start, True, users, records, plan.theta, plan.batch_size, nonce=state.release_nonce,
+                          real_sample_sizes=sizes)
 
 
-def _trie_of(job: WindowedJob, results: List[Tuple[int, RoundResult]]) -> Tuple[Trie, state_pb2.JobState]:
-    """The window's trie from its rounds' results, and the state its documents describe."""
+def _trie_of(job: WindowedJob, results: List[Tuple[int, RoundResult]],
+             state: Optional[state_pb2.JobState] = None) -> Tuple[Trie, state_pb2.JobState]:
+    """The window's trie from its rounds' results, and ``state`` (a copy of the window's
+    committed state, or a new one) with its rounds and trie: the state its documents describe."""
     config = job.config
     by_round = results_by_round(results)
     trie = Trie.empty(config.encoder)
-    state = state_pb2.JobState(input=config.input_spec(), truncate_long_items=config.truncate_long_items)
+    state = state_pb2.JobState.FromString(state.SerializeToString()) if state is not None else state_pb2.JobState()
+    del state.rounds[:]
     step = rounds.next_round(trie, config.max_length)
     while isinstance(step, rounds.NextRound):
         result = by_round.get(step.index, RoundResult((), 0))
@@ -187,6 +274,7 @@ def _trie_of(job: WindowedJob, results: List[Tuple[int, RoundResult]]) -> Tuple[
                          counters={"users_sampled": result.users_sampled})
         trie, step = rounds.apply_round(trie, step, kept, config.max_length)
     state.stop_reason = step.describe()
+    state.rounds_completed = len(state.rounds)
     state.finished = True
     state.trie.CopyFrom(trie.to_proto())
     return trie, state
@@ -214,15 +302,33 @@ def _released_estimates(job: WindowedJob, trie: Trie, estimates: List[FrequencyE
                                        job.config.encoder)
 
 
+def _window_document(job: WindowedJob, start: int) -> dict:
+    """The published window section: the window, the declared range, and what its guarantee
+    assumes of the window's users (publishable: settings only, never the window's n)."""
+    config = job.config
+    first, last = config.windows
+    if config.protocol == TRIEHH_PP:
+        planned = ("the plan does not depend on the window's number of users; every window of the declared "
+                   "range is released, with records or not")
+    else:
+        planned = (f"planned for a declared population of {config.population:,} users per window (a public "
+                   "lower bound, not a count): a window with fewer users is sampled as if users holding "
+                   "nothing made up the difference (they never vote), one with more samples m of its users; "
+                   "every window of the declared range is released, with records or not")
+    return {"start": rfc3339(start), "end": rfc3339(start + job.windows.size_micros),
+            "declared_windows": f"{rfc3339(first)}..{rfc3339(last)}", "planned": planned}
+
+
 class _ReleaseDoFn(beam.DoFn):
-    """A window's plan and round results -> its published result (if released) and its private
-    report; outputs one summary (private: it holds n) per window."""
+    """A window's plan and round results -> its published result (if released), its state
+    committed as finished, and its private report; outputs one summary (private: it holds n)
+    per window."""
 
     def __init__(self, job: WindowedJob):
         self._job = job
 
     def process(self, plan: WindowPlan, results, estimates=()):
-        job, config = self._job, self._job.config
+        job = self._job
         start = plan.start
         report = {
             "private": outputs.PRIVATE_NOTE,
@@ -236,16 +342,26 @@ class _ReleaseDoFn(beam.DoFn):
             "input": {"distinct_users": plan.population, "records": plan.records},
         }
         summary = {"window_start": rfc3339(start), "released": plan.released, "reason": plan.reason}
-        if plan.released and not job.released(start):
-            trie, state = _trie_of(job, list(results))
-            state.job_id = f"{job.stream_id}-{window_dir_name(start)}"
-            state.created_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-            state.plan.CopyFrom(plan_for_census(config, plan.population))
+        if plan.released:
+            store = StateStore(job.window_state_dir(start))
+            committed = store.load()
+            if committed is None or committed.release_nonce != plan.nonce:
+                raise AssertionError(f"window {rfc3339(start)} is released under a nonce its state does not hold")
+            if committed.finished:  # a retried bundle of this stage: the window is published
+                return
+            trie, state = _trie_of(job, list(results), committed)
             if state.plan.estimate_epsilon:  # charged with the plan, before anything was sampled
                 state.estimates.CopyFrom(_released_estimates(job, trie, list(estimates)))
             output_dir = job.output_dir(start)
-            outputs.write_outputs(output_dir, state, trie)
+            if not job.released(start):  # else: an attempt that published it and then failed
+                outputs.write_outputs(output_dir, state, trie, {"window": _window_document(job, start)})
+                marker = {"window_start": rfc3339(start), "window_end": rfc3339(start + job.windows.size_micros),
+                          "job_id": state.job_id}
+                outputs.write_atomically(FileSystems.join(output_dir, RELEASED_MARKER),
+                                         (json.dumps(marker) + "\n").encode("utf-8"))
+            store.commit(state)
             report.update(
+                ledger_record=state.ledger_record,
                 privacy=outputs.plan_document(state.plan),
                 rounds=[{"round": r.round_index, "frontier_size": r.frontier_size,
                          "prefixes_kept": r.prefixes_kept, "users_sampled": r.counters["users_sampled"]}
@@ -254,16 +370,32 @@ class _ReleaseDoFn(beam.DoFn):
                 published_to=output_dir,
                 heavy_hitters=len(trie.heavy_hitters()),
             )
-            outputs.write_json(job.report_path(start), report, private=True)
-            marker = {"window_start": rfc3339(start), "window_end": rfc3339(start + job.windows.size_micros),
-                      "job_id": state.job_id}
-            outputs.write_atomically(FileSystems.join(output_dir, RELEASED_MARKER),
-                                     (json.dumps(marker) + "\n").encode("utf-8"))
             summary.update(heavy_hitters=len(trie.heavy_hitters()), output=output_dir)
-        else:
-            outputs.write_json(job.report_path(start), report, private=True)
+        outputs.write_json(job.report_path(start), report, private=True)
         _LOG.info("window %s: %s", summary["window_start"], "released" if plan.released else plan.reason)
         yield summary
+
+
+class _KeepDeclaredDoFn(beam.DoFn):
+    """Drops the batches of windows outside the declared range, counting their records (a
+    private total: ``window.records_outside_declared_windows``)."""
+
+    def __init__(self, job: WindowedJob):
+        self._job = job
+
+    def setup(self):
+        self._outside = Metrics.counter(_NAMESPACE, "window.records_outside_declared_windows")
+
+    def process(self, batch, beam_window=beam.DoFn.WindowParam):
+        if self._job.declares(self._job.windows.start_of_window(beam_window)):
+            yield batch
+        else:
+            self._outside.inc(batch.num_rows)
+
+
+def _at_window(start: int, job: WindowedJob):
+    """A declared window's census element: 0, in the (moved) window downstream of the gate."""
+    return TimestampedValue(0, Timestamp(micros=start + job.windows.lateness_micros))
 
 
 def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key):
@@ -272,23 +404,31 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
     outputs them); returns the per-window summaries (private).
 
     ``window_keys`` is ``Sampler.window_keys()`` and ``census_key`` a ``CensusKey``, both derived
-    from the seed (the graph never carries the seed).
+    from the seed (the graph never carries the seed). Records of windows outside the declared
+    range are dropped (counted); every declared window gets a census (0 users when it has no
+    record), so every declared window is planned, charged and published.
     """
     config = job.config
-    users = (
+    records = records | "KeepDeclaredWindows" >> beam.ParDo(_KeepDeclaredDoFn(job))
+    declared = (
+        records.pipeline
+        | "DeclaredWindows" >> beam.Create(list(job.declared_starts))
+        | "AtWindowStarts" >> beam.Map(_at_window, job=job)
+        | "IntoDeclaredWindows" >> beam.WindowInto(job.windows.window_fn())
+    )
+    shard_sizes = (
         records
         | "DistinctFingerprints" >> beam.ParDo(transforms._DistinctFingerprintsDoFn(census_key))
         | "UnionPerShard" >> beam.CombinePerKey(transforms._UnionSizeCombineFn())
         | "ShardSizes" >> beam.Values()
-        | "DistinctUsers" >> beam.CombineGlobally(sum).without_defaults()
     )
-    counted = (
-        records
-        | "RowsPerBatch" >> beam.Map(_records_in)
-        | "Records" >> beam.CombineGlobally(sum).without_defaults()
-    )
+    users = (shard_sizes, declared) | "EveryDeclaredWindow" >> beam.Flatten() | "DistinctUsers" >> beam.CombineGlobally(
+        sum).without_defaults()
+    rows = records | "RowsPerBatch" >> beam.Map(_records_in)
+    counted = (rows, declared) | "RowsOfEveryDeclaredWindow" >> beam.Flatten() | "Records" >> beam.CombineGlobally(
+        sum).without_defaults()
     plans = users | "PlanAndCharge" >> beam.ParDo(
-        _DecideDoFn(job), window_view(beam.pvalue.AsSingleton(counted)))
+        _DecideDoFn(job, window_keys), window_view(beam.pvalue.AsSingleton(counted)))
     drawn = records | "SampleAllRounds" >> SampleEachWindow(
         job.windows, window_keys, config.max_length, plans, config.encoder, config.truncate_long_items,
         sample_probability=job.sample_probability)
@@ -301,7 +441,7 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
             | "WindowLeaves" >> beam.Map(_leaves_of, job=job)
         )
         released = records | "EstimateFrequencies" >> EstimateEachWindow(
-            job.windows, window_keys, config.estimate_frequencies, leaves, config.encoder, config.truncate_long_items)
+            window_keys, config.estimate_frequencies, leaves, plans, config.encoder, config.truncate_long_items)
         side["estimates"] = window_view(beam.pvalue.AsList(released))
     return plans | "Release" >> beam.ParDo(_ReleaseDoFn(job), **side)
 

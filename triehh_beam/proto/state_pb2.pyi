@@ -188,7 +188,7 @@ class FederatedProgress(_message.Message):
     def __init__(self, registry_sha256: _Optional[str] = ..., devices: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[FederatedRound, _Mapping]]] = ..., estimate_round: _Optional[_Union[FederatedRound, _Mapping]] = ..., after_last_round: _Optional[_Mapping[str, int]] = ..., redelivered: _Optional[int] = ..., finished_at: _Optional[str] = ...) -> None: ...
 
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record", "federated")
+    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record", "release_charged", "federated")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +219,7 @@ class JobState(_message.Message):
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RELEASE_NONCE_FIELD_NUMBER: _ClassVar[int]
     LEDGER_RECORD_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_CHARGED_FIELD_NUMBER: _ClassVar[int]
     FEDERATED_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job_id: str
@@ -243,8 +244,9 @@ class JobState(_message.Message):
     release: WholeItemRelease
     release_nonce: bytes
     ledger_record: str
+    release_charged: bool
     federated: FederatedProgress
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ..., federated: _Optional[_Union[FederatedProgress, _Mapping]] = ...) -> None: ...
+    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ..., release_charged: _Optional[bool] = ..., federated: _Optional[_Union[FederatedProgress, _Mapping]] = ...) -> None: ...
 
 class DenyList(_message.Message):
     __slots__ = ("digest", "items", "files", "items_digest")

@@ -31,6 +31,7 @@ from triehh_beam.protocol.privacy import (
     _check_real,
     _delta_fraction,
     _epsilon_from_ratio,
+    exact,
     theorem1,
     theorem1_violations,
 )
@@ -58,10 +59,10 @@ _MAX_EPS_PER_ROUND = 700.0
 def _check_epsilon(epsilon, max_length: int) -> float:
     epsilon = _check_real("epsilon", epsilon)
     if epsilon <= 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon:g}")
+        raise ValueError(f"epsilon must be > 0, got {exact(epsilon)}")
     if epsilon / max_length > _MAX_EPS_PER_ROUND:
         raise ValueError(
-            f"epsilon/L = {epsilon / max_length:g} is too large to plan with "
+            f"epsilon/L = {exact(epsilon / max_length)} is too large to plan with "
             f"(e^(epsilon/L) overflows; such an epsilon protects nothing)"
         )
     return epsilon

@@ -193,7 +193,7 @@ def fixed_over_target(
         return None
     over = []
     if guarantee.epsilon > epsilon:
-        over.append(f"epsilon = {guarantee.epsilon:.6g} > {epsilon:g}")
+        over.append(f"epsilon = {privacy.exact(guarantee.epsilon)} > {privacy.exact(epsilon)}")
     if guarantee.delta > delta:
         over.append(f"delta = {guarantee.delta:.4g} > {delta:.4g}")
     lead = (f"fixed theta = {theta} and m = {batch_size} exceed the target: Theorem 1 gives "
@@ -225,7 +225,7 @@ def _reason(
     if rule == "corollary1" and ev.theta == delta_theta:
         origin = f"Corollary 1's theta for delta = {delta:.4g}"
     lead = (
-        f"Theorem 1 cannot certify (epsilon={epsilon:g}, delta={delta:.4g}) "
+        f"Theorem 1 cannot certify (epsilon={privacy.exact(epsilon)}, delta={delta:.4g}) "
         f"for n={n}, L={max_length}"
     )
     if ev.theta > ceiling:

@@ -25,6 +25,7 @@ __all__ = [
     "DPGuarantee",
     "PrivacyConditionError",
     "compose",
+    "exact",
     "theorem1",
     "theorem1_delta",
     "theorem1_violations",
@@ -45,6 +46,13 @@ class PrivacyConditionError(ValueError):
 
 # --------------------------------------------------------------------------------------------
 # Validation helpers (one-line ValueError messages).
+
+
+def exact(value: float) -> str:
+    """``value`` as a refusal shows it: ``{:g}`` when that reads back as the same number, else
+    every digit it takes (``repr``), so that 1.0000001 is never shown as 1 beside a bound of 1."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
 
 
 def _check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> int:

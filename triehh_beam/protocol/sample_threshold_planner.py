@@ -20,7 +20,7 @@ import math
 from typing import Optional, Tuple
 
 from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.privacy import _check_int, _check_real, exact
 
 __all__ = ["DEFAULT_OBJECTIVE", "SampleThresholdPlan", "plan_sample_threshold"]
 
@@ -187,8 +187,8 @@ def plan_sample_threshold(
         return SampleThresholdPlan(
             feasible=False, epsilon_round=epsilon / max_length,
             reason=(f"the sample-and-threshold theorem covers eps_r = epsilon/L <= 1 per round; "
-                    f"epsilon = {epsilon:g} over L = {max_length} rounds gives eps_r = "
-                    f"{epsilon / max_length:.4g}, outside it (no guarantee, not a weaker one). "
+                    f"epsilon = {exact(epsilon)} over L = {max_length} rounds gives eps_r = "
+                    f"{exact(epsilon / max_length)} > 1, outside it (no guarantee, not a weaker one). "
                     f"It certifies at most epsilon = {max_length:g} over {max_length} rounds: ask "
                     f"for that, or use TrieHH (--protocol triehh)"),
             **common)

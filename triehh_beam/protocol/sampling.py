@@ -53,6 +53,7 @@ __all__ = [
     "bernoulli_threshold",
     "in_bernoulli_sample",
     "rank_prefilter_bound",
+    "real_users_sampled",
     "uniform_from_word",
     "user_id_bytes",
 ]
@@ -198,6 +199,11 @@ class Sampler:
 
     def census_key(self) -> CensusKey:
         return CensusKey(_derived_key(self.seed, self.identity, "census"))
+
+    def round_uniform(self, purpose: str, round_index: int) -> float:
+        """A keyed uniform in [0, 1) of round ``round_index`` for ``purpose`` (a decision of the
+        round that is no user's, such as ``real_users_sampled``'s draw)."""
+        return uniform_from_word(self._key(f"round-uniform/{purpose}", round_index)[0] & _MASK64)
 
     def window_keys(self) -> "WindowKeys":
         """The key every window of a windowed job derives its own ``Sampler`` from."""
@@ -464,23 +470,60 @@ def _key_bytes(key: Tuple[int, int]) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class WindowKeys:
-    """The keys of a windowed job (one discovery per event-time window): window ``w`` samples
-    with ``Sampler(seed_w, identity)``, ``seed_w = derive_key(K_windows, "window/start_us=<w's
-    start in microseconds>")`` and ``K_windows = derive_key(seed, identity, "windows")``. So a
-    restarted stream, a retried bundle and a bounded replay of the same records with the same
-    seed file draw the same users in the same window, and two windows draw independently. A
-    streaming graph carries this derived key, never the seed.
+    """The keys of a windowed job (one discovery per event-time window, each its own release):
+    the release of window ``w`` with nonce ``v`` samples with ``Sampler(seed_wv, identity)``,
+    ``seed_wv = derive_key(K_windows, "window/start_us=<w's start in microseconds>/release=<v,
+    hex>")`` and ``K_windows = derive_key(seed, identity, "windows")``. The nonce is drawn when
+    the window is first planned and committed to its state before anything of it is sampled
+    (``job.windowed``): a retried bundle or a restarted job that finds it draws the same users,
+    while a window released again after its state was deleted is another release, with other
+    keys. Two windows draw independently. A job graph carries this derived key, never the seed.
     """
 
     key: bytes = dataclasses.field(repr=False)
     identity: bytes = dataclasses.field(default=b"", repr=False)
 
-    def sampler(self, window_start_micros: int) -> Sampler:
-        """The ``Sampler`` of the window that starts at ``window_start_micros`` (UTC)."""
+    def sampler(self, window_start_micros: int, nonce: bytes) -> Sampler:
+        """The ``Sampler`` of the release of the window that starts at ``window_start_micros``
+        (UTC) whose nonce is ``nonce`` (non-empty bytes).
+
+        Raises:
+          TypeError: a start that is not integer microseconds; ValueError: an empty nonce.
+        """
         if isinstance(window_start_micros, bool) or not isinstance(window_start_micros, (int, np.integer)):
             raise TypeError(f"a window start is integer microseconds, got {window_start_micros!r}")
-        purpose = f"window/start_us={int(window_start_micros)}".encode("ascii")
+        if not isinstance(nonce, bytes) or not nonce:
+            raise ValueError("a window's release has a nonce (non-empty bytes)")
+        purpose = f"window/start_us={int(window_start_micros)}/release={nonce.hex()}".encode("ascii")
         return Sampler(_key_bytes(keyed_hash.derive_key(self.key, purpose)), self.identity)
+
+
+def real_users_sampled(uniform: float, declared: int, population: int, sample_size: int) -> int:
+    """How many of a window's ``population`` real users its round samples when its plan is for
+    ``declared`` users: ``sample_size`` of ``declared`` ranks drawn uniformly, the
+    ``declared - population`` phantoms (users holding nothing) among them abstaining. The count
+    is ``K ~ Hypergeometric(declared, population, sample_size)``, drawn by inverting its CDF at
+    ``uniform`` (a keyed uniform in [0, 1) of the round's keys); with ``population >= declared``
+    there is no phantom and it is ``min(sample_size, population)``. Given K, the sampled real
+    users are the K of smallest rank, so the real sample is exactly the real part of a bottom-m
+    of ``declared`` ranks (docs/protocol.md, "Windows planned for a declared population").
+
+    Raises:
+      ValueError: a uniform outside [0, 1), or negative sizes.
+    """
+    if not 0.0 <= uniform < 1.0:
+        raise ValueError(f"a uniform is in [0, 1), got {uniform!r}")
+    if min(declared, population, sample_size) < 0:
+        raise ValueError("sizes cannot be negative")
+    if population >= declared:
+        return min(sample_size, population)
+    from scipy import stats  # local, as in rank_prefilter_bound
+
+    draws = min(sample_size, declared)
+    low, high = max(0, draws - (declared - population)), min(draws, population)
+    support = np.arange(low, high + 1)
+    cdf = stats.hypergeom.cdf(support, declared, population, draws)
+    return int(support[min(int(np.searchsorted(cdf, uniform, side="right")), len(support) - 1)])
 
 
 def bernoulli_threshold(probability: float) -> int:

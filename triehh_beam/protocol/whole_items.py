@@ -23,6 +23,7 @@ import numpy as np
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.encoding import Units
+from triehh_beam.protocol.privacy import exact
 from triehh_beam.protocol.sample_threshold_planner import (DEFAULT_OBJECTIVE, SampleThresholdPlan,
                                                           plan_sample_threshold)
 from triehh_beam.protocol.vote import WeightedSequences, choose_sequence
@@ -147,7 +148,7 @@ def plan_whole_items(epsilon: float, delta: float, *, objective: float = DEFAULT
     if not plan.feasible and plan.target_epsilon > MAX_EPSILON:
         plan = dataclasses.replace(plan, reason=(
             f"the sample-and-threshold theorem needs epsilon <= 1 for one release (eps_r <= 1 with "
-            f"L = 1); epsilon = {plan.target_epsilon:g} is outside it (no guarantee, not a weaker one). "
+            f"L = 1); epsilon = {exact(plan.target_epsilon)} > 1 is outside it (no guarantee, not a weaker one). "
             f"It certifies at most --epsilon 1 with --protocol sample-threshold; a larger epsilon is "
             f"for --protocol triehh (or triehh++ over L rounds, epsilon/L <= 1 each)"))
     return plan

@@ -80,6 +80,9 @@ def test_twenty_thousand_devices_give_the_central_trie(pubsub_emulator, tmp_path
     assert received["abstained"] == sent["abstentions"]
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     assert "guarantee_with_dropouts" in published["federated"]
+    # The privacy block names the device assumption, not the central one (issue 24, finding 4).
+    assert published["privacy"]["trust_model"].startswith(
+        "federated: the guarantee assumes honest, non-colluding devices")
     assert not (tmp_path / "out.state" / "federated" / "reports").exists()  # the votes are gone
 
 

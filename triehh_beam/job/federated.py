@@ -551,7 +551,8 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: "_Server
     state = federated_outputs.state_for_outputs(config, server.job_id, server.plan, trie, records, stop_reason,
                                                 estimates)
     outputs.write_outputs(config.output_dir, state, trie,
-                          extra={"federated": federated_outputs.published_section(config, estimates is not None)})
+                          extra={"federated": federated_outputs.published_section(config, estimates is not None)},
+                          trust_model=federated_outputs.TRUST_MODEL)
     report = {
         "private": outputs.PRIVATE_NOTE,
         "job_id": server.job_id,

@@ -14,7 +14,7 @@ from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.federated_tally import ESTIMATE_KINDS, KINDS
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["DEVICE_ASSUMPTION", "ESTIMATES_WITH_DROPOUTS", "ROUND_CLOSE", "SERVER_SEES", "SERVER_SEES_ESTIMATES",
+__all__ = ["DEVICE_ASSUMPTION", "TRUST_MODEL", "ESTIMATES_WITH_DROPOUTS", "ROUND_CLOSE", "SERVER_SEES", "SERVER_SEES_ESTIMATES",
            "console_guarantee", "dropout_guarantee", "label_totals", "published_section", "state_for_outputs"]
 
 #: The published statement of what federated frequency estimates estimate.
@@ -40,6 +40,9 @@ DEVICE_ASSUMPTION = (
     "its release depend on one other device's vote. With more than one device per person the "
     "guarantee is per device, not per person (a person's k devices are k users)."
 )
+
+#: The privacy block's trust model (``outputs.published_plan_document``) of a federated release.
+TRUST_MODEL = "federated: " + DEVICE_ASSUMPTION[0].lower() + DEVICE_ASSUMPTION[1:]
 
 #: The published statement of what the server sees (central DP: it is trusted with it).
 SERVER_SEES = (

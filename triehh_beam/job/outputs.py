@@ -366,7 +366,7 @@ def encoding_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
     }
 
 
-def published_document(state: state_pb2.JobState, trie: Trie) -> dict:
+def published_document(state: state_pb2.JobState, trie: Trie, trust_model: str = CENTRAL_TRUST_MODEL) -> dict:
     """``heavy_hitters.json``: the trie's items and prefixes, and fields fixed before any record
     was read (rounds run and the stop reason are functions of the trie and L), n-dependent ones
     only when n is declared public. ``job_id`` and ``created_at`` are drawn at random and from
@@ -377,7 +377,7 @@ def published_document(state: state_pb2.JobState, trie: Trie) -> dict:
         "frequent_prefixes": [json_prefix(p, encoder) for p in trie.frequent_prefix_sequences()],
         "rounds_run": len(state.rounds),
         "stop_reason": state.stop_reason,
-        "privacy": published_plan_document(state.plan),
+        "privacy": published_plan_document(state.plan, trust_model),
         "encoding": encoding_document(state, encoder),
         "job_id": state.job_id,
         "created_at": state.created_at,
@@ -518,14 +518,16 @@ def write_operator_report(state_dir: str, state: state_pb2.JobState, output_dir:
     return path
 
 
-def write_outputs(output_dir: str, state: state_pb2.JobState, trie: Trie, extra: Optional[dict] = None) -> str:
-    """Publishes ``heavy_hitters.json`` (``published_document``, with the sections of ``extra``
-    added: a mode's own publishable facts, never a count) and ``trie.pb`` in ``output_dir``
+def write_outputs(output_dir: str, state: state_pb2.JobState, trie: Trie, extra: Optional[dict] = None,
+                  trust_model: str = CENTRAL_TRUST_MODEL) -> str:
+    """Publishes ``heavy_hitters.json`` (``published_document``, its privacy block naming
+    ``trust_model``, with the sections of ``extra`` added: a mode's own publishable facts, never
+    a count) and ``trie.pb`` in ``output_dir``
     (each written atomically, the JSON first); returns the JSON's path. Never the seed, never a
     count: those are in the operator report (``write_operator_report``)."""
     if not FileSystems.exists(output_dir):
         FileSystems.mkdirs(output_dir)
-    document = {**published_document(state, trie), **(extra or {})}
+    document = {**published_document(state, trie, trust_model), **(extra or {})}
     path = FileSystems.join(output_dir, "heavy_hitters.json")
     write_atomically(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     write_atomically(FileSystems.join(output_dir, "trie.pb"), trie.to_bytes())

@@ -117,7 +117,7 @@ def _legacy_job(records, out, monkeypatch) -> None:
     with monkeypatch.context() as old:
         old.setattr(DiscoveryConfig, "resolved_state_dir",
                     property(lambda c: c.state_dir or FileSystems.join(c.output_dir, "state")))
-        old.setattr(config_lib, "_inside", lambda path, directory: False)
+        old.setattr(config_lib, "is_inside", lambda path, directory: False)
         old.setattr(driver, "check_state_location", lambda config: None)
         old.setattr(driver.release_lib, "check_locations", lambda output, state: None)
         with pytest.raises(_Stop):

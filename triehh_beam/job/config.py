@@ -25,7 +25,7 @@ from triehh_beam.io.schema import DEFAULT_MAX_ITEM_BYTES, DEFAULT_MAX_USER_BYTES
 from triehh_beam.job import deny_lists
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import sources
-from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path
+from triehh_beam.job.paths import canonical_path, canonical_pattern, is_inside, same_path
 from triehh_beam.job.settings import Setting, parse_duration, parse_window_range, read_seed_file, setting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
@@ -338,7 +338,7 @@ class DiscoveryConfig:
                 "the secret seed, so put it where only the job can read it (another bucket; "
                 "README: Secrets and state)"
             )
-        if _inside(self.resolved_state_dir, self.output_dir):
+        if is_inside(self.resolved_state_dir, self.output_dir):
             raise ValueError(
                 f"the state directory {self.resolved_state_dir} is inside the output "
                 f"{self.output_dir}: it holds the secret seed, so keep it out of what is published"
@@ -619,15 +619,6 @@ def _canonical_identity(values: Dict[str, Any]) -> Dict[str, Any]:
 def _identity_values(identity: str) -> Dict[str, Any]:
     """A recorded identity's values, paths canonical ({} for none)."""
     return _canonical_identity(json.loads(identity)) if identity else {}
-
-
-def _inside(path: str, directory: str) -> bool:
-    """Whether ``path`` is ``directory`` or below it (local paths absolute, URLs as written)."""
-    if _is_local(path) and _is_local(directory):
-        path, directory = os.path.abspath(path), os.path.abspath(directory)
-        return os.path.commonpath([path, directory]) == directory
-    path, directory = path.rstrip("/"), directory.rstrip("/")
-    return path == directory or path.startswith(directory + "/")
 
 
 def _state_value(state: state_pb2.JobState, path: str) -> Any:

@@ -31,6 +31,7 @@ import os
 from typing import Optional
 
 from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job import paths
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.sampling import SCHEME_V2, Sampler
 
@@ -191,11 +192,6 @@ def ensure_charged(ledger: ledger_lib.Ledger, state, details: dict) -> bool:
     return False
 
 
-def _is_inside(path: str, directory: str) -> bool:
-    path, directory = path.rstrip("/"), directory.rstrip("/")
-    return path == directory or path.startswith(directory + "/")
-
-
 def check_locations(output_dir: str, state_dir: str) -> None:
     """Refuses, before anything is charged, an output or state location that the release could
     not write: one that exists and is not a directory, one inside the other, or (on a local
@@ -206,7 +202,7 @@ def check_locations(output_dir: str, state_dir: str) -> None:
     """
     from triehh_beam.job import cas  # local: cas imports google-cloud-storage lazily too
 
-    if _is_inside(output_dir, state_dir) or _is_inside(state_dir, output_dir):
+    if paths.is_inside(output_dir, state_dir) or paths.is_inside(state_dir, output_dir):
         raise LocationError(
             f"the output {output_dir} and the state directory {state_dir} must not be inside each other "
             "(the state holds the secret seed; the output is published): give --state-dir elsewhere")

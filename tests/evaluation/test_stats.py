@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from triehh_beam.evaluation.stats import clopper_pearson, epsilon_lower_bound
+from triehh_beam.evaluation.stats import clopper_pearson
 
 
 @pytest.mark.parametrize("k, n, lo, hi", [
@@ -54,36 +54,3 @@ def test_clopper_pearson_covers_at_least_95_percent():
 def test_clopper_pearson_refuses_impossible_counts(k, n):
     with pytest.raises(ValueError):
         clopper_pearson(k, n)
-
-
-def test_epsilon_bound_is_the_log_ratio_of_the_two_ends_minus_delta():
-    bound = epsilon_lower_bound(500, 500, 0, 500, delta=1e-10)
-    lo, hi = 0.025 ** (1 / 500), 1 - 0.025 ** (1 / 500)
-    assert bound.p_numerator_lower == pytest.approx(lo)
-    assert bound.p_denominator_upper == pytest.approx(hi)
-    assert bound.epsilon == pytest.approx(math.log((lo - 1e-10) / hi))
-    # delta is subtracted from the numerator's bound: a large one lowers the bound.
-    assert epsilon_lower_bound(500, 500, 0, 500, delta=0.5).epsilon == pytest.approx(math.log((lo - 0.5) / hi))
-
-
-def test_epsilon_bound_is_zero_when_nothing_distinguishes():
-    assert epsilon_lower_bound(0, 1000, 0, 1000, delta=1e-6).epsilon == 0.0
-    assert epsilon_lower_bound(500, 1000, 500, 1000, delta=1e-6).epsilon == 0.0
-    # A numerator bound below delta proves nothing either.
-    assert epsilon_lower_bound(1, 1000, 0, 1000, delta=0.01).epsilon == 0.0
-
-
-def test_epsilon_bound_holds_for_a_mechanism_with_known_epsilon():
-    # Randomized response with e^eps / (1 + e^eps): P[S|D1] / P[S|D0] = e^eps exactly. Over 400
-    # audits of 2,000 trials each, the 95% bound may exceed eps in at most 5% of them (it needs
-    # one of the two one-sided ends to fail, each at most 2.5%); at this seed 5 of 400 did.
-    eps = 1.0
-    p1 = math.exp(eps) / (1 + math.exp(eps))
-    rng = np.random.default_rng(2024)
-    above = 0
-    for _ in range(400):
-        k1, k0 = rng.binomial(2000, p1), rng.binomial(2000, 1 - p1)
-        above += epsilon_lower_bound(int(k1), 2000, int(k0), 2000, delta=0.0).epsilon > eps
-    assert above <= 20  # 5% of 400
-    # ... and it is informative: at the true probabilities the bound is well above 0.
-    assert epsilon_lower_bound(int(2000 * p1), 2000, int(2000 * (1 - p1)), 2000, delta=0.0).epsilon > 0.8

@@ -1,19 +1,17 @@
 """Interval estimates for evaluation results: a t-interval of the mean of per-run metrics
-(``mean_ci``), the Wilson score interval of a discovery rate (``wilson_interval``), the exact
-Clopper-Pearson interval of a binomial proportion (``clopper_pearson``), and from two of them
-the lower confidence bound on epsilon that an event's frequencies on neighbouring populations
-imply (``epsilon_lower_bound``: (epsilon, delta)-DP requires ``p1 <= e^epsilon p0 + delta``)."""
+(``mean_ci``), the Wilson score interval of a discovery rate (``wilson_interval``) and the exact
+Clopper-Pearson interval of a binomial proportion (``clopper_pearson``). The audit's test of an
+(epsilon, delta) claim is ``audit_stats``."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Sequence, Tuple
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["EpsilonBound", "clopper_pearson", "epsilon_lower_bound", "mean_ci", "wilson_interval"]
+__all__ = ["clopper_pearson", "mean_ci", "wilson_interval"]
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95, bounds=(0.0, 1.0)) -> dict:
@@ -69,41 +67,3 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> Tu
     lo = 0.0 if successes == 0 else float(stats.beta.ppf(tail, successes, trials - successes + 1))
     hi = 1.0 if successes == trials else float(stats.beta.ppf(1 - tail, successes + 1, trials - successes))
     return lo, hi
-
-
-@dataclasses.dataclass(frozen=True)
-class EpsilonBound:
-    """A lower confidence bound on epsilon from one event (``epsilon_lower_bound``).
-
-    Attributes:
-      epsilon: ``max(0, ln((p_numerator_lower - delta) / p_denominator_upper))``; 0 when the
-        lower bound on the numerator's probability is not above delta.
-      p_numerator_lower: the Clopper-Pearson lower end for the numerator population.
-      p_denominator_upper: the Clopper-Pearson upper end for the denominator population.
-    """
-
-    epsilon: float
-    p_numerator_lower: float
-    p_denominator_upper: float
-
-
-def epsilon_lower_bound(numerator: int, numerator_trials: int, denominator: int, denominator_trials: int,
-                        delta: float, confidence: float = 0.95) -> EpsilonBound:
-    """The epsilon that an event's frequencies on two neighbouring populations prove, at least.
-
-    An (epsilon, delta)-DP mechanism gives every event S ``P[S | D] <= e^epsilon P[S | D'] +
-    delta`` for neighbours D, D' (either way round), so ``epsilon >= ln((p - delta) / p')``.
-    With ``p`` bounded below and ``p'`` above by Clopper-Pearson (each one-sided at level
-    ``1 - (1 - confidence) / 2``, the ends of the two-sided intervals), both bounds hold
-    together with probability at least ``confidence`` (union bound), and so does the result.
-
-    Args:
-      numerator, numerator_trials: runs on D in which S happened, and runs on D.
-      denominator, denominator_trials: the same on D'.
-      delta: the delta of the guarantee under test.
-      confidence: the joint confidence (default 95%).
-    """
-    lo = clopper_pearson(numerator, numerator_trials, confidence)[0]
-    hi = clopper_pearson(denominator, denominator_trials, confidence)[1]
-    epsilon = math.log((lo - delta) / hi) if lo > delta else 0.0
-    return EpsilonBound(max(0.0, epsilon), lo, hi)

@@ -38,6 +38,8 @@ import time
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from triehh_beam.job.release import Release
+from triehh_beam.job.state_store import StateStore
 from triehh_beam.beam import runners
 from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
@@ -296,9 +298,9 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     records = str(tmp_path / "records.parquet")
     write_records(records, [(user, word) for user, word in enumerate(WORDS)])
 
-    # Both runs use one output path (moved aside after each run): the output is part of the
-    # job's identity, which is mixed into every sampling key, so the same path draws the same
-    # samples on both runners.
+    # Both runs are one release (one output path, moved aside after each run, and the first
+    # run's release given to the second: its seed, identity and nonce, mixed into every sampling
+    # key), so both runners draw the same samples.
     output = tmp_path / "out"
 
     def move_aside(run: str) -> None:
@@ -308,6 +310,7 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     in_process_lines = []
     expected = run_discovery(_config(records, output), PipelineOptions([]),
                              progress=in_process_lines.append)
+    release = Release.of_state(StateStore(f"{output}.state").load())
     move_aside("in_process")
     assert {"the", "to", "a"} <= set(expected.heavy_hitters)  # each held by 20-30% of the users
     assert expected.rounds_run >= 3
@@ -329,7 +332,7 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     watchdog.start()
     try:
         result = run_discovery(_config(records, output), options,
-                               progress=portable_lines.append)
+                               progress=portable_lines.append, release=release)
     except Exception:
         print("---- job service log ----\n" + services[0].log()[-5000:])
         print("---- worker pool log ----\n" + services[1].log()[-5000:])

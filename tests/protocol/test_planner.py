@@ -167,13 +167,20 @@ def test_fixed_values_over_the_target_are_explained_with_the_planners_answer():
     assert alternatives == plan(10000, 1.0, 1e-8, 10).alternatives and alternatives
 
 
-def test_fixed_values_just_over_the_target_show_both_epsilons_with_every_digit():
-    """A spend a hair over its target was shown rounded, as "epsilon = 4 > 4"."""
+def test_fixed_values_just_over_the_target_show_both_epsilons_with_the_digits_that_tell_them_apart():
+    """A spend a hair over its target was shown rounded, as "epsilon = 4 > 4"; a spend well over
+    it is shown to 6 digits, not every digit a float has."""
+    import re
+
     from triehh_beam.protocol.planner import fixed_over_target
 
     spent = theorem1(2000, 10, 4, batch_size=180).epsilon
     target = float(f"{spent:.8g}") if float(f"{spent:.8g}") < spent else float(f"{spent:.9g}") - 1e-9
     assert target < spent and f"{target:.6g}" == f"{spent:.6g}"
     reason, _ = fixed_over_target(2000, target, 1.0 - 1e-9, 4, 10, 180)
-    assert f"epsilon = {spent!r} > {target!r}" in reason, reason
+    shown, given = re.search(r"epsilon = ([0-9.e+-]+) > ([0-9.e+-]+) for", reason).groups()
+    assert float(given) == target and float(shown) > target, reason
+    assert len(shown) < len(repr(spent)), reason  # the fewest digits that keep the order
+    reason, _ = fixed_over_target(2000, 4.0, 1.0 - 1e-9, 4, 10, 180)
+    assert f"epsilon = {spent:.6g} > 4 for" in reason, reason
     assert "epsilon=1.0000001," in plan(1000, 1.0000001, 1e-8, 10).reason

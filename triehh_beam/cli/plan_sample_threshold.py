@@ -54,7 +54,7 @@ def comparison_line(population: int, epsilon: float, delta: float, max_length: i
     result = plan_sample_threshold(epsilon, delta, max_length, length=length, share=share)
     if not result.feasible:
         return (f"TrieHH++ (sample-and-threshold) cannot certify this target: epsilon/L = "
-                f"{exact(epsilon / max_length)} > 1 (triehh plan --protocol triehh++ says why)")
+                f"{exact(epsilon / max_length, 1.0)} > 1 (triehh plan --protocol triehh++ says why)")
     count = st.min_holders(0.9, result.sampling_probability, result.tau, length, share)
     versus = "" if triehh_count is None else f" (TrieHH: {triehh_count:,})"
     return (f"TrieHH++ (sample-and-threshold) at the same target needs {count:,} holders for 90%"

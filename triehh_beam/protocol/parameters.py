@@ -62,7 +62,7 @@ def _check_epsilon(epsilon, max_length: int) -> float:
         raise ValueError(f"epsilon must be > 0, got {exact(epsilon)}")
     if epsilon / max_length > _MAX_EPS_PER_ROUND:
         raise ValueError(
-            f"epsilon/L = {exact(epsilon / max_length)} is too large to plan with "
+            f"epsilon/L = {exact(epsilon / max_length, _MAX_EPS_PER_ROUND)} is too large to plan with "
             f"(e^(epsilon/L) overflows; such an epsilon protects nothing)"
         )
     return epsilon

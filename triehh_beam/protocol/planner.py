@@ -193,7 +193,7 @@ def fixed_over_target(
         return None
     over = []
     if guarantee.epsilon > epsilon:
-        over.append(f"epsilon = {privacy.exact(guarantee.epsilon)} > {privacy.exact(epsilon)}")
+        over.append(f"epsilon = {privacy.exact(guarantee.epsilon, epsilon)} > {privacy.exact(epsilon)}")
     if guarantee.delta > delta:
         over.append(f"delta = {guarantee.delta:.4g} > {delta:.4g}")
     lead = (f"fixed theta = {theta} and m = {batch_size} exceed the target: Theorem 1 gives "

@@ -48,11 +48,22 @@ class PrivacyConditionError(ValueError):
 # Validation helpers (one-line ValueError messages).
 
 
-def exact(value: float) -> str:
-    """``value`` as a refusal shows it: ``{:g}`` when that reads back as the same number, else
-    every digit it takes (``repr``), so that 1.0000001 is never shown as 1 beside a bound of 1."""
-    short = f"{value:g}"
-    return short if float(short) == value else repr(float(value))
+def exact(value: float, bound: Optional[float] = None) -> str:
+    """``value`` as a refusal shows it, never rounded across what it is compared with.
+
+    Without ``bound`` (a value the user gave): ``{:g}`` when that reads back as the same number,
+    else every digit it takes (``repr``), so that 1.0000001 is never shown as 1. With ``bound``
+    (a computed value shown beside the bound it exceeds): the fewest significant digits, from
+    6, that keep its order with ``bound`` (4/3 is 1.33333 beside 1; 1.0000001 stays 1.0000001).
+    """
+    if bound is None:
+        short = f"{value:g}"
+        return short if float(short) == value else repr(float(value))
+    for digits in range(6, 18):
+        shown = f"{value:.{digits}g}"
+        if (float(shown) > bound) == (value > bound) and (float(shown) < bound) == (value < bound):
+            return shown
+    return repr(float(value))
 
 
 def _check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> int:

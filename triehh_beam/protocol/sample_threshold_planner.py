@@ -188,7 +188,7 @@ def plan_sample_threshold(
             feasible=False, epsilon_round=epsilon / max_length,
             reason=(f"the sample-and-threshold theorem covers eps_r = epsilon/L <= 1 per round; "
                     f"epsilon = {exact(epsilon)} over L = {max_length} rounds gives eps_r = "
-                    f"{exact(epsilon / max_length)} > 1, outside it (no guarantee, not a weaker one). "
+                    f"{exact(epsilon / max_length, 1.0)} > 1, outside it (no guarantee, not a weaker one). "
                     f"It certifies at most epsilon = {max_length:g} over {max_length} rounds: ask "
                     f"for that, or use TrieHH (--protocol triehh)"),
             **common)

@@ -149,23 +149,20 @@ def charge(ledger: ledger_lib.Ledger, record_id: str, plan, details: dict) -> No
     ledger.charge_plan(record_id, plan, details)
 
 
-def check_charged(ledger: ledger_lib.Ledger, state) -> None:
+def check_charged(ledger: ledger_lib.Ledger, state, details: Optional[dict] = None) -> None:
     """Refuses to resume a release committed after its charge whose record ``ledger`` does not
-    hold (a state committed before record ids existed is charged again under its job id, a
-    no-op when the ledger holds it).
+    hold (a state committed before record ids existed is charged again under its job id, with
+    ``details``, a no-op when the ledger holds it).
 
     Raises:
       LedgerMismatchError: one line naming the record and the ledger.
     """
     if not state.ledger_record:
-        ledger.charge_plan(state.job_id, state.plan, {"job_id": state.job_id, "resumed": True})
+        ledger.charge_plan(state.job_id, state.plan, details or {"job_id": state.job_id, "resumed": True})
         return
     if not any(r.get("record_id") == state.ledger_record for r in ledger.records()):
-        raise LedgerMismatchError(_missing(ledger, state))
-
-
-def _missing(ledger: ledger_lib.Ledger, state) -> str:
-    return (f"the ledger {ledger.path} holds no charge {state.ledger_record} for the release this state "
+        raise LedgerMismatchError(
+            f"the ledger {ledger.path} holds no charge {state.ledger_record} for the release this state "
             "resumes: resume it with the ledger it was charged to (--ledger), or start a new release "
             "(another state directory)")
 
@@ -181,14 +178,10 @@ def ensure_charged(ledger: ledger_lib.Ledger, state, details: dict) -> bool:
       BudgetExceededError: the spend does not fit (another job took the budget).
       LedgerMismatchError: a charged release's record is not in the ledger (one line).
     """
-    if not state.ledger_record:
-        ledger.charge_plan(state.job_id, state.plan, details)
-        return False
-    if not state.release_charged:
+    if state.ledger_record and not state.release_charged:
         ledger.charge_plan(state.ledger_record, state.plan, details)
         return True
-    if not any(r.get("record_id") == state.ledger_record for r in ledger.records()):
-        raise LedgerMismatchError(_missing(ledger, state))
+    check_charged(ledger, state, details)
     return False
 
 

@@ -1,0 +1,80 @@
+"""L sample-and-threshold rounds over the same users, composed two ways (docs/protocol.md §2,
+"Exact accounting").
+
+Each round is ``(eps_r, delta_r)``-DP for every history of earlier rounds (``exact_accountant``
+takes the worst case over the other reporters, whatever made them), so the rounds compose
+adaptively:
+
+- **basic**: ``(L eps_r, L delta_r)``;
+- **PLD**: Google's ``dp_accounting`` privacy-loss-distribution accountant, composing L copies
+  of the pair that dominates every ``(eps_r, delta_r)``-DP mechanism (Kairouz, Oh and Viswanath's
+  four-point pair, ``from_privacy_parameters``; pessimistic discretisation), read at ``L eps_r``.
+
+Both are certificates; the smaller is the one a plan claims, and both are reported. A PLD built
+from one round's two output distributions (at one f) would not be: no single f dominates every
+f and every history, so it is not used (docs/protocol.md says why).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from triehh_beam.protocol.privacy import _check_int, _check_real
+
+__all__ = ["Composition", "compose_rounds"]
+
+#: The PLD's grid of privacy-loss values (dp_accounting's default; pessimistic rounding).
+PLD_INTERVAL = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class Composition:
+    """What L identical rounds of ``(epsilon_round, delta_round)`` spend.
+
+    Attributes:
+      epsilon: ``L * epsilon_round`` (both accountants are read there).
+      basic_delta: ``L * delta_round``.
+      pld_delta: the PLD accountant's delta at ``epsilon``.
+      delta: the smaller: what is certified.
+      method: "basic" or "pld", whichever gave ``delta`` ("basic" on a tie).
+    """
+
+    rounds: int
+    epsilon_round: float
+    delta_round: float
+    epsilon: float
+    basic_delta: float
+    pld_delta: float
+    delta: float
+    method: str
+
+
+def _pld_delta(epsilon_round: float, delta_round: float, rounds: int, epsilon: float) -> float:
+    from dp_accounting.pld import common, privacy_loss_distribution  # local: optional at import
+
+    pair = privacy_loss_distribution.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(epsilon_round, delta_round),
+        value_discretization_interval=PLD_INTERVAL)
+    return float(pair.self_compose(rounds).get_delta_for_epsilon(epsilon))
+
+
+def compose_rounds(epsilon_round: float, delta_round: float, rounds: int) -> Composition:
+    """``rounds`` adaptive rounds, each ``(epsilon_round, delta_round)``-DP, composed.
+
+    Raises:
+      ValueError: epsilon_round < 0, delta_round outside [0, 1], rounds < 1.
+    """
+    epsilon_round = _check_real("epsilon_round", epsilon_round)
+    delta_round = _check_real("delta_round", delta_round)
+    rounds = _check_int("rounds", rounds, 1)
+    if not epsilon_round >= 0:
+        raise ValueError(f"epsilon_round must be >= 0, got {epsilon_round!r}")
+    if not 0.0 <= delta_round <= 1.0:
+        raise ValueError(f"delta_round must be in [0, 1], got {delta_round!r}")
+    epsilon = math.fsum([epsilon_round] * rounds)
+    basic = min(1.0, math.fsum([delta_round] * rounds))
+    pld = basic if rounds == 1 else min(1.0, _pld_delta(epsilon_round, delta_round, rounds, epsilon))
+    method = "pld" if pld < basic else "basic"
+    return Composition(rounds=rounds, epsilon_round=epsilon_round, delta_round=delta_round, epsilon=epsilon,
+                       basic_delta=basic, pld_delta=pld, delta=min(basic, pld), method=method)

@@ -1,4 +1,5 @@
-"""Tests of the PipelineDP rival (triehh_beam/evaluation/pipelinedp_rival.py).
+"""Tests of the PipelineDP rival (triehh_beam/evaluation/pipelinedp_rival.py) and of its place in
+an evaluation.
 
 PipelineDP's noise comes from python-dp's secure generator, which cannot be seeded, so the
 release tests are statistical: each states the closed-form release probability it checks
@@ -15,6 +16,7 @@ import pytest
 
 from triehh_beam.evaluation import experiment as evaluation
 from triehh_beam.evaluation import pipelinedp_rival as rival
+from triehh_beam.io.write import write_records
 
 EPSILON, DELTA = 1.0, 1e-8
 
@@ -157,3 +159,60 @@ def test_without_pipeline_dp_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pipeline_dp", None)  # import fails as if not installed
     with pytest.raises(rival.RivalUnavailableError, match=r'pip install "triehh-beam\[rivals\]"'):
         rival.select_partitions([(b"u", "a")], EPSILON, DELTA)
+
+
+# --------------------------------------------------------------------------------------------
+# In an evaluation.
+
+POPULATION = {"aa": 600, "ab": 400, "b": 300, "toolong": 250, "cc": 200, "d": 150, "e": 100, "rare": 3}
+
+
+@pytest.fixture(scope="module")
+def small_input(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("small") / "records.jsonl")
+    rows, user = [], 0
+    for item, holders in POPULATION.items():
+        rows += [(user + i, item) for i in range(holders)]
+        user += holders
+    write_records(path, rows)
+    return path
+
+
+def test_the_rival_is_asked_for_by_name_only(small_input):
+    config = evaluation.EvaluationConfig(small_input, epsilons=(1,), delta=DELTA, max_length=4)
+    assert "pipelinedp" not in config.rivals and "pipelinedp" in evaluation.RIVALS
+
+
+def test_evaluation_runs_the_rival_per_epsilon_and_run(small_input):
+    class Counting(evaluation.Progress):
+        def __init__(self):
+            self.total, self.labels = None, []
+
+        def start(self, total):
+            self.total = total
+
+        def advance(self, label):
+            self.labels.append(label)
+
+    config = evaluation.EvaluationConfig(small_input, epsilons=(0.5, 1), delta=DELTA, max_length=4, runs=3,
+                                         top_k=(3, 7), engine="simulate", rivals=("pipelinedp", "exact"),
+                                         protocols=("sample-threshold",))
+    progress = Counting()
+    result = evaluation.run_evaluation(config, progress=progress)
+    assert progress.total == len(progress.labels) == 2 * 3 + 2 * 3  # sample-threshold + PipelineDP runs
+    block = result["rivals"]["pipelinedp"]
+    assert block["strategy"] == "truncated geometric" and block["backend"] == "LocalBackend"
+    assert block["library"].startswith("pipeline-dp 0.3")
+    assert [c["epsilon"] for c in block["configurations"]] == [0.5, 1.0]
+    for configuration in block["configurations"]:
+        assert configuration["privacy"]["model"] == "central"
+        assert (configuration["privacy"]["epsilon"], configuration["privacy"]["delta"]) == (configuration["epsilon"], DELTA)
+        runs = configuration["runs"]
+        assert [r["run"] for r in runs] == [0, 1, 2]
+        assert all(r["contributors"] == result["data_source"]["users"] for r in runs)
+        # 100 holders and more: kept with probability 1 at both epsilons; 3 holders: < 1e-6.
+        for r in runs:
+            assert set(r["heavy_hitters"]) == set(POPULATION) - {"rare"}
+        assert configuration["released"]["values"] == [len(r["heavy_hitters"]) for r in runs]
+        # "toolong" does not fit L = 4 but central selection finds it: recall@7 is 1.
+        assert [b["recall"]["mean"] for b in configuration["metrics"]] == [1.0, 1.0]

@@ -32,6 +32,10 @@ setuptools.setup(
         "tqdm>=4.60",
     ],
     extras_require={
+        # `triehh evaluate --rivals pipelinedp`: PipelineDP (OpenMined, on Google's differential
+        # privacy library) is the well-kept library for central-DP partition selection, the
+        # comparison issue 25 asks for; imported only when that rival runs.
+        "rivals": ["pipeline-dp>=0.3.1,<0.4"],
         "test": [
             # Pinned: the check that the checked-in *_pb2.py files match protos/ regenerates them.
             "grpcio-tools==1.81.1",
@@ -43,6 +47,8 @@ setuptools.setup(
             "pytest-xdist>=3.5",
             # Regenerates the bundled demo population in its tests; never needed at run time.
             "wordfreq>=3.1",
+            # The pipelinedp rival's tests (the `rivals` extra).
+            "pipeline-dp>=0.3.1,<0.4",
         ],
     },
     entry_points={"console_scripts": ["triehh=triehh_beam.cli:main"]},

@@ -83,7 +83,9 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                              "whole items with counts; epsilon <= 1)")
     target.add_argument("--rivals", type=_rivals, default=("pem", "exact"), metavar="NAMES",
                         help="comma-separated: pem (local DP, same epsilon), exact (non-private "
-                             "top-K); 'none' for neither (default: pem,exact)")
+                             "top-K), pipelinedp (PipelineDP's central partition selection at the same "
+                             "epsilon and delta, one item per user; needs pip install "
+                             "\"triehh-beam[rivals]\"); 'none' for none (default: pem,exact)")
     for name in ("rule", "case_fold", "truncate_long_items"):  # the same settings as discover's
         BY_NAME[name].add_to(target)
     target.add_argument("--seed", type=argtypes.non_negative_int, default=0,
@@ -204,6 +206,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.evaluation import experiment as evaluation, report
+    from triehh_beam.evaluation.pipelinedp_rival import RivalUnavailableError
     from triehh_beam.io.schema import RecordFormatError
 
     try:
@@ -224,7 +227,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     progress = _progress(not args.no_progress)
     try:
         result = evaluation.run_evaluation(config, PipelineOptions(list(beam_args)), progress)
-    except (FileNotFoundError, RecordFormatError, ValueError) as e:
+    except (FileNotFoundError, RecordFormatError, RivalUnavailableError, ValueError) as e:
         return _fail(str(e))
     finally:
         progress.close()
@@ -239,11 +242,12 @@ def register_evaluate(subparsers) -> None:
     """Adds ``evaluate`` to the ``triehh`` tool (handler(args, beam_args), Beam flags allowed)."""
     parser = subparsers.add_parser(
         "evaluate",
-        help="measure recall and discovery rates of TrieHH against PEM and the exact top-K",
+        help="measure recall and discovery rates of TrieHH against PEM, the exact top-K and PipelineDP",
         description="Runs TrieHH R times per epsilon and unit size on an input (through the real "
-        "pipeline, or the keyed simulation with --engine simulate), PEM and the exact top-K on "
-        "the same input, and writes evaluation.json, plots and report.html. Flags this command "
-        "does not know are Beam pipeline options.",
+        "pipeline, or the keyed simulation with --engine simulate), PEM and the exact top-K (and "
+        "PipelineDP's partition selection with --rivals pipelinedp) on the same input, and writes "
+        "evaluation.json, plots and report.html. Flags this command does not know are Beam "
+        "pipeline options.",
     )
     add_evaluate_arguments(parser)
     parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True)

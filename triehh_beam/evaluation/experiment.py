@@ -3,8 +3,9 @@
 j)``, the same for every configuration, so configurations are compared on paired runs), TrieHH
 runs either through the real pipeline (``engine="pipeline"``: ``driver.run_discovery``, census
 included, in a scratch directory) or the keyed simulation (``engine="simulate"``, which grows
-the pipeline's trie in the pipeline's rounds, much faster), beside the exact top-K and PEM (ε-LDP,
-``evaluation.pem``) at the same ε; the result (``run_evaluation``, docs/evaluation.md documents
+the pipeline's trie in the pipeline's rounds, much faster), beside the exact top-K, PEM (ε-LDP,
+``evaluation.pem``) at the same ε and, when asked, PipelineDP's central partition selection at the
+same (ε, δ) (``evaluation.pipelinedp_rival``); the result (``run_evaluation``, docs/evaluation.md documents
 its schema, docs/protocol.md §4 its measures) holds recall@K, F1@K and NCR@K with t-intervals
 (``evaluation.stats``), each item's discovery rate with a Wilson interval beside its Proposition
 1 bound (a bound only for one item per user), the rounds run and the trie's growth, and the
@@ -27,7 +28,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 import numpy as np
 
 from triehh_beam.evaluation.run_keys import evaluation_release
-from triehh_beam.evaluation import metrics, pem, sample_threshold_eval, whole_items_eval
+from triehh_beam.evaluation import metrics, pem, pipelinedp_rival, sample_threshold_eval, whole_items_eval
 from triehh_beam.evaluation.population import Population, load_population
 from triehh_beam.evaluation.stats import mean_ci, wilson_interval
 from triehh_beam.protocol import parameters, planner, privacy, utility
@@ -35,6 +36,7 @@ from triehh_beam.io.schema import FORMATS, RecordColumns
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
 
 __all__ = [
+    "DEFAULT_RIVALS",
     "ENGINES",
     "PROTOCOLS",
     "RIVALS",
@@ -48,7 +50,9 @@ __all__ = [
 
 SCHEMA = "triehh-beam/evaluation/1"
 ENGINES = ("pipeline", "simulate")
-RIVALS = ("exact", "pem")
+RIVALS = ("exact", "pem", pipelinedp_rival.NAME)
+# PipelineDP is an optional dependency: asked for by name, never by default.
+DEFAULT_RIVALS = ("exact", "pem")
 PROTOCOLS = ("triehh", "triehh++", "sample-threshold")
 
 
@@ -88,7 +92,8 @@ class EvaluationConfig:
       runs: R, runs per configuration.
       top_k: the K of recall@K, F1@K and NCR@K (and PEM's k).
       engine: ``"pipeline"`` or ``"simulate"`` (module docstring).
-      rivals: any of ``"exact"``, ``"pem"``.
+      rivals: any of ``"exact"``, ``"pem"``, ``"pipelinedp"`` (PipelineDP's central partition
+        selection, ``evaluation.pipelinedp_rival``; needs the ``rivals`` extra).
       input_format: ``"jsonl"``, ``"csv"``, ``"parquet"`` or None (from the file names).
       rule: the planner's rule.
       case_fold, truncate_long_items: as ``DiscoveryConfig``.
@@ -119,7 +124,7 @@ class EvaluationConfig:
     runs: int = 10
     top_k: Tuple[int, ...] = (10,)
     engine: str = "pipeline"
-    rivals: Tuple[str, ...] = RIVALS
+    rivals: Tuple[str, ...] = DEFAULT_RIVALS
     input_format: Optional[str] = None
     rule: str = "authors"
     case_fold: bool = False
@@ -500,11 +505,15 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
 
     Raises:
       FileNotFoundError, RecordFormatError, ValueError: unusable input.
+      pipelinedp_rival.RivalUnavailableError: the pipelinedp rival without PipelineDP installed
+        (before anything runs).
       InfeasiblePlanError is never raised: infeasible configurations are listed under
         ``infeasible`` and skipped.
     """
     progress = progress or Progress()
     started = time.monotonic()
+    if pipelinedp_rival.NAME in config.rivals:
+        pipelinedp_rival.require_pipeline_dp()  # before an hour of runs, not after
     population = load_population(config.input_pattern, config.input_format, config.columns)
     if not population.users:
         raise ValueError(f"{config.input_pattern}: no usable records")
@@ -532,7 +541,9 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
                                        "max_length": config.max_length_for(unit_size), "reason": plan.reason})
                     progress.note(f"skipped: {protocol} epsilon={epsilon:g} unit size {unit_size}: {plan.reason}")
     ks = config.top_k
-    total = (len(plans) + len(whole_plans)) * config.runs + ("pem" in config.rivals) * len(config.epsilons) * len(ks) * config.runs
+    total = ((len(plans) + len(whole_plans)) * config.runs
+             + ("pem" in config.rivals) * len(config.epsilons) * len(ks) * config.runs
+             + (pipelinedp_rival.NAME in config.rivals) * len(config.epsilons) * config.runs)
     progress.start(total)
 
     seeds = [run_seed(config.seed, j) for j in range(config.runs)]
@@ -637,6 +648,9 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
         }
     if "pem" in config.rivals:
         rivals["pem"] = _run_pem_rival(config, population, base_encoder, truth, progress)
+    if pipelinedp_rival.NAME in config.rivals:
+        rivals[pipelinedp_rival.NAME] = _run_pipelinedp_rival(config, population, base_encoder, truth, seeds,
+                                                              progress)
 
     return {
         "schema": SCHEMA,
@@ -700,6 +714,38 @@ def _run_pem_rival(config: EvaluationConfig, population: Population, encoder: It
             "metrics": per_k,
         })
     return {"n_bytes": n_bytes, "configurations": by_epsilon}
+
+
+def _run_pipelinedp_rival(config: EvaluationConfig, population: Population, encoder: ItemEncoder,
+                          truth: Mapping[str, int], seeds: Sequence[bytes], progress: Progress) -> dict:
+    # The same normalised items as the truth, whatever their length: central partition
+    # selection has no item limit. Run j draws each user's item with TrieHH's run seed j.
+    users = pipelinedp_rival.normalised_users(population.users, encoder)
+    by_epsilon = []
+    for epsilon in config.epsilons:
+        def on_run(index: int, epsilon=epsilon) -> None:
+            progress.advance(f"PipelineDP eps={epsilon:g} run {index + 1}/{config.runs}")
+
+        runs = pipelinedp_rival.run(users, epsilon, config.delta, seeds, on_run)
+        released = [len(run.heavy_hitters) for run in runs]
+        by_epsilon.append({
+            "epsilon": epsilon,
+            "delta": config.delta,
+            "privacy": pipelinedp_rival.privacy_block(epsilon, config.delta, config.runs),
+            "released": dict(mean_ci(released, config.confidence, bounds=(0.0, math.inf)), values=released),
+            "metrics": _metric_block([run.heavy_hitters for run in runs], truth, config.top_k, config.confidence),
+            "runs": [{"run": j, "seed": seeds[j].hex(), "contributors": run.contributors,
+                      "heavy_hitters": list(run.heavy_hitters), "seconds": round(run.seconds, 3)}
+                     for j, run in enumerate(runs)],
+        })
+    return {
+        "library": pipelinedp_rival.library_version(),
+        "backend": "LocalBackend",
+        "strategy": pipelinedp_rival.STRATEGY,
+        "contribution": "one item per user, drawn by local frequency with the run's keyed uniform "
+                        "(the draw of TrieHH's vote); max_partitions_contributed = 1",
+        "configurations": by_epsilon,
+    }
 
 
 def write_evaluation_json(result: dict, path: str) -> str:

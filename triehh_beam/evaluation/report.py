@@ -6,7 +6,8 @@
 * ``discovery_rate_u<k>.png`` (one per unit size): each item's discovery rate against its
   frequency, binned means with their confidence band, and the Proposition 1 bound averaged
   over the same items; one panel per ε;
-* ``recall_at_k.png``: recall@K against K per ε, TrieHH beside PEM and the exact top-K;
+* ``recall_at_k.png``: recall@K against K per ε, TrieHH beside PEM, PipelineDP (when run) and the
+  exact top-K;
 * ``recall_vs_unit_size.png``: recall@K against the unit size, per ε, one panel per K;
 * ``trie_growth.png``: prefixes kept per round (mean and band), per ε, one panel per unit size;
 
@@ -181,6 +182,13 @@ def _plot_recall_at_k(result: dict, path: str) -> str:
                             yerr=[[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]],
                             fmt="--s", color=colour, capsize=3, markersize=4, alpha=0.85,
                             markerfacecolor="white", label=f"PEM {_fmt_eps(eps)} (LDP)")
+        pipelinedp = result["rivals"].get("pipelinedp")
+        block = next((c for c in pipelinedp["configurations"] if c["epsilon"] == eps), None) if pipelinedp else None
+        if block:
+            stats_ = [_metric(b) for b in block["metrics"]]
+            ax.errorbar(ks, [s[0] for s in stats_], yerr=[[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]],
+                        fmt="-.^", color=colour, capsize=3, markersize=4, alpha=0.85,
+                        label=f"PipelineDP {_fmt_eps(eps)} (central)")
     exact = result["rivals"].get("exact")
     if exact:
         ax.plot(ks, [b["recall"]["mean"] for b in exact["metrics"]], ":", color="black", linewidth=1.5,
@@ -315,6 +323,14 @@ def summary_rows(result: dict, name: str = "recall") -> List[Tuple[str, str, Lis
             by_k = {b["k"]: b for b in config["metrics"]}
             rows.append((f"PEM ε={config['epsilon']:g}", f"{config['epsilon']:g}-LDP",
                          [_cell(by_k.get(k), name) for k in ks]))
+    pipelinedp = result["rivals"].get("pipelinedp")
+    if pipelinedp:
+        for config in pipelinedp["configurations"]:
+            by_k = {b["k"]: b for b in config["metrics"]}
+            rows.append((f"PipelineDP partition selection ε={config['epsilon']:g} "
+                         f"({config['released']['mean']:,.0f} items released)",
+                         f"({config['epsilon']:.3g}, {config['delta']:.2g})-DP central",
+                         [_cell(by_k.get(k), name) for k in ks]))
     exact = result["rivals"].get("exact")
     if exact:
         by_k = {b["k"]: b for b in exact["metrics"]}
@@ -389,8 +405,14 @@ def _html(result: dict, images: Sequence[Tuple[str, str]]) -> str:
         "<li><b>PEM</b>: ε-local differential privacy: each user sends one OLH report of one prefix "
         "(users are divided into groups, the budget is not).</li>",
         "<li><b>exact top-K</b>: no privacy; the ceiling.</li>",
-        "</ul>",
     ]
+    if result["rivals"].get("pipelinedp"):
+        rival = result["rivals"]["pipelinedp"]
+        parts.append(
+            f"<li><b>PipelineDP</b> ({esc(rival['library'])}, {esc(rival['backend'])}): central (ε, δ)-differential "
+            f"privacy at TrieHH's ε and δ by private partition selection ({esc(rival['strategy'])}), each user "
+            "contributing one item; the server reads raw records, as <code>triehh discover</code>'s does.</li>")
+    parts.append("</ul>")
     if result["triehh"]:
         parts.append("<table><tr><th>TrieHH configuration</th><th>θ</th><th>m</th><th>ε achieved</th>"
                      "<th>δ achieved</th><th>rounds (mean)</th></tr>")
@@ -426,7 +448,8 @@ def write_report(result: dict, out_dir: str) -> Dict[str, str]:
     if result["triehh"] or result["rivals"]:
         path = _plot_recall_at_k(result, os.path.join(out_dir, "recall_at_k.png"))
         written["recall_at_k"] = path
-        images.append((path, "Recall@K per ε: TrieHH (solid), PEM (dashed), exact top-K (dotted)."))
+        images.append((path, "Recall@K per ε: TrieHH (solid), PEM (dashed), PipelineDP (dash-dot, when run), "
+                             "exact top-K (dotted)."))
     for unit in params["unit_sizes"]:
         path = _plot_discovery_rate(result, unit, os.path.join(out_dir, f"discovery_rate_u{unit}.png"))
         if path:

@@ -261,8 +261,10 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
     entries = show.ordered_items(result.heavy_hitters, encoder)
     estimates = show.load_result(os.path.dirname(result.output_path)).estimates() if plan.estimate_epsilon else {}
     if estimates and entries:
-        say(f"  (estimate: users holding it, each user counted once, with noise of epsilon_est="
-            f"{plan.estimate_epsilon:g}; 95% interval beside it)")
+        say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
+            f"by its share of its records: the holders when each holds one; noise of epsilon_est="
+            f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
+            f"draws and the noise both counted)")
         width = max(show._width(entry.text) for entry in entries)
         for entry in entries:
             estimate, low, high = estimates[entry.sequence]

@@ -5,9 +5,10 @@ hold one or several items, choose one by local frequency (after a Bernoulli samp
 sample-and-threshold) and get two-sided geometric noise (for ``--estimate-frequencies``).
 
 Coverage tolerance: each interval's empirical coverage over R independent draws must be at least
-0.95 - 3 sqrt(0.95 x 0.05 / R) (three binomial standard errors below the level). The intervals'
-exact coverage in these populations is 0.955 or more (docs/protocol.md §5), so a correct interval
-fails a check with probability below 1e-3; the seeds are fixed, so each test is deterministic.
+0.95 - 3 sqrt(0.95 x 0.05 / R) (three binomial standard errors below the level). The intervals
+cover 0.97 or more of these populations' draws, and at least 0.953 of any binomial population's
+computed exactly (docs/protocol.md §2, §5), so a correct interval fails a check with probability
+below 1e-3; the seeds are fixed, so each test is deterministic.
 The same check fails the noise-only interval with several items per user, and an interval that
 ignores the threshold for an item near it.
 """

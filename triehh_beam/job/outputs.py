@@ -415,8 +415,9 @@ ESTIMATE_QUANTITY = (
 ESTIMATE_INTERVAL_NOTE = (
     "interval: holds the weighted users with probability at least level (95%), counting both "
     "what varies between releases: each user's draw of one entry and the noise. It inverts the "
-    "tails of Poisson(f) plus the noise, the widest a sum of one draw per user with mean f can "
-    "spread, so it holds for any population (docs/protocol.md section 5). half_width and coverage "
+    "tails of Poisson(f) plus the noise, Poisson(f) being the worst case of a sum of one draw per "
+    "user with mean f, so no knowledge of the population is assumed; its coverage is checked "
+    "exactly and by simulation (docs/protocol.md section 5). half_width and coverage "
     "are the noise's alone: estimate +- half_width holds this release's exact count with "
     "probability coverage, which is the weighted users themselves only when each user holds one "
     "discovered entry"

@@ -48,9 +48,9 @@ ESTIMATE_INTERVAL_NOTE = (
     "interval: holds the item's weighted users with probability at least level (95%) given that the "
     "item was released, counting both what varies between releases: which users are sampled and "
     "which item each reports. It inverts the tails of Poisson(p_s f) conditioned on reaching tau, "
-    "the widest a sum of one report per sampled user with mean p_s f can spread, divided by p_s; its "
-    "low end is 0 for a count at tau, which even a rare item reaches by luck (docs/protocol.md "
-    "section 2)"
+    "Poisson being the worst case of a sum of one report per sampled user, divided by p_s; its "
+    "low end is 0 for a count at tau, which even a rare item reaches by luck. Its coverage is "
+    "checked exactly and by simulation (docs/protocol.md section 2)"
 )
 ESTIMATE_NOTE = (
     "count: the sampled users who reported the item (each kept user, with probability "

@@ -10,6 +10,7 @@ from triehh_beam.cli import main
 from triehh_beam.evaluation import show
 from triehh_beam.job import outputs
 from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.count_intervals import noisy_count_intervals
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.frequency_estimates import EstimateTargets, FrequencyEstimates
 from triehh_beam.protocol.trie import Trie
@@ -51,23 +52,42 @@ def test_each_entry_carries_its_estimate_and_show_reads_it_back(kind, tmp_path):
     for entry in document["heavy_hitters"]:
         sequence = show._item_sequence(entry, encoder)
         assert entry["estimate"] == expected[sequence]
-        assert entry["interval"] == [entry["estimate"] - 6, entry["estimate"] + 6]
+        assert entry["interval"] == list(noisy_count_intervals([entry["estimate"]], 0.5)[0])
     for entry in document["frequent_prefixes"]:
         assert entry["estimate"] == expected[show._prefix_sequence(entry, encoder)]
     assert -3 in [e["estimate"] for e in document["heavy_hitters"] + document["frequent_prefixes"]]
     block = document["frequency_estimates"]
     assert block["epsilon"] == 0.5 and block["half_width"] == 6 and block["level"] == 0.95
-    assert "negative" in block["note"]
+    assert "negative" in block["note"] and block["quantity"].startswith("weighted users")
+    assert "noise's alone" in block["interval_note"]
     assert document["privacy"]["estimate_epsilon"] == 0.5
     # Read back by triehh show, as a document alone and beside trie.pb.
     (tmp_path / "heavy_hitters.json").write_text(json.dumps(document))
     (tmp_path / "trie.pb").write_bytes(trie.to_bytes())
     result = show.load_result(str(tmp_path))
     assert result.trie == trie
-    assert result.estimates() == {s: (v, v - 6, v + 6) for s, v in expected.items()}
+    intervals = dict(zip(expected, noisy_count_intervals(list(expected.values()), 0.5)))
+    assert result.estimates() == {s: (v, *intervals[s]) for s, v in expected.items()}
+    assert intervals[targets.sequences[-1]] == (0, intervals[targets.sequences[-1]][1])  # -3: f >= 0
     text = show.render_text(result, tree=False)
-    assert "95% interval" in text and "epsilon_est=0.5" in text
+    assert "95% interval" in text and "epsilon_est=0.5" in text and "weighted users" in text
+    assert "covers the noise alone" not in text
     assert show.trie_from_document(document) == trie
+
+
+def test_show_says_an_older_results_interval_covers_the_noise_alone(tmp_path):
+    # Published before the intervals counted the users' draws: no "quantity", estimate +- k.
+    encoder = ItemEncoder(ItemKind.TEXT, max_length=4)
+    trie = Trie(encoder, [{("a",), ("b",)}, {("a", ""), ("b", "")}])
+    document = outputs.published_document(_state(trie, [120, 40]), trie)
+    del document["frequency_estimates"]["quantity"], document["frequency_estimates"]["interval_note"]
+    for entry in document["heavy_hitters"]:
+        entry["interval"] = [entry["estimate"] - 6, entry["estimate"] + 6]
+    (tmp_path / "heavy_hitters.json").write_text(json.dumps(document))
+    result = show.load_result(str(tmp_path / "heavy_hitters.json"))
+    assert result.estimates()[encoder.encode("a")] == (120, 114, 126)
+    text = show.render_text(result, tree=False)
+    assert "covers the noise alone" in text and "114 to 126" in text
 
 
 def test_without_estimates_the_document_is_unchanged():
@@ -90,7 +110,7 @@ def test_discover_prints_the_estimates_and_show_tables_them(tmp_path, make_popul
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "frequency estimates epsilon_est=2: total target epsilon=6" in printed  # the plan line
-    assert "(estimate: users holding it, each user counted once" in printed
+    assert "(estimate: weighted users, each user counted once" in printed
     assert "frequency estimates: + epsilon_est=2" in printed
     document = json.loads((out / "heavy_hitters.json").read_text())
     first = document["heavy_hitters"][0]
@@ -109,12 +129,14 @@ def test_plan_shows_the_estimates_interval_and_the_total(capsys):
     assert main(base + ["--estimate-frequencies", "1"]) == 0
     text = capsys.readouterr().out
     assert "total target epsilon      5 (epsilon + estimate epsilon" in text
-    assert "estimate +- 3 users (covers 97.32%)" in text
+    assert "noise alone               estimate +- 3 (covers 97.32%)" in text
+    assert "95% interval              at an estimate of 10: 4 to 19, 100: 81 to 122" in text
     assert main(base + ["--estimate-frequencies", "0.1", "--json"]) == 0
     block = json.loads(capsys.readouterr().out)["frequency_estimates"]
     assert block["half_width"] == 30 and block["total_target_epsilon"] == pytest.approx(4.1)
+    assert block["intervals"]["100"] == list(noisy_count_intervals([100], 0.1)[0])
     assert main(base[:-2] + ["--max-length", "4", "--protocol", "triehh++", "--estimate-frequencies", "0.5"]) == 0
-    assert "estimate +- 6 users" in capsys.readouterr().out
+    assert "estimate +- 6 (covers" in capsys.readouterr().out
     assert main(base + ["--estimate-frequencies", "1", "--compare-units"]) == 2
     assert "--estimate-frequencies" in capsys.readouterr().err
     assert main(base) == 0

@@ -27,7 +27,7 @@ from triehh_beam.job import graphs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.driver import run_discovery
 from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.whole_items import plan_whole_items
+from triehh_beam.protocol.whole_items import estimate_interval, plan_whole_items
 from triehh_beam.protocol.vote import choose_sequence
 
 # Distinctive made-up words, so that grepping for one finds nothing by accident.
@@ -118,6 +118,10 @@ def test_the_pipeline_releases_exactly_the_keyed_simulations_items_and_counts(ru
     assert state.release.counters["items_released"] == len(published)
     for entry in runs["published"]["released"]:
         assert entry["estimate"] == entry["count"] / state.plan.sample_probability
+        # The 95% interval of the weighted users given the release (count >= tau).
+        assert entry["interval"] == list(estimate_interval(entry["count"], state.plan.sample_probability,
+                                                           state.plan.theta))
+        assert entry["interval"][0] < entry["estimate"] < entry["interval"][1]
     counts = [entry["count"] for entry in runs["published"]["released"]]
     assert counts == sorted(counts, reverse=True)
     assert runs["published"]["heavy_hitters"] == [entry["item"] for entry in runs["published"]["released"]]
@@ -171,6 +175,9 @@ def test_the_published_document_and_the_ledger(runs):
     assert "Bharadwaj & Cormode" in privacy["guarantee"] and "one release" in privacy["guarantee"]
     assert published["frequent_prefixes"] == [] and published["rounds_run"] == 1
     assert "biased upward" in published["estimate_note"]
+    assert published["estimates"]["quantity"].startswith("weighted users")
+    assert published["estimates"]["level"] == 0.95 and "given that the item was released" in (
+        published["estimates"]["interval_note"])
     [record] = runs["ledger"]
     assert record["record_id"] == state.ledger_record and record["protocol"] == "sample-threshold"
     assert (record["epsilon"], record["delta"]) == (state.plan.epsilon, state.plan.delta)
@@ -209,6 +216,9 @@ def test_show_lists_the_released_items_with_their_counts_and_estimates(runs):
     rows = [line.split() for line in text.splitlines() if line.startswith("  ") and line.split()[0].isdigit()]
     assert [(r[1], int(r[2].replace(",", ""))) for r in rows] == [
         (e["item"], e["count"]) for e in published["released"]]
+    assert [(int(r[4].replace(",", "")), int(r[6].replace(",", ""))) for r in rows] == [
+        tuple(e["interval"]) for e in published["released"]]
+    assert "95% interval" in text and "estimates: weighted users: the sum over users" in text
     assert "biased upward" in text and "trie" not in text.split("released")[-1].split("count:")[0]
 
 

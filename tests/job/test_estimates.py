@@ -23,6 +23,7 @@ from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_dis
 from triehh_beam.job.dry_run import dry_run
 from triehh_beam.job.ledger import BudgetExceededError, Ledger
 from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol.count_intervals import noisy_count_intervals
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.frequency_estimates import (EstimateKeys, EstimateTargets, reference_estimates,
@@ -80,6 +81,21 @@ def _weighted():
     return {u: [(ENCODER.encode(item), c) for item, c in held.items()] for u, held in POPULATION.items()}
 
 
+def _weighted_users(targets):
+    """Per target, what its estimate estimates: the sum over users of their share of their
+    records on the targets that fall on it."""
+    f = {}
+    for weighted in _weighted().values():
+        on = {}
+        for sequence, count in weighted:
+            i = targets.index_of(sequence)
+            if i >= 0:
+                on[targets.sequences[i]] = on.get(targets.sequences[i], 0) + count
+        for target, count in on.items():
+            f[target] = f.get(target, 0.0) + count / sum(on.values())
+    return f
+
+
 def _exact_counts(targets, keys):
     """The exact counts behind the estimates, user by user (what must never be written)."""
     exact = [0] * len(targets)
@@ -116,13 +132,19 @@ def test_the_published_estimates_equal_the_reference(finished):
     k = document["frequency_estimates"]["half_width"]
     assert k == 15 and document["frequency_estimates"]["epsilon"] == 0.2
     assert document["frequency_estimates"]["coverage"] >= 0.95
+    weighted = _weighted_users(targets)
     for entry in document["heavy_hitters"]:
         sequence = ENCODER.encode(entry["item"])
         assert entry["estimate"] == expected[sequence], entry
-        assert entry["interval"] == [entry["estimate"] - k, entry["estimate"] + k]
+        # The published interval is of the weighted users, the draws counted: not +- k.
+        assert entry["interval"] == list(noisy_count_intervals([entry["estimate"]], 0.2)[0])
+        assert entry["interval"][1] - entry["interval"][0] > 2 * k
+        assert entry["interval"][0] <= weighted[sequence] <= entry["interval"][1], (entry, weighted[sequence])
     for entry in document["frequent_prefixes"]:
         sequence = tuple(entry["prefix"])
         assert entry["estimate"] == expected[sequence]
+        assert entry["interval"] == list(noisy_count_intervals([entry["estimate"]], 0.2)[0])
+    assert "weighted users" in document["frequency_estimates"]["quantity"]
     assert len(document["heavy_hitters"]) + len(document["frequent_prefixes"]) == len(targets)
     # The heavy hitters' order is unchanged by the estimates (by value, as without them).
     assert [e["item"] for e in document["heavy_hitters"]] == sorted(HOLDERS)
@@ -257,6 +279,6 @@ def test_the_setting_is_validated_with_or_without_windows():
     assert b"estimate_frequencies" in windowed.window_identity()
     # Part of the identity only when given: jobs without it keep their keys.
     without = DiscoveryConfig(**base)
-    assert b"estimate" not in without.sampling_identity()
+    assert b'"estimate_frequencies"' not in without.sampling_identity()  # (paths may say "estimate")
     assert b"estimate_frequencies" in DiscoveryConfig(**base, estimate_frequencies=1.0).sampling_identity()
     assert config_lib.BY_NAME["estimate_frequencies"].identity == "plan.estimate_epsilon"

@@ -20,6 +20,7 @@ from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs, windowed
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.protocol import planner
+from triehh_beam.protocol.count_intervals import noisy_count_intervals
 from triehh_beam.protocol.frequency_estimates import EstimateKeys
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
@@ -64,7 +65,7 @@ def _check_window(tmp_path, config, start, population):
     assert len(entries) == len(expected) and len(entries) >= 3
     for sequence, entry in entries:
         assert entry["estimate"] == expected[sequence], (start, entry)
-        assert entry["interval"] == [entry["estimate"] - k, entry["estimate"] + k]
+        assert entry["interval"] == list(noisy_count_intervals([entry["estimate"]], EPSILON_EST)[0])
     privacy = document["privacy"]
     assert privacy["estimate_epsilon"] == EPSILON_EST
     assert privacy["total_target_epsilon"] == pytest.approx(config.epsilon + EPSILON_EST)

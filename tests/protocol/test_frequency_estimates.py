@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from triehh_beam.protocol.count_intervals import noisy_count_intervals
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.frequency_estimates import (
@@ -139,8 +140,11 @@ def test_every_target_gets_an_estimate_even_without_contributions():
     released = reference_estimates({"u1": [(_seq("to"), 1)]}, TARGETS, 1.0, keys)
     assert len(released.estimates) == len(TARGETS) == 4
     assert released.half_width == TwoSidedGeometric(1.0).half_width(LEVEL) == 3
-    lo, hi = released.interval(0)
+    lo, hi = released.noise_interval(0)
     assert hi - lo == 6 and lo == released.estimates[0] - 3
+    # The published interval is of the weighted users: the users' draws counted, never below 0.
+    assert released.intervals() == tuple(noisy_count_intervals(released.estimates, 1.0))
+    assert released.interval(0) == released.intervals()[0] and released.interval(0)[0] >= 0
     assert isinstance(released.estimates[0], int)
 
 
@@ -212,11 +216,20 @@ def test_estimates_are_unbiased_for_the_expected_choices_of_multi_item_users():
             p = weights / weights.sum()
             shares += p
             variance += p * (1 - p)
-    estimates = np.array([reference_estimates(population, TARGETS, epsilon,
-                                              EstimateKeys.derive(SEED, b"seed %d" % r)).estimates
-                          for r in range(runs)])
+    releases = [reference_estimates(population, TARGETS, epsilon, EstimateKeys.derive(SEED, b"seed %d" % r))
+                for r in range(runs)]
+    estimates = np.array([released.estimates for released in releases])
     assert np.all(np.abs(estimates.mean(axis=0) - shares) < 4.5 * np.sqrt(variance / runs)), (
         estimates.mean(axis=0), shares)
+    # The published intervals hold f_x over the keyed draws (at least 95% less three binomial
+    # standard errors; tests/protocol/test_count_intervals.py measures them more finely); the
+    # noise's alone, estimate +- k, does not.
+    floor = LEVEL - 3 * math.sqrt(LEVEL * (1 - LEVEL) / runs)
+    intervals = np.array([released.intervals() for released in releases])
+    covered = ((intervals[..., 0] <= shares) & (shares <= intervals[..., 1])).mean(axis=0)
+    assert np.all(covered >= floor), covered
+    noise_only = (np.abs(estimates - shares) <= releases[0].half_width).mean(axis=0)
+    assert np.all(noise_only < floor), noise_only
     # f_x is below the holder count when holders spread their records: not the same quantity.
     holders = [sum(any(TARGETS.index_of(s) == i and c for s, c in w) for w in population.values())
                for i in range(len(TARGETS))]

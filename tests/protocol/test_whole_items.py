@@ -11,9 +11,10 @@ import pytest
 
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol import sample_threshold as st
+from triehh_beam.protocol.count_intervals import sampled_count_interval
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
-from triehh_beam.protocol.whole_items import (WholeItemCounter, count_whole_items, estimate, plan_whole_items,
-                                              release_probability, whole_item_report)
+from triehh_beam.protocol.whole_items import (WholeItemCounter, count_whole_items, estimate, estimate_interval,
+                                              plan_whole_items, release_probability, whole_item_report)
 from triehh_beam.protocol.vote import choose_sequence
 
 
@@ -106,3 +107,15 @@ def test_the_estimate_is_the_count_over_p_s():
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError):
             estimate(3, bad)
+
+
+def test_the_estimates_interval_is_given_the_release():
+    # The conditional interval (count_intervals.sampled_count_interval at tau): far above tau it
+    # is Garwood's; at tau its low end is 0 (a count at the threshold proves little).
+    assert estimate_interval(23, 0.125, 23) == sampled_count_interval(23, 0.125, 23)
+    assert estimate_interval(23, 0.125, 23)[0] == 0
+    assert estimate_interval(2_000, 0.125, 23) == sampled_count_interval(2_000, 0.125)
+    low, high = estimate_interval(200, 0.125, 23)
+    assert low < estimate(200, 0.125) < high
+    with pytest.raises(ValueError):
+        estimate_interval(22, 0.125, 23)  # never released

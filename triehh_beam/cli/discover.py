@@ -261,8 +261,10 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
     entries = show.ordered_items(result.heavy_hitters, encoder)
     estimates = show.load_result(os.path.dirname(result.output_path)).estimates() if plan.estimate_epsilon else {}
     if estimates and entries:
-        say(f"  (estimate: users holding it, each user counted once, with noise of epsilon_est="
-            f"{plan.estimate_epsilon:g}; 95% interval beside it)")
+        say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
+            f"by its share of its records: the holders when each holds one; noise of epsilon_est="
+            f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
+            f"draws and the noise both counted)")
         width = max(show._width(entry.text) for entry in entries)
         for entry in entries:
             estimate, low, high = estimates[entry.sequence]
@@ -303,7 +305,8 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
 
 def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
     """The summary of a whole-item release (``--protocol sample-threshold``): each item with its
-    count and count / p_s, from the published ``heavy_hitters.json``."""
+    count, count / p_s and the 95% interval of its weighted users, from the published
+    ``heavy_hitters.json``."""
     from triehh_beam.evaluation import show
     from triehh_beam.job.outputs import population_is_public
 
@@ -316,10 +319,12 @@ def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
         # result.heavy_hitters: the decoded items, in the published order (most reported first)
         texts = [show.ordered_items([value], encoder)[0].text for value in result.heavy_hitters]
         width = max(show._width(text) for text in texts)
-        say(f"  {show._pad('item', width)}  {'count':>7}  {'estimate':>9}   (count: sampled users who reported "
-            f"it, >= tau={plan.theta}; estimate = count / p_s)")
+        say(f"  {show._pad('item', width)}  {'count':>7}  {'estimate':>9}  95% interval   (count: sampled users "
+            f"who reported it, >= tau={plan.theta}; estimate = count / p_s, of the weighted users: the holders "
+            f"when each holds one item; the interval holds them given the release)")
         for text, entry in zip(texts, released):
-            say(f"  {show._pad(text, width)}  {entry['count']:>7,}  {entry['estimate']:>9,.0f}")
+            low, high = entry["interval"]
+            say(f"  {show._pad(text, width)}  {entry['count']:>7,}  {entry['estimate']:>9,.0f}  {low:,} to {high:,}")
     line = (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
             f"tau={plan.theta}, p_s={100 * plan.sample_probability:.4g}%, alpha={plan.alpha:.6g})")
     if population_is_public(plan):

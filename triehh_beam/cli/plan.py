@@ -247,31 +247,44 @@ def _run_whole_items_plan(args) -> int:
     return 0
 
 
+#: Estimates whose published intervals the plan shows (the intervals depend on the estimate).
+_EXAMPLE_ESTIMATES = (10, 100, 1_000, 10_000)
+
+
 def _estimates_report(epsilon: float, estimate_epsilon):
-    """What ``--estimate-frequencies`` adds to a plan (None without it): the interval and the
-    total spend (docs/protocol.md section 5). None of it depends on n."""
+    """What ``--estimate-frequencies`` adds to a plan (None without it): the noise's interval,
+    the published interval at a few estimates, and the total spend (docs/protocol.md section 5).
+    None of it depends on n."""
     if estimate_epsilon is None:
         return None
+    from triehh_beam.protocol.count_intervals import noisy_count_intervals
     from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 
     noise = TwoSidedGeometric(estimate_epsilon)
     k = noise.half_width()
+    examples = noisy_count_intervals(_EXAMPLE_ESTIMATES, estimate_epsilon)
     return {"estimate_epsilon": estimate_epsilon, "total_target_epsilon": epsilon + estimate_epsilon,
-            "half_width": k, "coverage": noise.coverage(k), "standard_deviation": noise.variance ** 0.5}
+            "half_width": k, "coverage": noise.coverage(k), "standard_deviation": noise.variance ** 0.5,
+            "intervals": {str(e): list(interval) for e, interval in zip(_EXAMPLE_ESTIMATES, examples)}}
 
 
 def _format_estimates(r: dict) -> str:
+    examples = ", ".join(f"{int(e):,}: {low:,} to {high:,}" for e, (low, high) in r["intervals"].items())
     lines = [
         "",
         "Frequency estimates (discover --estimate-frequencies; docs/protocol.md section 5):",
         _row("estimate epsilon", _num(r["estimate_epsilon"], 6)),
         _row("total target epsilon", f"{_num(r['total_target_epsilon'], 6)} (epsilon + estimate epsilon, basic "
                                      "composition; delta unchanged)"),
-        _row("95% interval", f"estimate +- {r['half_width']:,} users (covers {100 * r['coverage']:.2f}%), "
-                             f"standard deviation {r['standard_deviation']:.3g}"),
+        _row("noise alone", f"estimate +- {r['half_width']:,} (covers {100 * r['coverage']:.2f}%), "
+                            f"standard deviation {r['standard_deviation']:.3g}"),
+        _row("95% interval", f"at an estimate of {examples}"),
     ]
-    lines += _wrap("Each discovered item and frequent prefix gets a noisy count of its users (each user "
-                   "counted once); the interval depends on the estimate epsilon alone, not on n.", "  ")
+    lines += _wrap("Each discovered item and frequent prefix gets a noisy count of its weighted users: each "
+                   "user counted once, for one of its discovered entries drawn by its share of its records "
+                   "(the holders, when each holds one). The published 95% interval holds the weighted users: "
+                   "it counts the users' draws as well as the noise, so it widens with the estimate; none of "
+                   "it depends on n.", "  ")
     return "\n".join(lines)
 
 

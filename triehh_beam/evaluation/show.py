@@ -7,8 +7,8 @@ target, rounds and stop reason from the JSON. ``render_text`` lays out what a pe
 heavy hitters as a table, the frequent prefixes apart with why each stopped, and the trie's
 radix view (``render_tree``). TrieHH publishes no counts, so nothing here is a ranking by
 frequency: entries are listed in the order the discovery found them (``ORDER``); a job run with
-``--estimate-frequencies`` published each entry's noisy estimate and 95% interval, shown beside
-it. Only the
+``--estimate-frequencies`` published each entry's noisy estimate of its weighted users and the
+95% interval of them, shown beside it. Only the
 published files are read, never the private state, so this is safe on a published result.
 """
 
@@ -66,9 +66,20 @@ FREQUENT_PREFIX_NOTE = (
     "an item."
 )
 ESTIMATES_NOTE = (
-    "estimates: users holding each entry, each user counted once, with two-sided geometric noise "
-    "(epsilon_est={epsilon:g}): unbiased, may be negative; the interval (+-{half_width:,}) holds the "
-    "exact count with probability {coverage:.2%}"
+    "estimates: weighted users of each entry, each user counted once, for one of its discovered "
+    "entries drawn by its share of its records on them (the users holding the entry when each "
+    "holds one discovered entry, fewer when holders spread their records), with two-sided "
+    "geometric noise (epsilon_est={epsilon:g}): unbiased, may be negative; the 95% interval holds "
+    "the weighted users, the users' draws and the noise both counted (the noise alone is "
+    "+-{half_width:,})"
+)
+#: Results published before the intervals counted the users' draws (no ``quantity`` field).
+ESTIMATES_NOTE_NOISE_ONLY = (
+    "estimates: each user counted once, for one of its discovered entries drawn by its share of "
+    "its records on them, with two-sided geometric noise (epsilon_est={epsilon:g}): unbiased for "
+    "the weighted users (the users holding the entry only when each holds one discovered entry); "
+    "this result's interval (+-{half_width:,}) covers the noise alone: it holds the release's exact "
+    "count with probability {coverage:.2%}, not the weighted users when users hold several entries"
 )
 ITEM_MARK = "\u25cf"  # a complete item (heavy hitter)
 PREFIX_MARK = "\u2026"  # a frequent prefix: the trie stops here, the items go on
@@ -456,7 +467,7 @@ def summary_lines(result: PublishedResult) -> List[str]:
 def table(entries: Sequence[Entry], heading: str, why=None,
           estimates: Optional[Mapping[Units, Tuple[int, int, int]]] = None) -> List[str]:
     """An aligned table of entries: position, the entry, the round found, complete or not, with
-    ``estimates`` each entry's estimate and 95% interval and, for prefixes, ``why(entry)``."""
+    ``estimates`` each entry's estimate and its 95% interval and, for prefixes, ``why(entry)``."""
     columns = 6 if estimates else 4
     rows = [("#", heading, "round", "complete") + (("estimate", "95% interval") if estimates else ())
             + (("why it stops there",) if why else ())]
@@ -496,7 +507,9 @@ def render_text(result: PublishedResult, tree: bool = True) -> str:
     estimates = result.estimates()
     lines = summary_lines(result)
     if estimates:
-        lines += _wrap(ESTIMATES_NOTE.format(**result.document["frequency_estimates"]), indent="")
+        block = result.document["frequency_estimates"]
+        note = ESTIMATES_NOTE if "quantity" in block else ESTIMATES_NOTE_NOISE_ONLY
+        lines += _wrap(note.format(**block), indent="")
     lines += ["", f"{len(items)} heavy hitter{'' if len(items) == 1 else 's'} (complete items):"]
     lines += _wrap((ORDER_WITH_ESTIMATES if estimates else ORDER) + ".")
     if items:

@@ -1,7 +1,9 @@
 """``triehh show`` of a ``--protocol sample-threshold`` result: one whole-item release has no
 trie, only released items, each with its count (the sampled users who reported it, at least tau:
-the theorem covers the thresholded counts, so they are published) and its estimate count / p_s.
-The text summary is ``show.summary_lines``; this adds the table of released items."""
+the theorem covers the thresholded counts, so they are published), its estimate count / p_s of
+its weighted users and their 95% interval given the release (results published before the
+intervals have none). The text summary is ``show.summary_lines``; this adds the table of
+released items."""
 
 from __future__ import annotations
 
@@ -19,17 +21,25 @@ def _released_text(value: Any, encoder: ItemEncoder) -> str:
 
 
 def whole_item_lines(document: Mapping, encoder: ItemEncoder) -> List[str]:
-    """The released items of a whole-item release, most reported first, with count and estimate
-    (both published: the theorem covers the thresholded counts)."""
+    """The released items of a whole-item release, most reported first, with count, estimate
+    and, when published, the 95% interval of the weighted users (all published: the theorem
+    covers the thresholded counts)."""
     released = document.get("released", [])
+    intervals = bool(released) and all("interval" in entry for entry in released)
     lines = ["", f"{len(released)} item{'' if len(released) == 1 else 's'} released (most reported first):"]
-    rows = [("#", "item", "count", "estimate")] + [
+    rows = [("#", "item", "count", "estimate") + (("95% interval",) if intervals else ())] + [
         (str(i), _released_text(entry["item"], encoder), f"{entry['count']:,}", f"{entry['estimate']:,.0f}")
+        + ((f"{entry['interval'][0]:,} to {entry['interval'][1]:,}",) if intervals else ())
         for i, entry in enumerate(released, start=1)]
-    widths = [max(_width(row[c]) for row in rows) for c in range(4)]
+    widths = [max(_width(row[c]) for row in rows) for c in range(len(rows[0]))]
     for row in rows:
-        lines.append(("  " + "  ".join([row[0].rjust(widths[0]), _pad(row[1], widths[1]),
-                                         row[2].rjust(widths[2]), row[3].rjust(widths[3])])).rstrip())
+        cells = [row[0].rjust(widths[0]), _pad(row[1], widths[1]), row[2].rjust(widths[2]), row[3].rjust(widths[3])]
+        if intervals:
+            cells.append(_pad(row[4], widths[4]))
+        lines.append(("  " + "  ".join(cells)).rstrip())
+    quantity = document.get("estimates", {}).get("quantity")
+    if quantity:
+        lines += [""] + _wrap(f"estimates: {quantity}.", indent="")
     if document.get("estimate_note"):
         lines += [""] + _wrap(document["estimate_note"], indent="")
     return lines

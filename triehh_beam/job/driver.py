@@ -642,7 +642,8 @@ class _Driver:
         state.estimates.CopyFrom(released)
         self.store.commit(state)
         self._say("estimates_done", f"estimates: done, {len(released.items):,} estimates "
-                  f"(95% intervals +-{released.half_width:,}), {time.monotonic() - started:.1f} s",
+                  f"(noise +-{released.half_width:,} at 95%; the published intervals add the users' draws), "
+                  f"{time.monotonic() - started:.1f} s",
                   estimates=len(released.items), half_width=released.half_width)
         return state
 

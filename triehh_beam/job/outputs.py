@@ -8,8 +8,9 @@ equal. The PRIVATE operator report (``operator_report.json`` in the job's state 
 every count: records read and dropped, files, users counted, the plan for n, per-round counters.
 Also the privacy plan as a line and as a document, the unit-size advice line, and the one-line
 JSON a round job writes for the driver (its ``RoundResult``, private state deleted once read).
-With frequency estimates, each published item and prefix carries its noisy estimate and 95%
-interval (the state holds only those noisy numbers, never an exact count). With a deny list, the
+With frequency estimates, each published item and prefix carries its noisy estimate and the 95%
+interval of the weighted users it estimates (the state holds only the noisy numbers, never an
+exact count; the intervals are a function of them). With a deny list, the
 published result says so (its number of items and their digest: fixed before any record is read)
 and the operator report names its files."""
 
@@ -27,6 +28,7 @@ from triehh_beam.job import cas, sources
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.protocol.count_intervals import LEVEL, noisy_count_intervals
 from triehh_beam.protocol.frequency_estimates import FrequencyEstimates
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.trie import Trie
@@ -401,29 +403,49 @@ DENY_LIST_NOTE = (
 )
 
 
+#: What a frequency estimate estimates (``frequency_estimates.quantity``).
+ESTIMATE_QUANTITY = (
+    "weighted users: the sum over users of the share of each user's records on the discovered "
+    "items and prefixes that fall on this entry (for a frequent prefix: on items that start with "
+    "it). It is the number of users holding the entry when each holds one discovered entry, and "
+    "less when holders spread their records over several (a user with 3 records of x and 1 of y, "
+    "both discovered, counts 3/4 for x)"
+)
+#: How the published intervals are made (``frequency_estimates.interval_note``).
+ESTIMATE_INTERVAL_NOTE = (
+    "interval: holds the weighted users with probability at least level (95%), counting both "
+    "what varies between releases: each user's draw of one entry and the noise. It inverts the "
+    "tails of Poisson(f) plus the noise, Poisson(f) being the worst case of a sum of one draw per "
+    "user with mean f, so no knowledge of the population is assumed; its coverage is checked "
+    "exactly and by simulation (docs/protocol.md section 5). half_width and coverage "
+    "are the noise's alone: estimate +- half_width holds this release's exact count with "
+    "probability coverage, which is the weighted users themselves only when each user holds one "
+    "discovered entry"
+)
 ESTIMATE_NOTE = (
-    "estimate: the number of users holding the item (for a frequent prefix: an item that starts "
-    "with it), each user counted once, for one of its discovered items drawn by its share of the "
-    "user's records on them (a user holding one counts 1 for it), plus two-sided geometric noise "
-    "of parameter exp(-epsilon): unbiased, an integer, and possibly negative (kept raw: rounding "
-    "negatives up to 0 is safe post-processing but biases the estimate). interval: estimate +- "
-    "half_width, which holds the exact count with probability coverage (>= level)"
+    "estimate: each user counted once, for one of its discovered items and prefixes drawn by its "
+    "share of the user's records on them (a user holding one counts 1 for it), plus two-sided "
+    "geometric noise of parameter exp(-epsilon): unbiased for the weighted users (quantity), an "
+    "integer, and possibly negative (kept raw: rounding negatives up to 0 is safe post-processing "
+    "but biases the estimate). interval: 95% for the weighted users, never below 0 (interval_note)"
 )
 
 
 def _add_estimates(document: dict, estimates: state_pb2.FrequencyEstimates, trie: Trie) -> None:
-    """Each heavy hitter and frequent prefix as an object with its estimate and 95% interval
-    (``{"item": ..., "estimate": e, "interval": [e - k, e + k]}``, a prefix's under ``"prefix"``),
-    and what they are under ``"frequency_estimates"``. Noisy numbers only: the state holds no
-    exact count to publish."""
+    """Each heavy hitter and frequent prefix as an object with its estimate and the 95% interval
+    of the weighted users it estimates (``{"item": ..., "estimate": e, "interval": [low, high]}``,
+    a prefix's under ``"prefix"``; ``count_intervals.noisy_count_intervals``), and what they are
+    under ``"frequency_estimates"``. Noisy numbers only: the state holds no exact count to
+    publish, and the intervals are a function of the noisy estimates and epsilon."""
     encoder = trie.encoder
-    by_sequence = {tuple(encoder.unit_from_bytes(u) for u in item.units): item.estimate
-                   for item in estimates.items}
+    recorded = [(tuple(encoder.unit_from_bytes(u) for u in item.units), item.estimate) for item in estimates.items]
+    intervals = noisy_count_intervals([e for _, e in recorded], estimates.epsilon, LEVEL) if recorded else []
+    by_sequence = {sequence: (e, list(interval)) for (sequence, e), interval in zip(recorded, intervals)}
     k = int(estimates.half_width)
 
     def entry(key: str, value, sequence: Units) -> dict:
-        e = by_sequence[sequence]
-        return {key: value, "estimate": e, "interval": [e - k, e + k]}
+        e, interval = by_sequence[sequence]
+        return {key: value, "estimate": e, "interval": interval}
 
     items = sorted(((encoder.decode(s), s) for s in trie.heavy_hitter_sequences()), key=lambda pair: pair[0])
     document["heavy_hitters"] = [entry("item", json_value(v, encoder), s) for v, s in items]
@@ -432,7 +454,9 @@ def _add_estimates(document: dict, estimates: state_pb2.FrequencyEstimates, trie
     document["frequency_estimates"] = {
         "epsilon": estimates.epsilon,
         "mechanism": "two-sided geometric (discrete Laplace), L1 sensitivity 1, sampled exactly",
-        "level": 0.95,
+        "quantity": ESTIMATE_QUANTITY,
+        "level": LEVEL,
+        "interval_note": ESTIMATE_INTERVAL_NOTE,
         "half_width": k,
         "coverage": TwoSidedGeometric(estimates.epsilon).coverage(k),
         "note": ESTIMATE_NOTE,

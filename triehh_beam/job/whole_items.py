@@ -26,21 +26,40 @@ from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.paths import canonical_path
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, Units
-from triehh_beam.protocol.whole_items import estimate
+from triehh_beam.protocol.count_intervals import LEVEL
+from triehh_beam.protocol.whole_items import estimate, estimate_interval
 
 if TYPE_CHECKING:
     from triehh_beam.job.driver import _Driver
 
-__all__ = ["ESTIMATE_NOTE", "STOP_REASON", "published_document", "released", "run_release"]
+__all__ = ["ESTIMATE_INTERVAL_NOTE", "ESTIMATE_NOTE", "ESTIMATE_QUANTITY", "STOP_REASON", "published_document",
+           "released", "run_release"]
 
 STOP_REASON = "one release (whole-item sample-and-threshold: no rounds, no trie)"
+#: What an estimate of a whole-item release estimates (``estimates.quantity``).
+ESTIMATE_QUANTITY = (
+    "weighted users: the sum over users of the share of each user's records that are this item "
+    "(of its records of items up to L - 1 units, those the release could report). It is the number "
+    "of users holding the item when each holds one item, and less when holders hold several (a user "
+    "with 3 records of x and 1 of y counts 3/4 for x)"
+)
+#: How the published intervals are made (``estimates.interval_note``).
+ESTIMATE_INTERVAL_NOTE = (
+    "interval: holds the item's weighted users with probability at least level (95%) given that the "
+    "item was released, counting both what varies between releases: which users are sampled and "
+    "which item each reports. It inverts the tails of Poisson(p_s f) conditioned on reaching tau, "
+    "Poisson being the worst case of a sum of one report per sampled user, divided by p_s; its "
+    "low end is 0 for a count at tau, which even a rare item reaches by luck. Its coverage is "
+    "checked exactly and by simulation (docs/protocol.md section 2)"
+)
 ESTIMATE_NOTE = (
     "count: the sampled users who reported the item (each kept user, with probability "
     "sample_probability, reports one item, drawn by its share of the user's records), at least tau. "
-    "estimate = count / sample_probability: unbiased for the sum over users of the probability that "
-    "the user reports the item (its number of holders when each holds one item), before the "
-    "threshold; given that the item was released (count >= tau) it is biased upward, the more so "
-    "the closer the item's expected count is to tau (docs/protocol.md, section 2)"
+    "estimate = count / sample_probability: unbiased for the item's weighted users (estimates."
+    "quantity: its number of holders when each holds one item) before the threshold; given that "
+    "the item was released (count >= tau) it is biased upward, the more so the closer the item's "
+    "expected count is to tau. interval: 95% for the weighted users given the release, which "
+    "accounts for that bias (estimates.interval_note; docs/protocol.md, section 2)"
 )
 
 
@@ -54,16 +73,20 @@ def released(state: state_pb2.JobState, encoder: ItemEncoder) -> List[Tuple[Unit
 def published_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
     """``heavy_hitters.json`` of a whole-item job: discover's top-level shape (``heavy_hitters``,
     an empty ``frequent_prefixes``, the privacy block, the encoding), plus ``released``: per
-    item its ``count`` (>= tau) and ``estimate``. Nothing below tau: the state holds nothing else."""
-    p_s = state.plan.sample_probability
+    item its ``count`` (>= tau), ``estimate`` and the 95% ``interval`` of its weighted users
+    given the release, and ``estimates``: what they are. Nothing below tau: the state holds
+    nothing else."""
+    p_s, tau = state.plan.sample_probability, int(state.plan.theta)
     items = [(outputs.json_value(encoder.decode(s), encoder), count) for s, count in released(state, encoder)]
     return {
         "heavy_hitters": [value for value, _ in items],
-        "released": [{"item": value, "count": count, "estimate": estimate(count, p_s)} for value, count in items],
+        "released": [{"item": value, "count": count, "estimate": estimate(count, p_s),
+                      "interval": list(estimate_interval(count, p_s, tau))} for value, count in items],
         "frequent_prefixes": [],
         "rounds_run": 1,
         "stop_reason": state.stop_reason,
         "privacy": outputs.published_plan_document(state.plan),
+        "estimates": {"quantity": ESTIMATE_QUANTITY, "level": LEVEL, "interval_note": ESTIMATE_INTERVAL_NOTE},
         "estimate_note": ESTIMATE_NOTE,
         "encoding": outputs.encoding_document(state, encoder),
         "job_id": state.job_id,

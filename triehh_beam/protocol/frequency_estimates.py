@@ -8,10 +8,12 @@ target drawn with probability ``weight / total weight`` (its local frequency amo
 discovered items, renormalised; ``vote.choose_sequence`` with a keyed uniform), or nothing if
 it holds no target. Adding or removing a user changes one count by one: L1 sensitivity 1, so
 two-sided geometric noise of parameter ``e^-epsilon_est`` (``discrete_laplace``) makes the
-counts epsilon_est-DP, and the estimate of ``x`` is unbiased for ``f_x = sum over users of
-weight_u(x) / total_u``: the holder count of ``x`` when each holder holds one discovered item,
-less when holders spread their records over several. The 95% interval ``[estimate - k,
-estimate + k]`` holds the exact count with probability at least 95% (``coverage``). The
+counts epsilon_est-DP, and the estimate of ``x`` is unbiased for the weighted users ``f_x = sum
+over users of weight_u(x) / total_u``: the holder count of ``x`` when each holder holds one
+discovered item, less when holders spread their records over several. The 95% interval
+(``interval``, ``count_intervals.noisy_count_intervals``) holds ``f_x`` with probability at
+least 95%: it includes the spread of the users' draws as well as the noise; ``[estimate - k,
+estimate + k]`` (``noise_interval``) holds only this release's exact count. The
 user's uniform is keyed on (seed, job identity, "estimate", user) and each target's noise on
 (seed, job identity, target), so a retry or a resume releases the same numbers. Exact counts
 exist only between ``count_choices`` and ``release``; a ``FrequencyEstimates`` holds none.
@@ -25,7 +27,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triehh_beam.protocol import columnar, keyed_hash
+from triehh_beam.protocol import columnar, count_intervals, keyed_hash
 from triehh_beam.protocol.discrete_laplace import KeyedBits, TwoSidedGeometric
 from triehh_beam.protocol.encoding import Units, is_terminated
 from triehh_beam.protocol.sampling import UserId, user_id_bytes
@@ -45,7 +47,7 @@ __all__ = [
 ]
 
 #: The confidence level of the published intervals.
-LEVEL = 0.95
+LEVEL = count_intervals.LEVEL
 _CHOICE_PURPOSE = b"estimate/choose/v1"
 _NOISE_PURPOSE = b"estimate/noise/v1"
 
@@ -211,7 +213,8 @@ class FrequencyEstimates:
       estimates: per target, its exact count plus two-sided geometric noise (an integer, may be
         negative: clamping at 0 would be post-processing, and biased).
       epsilon: epsilon_est, what the estimates spend.
-      half_width: k: the 95% interval of target ``i`` is ``[estimates[i] - k, estimates[i] + k]``.
+      half_width: k, the noise's alone: ``[estimates[i] - k, estimates[i] + k]`` holds target
+        ``i``'s exact count (this release's draws) with probability ``coverage``.
     """
 
     targets: EstimateTargets
@@ -229,10 +232,22 @@ class FrequencyEstimates:
 
     @property
     def coverage(self) -> float:
-        """The exact probability that an interval holds its exact count (at least ``LEVEL``)."""
+        """The exact probability that a noise interval holds its exact count (at least ``LEVEL``)."""
         return TwoSidedGeometric(self.epsilon).coverage(self.half_width)
 
+    def intervals(self) -> Tuple[Tuple[int, int], ...]:
+        """Per target, the published 95% interval: it holds the weighted users ``f_x`` with
+        probability at least ``LEVEL``, the users' draws and the noise both counted
+        (``count_intervals.noisy_count_intervals``)."""
+        return tuple(count_intervals.noisy_count_intervals(self.estimates, self.epsilon, LEVEL))
+
     def interval(self, i: int) -> Tuple[int, int]:
+        """Target ``i``'s published 95% interval (``intervals``)."""
+        return self.intervals()[i]
+
+    def noise_interval(self, i: int) -> Tuple[int, int]:
+        """``[estimate - k, estimate + k]``: holds target ``i``'s exact count (not ``f_x``, unless
+        each user holds one discovered item) with probability ``coverage``."""
         return self.estimates[i] - self.half_width, self.estimates[i] + self.half_width
 
     def by_target(self) -> Dict[Units, int]:

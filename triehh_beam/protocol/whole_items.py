@@ -7,8 +7,9 @@ with at least ``tau`` reports are released with their count. Bharadwaj and Cormo
 (``sample_threshold``, one release: L = 1) makes it ``(eps, exp(-C_alpha tau))``-DP for
 ``p_s = alpha (1 - e^-eps)``, ``eps <= 1``; ``plan_whole_items`` chooses alpha and tau (the
 fewest holders released with 90% probability, one item per user) or refuses a target outside the
-theorem. ``count / p_s`` estimates ``sum over users of P(the user's choice is x)`` without bias
-(the holders, for one-item users); conditioned on release it is biased upward near tau. As
+theorem. ``count / p_s`` estimates the weighted users ``sum over users of P(the user's choice is
+x)`` without bias (the holders, for one-item users); conditioned on release it is biased upward
+near tau, and ``estimate_interval`` is a 95% interval for them given the release. As
 ``counting.PrefixCounter``, ``WholeItemCounter.extract_released`` is the only way out of the
 count, and nothing below tau leaves it. Pure Python + numpy; no Beam.
 """
@@ -20,7 +21,7 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
-from triehh_beam.protocol import columnar
+from triehh_beam.protocol import columnar, count_intervals
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.privacy import exact
@@ -35,6 +36,7 @@ __all__ = [
     "WholeItemReports",
     "count_whole_items",
     "estimate",
+    "estimate_interval",
     "plan_whole_items",
     "release_probability",
     "whole_item_report",
@@ -117,12 +119,25 @@ class WholeItemCounter:
 
 
 def estimate(count: int, sample_probability: float) -> float:
-    """``count / p_s``: unbiased for the sum over users of the probability that the user's
-    choice is the item (its holders, for one-item users), unconditionally; a released count is
-    conditioned on ``count >= tau``, which biases it upward near tau."""
+    """``count / p_s``: unbiased for the weighted users, the sum over users of the probability
+    that the user's choice is the item (its share of the user's records: the holders, for
+    one-item users), unconditionally; a released count is conditioned on ``count >= tau``,
+    which biases it upward near tau."""
     if not 0.0 < sample_probability <= 1.0:
         raise ValueError(f"sample_probability must be in (0, 1], got {sample_probability!r}")
     return count / sample_probability
+
+
+def estimate_interval(count: int, sample_probability: float, tau: int) -> Tuple[int, int]:
+    """The published 95% interval of a released item's weighted users: it holds them with
+    probability at least 95% given that the item was released (``count >= tau``), the sample's
+    and the choice's spread both counted (``count_intervals.sampled_count_interval``; its low
+    end is 0 for a count at tau).
+
+    Raises:
+      ValueError: a count below tau, a bad tau or probability.
+    """
+    return count_intervals.sampled_count_interval(count, sample_probability, tau, count_intervals.LEVEL)
 
 
 def release_probability(holders: int, sample_probability: float, tau: int, share: float = 1.0) -> float:

@@ -135,6 +135,21 @@ def test_invalid_arguments(tmp_path):
         demo.make_population(str(tmp_path / "x.parquet"), users=0)
     with pytest.raises(ValueError):
         demo.make_population(str(tmp_path / "x.parquet"), users=10, words_per_user=0)
+    with pytest.raises(ValueError, match="first_user_id"):
+        demo.make_population(str(tmp_path / "x.parquet"), users=10, first_user_id=-1)
+    with pytest.raises(ValueError, match="first_user_id"):
+        demo.make_population(str(tmp_path / "x.parquet"), users=10, first_user_id=2**63 - 10)
+
+
+def test_first_user_id_shifts_the_ids_and_keeps_the_draws(tmp_path):
+    pytest.importorskip("wordfreq")
+    plain = pq.read_table(demo.make_population(str(tmp_path / "a.parquet"), users=800, seed=7))
+    shifted_path = demo.make_population(str(tmp_path / "b.parquet"), users=800, seed=7, first_user_id=10**12)
+    shifted = pq.read_table(shifted_path)
+    assert shifted.column("user_id").to_pylist() == [10**12 + u for u in range(800)]
+    assert shifted.column("item").to_pylist() == plain.column("item").to_pylist()
+    assert b'"first_user_id": 1000000000000' in pq.read_schema(shifted_path).metadata[demo.METADATA_KEY]
+    assert b"first_user_id" not in pq.read_schema(str(tmp_path / "a.parquet")).metadata[demo.METADATA_KEY]
 
 
 def test_main_writes_and_summarises(tmp_path, capsys):

@@ -16,11 +16,11 @@ bytes; the rows depend only on wordfreq's list and numpy's ``default_rng``). The
 and the wordfreq version are also recorded in the file's schema metadata
 (key ``triehh_beam.evaluation.demo``).
 
-Columns (the driver's defaults): ``user_id`` (int64, 0..users-1), ``item`` (string,
-dictionary-encoded) and ``count`` (int64). With ``words_per_user=1`` every count is 1. With
-more words per user, the draws are independent and with replacement: a user who draws the
-same word twice holds one row for it with ``count`` 2, so ``count`` sums to ``words_per_user``
-for every user.
+Columns (the driver's defaults): ``user_id`` (int64, 0..users-1; ``first_user_id`` shifts
+them), ``item`` (string, dictionary-encoded) and ``count`` (int64). With ``words_per_user=1``
+every count is 1. With more words per user, the draws are independent and with replacement: a
+user who draws the same word twice holds one row for it with ``count`` 2, so ``count`` sums to
+``words_per_user`` for every user.
 
 Reading the bundled file (``demo_population_path``, ``truth``) needs only pyarrow: wordfreq is
 needed only to regenerate (``make_population``), and is imported there.
@@ -47,6 +47,7 @@ __all__ = [
     "demo_population_path",
     "main",
     "make_population",
+    "summary",
     "truth",
     "vocabulary_words",
 ]
@@ -132,21 +133,29 @@ def make_population(
     vocabulary: int = 5000,
     seed: int = DEFAULT_SEED,
     lang: str = "en",
+    first_user_id: int = 0,
 ) -> str:
     """Write a population of ``users`` users to ``path`` (Parquet) and return ``path``.
 
-    Each user draws ``words_per_user`` words independently (with replacement) from the
-    ``vocabulary`` most frequent purely alphabetic words of wordfreq's ``lang`` list, weighted by
-    their real frequencies, with ``numpy.random.default_rng(seed)``. Rows are sorted by user id,
-    then by the word's frequency rank; a word drawn twice by one user is one row with count 2.
+    The users' ids are ``first_user_id .. first_user_id + users - 1``. Each user draws
+    ``words_per_user`` words independently (with replacement) from the ``vocabulary`` most
+    frequent purely alphabetic words of wordfreq's ``lang`` list, weighted by their real
+    frequencies, with ``numpy.random.default_rng(seed)``. Rows are sorted by user id, then by the
+    word's frequency rank; a word drawn twice by one user is one row with count 2.
 
     Deterministic: the same arguments (and the same wordfreq/numpy versions) give the same rows;
     with the same pyarrow version too, the same bytes.
+
+    Raises:
+      ImportError: wordfreq is not installed.
+      ValueError: an argument is out of range, or the vocabulary is larger than the list.
     """
     if users < 1:
         raise ValueError(f"users must be >= 1, got {users}")
     if words_per_user < 1:
         raise ValueError(f"words_per_user must be >= 1, got {words_per_user}")
+    if not 0 <= first_user_id <= 2**63 - 1 - users:
+        raise ValueError(f"first_user_id must be in [0, 2^63 - 1 - users], got {first_user_id}")
     wordfreq = _import_wordfreq()
     words, freqs = vocabulary_words(vocabulary, lang)
 
@@ -155,7 +164,7 @@ def make_population(
     # One row per (user, word): sort the draws of each user and merge repeats into a count.
     keys = np.arange(users, dtype=np.int64)[:, None] * len(words) + draws.astype(np.int64)
     keys, counts = np.unique(keys.ravel(), return_counts=True)  # sorted: by user, then rank
-    user_ids = keys // len(words)
+    user_ids = keys // len(words) + first_user_id
     word_index = (keys % len(words)).astype(np.int32)
 
     item = pa.DictionaryArray.from_arrays(pa.array(word_index), pa.array(words, pa.string()))
@@ -175,6 +184,8 @@ def make_population(
         "lang": lang,
         "wordfreq": getattr(wordfreq, "__version__", "unknown"),
     }
+    if first_user_id:  # recorded only when set, so the bundled file's bytes stay as they were
+        provenance["first_user_id"] = first_user_id
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(provenance, sort_keys=True)})
 
     parent = os.path.dirname(os.path.abspath(path))
@@ -206,7 +217,8 @@ def truth(path: str) -> List[Tuple[str, int]]:
     return list(zip(grouped.column("item").to_pylist(), grouped.column("users").to_pylist()))
 
 
-def _summary(path: str, top: int) -> str:
+def summary(path: str, top: int) -> str:
+    """The size of a population file, its number of users and its ``top`` true words, as lines."""
     n = len(pq.read_table(path, columns=["user_id"]).column("user_id").unique())  # distinct users
     lines = [f"{path}: {os.path.getsize(path):,} bytes, {n:,} users"]
     for rank, (word, count) in enumerate(truth(path)[:top], start=1):
@@ -225,6 +237,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--vocabulary", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--lang", default="en")
+    parser.add_argument("--first-user-id", type=int, default=0, help="the first user's id (default: 0)")
     parser.add_argument("--top", type=int, default=20, help="true top words to print")
     args = parser.parse_args(argv)
     try:
@@ -235,11 +248,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             vocabulary=args.vocabulary,
             seed=args.seed,
             lang=args.lang,
+            first_user_id=args.first_user_id,
         )
     except (ImportError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(_summary(args.output, args.top))
+    print(summary(args.output, args.top))
     return 0
 
 

@@ -19,6 +19,9 @@ setuptools.setup(
         "apache-beam[gcp]>=2.77,<2.78",
         # AES-128 (OpenSSL, hardware AES) for sampling scheme v2's per-round ranks.
         "cryptography>=42",
+        # The PLD accountant composing TrieHH++'s rounds (docs/protocol.md §2, Exact accounting):
+        # Google's, as PipelineDP uses it, rather than a hand-written privacy-loss convolution.
+        "dp-accounting>=0.6,<0.7",
         "google-cloud-storage>=2.14",
         # Plots of `triehh evaluate` and `triehh plan --plot` (Agg backend, no display).
         "matplotlib>=3.7",

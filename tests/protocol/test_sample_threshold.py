@@ -86,7 +86,7 @@ def test_min_holders_is_the_exact_transition():
 
 
 def test_planner_meets_the_target_and_its_choice_is_the_brute_force_optimum():
-    plan = plan_sample_threshold(4.0, 1e-8, 4)
+    plan = plan_sample_threshold(4.0, 1e-8, 4, accounting="bound")
     assert plan.feasible
     assert plan.epsilon <= 4.0 and plan.delta <= 1e-8
     assert plan.guarantee().total.delta == plan.delta
@@ -106,7 +106,7 @@ def test_planner_meets_the_target_and_its_choice_is_the_brute_force_optimum():
 
 
 def test_planner_refuses_eps_r_above_one_and_says_what_is_certified():
-    plan = plan_sample_threshold(4.0, 1e-8, 2)
+    plan = plan_sample_threshold(4.0, 1e-8, 2, accounting="bound")
     assert not plan.feasible and plan.alpha is None and plan.tau is None
     assert "eps_r = epsilon/L <= 1" in plan.reason and "eps_r = 2" in plan.reason
     assert "at most epsilon = 2" in plan.reason
@@ -116,7 +116,7 @@ def test_planner_refuses_eps_r_above_one_and_says_what_is_certified():
 
 @pytest.mark.parametrize("epsilon, delta, L", [(1, 1e-8, 4), (2, 1e-10, 10), (0.5, 1e-6, 1), (3, 1e-12, 3)])
 def test_planner_never_exceeds_the_target(epsilon, delta, L):
-    plan = plan_sample_threshold(epsilon, delta, L)
+    plan = plan_sample_threshold(epsilon, delta, L, accounting="bound")
     assert plan.feasible
     assert plan.epsilon <= epsilon and plan.delta <= delta
     assert plan.round_delta * L == pytest.approx(plan.delta)
@@ -137,7 +137,7 @@ def test_planner_rejects_invalid_arguments(kwargs, message):
 
 def test_a_refusal_shows_epsilon_and_eps_r_with_every_digit_they_take():
     """epsilon = 10.0000001 over L = 10 was shown as "epsilon = 10 ... eps_r = 1, outside it"."""
-    plan = plan_sample_threshold(10.0000001, 1e-8, 10)
+    plan = plan_sample_threshold(10.0000001, 1e-8, 10, accounting="bound")
     assert not plan.feasible
     assert "epsilon = 10.0000001 over L = 10 rounds gives eps_r = 1.00000001 > 1" in plan.reason
-    assert "epsilon = 4 over L = 2 rounds gives eps_r = 2 > 1" in plan_sample_threshold(4, 1e-8, 2).reason
+    assert "epsilon = 4 over L = 2 rounds gives eps_r = 2 > 1" in plan_sample_threshold(4, 1e-8, 2, accounting="bound").reason

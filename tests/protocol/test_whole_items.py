@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from triehh_beam.protocol import exact_accountant
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.count_intervals import sampled_count_interval
@@ -60,9 +61,9 @@ def test_the_counter_releases_at_least_tau_with_counts_in_any_merge_order():
 
 @pytest.mark.parametrize("epsilon,delta", [(1.0, 1e-8), (0.5, 1e-8), (1.0, 1e-12), (0.25, 1e-6)])
 def test_the_plan_is_the_sample_and_threshold_planners_for_one_release(epsilon, delta):
-    plan = plan_whole_items(epsilon, delta)
+    plan = plan_whole_items(epsilon, delta, accounting="bound")
     assert plan.feasible
-    assert plan == plan_sample_threshold(epsilon, delta, 1)
+    assert plan == plan_sample_threshold(epsilon, delta, 1, accounting="bound")
     guarantee = st.sample_threshold(plan.alpha, epsilon, plan.tau, 1)
     assert (guarantee.total.epsilon, guarantee.total.delta) == (plan.epsilon, plan.delta)
     assert plan.epsilon <= epsilon and plan.delta <= delta
@@ -89,11 +90,23 @@ def _largest_alpha(tau, epsilon, delta):
 
 
 @pytest.mark.parametrize("epsilon", [1.0000001, 2.0, 8.0])
-def test_epsilon_above_one_is_refused_with_the_condition_and_what_is_certified(epsilon):
-    plan = plan_whole_items(epsilon, 1e-8)
+def test_under_the_bound_epsilon_above_one_is_refused_with_the_condition_and_what_is_certified(epsilon):
+    plan = plan_whole_items(epsilon, 1e-8, accounting="bound")
     assert not plan.feasible and plan.tau is None and plan.alpha is None
     assert "epsilon <= 1" in plan.reason and "--epsilon 1" in plan.reason
     assert f"epsilon = {epsilon:g}" in plan.reason
+
+
+@pytest.mark.parametrize("epsilon,delta", [(1.0, 1e-8), (2.0, 1e-8), (0.5, 1e-10)])
+def test_the_exact_plan_is_the_planners_for_one_release_and_its_delta_is_recomputed(epsilon, delta):
+    plan = plan_whole_items(epsilon, delta)
+    assert plan.feasible and plan.accounting == "exact"
+    assert plan == plan_sample_threshold(epsilon, delta, 1)
+    recomputed = exact_accountant.release_delta(epsilon, plan.sampling_probability, plan.tau).delta
+    assert plan.delta == recomputed <= delta and plan.epsilon == epsilon
+    # Exactly accounted, the same target releases an item with fewer holders than the bound's plan.
+    bound = plan_whole_items(min(epsilon, 1.0), delta, accounting="bound")
+    assert plan.holders < bound.holders or epsilon < 1.0
 
 
 def test_bad_targets_are_value_errors():

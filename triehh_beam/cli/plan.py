@@ -76,11 +76,15 @@ def register_plan(subparsers) -> None:
                              "count for less (default 1: one item per user)")
     parser.add_argument("--protocol", choices=("triehh", "triehh++", "sample-threshold"), default=None,
                         help="'triehh' (default): theta and m by Theorem 1; 'triehh++': "
-                             "sample-and-threshold (docs/protocol.md section 2), alpha, tau and the "
+                             "sample-and-threshold (docs/protocol.md section 2), tau and the "
                              "per-round sample p_s, each round (epsilon/L, delta/L); with "
                              "--compare-units both unless one is named; 'sample-threshold': one "
-                             "release of whole items with their counts, alpha, tau and p_s at "
-                             "(epsilon <= 1, delta)")
+                             "release of whole items with their counts, tau and p_s")
+    parser.add_argument("--accounting", choices=("exact", "bound"), default="exact",
+                        help="for triehh++ and sample-threshold: 'exact' (default) certifies each release "
+                             "by its exact delta (docs/protocol.md section 2, Exact accounting); 'bound' "
+                             "by the paper's closed form (epsilon/L <= 1). The plan shows the other "
+                             "beside it")
     parser.add_argument("--estimate-frequencies", type=argtypes.epsilon, default=None, metavar="EPSILON_EST",
                         help="also show the frequency estimates discover's --estimate-frequencies adds: "
                              "their 95%% interval (users) and the total epsilon spent (epsilon + "
@@ -220,7 +224,8 @@ def _run_sample_threshold_plan(args) -> int:
     if args.rule != "authors":
         raise UsageError("--rule chooses TrieHH's theta: it has no meaning with --protocol triehh++")
     report = plan_sample_threshold.plan_report(args.population, args.epsilon, args.delta, args.max_length,
-                                               args.unit_size, args.item_length, 1 / args.items_per_user)
+                                               args.unit_size, args.item_length, 1 / args.items_per_user,
+                                               args.accounting)
     estimates = _estimates_report(args.epsilon, args.estimate_frequencies)
     if estimates is not None:
         report["frequency_estimates"] = estimates
@@ -242,7 +247,7 @@ def _run_whole_items_plan(args) -> int:
             raise UsageError(f"{flag} is for a trie's plan: it has no meaning with --protocol sample-threshold "
                              "(one release of whole items, with their counts)")
     report = plan_whole_items.plan_report(args.population, args.epsilon, args.delta, args.max_length,
-                                          args.unit_size, 1 / args.items_per_user)
+                                          args.unit_size, 1 / args.items_per_user, args.accounting)
     print(json.dumps(report, indent=2) if args.json else plan_whole_items.format_plan(report))
     return 0
 

@@ -1,10 +1,11 @@
-"""``triehh plan --protocol triehh++``: TrieHH++'s alpha, tau and p_s for a target, and what they find.
+"""``triehh plan --protocol triehh++``: TrieHH++'s tau and p_s for a target, and what they find.
 
-Asks the sample-and-threshold planner (``protocol.sample_threshold_planner``) for alpha and tau
-at the target (epsilon, delta) over L rounds and the worst-case holders an item needs for
+Asks the sample-and-threshold planner (``protocol.sample_threshold_planner``, exact accounting
+unless ``--accounting bound``; the other's plan beside it) for p_s and tau at the target
+(epsilon, delta) over L rounds and the worst-case holders an item needs for
 50/90/99% discovery (``protocol.sample_threshold.min_holders``), and renders them as aligned
 text or one JSON-ready dict; ``comparison_line`` is the one line the default TrieHH plan shows
-about it. A target outside the theorem (epsilon/L > 1) is still a plan, shown with the reason.
+about it. An infeasible target is still a plan, shown with the reason.
 SciPy is imported only when a plan is made, never by the parser.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import textwrap
 from typing import List, Optional
 
+from triehh_beam.cli import plan_accounting
 from triehh_beam.protocol.privacy import exact
 
 __all__ = ["comparison_line", "format_plan", "plan_report"]
@@ -22,14 +24,20 @@ _PROBABILITIES = (0.5, 0.9, 0.99)
 
 
 def plan_report(population: int, epsilon: float, delta: float, max_length: int, unit_size: int,
-                item_length: Optional[int], share: float) -> dict:
-    """The TrieHH++ plan and its discovery table, as one JSON-ready dict."""
+                item_length: Optional[int], share: float, accounting: str = "exact") -> dict:
+    """The TrieHH++ plan and its discovery table, as one JSON-ready dict; the plan under the
+    other accounting beside it."""
     from triehh_beam.protocol import sample_threshold as st
     from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 
     length = max_length if item_length is None else item_length
-    result = plan_sample_threshold(epsilon, delta, max_length, length=length, share=share)
+
+    def plan(how: str):
+        return plan_sample_threshold(epsilon, delta, max_length, length=length, share=share, accounting=how)
+
+    result = plan(accounting)
     report = result.to_dict()
+    report.update(plan_accounting.accounting_report(result, plan, max_length))
     report.update(population=population, unit_size=unit_size,
                   max_item_characters=(max_length - 1) * unit_size, item_length=length,
                   item_length_is_worst_case=length == max_length, item_share=share,
@@ -53,8 +61,8 @@ def comparison_line(population: int, epsilon: float, delta: float, max_length: i
     length = max_length if item_length is None else item_length
     result = plan_sample_threshold(epsilon, delta, max_length, length=length, share=share)
     if not result.feasible:
-        return (f"TrieHH++ (sample-and-threshold) cannot certify this target: epsilon/L = "
-                f"{exact(epsilon / max_length, 1.0)} > 1 (triehh plan --protocol triehh++ says why)")
+        return (f"TrieHH++ (sample-and-threshold) cannot certify this target "
+                f"(triehh plan --protocol triehh++ says why)")
     count = st.min_holders(0.9, result.sampling_probability, result.tau, length, share)
     versus = "" if triehh_count is None else f" (TrieHH: {triehh_count:,})"
     return (f"TrieHH++ (sample-and-threshold) at the same target needs {count:,} holders for 90%"
@@ -70,6 +78,13 @@ def _row(label: str, value: str) -> str:
 def _wrap(text: str, indent: str = "  ") -> List[str]:
     return textwrap.wrap(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent,
                          break_on_hyphens=False)
+
+
+def _alpha_rows(r: dict) -> List[str]:
+    if r["accounting"] != "bound":
+        return []
+    return [_row("alpha", f"{r['alpha']:.6g} (p_s = alpha (1 - e^-eps_r); C_alpha = ln(1/alpha) - "
+                          f"1/(1+alpha) = {r['c_alpha']:.4g}, round delta exp(-C_alpha tau))")]
 
 
 def format_plan(r: dict) -> str:
@@ -94,17 +109,17 @@ def format_plan(r: dict) -> str:
     lines += [
         _row("per round", f"eps_r = epsilon/L = {r['epsilon_round']:.6g}, "
                           f"delta_r <= delta/L = {r['delta_round_target']:.4g}"),
-        _row("alpha", f"{r['alpha']:.6g} (C_alpha = ln(1/alpha) - 1/(1+alpha) = {r['c_alpha']:.4g})"),
         _row("threshold tau", f"{r['tau']} votes"),
-        _row("sample p_s", f"{100 * p_s:.4g}% of users per round, each independently "
+        _row("sample p_s", f"{100 * p_s:.6g}% of users per round, each independently "
                            f"(about {round(p_s * r['population']):,} of n)"),
-        _row("per-round (eps, delta)", f"({r['epsilon_round']:.6g}, {r['round_delta']:.4g}) = "
-                                       f"(eps_r, exp(-C_alpha tau))"),
-        _row("achieved epsilon", f"{r['epsilon']:.6g} ({L} rounds, basic composition; "
+        *_alpha_rows(r),
+        _row("per-round (eps, delta)", f"({r['epsilon_round']:.6g}, {r['round_delta']:.6g})"),
+        _row("achieved epsilon", f"{r['epsilon']:.6g} ({L} rounds composed; "
                                  f"target {r['target_epsilon']:.6g})"),
-        _row("achieved delta", f"{r['delta']:.4g} (target {r['target_delta']:.4g})"),
+        _row("achieved delta", f"{r['delta']:.6g} (target {r['target_delta']:.4g})"),
         _row("chosen to minimise", f"the holders an item of {r['length']} units needs for "
                                    f"{100 * r['objective']:g}% discovery"),
+        *plan_accounting.accounting_lines(r, "discovery"),
         "",
         f"Worst-case discovery of an item of {r['item_length']} units"
         + (" = L, the worst case:" if r["item_length_is_worst_case"] else ":"),

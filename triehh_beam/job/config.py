@@ -30,6 +30,7 @@ from triehh_beam.job.settings import Setting, parse_duration, parse_window_range
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.sample_threshold_planner import ACCOUNTINGS, BOUND, DEFAULT_ACCOUNTING, EXACT
 
 
 __all__ = [
@@ -83,6 +84,14 @@ ENCODING = "trie.encoding"
 
 
 _IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT, _WINDOWS = GROUPS
+
+def recorded_accounting(config: "DiscoveryConfig") -> str:
+    """The accounting a new job's plan records: the one asked for (exact by default) under
+    sample-and-threshold, "" under TrieHH (Theorem 1 has one)."""
+    if config.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
+        return config.accounting or DEFAULT_ACCOUNTING
+    return ""
+
 
 def _recorded_rule(config: "DiscoveryConfig") -> str:
     """The rule a job's plan records: TrieHH's rule, "fixed" for expert values, or TrieHH++'s."""
@@ -157,6 +166,17 @@ class DiscoveryConfig:
         _TARGET, default=TRIEHH, choices=PROTOCOLS, identity="plan.protocol",
         # States before TrieHH++ ran in the pipeline record none: they are TrieHH jobs.
         accepts=lambda c, theirs: theirs == "" and c.protocol == TRIEHH, example=TRIEHH_PP)
+    accounting: Optional[str] = setting(
+        "--accounting", "how --protocol triehh++ and sample-threshold certify (epsilon, delta): exact "
+        "(each release's exact delta, worst case over the other holders; docs/protocol.md §2) or bound "
+        "(the paper's closed form, epsilon/L <= 1); recorded in the state, the ledger and the output "
+        "(default: exact for a new job; a resumed job keeps the one it started with)",
+        _TARGET, default=None, choices=ACCOUNTINGS, identity="plan.accounting", compare="given", keyed=False,
+        record=lambda c: recorded_accounting(c),
+        # States before exact accounting record none: they were planned under the bound.
+        accepts=lambda c, theirs: theirs == "" and recorded_accounting(c) in ("", BOUND),
+        mismatch="accounting (state has {theirs!r}, asked {ours!r}; a job resumes under the one it started with)",
+        example=EXACT)
     estimate_frequencies: Optional[float] = setting(
         "--estimate-frequencies", "after the rounds, estimate how many users hold each heavy hitter "
         "and frequent prefix: one more pass, each user counted once, two-sided geometric noise of "
@@ -324,6 +344,9 @@ class DiscoveryConfig:
             raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
         if self.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
             _check_sample_and_threshold(self)
+        elif self.accounting is not None:
+            raise ValueError("--accounting chooses how sample-and-threshold is certified; --protocol triehh "
+                             "is certified by Theorem 1: drop it, or use --protocol triehh++ or sample-threshold")
         _check_estimates(self)
         _check_deny_list(self)
         if (self.theta is None) != (self.batch_size is None):

@@ -171,7 +171,8 @@ class Ledger:
         """Records a planned job's spend: its plan's (epsilon, delta), or unbounded for a plan
         without a guarantee (``charge``, ``charge_unbounded``), with the plan's parameters
         (population, theta, batch size, L, rule, target; for TrieHH++ and whole items the protocol, tau,
-        alpha, p_s and the per-round (epsilon, delta) instead of theta and m) after ``details``.
+        alpha, p_s, the per-round (epsilon, delta) and the accounting, "exact" or "bound", instead of
+        theta and m) after ``details``.
         With frequency estimates the charge is ``plan_spend``'s total, and the record names its
         parts: ``discovery_epsilon`` and ``estimate_epsilon``.
 
@@ -186,6 +187,8 @@ class Ledger:
         details = {**details, **{name: getattr(plan, name) for name in fields}}
         if sample_threshold:
             details["tau"] = details.pop("theta")
+            # How the spend was certified; plans from before the choice were the paper's bound.
+            details["accounting"] = plan.accounting or "bound"
         if plan.estimate_epsilon:
             # Which part of the spend is the frequency estimates' (--estimate-frequencies).
             details.update(discovery_epsilon=None if plan.no_guarantee else plan.epsilon,

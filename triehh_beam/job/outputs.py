@@ -157,11 +157,11 @@ def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) ->
         return (f"sample-and-threshold, whole items, one release: {n}tau={plan.theta} "
                 f"p_s={100 * plan.sample_probability:.4g}% alpha={plan.alpha:.6g} items up to "
                 f"L-1={plan.max_length - 1} units: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
-                f"(target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
+                f"({plan_accounting(plan)} accounting; target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
     return (f"TrieHH++ {n}tau={plan.theta} p_s={100 * plan.sample_probability:.4g}% alpha={plan.alpha:.6g} "
             f"L={plan.max_length}: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
-            f"(per round {plan.round_epsilon:.4g}, {plan.round_delta:.3g}; target "
-            f"{plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
+            f"(per round {plan.round_epsilon:.4g}, {plan.round_delta:.3g}; {plan_accounting(plan)} accounting; "
+            f"target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
 
 
 def _estimates_part(plan: state_pb2.PrivacyPlan, achieved: bool) -> str:
@@ -283,12 +283,35 @@ def _triehh_document(plan: state_pb2.PrivacyPlan) -> dict:
 
 
 WHOLE_ITEMS_GUARANTEE = (
-    "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, Bharadwaj & Cormode's "
-    "theorem for one release, epsilon <= 1): each user kept with probability sample_probability "
-    "= alpha (1 - e^-epsilon), one whole item reported per kept user, the items with at least tau "
-    "reports released with their counts; delta = exp(-C_alpha tau), C_alpha = ln(1/alpha) - "
-    "1/(1 + alpha) (docs/protocol.md, section 2)"
+    "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, one release): each user "
+    "kept with probability sample_probability, one whole item reported per kept user, the items with "
+    "at least tau reports released with their counts"
 )
+TRIEHH_PP_GUARANTEE = (
+    "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, TrieHH++): each round "
+    "(round_epsilon, round_delta), composed over max_length rounds"
+)
+#: How each accounting computes delta, published with the plan (docs/protocol.md, section 2).
+ACCOUNTING_NOTES = {
+    "exact": (
+        "exact: delta is the hockey-stick divergence of one count (Binomial(f, sample_probability) "
+        "vs Binomial(f + 1, sample_probability), published when >= tau) at epsilon, worst case over "
+        "f >= 0 other reporters, recomputable from (round_epsilon, sample_probability, tau) with "
+        "triehh_beam.protocol.exact_accountant.release_delta; rounds composed by basic composition "
+        "or dp-accounting's PLD, whichever is smaller (docs/protocol.md, section 2, Exact accounting)"
+    ),
+    "bound": (
+        "bound: Bharadwaj & Cormode's theorem, sample_probability = alpha (1 - e^-round_epsilon), "
+        "round_delta = exp(-C_alpha tau), C_alpha = ln(1/alpha) - 1/(1 + alpha), round_epsilon <= 1; "
+        "rounds composed by basic composition (docs/protocol.md, section 2)"
+    ),
+}
+
+
+def plan_accounting(plan: state_pb2.PrivacyPlan) -> str:
+    """A sample-and-threshold plan's accounting: "exact", or "bound" (also for plans recorded
+    before there was a choice)."""
+    return plan.accounting or "bound"
 
 
 def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
@@ -297,13 +320,14 @@ def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
     whole = plan.protocol == WHOLE_ITEMS_PROTOCOL
     return {
         "protocol": plan.protocol,
-        "guarantee": WHOLE_ITEMS_GUARANTEE if whole else (
-            "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, Bharadwaj & "
-            "Cormode): each round (round_epsilon, round_delta), composed over max_length rounds "
-            "by basic composition (docs/protocol.md, section 2)"
-        ),
+        "guarantee": WHOLE_ITEMS_GUARANTEE if whole else TRIEHH_PP_GUARANTEE,
+        "accounting": plan_accounting(plan),
+        "accounting_note": ACCOUNTING_NOTES[plan_accounting(plan)],
         "epsilon": plan.epsilon,
         "delta": plan.delta,
+        "basic_delta": plan.basic_delta or plan.delta,
+        "pld_delta": plan.pld_delta or None,
+        "composition": plan.composition or "basic",
         "target_epsilon": plan.target_epsilon,
         "target_delta": plan.target_delta,
         "round_epsilon": plan.round_epsilon,

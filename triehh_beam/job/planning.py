@@ -5,18 +5,19 @@ than the target, are refused with the planner's explanation. A population size d
 (``--population N``) is planned for instead of the census count, which must then be at least N
 (fewer users sampled m at a higher rate than planned: the achieved epsilon would be
 understated). TrieHH++ (``--protocol triehh++``) records the sample-and-threshold planner's
-alpha, tau (as theta) and p_s, and the composed (epsilon, delta) it certifies: none of them
+p_s, tau (as theta) and alpha, the accounting (exact by default, or the paper's bound) and the
+composed (epsilon, delta) it certifies: none of them
 depends on n, which is recorded for the operator (and published only when declared public).
 Whole-item sample-and-threshold (``--protocol sample-threshold``) records the same fields for
 one release (``whole_items.plan_whole_items``: L = 1 in the accountant, ``max_length`` still the
-encoding's limit), its target refused before any record is read when epsilon > 1. With ``--estimate-frequencies`` the plan records the estimates' epsilon too, spent on top."""
+encoding's limit), its target refused before any record is read when it is infeasible (under the bound: epsilon > 1). With ``--estimate-frequencies`` the plan records the estimates' epsilon too, spent on top."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING
 
-from triehh_beam.job.config import SAMPLE_AND_THRESHOLD, SAMPLE_THRESHOLD, TRIEHH, TRIEHH_PP
+from triehh_beam.job.config import SAMPLE_AND_THRESHOLD, SAMPLE_THRESHOLD, TRIEHH, TRIEHH_PP, recorded_accounting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import planner, privacy
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
@@ -70,10 +71,11 @@ def is_whole_items(plan: state_pb2.PrivacyPlan) -> bool:
 def _plan_sample_threshold(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPlan:
     """TrieHH++'s plan (``plan_sample_threshold``), or whole items' (``plan_whole_items``: one
     release), as the job records it; n for the report."""
+    accounting = recorded_accounting(config)
     if config.protocol == SAMPLE_THRESHOLD:
-        chosen = plan_whole_items(config.epsilon, config.delta)
+        chosen = plan_whole_items(config.epsilon, config.delta, accounting=accounting)
     else:
-        chosen = plan_sample_threshold(config.epsilon, config.delta, config.max_length)
+        chosen = plan_sample_threshold(config.epsilon, config.delta, config.max_length, accounting=accounting)
     if not chosen.feasible:
         raise InfeasiblePlanError(chosen)
     return state_pb2.PrivacyPlan(
@@ -90,6 +92,10 @@ def _plan_sample_threshold(config: "DiscoveryConfig", population: int) -> state_
         sample_probability=chosen.sampling_probability,
         round_epsilon=chosen.epsilon_round,
         round_delta=chosen.round_delta,
+        accounting=chosen.accounting,
+        basic_delta=chosen.basic_delta or 0.0,
+        pld_delta=chosen.pld_delta or 0.0,
+        composition=chosen.composition or "",
     )
 
 

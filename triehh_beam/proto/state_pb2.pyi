@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PrivacyPlan(_message.Message):
-    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta", "estimate_epsilon")
+    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta", "accounting", "basic_delta", "pld_delta", "composition", "estimate_epsilon")
     RULE_FIELD_NUMBER: _ClassVar[int]
     POPULATION_FIELD_NUMBER: _ClassVar[int]
     MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,10 @@ class PrivacyPlan(_message.Message):
     SAMPLE_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     ROUND_EPSILON_FIELD_NUMBER: _ClassVar[int]
     ROUND_DELTA_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTING_FIELD_NUMBER: _ClassVar[int]
+    BASIC_DELTA_FIELD_NUMBER: _ClassVar[int]
+    PLD_DELTA_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITION_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_EPSILON_FIELD_NUMBER: _ClassVar[int]
     rule: str
     population: int
@@ -45,8 +49,12 @@ class PrivacyPlan(_message.Message):
     sample_probability: float
     round_epsilon: float
     round_delta: float
+    accounting: str
+    basic_delta: float
+    pld_delta: float
+    composition: str
     estimate_epsilon: float
-    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ..., estimate_epsilon: _Optional[float] = ...) -> None: ...
+    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ..., accounting: _Optional[str] = ..., basic_delta: _Optional[float] = ..., pld_delta: _Optional[float] = ..., composition: _Optional[str] = ..., estimate_epsilon: _Optional[float] = ...) -> None: ...
 
 class InputSpec(_message.Message):
     __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids", "query")

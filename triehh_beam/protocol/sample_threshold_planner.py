@@ -1,4 +1,10 @@
-"""TrieHH++'s planner: from a target (epsilon, delta) over L rounds to alpha and tau, or why not.
+"""TrieHH++'s planner: from a target (epsilon, delta) over L rounds to p_s and tau, or why not.
+
+Two accountings (``accounting``, recorded in every plan). ``"exact"`` (the default) certifies
+each round by its exact delta, worst case over the other reporters (``exact_planner``,
+``exact_accountant``; no range on alpha or eps_r), and the rounds by basic or PLD composition,
+whichever is smaller. ``"bound"`` is the paper's closed form, kept for jobs started under it and
+for comparison; the rest of this docstring describes it.
 
 Each round gets ``eps_r = epsilon / L`` and ``delta_r = delta / L`` (basic composition, docs/protocol.md
 §2). The theorem needs ``eps_r <= 1``: a larger target is refused with the reason and what is
@@ -22,10 +28,16 @@ from typing import Optional, Tuple
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.privacy import _check_int, _check_real, exact
 
-__all__ = ["DEFAULT_OBJECTIVE", "SampleThresholdPlan", "plan_sample_threshold"]
+__all__ = ["ACCOUNTINGS", "BOUND", "DEFAULT_ACCOUNTING", "DEFAULT_OBJECTIVE", "EXACT", "SampleThresholdPlan",
+           "check_accounting", "plan_sample_threshold"]
 
 #: The planner minimises the holders needed for this worst-case discovery probability.
 DEFAULT_OBJECTIVE = 0.9
+#: The exact accountant (docs/protocol.md §2, "Exact accounting") and the paper's bound.
+EXACT = "exact"
+BOUND = "bound"
+ACCOUNTINGS = (EXACT, BOUND)
+DEFAULT_ACCOUNTING = EXACT
 # C_alpha > 0 exactly for alpha below this root of ln(1/a) = 1/(1+a) (0.5173...).
 _ALPHA_ROOT_BRACKET = (0.5, 0.6)
 _MAX_TAU = 100_000
@@ -61,6 +73,10 @@ class SampleThresholdPlan:
       holders: the fewest holders found with ``objective`` probability at ``length``.
       reason: why the target is infeasible (None when feasible).
       notes: remarks.
+      accounting: "exact" or "bound": how every delta above was computed. Under "exact" alpha is
+        derived (``p_s / (1 - e^-eps_r)``) and c_alpha is None.
+      basic_delta, pld_delta: the L rounds composed each way (exact accounting; delta is the
+        smaller); composition: which one that is.
     """
 
     feasible: bool
@@ -81,6 +97,10 @@ class SampleThresholdPlan:
     holders: Optional[int] = None
     reason: Optional[str] = None
     notes: Tuple[str, ...] = ()
+    accounting: str = BOUND
+    basic_delta: Optional[float] = None
+    pld_delta: Optional[float] = None
+    composition: Optional[str] = None
 
     def __post_init__(self):
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -90,9 +110,12 @@ class SampleThresholdPlan:
             raise ValueError("an infeasible plan needs a reason")
 
     def guarantee(self) -> st.SampleThresholdGuarantee:
-        """The accountant's evaluation of this plan (raises for an infeasible plan)."""
+        """The paper's accountant's evaluation of this plan (raises for an infeasible plan or
+        one accounted exactly: ``exact_accountant.release_delta`` evaluates those)."""
         if not self.feasible:
             raise ValueError(f"the plan is infeasible: {self.reason}")
+        if self.accounting != BOUND:
+            raise ValueError("the plan is accounted exactly; exact_accountant.release_delta evaluates it")
         return st.sample_threshold(self.alpha, self.epsilon_round, self.tau, self.max_length)
 
     def to_dict(self) -> dict:
@@ -152,8 +175,9 @@ def plan_sample_threshold(
     objective: float = DEFAULT_OBJECTIVE,
     length: Optional[int] = None,
     share: float = 1.0,
+    accounting: str = DEFAULT_ACCOUNTING,
 ) -> SampleThresholdPlan:
-    """Chooses alpha and tau for a target over ``max_length`` rounds, or says why it cannot.
+    """Chooses p_s and tau for a target over ``max_length`` rounds, or says why it cannot.
 
     Args:
       epsilon: the target epsilon of the whole run, > 0.
@@ -162,10 +186,11 @@ def plan_sample_threshold(
       objective: the worst-case discovery probability whose holders are minimised, in (0, 1).
       length: the item length in units of the objective; default L, the worst case.
       share: the smallest share of its holders' records the item has (1: one item per user).
+      accounting: "exact" (default) or "bound" (the paper's closed form).
 
     Returns:
-      A ``SampleThresholdPlan``; a target outside the theorem (eps/L > 1) comes back infeasible
-      with the reason, never adjusted.
+      A ``SampleThresholdPlan``; under the bound a target outside the theorem (eps/L > 1) comes
+      back infeasible with the reason, never adjusted.
 
     Raises:
       ValueError: for invalid arguments.
@@ -181,8 +206,15 @@ def plan_sample_threshold(
     if not 0 < objective < 1:
         raise ValueError(f"objective must be in (0, 1), got {objective:g}")
     length = max_length if length is None else _check_int("length", length, 1, max_length)
+    share = _check_real("share", share)
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], got {share:g}")
+    accounting = check_accounting(accounting)
     common = dict(target_epsilon=epsilon, target_delta=delta, max_length=max_length,
-                  objective=objective, length=length, delta_round_target=delta / max_length)
+                  objective=objective, length=length, delta_round_target=delta / max_length,
+                  accounting=accounting)
+    if accounting == EXACT:
+        return _plan_exact(epsilon, delta, max_length, objective, length, share, common)
     if epsilon / max_length > st.MAX_ROUND_EPSILON:
         return SampleThresholdPlan(
             feasible=False, epsilon_round=epsilon / max_length,
@@ -221,5 +253,45 @@ def plan_sample_threshold(
         epsilon=guarantee.total.epsilon,
         delta=guarantee.total.delta,
         holders=holders,
+        basic_delta=guarantee.total.delta,
+        composition="basic",
+        **common,
+    )
+
+
+def check_accounting(accounting) -> str:
+    """``accounting`` if it is one of ``ACCOUNTINGS``.
+
+    Raises:
+      ValueError: it is not.
+    """
+    if accounting not in ACCOUNTINGS:
+        raise ValueError(f"accounting must be one of {', '.join(ACCOUNTINGS)}, got {accounting!r}")
+    return accounting
+
+
+def _plan_exact(epsilon: float, delta: float, max_length: int, objective: float, length: int, share: float,
+                common: dict) -> SampleThresholdPlan:
+    from triehh_beam.protocol.exact_planner import plan_exact  # local: SciPy only when planning
+
+    chosen = plan_exact(epsilon, delta, max_length, objective, length, share)
+    if chosen is None:
+        return SampleThresholdPlan(feasible=False, epsilon_round=epsilon / max_length,
+                                   reason=(f"no threshold up to 10,000 reaches delta = {delta:.4g} over "
+                                           f"{max_length} rounds at epsilon = {exact(epsilon)}"), **common)
+    holders, tau, p, eps_r, round_delta, composed = chosen
+    return SampleThresholdPlan(
+        feasible=True,
+        epsilon_round=eps_r,
+        alpha=p / -math.expm1(-eps_r),
+        tau=tau,
+        sampling_probability=p,
+        round_delta=round_delta,
+        epsilon=composed.epsilon,
+        delta=composed.delta,
+        holders=holders,
+        basic_delta=composed.basic_delta,
+        pld_delta=composed.pld_delta,
+        composition=composed.method,
         **common,
     )

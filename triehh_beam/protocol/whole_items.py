@@ -3,11 +3,11 @@ release, no trie. Each user is kept independently with probability ``p_s`` (its 
 rank below ``sampling.bernoulli_threshold(p_s)``), each kept user chooses one of its encoded items
 by local frequency with its keyed round-1 uniform (exactly the vote's choice,
 ``vote.choose_sequence`` / ``columnar.choose_codes``) and reports that WHOLE sequence; the items
-with at least ``tau`` reports are released with their count. Bharadwaj and Cormode's theorem
-(``sample_threshold``, one release: L = 1) makes it ``(eps, exp(-C_alpha tau))``-DP for
-``p_s = alpha (1 - e^-eps)``, ``eps <= 1``; ``plan_whole_items`` chooses alpha and tau (the
-fewest holders released with 90% probability, one item per user) or refuses a target outside the
-theorem. ``count / p_s`` estimates the weighted users ``sum over users of P(the user's choice is
+with at least ``tau`` reports are released with their count. Its (eps, delta) is accounted
+exactly by default (``exact_accountant.release_delta``: one count, worst case over the other
+holders), or by Bharadwaj and Cormode's bound ``(eps, exp(-C_alpha tau))`` for ``p_s = alpha
+(1 - e^-eps)``, ``eps <= 1`` (``--accounting bound``); ``plan_whole_items`` chooses p_s and tau
+(the fewest holders released with 90% probability, one item per user) or says why it cannot. ``count / p_s`` estimates the weighted users ``sum over users of P(the user's choice is
 x)`` without bias (the holders, for one-item users); conditioned on release it is biased upward
 near tau, and ``estimate_interval`` is a 95% interval for them given the release. As
 ``counting.PrefixCounter``, ``WholeItemCounter.extract_released`` is the only way out of the
@@ -25,8 +25,8 @@ from triehh_beam.protocol import columnar, count_intervals
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.privacy import exact
-from triehh_beam.protocol.sample_threshold_planner import (DEFAULT_OBJECTIVE, SampleThresholdPlan,
-                                                          plan_sample_threshold)
+from triehh_beam.protocol.sample_threshold_planner import (BOUND, DEFAULT_ACCOUNTING, DEFAULT_OBJECTIVE,
+                                                          SampleThresholdPlan, plan_sample_threshold)
 from triehh_beam.protocol.vote import WeightedSequences, choose_sequence
 
 __all__ = [
@@ -147,20 +147,21 @@ def release_probability(holders: int, sample_probability: float, tau: int, share
 
 
 def plan_whole_items(epsilon: float, delta: float, *, objective: float = DEFAULT_OBJECTIVE,
-                     share: float = 1.0) -> SampleThresholdPlan:
-    """alpha and tau for one whole-item release at ``(epsilon, delta)``, or why not.
+                     share: float = 1.0, accounting: str = DEFAULT_ACCOUNTING) -> SampleThresholdPlan:
+    """p_s and tau for one whole-item release at ``(epsilon, delta)``, or why not.
 
     The rule: ``plan_sample_threshold(epsilon, delta, 1)``, one release (L = 1): for each tau
-    the largest alpha with ``exp(-C_alpha tau) <= delta``, and of those the (alpha, tau) that
-    releases an item with the fewest holders with probability ``objective`` (90%; one item per
-    user unless ``share`` says otherwise). The theorem needs ``epsilon <= 1``: a larger target
-    comes back infeasible with the condition named and what is certified instead.
+    the largest p_s whose delta (exact, or the bound ``exp(-C_alpha tau)``) is at most delta, and
+    of those the (p_s, tau) that releases an item with the fewest holders with probability
+    ``objective`` (90%; one item per user unless ``share`` says otherwise). Under the bound the
+    theorem needs ``epsilon <= 1``: a larger target comes back infeasible with the condition
+    named and what is certified instead; the exact accountant has no such range.
 
     Raises:
       ValueError: for invalid arguments (epsilon <= 0, delta outside (0, 1), ...).
     """
-    plan = plan_sample_threshold(epsilon, delta, 1, objective=objective, share=share)
-    if not plan.feasible and plan.target_epsilon > MAX_EPSILON:
+    plan = plan_sample_threshold(epsilon, delta, 1, objective=objective, share=share, accounting=accounting)
+    if not plan.feasible and plan.accounting == BOUND and plan.target_epsilon > MAX_EPSILON:
         plan = dataclasses.replace(plan, reason=(
             f"the sample-and-threshold theorem needs epsilon <= 1 for one release (eps_r <= 1 with "
             f"L = 1); epsilon = {exact(plan.target_epsilon)} > 1 is outside it (no guarantee, not a weaker one). "

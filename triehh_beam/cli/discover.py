@@ -326,7 +326,7 @@ def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
             low, high = entry["interval"]
             say(f"  {show._pad(text, width)}  {entry['count']:>7,}  {entry['estimate']:>9,.0f}  {low:,} to {high:,}")
     line = (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
-            f"tau={plan.theta}, p_s={100 * plan.sample_probability:.4g}%, alpha={plan.alpha:.6g})")
+            f"tau={plan.theta}, p_s={100 * plan.sample_probability:.6g}%, {plan.accounting or 'bound'} accounting)")
     if population_is_public(plan):
         line += f"; n={plan.population:,} (declared public)"
     elif verbose:

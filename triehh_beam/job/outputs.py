@@ -155,10 +155,10 @@ def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) ->
     n = f"n={plan.population:,} " if population else ""
     if plan.protocol == WHOLE_ITEMS_PROTOCOL:
         return (f"sample-and-threshold, whole items, one release: {n}tau={plan.theta} "
-                f"p_s={100 * plan.sample_probability:.4g}% alpha={plan.alpha:.6g} items up to "
+                f"p_s={100 * plan.sample_probability:.6g}% items up to "
                 f"L-1={plan.max_length - 1} units: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
                 f"({plan_accounting(plan)} accounting; target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
-    return (f"TrieHH++ {n}tau={plan.theta} p_s={100 * plan.sample_probability:.4g}% alpha={plan.alpha:.6g} "
+    return (f"TrieHH++ {n}tau={plan.theta} p_s={100 * plan.sample_probability:.6g}% "
             f"L={plan.max_length}: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
             f"(per round {plan.round_epsilon:.4g}, {plan.round_delta:.3g}; {plan_accounting(plan)} accounting; "
             f"target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")

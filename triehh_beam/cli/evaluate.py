@@ -80,7 +80,8 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--protocol", type=_protocols, default=("triehh",), metavar="P[,P...]",
                         help="triehh (default) and/or triehh++ (sample-and-threshold at the same epsilon "
                              "and delta, on the same run seeds) and/or sample-threshold (one release of "
-                             "whole items with counts; epsilon <= 1)")
+                             "whole items with counts); both sample-and-threshold protocols are planned with "
+                             "exact accounting, as discover's default")
     target.add_argument("--rivals", type=_rivals, default=("pem", "exact"), metavar="NAMES",
                         help="comma-separated: pem (local DP, same epsilon), exact (non-private "
                              "top-K), pipelinedp (PipelineDP's central partition selection at the same "

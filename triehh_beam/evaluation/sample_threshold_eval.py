@@ -19,7 +19,7 @@ __all__ = ["bound_for", "is_sample_threshold", "plan", "privacy_block"]
 
 
 def plan(epsilon: float, delta: float, max_length: int) -> SampleThresholdPlan:
-    """TrieHH++'s plan for one configuration (infeasible when epsilon/L > 1, with the reason)."""
+    """TrieHH++'s plan for one configuration (exact accounting, as discover's default)."""
     return plan_sample_threshold(epsilon, delta, max_length)
 
 
@@ -38,9 +38,10 @@ def privacy_block(plan: SampleThresholdPlan, runs: int) -> dict:
     return {
         "model": "central",
         "guarantee": (
-            "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, Bharadwaj & "
-            "Cormode), each of max_length rounds (epsilon/L, exp(-C_alpha tau)), basic composition"
+            "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, TrieHH++), each of "
+            "max_length rounds (epsilon/L, delta_round), composed"
         ),
+        "accounting": plan.accounting,
         "epsilon": plan.epsilon,
         "delta": plan.delta,
         "target_epsilon": plan.target_epsilon,

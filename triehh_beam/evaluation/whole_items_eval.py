@@ -1,6 +1,6 @@
 """What an evaluation needs to run whole-item sample-and-threshold (``--protocol sample-threshold``)
 beside TrieHH, TrieHH++ and PEM: its plans (``protocol.whole_items.plan_whole_items`` at each
-ε with the evaluation's δ; ε > 1 is outside the theorem and listed as infeasible), its runs on
+ε with the evaluation's δ, exact accounting; an infeasible target is listed as such), its runs on
 either engine (the keyed simulation ``evaluation.whole_items``, or ``discover --protocol
 sample-threshold`` on the pipeline: the same draws for the same seed and job identity), its
 privacy block, its per-item release probability ``P(Binomial(f, p_s) >= tau)`` (exact for one
@@ -59,8 +59,8 @@ def privacy_block(plan: SampleThresholdPlan, runs: int) -> dict:
     total = privacy.compose([(plan.epsilon, plan.delta)] * runs)
     return {
         "model": "central",
-        "guarantee": ("(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, Bharadwaj & "
-                      "Cormode, one release: epsilon <= 1, delta = exp(-C_alpha tau))"),
+        "guarantee": "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, one release)",
+        "accounting": plan.accounting,
         "epsilon": plan.epsilon,
         "delta": plan.delta,
         "target_epsilon": plan.target_epsilon,

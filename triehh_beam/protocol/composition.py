@@ -24,7 +24,8 @@ from triehh_beam.protocol.privacy import _check_int, _check_real
 
 __all__ = ["Composition", "compose_rounds"]
 
-#: The PLD's grid of privacy-loss values (dp_accounting's default; pessimistic rounding).
+#: The PLD's grid of privacy-loss values is at most this fine (dp_accounting's default), and
+#: divides eps_r exactly (``_pld_interval``; pessimistic rounding).
 PLD_INTERVAL = 1e-4
 
 
@@ -50,12 +51,27 @@ class Composition:
     method: str
 
 
+def _pld_interval(epsilon_round: float) -> float:
+    """A grid step of about ``PLD_INTERVAL`` of which ``epsilon_round`` is a whole multiple.
+
+    The pessimistic PLD rounds the pair's loss ``eps_r`` up to the grid; off the grid, L rounds'
+    loss lands just above ``L eps_r``, where it is read, and the mass of "every round at +eps_r"
+    counts into delta: at eps_r = 0.123456, L = 7 that tripled delta (5.8e-6 for 2.1e-6)."""
+    if epsilon_round <= 0.0:
+        return PLD_INTERVAL
+    steps = math.ceil(epsilon_round / PLD_INTERVAL)
+    interval = epsilon_round / steps
+    while math.ceil(epsilon_round / interval) > steps:  # float division a hair above steps
+        interval = math.nextafter(interval, math.inf)
+    return interval
+
+
 def _pld_delta(epsilon_round: float, delta_round: float, rounds: int, epsilon: float) -> float:
     from dp_accounting.pld import common, privacy_loss_distribution  # local: optional at import
 
     pair = privacy_loss_distribution.from_privacy_parameters(
         common.DifferentialPrivacyParameters(epsilon_round, delta_round),
-        value_discretization_interval=PLD_INTERVAL)
+        value_discretization_interval=_pld_interval(epsilon_round))
     return float(pair.self_compose(rounds).get_delta_for_epsilon(epsilon))
 
 

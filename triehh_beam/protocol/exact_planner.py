@@ -4,7 +4,7 @@ L rounds to (p_s, tau), or why not (docs/protocol.md §2, "Exact accounting").
 Each round gets ``eps_r = epsilon / L`` and ``delta_r = delta / L`` (basic composition; the PLD
 accountant's reading of the same rounds is reported beside it, ``composition``). For each
 threshold tau the largest p_s (6 significant digits, floored) whose exact ``release_delta(eps_r,
-p_s, tau)`` is at most ``delta_r`` is found by bisection, and the planner keeps the (p_s, tau)
+p_s, tau)`` is at most ``delta_r`` is found by regula falsi on ln delta, and the planner keeps the (p_s, tau)
 that minimises the holders an item of ``length`` units needs to be discovered with
 ``objective`` probability in the worst case (``sample_threshold.min_holders``). There is no
 alpha or eps_r range: any eps_r > 0 and p_s in (0, 1) is accounted exactly. The search over tau

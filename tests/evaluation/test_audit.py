@@ -18,7 +18,7 @@ def test_the_unpatched_pipeline_is_inconclusive_with_a_fixed_seed(tmp_path):
     assert result["verdict"] == "inconclusive" and result["violated"] is False
     assert result["population"]["target"] == "z"  # no item of D starts with it
     assert result["event"]["hits_d"] == 0 and result["event"]["hits_d_prime"] <= 3
-    assert result["claim"] == {"epsilon": 1.0, "delta": pytest.approx(1e-3, rel=1e-3)}
+    assert result["claim"] == {"epsilon": 1.0, "delta": pytest.approx(1e-3, rel=1e-3), "accounting": "exact"}
     assert result["releases"] == 6 and len(lines) == 3
     assert all(need["runs"] > 3 for need in result["runs_to_refute"] if need["runs"] is not None)
     # The real job ran: its files are in the workspace, each release's output and state at the
@@ -29,6 +29,26 @@ def test_the_unpatched_pipeline_is_inconclusive_with_a_fixed_seed(tmp_path):
     text = format_audit(result)
     assert "inconclusive" in text and "consistent" not in text and "passes" not in text
     assert "runs per population" in text
+
+
+def test_the_exact_plan_with_tau_minus_two_holders_of_the_target_is_inconclusive(tmp_path):
+    # test_audit_planted's audit of a threshold one below the exact plan, unpatched: D holds
+    # tau - 2 = 1 user with only 'z' besides its 100, D' one more; 2 < tau = 3 holders are never
+    # released, so the event never happens (the planted threshold publishes it w.p. p_s^2 = 0.22).
+    from tests.evaluation.test_audit_planted import EXACT_PLAN_AUDIT
+
+    lines = []
+    config = AuditConfig(runs=4, **EXACT_PLAN_AUDIT)
+    result = run_audit(config, synthetic_population(100, seed=5), lines.append, workspace=str(tmp_path))
+    assert result["verdict"] == "inconclusive"
+    assert result["event"]["hits_d"] == 0 and result["event"]["hits_d_prime"] == 0
+    assert result["population"] == {"users": 101, "target": "z", "target_user": "triehh-audit-target-user",
+                                    "target_holders": 1}
+    assert result["claim"]["accounting"] == "exact" and result["claim"]["delta"] == pytest.approx(0.1, rel=1e-5)
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    assert published["privacy"]["accounting"] == "exact" and published["privacy"]["tau"] == 3
+    text = format_audit(result)
+    assert "1 of them holding only the target" in text and "exact accounting" in text
 
 
 def test_two_releases_of_the_unpatched_pipeline_are_inconclusive(tmp_path):
@@ -57,6 +77,8 @@ def test_two_releases_of_the_unpatched_pipeline_are_inconclusive(tmp_path):
     (dict(protocol="sample-threshold", window=True), "--window runs a trie"),
     (dict(confidence=1.0), "confidence"),
     (dict(violation=0.0), "violation"),
+    (dict(target_holders=-1), "target_holders"),
+    (dict(target_holders=1, releases=2), "--releases 1"),
 ])
 def test_what_the_audit_cannot_run_is_refused(kwargs, message):
     with pytest.raises(AuditError, match=message):

@@ -52,6 +52,10 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     audit.add_argument("--target", metavar="ITEM",
                        help="the item the extra user of D' holds (default: a one-unit item no user of D holds; "
                             "with --releases 2 the most held item of D)")
+    audit.add_argument("--target-holders", type=argtypes.non_negative_int, default=0, metavar="F",
+                       help="give D F more users holding only the target, so that D' has F + 1 (a count's worst "
+                            "case: F = tau - 1 for sample-and-threshold's tau); one release per run "
+                            "(default: %(default)s)")
     audit.add_argument("--event", choices=EVENTS, default=None,
                        help="published: the target published; estimate-at-least: its estimate (or count) >= "
                             "--at-least; differs: the second release differs from the first (--releases 2) "
@@ -103,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = audit.AuditConfig(
             protocol=args.protocol, epsilon=args.epsilon, delta=args.delta, max_length=args.max_length,
-            estimate_frequencies=args.estimate_frequencies, runs=args.runs, target=args.target, event=args.event,
+            estimate_frequencies=args.estimate_frequencies, runs=args.runs, target=args.target,
+            target_holders=args.target_holders, event=args.event,
             at_least=args.at_least, releases=args.releases, window=args.window, seed=args.seed,
             confidence=args.confidence, violation=args.violation)
         users, read = _users_of(args)

@@ -1,7 +1,9 @@
 """The empirical privacy audit (``triehh audit``): runs the real pipeline (``job.driver.
 run_discovery``, or ``discover --window``'s replay, on the in-process runner) many times on two
-neighbouring populations, D and D' (D plus one user holding only a target item), reads what each
-release published, and tests the published (epsilon, delta) claim on one event
+neighbouring populations, D and D' (D plus one user holding only a target item; with
+``target_holders`` F, D also has F users holding only the target, the worst case of a count's
+other holders), reads what each release published (its privacy block: epsilon, delta and the
+accounting), and tests the published (epsilon, delta) claim on one event
 (``audit_stats``): "violated" when the runs refute it at the stated confidence, otherwise
 "inconclusive", with the runs that would refute a violation of a given size. The event is the
 target published (in the trie or the released items), its estimate or count at least ``t``, or,
@@ -39,6 +41,7 @@ PUBLISHED, AT_LEAST, DIFFERS = "published", "estimate-at-least", "differs"
 EVENTS = (PUBLISHED, AT_LEAST, DIFFERS)
 PROTOCOLS = ("triehh", "triehh++", "sample-threshold")
 TARGET_USER = "triehh-audit-target-user"
+HOLDER_PREFIX = "triehh-audit-holder-"
 PRIME = "D'"
 WINDOW_SECONDS = 3600
 _T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -62,6 +65,8 @@ class AuditConfig:
       runs: releases (pairs of releases with ``releases=2``) on D and on D', each.
       target: the item the extra user of D' holds; None: a one-unit item no user of D holds
         (one release), the most held item of D (two releases).
+      target_holders: F: D gets F more users (``triehh-audit-holder-<i>``) holding only the
+        target, so that D' has F + 1 holders (0: D as given).
       event: ``published``, ``estimate-at-least`` (with ``at_least``) or ``differs`` (two
         releases); None: ``differs`` with two releases, else ``published``.
       at_least: t of the event "the target's published estimate (or count) is at least t".
@@ -82,6 +87,7 @@ class AuditConfig:
     estimate_frequencies: Optional[float] = None
     runs: int = 20
     target: Optional[str] = None
+    target_holders: int = 0
     event: Optional[str] = None
     at_least: Optional[float] = None
     releases: int = 1
@@ -95,6 +101,11 @@ class AuditConfig:
             raise AuditError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
         if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
             raise AuditError(f"runs must be an integer >= 1, got {self.runs!r}")
+        if (isinstance(self.target_holders, bool) or not isinstance(self.target_holders, int)
+                or self.target_holders < 0):
+            raise AuditError(f"target_holders must be an integer >= 0, got {self.target_holders!r}")
+        if self.target_holders and self.releases == 2:
+            raise AuditError("--target-holders gives D holders of the target of one release: use it with --releases 1")
         if self.releases not in (1, 2):
             raise AuditError(f"releases must be 1 or 2, got {self.releases!r}")
         if self.event is not None and self.event not in EVENTS:
@@ -135,12 +146,15 @@ class Outcome:
       items: every published item and frequent prefix -> its count or estimate (None: none).
       document: the published file without what differs between any two releases (job id, time).
       epsilon, delta: the claim the release published (epsilon with the estimates' included).
+      accounting: how the release says its delta was computed (``exact`` or ``bound``, the
+        sample-and-threshold protocols), or None (TrieHH, or a window that released nothing).
     """
 
     items: Mapping[str, Optional[float]]
     document: str
     epsilon: float
     delta: float
+    accounting: Optional[str] = None
 
 
 def synthetic_population(users: int, seed: int = 0) -> Dict[str, Dict[str, int]]:
@@ -151,7 +165,15 @@ def synthetic_population(users: int, seed: int = 0) -> Dict[str, Dict[str, int]]
     return {f"u{i}": {_SYNTHETIC_WORDS[int(w)]: 1} for i, w in enumerate(chosen)}
 
 
-def _read_outcome(document: dict, epsilon: float, delta: float) -> Outcome:
+def _claim(privacy: Mapping, config: "AuditConfig") -> Tuple[float, float, Optional[str]]:
+    """(epsilon with the estimates' added, delta, accounting) as a release's privacy block
+    publishes them (the job's targets where it publishes none: a window withheld before planning)."""
+    epsilon = privacy.get("epsilon", config.epsilon) + (privacy.get("estimate_epsilon") or 0.0)
+    return epsilon, privacy.get("delta", config.delta), privacy.get("accounting")
+
+
+def _read_outcome(document: dict, config: "AuditConfig") -> Outcome:
+    """What one published ``heavy_hitters.json`` says: its items and the claim of its privacy block."""
     items: Dict[str, Optional[float]] = {}
     for entry in document.get("heavy_hitters", []):
         if isinstance(entry, dict):
@@ -166,7 +188,7 @@ def _read_outcome(document: dict, epsilon: float, delta: float) -> Outcome:
         else:
             items.setdefault(str(entry), None)
     kept = {k: v for k, v in document.items() if k not in ("job_id", "created_at")}
-    return Outcome(items, json.dumps(kept, sort_keys=True), epsilon, delta)
+    return Outcome(items, json.dumps(kept, sort_keys=True), *_claim(document.get("privacy") or {}, config))
 
 
 def _rows(users: Users) -> List[Tuple[str, str, int]]:
@@ -215,11 +237,9 @@ def _release(config: AuditConfig, space: _Workspace, users: Users) -> Outcome:
 
     space.clear(ledger=False)
     write_records(space.input, _rows(users))
-    result = run_discovery(_config(config, space, window=False))
+    run_discovery(_config(config, space, window=False))
     with open(os.path.join(space.output, "heavy_hitters.json")) as f:
-        document = json.load(f)
-    plan = result.plan
-    return _read_outcome(document, plan.epsilon + plan.estimate_epsilon, plan.delta)
+        return _read_outcome(json.load(f), config)
 
 
 def _window_replay(config: AuditConfig, space: _Workspace, users: Users, windows: int, declared: int) -> List[Outcome]:
@@ -248,14 +268,12 @@ def _window_replay(config: AuditConfig, space: _Workspace, users: Users, windows
         report = by_start.get(start)
         if report is None:
             raise RuntimeError(f"the replay reported no window starting {start}")
-        privacy = report.get("privacy") or {}
-        epsilon = privacy.get("epsilon", config.epsilon) + (privacy.get("estimate_epsilon") or 0.0)
-        delta = privacy.get("delta", config.delta)
         if not report["released"]:
-            outcomes.append(Outcome({}, json.dumps({"withheld": report.get("reason")}), epsilon, delta))
+            outcomes.append(Outcome({}, json.dumps({"withheld": report.get("reason")}),
+                                    *_claim(report.get("privacy") or {}, config)))
             continue
         with open(os.path.join(report["published_to"], "heavy_hitters.json")) as f:
-            outcomes.append(_read_outcome(json.load(f), epsilon, delta))
+            outcomes.append(_read_outcome(json.load(f), config))
     return outcomes
 
 
@@ -296,9 +314,16 @@ def _needed(test: ClaimTest, config: AuditConfig) -> List[dict]:
     return needed
 
 
+def _accounting(outcomes: List[Outcome]) -> Optional[str]:
+    """The accounting the releases published (``exact``, ``bound``, several joined by ``+``), or None."""
+    named = sorted({o.accounting for o in outcomes if o.accounting})
+    return "+".join(named) or None
+
+
 def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Optional[Progress] = None,
               workspace: Optional[str] = None) -> dict:
-    """Audits the pipeline on ``users`` (D) and D plus one user; returns the JSON-ready result.
+    """Audits the pipeline on ``users`` (D, with ``config.target_holders`` more users holding only
+    the target) and D plus one user; returns the JSON-ready result.
 
     Args:
       config: what to audit.
@@ -307,8 +332,8 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
       workspace: where to keep the releases' files (default: a temporary directory, deleted).
 
     Raises:
-      AuditError: nothing to audit, D already has the audit's extra user, or (default target)
-        every letter and digit starts an item of D.
+      AuditError: nothing to audit, D already has the audit's extra user or one of its holders,
+        or (default target) every letter and digit starts an item of D.
       Whatever ``run_discovery`` raises for the job (an infeasible target, for one).
     """
     started = time.monotonic()
@@ -317,7 +342,10 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
         raise AuditError("D holds no user: nothing to audit")
     if TARGET_USER in users:
         raise AuditError(f"D already has a user {TARGET_USER!r}, the audit's extra user")
+    if config.target_holders and any(user.startswith(HOLDER_PREFIX) for user in users):
+        raise AuditError(f"D already has users named {HOLDER_PREFIX}*, the audit's holders of the target")
     target = config.target if config.target is not None else _default_target(config, users)
+    users = {**users, **{f"{HOLDER_PREFIX}{i}": {target: 1} for i in range(config.target_holders)}}
     neighbour = {**users, TARGET_USER: {target: 1}}
     say = progress or (lambda line: None)
     root = workspace or tempfile.mkdtemp(prefix="triehh-audit-")
@@ -368,8 +396,9 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
         "job": {"protocol": config.protocol, "epsilon": config.epsilon, "delta": config.delta,
                 "max_length": config.max_length, "estimate_frequencies": config.estimate_frequencies,
                 "window": WINDOW_SECONDS if config.window else None, "releases_per_run": config.releases},
-        "claim": {"epsilon": epsilon, "delta": delta},
-        "population": {"users": len(users), "target": target, "target_user": TARGET_USER},
+        "claim": {"epsilon": epsilon, "delta": delta, "accounting": _accounting(outcomes)},
+        "population": {"users": len(users), "target": target, "target_user": TARGET_USER,
+                       "target_holders": config.target_holders},
         "event": {"name": config.resolved_event, "at_least": config.at_least,
                   "runs_d": config.runs, "runs_d_prime": config.runs, "hits_d": hits["D"], "hits_d_prime": hits["D'"]},
         "confidence": config.confidence,
@@ -393,6 +422,7 @@ _EVENT_TEXT = {
 def format_audit(result: dict) -> str:
     """The audit's result as the lines ``triehh audit`` prints."""
     job, event, claim = result["job"], result["event"], result["claim"]
+    holders = result["population"].get("target_holders", 0)
     how = (f"one --window replay of {event['runs_d']:,} windows per population"
            + (", after a first replay of D (window k against its window k)" if job["releases_per_run"] == 2 else "")
            if job["window"]
@@ -403,9 +433,11 @@ def format_audit(result: dict) -> str:
         f"--delta {job['delta']:g} --max-length {job['max_length']}"
         + (f" --estimate-frequencies {job['estimate_frequencies']:g}" if job["estimate_frequencies"] else "")
         + (" --window 1h" if job["window"] else ""),
-        f"  populations   D: {result['population']['users']:,} users; D': D plus one user holding only "
-        f"{result['population']['target']!r}",
-        f"  claim         epsilon={claim['epsilon']:.4g} delta={claim['delta']:.3g} (as the releases published it)",
+        f"  populations   D: {result['population']['users']:,} users"
+        + (f", {holders:,} of them holding only the target" if holders else "")
+        + f"; D': D plus one user holding only {result['population']['target']!r}",
+        f"  claim         epsilon={claim['epsilon']:.4g} delta={claim['delta']:.3g} (as the releases published it"
+        + (f", {claim['accounting']} accounting)" if claim.get("accounting") else ")"),
         f"  runs          {how}: {result['releases']:,} releases, {result['seconds']:.1f} s "
         f"({result['seconds_per_release']:.2f} s per release)",
         "  event         " + _EVENT_TEXT[event["name"]].format(target=result["population"]["target"],

@@ -5,7 +5,11 @@ the exact plan) and keys reused across releases (``Release.fresh`` with a fixed 
 reported "violated"; the same audits of the unpatched pipeline are in ``test_audit``. Both are
 slow: a lowered threshold shows only when the extra user is sampled (p_s, about 9% here), so it
 needs hundreds of releases (one ``--window`` replay per population, about 0.4 s a window); the
-reuse audit needs about a dozen runs of three Beam jobs each."""
+reuse audit needs about a dozen runs of three Beam jobs each. The threshold one below the exact
+plan needs 600 whole-item releases (20 to 40 minutes): it runs only with ``TRIEHH_LONG_AUDITS=1``,
+outside the CI suite's time, and its measured result is in docs/evaluation.md."""
+
+import os
 
 import pytest
 
@@ -50,6 +54,8 @@ EXACT_PLAN_AUDIT = dict(protocol="sample-threshold", epsilon=0.5, delta=0.1, max
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("TRIEHH_LONG_AUDITS"),
+                    reason="600 whole-item releases, 20-40 min: run with TRIEHH_LONG_AUDITS=1 (result in docs/evaluation.md)")
 def test_a_threshold_one_below_the_exact_plan_is_found_violated(monkeypatch):
     plan = plan_whole_items(0.5, 0.1)
     assert (plan.accounting, plan.tau) == ("exact", 3)

@@ -105,7 +105,7 @@ class EvaluationConfig:
       protocols: ``"triehh"`` and/or ``"triehh++"`` (sample-and-threshold, on either engine:
         the pipeline's ``--protocol triehh++``); each configuration runs under each, at the same
         (ε, δ) and on the same run seeds; and/or ``"sample-threshold"`` (one release of whole
-        items, ``evaluation.whole_items_eval``: ε <= 1, unit size 1, either engine).
+        items, ``evaluation.whole_items_eval``: unit size 1, either engine).
       work_dir: scratch area of the pipeline engine (outputs and state of each run); default a
         fresh local temporary directory, removed afterwards. Give a ``gs://`` path for a remote
         runner. The simulate engine given the same ``work_dir`` keys each run as the pipeline

@@ -6,6 +6,10 @@ itself: tests/e2e/test_discover_sample_threshold.py)."""
 
 import json
 import math
+import os
+import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -17,6 +21,7 @@ from triehh_beam.protocol.composition import compose_rounds
 from triehh_beam.protocol.exact_accountant import release_delta
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAN = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-8", "--max-length", "4"]
 
 
@@ -150,6 +155,41 @@ def test_default_plan_mentions_triehh_plus_plus_in_one_line(capsys):
     assert f"TrieHH++ (sample-and-threshold) at the same target needs {expected.holders:,} holders" in out
     code, out, _ = _run(capsys, PLAN + ["--json"])
     assert "TrieHH++" not in out  # the JSON is TrieHH's plan only
+
+
+def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta(capsys, tmp_path):
+    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh++", "--json"])
+    assert code == 0
+    report = json.loads(out)
+    expected = plan_sample_threshold(4, 1e-8, 4)
+    for key in ("sampling_probability", "tau", "epsilon", "delta", "accounting"):
+        assert report[key] == getattr(expected, key), key
+    assert report["accounting"] == "exact" and report["rounds"] == 4
+    # The command, run as printed (from elsewhere, this checkout on PYTHONPATH), prints round_delta.
+    argv = shlex.split(report["recompute_round_delta"])
+    assert argv[:2] == ["python", "-c"]
+    ran = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": REPO})
+    assert ran.returncode == 0, ran.stderr
+    assert float(ran.stdout) == report["round_delta"] == expected.round_delta
+    assert report["round_delta"] == release_delta(report["epsilon_round"], report["sampling_probability"],
+                                                  report["tau"]).delta
+    # Under the bound there is no exact delta to recompute: the closed form is the plan.
+    bound = json.loads(_run(capsys, PLAN + ["--protocol", "triehh++", "--json", "--accounting", "bound"])[1])
+    assert bound["accounting"] == "bound" and "recompute_round_delta" not in bound
+    assert bound["other_accounting"]["accounting"] == "exact" and bound["other_accounting"]["tau"] == expected.tau
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--accounting", "bound"], "--accounting chooses how sample-and-threshold is certified; TrieHH's plan is "
+                                "certified by Theorem 1"),
+    (["--accounting", "exact", "--protocol", "triehh"], "TrieHH's plan is certified by Theorem 1"),
+    (["--accounting", "bound", "--protocol", "triehh++", "--compare-units"],
+     "--accounting is for one plan: --compare-units plans TrieHH++ with exact accounting"),
+])
+def test_plan_refuses_accounting_where_it_would_be_ignored(capsys, extra, message):
+    code, out, err = _run(capsys, PLAN + extra)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("extra, message", [

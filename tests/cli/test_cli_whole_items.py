@@ -6,6 +6,10 @@ the bound, and trie-only flags refused."""
 
 import json
 import math
+import os
+import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -16,6 +20,7 @@ from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.exact_accountant import release_delta
 from triehh_beam.protocol.whole_items import plan_whole_items, release_probability
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAN = ["plan", "--population", "200000", "--epsilon", "1", "--delta", "1e-8", "--max-length", "10",
         "--protocol", "sample-threshold"]
 
@@ -109,6 +114,20 @@ def test_plan_above_epsilon_one_is_a_plan_under_exact_accounting(capsys):
     assert report["holders"] < plan_whole_items(1, 1e-8).holders
     other = report["other_accounting"]
     assert other["accounting"] == "bound" and not other["feasible"] and "epsilon <= 1" in other["reason"]
+
+
+def test_plan_json_recomputes_its_delta_with_the_command_it_prints(capsys, tmp_path):
+    report = json.loads(_run(capsys, PLAN + ["--json"])[1])
+    expected = plan_whole_items(1, 1e-8)
+    for key in ("sampling_probability", "tau", "epsilon", "delta", "accounting"):
+        assert report[key] == getattr(expected, key), key
+    assert report["rounds"] == 1 and report["round_delta"] == report["delta"]
+    argv = shlex.split(report["recompute_round_delta"])
+    assert argv[:2] == ["python", "-c"]
+    ran = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": REPO})
+    assert ran.returncode == 0, ran.stderr
+    assert float(ran.stdout) == report["delta"]
 
 
 @pytest.mark.parametrize("extra", [["--rule", "corollary1"], ["--compare-units"], ["--item-length", "3"],

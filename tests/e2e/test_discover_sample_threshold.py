@@ -308,6 +308,8 @@ def test_a_job_planned_before_accounting_existed_resumes_under_the_bound(populat
     bound = plan_sample_threshold(EPSILON, DELTA, L, accounting="bound")
     [record] = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
     assert record["accounting"] == "bound"  # recorded when the job was planned and charged
+    planned = StateStore(config.resolved_state_dir).load().plan
+    assert (planned.accounting, planned.composition, planned.basic_delta) == ("bound", "basic", planned.delta)
     old = _as_before_accounting(config.resolved_state_dir)
     assert old.rounds_completed == 1 and not old.finished and old.plan.accounting == ""
     assert (old.plan.theta, old.plan.alpha, old.plan.sample_probability) == (

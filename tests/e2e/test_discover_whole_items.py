@@ -337,6 +337,7 @@ def test_a_release_planned_before_accounting_existed_resumes_under_the_bound(pop
             run_discovery(config)
     store = StateStore(config.resolved_state_dir)
     old = store.load()
+    assert old.plan.accounting == "bound"  # as asked; now rewritten as a plan from before the choice
     for field in ("accounting", "basic_delta", "pld_delta", "composition"):  # fields 18-21, unset
         old.plan.ClearField(field)
     store.commit(old)

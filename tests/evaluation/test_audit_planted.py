@@ -2,7 +2,7 @@
 threshold lowered (``PrefixCounter`` keeps every prefix with one vote, as issue 24 reproduced it)
 and keys reused across releases (``Release.fresh`` with a fixed nonce, one seed file). Each is
 reported "violated"; the same audits of the unpatched pipeline are in ``test_audit``. Both are
-slow: a lowered threshold shows only when the extra user is sampled (p_s, about 9% here), so it
+slow: a lowered threshold shows only when the extra user is sampled (with probability p_s), so it
 needs hundreds of releases (one ``--window`` replay per population, about 0.4 s a window); the
 reuse audit needs about a dozen runs of three Beam jobs each."""
 
@@ -17,7 +17,7 @@ from triehh_beam.protocol.counting import PrefixCounter
 def test_a_lowered_threshold_is_found_violated(monkeypatch):
     monkeypatch.setattr(PrefixCounter, "extract_kept",
                         lambda self, counts: sorted(prefix for prefix, count in counts.items() if count >= 1))
-    # TrieHH++ claims (1, 1e-3) over L = 2 rounds, p_s = 8.7% per round; the target 'z' is held
+    # TrieHH++ claims (1, 1e-3) over L = 2 rounds, sampling p_s per round; the target 'z' is held
     # by no user of D: with the bug it is published whenever its one holder is sampled in round 1.
     config = AuditConfig(protocol="triehh++", epsilon=1.0, delta=1e-3, max_length=2, window=True, runs=400, seed=3)
     result = run_audit(config, synthetic_population(300, seed=3))

@@ -1,5 +1,7 @@
-"""TrieHH++ at the command line: `triehh plan --protocol triehh++` shows the planner's choice and
-its discovery table (and the default plan a one-line comparison), `triehh evaluate --engine
+"""TrieHH++ at the command line: `triehh plan --protocol triehh++` shows the planner's choice (exact
+accounting unless --accounting bound, the other's plan beside it; its JSON's recompute command
+recomputes round_delta) and its discovery table (and the default plan a one-line comparison),
+`--accounting` is refused where it has no meaning, `triehh evaluate --engine
 simulate --protocol triehh++` runs it beside TrieHH, and `evaluate --engine pipeline` runs it
 through the real pipeline and grows the keyed simulation's tries (`discover --protocol triehh++`
 itself: tests/e2e/test_discover_sample_threshold.py)."""

@@ -53,7 +53,9 @@ def test_text_report_of_a_windowed_replay(capsys):
     (["--protocol", "sample-threshold", "--window"], "--window runs a trie"),
     (["--releases", "2", "--target-holders", "1"], "--releases 1"),
     (["--input", "/nonexistent/records.parquet"], "nonexistent"),
-    (["--protocol", "sample-threshold", "--epsilon", "4"], "epsilon"),
+    # An infeasible target. (audit has no --accounting and plans sample-and-threshold exactly,
+    # under which epsilon 4 is a plan: the refusal it gave there is now TrieHH's, for its n.)
+    (["--protocol", "triehh", "--epsilon", "0.1"], "Theorem 1 cannot certify (epsilon=0.1"),
 ])
 def test_refusals_are_one_line_and_exit_2(extra, message, capsys):
     assert main(["audit", "--runs", "1", "--no-progress", *extra]) == 2

@@ -39,14 +39,31 @@ def test_text_shows_every_row_and_the_rule(capsys):
             assert counts in out
             assert (f"theta {row.threshold}" if row.protocol == "triehh"
                     else f"tau {row.threshold}") in out
-    assert "INFEASIBLE (reason 1 below)" in out
-    assert "1. TrieHH++, whole item (L = 2): the sample-and-threshold theorem covers" in out
+    # TrieHH++ is planned exactly (the default accounting): the whole item's eps_r = 4/2 = 2, outside
+    # the bound's theorem, is a plan too (an infeasible row: the next test).
+    whole = [row for row in advice.options if row.protocol == "triehh++" and row.max_length == 2]
+    assert len(whole) == 1 and whole[0].feasible and f"tau {whole[0].threshold}" in out
+    assert "INFEASIBLE" not in out and all(row.feasible for row in advice.options)
     assert "items up to 9 characters" in out
     for rec in advice.recommendations:
         assert f"--unit-size {rec.option.unit_size} --max-length {rec.option.max_length}" in out
     assert "The rule: the smallest unit size whose 90% holders are at most ceil(F n)" in out
     assert "ceil(F n) = 300 holders" in out
     assert max(len(line) for line in out.splitlines()) <= 96
+
+
+def test_an_infeasible_row_points_to_its_reason_below_the_table(capsys):
+    # Theorem 1 cannot certify epsilon 1 over L = 10 for n = 10,000 (the other unit sizes it can).
+    code, out, err = _run(capsys, ["plan", "--population", "10000", "--epsilon", "1", "--delta", "1e-8",
+                                   "--max-length", "10", "--compare-units", "--protocol", "triehh"])
+    assert code == 0 and err == ""
+    advice = ua.compare_units(1, 1e-8, 9, 10_000, protocols=("triehh",))
+    infeasible = [row for row in advice.options if not row.feasible]
+    assert [(row.protocol, row.unit_size) for row in infeasible] == [("triehh", 1)]
+    assert "TrieHH    unit 1      10  1 char   INFEASIBLE (reason 1 below)" in out
+    flat = " ".join(out.split())  # the reasons are wrapped
+    assert f"1. TrieHH, unit 1 (L = 10): {' '.join(infeasible[0].reason.split())}" in flat
+    assert out.count("INFEASIBLE") == 1
 
 
 def test_protocol_restricts_the_table_and_unit_size_sets_the_characters(capsys):

@@ -1,18 +1,29 @@
-"""TrieHH++ at the command line: `triehh plan --protocol triehh++` shows the planner's choice and
-its discovery table (and the default plan a one-line comparison), `triehh evaluate --engine
+"""TrieHH++ at the command line: `triehh plan --protocol triehh++` shows the planner's choice (exact
+accounting unless --accounting bound, the other's plan beside it; its JSON's recompute command
+recomputes round_delta) and its discovery table (and the default plan a one-line comparison),
+`--accounting` is refused where it has no meaning, `triehh evaluate --engine
 simulate --protocol triehh++` runs it beside TrieHH, and `evaluate --engine pipeline` runs it
 through the real pipeline and grows the keyed simulation's tries (`discover --protocol triehh++`
 itself: tests/e2e/test_discover_sample_threshold.py)."""
 
 import json
+import math
+import os
+import shlex
+import subprocess
+import sys
 
 import pytest
 
 from triehh_beam import cli
+from triehh_beam.evaluation import sample_threshold_eval
 from triehh_beam.io.write import write_records
 from triehh_beam.protocol import sample_threshold as st
+from triehh_beam.protocol.composition import compose_rounds
+from triehh_beam.protocol.exact_accountant import release_delta
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAN = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-8", "--max-length", "4"]
 
 
@@ -22,20 +33,57 @@ def _run(capsys, argv):
     return code, out, err
 
 
-def test_plan_text_shows_the_planners_choice_and_the_holders(capsys):
+def test_plan_text_shows_the_exact_plan_and_the_bounds_beside_it(capsys):
     code, out, err = _run(capsys, PLAN + ["--unit-size", "3", "--protocol", "triehh++"])
     assert code == 0 and err == ""
     expected = plan_sample_threshold(4, 1e-8, 4)
+    assert expected.accounting == "exact"  # the default
     assert "TrieHH++ plan" in out and "FEASIBLE" in out and "INFEASIBLE" not in out
-    assert f"alpha                     {expected.alpha:.6g}" in out
     assert f"threshold tau             {expected.tau} votes" in out
-    assert f"{100 * expected.sampling_probability:.4g}% of users per round" in out
+    assert f"{100 * expected.sampling_probability:.6g}% of users per round" in out
     assert "eps_r = epsilon/L = 1," in out
-    assert "achieved delta            9.999e-09 (target 1e-08)" in out
+    # The per-round delta is the exact accountant's at the (eps_r, p_s, tau) shown, and the
+    # achieved delta its 4 rounds composed (the smaller of basic and PLD), within the target.
+    round_delta = release_delta(1.0, expected.sampling_probability, expected.tau).delta
+    assert f"per-round (eps, delta)    (1, {round_delta:.6g})" in out
+    composed = compose_rounds(1.0, round_delta, 4)
+    assert composed.delta <= 1e-8 and composed.delta <= 4 * round_delta
+    assert f"achieved delta            {composed.delta:.6g} (target 1e-08)" in out
+    # No alpha or C_alpha: they are the bound's.
+    assert "alpha " not in out and "C_alpha" not in out
+    flat = " ".join(out.split())  # the accounting rows are wrapped
+    assert "accounting exact: one count's hockey-stick divergence, worst case over the other holders" in flat
+    bound = plan_sample_threshold(4, 1e-8, 4, accounting="bound")
+    assert (f"under bound tau = {bound.tau}, p_s = {100 * bound.sampling_probability:.4g}%, delta = "
+            f"{bound.delta:.4g}: {st.min_holders(0.9, bound.sampling_probability, bound.tau, 4):,} holders "
+            f"for 90% discovery") in flat
     for q in (0.5, 0.9, 0.99):
         count = st.min_holders(q, expected.sampling_probability, expected.tau, 4)
         assert f"{count:>18,}" in out
     assert "triehh discover --protocol triehh++ runs it" in out
+
+
+def test_plan_text_under_the_bound_shows_alpha_and_c_alpha(capsys):
+    code, out, err = _run(capsys, PLAN + ["--unit-size", "3", "--protocol", "triehh++", "--accounting", "bound"])
+    assert code == 0 and err == ""
+    expected = plan_sample_threshold(4, 1e-8, 4, accounting="bound")
+    alpha, tau = expected.alpha, expected.tau
+    # The bound's closed form, computed here: p_s = alpha (1 - e^-1), each round exp(-C_alpha tau).
+    c_alpha = math.log(1 / alpha) - 1 / (1 + alpha)
+    assert expected.sampling_probability == pytest.approx(alpha * (1 - math.exp(-1)), rel=1e-12)
+    flat = " ".join(out.split())
+    assert (f"alpha {alpha:.6g} (p_s = alpha (1 - e^-eps_r); C_alpha = ln(1/alpha) - 1/(1+alpha) = "
+            f"{c_alpha:.4g}, round delta exp(-C_alpha tau))") in flat
+    assert f"threshold tau             {tau} votes" in out
+    assert f"{100 * expected.sampling_probability:.6g}% of users per round" in out
+    assert f"per-round (eps, delta)    (1, {math.exp(-c_alpha * tau):.6g})" in out
+    assert 4 * math.exp(-c_alpha * tau) <= 1e-8
+    assert f"achieved delta            {4 * math.exp(-c_alpha * tau):.6g} (target 1e-08)" in out
+    assert "accounting bound: the paper's delta = exp(-C_alpha tau), eps_r <= 1" in flat
+    exact_plan = plan_sample_threshold(4, 1e-8, 4)
+    assert f"under exact tau = {exact_plan.tau}, p_s = {100 * exact_plan.sampling_probability:.4g}%" in flat
+    for q in (0.5, 0.9, 0.99):
+        assert f"{st.min_holders(q, expected.sampling_probability, tau, 4):>18,}" in out
 
 
 def test_plan_json_is_the_planners_plan(capsys):
@@ -51,13 +99,45 @@ def test_plan_json_is_the_planners_plan(capsys):
     assert report["discovery"][1]["fraction"] == expected.holders / 100_000
 
 
-def test_plan_refuses_eps_r_above_one_with_the_reason_not_a_clipped_plan(capsys):
+def test_plan_under_the_bound_refuses_eps_r_above_one_with_the_reason_not_a_clipped_plan(capsys):
     code, out, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
-                                 "--max-length", "2", "--protocol", "triehh++"])
+                                 "--max-length", "2", "--protocol", "triehh++", "--accounting", "bound"])
     assert code == 0  # a plan, as TrieHH's infeasible ones are
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.strip()]
+    assert not {"alpha", "threshold", "sample", "per-round", "achieved"} & set(rows)  # no clipped plan
     out = " ".join(out.split())  # the reason is wrapped
     assert "INFEASIBLE" in out and "eps_r = 2" in out and "at most epsilon = 2" in out
-    assert "alpha " not in out and "tau " not in out
+    # The exact plan of the same target is shown beside the refusal.
+    exact_plan = plan_sample_threshold(4, 1e-8, 2)
+    assert exact_plan.feasible
+    assert (f"under exact tau = {exact_plan.tau}, p_s = {100 * exact_plan.sampling_probability:.4g}%, delta = "
+            f"{exact_plan.delta:.4g}: {exact_plan.holders:,} holders for 90% discovery") in out
+
+
+def test_plan_eps_r_above_one_is_a_plan_under_exact_accounting(capsys):
+    # eps_r = 2 is outside the bound's theorem (above), not outside the exact accountant.
+    code, out, err = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+                                   "--max-length", "2", "--protocol", "triehh++", "--json"])
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert report["feasible"] and report["accounting"] == "exact" and report["epsilon_round"] == 2.0
+    p, tau = report["sampling_probability"], report["tau"]
+    assert 0 < p < 1 and tau >= 1
+    # Recomputed from the (eps_r, p_s, tau) the plan states, not taken from it.
+    round_delta = release_delta(2.0, p, tau).delta
+    assert report["round_delta"] == round_delta <= 5e-9
+    composed = compose_rounds(2.0, round_delta, 2)
+    assert report["basic_delta"] == pytest.approx(2 * round_delta, rel=1e-12)
+    assert report["delta"] == composed.delta == min(report["basic_delta"], report["pld_delta"]) <= 1e-8
+    assert report["epsilon"] == 4.0
+    assert report["discovery"][1]["count"] == st.min_holders(0.9, p, tau, 2)
+    other = report["other_accounting"]
+    assert other["accounting"] == "bound" and not other["feasible"] and "eps_r = 2 > 1" in other["reason"]
+    code, text, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+                                  "--max-length", "2", "--protocol", "triehh++"])
+    flat = " ".join(text.split())
+    assert "FEASIBLE" in flat and "INFEASIBLE" not in flat.split("under bound")[0]
+    assert "under bound infeasible: the sample-and-threshold theorem covers eps_r = epsilon/L <= 1" in flat
 
 
 def test_plan_several_items_per_user_thins_the_votes(capsys):
@@ -77,6 +157,41 @@ def test_default_plan_mentions_triehh_plus_plus_in_one_line(capsys):
     assert f"TrieHH++ (sample-and-threshold) at the same target needs {expected.holders:,} holders" in out
     code, out, _ = _run(capsys, PLAN + ["--json"])
     assert "TrieHH++" not in out  # the JSON is TrieHH's plan only
+
+
+def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta(capsys, tmp_path):
+    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh++", "--json"])
+    assert code == 0
+    report = json.loads(out)
+    expected = plan_sample_threshold(4, 1e-8, 4)
+    for key in ("sampling_probability", "tau", "epsilon", "delta", "accounting"):
+        assert report[key] == getattr(expected, key), key
+    assert report["accounting"] == "exact" and report["rounds"] == 4
+    # The command, run as printed (from elsewhere, this checkout on PYTHONPATH), prints round_delta.
+    argv = shlex.split(report["recompute_round_delta"])
+    assert argv[:2] == ["python", "-c"]
+    ran = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": REPO})
+    assert ran.returncode == 0, ran.stderr
+    assert float(ran.stdout) == report["round_delta"] == expected.round_delta
+    assert report["round_delta"] == release_delta(report["epsilon_round"], report["sampling_probability"],
+                                                  report["tau"]).delta
+    # Under the bound there is no exact delta to recompute: the closed form is the plan.
+    bound = json.loads(_run(capsys, PLAN + ["--protocol", "triehh++", "--json", "--accounting", "bound"])[1])
+    assert bound["accounting"] == "bound" and "recompute_round_delta" not in bound
+    assert bound["other_accounting"]["accounting"] == "exact" and bound["other_accounting"]["tau"] == expected.tau
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--accounting", "bound"], "--accounting chooses how sample-and-threshold is certified; TrieHH's plan is "
+                                "certified by Theorem 1"),
+    (["--accounting", "exact", "--protocol", "triehh"], "TrieHH's plan is certified by Theorem 1"),
+    (["--accounting", "bound", "--protocol", "triehh++", "--compare-units"],
+     "--accounting is for one plan: --compare-units plans TrieHH++ with exact accounting"),
+])
+def test_plan_refuses_accounting_where_it_would_be_ignored(capsys, extra, message):
+    code, out, err = _run(capsys, PLAN + extra)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -164,8 +279,34 @@ def test_evaluate_pipeline_runs_triehh_plus_plus_as_the_keyed_simulation_does(wo
     assert "TrieHH++ ε=4, unit size 1 (L=4)" in report and "TrieHH ε=4, unit size 1 (L=4)" in report
 
 
-def test_evaluate_lists_an_infeasible_triehh_plus_plus_target(words, tmp_path, capsys):
-    # epsilon 8 over L = 4: eps_r = 2 > 1, outside the theorem: skipped and said, TrieHH still runs.
+def test_evaluate_plans_eps_r_above_one_exactly(words, tmp_path, capsys):
+    # evaluate has no --accounting: it plans TrieHH++ as discover does by default, exactly, where
+    # epsilon 8 over L = 4 (eps_r = 2, outside the bound's theorem) is a plan.
+    code = cli.main(["evaluate", "--input", words, "--epsilon", "8", "--delta", "1e-6", "--max-length", "4",
+                     "--runs", "1", "--top-k", "3", "--rivals", "exact", "--no-progress", "--engine", "simulate",
+                     "--protocol", "triehh,triehh++", "--output", str(tmp_path / "e")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "skipped" not in out and "TrieHH++ ε=8, unit size 1 (L=4)" in out
+    result = json.loads((tmp_path / "e" / "evaluation.json").read_text(encoding="utf-8"))
+    assert result["infeasible"] == [] and len(result["triehh"]) == 1
+    [config] = result["triehh_pp"]
+    p = config["privacy"]
+    assert p["accounting"] == "exact" and p["epsilon_round"] == 2.0
+    assert p["delta_round"] == release_delta(2.0, p["sampling_probability"], p["tau"]).delta
+    assert p["delta"] == compose_rounds(2.0, p["delta_round"], 4).delta <= 1e-6 and p["epsilon"] <= 8
+    assert "exp(-C_alpha tau)" not in p["guarantee"]
+
+
+def test_evaluate_lists_an_infeasible_triehh_plus_plus_target(words, tmp_path, capsys, monkeypatch):
+    # No target evaluate accepts is infeasible under exact accounting in practice (the planner
+    # finds a p_s for any eps_r; a target it cannot meet searches 10,000 thresholds first), and
+    # evaluate has no --accounting: its TrieHH++ planner is replaced by the bound's, where epsilon
+    # 8 over L = 4 (eps_r = 2 > 1) is refused, to show an infeasible plan is skipped and said,
+    # TrieHH still running.
+    monkeypatch.setattr(sample_threshold_eval, "plan",
+                        lambda epsilon, delta, max_length: plan_sample_threshold(epsilon, delta, max_length,
+                                                                                 accounting="bound"))
     code = cli.main(["evaluate", "--input", words, "--epsilon", "8", "--delta", "1e-6", "--max-length", "4",
                      "--runs", "1", "--top-k", "3", "--rivals", "exact", "--no-progress", "--engine", "simulate",
                      "--protocol", "triehh,triehh++", "--output", str(tmp_path / "e")])

@@ -2,10 +2,13 @@
 keyed simulation (``simulate_sample_threshold``, same seed, identity and keys) trie for trie, byte
 for byte, one job per round and all rounds in one job; the ledger holds its spend (the composed
 guarantee, with tau, alpha and p_s) before anything is released; heavy_hitters.json publishes the
-TrieHH++ plan without n, the operator report with it; --dry-run shows the plan and charges
-nothing; a resume under the other protocol, TrieHH's own flags with triehh++ and a target outside
-the theorem are refused in one line, the last before any record is read; a sample file lost
-between rounds is noticed (the round reads fewer users than the pass drew) and drawn again."""
+TrieHH++ plan without n, the operator report with it, and both its accounting (exact by default);
+--dry-run shows the plan and charges nothing; a resume under the other protocol, TrieHH's own flags
+with triehh++, --accounting with triehh and a target outside the bound's theorem (--accounting
+bound; a plan under exact accounting) are refused in one line, the last before any record is read;
+a job planned before accounting was recorded resumes under its plan, the bound's, and refuses
+--accounting exact; a sample file lost between rounds is noticed (the round reads fewer users than
+the pass drew) and drawn again."""
 
 from __future__ import annotations
 
@@ -28,9 +31,11 @@ from triehh_beam.io.write import write_records
 from triehh_beam.job import levels
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.outputs import published_plan_document
+from triehh_beam.job.outputs import ACCOUNTING_NOTES, published_plan_document
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.composition import compose_rounds
+from triehh_beam.protocol.exact_accountant import release_delta
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.trie import Trie
 
@@ -146,6 +151,13 @@ def test_the_ledger_holds_the_triehh_pp_spend_before_anything_is_released(runs):
         plan.theta, plan.alpha, plan.sample_probability)
     assert (record["round_epsilon"], record["round_delta"]) == (plan.round_epsilon, plan.round_delta)
     assert record["population"] == N_USERS and "batch_size" not in record and "theta" not in record
+    # Planned under the default accounting, exact: recorded in the plan and the ledger, and the
+    # per-round delta is the exact accountant's at the plan's (eps_r, p_s, tau), composed over L.
+    assert plan.accounting == record["accounting"] == "exact"
+    assert plan.round_delta == release_delta(plan.round_epsilon, plan.sample_probability, plan.theta).delta
+    composed = compose_rounds(plan.round_epsilon, plan.round_delta, L)
+    assert (plan.delta, plan.basic_delta, plan.pld_delta, plan.composition) == (
+        composed.delta, composed.basic_delta, composed.pld_delta, composed.method)
     [charged] = runs["per_round"]["ledger"]  # the CLI's job: charged once
     assert charged["record_id"] == runs["per_round"]["state"].ledger_record and charged["protocol"] == "triehh++"
 
@@ -160,6 +172,12 @@ def test_the_published_plan_is_triehh_pp_without_n_and_the_report_has_n(runs):
     assert (published["target_epsilon"], published["target_delta"]) == (EPSILON, DELTA)
     assert "population" not in published and "batch_size" not in published
     assert "sample-and-threshold" in published["guarantee"]
+    assert published["accounting"] == plan.accounting == "exact"
+    assert published["accounting_note"] == ACCOUNTING_NOTES["exact"]
+    assert "exact_accountant.release_delta" in published["accounting_note"]
+    assert (published["round_epsilon"], published["round_delta"]) == (plan.round_epsilon, plan.round_delta)
+    assert (published["basic_delta"], published["pld_delta"], published["composition"]) == (
+        plan.basic_delta, plan.pld_delta, plan.composition)
     report = runs["per_round"]["report"]["privacy"]
     assert report["population"] == N_USERS and report["protocol"] == "triehh++"
     assert report["tau"] == plan.theta
@@ -229,13 +247,96 @@ def test_triehhs_own_settings_are_refused_with_triehh_pp(runs, tmp_path, flags, 
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
 
 
-def test_a_target_outside_the_theorem_is_refused_before_any_record_is_read(runs, tmp_path):
+def test_under_the_bound_a_target_outside_the_theorem_is_refused_before_any_record_is_read(runs, tmp_path):
     code, stdout, err = _discover(runs["records"], tmp_path / "out", "--protocol", "triehh++",
-                                  "--epsilon", "8", "--max-length", "4")
+                                  "--epsilon", "8", "--max-length", "4", "--accounting", "bound")
     assert code == 2 and "census" not in stdout
     assert "privacy target infeasible: the sample-and-threshold theorem covers eps_r = epsilon/L <= 1" in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
+
+
+def test_the_same_target_is_a_plan_under_exact_accounting(population, tmp_path):
+    # eps_r = 12 / 6 = 2: outside the bound's theorem (as 8 / 4 above), accounted exactly (the default).
+    code, stdout, err = _discover(population[0], tmp_path / "out", "--protocol", "triehh++",
+                                  "--epsilon", "12", "--dry-run")
+    assert code == 0, err
+    expected = plan_sample_threshold(12, DELTA, L)
+    assert expected.feasible and expected.epsilon_round == 2.0
+    assert expected.round_delta == release_delta(2.0, expected.sampling_probability, expected.tau).delta
+    assert expected.delta <= DELTA
+    assert f"tau={expected.tau} p_s={100 * expected.sampling_probability:.4g}%" in stdout
+    assert "exact accounting" in stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_accounting_with_triehh_is_refused_in_one_line(population, tmp_path):
+    code, stdout, err = _discover(population[0], tmp_path / "out", "--accounting", "exact")
+    assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1
+    assert "--accounting chooses how sample-and-threshold is certified; --protocol triehh is certified by " \
+           "Theorem 1" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
+
+
+def _as_before_accounting(state_dir):
+    """Rewrites the committed state as a job planned before exact accounting recorded it: the
+    plan's accounting fields (18-21) unset, everything else as it was."""
+    store = StateStore(str(state_dir))
+    state = store.load()
+    for field in ("accounting", "basic_delta", "pld_delta", "composition"):
+        state.plan.ClearField(field)
+    store.commit(state)
+    return state
+
+
+def test_a_job_planned_before_accounting_existed_resumes_under_the_bound(population, tmp_path):
+    records, seed_file, users = population
+    output, ledger = tmp_path / "out", tmp_path / "ledger"
+    config = DiscoveryConfig(input_pattern=records, output_dir=str(output), seed=SEED, epsilon=EPSILON,
+                             delta=DELTA, max_length=L, protocol="triehh++", accounting="bound",
+                             ledger_dir=str(ledger))
+
+    class Killed(Exception):
+        pass
+
+    def die_after_round_1(line):
+        if line.startswith(f"round 1/{L}: frontier"):  # said once round 1 is committed
+            raise Killed()
+
+    with pytest.raises(Killed):
+        run_discovery(config, progress=die_after_round_1)
+    bound = plan_sample_threshold(EPSILON, DELTA, L, accounting="bound")
+    [record] = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
+    assert record["accounting"] == "bound"  # recorded when the job was planned and charged
+    planned = StateStore(config.resolved_state_dir).load().plan
+    assert (planned.accounting, planned.composition, planned.basic_delta) == ("bound", "basic", planned.delta)
+    old = _as_before_accounting(config.resolved_state_dir)
+    assert old.rounds_completed == 1 and not old.finished and old.plan.accounting == ""
+    assert (old.plan.theta, old.plan.alpha, old.plan.sample_probability) == (
+        bound.tau, bound.alpha, bound.sampling_probability)
+    before = StateStore(config.resolved_state_dir).read_manifest()
+    # Asking for exact accounting is refused: the job was planned (and charged) under the bound.
+    code, stdout, err = _discover(records, output, "--seed-file", seed_file, "--protocol", "triehh++",
+                                  "--ledger", str(ledger), "--accounting", "exact")
+    assert code == 2 and "census" not in stdout and len(err.strip().splitlines()) == 1
+    assert "accounting (state has '', asked 'exact'; a job resumes under the one it started with)" in err
+    assert StateStore(config.resolved_state_dir).read_manifest() == before
+    # Without --accounting it resumes under its recorded plan, the bound's, and finishes.
+    code, stdout, err = _discover(records, output, "--seed-file", seed_file, "--protocol", "triehh++",
+                                  "--ledger", str(ledger))
+    assert code == 0, err
+    assert "resuming job" in stdout
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.finished and state.plan == old.plan
+    simulated = simulate_sample_threshold(users, config.encoder, bound.tau, bound.sampling_probability, SEED,
+                                          sampling="keyed", identity=keyed_identity(state))
+    assert Trie.from_bytes((output / "trie.pb").read_bytes()).levels == simulated.levels
+    published = json.loads((output / "heavy_hitters.json").read_text())["privacy"]
+    assert published["accounting"] == "bound" and published["accounting_note"] == ACCOUNTING_NOTES["bound"]
+    assert (published["tau"], published["sample_probability"], published["composition"]) == (
+        bound.tau, bound.sampling_probability, "basic")
+    assert published["basic_delta"] == published["delta"] == old.plan.delta and published["pld_delta"] is None
+    assert len((ledger / "ledger.jsonl").read_text().splitlines()) == 1  # charged once, not again
 
 
 def test_a_sample_lost_between_rounds_is_drawn_again_and_changes_nothing(runs, population, tmp_path):

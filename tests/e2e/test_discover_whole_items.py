@@ -3,9 +3,12 @@ equals the keyed simulation's (``simulate_whole_items``: same seed, identity and
 counts; the ledger holds its spend before anything is released; nothing reported by fewer than tau
 sampled users is anywhere (output, state, progress and JSON events, counters); heavy_hitters.json
 carries each item's count and count / p_s and the sample-and-threshold privacy block, and no
-trie.pb is written; targets outside the theorem and trie-only flags are refused before any record
-is read and before the ledger is touched; a finished job re-run publishes the same release without
-reading the input, and a run that died after its plan was committed releases the same draws."""
+trie.pb is written; the plan's accounting (exact by default) is recorded in the state, the ledger
+and the document; targets outside the bound's theorem (--accounting bound; a plan under exact
+accounting) and trie-only flags are refused before any record is read and before the ledger is
+touched; a finished job re-run publishes the same release without reading the input, a run that
+died after its plan was committed releases the same draws, and one planned before accounting was
+recorded releases under the bound it was planned by."""
 
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ from triehh_beam.io.write import write_records
 from triehh_beam.job import graphs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.driver import run_discovery
+from triehh_beam.job.outputs import ACCOUNTING_NOTES
 from triehh_beam.job.state_store import StateStore
+from triehh_beam.protocol.exact_accountant import release_delta
 from triehh_beam.protocol.whole_items import estimate_interval, plan_whole_items
 from triehh_beam.protocol.vote import choose_sequence
 
@@ -45,7 +50,9 @@ def population(tmp_path_factory):
     in different counts (so the keyed choice decides their report)."""
     root = tmp_path_factory.mktemp("whole-items")
     rng = np.random.default_rng(14)
-    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.2
+    # Steep enough that some words are reported by fewer than tau sampled users (the test below
+    # needs both sides) under either accounting: the exact plan samples about twice the bound's.
+    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.8
     weights /= weights.sum()
     rows, users = [], {}
     for user in range(N_USERS):
@@ -172,7 +179,13 @@ def test_the_published_document_and_the_ledger(runs):
         state.plan.theta, state.plan.alpha, state.plan.sample_probability)
     assert (privacy["epsilon"], privacy["delta"]) == (state.plan.epsilon, state.plan.delta)
     assert privacy["epsilon"] <= EPSILON and privacy["delta"] <= DELTA
-    assert "Bharadwaj & Cormode" in privacy["guarantee"] and "one release" in privacy["guarantee"]
+    assert "sample-and-threshold" in privacy["guarantee"] and "one release" in privacy["guarantee"]
+    # Planned under the default accounting, exact: recorded in the plan, the ledger and the
+    # document, and delta is the exact accountant's at the plan's (epsilon, p_s, tau).
+    assert state.plan.accounting == privacy["accounting"] == "exact"
+    assert privacy["accounting_note"] == ACCOUNTING_NOTES["exact"] and "C_alpha" not in privacy["guarantee"]
+    assert privacy["delta"] == release_delta(EPSILON, state.plan.sample_probability, state.plan.theta).delta
+    assert privacy["basic_delta"] == privacy["delta"] and privacy["composition"] == "basic"
     assert published["frequent_prefixes"] == [] and published["rounds_run"] == 1
     assert "biased upward" in published["estimate_note"]
     assert published["estimates"]["quantity"].startswith("weighted users")
@@ -183,6 +196,7 @@ def test_the_published_document_and_the_ledger(runs):
     assert (record["epsilon"], record["delta"]) == (state.plan.epsilon, state.plan.delta)
     assert (record["tau"], record["alpha"], record["sample_probability"]) == (
         state.plan.theta, state.plan.alpha, state.plan.sample_probability)
+    assert record["accounting"] == "exact"
     assert f"{N_USERS:,}" not in runs["text"].split("[private")[0]  # n only in private parts
 
 
@@ -258,8 +272,8 @@ def test_a_run_that_died_after_its_plan_releases_the_same_draws(population, tmp_
 
 
 @pytest.mark.parametrize("extra,needle", [
-    (["--epsilon", "2"], "epsilon <= 1"),
-    (["--epsilon", "1.5"], "--epsilon 1"),
+    (["--epsilon", "2", "--accounting", "bound"], "epsilon <= 1"),
+    (["--epsilon", "1.5", "--accounting", "bound"], "--epsilon 1"),
     (["--theta", "5", "--batch-size", "100"], "--theta fixes TrieHH's parameters"),
     (["--rule", "corollary1"], "--rule chooses TrieHH's theta"),
     (["--truncate-long-items"], "--truncate-long-items cuts long items to prefixes"),
@@ -293,3 +307,58 @@ def test_a_dry_run_shows_the_plan_and_charges_nothing(population, tmp_path):
     plan = plan_whole_items(EPSILON, DELTA)
     assert f"tau={plan.tau}" in stdout and "whole items, one release" in stdout
     assert not (tmp_path / "ledger" / "ledger.jsonl").exists() and not (tmp_path / "out").exists()
+
+
+def test_an_epsilon_above_one_is_a_plan_under_exact_accounting(population, tmp_path):
+    records, _, _ = population
+    code, stdout, err = _discover(records, tmp_path / "out", "--protocol", "sample-threshold", "--epsilon", "2",
+                                  "--dry-run", "--ledger", str(tmp_path / "ledger"))
+    assert code == 0, err
+    plan = plan_whole_items(2, DELTA)
+    assert plan.feasible and plan.accounting == "exact"
+    assert plan.delta == release_delta(2.0, plan.sampling_probability, plan.tau).delta <= DELTA
+    assert f"tau={plan.tau} p_s={100 * plan.sampling_probability:.4g}%" in stdout and "exact accounting" in stdout
+    assert not (tmp_path / "ledger" / "ledger.jsonl").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_release_planned_before_accounting_existed_resumes_under_the_bound(population, tmp_path, monkeypatch):
+    # A job whose plan was committed (and charged) by a release that recorded no accounting, the
+    # paper's bound, and that died before its release pass ran.
+    records, seed_file, users = population
+    ledger = tmp_path / "ledger"
+    config = _config(records, tmp_path / "out", ledger_dir=str(ledger), accounting="bound")
+
+    def die(*args, **kwargs):
+        raise RuntimeError("worker lost")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(graphs, "build_whole_item_release", die)
+        with pytest.raises(RuntimeError, match="worker lost"):
+            run_discovery(config)
+    store = StateStore(config.resolved_state_dir)
+    old = store.load()
+    assert old.plan.accounting == "bound"  # as asked; now rewritten as a plan from before the choice
+    for field in ("accounting", "basic_delta", "pld_delta", "composition"):  # fields 18-21, unset
+        old.plan.ClearField(field)
+    store.commit(old)
+    bound = plan_whole_items(EPSILON, DELTA, accounting="bound")
+    assert (old.plan.theta, old.plan.sample_probability) == (bound.tau, bound.sampling_probability)
+    assert old.plan.accounting == "" and not old.HasField("release")
+    argv = ["--seed-file", seed_file, "--protocol", "sample-threshold", "--ledger", str(ledger)]
+    code, stdout, err = _discover(records, tmp_path / "out", *argv, "--accounting", "exact")
+    assert code == 2 and "census" not in stdout and len(err.strip().splitlines()) == 1
+    assert "accounting (state has '', asked 'exact'; a job resumes under the one it started with)" in err
+    assert not (tmp_path / "out").exists()
+    code, stdout, err = _discover(records, tmp_path / "out", *argv)
+    assert code == 0, err
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.plan == old.plan
+    simulated = simulate_whole_items(users, config.encoder, bound.sampling_probability, bound.tau, SEED,
+                                     identity=keyed_identity(state))
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    assert {e["item"]: e["count"] for e in published["released"]} == dict(simulated.items)
+    privacy = published["privacy"]
+    assert privacy["accounting"] == "bound" and privacy["accounting_note"] == ACCOUNTING_NOTES["bound"]
+    assert privacy["tau"] == bound.tau and privacy["delta"] == old.plan.delta
+    [record] = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
+    assert record["accounting"] == "bound"  # charged once, when the plan was made

@@ -3,7 +3,7 @@ threshold lowered (``PrefixCounter`` keeps every prefix with one vote, as issue 
 ``WholeItemCounter`` keeps counts of tau - 1, against D with tau - 2 holders of the target, at
 the exact plan) and keys reused across releases (``Release.fresh`` with a fixed nonce, one seed file). Each is
 reported "violated"; the same audits of the unpatched pipeline are in ``test_audit``. Both are
-slow: a lowered threshold shows only when the extra user is sampled (p_s, about 9% here), so it
+slow: a lowered threshold shows only when the extra user is sampled (with probability p_s), so it
 needs hundreds of releases (one ``--window`` replay per population, about 0.4 s a window); the
 reuse audit needs about a dozen runs of three Beam jobs each. The threshold one below the exact
 plan needs 600 whole-item releases (20 to 40 minutes): it runs only with ``TRIEHH_LONG_AUDITS=1``,
@@ -24,7 +24,7 @@ from triehh_beam.protocol.whole_items import WholeItemCounter, plan_whole_items
 def test_a_lowered_threshold_is_found_violated(monkeypatch):
     monkeypatch.setattr(PrefixCounter, "extract_kept",
                         lambda self, counts: sorted(prefix for prefix, count in counts.items() if count >= 1))
-    # TrieHH++ claims (1, 1e-3) over L = 2 rounds, p_s = 8.7% per round; the target 'z' is held
+    # TrieHH++ claims (1, 1e-3) over L = 2 rounds, sampling p_s per round; the target 'z' is held
     # by no user of D: with the bug it is published whenever its one holder is sampled in round 1.
     config = AuditConfig(protocol="triehh++", epsilon=1.0, delta=1e-3, max_length=2, window=True, runs=400, seed=3)
     result = run_audit(config, synthetic_population(300, seed=3))

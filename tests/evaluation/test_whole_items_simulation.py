@@ -17,9 +17,14 @@ from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.whole_items import plan_whole_items
 
 ENCODER = ItemEncoder(max_length=8)
-PLAN = plan_whole_items(1.0, 1e-6)  # tau = 17, p_s = 12.1%
+PLAN = plan_whole_items(1.0, 1e-6)  # the default (exact) accounting's plan
 P_S, TAU = PLAN.sampling_probability, PLAN.tau
 RUNS = 300
+# Holders of the item "near" the threshold (its expected reports f p_s are tau) and of a "rare"
+# one (expected reports about 0.3 tau), derived from the plan rather than fixed, so that each
+# item stays where its test needs it whatever p_s the planner chooses.
+NEAR = round(TAU / P_S)
+RARE = round(0.3 * TAU / P_S)
 
 
 def _population(holders):
@@ -34,19 +39,20 @@ def _population(holders):
 
 @pytest.fixture(scope="module")
 def runs():
-    users = _population({"big": 1000, "near": 140, "rare": 40, "filler": 1500})
+    users = _population({"big": 1000, "near": NEAR, "rare": RARE, "filler": 1500})
     return simulate_many_whole_items(users, ENCODER, P_S, TAU, range(RUNS))
 
 
 def test_count_over_p_s_is_unbiased_far_above_the_threshold(runs):
     f = 1000
-    estimates = np.array([r.estimates["big"] for r in runs])  # released in every run: E[X] = 121 >> 17
+    assert f * P_S > TAU + 10 * math.sqrt(f * P_S)  # released in every run (10 sd above tau)
+    estimates = np.array([r.estimates["big"] for r in runs])
     sd = math.sqrt(f * (1 - P_S) / P_S)  # of one estimate: Binomial(f, p_s) / p_s
     assert abs(estimates.mean() - f) < 4 * sd / math.sqrt(RUNS)
     assert estimates.std() == pytest.approx(sd, rel=0.25)  # and its spread is the binomial's
 
 
-@pytest.mark.parametrize("item,f", [("near", 140), ("rare", 40), ("big", 1000)])
+@pytest.mark.parametrize("item,f", [("near", NEAR), ("rare", RARE), ("big", 1000)])
 def test_release_probability_is_the_binomial_tail(runs, item, f):
     released = sum(item in r.items for r in runs)
     expected = stats.binom.sf(TAU - 1, f, P_S)
@@ -55,7 +61,7 @@ def test_release_probability_is_the_binomial_tail(runs, item, f):
 
 
 def test_a_released_estimate_near_tau_is_biased_upward_as_the_truncated_mean_says(runs):
-    f = 140
+    f = NEAR
     values = np.array([r.items["near"] for r in runs if "near" in r.items])
     k = np.arange(TAU, f + 1)
     pmf = stats.binom.pmf(k, f, P_S)
@@ -72,7 +78,8 @@ def test_several_items_per_user_estimate_the_sum_of_report_probabilities():
     users.update({f"b{i}": {"y": 1} for i in range(400)})
     results = simulate_many_whole_items(users, ENCODER, P_S, TAU, range(1000, 1000 + RUNS))
     for item in ("x", "y"):
-        values = np.array([r.estimates[item] for r in results])  # E[count] = 72.7 >> 17
+        assert 600 * P_S > TAU + 10 * math.sqrt(600 * P_S)  # released in every run
+        values = np.array([r.estimates[item] for r in results])
         # Each of the 1200 users reports the item with probability q_i: count ~ a sum of
         # Bernoulli(p_s q_i), variance sum p_s q_i (1 - p_s q_i).
         q = np.array([0.75] * 800 + [0.0] * 400) if item == "x" else np.array([0.25] * 800 + [1.0] * 400)

@@ -24,6 +24,7 @@ from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.planning import InfeasiblePlanError
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol import planner, sampling
+from triehh_beam.protocol.exact_accountant import release_delta
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
@@ -150,10 +151,25 @@ def test_triehh_plus_plus_each_window_equals_the_keyed_sample_and_threshold_simu
     assert {r["epsilon"] for r in charges} == {chosen.epsilon}
 
 
-def test_triehh_plus_plus_refuses_an_infeasible_target_before_any_window(tmp_path):
-    config = _config(tmp_path, protocol="triehh++", epsilon=8.0)  # eps / L > 1: outside the theorem
+def test_triehh_plus_plus_under_the_bound_refuses_an_infeasible_target_before_any_window(tmp_path):
+    # eps / L = 8 / 6 > 1: outside the bound's theorem.
+    config = _config(tmp_path, protocol="triehh++", epsilon=8.0, accounting="bound")
     with pytest.raises(InfeasiblePlanError):
         windowed.WindowedJob.for_config(config, SEED)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+def test_triehh_plus_plus_windows_plan_the_same_target_exactly(tmp_path):
+    # Under exact accounting (the default) eps_r = 8 / 6 is a plan, every window's.
+    config = _config(tmp_path, protocol="triehh++", epsilon=8.0)
+    job = windowed.WindowedJob.for_config(config, SEED)
+    chosen = plan_sample_threshold(8.0, 1e-5, 6)
+    plan = job.plan()
+    assert plan.accounting == chosen.accounting == "exact"
+    assert (job.theta, job.sample_probability) == (chosen.tau, chosen.sampling_probability)
+    assert plan.round_epsilon > 1
+    assert plan.round_delta == release_delta(plan.round_epsilon, plan.sample_probability, plan.theta).delta
+    assert plan.epsilon <= 8.0 and plan.delta <= 1e-5
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 

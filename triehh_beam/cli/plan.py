@@ -80,11 +80,11 @@ def register_plan(subparsers) -> None:
                              "per-round sample p_s, each round (epsilon/L, delta/L); with "
                              "--compare-units both unless one is named; 'sample-threshold': one "
                              "release of whole items with their counts, tau and p_s")
-    parser.add_argument("--accounting", choices=("exact", "bound"), default="exact",
-                        help="for triehh++ and sample-threshold: 'exact' (default) certifies each release "
-                             "by its exact delta (docs/protocol.md section 2, Exact accounting); 'bound' "
-                             "by the paper's closed form (epsilon/L <= 1). The plan shows the other "
-                             "beside it")
+    parser.add_argument("--accounting", choices=("exact", "bound"), default=None,
+                        help="for one plan of triehh++ or sample-threshold: 'exact' (default) certifies "
+                             "each release by its exact delta (docs/protocol.md section 2, Exact "
+                             "accounting); 'bound' by the paper's closed form (epsilon/L <= 1). The plan "
+                             "shows the other beside it")
     parser.add_argument("--estimate-frequencies", type=argtypes.epsilon, default=None, metavar="EPSILON_EST",
                         help="also show the frequency estimates discover's --estimate-frequencies adds: "
                              "their 95%% interval (users) and the total epsilon spent (epsilon + "
@@ -154,6 +154,7 @@ def _run_plan(args) -> int:
         parameters.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    _check_accounting(args)
     if args.protocol == "sample-threshold":
         return _run_whole_items_plan(args)
     if args.compare_units or args.unit_size == "auto":
@@ -196,6 +197,18 @@ def _run_plan(args) -> int:
     return 0
 
 
+def _check_accounting(args) -> None:
+    """Refuses ``--accounting`` where it would be ignored (a given flag is never dropped silently)."""
+    if args.accounting is None:
+        return
+    if args.protocol not in ("triehh++", "sample-threshold"):
+        raise UsageError("--accounting chooses how sample-and-threshold is certified; TrieHH's plan is "
+                         "certified by Theorem 1: drop it, or add --protocol triehh++ or sample-threshold")
+    if args.compare_units or args.unit_size == "auto":
+        raise UsageError("--accounting is for one plan: --compare-units plans TrieHH++ with exact "
+                         "accounting; leave it out, or plan one unit size")
+
+
 def _run_compare_units(args) -> int:
     from triehh_beam.cli import plan_units
 
@@ -225,7 +238,7 @@ def _run_sample_threshold_plan(args) -> int:
         raise UsageError("--rule chooses TrieHH's theta: it has no meaning with --protocol triehh++")
     report = plan_sample_threshold.plan_report(args.population, args.epsilon, args.delta, args.max_length,
                                                args.unit_size, args.item_length, 1 / args.items_per_user,
-                                               args.accounting)
+                                               args.accounting or "exact")
     estimates = _estimates_report(args.epsilon, args.estimate_frequencies)
     if estimates is not None:
         report["frequency_estimates"] = estimates
@@ -247,7 +260,7 @@ def _run_whole_items_plan(args) -> int:
             raise UsageError(f"{flag} is for a trie's plan: it has no meaning with --protocol sample-threshold "
                              "(one release of whole items, with their counts)")
     report = plan_whole_items.plan_report(args.population, args.epsilon, args.delta, args.max_length,
-                                          args.unit_size, 1 / args.items_per_user, args.accounting)
+                                          args.unit_size, 1 / args.items_per_user, args.accounting or "exact")
     print(json.dumps(report, indent=2) if args.json else plan_whole_items.format_plan(report))
     return 0
 

@@ -75,6 +75,8 @@ def format_plan(r: dict) -> str:
         "",
     ]
     if not r["feasible"]:
+        # The other accounting's plan beside the refusal: the same target may be a plan under it.
+        lines[-1:-1] = plan_accounting.accounting_lines(r, "release")
         return "\n".join(lines + ["Why:"] + _wrap(r["reason"]))
     p_s = r["sampling_probability"]
     lines += [

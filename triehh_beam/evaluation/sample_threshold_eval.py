@@ -1,7 +1,8 @@
 """What an evaluation needs to run TrieHH++ beside TrieHH: its plan, its privacy block and its
 per-item worst-case bound. The plan is ``protocol.sample_threshold_planner``'s at the same
-(ε, δ, L) TrieHH is evaluated at; the privacy block records alpha, tau, p_s and the per-round
-and composed (ε, δ) (docs/protocol.md §2); the bound is ``P(Binomial(f, p_s) >= tau) ** len``,
+(ε, δ, L) TrieHH is evaluated at (its default accounting, exact, as ``discover``'s); the privacy
+block records alpha, tau, p_s, the accounting and the per-round and composed (ε, δ)
+(docs/protocol.md §2); the bound is ``P(Binomial(f, p_s) >= tau) ** len``,
 exact for one item per user sharing no prefix (``protocol.sample_threshold``). The runs
 themselves are the pipeline's (``discover --protocol triehh++``) or the keyed simulation's
 (``simulation.simulate_many_sample_threshold``), which are the same draws (``experiment``).
@@ -19,7 +20,11 @@ __all__ = ["bound_for", "is_sample_threshold", "plan", "privacy_block"]
 
 
 def plan(epsilon: float, delta: float, max_length: int) -> SampleThresholdPlan:
+<<<<<<< HEAD
     """TrieHH++'s plan for one configuration (exact accounting, as discover's default)."""
+=======
+    """TrieHH++'s plan for one configuration, accounted exactly (infeasible ones carry the reason)."""
+>>>>>>> clitests
     return plan_sample_threshold(epsilon, delta, max_length)
 
 
@@ -38,10 +43,19 @@ def privacy_block(plan: SampleThresholdPlan, runs: int) -> dict:
     return {
         "model": "central",
         "guarantee": (
+<<<<<<< HEAD
             "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, TrieHH++), each of "
             "max_length rounds (epsilon/L, delta_round), composed"
         ),
         "accounting": plan.accounting,
+=======
+            "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold), each of max_length "
+            "rounds (epsilon_round, delta_round), composed (docs/protocol.md §2)"
+        ),
+        # How delta_round was certified ("exact" or "bound") and how the rounds were composed.
+        "accounting": plan.accounting,
+        "composition": plan.composition,
+>>>>>>> clitests
         "epsilon": plan.epsilon,
         "delta": plan.delta,
         "target_epsilon": plan.target_epsilon,

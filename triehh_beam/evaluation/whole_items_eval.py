@@ -1,6 +1,7 @@
 """What an evaluation needs to run whole-item sample-and-threshold (``--protocol sample-threshold``)
 beside TrieHH, TrieHH++ and PEM: its plans (``protocol.whole_items.plan_whole_items`` at each
-ε with the evaluation's δ, exact accounting; an infeasible target is listed as such), its runs on
+ε with the evaluation's δ, accounted exactly as discover's default; an infeasible plan is
+listed with its reason), its runs on
 either engine (the keyed simulation ``evaluation.whole_items``, or ``discover --protocol
 sample-threshold`` on the pipeline: the same draws for the same seed and job identity), its
 privacy block, its per-item release probability ``P(Binomial(f, p_s) >= tau)`` (exact for one
@@ -60,6 +61,7 @@ def privacy_block(plan: SampleThresholdPlan, runs: int) -> dict:
     return {
         "model": "central",
         "guarantee": "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, one release)",
+        # How delta was certified: "exact" (the default, as discover's) or "bound".
         "accounting": plan.accounting,
         "epsilon": plan.epsilon,
         "delta": plan.delta,

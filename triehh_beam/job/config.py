@@ -176,7 +176,7 @@ class DiscoveryConfig:
         # States before exact accounting record none: they were planned under the bound.
         accepts=lambda c, theirs: theirs == "" and recorded_accounting(c) in ("", BOUND),
         mismatch="accounting (state has {theirs!r}, asked {ours!r}; a job resumes under the one it started with)",
-        example=EXACT)
+        example=BOUND)
     estimate_frequencies: Optional[float] = setting(
         "--estimate-frequencies", "after the rounds, estimate how many users hold each heavy hitter "
         "and frequent prefix: one more pass, each user counted once, two-sided geometric noise of "

@@ -20,11 +20,7 @@ __all__ = ["bound_for", "is_sample_threshold", "plan", "privacy_block"]
 
 
 def plan(epsilon: float, delta: float, max_length: int) -> SampleThresholdPlan:
-<<<<<<< HEAD
-    """TrieHH++'s plan for one configuration (exact accounting, as discover's default)."""
-=======
     """TrieHH++'s plan for one configuration, accounted exactly (infeasible ones carry the reason)."""
->>>>>>> clitests
     return plan_sample_threshold(epsilon, delta, max_length)
 
 
@@ -43,19 +39,12 @@ def privacy_block(plan: SampleThresholdPlan, runs: int) -> dict:
     return {
         "model": "central",
         "guarantee": (
-<<<<<<< HEAD
-            "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, TrieHH++), each of "
-            "max_length rounds (epsilon/L, delta_round), composed"
-        ),
-        "accounting": plan.accounting,
-=======
             "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold), each of max_length "
             "rounds (epsilon_round, delta_round), composed (docs/protocol.md §2)"
         ),
         # How delta_round was certified ("exact" or "bound") and how the rounds were composed.
         "accounting": plan.accounting,
         "composition": plan.composition,
->>>>>>> clitests
         "epsilon": plan.epsilon,
         "delta": plan.delta,
         "target_epsilon": plan.target_epsilon,

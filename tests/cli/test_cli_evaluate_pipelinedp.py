@@ -8,21 +8,16 @@ import sys
 
 import pytest
 
+from tests.holders import write_holders
+
 from triehh_beam.cli import evaluate as evaluate_cli, main
-from triehh_beam.io.write import write_records
 
 POPULATION = {"aa": 600, "ab": 400, "b": 300, "cc": 200, "d": 150, "e": 100, "rare": 2}
 
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("in") / "records.jsonl")
-    rows, user = [], 0
-    for item, holders in POPULATION.items():
-        rows += [(user + i, item) for i in range(holders)]
-        user += holders
-    write_records(path, rows)
-    return path
+    return write_holders(str(tmp_path_factory.mktemp("in") / "records.jsonl"), POPULATION)
 
 
 def _evaluate(path, output, rivals="pipelinedp,exact"):

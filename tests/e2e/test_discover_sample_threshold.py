@@ -229,7 +229,7 @@ def test_dry_run_shows_the_triehh_pp_plan_and_charges_nothing(runs, tmp_path):
     assert code == 0, err
     expected = plan_sample_threshold(EPSILON, DELTA, L)
     assert (f"plan [private]: TrieHH++ n={N_USERS:,} tau={expected.tau} "
-            f"p_s={100 * expected.sampling_probability:.4g}% alpha={expected.alpha:.6g} L={L}:") in stdout
+            f"p_s={100 * expected.sampling_probability:.6g}% L={L}:") in stdout
     assert f"would spend [private]: epsilon {expected.epsilon:.6g}, delta {expected.delta:.3g}" in stdout
     assert not (tmp_path / "out.state" / "ledger.jsonl").exists()
     assert not (tmp_path / "out.state" / "MANIFEST.json").exists()
@@ -265,7 +265,7 @@ def test_the_same_target_is_a_plan_under_exact_accounting(population, tmp_path):
     assert expected.feasible and expected.epsilon_round == 2.0
     assert expected.round_delta == release_delta(2.0, expected.sampling_probability, expected.tau).delta
     assert expected.delta <= DELTA
-    assert f"tau={expected.tau} p_s={100 * expected.sampling_probability:.4g}%" in stdout
+    assert f"tau={expected.tau} p_s={100 * expected.sampling_probability:.6g}%" in stdout
     assert "exact accounting" in stdout
     assert not (tmp_path / "out").exists()
 

@@ -14,9 +14,10 @@ import sys
 
 import pytest
 
+from tests.holders import write_holders
+
 from triehh_beam.evaluation import experiment as evaluation
 from triehh_beam.evaluation import pipelinedp_rival as rival
-from triehh_beam.io.write import write_records
 
 EPSILON, DELTA = 1.0, 1e-8
 
@@ -169,13 +170,7 @@ POPULATION = {"aa": 600, "ab": 400, "b": 300, "toolong": 250, "cc": 200, "d": 15
 
 @pytest.fixture(scope="module")
 def small_input(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("small") / "records.jsonl")
-    rows, user = [], 0
-    for item, holders in POPULATION.items():
-        rows += [(user + i, item) for i in range(holders)]
-        user += holders
-    write_records(path, rows)
-    return path
+    return write_holders(str(tmp_path_factory.mktemp("small") / "records.jsonl"), POPULATION)
 
 
 def test_the_rival_is_asked_for_by_name_only(small_input):

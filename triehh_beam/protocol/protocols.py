@@ -1,0 +1,50 @@
+"""The three protocols a job can run, as one type, with what each implies (docs/protocol.md)."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Protocol"]
+
+
+class Protocol(enum.StrEnum):
+    """A discovery protocol; its value is the name the flags, states and outputs use.
+
+    ``TRIEHH`` samples m of n users per round and keeps prefixes with at least theta votes
+    (Theorem 1); ``TRIEHH_PP`` samples each user with probability p_s per round and keeps counts
+    of at least tau (the slides' Lemmas 1-2); ``WHOLE_ITEMS`` is one such sample-and-threshold
+    release of whole items, with no trie.
+    """
+
+    TRIEHH = "triehh"
+    TRIEHH_PP = "triehh++"
+    WHOLE_ITEMS = "sample-threshold"
+
+    @classmethod
+    def parse(cls, value: str) -> Protocol:
+        """The protocol named ``value``.
+
+        Raises:
+          ValueError: ``value`` names no protocol (the message lists the names).
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            names = ", ".join(p.value for p in cls)
+            raise ValueError(f"unknown protocol {value!r}; choose one of {names}") from None
+
+    @property
+    def samples_by_probability(self) -> bool:
+        """Users are sampled independently with probability p_s and counts kept at tau: nothing
+        in the plan depends on n, and the exact accountant applies (``--accounting``)."""
+        return self is not Protocol.TRIEHH
+
+    @property
+    def grows_trie(self) -> bool:
+        """Rounds extend a trie of prefixes (False: one release of whole items)."""
+        return self is not Protocol.WHOLE_ITEMS
+
+    @property
+    def threshold_name(self) -> str:
+        """What the threshold is called in plans and outputs: "theta" or "tau"."""
+        return "tau" if self.samples_by_probability else "theta"

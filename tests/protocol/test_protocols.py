@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from triehh_beam.protocol.protocols import Protocol
@@ -10,7 +12,8 @@ def test_values_are_the_names_flags_states_and_outputs_use():
 
 def test_parse_names_the_choices_for_an_unknown_protocol():
     assert Protocol.parse("sample-threshold") is Protocol.WHOLE_ITEMS
-    with pytest.raises(ValueError, match="unknown protocol 'triehh+'; choose one of triehh, triehh\\+\\+, sample-threshold"):
+    message = "unknown protocol 'triehh+'; choose one of triehh, triehh++, sample-threshold"
+    with pytest.raises(ValueError, match=re.escape(message)):
         Protocol.parse("triehh+")
 
 

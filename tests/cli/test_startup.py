@@ -58,7 +58,7 @@ def test_help_imports_neither_beam_nor_scipy(argv):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["discover", "--epsilon", "x"], "argument --epsilon: invalid float value: 'x'"),
+    (["discover", "--epsilon", "x"], "argument --epsilon: not a number: 'x'"),
     (["discover", "--input", "a.jsonl", "--output", "o", "--epsilon", "1", "--delta", "1e-6"],
      "the following arguments are required: --max-length"),
     (["plan", "--population", "0", "--epsilon", "1", "--delta", "1e-6", "--max-length", "4"],

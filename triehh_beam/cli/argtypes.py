@@ -1,16 +1,17 @@
-"""Argument types and usage errors shared by every ``triehh`` subcommand, written once.
-
-Each type returns the parsed value or raises ``argparse.ArgumentTypeError`` with a one-line
-message, which ``ArgumentParser`` turns into ``triehh <command>: error: argument --x: <message>
-(see triehh <command> --help)`` with exit code 2; a runner that finds invalid arguments itself
-raises ``UsageError``, which ``triehh`` reports in one line with the same exit code.
-"""
+"""Argument types, the parser and usage errors shared by every ``triehh`` subcommand: a type
+returns the parsed value or raises ``argparse.ArgumentTypeError`` with a one-line message, which
+``ArgumentParser`` reports as ``triehh <command>: error: argument --x: <message> (see triehh
+<command> --help)`` with exit code 2 (a mistyped flag is named with the closest real one; a
+float flag takes finite numbers only); a runner that finds invalid arguments raises
+``UsageError``, reported in one line with the same exit code."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
-from typing import Any, Callable, Tuple
+import sys
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from triehh_beam.protocol import parameters
 
@@ -18,6 +19,7 @@ __all__ = [
     "EXIT_USAGE",
     "ArgumentParser",
     "UsageError",
+    "closest_flag",
     "delta",
     "epsilon",
     "finite_float",
@@ -34,11 +36,49 @@ class UsageError(Exception):
     """Invalid arguments found by a runner: one line on stderr, exit code 2."""
 
 
+def closest_flag(token: str, flags: Iterable[str]) -> Optional[str]:
+    """The flag among ``flags`` closest to a mistyped or abbreviated ``token`` (``--epsilom``,
+    ``--eps`` -> ``--epsilon``), or None when none is close."""
+    name = token.split("=", 1)[0]
+    extended = sorted(flag for flag in flags if flag.startswith(name))  # an abbreviation (--eps)
+    close = difflib.get_close_matches(name, extended or sorted(flags), n=1, cutoff=0.0 if extended else 0.75)
+    return close[0] if close else None
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error (no usage block) and exit code 2."""
+    """argparse with a one-line error (no usage block) and exit code 2; no abbreviated flags
+    (``--eps`` is not ``--epsilon``: a prefix that matches today is ambiguous after the next
+    flag); ``float`` flags refuse ``inf`` and ``nan``; an unknown flag is named first (before
+    "required" errors it causes), with the closest flag this command defines."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.register("type", float, finite_float)
+
+    def own_flags(self) -> List[str]:
+        """Every option string this parser defines (``--epsilon``, ``-n``, ...)."""
+        return [flag for action in self._actions for flag in action.option_strings]
+
+    def unknown_flag_message(self, tokens: Sequence[str]) -> Optional[str]:
+        """The one-line refusal of the first flag in ``tokens`` this parser does not define that
+        is close to one it does (a typo, not a Beam option), or None."""
+        own = self.own_flags()
+        for token in tokens:
+            if not token.startswith("--") or token.split("=", 1)[0] in own:
+                continue
+            close = closest_flag(token, own)
+            if close is not None:
+                return f"unknown argument {token.split('=', 1)[0]} (did you mean {close}?)"
+        return None
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 (argparse API)
+        self._tokens = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message):  # noqa: D102 (argparse API)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        typo = self.unknown_flag_message(getattr(self, "_tokens", ()))
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {typo or message} (see {self.prog} --help)\n")
 
 
 def list_of(kind: Callable[[str], Any], name: str, check: Callable[[Any], bool],

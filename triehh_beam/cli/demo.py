@@ -71,7 +71,7 @@ def register_demo(subparsers) -> None:
         "the directory, or give another --output, to run anew).",
     )
     add_discover_arguments(parser, demo=True)
-    parser.set_defaults(handler=_run_demo, accepts_beam_args=True)
+    parser.set_defaults(handler=_run_demo, accepts_beam_args=True, resumable=True)
 
 
 def _earlier_result(config) -> Optional[Tuple[str, str]]:

@@ -17,6 +17,7 @@ import difflib
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from typing import Optional, Sequence
@@ -120,6 +121,10 @@ def unknown_arguments(beam_args: Sequence[str]) -> Optional[str]:
 
 def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optional[str] = None) -> int:
     """Runs a discovery for parsed flags; returns the exit code."""
+    pattern = input_pattern or getattr(args, "input", None)
+    if pattern and os.path.isdir(pattern):
+        return _fail(f"--input {pattern} is a directory: give a pattern of its files, e.g. --input "
+                     f"{shlex.quote(os.path.join(pattern, '*.jsonl'))}", 2)
     try:
         config = config_from_args(args, input_pattern)
     except (ValueError, OSError) as e:
@@ -140,6 +145,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.io.schema import RecordFormatError
+    from triehh_beam.io.streams import UnknownFormatError
     from triehh_beam.job.lease import LeaseHeld
     from triehh_beam.job.driver import (
         BadInputError,
@@ -201,6 +207,10 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         return _fail(str(e), 2)
     except LeaseHeld as e:
         return _fail(f"another run is working on this state directory: {e}", 2)
+    except UnknownFormatError as e:
+        return _fail(f"cannot tell the format of {e.path} from its extension: pass --format jsonl, csv or "
+                     "parquet, or name the files *.jsonl, *.csv or *.parquet (optionally compressed, e.g. "
+                     "*.jsonl.gz)", 2)
     except ValueError as e:  # bad values that reach the driver (e.g. a bad pattern)
         return _fail(str(e), 2)
     if as_json:
@@ -347,4 +357,4 @@ def register_discover(subparsers) -> None:
         "any other is refused. The default runner is Beam's in-process runner.",
     )
     add_discover_arguments(parser)
-    parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True)
+    parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True, resumable=True)

@@ -177,7 +177,7 @@ def register_federated(subparsers) -> None:
         description="The federated server: n from --devices, the plan and the ledger as in discover, "
         "each round announced on --announce-topic and counted from --reports-subscription.")
     _serve_arguments(serve)
-    serve.set_defaults(handler=_serve, accepts_beam_args=True)
+    serve.set_defaults(handler=_serve, accepts_beam_args=True, resumable=True)
     simulate = commands.add_parser(
         "simulate", help="run the server against a simulated fleet made from a records file",
         description="One simulated device per user of --input, answering announcements through Pub/Sub "

@@ -1,24 +1,24 @@
-"""The ``triehh`` command-line tool: the parser of every subcommand, and dispatch.
-
-Each subcommand lives in its own module (``plan``, ``discover``, ``demo``, ``ledger``,
-``scheduled``, ``evaluate``, ``show``, ``audit``), whose ``register_<name>(subparsers)`` adds its parser and sets
-``handler`` (``(args, beam_args) -> exit code``) and, for commands that run Beam jobs,
-``accepts_beam_args``: flags such a command does not know are Beam pipeline options, the other
-commands refuse them. Exit codes: 0 when the command did its job, 2 for invalid arguments (one
-line on stderr, no traceback), 1 for a failure while running.
-"""
+"""The ``triehh`` command-line tool: each subcommand's module registers its parser and sets
+``handler`` (``(args, beam_args) -> exit code``), ``accepts_beam_args`` for commands whose unknown
+flags are Beam pipeline options, and ``resumable`` for commands whose re-run resumes where an
+interrupted one stopped. Exit codes: 0 the command did its job, 2 invalid arguments (one line on
+stderr, no traceback), 1 a failure while running, 130 interrupted (Ctrl-C: one line, with the
+command that resumes)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Callable, Optional, Sequence
 
 from triehh_beam.cli import audit, demo, discover, evaluate, federated, ledger, plan, scheduled, show, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_INTERRUPTED", "build_parser", "main"]
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C stopped
 
 _SUBCOMMANDS: Sequence[Callable] = (
     plan.register_plan,
@@ -43,16 +43,25 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _SUBCOMMANDS:
         register(subparsers)
+    parser.set_defaults(commands=subparsers.choices)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs ``triehh`` with ``argv`` (default: ``sys.argv[1:]``) and returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
         args, beam_args = parser.parse_known_args(argv)
+        command = args.commands[args.command]
         if beam_args and not getattr(args, "accepts_beam_args", False):
-            parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
+            command.error(f"unrecognized arguments: {' '.join(beam_args)}")
+        if command.unknown_flag_message(beam_args):  # a mistyped flag, unless Beam defines it
+            from triehh_beam.beam.runners import unknown_pipeline_args
+
+            typo = command.unknown_flag_message(unknown_pipeline_args(beam_args))
+            if typo:
+                command.error(typo)
     except SystemExit as exit_:  # argparse exits on errors and on --help
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     try:
@@ -60,6 +69,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as err:
         print(f"triehh {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # One line, not Beam's 60-odd frames: what was committed stays, and the same command resumes.
+        again = f"; resume with: {shlex.join(['triehh', *argv])}" if getattr(args, "resumable", False) else ""
+        print(f"\ntriehh {args.command}: interrupted{again}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `triehh show OUT | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
         return 1

@@ -369,4 +369,4 @@ def register_scheduled(subparsers) -> None:
     parser.add_argument("--config", required=True, help="the job's TOML or YAML file (local or gs://)")
     parser.add_argument("--date", help="the run's date, YYYY-MM-DD (default: today, UTC)")
     parser.add_argument("--dry-run", action="store_true", help="plan only; run no round")
-    parser.set_defaults(handler=_run, accepts_beam_args=True)
+    parser.set_defaults(handler=_run, accepts_beam_args=True, resumable=True)

@@ -28,6 +28,7 @@ __all__ = [
     "COMPRESSIONS",
     "UNREADABLE_ERRORS",
     "FullReads",
+    "UnknownFormatError",
     "compression_of",
     "describe_error",
     "infer_format",
@@ -90,11 +91,19 @@ def infer_format(path: str) -> str:
         stem = os.path.splitext(path)[0]
     extension = os.path.splitext(stem)[1].lower()
     if extension not in _EXTENSIONS:
-        raise ValueError(
-            f"cannot tell the format of {path!r} from its extension; name files *.jsonl, *.csv or "
-            f"*.parquet (optionally compressed, e.g. *.jsonl.gz) or pass format= one of {FORMATS}"
-        )
+        raise UnknownFormatError(path)
     return _EXTENSIONS[extension]
+
+
+class UnknownFormatError(ValueError):
+    """A path whose extension names no records format; ``path`` is the path. The command line
+    says which flag gives the format; this message says what the library takes."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(
+            f"cannot tell the format of {path!r} from its extension: name files *.jsonl, *.csv or "
+            f"*.parquet (optionally compressed, e.g. *.jsonl.gz), or give the format, one of {', '.join(FORMATS)}")
 
 
 def compression_of(path: str, format: str) -> Optional[str]:

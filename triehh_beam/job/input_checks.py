@@ -177,6 +177,11 @@ def check_census(config: "DiscoveryConfig", counters: Dict[str, int], census: Ce
             f"{config.max_bad_fraction:g} ({describe_drops(counters)}); no round was run and no budget was spent "
             "(--dead-letter PATH writes the bad rows; --max-bad-fraction 1 runs anyway)"
         )
+    if not census.users:
+        raise BadInputError(
+            f"the input {config.source} holds no usable records: check that --input names non-empty "
+            "files and that --format, --user-column and --item-column match them; no round was run and "
+            "no budget was spent")
     threshold = config.max_unusable_fraction
     if threshold is None or not census.users or census.unusable_users <= threshold * census.users:
         return

@@ -211,7 +211,7 @@ def test_a_bad_seed_file_is_refused(records, tmp_path, seed, capsys):
     "flags, named, hint",
     [
         (["--ledger-dir", "private/ledger"], "unknown argument --ledger-dir", "did you mean --ledger?"),
-        (["--budget_epsilon=5"], "--budget_epsilon is not a Beam pipeline option", "--budget-epsilon"),
+        (["--budget_epsilon=5"], "unknown argument --budget_epsilon", "did you mean --budget-epsilon?"),
         (["--max-lenght", "4"], "unknown argument --max-lenght", "did you mean --max-length?"),
         (["--runner=DirectRunner", "--no_such_beam_flag=1"], "unknown argument --no_such_beam_flag", ""),
     ],

@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
+from triehh_beam.cli import summary
 from triehh_beam.job import config as config_lib
 from triehh_beam.job.config import DiscoveryConfig
 
@@ -223,9 +224,10 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             "output": result.output_path,
             "operator_report": result.report_path,
             "elapsed_seconds": round(time.monotonic() - started, 3),
+            "input_warnings": summary.input_warnings_of(result, config),
         })
     else:
-        _print_summary(result, time.monotonic() - started, config.verbose, config.encoder)
+        summary.print_summary(result, time.monotonic() - started, config, say)
     return 0
 
 
@@ -256,94 +258,6 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
         say(f"{len(ran.reports)} windows, {released} released; dead letters: {letters} "
             f"(private, in {ran.dead_letter})")
     return 0
-
-
-def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
-    from triehh_beam.evaluation import show
-    from triehh_beam.job.outputs import population_is_public
-
-    plan = result.plan
-    if plan.protocol == "sample-threshold":
-        return _print_whole_items(result, elapsed, verbose, encoder)
-    say("")
-    say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
-         f"({result.stop_reason}), {elapsed:.1f} s:")
-    entries = show.ordered_items(result.heavy_hitters, encoder)
-    estimates = show.load_result(os.path.dirname(result.output_path)).estimates() if plan.estimate_epsilon else {}
-    if estimates and entries:
-        say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
-            f"by its share of its records: the holders when each holds one; noise of epsilon_est="
-            f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
-            f"draws and the noise both counted)")
-        width = max(show._width(entry.text) for entry in entries)
-        for entry in entries:
-            estimate, low, high = estimates[entry.sequence]
-            say(f"  {show._pad(entry.text, width)}  {estimate:>9,}  ({low:,} to {high:,})")
-    else:
-        for entry in entries:
-            say(f"  {entry.text}")
-    if result.frequent_prefixes:
-        shown = [p.hex() if isinstance(p, bytes) else str(p) for p in result.frequent_prefixes]
-        say(f"frequent prefixes (not complete items): {', '.join(shown)}")
-    if plan.protocol == "triehh++":  # nothing in its guarantee depends on n
-        line = (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} "
-                f"rounds (TrieHH++: tau={plan.theta}, p_s={100 * plan.sample_probability:.4g}% per round)")
-        if population_is_public(plan):
-            line += f"; n={plan.population:,} (declared public)"
-        elif verbose:
-            line += f" [private: n={plan.population:,}]"
-        say(line)
-    elif plan.no_guarantee:
-        say("privacy: NO DP GUARANTEE (theta and batch size fixed outside Theorem 1)")
-    elif population_is_public(plan):
-        say(f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} rounds; "
-             f"n={plan.population:,} (declared public), theta={plan.theta}, m={plan.batch_size:,} per round")
-    else:
-        line = (f"privacy: within the target ({plan.target_epsilon:.4g}, {plan.target_delta:.3g})-DP, "
-                f"user level, for all {plan.max_length} rounds; theta={plan.theta}")
-        if verbose:
-            line += (f" [private: ({plan.epsilon:.4g}, {plan.delta:.3g}) achieved, "
-                     f"n={plan.population:,}, m={plan.batch_size:,} per round]")
-        say(line)
-    if plan.estimate_epsilon:
-        say(f"frequency estimates: + epsilon_est={plan.estimate_epsilon:g}, spent on top of the discovery's "
-            f"epsilon (the ledger holds the sum; delta unchanged)")
-    say(f"results (publishable): {result.output_path}")
-    say(f"operator report (private, every count; never publish): {result.report_path}")
-    say(f"see the result as tables and a tree: triehh show {os.path.dirname(result.output_path)}")
-
-
-def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
-    """The summary of a whole-item release (``--protocol sample-threshold``): each item with its
-    count, count / p_s and the 95% interval of its weighted users, from the published
-    ``heavy_hitters.json``."""
-    from triehh_beam.evaluation import show
-    from triehh_beam.job.outputs import population_is_public
-
-    plan = result.plan
-    with open(result.output_path, encoding="utf-8") as f:
-        released = json.load(f)["released"]
-    say("")
-    say(f"released {len(released)} items (whole-item sample-and-threshold, one pass), {elapsed:.1f} s:")
-    if released:
-        # result.heavy_hitters: the decoded items, in the published order (most reported first)
-        texts = [show.ordered_items([value], encoder)[0].text for value in result.heavy_hitters]
-        width = max(show._width(text) for text in texts)
-        say(f"  {show._pad('item', width)}  {'count':>7}  {'estimate':>9}  95% interval   (count: sampled users "
-            f"who reported it, >= tau={plan.theta}; estimate = count / p_s, of the weighted users: the holders "
-            f"when each holds one item; the interval holds them given the release)")
-        for text, entry in zip(texts, released):
-            low, high = entry["interval"]
-            say(f"  {show._pad(text, width)}  {entry['count']:>7,}  {entry['estimate']:>9,.0f}  {low:,} to {high:,}")
-    line = (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
-            f"tau={plan.theta}, p_s={100 * plan.sample_probability:.6g}%, {plan.accounting or 'bound'} accounting)")
-    if population_is_public(plan):
-        line += f"; n={plan.population:,} (declared public)"
-    elif verbose:
-        line += f" [private: n={plan.population:,}]"
-    say(line)
-    say(f"results (publishable): {result.output_path}")
-    say(f"operator report (private, every count; never publish): {result.report_path}")
 
 
 def register_discover(subparsers) -> None:

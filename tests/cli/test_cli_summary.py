@@ -1,0 +1,86 @@
+"""The end of ``triehh discover`` on the console: a screenful of heavy hitters, how many there are
+and where all of them are; a warning in words, on stderr, when a notable share of the input could
+not be used, with no exact count."""
+
+import json
+import re
+import string
+
+import pytest
+
+from tests.holders import write_holders
+from triehh_beam.cli import main
+from triehh_beam.cli.summary import SCREENFUL, input_warnings, share_in_words
+
+SEED = bytes(range(32))
+
+
+@pytest.fixture
+def seed_file(tmp_path):
+    path = tmp_path / "seed.bin"
+    path.write_bytes(SEED)
+    return str(path)
+
+
+def test_a_discovery_lists_a_screenful_and_says_where_the_rest_is(tmp_path, seed_file, capsys):
+    # 26 two-letter words of 400 holders each: at epsilon 8 every one is found (theta 14).
+    records = write_holders(str(tmp_path / "records.jsonl"), {c + "z": 400 for c in string.ascii_lowercase})
+    output = tmp_path / "out"
+    assert main(["discover", "--input", records, "--output", str(output), "--epsilon", "8", "--delta", "1e-6",
+                 "--max-length", "3", "--seed-file", seed_file]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    found = json.loads((output / "heavy_hitters.json").read_text())["heavy_hitters"]
+    assert len(found) > SCREENFUL  # not vacuous: more than a screenful was found
+    head = next(i for i, line in enumerate(lines) if line.startswith("discovered "))
+    assert lines[head].startswith(f"discovered {len(found)} heavy hitters in ")
+    assert lines[head].endswith(f"; the first {SCREENFUL} found (TrieHH publishes no counts):")
+    listed = lines[head + 1:head + 1 + SCREENFUL]
+    assert listed == [f"  {word}" for word in sorted(found)[:SCREENFUL]]
+    assert lines[head + 1 + SCREENFUL] == (f"  ... and {len(found) - SCREENFUL} more, all in `triehh show {output}` "
+                                           f"and {output / 'heavy_hitters.json'}")
+    assert "WARNING" not in err  # every record was usable
+
+
+def test_a_notable_share_of_unusable_input_is_a_warning_in_words(tmp_path, seed_file, capsys):
+    # A third of the users hold only an item of 8 letters, too long for L = 4 (3 letters and the end).
+    records = write_holders(str(tmp_path / "records.jsonl"), {"ab": 3000, "abcdefgh": 1500})
+    assert main(["discover", "--input", records, "--output", str(tmp_path / "out"), "--epsilon", "4",
+                 "--delta", "1e-6", "--max-length", "4", "--seed-file", seed_file]) == 0
+    out, err = capsys.readouterr()
+    warnings = [line for line in err.splitlines() if line.startswith("WARNING")]
+    assert warnings == [
+        "WARNING: more than a quarter of the records hold items too long for --max-length 4 at --unit-size 1 "
+        "(dropped); more than a quarter of the users hold no usable item and could not vote: raise --max-length "
+        "or --unit-size (triehh plan --compare-units shows what each finds); exact counts in the operator report"]
+    assert not re.search(r"1,?500|4,?500|3,?000", out + err)  # no exact count on the console
+    report = json.loads((tmp_path / "out.state" / "operator_report.json").read_text())
+    assert report["input"]["users_without_usable_item"] == 1500  # ... they are in the operator report
+
+
+@pytest.mark.parametrize("part, whole, words", [
+    (76, 100, "more than three quarters"), (75, 100, "more than half"), (486, 1000, "more than a quarter"),
+    (11, 100, "more than a tenth"), (6, 100, "more than 1 in 20"), (5, 100, None), (4, 1000, None), (0, 0, None),
+])
+def test_share_in_words(part, whole, words):
+    assert share_in_words(part, whole) == words
+
+
+def _report(records=1000, users=800, too_long=0, mute=0, dropped=None):
+    return {"input": {"records_read": records, "distinct_users": users, "items_too_long": too_long,
+                      "users_without_usable_item": mute, "dropped": dropped or {}}}
+
+
+def test_the_issue_s_input_warns_and_a_small_share_does_not():
+    # The new user's input: 76% of the records too long, 48.6% of the users unable to vote.
+    [line] = input_warnings(_report(too_long=760, mute=389), max_length=10, unit_size=3, truncated=False)
+    assert line.startswith("WARNING: more than three quarters of the records hold items too long for "
+                           "--max-length 10 at --unit-size 3 (dropped); more than a quarter of the users")
+    assert "760" not in line and "389" not in line
+    assert input_warnings(_report(too_long=4, mute=3), max_length=10, unit_size=3, truncated=False) == []
+
+
+def test_rejected_rows_warn_naming_their_reasons():
+    [line] = input_warnings(_report(dropped={"malformed": 300, "missing_user": 10}), 10, 1, False)
+    assert line.startswith("WARNING: more than a quarter of the rows were rejected (malformed, missing_user)")
+    assert "--dead-letter" in line and "300" not in line

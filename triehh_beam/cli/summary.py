@@ -1,0 +1,198 @@
+"""What ``triehh discover`` prints when a discovery ends: the top heavy hitters (a screenful), how
+many there are and where all of them are (``triehh show`` and the published JSON), the privacy
+guarantee, where the outputs are, and, on stderr, a warning in words when a notable share of the
+input could not be used (which flag to change; the exact counts stay in the operator report)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Callable, List, Optional, Sequence
+
+from triehh_beam.protocol.protocols import Protocol
+
+__all__ = ["SCREENFUL", "input_warnings", "print_summary", "share_in_words"]
+
+SCREENFUL = 20  # heavy hitters listed on the console; `triehh show` and the JSON hold every one
+
+# (at least this share, how a person says it), largest first; below the last, no warning.
+_SHARES = ((0.75, "more than three quarters"), (0.5, "more than half"), (0.25, "more than a quarter"),
+           (0.1, "more than a tenth"), (0.05, "more than 1 in 20"))
+
+
+def share_in_words(part: int, whole: int) -> Optional[str]:
+    """``part / whole`` in words a person notices ("more than half"), or None below 1 in 20."""
+    if whole <= 0:
+        return None
+    return next((words for share, words in _SHARES if part / whole > share), None)
+
+
+def input_warnings(report: dict, max_length: int, unit_size: int, truncated: bool) -> List[str]:
+    """One warning line per notable share of the input that could not be used, from the private
+    operator report's ``input`` block: items too long for the trie's depth (users left unable to
+    vote) and rejected rows. Words, not counts: a count of the input is private."""
+    document = report.get("input", {})
+    records, users = document.get("records_read", 0), document.get("distinct_users", 0)
+    lines = []
+    too_long = share_in_words(document.get("items_too_long", 0), records)
+    mute = share_in_words(document.get("users_without_usable_item", 0), users)
+    if too_long or mute:
+        what = []
+        if too_long:
+            what.append(f"{too_long} of the records hold items too long for --max-length {max_length} at "
+                        f"--unit-size {unit_size} ({'cut short' if truncated else 'dropped'})")
+        if mute:
+            what.append(f"{mute} of the users hold no usable item and could not vote")
+        lines.append(f"WARNING: {'; '.join(what)}: raise --max-length or --unit-size (triehh plan "
+                     "--compare-units shows what each finds); exact counts in the operator report")
+    rejected = share_in_words(sum(document.get("dropped", {}).values()), records)
+    if rejected:
+        lines.append(f"WARNING: {rejected} of the rows were rejected ({', '.join(sorted(document['dropped']))}): "
+                     "--dead-letter PATH writes them; check --format and the column flags; exact counts "
+                     "in the operator report")
+    return lines
+
+
+def _protocol(plan) -> Protocol:
+    return Protocol.parse(plan.protocol or Protocol.TRIEHH)  # a TrieHH plan may record none
+
+
+def _population_note(plan, verbose: bool) -> str:
+    """n where it may be shown: declared public, or with ``--verbose`` marked private."""
+    from triehh_beam.job.outputs import population_is_public
+
+    if population_is_public(plan):
+        return f"; n={plan.population:,} (declared public)"
+    return f" [private: n={plan.population:,}]" if verbose else ""
+
+
+def _privacy_line(plan, verbose: bool) -> str:
+    protocol = _protocol(plan)
+    if protocol is Protocol.WHOLE_ITEMS:
+        return (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
+                f"tau={plan.theta}, p_s={100 * plan.sample_probability:.6g}%, {plan.accounting or 'bound'} "
+                f"accounting){_population_note(plan, verbose)}")
+    if protocol is Protocol.TRIEHH_PP:  # nothing in its guarantee depends on n
+        return (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} "
+                f"rounds (TrieHH++: tau={plan.theta}, p_s={100 * plan.sample_probability:.4g}% per round)"
+                f"{_population_note(plan, verbose)}")
+    if plan.no_guarantee:
+        return "privacy: NO DP GUARANTEE (theta and batch size fixed outside Theorem 1)"
+    if _population_note(plan, False):
+        return (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} rounds; "
+                f"n={plan.population:,} (declared public), theta={plan.theta}, m={plan.batch_size:,} per round")
+    line = (f"privacy: within the target ({plan.target_epsilon:.4g}, {plan.target_delta:.3g})-DP, "
+            f"user level, for all {plan.max_length} rounds; theta={plan.theta}")
+    if verbose:
+        line += (f" [private: ({plan.epsilon:.4g}, {plan.delta:.3g}) achieved, "
+                 f"n={plan.population:,}, m={plan.batch_size:,} per round]")
+    return line
+
+
+def _table(say: Callable[[str], None], texts: Sequence[str], cells: Sequence[str]) -> None:
+    """Each text padded to the widest, then its cell."""
+    from triehh_beam.evaluation import show  # text layout; present.text after issue 26's merge
+
+    width = max(show._width(text) for text in texts)
+    for text, cell in zip(texts, cells):
+        say(f"  {show._pad(text, width)}  {cell}")
+
+
+def _rest(say: Callable[[str], None], shown: int, total: int, prefixes: int, result) -> None:
+    """How many are not listed, and where every one is."""
+    frequent = (f"{prefixes:,} frequent prefix{'' if prefixes == 1 else 'es'} (starts of several items, "
+                "none frequent alone)")
+    if total > shown:
+        more = f"... and {total - shown:,} more" + (f"; they and the {frequent}" if prefixes else "") + ", all"
+    elif prefixes:
+        more = f"and {frequent}"
+    else:
+        return
+    say(f"  {more} in `triehh show {os.path.dirname(result.output_path)}` and {result.output_path}")
+
+
+def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> None:
+    from triehh_beam.evaluation import show
+
+    plan = result.plan
+    entries = show.ordered_items(result.heavy_hitters, config.encoder)
+    estimates = show.load_result(os.path.dirname(result.output_path)).estimates() if plan.estimate_epsilon else {}
+    if estimates:  # the top by estimate; the published order (and `triehh show`) is by round
+        entries.sort(key=lambda entry: -estimates[entry.sequence][0])
+    top = entries[:SCREENFUL]
+    which = ("" if len(entries) <= SCREENFUL else
+             f"; the top {SCREENFUL} by estimate" if estimates else
+             f"; the first {SCREENFUL} found (TrieHH publishes no counts)")
+    say("")
+    say(f"discovered {len(entries)} heavy hitters in {result.rounds_run} rounds ({result.stop_reason}), "
+        f"{elapsed:.1f} s{which}:")
+    if estimates and top:
+        say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
+            f"by its share of its records: the holders when each holds one; noise of epsilon_est="
+            f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
+            f"draws and the noise both counted)")
+        cells = []
+        for entry in top:
+            estimate, low, high = estimates[entry.sequence]
+            cells.append(f"{estimate:>9,}  ({low:,} to {high:,})")
+        _table(say, [entry.text for entry in top], cells)
+    else:
+        for entry in top:
+            say(f"  {entry.text}")
+    _rest(say, len(top), len(entries), len(result.frequent_prefixes), result)
+    say(_privacy_line(plan, config.verbose))
+    if plan.estimate_epsilon:
+        say(f"frequency estimates: + epsilon_est={plan.estimate_epsilon:g}, spent on top of the discovery's "
+            f"epsilon (the ledger holds the sum; delta unchanged)")
+
+
+def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None]) -> None:
+    """A whole-item release (``--protocol sample-threshold``): each item with its count, count /
+    p_s and the 95% interval of its weighted users, most reported first."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from triehh_beam.evaluation import show
+
+    plan = result.plan
+    with FileSystems.open(result.output_path, compression_type="uncompressed") as f:
+        released = json.loads(f.read())["released"]
+    say("")
+    say(f"released {len(released)} items (whole-item sample-and-threshold, one pass), {elapsed:.1f} s"
+        f"{f'; the {SCREENFUL} most reported' if len(released) > SCREENFUL else ''}:")
+    if released:
+        # result.heavy_hitters: the decoded items, in the published order (most reported first)
+        texts = [show.ordered_items([value], config.encoder)[0].text for value in result.heavy_hitters[:SCREENFUL]]
+        say(f"  (count: sampled users who reported it, >= tau={plan.theta}; estimate = count / p_s, of the "
+            f"weighted users: the holders when each holds one item; the interval holds them given the release)")
+        _table(say, ["item", *texts], [f"{'count':>7}  {'estimate':>9}  95% interval"] + [
+            f"{entry['count']:>7,}  {entry['estimate']:>9,.0f}  {entry['interval'][0]:,} to {entry['interval'][1]:,}"
+            for entry in released[:SCREENFUL]])
+    _rest(say, min(len(released), SCREENFUL), len(released), 0, result)
+    say(_privacy_line(plan, config.verbose))
+
+
+def print_summary(result, elapsed: float, config, say: Callable[[str], None]) -> None:
+    """The end of a discovery (``job.driver.DiscoveryResult``) on the console, then the input
+    warnings (``input_warnings``) on stderr, last, where they are seen."""
+    if _protocol(result.plan) is Protocol.WHOLE_ITEMS:
+        _print_whole_items(result, elapsed, config, say)
+    else:
+        _print_trie(result, elapsed, config, say)
+    say(f"results (publishable): {result.output_path}")
+    say(f"operator report (private, every count; never publish): {result.report_path}")
+    say(f"see the result as tables and a tree: triehh show {os.path.dirname(result.output_path)}")
+    for line in input_warnings_of(result, config):
+        print(line, file=sys.stderr, flush=True)
+
+
+def input_warnings_of(result, config) -> List[str]:
+    """``input_warnings`` for a finished discovery, from its operator report ([] if unreadable)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        with FileSystems.open(result.report_path, compression_type="uncompressed") as f:
+            report = json.loads(f.read())
+    except (OSError, ValueError):
+        return []
+    return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items)

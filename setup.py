@@ -13,7 +13,9 @@ setuptools.setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=setuptools.find_packages(include=["triehh_beam", "triehh_beam.*", "pipelines", "pipelines.*"]),
+    # Only the product's package: the checkout's pipelines/ (python -m pipelines.discover) wraps
+    # triehh_beam.cli.pipeline, installed as the triehh-pipeline command.
+    packages=setuptools.find_packages(include=["triehh_beam", "triehh_beam.*"]),
     package_data={"triehh_beam": ["data/*"]},
     install_requires=[
         "apache-beam[gcp]>=2.77,<2.78",
@@ -54,5 +56,6 @@ setuptools.setup(
             "pipeline-dp>=0.3.1,<0.4",
         ],
     },
-    entry_points={"console_scripts": ["triehh=triehh_beam.cli:main"]},
+    entry_points={"console_scripts": ["triehh=triehh_beam.cli:main",
+                                      "triehh-pipeline=triehh_beam.cli.pipeline:main"]},
 )

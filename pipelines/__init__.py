@@ -1,2 +1,2 @@
-"""Runnable Beam entry points (``python -m pipelines.discover``) built from the library, which
-never imports them."""
+"""Beam entry points run from a checkout (``python -m pipelines.discover``); not installed: the
+installed ones live in ``triehh_beam.cli`` (``triehh-pipeline``)."""

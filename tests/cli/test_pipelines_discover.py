@@ -1,4 +1,5 @@
-"""``python -m pipelines.discover`` (standard Beam options, in a subprocess) gives the same
+"""``python -m pipelines.discover`` (standard Beam options, in a subprocess; the checkout's wrapper of
+the installed ``triehh-pipeline``, ``triehh_beam.cli.pipeline``) gives the same
 heavy hitters, document and trie as ``triehh discover`` on the same input and seed, passes
 Beam's own flags to the runner, and refuses a missing setting in one line."""
 
@@ -101,3 +102,19 @@ def test_the_library_never_imports_pipelines(subprocess_env, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=subprocess_env, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_installed_entry_point_is_the_same_module_under_the_product_s_name(tmp_path, subprocess_env):
+    # `triehh-pipeline` (the console script) runs triehh_beam.cli.pipeline:main, which
+    # `python -m pipelines.discover` wraps: one implementation, named for what is installed.
+    import pipelines.discover
+    from triehh_beam.cli import pipeline
+
+    assert pipelines.discover.main is pipeline.main and pipelines.discover.DiscoveryOptions is pipeline.DiscoveryOptions
+    done = subprocess.run(
+        [sys.executable, "-m", "triehh_beam.cli.pipeline", f"--output={tmp_path / 'out'}", "--epsilon=4",
+         "--delta=1e-6", "--max_length=4"],
+        capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("triehh-pipeline: error: --input is required")

@@ -23,6 +23,8 @@ DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z", "--popula
      "need --population N, a public lower bound of every window's users"),
     (["--window", "1h", "--windows", "2025-11-23T10:00:00Z..2025-11-23T10:30:00Z"], "not a window boundary"),
     (["--window", "1h", "--windows", "2025-11-23T10:00Z"], "not a range of windows"),
+    (["--window", "1h", *DECLARED, "--stop-after-windows", "15"],
+     "--stop-after-windows 15 is more than the 14 windows --windows declares"),
 ])
 def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, capsys, flags, message):
     code = main(["stream", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),

@@ -6,8 +6,8 @@ Takes every setting ``discover`` has except where records come from (``--input``
 ``--keep-samples``, ``--lease-seconds``), plus the subscription, the message format, the event-time attribute and
 ``--stop-after-windows``; flags it does not know must be Beam pipeline options (``--runner``,
 ``--project``...), ``--streaming`` implied. Exit codes: 0 when the job ended (cancelled after
-``--stop-after-windows``, or drained); 2 bad arguments; 1 a failure while running.
-"""
+``--stop-after-windows`` or once every declared window has closed, or drained); 2 bad arguments;
+1 a failure while running."""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "RFC 3339 (default: the publish time); a message whose attribute does not parse "
                         "is dead-lettered")
     source.add_argument("--stop-after-windows", type=int, metavar="N", default=None,
-                        help="end the job cleanly once N windows have closed (tests, backfills); "
-                        "default: run until cancelled")
+                        help="end the job cleanly once N windows have closed, with records or not (tests, "
+                        "backfills); at most the windows --windows declares. Without it the job runs until "
+                        "cancelled or until every declared window has closed")
 
 
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         source = stream.StreamSource(args.subscription, args.message_format, args.timestamp_attribute,
                                      args.stop_after_windows)
         windowed.WindowedJob.check(config)  # the declared windows and their plan, before anything is made
+        source.check(config)
     except (ValueError, OSError) as e:
         return fail(str(e))
     options = PipelineOptions(list(beam_args))

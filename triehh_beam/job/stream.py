@@ -30,7 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
 from triehh_beam.beam.transforms import DropZeroCountsDoFn
-from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows
+from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows, rfc3339
 from triehh_beam.io.drops import bad_fraction
 from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job import cas, input_checks, leftovers, release, windowed
@@ -44,10 +44,12 @@ __all__ = [
     "StreamSource",
     "WindowedRun",
     "count_dead_letters",
+    "declared_window_count",
     "describe_dead_letters",
     "describe_window",
     "run_replay",
     "run_stream",
+    "stop_reason",
 ]
 
 
@@ -77,6 +79,34 @@ class StreamSource:
             raise ValueError(f"--message-format must be json or proto, got {self.message_format!r}")
         if self.stop_after_windows is not None and self.stop_after_windows < 1:
             raise ValueError(f"--stop-after-windows must be >= 1, got {self.stop_after_windows}")
+
+    def check(self, config: DiscoveryConfig) -> None:
+        """Refuses (ValueError, one line) a ``stop_after_windows`` the declared range cannot reach:
+        only its windows close (with records or not), so the job would never stop."""
+        declared = declared_window_count(config)
+        if self.stop_after_windows is not None and self.stop_after_windows > declared:
+            raise ValueError(
+                f"--stop-after-windows {self.stop_after_windows} is more than the {declared} window"
+                f"{'' if declared == 1 else 's'} --windows declares: only those close (a record outside "
+                "them is dropped), so the stream would never stop; the stream stops by itself once "
+                "every declared window has closed")
+
+
+def declared_window_count(config: DiscoveryConfig) -> int:
+    """How many windows ``--windows FROM..TO`` declares (``--window`` each)."""
+    first, last = config.windows
+    return (last - first) // (config.window * 1_000_000)
+
+
+def stop_reason(closed: int, declared_closed: int, declared: int, stop_after: Optional[int]) -> Optional[str]:
+    """Why a stream stops now, or None: ``stop_after`` windows have closed (with records or only
+    empty messages: a window counts once it closes), or every declared window has (no other
+    window is ever released)."""
+    if stop_after is not None and closed >= stop_after:
+        return f"{closed} windows closed: stopping (--stop-after-windows)"
+    if declared_closed >= declared:
+        return f"every declared window has closed ({declared}, --windows): stopping"
+    return None
 
 
 @dataclasses.dataclass
@@ -304,9 +334,11 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     # Beam checks the subscription's names here (ValueError), before anything is made.
     read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
     windowed.WindowedJob.check(config)
+    source.check(config)
     release.check_locations(config.output_dir, config.resolved_state_dir)  # before anything is made or charged
     seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
+    declared = list(job.declared_starts)
     dead_letter = _prepare(job, "dead-letter")
     pipeline = stream_pipeline(options)
     parsed = (
@@ -336,8 +368,10 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
                     seen.add(report["window_start"])
                     closed.append(report)
                     progress(describe_window(report, config.verbose))
-            if source.stop_after_windows is not None and len(closed) >= source.stop_after_windows:
-                progress(f"{len(closed)} windows closed: stopping (--stop-after-windows)")
+            why = stop_reason(len(closed), sum(1 for start in declared if rfc3339(start) in seen), len(declared),
+                              source.stop_after_windows)
+            if why:
+                progress(why)
                 state = cancel_job(result)
                 break
             if not waiter.is_alive():

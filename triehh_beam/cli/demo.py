@@ -1,15 +1,8 @@
-"""``triehh demo``: ``triehh discover`` on the bundled population, compared with the truth.
-
-The bundled population (200,000 users, one English word each, drawn from wordfreq's English
-frequencies; ``evaluation.demo``) is discovered with the discover flags (input and columns
-fixed, a privacy target by default), then the true top words are printed beside what was found.
-Its first line names where it writes: by default ``triehh-demo/output`` (and the private state
-beside it) in the user's cache directory (``$XDG_CACHE_HOME``, else ``~/.cache``), never
-silently the working directory (a second install, whose bundled file is elsewhere, writes
-beside it to ``output-<8 hex>``); ``--output`` chooses another place. A finished demo there is
-shown again, and says so, rather than run anew (the same state holds the same seed, so a
-re-run would draw the same samples). Exit codes as ``triehh discover``.
-"""
+"""``triehh demo``: ``triehh discover`` on the bundled population (200,000 users, one English
+word each, drawn from wordfreq's frequencies), then the true top words beside what was found. It
+writes where its first line says: ``triehh-demo/output`` in the user's cache directory by default
+(``output-<8 hex>`` beside it for a second install), ``--output`` elsewhere; a finished demo
+there is shown again rather than run anew. Exit codes as ``triehh discover``."""
 
 from __future__ import annotations
 

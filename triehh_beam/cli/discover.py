@@ -1,14 +1,9 @@
-"""``triehh discover``: a whole private heavy-hitter discovery from device records.
-
-Parses flags (one per setting of ``job.config``, plus how to report progress) into a frozen
-``DiscoveryConfig`` and Beam ``PipelineOptions`` (a flag this parser does not know must be one
-that Beam's ``PipelineOptions`` define, e.g. ``--runner``, ``--project``, ``--temp_location``;
-any other, such as a mistyped ``--budget_epsilon`` or ``--ledger-dir``, is refused, since Beam
-would drop it with a warning and the job would run without it), then hands both to the driver
-(``execute``, which ``demo`` and ``scheduled`` share); no Beam logic lives here. Exit
-codes: 0 success; 2 bad arguments, an infeasible privacy target, unusable input or a state
-directory that holds another job (one-line reason on stderr); 1 a failure while running.
-"""
+"""``triehh discover``: parses the flags (one per setting of ``job.config``, plus how to report)
+into a frozen ``DiscoveryConfig`` and Beam ``PipelineOptions`` (an unknown flag must be a Beam
+option, else it is refused: Beam would drop it) and hands both to the driver (``execute``, shared
+with ``demo`` and ``scheduled``); the end of a run is printed by ``summary``. Exit codes: 0
+success; 2 bad arguments, an infeasible target, unusable input or a state directory of another
+job (one line on stderr); 1 a failure while running."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""``triehh federated``: TrieHH rounds where devices keep their records and only votes arrive.
-
-``triehh federated serve`` is the server (``job.federated``): n from a registry of enrolled
-devices, the plan and the ledger as in ``discover``, each round announced to the announce topic
-and counted from the reports subscription. ``triehh federated simulate`` runs that server
-against a simulated fleet, one device per user of a records file (``evaluation.fleet_run``),
-on ``PUBSUB_EMULATOR_HOST`` or an emulator it starts on loopback, and reports recall against
-the central run of the same records. Both take ``discover``'s item, target and budget settings;
-flags they do not know must be Beam pipeline options (``--runner``...: the streaming collector's
-runner). Exit codes: 0 done; 2 bad arguments or a refused job (infeasible target, budget); 1 a
-failure while running.
-"""
+"""``triehh federated``: TrieHH rounds where devices keep their records and only votes arrive:
+``serve`` is the server (``job.federated``: n from a registry of enrolled devices, the plan and
+ledger as in ``discover``, rounds announced and counted over Pub/Sub), ``simulate`` runs it
+against a simulated fleet (on ``PUBSUB_EMULATOR_HOST`` or an emulator it starts) and reports
+recall against the central run. Unknown flags must be Beam options. Exit codes: 0 done; 2 bad
+arguments or a refused job; 1 a failure while running."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""``triehh ledger``: a population's privacy ledger, every job's spend and what is left.
-
-Reads the ledger kept in a state directory (or a shared ``--ledger`` directory) through
-``job.ledger`` and prints one line per job and their basic sequential composition, or one JSON
-object; with a lifetime budget, what remains of it. An unreadable ledger or a bad budget exits
-with code 2 and one line on stderr.
-"""
+"""``triehh ledger``: a population's privacy ledger (in a state directory or a shared
+``--ledger``), one line per job and their basic sequential composition, or one JSON object; with
+a lifetime budget, what remains. An unreadable ledger or a bad budget exits with code 2 and one
+line on stderr."""
 
 from __future__ import annotations
 

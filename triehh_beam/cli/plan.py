@@ -1,13 +1,8 @@
-"""``triehh plan``: theta and the batch size for a privacy target, and what they can discover.
-
-Parses the target, asks the privacy planner (``protocol.planner.plan``) and the utility bounds
-(``protocol.utility``) and prints the plan as aligned text or one JSON object, optionally with
-the planning plots; an infeasible target is still a plan (exit code 0), shown with the
-alternatives that exist. ``--unit-size auto`` (or ``--compare-units``) compares unit sizes under
-both protocols instead and recommends one (``cli/plan_units.py``). Invalid arguments exit with
-code 2 and one line on stderr. Example:
-``triehh plan --population 100000 --epsilon 4 --delta 1e-10 --max-length 10``.
-"""
+"""``triehh plan``: theta and the batch size for a privacy target (``protocol.planner``) and the
+holders an item needs to be found (``protocol.utility``), as aligned text or one JSON object,
+optionally with plots; an infeasible target is still a plan (exit 0), with its alternatives.
+``--protocol triehh++``/``sample-threshold`` and ``--compare-units`` are planned by
+``plan_sample_threshold``, ``plan_whole_items`` and ``plan_units``. Invalid arguments exit 2."""
 
 from __future__ import annotations
 
@@ -15,17 +10,15 @@ import argparse
 import json
 import math
 import sys
-import textwrap
-from typing import List
 
 from triehh_beam.cli import argtypes
 from triehh_beam.cli.argtypes import UsageError
+from triehh_beam.cli.plan_text import PROBABILITIES, header, holders_table, row, wrap
 from triehh_beam.protocol import parameters
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["register_plan"]
 
-_WIDTH = 96
-_DISCOVERY_PROBABILITIES = (0.5, 0.9, 0.99)
 
 
 def register_plan(subparsers) -> None:
@@ -74,7 +67,7 @@ def register_plan(subparsers) -> None:
                              "least 1/K of its records (K items in equal counts), and a sampled "
                              "user votes for one of its items, drawn by its share, so holders "
                              "count for less (default 1: one item per user)")
-    parser.add_argument("--protocol", choices=("triehh", "triehh++", "sample-threshold"), default=None,
+    parser.add_argument("--protocol", choices=[p.value for p in Protocol], type=Protocol.parse, default=None,
                         help="'triehh' (default): theta and m by Theorem 1; 'triehh++': "
                              "sample-and-threshold (docs/protocol.md section 2), tau and the "
                              "per-round sample p_s, each round (epsilon/L, delta/L); with "
@@ -132,7 +125,7 @@ def _plan_report(args) -> dict:
     report["item_share"] = share = 1 / args.items_per_user
     rows = []
     if result.feasible:
-        for p in _DISCOVERY_PROBABILITIES:
+        for p in PROBABILITIES:
             need = utility.min_frequency_for_plan(result, p, item_length, share)
             rows.append({
                 "probability": p,
@@ -155,7 +148,7 @@ def _run_plan(args) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from None
     _check_accounting(args)
-    if args.protocol == "sample-threshold":
+    if args.protocol is Protocol.WHOLE_ITEMS:
         return _run_whole_items_plan(args)
     if args.compare_units or args.unit_size == "auto":
         if args.estimate_frequencies is not None:
@@ -164,7 +157,7 @@ def _run_plan(args) -> int:
     if args.find_frequency is not None:
         raise UsageError("--find-frequency recommends a unit size: use it with --compare-units "
                          "(or --unit-size auto)")
-    if args.protocol == "triehh++":
+    if args.protocol is Protocol.TRIEHH_PP:
         return _run_sample_threshold_plan(args)
     report = _plan_report(args)
     estimates = _estimates_report(args.epsilon, args.estimate_frequencies)
@@ -178,9 +171,9 @@ def _run_plan(args) -> int:
             from triehh_beam.cli.plan_sample_threshold import comparison_line
 
             nineties = [row["count"] for row in report["discovery"] if row["probability"] == 0.9]
-            print("\n".join(_wrap(comparison_line(
+            print("\n".join(wrap(comparison_line(
                 args.population, args.epsilon, args.delta, args.max_length, args.item_length,
-                report["item_share"], nineties[0]), "", break_on_hyphens=False)))
+                report["item_share"], nineties[0]), "")))
         if estimates is not None:
             print(_format_estimates(estimates))
     if args.plot:
@@ -201,7 +194,7 @@ def _check_accounting(args) -> None:
     """Refuses ``--accounting`` where it would be ignored (a given flag is never dropped silently)."""
     if args.accounting is None:
         return
-    if args.protocol not in ("triehh++", "sample-threshold"):
+    if args.protocol is None or not args.protocol.samples_by_probability:
         raise UsageError("--accounting chooses how sample-and-threshold is certified; TrieHH's plan is "
                          "certified by Theorem 1: drop it, or add --protocol triehh++ or sample-threshold")
     if args.compare_units or args.unit_size == "auto":
@@ -218,7 +211,7 @@ def _run_compare_units(args) -> int:
     if args.max_length < 2:
         raise UsageError("--compare-units needs --max-length >= 2: one unit and the terminator")
     unit = 1 if args.unit_size == "auto" else args.unit_size
-    protocols = ("triehh", "triehh++") if args.protocol is None else (args.protocol,)
+    protocols = (Protocol.TRIEHH, Protocol.TRIEHH_PP) if args.protocol is None else (args.protocol,)
     try:
         report = plan_units.units_report(args.population, args.epsilon, args.delta,
                                          (args.max_length - 1) * unit, protocols, args.rule,
@@ -291,18 +284,18 @@ def _format_estimates(r: dict) -> str:
     lines = [
         "",
         "Frequency estimates (discover --estimate-frequencies; docs/protocol.md section 5):",
-        _row("estimate epsilon", _num(r["estimate_epsilon"], 6)),
-        _row("total target epsilon", f"{_num(r['total_target_epsilon'], 6)} (epsilon + estimate epsilon, basic "
+        row("estimate epsilon", _num(r["estimate_epsilon"], 6)),
+        row("total target epsilon", f"{_num(r['total_target_epsilon'], 6)} (epsilon + estimate epsilon, basic "
                                      "composition; delta unchanged)"),
-        _row("noise alone", f"estimate +- {r['half_width']:,} (covers {100 * r['coverage']:.2f}%), "
+        row("noise alone", f"estimate +- {r['half_width']:,} (covers {100 * r['coverage']:.2f}%), "
                             f"standard deviation {r['standard_deviation']:.3g}"),
-        _row("95% interval", f"at an estimate of {examples}"),
+        row("95% interval", f"at an estimate of {examples}"),
     ]
-    lines += _wrap("Each discovered item and frequent prefix gets a noisy count of its weighted users: each "
+    lines += wrap("Each discovered item and frequent prefix gets a noisy count of its weighted users: each "
                    "user counted once, for one of its discovered entries drawn by its share of its records "
                    "(the holders, when each holds one). The published 95% interval holds the weighted users: "
                    "it counts the users' draws as well as the noise, so it widens with the estimate; none of "
-                   "it depends on n.", "  ")
+                   "it depends on n.", "  ", break_on_hyphens=True)
     return "\n".join(lines)
 
 
@@ -318,46 +311,25 @@ def _percent(x: float, digits: int = 3) -> str:
     return f"{100 * x:.{digits}g}%"
 
 
-def _row(label: str, value: str) -> str:
-    return f"  {label:<26}{value}"
-
-
-def _wrap(text: str, indent: str, break_on_hyphens: bool = True) -> List[str]:
-    return textwrap.wrap(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent,
-                         break_on_hyphens=break_on_hyphens)
-
-
 def _format_plan(r: dict) -> str:
     """The human report: aligned text for a design doc."""
-    k = r["unit_size"]
-    unit_word = "1 character" if k == 1 else f"{k} characters"
-    lines = [
-        f"TrieHH plan (Theorem 1; rule: {r['rule']})",
-        "",
-        _row("population n", f"{_users(r['n'])} users"),
-        _row("max length L", f"{r['max_length']} units of {unit_word}, terminator included"),
-        _row("", f"(items up to {r['max_item_characters']} characters; "
-                 f"at most {r['max_length']} rounds)"),
-        _row("target epsilon", _num(r["target_epsilon"], 6)),
-        _row("target delta", _num(r["target_delta"])),
-        _row("result", "FEASIBLE" if r["feasible"] else "INFEASIBLE"),
-        "",
-    ]
+    lines = header(f"TrieHH plan (Theorem 1; rule: {r['rule']})", r, f"{_users(r['n'])} users",
+                   f"at most {r['max_length']} rounds", _num(r["target_epsilon"], 6))
     if r["feasible"]:
         m = _users(r["batch_size"])
         lines += [
-            _row("threshold theta", str(r["theta"])),
-            _row("gamma", f"{_num(r['gamma'])} (rule); m/sqrt(n) = "
+            row("threshold theta", str(r["theta"])),
+            row("gamma", f"{_num(r['gamma'])} (rule); m/sqrt(n) = "
                           f"{_num(r['effective_gamma'])} after flooring m"),
-            _row("batch size m", f"{m} users per round ({_percent(r['sampling_rate'])} of n), "
+            row("batch size m", f"{m} users per round ({_percent(r['sampling_rate'])} of n), "
                                  f"sampled fresh each round"),
-            _row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
-            _row("achieved epsilon", f"{_num(r['epsilon'], 6)} (Theorem 1 at m = {m}; "
+            row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
+            row("achieved epsilon", f"{_num(r['epsilon'], 6)} (Theorem 1 at m = {m}; "
                                      f"target {_num(r['target_epsilon'], 6)})"),
-            _row("achieved delta", f"{_num(r['delta'])} (target {_num(r['target_delta'])})"),
+            row("achieved delta", f"{_num(r['delta'])} (target {_num(r['target_delta'])})"),
         ]
         for note in r["notes"]:
-            lines += _wrap(f"note: {note}", "  ")
+            lines += wrap(f"note: {note}", "  ", break_on_hyphens=True)
         worst = " = L, the worst case" if r["item_length_is_worst_case"] else ""
         k = r["items_per_user"]
         several = k > 1
@@ -366,55 +338,45 @@ def _format_plan(r: dict) -> str:
             "",
             f"Worst-case discovery (Proposition 1) of an item of {r['item_length']} units"
             f"{worst}{holders}:",
-            f"  {'probability':<14}{'users holding it':>18}{'share of n':>14}"
-            + (f"{'user-equivalents':>20}" if several else ""),
         ]
-        for row in r["discovery"]:
-            if row["count"] is None:
-                lines.append(f"  {_percent(row['probability']):<14}{'unreachable':>18}")
-                continue
-            lines.append(
-                f"  {_percent(row['probability']):<14}{_users(row['count']):>18}"
-                f"{_percent(row['fraction'], 4):>14}"
-                + (f"{_users(round(row['user_equivalents'])):>20}" if several else "")
-            )
-        lines += _wrap(
+        lines += holders_table(r["discovery"], (lambda entry: f"{_users(round(entry['user_equivalents'])):>20}")
+                               if several else None, f"{'user-equivalents':>20}" if several else "")
+        lines += wrap(
             "Assumes the item shares no prefix with any other item; real data, where items "
             "share prefixes, does better. Use --item-length for shorter items.",
-            "  ",
+            "  ", break_on_hyphens=True,
         )
         if several:
-            lines += _wrap(
+            lines += wrap(
                 f"Each holder gives the item at least 1/{_num(k)} of its records, so a sampled "
                 f"holder votes for it with probability {_num(1 / k, 3)} (it votes for one of "
                 "its items, drawn by its share). User-equivalents (holders x share) are for "
                 "reading only: the table counts holders, exactly, and needs more of them.",
-                "  ", break_on_hyphens=False,
+                "  ",
             )
         else:
-            lines += _wrap(
+            lines += wrap(
                 "Assumes one item per user: a user holding several votes for one of them, "
                 "drawn by its share of the user's records, and so counts for less than one "
                 "holder (plan for that with --items-per-user K).",
-                "  ", break_on_hyphens=False,
+                "  ",
             )
         return "\n".join(lines)
 
     lines += [
-        _row("theta (for delta)", str(r["theta"])),
-        _row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
-        _row("batch size m", f"{_users(r['batch_size'])} (m/sqrt(n) = "
+        row("theta (for delta)", str(r["theta"])),
+        row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
+        row("batch size m", f"{_users(r['batch_size'])} (m/sqrt(n) = "
                              f"{_num(r['effective_gamma'])})"),
         "",
         "Why:",
     ]
-    lines += _wrap(r["reason"], "  ")
+    lines += wrap(r["reason"], "  ", break_on_hyphens=True)
     lines += ["", "Alternatives (each certified by Theorem 1):"]
     if not r["alternatives"]:
         lines.append("  none")
     for i, alt in enumerate(r["alternatives"], 1):
-        lines += textwrap.wrap(alt["description"], width=_WIDTH, initial_indent=f"  {i}. ",
-                               subsequent_indent="     ")
+        lines += wrap(alt["description"], f"  {i}. ", "     ", break_on_hyphens=True)
         effective_gamma = alt["batch_size"] / math.sqrt(alt["n"])
         lines += [
             f"     n = {_users(alt['n'])}, theta = {alt['theta']}, "
@@ -424,5 +386,5 @@ def _format_plan(r: dict) -> str:
             f"delta {'= ' + _num(alt['delta']) if alt['delta'] > 0 else '< 1e-308'}",
         ]
     for note in r["notes"]:
-        lines += _wrap(f"note: {note}", "  ")
+        lines += wrap(f"note: {note}", "  ", break_on_hyphens=True)
     return "\n".join(lines)

@@ -1,17 +1,15 @@
-"""What ``triehh plan`` says about a sample-and-threshold plan's accounting: how its delta was
-certified, how anyone recomputes it, and the plan under the other accounting beside it.
-
-Shared by ``plan_sample_threshold`` (TrieHH++) and ``plan_whole_items`` (one release).
-"""
+"""What ``triehh plan`` says about a sample-and-threshold plan's accounting (TrieHH++ and whole
+items): how its delta was certified, how to recompute it, and the plan under the other
+accounting beside it."""
 
 from __future__ import annotations
 
-import textwrap
 from typing import Callable, List
+
+from triehh_beam.cli.plan_text import wrap
 
 __all__ = ["accounting_lines", "accounting_report", "other_accounting"]
 
-_WIDTH = 96
 _RECOMPUTE = ("python -c \"from triehh_beam.protocol.exact_accountant import release_delta; "
               "print(release_delta({eps_r!r}, {p!r}, {tau}).delta)\"")
 
@@ -66,5 +64,4 @@ def accounting_lines(r: dict, what: str) -> List[str]:
 
 
 def _wrapped(label: str, text: str) -> List[str]:
-    return textwrap.wrap(text, width=_WIDTH, initial_indent=f"  {label:<26}", subsequent_indent=" " * 28,
-                         break_on_hyphens=False)
+    return wrap(text, f"  {label:<26}", " " * 28)

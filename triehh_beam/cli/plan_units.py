@@ -1,21 +1,16 @@
-"""``triehh plan --unit-size auto`` (or ``--compare-units``): every unit size under each protocol.
-
-Asks ``protocol.unit_advice.compare_units`` for the rows (unit sizes 1..4 and the whole item, for
-TrieHH and TrieHH++, or the one ``--protocol`` names) at the target and the population, and the
-recommendation for ``--find-frequency F`` (the smallest unit size whose 90% holders are at most
-F n), and renders them as an aligned table or one JSON-ready dict. The longest item is
-``(L - 1) * K`` characters, K the ``--unit-size`` given (1 with ``auto``): the items the user's
-own setting admits. SciPy is imported only when the table is made, never by the parser.
-"""
+"""``triehh plan --compare-units`` (or ``--unit-size auto``): every unit size (1-4 and the whole
+item) under TrieHH and TrieHH++ at the target (``protocol.unit_advice``), for items of up to
+``(L - 1) * K`` characters, and the recommendation for ``--find-frequency``, as a table or a
+JSON-ready dict. SciPy only when the table is made."""
 
 from __future__ import annotations
 
-import textwrap
 from typing import List, Optional, Sequence
 
-__all__ = ["format_units", "units_report"]
+from triehh_beam.cli.plan_text import wrap
+from triehh_beam.protocol.protocols import Protocol
 
-_WIDTH = 96
+__all__ = ["format_units", "units_report"]
 
 
 def units_report(population: int, epsilon: float, delta: float, max_characters: int,
@@ -29,14 +24,8 @@ def units_report(population: int, epsilon: float, delta: float, max_characters: 
     return {"compare_units": True, **advice.to_dict()}
 
 
-def _wrap(text: str, indent: str = "  ", subsequent: Optional[str] = None) -> List[str]:
-    return textwrap.wrap(text, width=_WIDTH, initial_indent=indent,
-                         subsequent_indent=indent if subsequent is None else subsequent,
-                         break_on_hyphens=False)
-
-
 def _name(protocol: str) -> str:
-    return "TrieHH" if protocol == "triehh" else "TrieHH++"
+    return "TrieHH" if Protocol.parse(protocol) is Protocol.TRIEHH else "TrieHH++"
 
 
 def _percent(fraction: float) -> str:
@@ -78,7 +67,7 @@ def format_units(r: dict) -> str:
                            f"{row['reason']}")
             lines.append(f"{head}INFEASIBLE (reason {len(reasons)} below)")
             continue
-        if row["protocol"] == "triehh":
+        if Protocol.parse(row["protocol"]) is Protocol.TRIEHH:
             sample = f"m {row['batch_size']:,} ({_percent(row['sampling_rate'])})"
             threshold = f"theta {row['threshold']}"
         else:
@@ -88,7 +77,7 @@ def format_units(r: dict) -> str:
         share = "-" if ninety["fraction"] is None else _percent(ninety["fraction"])
         lines.append(f"{head}{sample:<18}{threshold:<10}{_counts(row):>21}{share:>10}")
     lines += [""]
-    lines += _wrap(
+    lines += wrap(
         "Holders: the fewest users holding an item of " + f"{c} characters" + " that find it with "
         "probability 50 / 90 / 99% in the worst case (no prefix shared with another item): "
         "Proposition 1 for TrieHH, its sample-and-threshold analogue for TrieHH++ "
@@ -96,18 +85,18 @@ def format_units(r: dict) -> str:
         "reveals one unit of its item per round, so a larger unit reveals more characters per "
         "round, and the whole item reveals all of it in round 1.", "")
     if r["item_share"] < 1:
-        lines += _wrap(f"Holders give the item at least {r['item_share']:.3g} of their records "
+        lines += wrap(f"Holders give the item at least {r['item_share']:.3g} of their records "
                        "(--items-per-user).", "")
     for i, reason in enumerate(reasons, 1):
-        lines += _wrap(f"{i}. {reason}", "  ", "     ")
+        lines += wrap(f"{i}. {reason}", "  ", "     ")
     lines += [""]
     f = r["find_frequency"]
     if f is None:
-        lines += _wrap("Fewest holders for 90% (--find-frequency F recommends a unit size for "
+        lines += wrap("Fewest holders for 90% (--find-frequency F recommends a unit size for "
                        "items held by a share F of users):", "")
     else:
         target = r["recommendations"][0]["target_count"]
-        lines += _wrap(f"Recommendation for items held by {_percent(f)} of users "
+        lines += wrap(f"Recommendation for items held by {_percent(f)} of users "
                        f"(ceil(F n) = {target:,} holders), found with 90% probability:", "")
     by_unit = {(o["protocol"], o["unit_size"]): o for o in r["options"]}
     for rec in r["recommendations"]:
@@ -127,9 +116,9 @@ def format_units(r: dict) -> str:
             whole = " (whole item)" if row["whole_item"] else ""
             text = (f"--unit-size {row['unit_size']} --max-length {row['max_length']}{whole}: "
                     f"{ninety['count']:,} holders ({_percent(ninety['fraction'])} of n)")
-        lines += _wrap(f"{name:<10}{text}", "  ", " " * 12)
+        lines += wrap(f"{name:<10}{text}", "  ", " " * 12)
     if f is not None:
-        lines += _wrap(
+        lines += wrap(
             "The rule: the smallest unit size whose 90% holders are at most ceil(F n). Every unit "
             "size that qualifies finds such items; among them a smaller unit reveals fewer "
             "characters of a user's item per round.", "")

@@ -1,19 +1,9 @@
-"""``triehh scheduled``: one run of a recurring discovery described by a config file.
-
-A scheduler (cron, a Kubernetes CronJob, Airflow) runs ``triehh scheduled --config job.toml``
-every period; each run discovers into its own dated output directory, with a lifetime budget
-every run on the same population charges the same privacy ledger (``[budget] ledger``) against
-it (so a schedule cannot spend more than the budget whatever its frequency), and a re-run for
-the same date resumes that date's job instead of spending again. The file accepts every setting of
-``triehh discover`` (``job.config.SETTINGS``, the key its flag with underscores), parsed as the
-flag is, and the run calls the library directly; ``CONFIG_EXAMPLE`` shows the format. With
-``deny_earlier_runs = true`` each run is given the union of the published ``heavy_hitters.json``
-of the schedule's earlier dates (``OUTPUT_ROOT/<earlier date>/``, in date order, the run's own
-date and later ones skipped) as its deny list (``--deny-list``, with any listed explicitly).
-The state, the ledger and Beam's temp and staging locations are private: a config that puts one
-under ``output_root`` (the published tree) is refused when it is loaded. After every run the
-schedule's spend so far (every date's, budget or not) is printed as a ``scheduled_spend`` event.
-"""
+"""``triehh scheduled``: one run of a recurring discovery described by a TOML or YAML file
+(``CONFIG_EXAMPLE``; every setting of ``discover``), for a scheduler to call each period: each
+date discovers into its own output directory, charges the schedule's ledger against its lifetime
+budget, and a re-run of a date resumes it; ``deny_earlier_runs`` denies what earlier dates
+published; private locations under ``output_root`` are refused on load; the spend so far is
+printed as a ``scheduled_spend`` event."""
 
 from __future__ import annotations
 
@@ -31,6 +21,7 @@ from triehh_beam.cli import discover
 from triehh_beam.job import config as config_lib
 from triehh_beam.job import paths
 from triehh_beam.job.config import DiscoveryConfig, Setting
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = [
     "CONFIG_EXAMPLE",
@@ -105,12 +96,11 @@ def file_settings() -> Dict[Tuple[str, str], Setting]:
 
 def load_config(path: str) -> dict:
     """Parses a TOML or YAML config file and checks its sections and keys."""
-    from apache_beam.io.filesystems import FileSystems
+    from triehh_beam.io.files import read_file
 
     try:
-        with FileSystems.open(path, compression_type="uncompressed") as f:
-            raw = f.read()
-    except (IOError, OSError) as e:
+        raw = read_file(path)
+    except OSError as e:
         raise ConfigError(f"{path}: cannot read the config file ({e})") from None
     try:
         if path.endswith((".yaml", ".yml")):
@@ -148,8 +138,8 @@ def load_config(path: str) -> dict:
         # Refused here, not on the second date: the first date has no earlier result, so its
         # run would pass with an empty list and every later one fail.
         discovery = config["discovery"]
-        protocol = discovery.get("protocol", config_lib.TRIEHH)
-        if protocol not in (config_lib.TRIEHH, config_lib.TRIEHH_PP):
+        protocol = discovery.get("protocol", Protocol.TRIEHH.value)
+        if protocol not in [p.value for p in Protocol if p.grows_trie]:
             raise ConfigError(f"{path}: [discovery] {DENY_EARLIER_RUNS} works with protocol triehh and "
                               f"triehh++, not {protocol}")
         if discovery.get("window") is not None:

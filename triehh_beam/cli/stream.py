@@ -1,13 +1,9 @@
 """``triehh stream``: one private discovery per event-time window of device records read from
-Pub/Sub, each planned, charged to the ledger and released on its own (``job.stream``).
-
-Takes every setting ``discover`` has except where records come from (``--input``, ``--query``,
-``--format``, ``--timestamp-column``) and how a batch job is split (``--rounds-per-job``,
-``--keep-samples``, ``--lease-seconds``), plus the subscription, the message format, the event-time attribute and
-``--stop-after-windows``; flags it does not know must be Beam pipeline options (``--runner``,
-``--project``...), ``--streaming`` implied. Exit codes: 0 when the job ended (cancelled after
-``--stop-after-windows`` or once every declared window has closed, or drained); 2 bad arguments;
-1 a failure while running."""
+Pub/Sub (``job.stream``), with ``discover``'s settings except where records come from and how a
+batch job is split, plus the subscription, message format, event-time attribute and
+``--stop-after-windows``; unknown flags must be Beam options (``--streaming`` implied). Exit
+codes: 0 the job ended (after ``--stop-after-windows``, once every declared window closed, or
+drained); 2 bad arguments; 1 a failure while running."""
 
 from __future__ import annotations
 

@@ -150,13 +150,11 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
 def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None]) -> None:
     """A whole-item release (``--protocol sample-threshold``): each item with its count, count /
     p_s and the 95% interval of its weighted users, most reported first."""
-    from apache_beam.io.filesystems import FileSystems
-
     from triehh_beam.evaluation import show
+    from triehh_beam.io.files import read_file
 
     plan = result.plan
-    with FileSystems.open(result.output_path, compression_type="uncompressed") as f:
-        released = json.loads(f.read())["released"]
+    released = json.loads(read_file(result.output_path))["released"]
     say("")
     say(f"released {len(released)} items (whole-item sample-and-threshold, one pass), {elapsed:.1f} s"
         f"{f'; the {SCREENFUL} most reported' if len(released) > SCREENFUL else ''}:")
@@ -188,11 +186,10 @@ def print_summary(result, elapsed: float, config, say: Callable[[str], None]) ->
 
 def input_warnings_of(result, config) -> List[str]:
     """``input_warnings`` for a finished discovery, from its operator report ([] if unreadable)."""
-    from apache_beam.io.filesystems import FileSystems
+    from triehh_beam.io.files import read_file
 
     try:
-        with FileSystems.open(result.report_path, compression_type="uncompressed") as f:
-            report = json.loads(f.read())
+        report = json.loads(read_file(result.report_path))
     except (OSError, ValueError):
         return []
     return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items)

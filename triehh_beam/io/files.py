@@ -1,8 +1,7 @@
-"""Which records files a pattern names: ``match_files`` expands paths and globs (local or
-``gs://``, through Beam's ``FileSystems``), several separated by commas or given as a list, into
-the sorted, distinct paths they match, and refuses a pattern that matches nothing. The pipeline
-reader and the evaluation both read exactly the files it returns.
-"""
+"""Files through Beam's ``FileSystems`` (local or ``gs://``): ``match_files`` expands paths and
+globs, several separated by commas or given as a list, into the sorted, distinct paths they match
+and refuses a pattern that matches nothing (the pipeline reader and the evaluation both read
+exactly the files it returns); ``read_file`` reads one small file whole."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import List, Sequence, Tuple, Union
 
 from apache_beam.io.filesystems import FileSystems
 
-__all__ = ["match_files", "split_patterns"]
+__all__ = ["match_files", "read_file", "split_patterns"]
 
 
 def split_patterns(file_pattern: Union[str, Sequence[str]]) -> Tuple[str, ...]:
@@ -49,3 +48,13 @@ def match_files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
             raise FileNotFoundError(f"no records files match {pattern!r}")
         paths.update(matched)
     return sorted(paths)
+
+
+def read_file(path: str) -> bytes:
+    """The bytes of the file at ``path``, as stored (no decompression by suffix).
+
+    Raises:
+      OSError: it cannot be read (missing, a directory, no permission); the message names it.
+    """
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read()

@@ -22,7 +22,7 @@ import pyarrow as pa
 from triehh_beam.io import jsonl
 from triehh_beam.io.drops import add_raw, dead_letter_json
 from triehh_beam.io.normalise import normalise_block, single_batch
-from triehh_beam.io.reader import _normalised_blocks
+from triehh_beam.io.reader import normalised_blocks
 from triehh_beam.io.schema import (
     DEFAULT_BATCH_SIZE,
     RecordColumns,
@@ -150,7 +150,7 @@ def _parse_json(
         lines = text.encode("utf-8", "surrogatepass")
     try:
         blocks = list(
-            _normalised_blocks(
+            normalised_blocks(
                 jsonl.read_jsonl(io.BytesIO(lines), columns, options, DEFAULT_BATCH_SIZE, True),
                 columns, options, DEFAULT_BATCH_SIZE, True,
             )

@@ -98,6 +98,36 @@ def _unavailable(what: str, timeout: float, error: Exception) -> PubsubUnavailab
     return PubsubUnavailableError(f"Pub/Sub at {service_host()} did not answer within {timeout:g} s ({what}: {reason})")
 
 
+def _answer(call: Callable[[], Any], what: str, timeout: float) -> Any:
+    """``call()``'s answer; raises PubsubUnavailableError (naming ``what``) when the service does
+    not answer within ``timeout`` seconds."""
+    try:
+        return call()
+    except _UNREACHABLE as e:
+        raise _unavailable(what, timeout, e) from e
+
+
+def _done_unless(call: Callable[[], object], already: type, what: str, timeout: float) -> bool:
+    """True once ``call()`` has done its change, False if it raised ``already`` (nothing to do);
+    raises PubsubUnavailableError as ``_answer``."""
+    try:
+        _answer(call, what, timeout)
+        return True
+    except already:
+        return False
+
+
+def _look_up(call: Callable[[], Any], name: str, shape: str, missing: str, timeout: float) -> Any:
+    """``call()``'s answer about ``name``; raises ValueError when ``name`` does not exist
+    (``missing``) or is not of the ``shape`` its kind has, PubsubUnavailableError as ``_answer``."""
+    try:
+        return _answer(call, f"reading {name}", timeout)
+    except api_exceptions.NotFound as e:
+        raise ValueError(missing) from e
+    except api_exceptions.InvalidArgument as e:
+        raise ValueError(f"{name!r} is not a {shape}: {e.message}") from e
+
+
 def ensure_topic(topic: str, publisher: Optional[pubsub_v1.PublisherClient] = None,
                  timeout: float = DEFAULT_TIMEOUT_S) -> bool:
     """Creates ``topic`` (``projects/P/topics/T``) unless it exists; returns True if created.
@@ -106,13 +136,8 @@ def ensure_topic(topic: str, publisher: Optional[pubsub_v1.PublisherClient] = No
       PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
     """
     client = publisher or pubsub_v1.PublisherClient()
-    try:
-        client.create_topic(name=topic, retry=_retry(timeout), timeout=timeout)
-        return True
-    except api_exceptions.AlreadyExists:
-        return False
-    except _UNREACHABLE as e:
-        raise _unavailable(f"creating {topic}", timeout, e) from e
+    return _done_unless(lambda: client.create_topic(name=topic, retry=_retry(timeout), timeout=timeout),
+                        api_exceptions.AlreadyExists, f"creating {topic}", timeout)
 
 
 def ensure_subscription(
@@ -133,27 +158,20 @@ def ensure_subscription(
     if not 10 <= ack_deadline_seconds <= 600:
         raise ValueError(f"the ack deadline must be 10 to 600 seconds, got {ack_deadline_seconds}")
     client = subscriber or pubsub_v1.SubscriberClient()
-    try:
-        try:
-            client.create_subscription(
-                request={"name": subscription, "topic": topic, "ack_deadline_seconds": ack_deadline_seconds},
-                retry=_retry(timeout), timeout=timeout,
-            )
-            return True
-        except api_exceptions.AlreadyExists:
-            existing = client.get_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout)
-        if existing.topic != topic:
-            raise ValueError(f"{subscription} exists on {existing.topic}, not on {topic}")
-        if existing.ack_deadline_seconds != ack_deadline_seconds:
-            client.update_subscription(
-                request={"subscription": {"name": subscription, "ack_deadline_seconds": ack_deadline_seconds},
-                         "update_mask": {"paths": ["ack_deadline_seconds"]}},
-                retry=_retry(timeout), timeout=timeout,
-            )
-        return False
-    except _UNREACHABLE as e:
-        raise _unavailable(f"creating {subscription}", timeout, e) from e
-
+    request = {"name": subscription, "topic": topic, "ack_deadline_seconds": ack_deadline_seconds}
+    if _done_unless(lambda: client.create_subscription(request=request, retry=_retry(timeout), timeout=timeout),
+                    api_exceptions.AlreadyExists, f"creating {subscription}", timeout):
+        return True
+    existing = _answer(lambda: client.get_subscription(subscription=subscription, retry=_retry(timeout),
+                                                       timeout=timeout), f"reading {subscription}", timeout)
+    if existing.topic != topic:
+        raise ValueError(f"{subscription} exists on {existing.topic}, not on {topic}")
+    if existing.ack_deadline_seconds != ack_deadline_seconds:
+        update = {"subscription": {"name": subscription, "ack_deadline_seconds": ack_deadline_seconds},
+                  "update_mask": {"paths": ["ack_deadline_seconds"]}}
+        _answer(lambda: client.update_subscription(request=update, retry=_retry(timeout), timeout=timeout),
+                f"updating {subscription}", timeout)
+    return False
 
 
 def check_subscription(subscription: str, subscriber: Optional[pubsub_v1.SubscriberClient] = None,
@@ -166,14 +184,11 @@ def check_subscription(subscription: str, subscriber: Optional[pubsub_v1.Subscri
     """
     client = subscriber or pubsub_v1.SubscriberClient()
     try:
-        return client.get_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout).topic
-    except api_exceptions.NotFound as e:
-        raise ValueError(f"the subscription {subscription} does not exist: create it on the topic the "
-                         "devices' reports are published to") from e
-    except api_exceptions.InvalidArgument as e:
-        raise ValueError(f"{subscription!r} is not a subscription name (projects/P/subscriptions/S): {e.message}") from e
-    except _UNREACHABLE as e:
-        raise _unavailable(f"reading {subscription}", timeout, e) from e
+        return _look_up(
+            lambda: client.get_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout).topic,
+            subscription, "subscription name (projects/P/subscriptions/S)",
+            f"the subscription {subscription} does not exist: create it on the topic the devices' reports are "
+            "published to", timeout)
     finally:
         if subscriber is None:
             client.close()
@@ -188,14 +203,9 @@ def topic_subscriptions(topic: str, publisher: Optional[pubsub_v1.PublisherClien
       ValueError: the topic does not exist, or the name is not a topic's.
     """
     client = publisher or pubsub_v1.PublisherClient()
-    try:
-        return list(client.list_topic_subscriptions(topic=topic, retry=_retry(timeout), timeout=timeout))
-    except api_exceptions.NotFound as e:
-        raise ValueError(f"the topic {topic} does not exist") from e
-    except api_exceptions.InvalidArgument as e:
-        raise ValueError(f"{topic!r} is not a topic name (projects/P/topics/T): {e.message}") from e
-    except _UNREACHABLE as e:
-        raise _unavailable(f"reading {topic}", timeout, e) from e
+    return _look_up(lambda: list(client.list_topic_subscriptions(topic=topic, retry=_retry(timeout), timeout=timeout)),
+                    topic, "topic name (projects/P/topics/T)", f"the topic {topic} does not exist", timeout)
+
 
 def delete_subscription(subscription: str, subscriber: Optional[pubsub_v1.SubscriberClient] = None,
                         timeout: float = DEFAULT_TIMEOUT_S) -> bool:
@@ -205,13 +215,9 @@ def delete_subscription(subscription: str, subscriber: Optional[pubsub_v1.Subscr
       PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
     """
     client = subscriber or pubsub_v1.SubscriberClient()
-    try:
-        client.delete_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout)
-        return True
-    except api_exceptions.NotFound:
-        return False
-    except _UNREACHABLE as e:
-        raise _unavailable(f"deleting {subscription}", timeout, e) from e
+    return _done_unless(lambda: client.delete_subscription(subscription=subscription, retry=_retry(timeout),
+                                                           timeout=timeout),
+                        api_exceptions.NotFound, f"deleting {subscription}", timeout)
 
 
 class BatchPublisher:

@@ -40,7 +40,7 @@ from triehh_beam.io.streams import (
     open_records,
 )
 
-__all__ = ["iter_record_batches", "iter_record_blocks", "parquet_row_groups", "render_row"]
+__all__ = ["iter_record_batches", "iter_record_blocks", "normalised_blocks", "parquet_row_groups", "render_row"]
 
 _FORMAT_READERS = {"jsonl": jsonl.read_jsonl, "csv": delimited.read_csv}
 
@@ -115,7 +115,7 @@ def iter_record_blocks(
                 )
             else:
                 raw_blocks = _FORMAT_READERS[format](f, columns, options, batch_size, keep_rejected)
-            yield from _normalised_blocks(raw_blocks, columns, options, batch_size, keep_rejected)
+            yield from normalised_blocks(raw_blocks, columns, options, batch_size, keep_rejected)
 
 
 def parquet_row_groups(
@@ -172,7 +172,7 @@ def _pieces(batch: pa.RecordBatch, batch_size: int) -> Iterator[pa.RecordBatch]:
         yield piece
 
 
-def _normalised_blocks(
+def normalised_blocks(
     blocks: Iterable[RawBlock],
     columns: RecordColumns,
     options: RecordOptions,

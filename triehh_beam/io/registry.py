@@ -1,13 +1,7 @@
-"""The registry of enrolled devices a federated job plans for: their ids, nothing else.
-
-Formats, by extension: ``.parquet``, ``.csv`` and ``.jsonl`` are tables whose ``column`` holds
-the ids (strings or integers); anything else is text, one id per line (UTF-8; surrounding
-whitespace and blank lines ignored). Ids are canonicalised as the sampler does
-(``sampling.user_id_bytes``: ``42``, ``"42"`` and ``b"42"`` are one device) and counted once.
-Read through Beam's ``FileSystems``, so ``gs://`` works as local paths do. Each id is one user of the privacy
-analysis: enrolment must admit one device per person, else the guarantee is per device (a
-person with k enrolled devices is k users).
-"""
+"""The registry of enrolled devices a federated job plans for, their ids only: ``.parquet``,
+``.csv`` and ``.jsonl`` tables (ids in ``column``) or text with one id per line, read through
+``FileSystems``, each id canonicalised as the sampler does and counted once. Each id is one user
+of the privacy analysis, so enrolment must admit one device per person."""
 
 from __future__ import annotations
 

@@ -18,14 +18,8 @@ import pyarrow as pa
 
 from triehh_beam.io.normalise import normalise_block
 from triehh_beam.io.reader import render_row
-from triehh_beam.io.schema import (
-    RecordBlock,
-    RecordColumns,
-    RecordFormatError,
-    RecordOptions,
-    RejectedRow,
-    check_timestamp_column,
-)
+from triehh_beam.io.schema import (RecordBlock, RecordColumns, RecordFormatError, RecordOptions, RejectedRow,
+                                   check_timestamp_column)
 
 __all__ = ["normalise_rows", "row_columns"]
 

@@ -1,16 +1,8 @@
-"""Runs a windowed discovery: ``triehh stream`` (device records from Pub/Sub, unbounded) and
-``triehh discover --window`` (the same windows over files, bounded: backfills and tests).
-
-Both build one Beam graph: records -> event time -> ``GateLateRecords`` -> the per-window
-discovery of ``job.windowed``; rejected messages or rows and late records go to the dead
-letter (``--dead-letter``, default in the state directory: raw data is private), each counted
-per kind. The stream runs on Beam's streaming DirectRunner by default (in process, never the
-Prism download), or on the runner the Beam flags name (Dataflow, Flink). While it runs, the
-driver watches the windows' private reports and prints one line per closed window (released or
-withheld, and why); ``stop_after_windows`` cancels the job once that many windows have closed
-(tests, backfills), which keeps every window already released (each is complete on storage
-before its ``_RELEASED`` marker is written).
-"""
+"""Runs a windowed discovery, ``triehh stream`` (Pub/Sub, unbounded) or ``triehh discover
+--window`` (files, bounded), as one Beam graph: records, event time, ``GateLateRecords``, then
+``job.windowed``'s per-window discovery, rejected and late records to the dead letter. The driver
+prints one line per closed window and stops after ``--stop-after-windows`` or once every declared
+window has closed, keeping every window already released."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "p
     (["--report-goal", "0"], "--report-goal is a fraction of the selected devices in (0, 1], got 0.0"),
     (["--report-goal", "1.5"], "--report-goal is a fraction"),
     (["--round-deadline", "0"], "--round-deadline must be > 0 and at most 31,622,400 seconds (a year), got 0.0"),
-    (["--round-deadline", "inf"], "--round-deadline must be > 0 and at most"),
+    (["--round-deadline", "inf"], "argument --round-deadline: must be finite, got 'inf'"),
     (["--budget_epsilon", "5"], "--budget_epsilon"),
     (["--estimate-frequencies", "0"], "--estimate-frequencies must be a positive epsilon, got 0.0"),
     (["--report-goal", "0.9"], "--report-goal 0.9 would close a round before its deadline"),

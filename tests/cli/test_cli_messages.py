@@ -36,6 +36,8 @@ def _one_line(capsys) -> str:
      "unknown argument --max-lenght (did you mean --max-length?)"),
     (["plan", "-n", "1000", *TARGET, "--colour"], "unrecognized arguments: --colour"),
     (["ledger", "--ledgr", "x"], "unknown argument --ledgr (did you mean --ledger?)"),
+    (["ledger", "--ledger", "/no/such/ledger"], "--ledger /no/such/ledger: no such directory"),
+    (["ledger", "--state", "/no/such/state"], "--state /no/such/state: no such directory"),
     (["stream", "--epsilon", "inf"], "argument --epsilon: must be finite, got 'inf'"),
     (["stream", "--output", "o", *TARGET, "--subscriptoin", "x"],
      "unknown argument --subscriptoin (did you mean --subscription?)"),
@@ -83,3 +85,11 @@ def test_an_input_without_records_says_so_and_names_it(tmp_path, capsys, content
     assert f"the input {path} holds no usable records" in line
     assert "population" not in line
     assert not (tmp_path / "o" / "heavy_hitters.json").exists()
+
+
+def test_records_without_the_named_column_point_at_the_column_flags(tmp_path, capsys):
+    path = tmp_path / "records.csv"
+    path.write_text("a,b\n1,2\n")
+    assert main(["discover", "--input", str(path), "--output", str(tmp_path / "o"), *TARGET]) == 2
+    line = _one_line(capsys)
+    assert f"{path}: no user id column 'user_id'" in line and "--user-column" in line

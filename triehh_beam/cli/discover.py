@@ -198,7 +198,10 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         if alternatives:
             message += f". Alternatives: {alternatives} (details: triehh plan)"
         return _fail(message, 2)
-    except (ConfigMismatchError, RecordFormatError, FileNotFoundError, StateError, BudgetExceededError,
+    except RecordFormatError as e:
+        return _fail(f"{e} (the flags that say how to read the records: --format, --user-column, --item-column, "
+                     "--count-column)", 2)
+    except (ConfigMismatchError, FileNotFoundError, StateError, BudgetExceededError,
             BadInputError, InputChangedError, PopulationError) as e:
         return _fail(str(e), 2)
     except LeaseHeld as e:

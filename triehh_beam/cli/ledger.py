@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 from triehh_beam.cli import argtypes
 from triehh_beam.cli.argtypes import UsageError
@@ -35,6 +36,10 @@ def register_ledger(subparsers) -> None:
 def _run_ledger(args) -> int:
     from triehh_beam.job import cas, ledger
 
+    flag, where = ("--ledger", args.ledger) if args.ledger else ("--state", args.state)
+    if "://" not in where and not os.path.isdir(where):  # a typo would read as an empty ledger
+        raise UsageError(f"{flag} {where}: no such directory (give the directory a job's --ledger named, "
+                         "or --state, its state directory)")
     try:
         budget = ledger.Budget(args.budget_epsilon, args.budget_delta)
         book = ledger.Ledger(args.ledger or args.state, budget)

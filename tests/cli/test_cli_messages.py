@@ -93,3 +93,11 @@ def test_records_without_the_named_column_point_at_the_column_flags(tmp_path, ca
     assert main(["discover", "--input", str(path), "--output", str(tmp_path / "o"), *TARGET]) == 2
     line = _one_line(capsys)
     assert f"{path}: no user id column 'user_id'" in line and "--user-column" in line
+
+
+def test_a_missing_seed_file_names_the_flag(tmp_path, capsys):
+    missing = tmp_path / "no-seed.bin"
+    assert main(["discover", "--input", "a.jsonl", "--output", str(tmp_path / "o"), *TARGET,
+                 "--seed-file", str(missing)]) == 2
+    line = _one_line(capsys)
+    assert line == f"triehh: error: --seed-file {missing}: cannot read it (No such file or directory)"

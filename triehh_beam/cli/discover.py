@@ -123,7 +123,9 @@ def run(args: argparse.Namespace, beam_args: Sequence[str], input_pattern: Optio
                      f"{shlex.quote(os.path.join(pattern, '*.jsonl'))}", 2)
     try:
         config = config_from_args(args, input_pattern)
-    except (ValueError, OSError) as e:
+    except OSError as e:  # the one file a config reads
+        return _fail(f"--seed-file {args.seed_file}: cannot read it ({e.strerror or e})", 2)
+    except ValueError as e:
         return _fail(str(e), 2)
     return execute(config, beam_args, dry_run=args.dry_run, log_format=args.log_format)
 
@@ -201,8 +203,10 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
     except RecordFormatError as e:
         return _fail(f"{e} (the flags that say how to read the records: --format, --user-column, --item-column, "
                      "--count-column)", 2)
-    except (ConfigMismatchError, FileNotFoundError, StateError, BudgetExceededError,
-            BadInputError, InputChangedError, PopulationError) as e:
+    except FileNotFoundError as e:  # no input file matches (its message says so), or a path is missing
+        return _fail(f"{e.filename}: {e.strerror} (check --input, --output and --state-dir)" if e.filename else str(e), 2)
+    except (ConfigMismatchError, StateError, BudgetExceededError, BadInputError, InputChangedError,
+            PopulationError) as e:
         return _fail(str(e), 2)
     except LeaseHeld as e:
         return _fail(f"another run is working on this state directory: {e}", 2)

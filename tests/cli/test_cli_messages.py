@@ -101,3 +101,14 @@ def test_a_missing_seed_file_names_the_flag(tmp_path, capsys):
                  "--seed-file", str(missing)]) == 2
     line = _one_line(capsys)
     assert line == f"triehh: error: --seed-file {missing}: cannot read it (No such file or directory)"
+
+
+@pytest.mark.parametrize("value", ["inf", '"nan"'])
+def test_a_scheduled_config_refuses_a_non_finite_number_naming_its_key(tmp_path, capsys, value):
+    config = tmp_path / "job.toml"
+    config.write_text(f'[discovery]\ninput = "{tmp_path}/r.jsonl"\noutput_root = "{tmp_path}/runs"\n'
+                      f'epsilon = {value}\ndelta = 1e-6\nmax_length = 4\n')
+    assert main(["scheduled", "--config", str(config), "--date", "2026-01-02"]) == 2
+    line = _one_line(capsys)
+    assert line.startswith(f"triehh scheduled: error: {config}: [discovery] epsilon must be a finite number, got ")
+    assert not (tmp_path / "runs").exists()

@@ -297,7 +297,10 @@ def run_config(config: dict, date: str) -> DiscoveryConfig:
         value = config[section][key]
         if section == "discovery" and isinstance(value, str):
             value = value.replace("{date}", date)
-        values[item.dest] = item.from_file_value(value)
+        parsed = item.from_file_value(value)
+        if isinstance(parsed, float) and not math.isfinite(parsed):  # as the flags refuse it (argtypes)
+            raise ValueError(f"[{section}] {key} must be a finite number, got {value!r}")
+        values[item.dest] = parsed
     output_dir = config_lib.BY_NAME["output_dir"]
     output_root = values[output_dir.dest].rstrip("/")
     values[output_dir.dest] = output_root + "/" + date

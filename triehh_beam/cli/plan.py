@@ -286,9 +286,9 @@ def _format_estimates(r: dict) -> str:
         "Frequency estimates (discover --estimate-frequencies; docs/protocol.md section 5):",
         row("estimate epsilon", _num(r["estimate_epsilon"], 6)),
         row("total target epsilon", f"{_num(r['total_target_epsilon'], 6)} (epsilon + estimate epsilon, basic "
-                                     "composition; delta unchanged)"),
+                                    "composition; delta unchanged)"),
         row("noise alone", f"estimate +- {r['half_width']:,} (covers {100 * r['coverage']:.2f}%), "
-                            f"standard deviation {r['standard_deviation']:.3g}"),
+                           f"standard deviation {r['standard_deviation']:.3g}"),
         row("95% interval", f"at an estimate of {examples}"),
     ]
     lines += wrap("Each discovered item and frequent prefix gets a noisy count of its weighted users: each "
@@ -320,12 +320,12 @@ def _format_plan(r: dict) -> str:
         lines += [
             row("threshold theta", str(r["theta"])),
             row("gamma", f"{_num(r['gamma'])} (rule); m/sqrt(n) = "
-                          f"{_num(r['effective_gamma'])} after flooring m"),
+                         f"{_num(r['effective_gamma'])} after flooring m"),
             row("batch size m", f"{m} users per round ({_percent(r['sampling_rate'])} of n), "
-                                 f"sampled fresh each round"),
+                                f"sampled fresh each round"),
             row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
             row("achieved epsilon", f"{_num(r['epsilon'], 6)} (Theorem 1 at m = {m}; "
-                                     f"target {_num(r['target_epsilon'], 6)})"),
+                                    f"target {_num(r['target_epsilon'], 6)})"),
             row("achieved delta", f"{_num(r['delta'])} (target {_num(r['target_delta'])})"),
         ]
         for note in r["notes"]:
@@ -367,7 +367,7 @@ def _format_plan(r: dict) -> str:
         row("theta (for delta)", str(r["theta"])),
         row("THETACEIL", f"{_num(r['theta_ceiling'])} (largest theta with gamma >= 1)"),
         row("batch size m", f"{_users(r['batch_size'])} (m/sqrt(n) = "
-                             f"{_num(r['effective_gamma'])})"),
+                            f"{_num(r['effective_gamma'])})"),
         "",
         "Why:",
     ]

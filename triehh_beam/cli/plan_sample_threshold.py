@@ -77,17 +77,17 @@ def format_plan(r: dict) -> str:
     p_s = r["sampling_probability"]
     lines += [
         row("per round", f"eps_r = epsilon/L = {r['epsilon_round']:.6g}, "
-                          f"delta_r <= delta/L = {r['delta_round_target']:.4g}"),
+                         f"delta_r <= delta/L = {r['delta_round_target']:.4g}"),
         row("threshold tau", f"{r['tau']} votes"),
         row("sample p_s", f"{100 * p_s:.6g}% of users per round, each independently "
-                           f"(about {round(p_s * r['population']):,} of n)"),
+                          f"(about {round(p_s * r['population']):,} of n)"),
         *_alpha_rows(r),
         row("per-round (eps, delta)", f"({r['epsilon_round']:.6g}, {r['round_delta']:.6g})"),
         row("achieved epsilon", f"{r['epsilon']:.6g} ({L} rounds composed; "
-                                 f"target {r['target_epsilon']:.6g})"),
+                                f"target {r['target_epsilon']:.6g})"),
         row("achieved delta", f"{r['delta']:.6g} (target {r['target_delta']:.4g})"),
         row("chosen to minimise", f"the holders an item of {r['length']} units needs for "
-                                   f"{100 * r['objective']:g}% discovery"),
+                                  f"{100 * r['objective']:g}% discovery"),
         *plan_accounting.accounting_lines(r, "discovery"),
         "",
         f"Worst-case discovery of an item of {r['item_length']} units"

@@ -48,12 +48,12 @@ def format_plan(r: dict) -> str:
     lines += [
         row("threshold tau", f"{r['tau']} reports"),
         row("sample p_s", f"{100 * p_s:.6g}% of users, each independently, once "
-                           f"(about {round(p_s * r['population']):,} of n)"),
+                          f"(about {round(p_s * r['population']):,} of n)"),
         *([row("alpha", f"{r['alpha']:.6g} (p_s = alpha (1 - e^-epsilon); C_alpha = ln(1/alpha) - "
-                         f"1/(1+alpha) = {r['c_alpha']:.4g})")] if r["accounting"] == "bound" else []),
+                        f"1/(1+alpha) = {r['c_alpha']:.4g})")] if r["accounting"] == "bound" else []),
         row("achieved epsilon", f"{r['epsilon']:.6g} (target {r['target_epsilon']:.6g})"),
         row("achieved delta", f"{r['delta']:.6g}" + (" = exp(-C_alpha tau)" if r["accounting"] == "bound" else "")
-             + f" (target {r['target_delta']:.4g})"),
+            + f" (target {r['target_delta']:.4g})"),
         row("chosen to minimise", f"the holders an item needs for {100 * r['objective']:g}% release"),
         *plan_accounting.accounting_lines(r, "release"),
         "",

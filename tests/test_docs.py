@@ -69,6 +69,18 @@ def test_every_relative_link_resolves(page):
     assert not broken, f"{page.relative_to(REPO)}: " + "; ".join(broken)
 
 
+_REPO_PATH = re.compile(r"(?<![\w/.-])((?:triehh_beam|tests|benchmarks|examples|pipelines|protos|deploy)/[\w./-]*\w)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_file_of_the_repository_named_exists(page):
+    """A path the prose names (``triehh_beam/job/cas.py``, ``benchmarks/README.md``) is there:
+    a module moved or renamed without its docs fails here."""
+    named = set(_REPO_PATH.findall(page.read_text(encoding="utf-8")))
+    missing = sorted(path for path in named if "*" not in path and not (REPO / path).exists())
+    assert not missing, f"{page.relative_to(REPO)} names files that do not exist: {missing}"
+
+
 def test_the_link_check_sees_links_and_anchors(tmp_path):
     """The checker itself: it finds a broken file, a broken anchor, and skips code."""
     (tmp_path / "a.md").write_text("# Privacy (ε, δ): `what` is covered\n", encoding="utf-8")

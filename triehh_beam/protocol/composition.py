@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.checks import check_int, check_real
 
 __all__ = ["Composition", "compose_rounds"]
 
@@ -81,9 +81,9 @@ def compose_rounds(epsilon_round: float, delta_round: float, rounds: int) -> Com
     Raises:
       ValueError: epsilon_round < 0, delta_round outside [0, 1], rounds < 1.
     """
-    epsilon_round = _check_real("epsilon_round", epsilon_round)
-    delta_round = _check_real("delta_round", delta_round)
-    rounds = _check_int("rounds", rounds, 1)
+    epsilon_round = check_real("epsilon_round", epsilon_round)
+    delta_round = check_real("delta_round", delta_round)
+    rounds = check_int("rounds", rounds, 1)
     if not epsilon_round >= 0:
         raise ValueError(f"epsilon_round must be >= 0, got {epsilon_round!r}")
     if not 0.0 <= delta_round <= 1.0:

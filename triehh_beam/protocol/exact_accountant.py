@@ -36,7 +36,7 @@ from typing import Tuple
 import numpy as np
 from scipy import stats
 
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.checks import check_int, check_real
 
 __all__ = [
     "ReleaseDelta",
@@ -77,9 +77,9 @@ class ReleaseDelta:
 
 
 def _check(epsilon, p, tau) -> Tuple[float, float, int]:
-    epsilon = _check_real("epsilon", epsilon)
-    p = _check_real("sample_probability", p)
-    tau = _check_int("tau", tau, 1)
+    epsilon = check_real("epsilon", epsilon)
+    p = check_real("sample_probability", p)
+    tau = check_int("tau", tau, 1)
     if not epsilon >= 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     if not 0.0 < p < 1.0:
@@ -130,7 +130,7 @@ def count_delta(epsilon: float, p: float, tau: int, holders: int) -> float:
       ValueError: for arguments out of range.
     """
     epsilon, p, tau = _check(epsilon, p, tau)
-    holders = _check_int("holders", holders, 0)
+    holders = check_int("holders", holders, 0)
     one = np.array([holders])
     return max(float(add_excess(epsilon, p, tau, one)[0]), float(remove_excess(epsilon, p, tau, one)[0]))
 
@@ -153,7 +153,7 @@ def tail_bound(epsilon: float, p: float, tau: int, searched_to: int) -> float:
       ValueError: for arguments out of range.
     """
     epsilon, p, tau = _check(epsilon, p, tau)
-    big_f = _check_int("searched_to", searched_to, 1)
+    big_f = check_int("searched_to", searched_to, 1)
     c = -math.expm1(math.log1p(-p) - epsilon)
     add = math.exp(-(big_f + 1) * _kl(c, p))  # c > p for every eps > 0: decreasing in f
     if epsilon == 0.0:
@@ -213,7 +213,7 @@ def release_epsilon(delta: float, sample_probability: float, tau: int) -> float:
     Raises:
       ValueError: for arguments out of range.
     """
-    delta = _check_real("delta", delta)
+    delta = check_real("delta", delta)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 

@@ -26,7 +26,8 @@ import math
 from typing import Optional, Tuple
 
 from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.privacy import _check_int, _check_real, exact
+from triehh_beam.protocol.checks import check_int, check_real
+from triehh_beam.protocol.privacy import exact
 
 __all__ = ["ACCOUNTINGS", "BOUND", "DEFAULT_ACCOUNTING", "DEFAULT_OBJECTIVE", "EXACT", "SampleThresholdPlan",
            "check_accounting", "plan_sample_threshold"]
@@ -195,18 +196,18 @@ def plan_sample_threshold(
     Raises:
       ValueError: for invalid arguments.
     """
-    epsilon = _check_real("epsilon", epsilon)
-    delta = _check_real("delta", delta)
-    max_length = _check_int("max_length", max_length, 1)
-    objective = _check_real("objective", objective)
+    epsilon = check_real("epsilon", epsilon)
+    delta = check_real("delta", delta)
+    max_length = check_int("max_length", max_length, 1)
+    objective = check_real("objective", objective)
     if epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon:g}")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta:g}")
     if not 0 < objective < 1:
         raise ValueError(f"objective must be in (0, 1), got {objective:g}")
-    length = max_length if length is None else _check_int("length", length, 1, max_length)
-    share = _check_real("share", share)
+    length = max_length if length is None else check_int("length", length, 1, max_length)
+    share = check_real("share", share)
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1], got {share:g}")
     accounting = check_accounting(accounting)

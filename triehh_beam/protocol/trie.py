@@ -18,15 +18,15 @@ import dataclasses
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
 from triehh_beam.protocol.encoding import ItemEncoder, Unit, Units, is_terminated
-from triehh_beam.protocol.messages import (  # the checks every reader of a message shares
+from triehh_beam.protocol.messages import (
     SCHEMA_VERSION,
     TrieFormatError,
-    _as_prefix,
-    _check_version,
-    _parse,
-    _unit_from_bytes,
+    as_prefix,
+    check_version,
     encoding_from_proto,
     encoding_to_proto,
+    parse_message,
+    unit_from_bytes,
 )
 from triehh_beam.proto import trie_pb2, vote_pb2
 
@@ -173,7 +173,7 @@ class Trie:
             wrong length, does not extend the frontier, or cannot come from the encoder (wrong
             unit type or size, misplaced terminator). The message names the prefix.
         """
-        level = frozenset(_as_prefix(p) for p in prefixes)
+        level = frozenset(as_prefix(p) for p in prefixes)
         r = self.depth + 1
         if not level:
             raise ValueError(
@@ -334,7 +334,7 @@ class Trie:
             child of a terminated node, a duplicate node, a unit that is not valid for the
             encoding, or an empty level.
         """
-        _check_version(message.schema_version, source)
+        check_version(message.schema_version, source)
         if not message.HasField("encoding"):
             raise TrieFormatError(source, "no encoding")
         encoder = encoding_from_proto(message.encoding, source)
@@ -373,7 +373,7 @@ class Trie:
                     raise TrieFormatError(
                         source, f"{where}: extends the terminated prefix {parent!r}"
                     )
-                prefix = parent + (_unit_from_bytes(encoder, raw, source, where),)
+                prefix = parent + (unit_from_bytes(encoder, raw, source, where),)
                 problem = encoder.prefix_problem(prefix)
                 if problem:
                     raise TrieFormatError(source, f"{where}: prefix {prefix!r} {problem}")
@@ -397,7 +397,7 @@ class Trie:
           TrieFormatError: the bytes do not parse, or as :meth:`from_proto`; the message names
             ``source``.
         """
-        return cls.from_proto(_parse(trie_pb2.Trie, data, source), source)
+        return cls.from_proto(parse_message(trie_pb2.Trie, data, source), source)
 
     def frontier_to_proto(self, round_index: Optional[int] = None) -> vote_pb2.FrontierBroadcast:
         """The ``FrontierBroadcast`` a server sends before round ``depth + 1``.

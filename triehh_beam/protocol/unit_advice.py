@@ -24,7 +24,7 @@ import math
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from triehh_beam.protocol import parameters, planner, sample_threshold, utility
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.checks import check_int, check_real
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 
 __all__ = [
@@ -58,8 +58,8 @@ FAR = 2.0
 
 def max_length_for(max_characters: int, unit_size: int) -> int:
     """``L = ceil(c / k) + 1``: the units (terminator included) of an item of ``c`` characters."""
-    max_characters = _check_int("max_characters", max_characters, 1)
-    unit_size = _check_int("unit_size", unit_size, 1)
+    max_characters = check_int("max_characters", max_characters, 1)
+    unit_size = check_int("unit_size", unit_size, 1)
     return -(-max_characters // unit_size) + 1
 
 
@@ -152,8 +152,8 @@ def option(
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    max_characters = _check_int("max_characters", max_characters, 1)
-    unit_size = min(_check_int("unit_size", unit_size, 1), max_characters)
+    max_characters = check_int("max_characters", max_characters, 1)
+    unit_size = min(check_int("unit_size", unit_size, 1), max_characters)
     length = max_length_for(max_characters, unit_size)
     common = dict(protocol=protocol, unit_size=unit_size, whole_item=unit_size == max_characters,
                   max_length=length, reveals=unit_size, n=n)
@@ -264,7 +264,7 @@ def recommend(
     n = {o.n for o in rows}
     if len(n) != 1 or None in n:
         raise ValueError("a target frequency needs the population n (holders = ceil(F n))")
-    find_frequency = _check_real("find_frequency", find_frequency)
+    find_frequency = check_real("find_frequency", find_frequency)
     if not 0 < find_frequency <= 1:
         raise ValueError(f"find_frequency must be in (0, 1], got {find_frequency:g}")
     target = utility.count_for_fraction(find_frequency, n.pop())
@@ -339,12 +339,12 @@ def compare_units(
     Raises:
       ValueError: for invalid arguments.
     """
-    epsilon = _check_real("epsilon", epsilon)
-    delta = _check_real("delta", delta)
+    epsilon = check_real("epsilon", epsilon)
+    delta = check_real("delta", delta)
     if n is not None:
-        n = _check_int("n", n, 1)
+        n = check_int("n", n, 1)
     if find_frequency is not None:
-        find_frequency = _check_real("find_frequency", find_frequency)
+        find_frequency = check_real("find_frequency", find_frequency)
         if not 0 < find_frequency <= 1:
             raise ValueError(f"find_frequency must be in (0, 1], got {find_frequency:g}")
         if n is None:
@@ -353,7 +353,7 @@ def compare_units(
     for protocol in protocols:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    sizes = _candidates(_check_int("max_characters", max_characters, 1), unit_sizes)
+    sizes = _candidates(check_int("max_characters", max_characters, 1), unit_sizes)
     options = tuple(option(p, k, max_characters, epsilon, delta, n, rule=rule, share=share)
                     for p in protocols for k in sizes)
     recommendations = tuple(recommend(options, p, find_frequency) for p in protocols)
@@ -426,8 +426,8 @@ def discover_advice(
     """
     if protocol not in PROTOCOLS or rule not in parameters.RULES:
         return None
-    unit_size = _check_int("unit_size", unit_size, 1)
-    max_length = _check_int("max_length", max_length, 2)
+    unit_size = check_int("unit_size", unit_size, 1)
+    max_length = check_int("max_length", max_length, 2)
     max_characters = (max_length - 1) * unit_size
     mine = option(protocol, unit_size, max_characters, epsilon, delta, n, rule=rule)
     advice = compare_units(epsilon, delta, max_characters, n, protocols=(protocol,), rule=rule)

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.stats import binom, hypergeom
 
 from triehh_beam.protocol import parameters, planner
-from triehh_beam.protocol.privacy import _check_int  # one validation rule for both modules
+from triehh_beam.protocol.checks import check_int
 from triehh_beam.protocol.search import first_true, first_true_doubling
 
 __all__ = [
@@ -87,10 +87,10 @@ def survival_probability(
     Raises:
       ValueError: for arguments out of range.
     """
-    n = _check_int("n", n, 1)
-    count = _check_int("count", count, 0, n)
-    batch_size = _check_int("batch_size", batch_size, 0, n)
-    theta = _check_int("theta", theta, 1)
+    n = check_int("n", n, 1)
+    count = check_int("count", count, 0, n)
+    batch_size = check_int("batch_size", batch_size, 0, n)
+    theta = check_int("theta", theta, 1)
     share = _check_unit_interval("share", share)
     if theta > min(count, batch_size):
         return 0.0
@@ -120,7 +120,7 @@ def discovery_probability(
     Raises:
       ValueError: for arguments out of range.
     """
-    length = _check_int("length", length, 1)
+    length = check_int("length", length, 1)
     return survival_probability(count, n, batch_size, theta, share) ** length
 
 
@@ -135,7 +135,7 @@ def count_for_fraction(fraction: float, n: int) -> int:
       ValueError: fraction outside [0, 1] or n < 1.
     """
     fraction = _check_unit_interval("fraction", fraction, allow_zero=True)
-    n = _check_int("n", n, 1)
+    n = check_int("n", n, 1)
     x = fraction * n
     nearest = round(x)
     if abs(x - nearest) <= 1e-9 * max(1.0, x):
@@ -202,10 +202,10 @@ def min_frequency(
       ValueError: probability outside (0, 1], or invalid setting.
     """
     probability = _check_unit_interval("probability", probability)
-    n = _check_int("n", n, 1)
-    batch_size = _check_int("batch_size", batch_size, 0, n)
-    theta = _check_int("theta", theta, 1)
-    length = _check_int("length", length, 1)
+    n = check_int("n", n, 1)
+    batch_size = check_int("batch_size", batch_size, 0, n)
+    theta = check_int("theta", theta, 1)
+    length = check_int("length", length, 1)
     share = _check_unit_interval("share", share)
 
     def prob(count: int) -> float:
@@ -245,7 +245,7 @@ def min_frequency_for_plan(
     """
     if not plan.feasible:
         raise ValueError("the plan is infeasible: it has no batch size to evaluate")
-    length = plan.max_length if length is None else _check_int("length", length, 1, plan.max_length)
+    length = plan.max_length if length is None else check_int("length", length, 1, plan.max_length)
     return min_frequency(probability, plan.n, plan.batch_size, plan.theta, length, share)
 
 
@@ -329,8 +329,8 @@ def min_population(
     """
     fraction = _check_unit_interval("fraction", fraction)
     probability = _check_unit_interval("probability", probability)
-    max_length = _check_int("max_length", max_length, 1)
-    length = max_length if length is None else _check_int("length", length, 1, max_length)
+    max_length = check_int("max_length", max_length, 1)
+    length = max_length if length is None else check_int("length", length, 1, max_length)
     # Validate the privacy target once, with the planner's own messages.
     parameters.PrivacyTarget(1, epsilon, delta, max_length)
     parameters.rule_theta(rule, epsilon, delta, max_length)

@@ -28,6 +28,7 @@ from typing import Optional, Tuple
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.checks import check_int, check_real
 from triehh_beam.protocol.privacy import exact
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["ACCOUNTINGS", "BOUND", "DEFAULT_ACCOUNTING", "DEFAULT_OBJECTIVE", "EXACT", "SampleThresholdPlan",
            "check_accounting", "plan_sample_threshold"]
@@ -122,7 +123,7 @@ class SampleThresholdPlan:
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
         out["notes"] = list(self.notes)
-        out["protocol"] = "triehh++"
+        out["protocol"] = Protocol.TRIEHH_PP.value
         return out
 
 
@@ -223,7 +224,7 @@ def plan_sample_threshold(
                     f"epsilon = {exact(epsilon)} over L = {max_length} rounds gives eps_r = "
                     f"{exact(epsilon / max_length, 1.0)} > 1, outside it (no guarantee, not a weaker one). "
                     f"It certifies at most epsilon = {max_length:g} over {max_length} rounds: ask "
-                    f"for that, or use TrieHH (--protocol triehh)"),
+                    f"for that, or use TrieHH (--protocol {Protocol.TRIEHH})"),
             **common)
     eps_r = _round_epsilon(epsilon, max_length)
     per_round = objective ** (1.0 / length)

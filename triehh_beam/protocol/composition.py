@@ -1,19 +1,7 @@
 """L sample-and-threshold rounds over the same users, composed two ways (docs/protocol.md §2,
-"Exact accounting").
-
-Each round is ``(eps_r, delta_r)``-DP for every history of earlier rounds (``exact_accountant``
-takes the worst case over the other reporters, whatever made them), so the rounds compose
-adaptively:
-
-- **basic**: ``(L eps_r, L delta_r)``;
-- **PLD**: Google's ``dp_accounting`` privacy-loss-distribution accountant, composing L copies
-  of the pair that dominates every ``(eps_r, delta_r)``-DP mechanism (Kairouz, Oh and Viswanath's
-  four-point pair, ``from_privacy_parameters``; pessimistic discretisation), read at ``L eps_r``.
-
-Both are certificates; the smaller is the one a plan claims, and both are reported. A PLD built
-from one round's two output distributions (at one f) would not be: no single f dominates every
-f and every history, so it is not used (docs/protocol.md says why).
-"""
+"Exact accounting"): basic composition, ``(L eps_r, L delta_r)``, and Google's ``dp_accounting``
+PLD accountant over L copies of the pair that dominates every ``(eps_r, delta_r)``-DP mechanism.
+Both are certificates; a plan claims the smaller and reports both."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
-"""Sample-and-threshold (TrieHH++): the accountant of one round, L rounds composed, and utility.
-
-Bharadwaj and Cormode's sample-and-threshold (docs/protocol.md §2) keeps each user independently
-with probability ``p_s = alpha * (1 - e^(-eps_r))`` and releases a value (here: a trie prefix
-of one round) when at least ``tau`` sampled users report it. Under ``0 < alpha <= 1``,
-``0 < eps_r <= 1``, ``C_alpha = ln(1/alpha) - 1/(1 + alpha) > 0`` and an integer ``tau >= 1``, one
-round is ``(eps_r, delta_r)``-DP with ``delta_r = exp(-C_alpha * tau)``; L rounds over the same
-users compose by basic composition to ``(L eps_r, L delta_r)``. ``sample_threshold`` evaluates
-it (refusing, with ``SampleThresholdConditionError``, parameters outside the theorem), and the
-utility functions give the worst case analogous to Proposition 1: a holder of an item that
-shares no prefix with another is sampled with probability ``p_s`` and then votes for it
-(probability >= ``share``), independently, so the item's votes in a round are
-``Binomial(f, p_s * share)`` and it is discovered with probability ``P(X >= tau) ** len``.
-Choosing alpha and tau for a target is :mod:`triehh_beam.protocol.sample_threshold_planner`.
-Pure Python + SciPy; no Beam.
-"""
+"""Sample-and-threshold (TrieHH++, docs/protocol.md §2): the paper's accountant of one round, with
+``p_s = alpha (1 - e^(-eps_r))`` and ``delta_r = exp(-C_alpha tau)`` (``sample_threshold``,
+refusing parameters outside the theorem with ``SampleThresholdConditionError``), L rounds by basic
+composition, and the worst-case utility analogous to Proposition 1 (``discovery_probability``,
+``min_holders``). Choosing alpha and tau is :mod:`triehh_beam.protocol.sample_threshold_planner`."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
-"""TrieHH++'s planner: from a target (epsilon, delta) over L rounds to p_s and tau, or why not.
-
-Two accountings (``accounting``, recorded in every plan). ``"exact"`` (the default) certifies
-each round by its exact delta, worst case over the other reporters (``exact_planner``,
-``exact_accountant``; no range on alpha or eps_r), and the rounds by basic or PLD composition,
-whichever is smaller. ``"bound"`` is the paper's closed form, kept for jobs started under it and
-for comparison; the rest of this docstring describes it.
-
-Each round gets ``eps_r = epsilon / L`` and ``delta_r = delta / L`` (basic composition, docs/protocol.md
-§2). The theorem needs ``eps_r <= 1``: a larger target is refused with the reason and what is
-certified instead (never clipped silently). For each threshold ``tau`` the largest alpha with
-``exp(-C_alpha tau) <= delta_r`` is found by bisection (``C_alpha`` decreases in alpha, and a
-larger alpha samples more users), floored to 6 significant digits; the planner keeps the
-``(alpha, tau)`` that minimises the holders an item of ``length`` units needs to be discovered
-with ``probability`` in the worst case (``sample_threshold.min_holders``). Larger tau allows a
-larger alpha but needs more votes; the search stops once a lower bound on the holders any larger
-tau needs (Markov's inequality, and the binomial median when the per-round target exceeds 1/2)
-exceeds the best found, so the minimum is exact. Nothing here depends on the population size:
-Bernoulli sampling and the theorem do not. Pure Python + SciPy; no Beam.
-"""
+"""TrieHH++'s planner (docs/protocol.md §2): from a target (epsilon, delta) over L rounds to p_s and
+tau, or why not. ``"exact"`` accounting (the default) certifies each round with
+:mod:`triehh_beam.protocol.exact_planner`; ``"bound"`` is the paper's closed form, searched here:
+for each tau the largest alpha with ``exp(-C_alpha tau) <= delta / L``, keeping the (alpha, tau)
+that minimises the worst-case holders an item needs to be found. Nothing depends on n."""
 
 from __future__ import annotations
 

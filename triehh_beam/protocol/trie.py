@@ -1,16 +1,8 @@
-"""The server's trie of discovered prefixes.
-
-A :class:`Trie` holds, for each round ``r = 1..depth``, the set of length-``r`` prefixes that
-round kept (docs/protocol.md §1, step 4). Prefixes are tuples of units as defined by
-:mod:`triehh_beam.protocol.encoding`: a prefix ending with the empty end-of-sequence unit is
-*terminated* (a complete item, a heavy hitter) and is never extended. The trie is immutable:
-:meth:`Trie.with_level` returns a new trie one level deeper. It is what the driver commits after
-every round, what the frontier broadcast is cut from (:meth:`Trie.frontier_to_proto`), and what
-a job publishes (the trie itself, never counts), persisted with :meth:`Trie.to_bytes` /
-:meth:`Trie.from_bytes`; the readers' checks and ``TrieFormatError`` are those of the wire
-formats in :mod:`triehh_beam.protocol.messages`. :meth:`Trie.radix` gives the path-compressed
-view (:class:`RadixNode`). Pure Python, no Beam.
-"""
+"""The server's trie of discovered prefixes (docs/protocol.md §1, step 4): an immutable ``Trie``
+holding, for each round, the prefixes it kept (``with_level`` returns one level deeper), from
+which the frontier broadcast is cut, which the driver commits after every round and a job
+publishes (never counts), persisted with ``to_bytes``/``from_bytes`` and read with the checks of
+:mod:`triehh_beam.protocol.messages`; ``radix`` gives the path-compressed view."""
 
 from __future__ import annotations
 

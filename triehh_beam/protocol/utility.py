@@ -1,33 +1,8 @@
-"""Worst-case utility of TrieHH (Proposition 1) and the planning questions it answers.
-
-A sequence held by ``f`` of the ``n`` users that shares no prefix with any other sequence
-survives a round when at least ``theta`` of the ``m`` sampled users hold it:
-``P(X >= theta)`` with ``X ~ Hypergeometric(population n, successes f, draws m)`` (each user is
-sampled without replacement; a sampled holder votes for it, in the worst case where holders
-hold nothing else). Rounds draw fresh batches, so a sequence of ``len`` units (terminator
-included) is discovered with probability ``P(X >= theta) ** len``. Real data does better:
-sequences share prefixes, whose votes add up.
-
-Users with several items (Algorithm 3) vote for one item per round, drawn with probability
-its share of their records, so "users holding it" counts a user with several items only in
-part: with ``share`` s (each holder gives the item at least a share s of its records, e.g.
-1/K for K items in equal counts), a sampled holder votes for it with probability >= s, the
-choice independent of the sampling (another key), and the votes are
-``X ~ Binomial(H, s)`` with ``H ~ Hypergeometric(n, f, m)`` the sampled holders. The plug-in
-"user-equivalents" f*s in the formula above is *not* a bound (the thinning adds variance, which
-lowers the probability above 1/2), so every function here takes ``share`` and computes the
-mixture itself; ``FrequencyRequirement.user_equivalents`` reports f*s for reading only.
-
-The inverse questions a planner asks:
-
-- ``min_frequency``: the fewest holders (count and fraction of n) discovered with probability
-  p at a given n, m, theta (``min_frequency_for_plan`` takes them from a ``Plan``);
-- ``min_population``: the fewest users n such that items held by a fraction ``phi`` of them are
-  discovered with probability p at a target (epsilon, delta, L), where theta and m come from the
-  planner at each n.
-
-Pure Python + scipy; no Beam.
-"""
+"""Worst-case utility of TrieHH (Proposition 1, docs/protocol.md §1, "Utility"): an item of ``len``
+units held by f of n users is found with probability ``P(X >= theta) ** len``, X the votes of
+its holders among m sampled (hypergeometric, thinned by ``share`` when holders hold other items),
+and the inverse questions a planner asks: ``min_frequency`` (the fewest holders found with
+probability p) and ``min_population`` (the fewest users for a target)."""
 
 from __future__ import annotations
 
@@ -73,8 +48,8 @@ def survival_probability(
     """``P(X >= theta)``, the votes X of one round for a sequence held by ``count`` users.
 
     ``X ~ Hypergeometric(n, count, batch_size)`` when each holder votes for it (``share`` 1,
-    Algorithm 1); with ``share`` s < 1, ``X ~ Binomial(H, s)``, H that hypergeometric (see the
-    module docstring), summed over H where it has mass (beyond 40 standard deviations of its
+    Algorithm 1); with ``share`` s < 1, ``X ~ Binomial(H, s)``, H that hypergeometric
+    (docs/protocol.md §1, "Utility"), summed over H where it has mass (beyond 40 standard deviations of its
     mean it is left out, which can only lower the result: still a lower bound).
 
     Args:

@@ -97,7 +97,7 @@ def _check_prefix(source: str, where: str, encoder: ItemEncoder, prefix: Units) 
 
 
 def check_version(source: str, version: int,
-                   known: Tuple[int, ...] = (SCHEMA_VERSION, ESTIMATE_SCHEMA_VERSION)) -> None:
+                  known: Tuple[int, ...] = (SCHEMA_VERSION, ESTIMATE_SCHEMA_VERSION)) -> None:
     """Refuses, with FederatedFormatError, a schema version not in ``known``."""
     if version not in known:
         found = "no schema_version" if version == 0 else f"schema_version {version}"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from triehh_beam.cli import main
-from triehh_beam.evaluation import show
+from triehh_beam.present import show
 from triehh_beam.job import outputs
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.count_intervals import noisy_count_intervals

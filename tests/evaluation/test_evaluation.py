@@ -15,8 +15,9 @@ import pytest
 from scipy import stats
 
 from triehh_beam.cli import evaluate as evaluate_cli
-from triehh_beam.evaluation import experiment as evaluation, metrics
-from triehh_beam.evaluation import stats as eval_stats
+from triehh_beam.evaluation import experiment as evaluation
+from triehh_beam.reference import metrics
+from triehh_beam.reference import stats as eval_stats
 from triehh_beam.protocol import planner
 from triehh_beam.io.write import write_records
 

@@ -249,7 +249,7 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
 
 
 def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
-    from triehh_beam.evaluation import show
+    from triehh_beam.present import show
     from triehh_beam.job.outputs import population_is_public
 
     plan = result.plan
@@ -307,7 +307,7 @@ def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
     """The summary of a whole-item release (``--protocol sample-threshold``): each item with its
     count, count / p_s and the 95% interval of its weighted users, from the published
     ``heavy_hitters.json``."""
-    from triehh_beam.evaluation import show
+    from triehh_beam.present import show
     from triehh_beam.job.outputs import population_is_public
 
     plan = result.plan

@@ -183,7 +183,7 @@ def _fail(message: str) -> int:
 
 
 def _print_summary(result: dict, written: dict, json_path: str) -> None:
-    from triehh_beam.evaluation.report import summary_rows
+    from triehh_beam.present.report import summary_rows
 
     ks = result["parameters"]["top_k"]
     print(f"recall@K, mean [95% CI] over {result['parameters']['runs']} runs "
@@ -206,8 +206,10 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Runs an evaluation for parsed flags; returns the exit code."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from triehh_beam.evaluation import experiment as evaluation, report
-    from triehh_beam.evaluation.pipelinedp_rival import RivalUnavailableError
+    from triehh_beam.evaluation import experiment as evaluation
+
+    from triehh_beam.present import report
+    from triehh_beam.reference.pipelinedp_rival import RivalUnavailableError
     from triehh_beam.io.schema import RecordFormatError
 
     try:

@@ -47,7 +47,7 @@ def register_show(subparsers) -> None:
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    from triehh_beam.evaluation import show
+    from triehh_beam.present import show
 
     try:
         result = show.load_result(args.output)
@@ -55,7 +55,7 @@ def _run_show(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     print(show.render_text(result, tree=not args.no_tree))
     if args.html or args.image:
-        from triehh_beam.evaluation import show_page
+        from triehh_beam.present import show_page
 
         if args.html:
             print(f"page: {show_page.write_page(result, args.html)}", file=sys.stderr)

@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from triehh_beam.evaluation.audit_stats import ClaimTest, runs_to_refute, test_claim
+from triehh_beam.reference.audit_stats import ClaimTest, runs_to_refute, test_claim
 
 __all__ = ["AuditConfig", "AuditError", "EVENTS", "Outcome", "format_audit", "run_audit", "synthetic_population"]
 

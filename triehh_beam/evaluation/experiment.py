@@ -28,9 +28,10 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 import numpy as np
 
 from triehh_beam.evaluation.run_keys import evaluation_release
-from triehh_beam.evaluation import metrics, pem, pipelinedp_rival, sample_threshold_eval, whole_items_eval
+from triehh_beam.evaluation import sample_threshold_eval, whole_items_eval
+from triehh_beam.reference import metrics, pem, pipelinedp_rival
 from triehh_beam.evaluation.population import Population, load_population
-from triehh_beam.evaluation.stats import mean_ci, wilson_interval
+from triehh_beam.reference.stats import mean_ci, wilson_interval
 from triehh_beam.protocol import parameters, planner, privacy, utility
 from triehh_beam.io.schema import FORMATS, RecordColumns
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError

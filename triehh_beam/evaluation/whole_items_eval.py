@@ -97,7 +97,7 @@ def simulate_runs(config, users, plan: SampleThresholdPlan, epsilon: float, seed
                   on_run: Callable[[int], None]) -> List[WholeItemRun]:
     """The keyed simulation's releases, one per seed; keyed as the pipeline engine's run in the
     same ``config.work_dir`` when one is given (the job identity includes its output)."""
-    from triehh_beam.evaluation.whole_items import simulate_many_whole_items
+    from triehh_beam.reference.whole_items import simulate_many_whole_items
 
     encoder = config.encoder(1)
     runs = []

@@ -9,7 +9,9 @@ import re
 import matplotlib.image
 import pytest
 
-from triehh_beam.evaluation import experiment as evaluation, report
+from triehh_beam.evaluation import experiment as evaluation
+
+from triehh_beam.present import report
 from triehh_beam.io.write import write_records
 
 POPULATION = {"aa": 600, "ab": 400, "b": 300, "cc": 200, "d": 150, "e": 100, "f": 60, "g": 30}

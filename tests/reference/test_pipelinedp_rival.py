@@ -17,7 +17,7 @@ import pytest
 from tests.holders import write_holders
 
 from triehh_beam.evaluation import experiment as evaluation
-from triehh_beam.evaluation import pipelinedp_rival as rival
+from triehh_beam.reference import pipelinedp_rival as rival
 
 EPSILON, DELTA = 1.0, 1e-8
 

@@ -16,7 +16,7 @@ import io
 import os
 from typing import List, Optional, Tuple
 
-from triehh_beam.evaluation.show import (
+from triehh_beam.present.show import (
     FREQUENT_PREFIX_NOTE,
     ORDER,
     Entry,

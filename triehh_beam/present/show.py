@@ -500,7 +500,7 @@ def render_text(result: PublishedResult, tree: bool = True) -> str:
     """The whole result as text: summary, heavy hitters, frequent prefixes and the trie (a
     whole-item release: its items with their counts and estimates; it has no trie)."""
     if is_whole_item_release(result.document):
-        from triehh_beam.evaluation.show_release import whole_item_lines
+        from triehh_beam.present.show_release import whole_item_lines
 
         return "\n".join(summary_lines(result)[:-1] + whole_item_lines(result.document, result.encoder))
     items, prefixes = result.heavy_hitters(), result.frequent_prefixes()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping
 
-from triehh_beam.evaluation.show import _pad, _width, _wrap, display
+from triehh_beam.present.show import _pad, _width, _wrap, display
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 
 __all__ = ["whole_item_lines"]

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from triehh_beam.evaluation import pem
-from triehh_beam.evaluation.metrics import recall_at_k
+from triehh_beam.reference import pem
+from triehh_beam.reference.metrics import recall_at_k
 
 # --------------------------------------------------------------------------------------------
 # OLH parameters.

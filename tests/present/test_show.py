@@ -1,4 +1,4 @@
-"""Reading a published result back and rendering it (triehh_beam.evaluation.show, show_page):
+"""Reading a published result back and rendering it (triehh_beam.present.show, show_page):
 hand-written tries with known answers, and the files ``job.outputs`` really writes."""
 
 import json
@@ -11,7 +11,7 @@ from tests.gcs_emulators import (  # noqa: F401 (fixtures)
     gcs_emulator_client,
     gcs_emulator_server,
 )
-from triehh_beam.evaluation import show, show_page
+from triehh_beam.present import show, show_page
 from triehh_beam.job import outputs
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind

@@ -1,7 +1,7 @@
 """``triehh show``: a discovery's published result as a person reads it.
 
 Reads an output directory of ``triehh discover`` (or its ``heavy_hitters.json`` or ``trie.pb``
-alone) through ``evaluation.show`` and prints the heavy hitters as a table, the frequent
+alone) through ``present.result`` and ``present.show`` and prints the heavy hitters as a table, the frequent
 prefixes apart with why each stops, and the trie's radix view as a text tree; ``--html`` also
 writes a one-file page with the trie drawn, ``--image`` the drawing alone (PNG or SVG). Reads
 only the published files, never the private state. Exit codes: 0 shown; 2 no result at that
@@ -47,11 +47,11 @@ def register_show(subparsers) -> None:
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    from triehh_beam.present import show
+    from triehh_beam.present import result as published, show
 
     try:
-        result = show.load_result(args.output)
-    except show.ResultError as e:
+        result = published.load_result(args.output)
+    except published.ResultError as e:
         raise UsageError(str(e)) from None
     print(show.render_text(result, tree=not args.no_tree))
     if args.html or args.image:

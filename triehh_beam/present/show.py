@@ -1,53 +1,40 @@
-"""A discovery's published result, read back and rendered for a person (``triehh show``).
-
-``load_result`` reads an output directory (``heavy_hitters.json`` and ``trie.pb``, checked
-against each other) or either file alone: the trie from ``trie.pb``, or rebuilt from the JSON's
-items and frequent prefixes (every node of the trie is a prefix of one of them), the job's
-target, rounds and stop reason from the JSON. ``render_text`` lays out what a person needs: the
-heavy hitters as a table, the frequent prefixes apart with why each stopped, and the trie's
-radix view (``render_tree``). TrieHH publishes no counts, so nothing here is a ranking by
-frequency: entries are listed in the order the discovery found them (``ORDER``); a job run with
-``--estimate-frequencies`` published each entry's noisy estimate of its weighted users and the
-95% interval of them, shown beside it. Only the
-published files are read, never the private state, so this is safe on a published result.
+"""A discovery's published result as text for a person (``triehh show``): a summary of the job,
+the heavy hitters as a table, the frequent prefixes apart with why each stopped, and the trie's
+radix view (``render_tree``); a whole-item release shows its released items instead
+(``show_release``). TrieHH publishes no counts, so nothing here is a ranking by frequency: entries
+are listed in the order the discovery found them (``ORDER``), with each entry's noisy estimate
+and 95% interval beside it when the job released frequency estimates.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import json
-import os
-import textwrap
-import unicodedata
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import List, Mapping, Optional, Sequence, Tuple
 
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
-from triehh_beam.protocol.messages import TrieFormatError
-from triehh_beam.protocol.tokenize import TOKENIZER_ID
+from triehh_beam.present.result import (
+    HEAVY_HITTERS_NAME,
+    TRIE_NAME,
+    Entry,
+    PublishedResult,
+    display,
+    is_whole_item_release,
+    node_label,
+)
+from triehh_beam.present.show_release import whole_item_lines
+from triehh_beam.present.text import columns, wrap
+from triehh_beam.protocol.encoding import ItemKind, Units
 from triehh_beam.protocol.trie import RadixNode, Trie
 
 __all__ = [
-    "HEAVY_HITTERS_NAME",
+    "FREQUENT_PREFIX_NOTE",
+    "ITEM_MARK",
     "ORDER",
-    "TRIE_NAME",
-    "Entry",
-    "PublishedResult",
-    "ResultError",
-    "display",
-    "entry_order",
-    "load_result",
-    "ordered_items",
+    "PREFIX_MARK",
     "render_text",
     "render_tree",
     "summary_lines",
     "table",
-    "trie_from_document",
 ]
-
-HEAVY_HITTERS_NAME = "heavy_hitters.json"
-TRIE_NAME = "trie.pb"
-RELEASED_MARKER = "_RELEASED"  # a window's last file (job.windowed, which imports Beam)
 
 # How entries are listed, said once for the command's help, the text and the HTML page.
 ORDER = (
@@ -85,309 +72,6 @@ ITEM_MARK = "\u25cf"  # a complete item (heavy hitter)
 PREFIX_MARK = "\u2026"  # a frequent prefix: the trie stops here, the items go on
 
 
-class ResultError(ValueError):
-    """A path that holds no readable result, or files that disagree; the message names them."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-    """One discovered item or frequent prefix.
-
-    Attributes:
-      sequence: its units (a complete item ends with the terminator).
-      value: the item (str, bytes or int) or, for a prefix, the decoded prefix (str, bytes,
-        or for integers the bits as a str).
-      complete: a discovered item (a heavy hitter), not a frequent prefix.
-      round: the round that kept its last unit: ``len(sequence)``.
-      text: how it is shown (``display``).
-    """
-
-    sequence: Units
-    value: Union[str, bytes, int]
-    complete: bool
-    round: int
-    text: str
-
-
-@dataclasses.dataclass(frozen=True)
-class PublishedResult:
-    """A published result: the trie and, when it was read, ``heavy_hitters.json``.
-
-    Attributes:
-      trie: the discovered trie.
-      document: the parsed ``heavy_hitters.json``, or None when only ``trie.pb`` was read.
-      sources: the files read.
-    """
-
-    trie: Trie
-    document: Optional[dict]
-    sources: Tuple[str, ...]
-
-    @property
-    def encoder(self) -> ItemEncoder:
-        return self.trie.encoder
-
-    def heavy_hitters(self) -> List[Entry]:
-        """The discovered items, in ``ORDER``."""
-        sequences = self.trie.heavy_hitter_sequences()
-        return sorted((_entry(s, self.encoder, True) for s in sequences), key=entry_order)
-
-    def frequent_prefixes(self) -> List[Entry]:
-        """The frequent prefixes (leaves that are not items), in ``ORDER``."""
-        sequences = self.trie.frequent_prefix_sequences()
-        return sorted((_entry(s, self.encoder, False) for s in sequences), key=entry_order)
-
-    def estimates(self) -> Dict[Units, Tuple[int, int, int]]:
-        """Each entry's (estimate, low, high) when the job released frequency estimates
-        (``--estimate-frequencies``), by sequence; empty otherwise."""
-        if self.document is None or "frequency_estimates" not in self.document:
-            return {}
-        found = {}
-        for key, sequence_of in (("heavy_hitters", _item_sequence), ("frequent_prefixes", _prefix_sequence)):
-            for value in self.document[key]:
-                low, high = value["interval"]
-                found[sequence_of(value, self.encoder)] = (value["estimate"], low, high)
-        return found
-
-    def why_stopped(self, entry: Entry) -> str:
-        """Why the trie does not go on below a frequent prefix, in a few words."""
-        if entry.round >= self.encoder.max_length:
-            return f"reached L={self.encoder.max_length} units: longer items were cut there"
-        return f"round {entry.round + 1} kept none of its continuations"
-
-
-def entry_order(entry: Entry) -> Tuple[Any, ...]:
-    """The sort key of ``ORDER``: round, then case-insensitive text, then code point (bytes as
-    they are, integers by value)."""
-    value = entry.value
-    if isinstance(value, str):
-        return (entry.round, 0, value.casefold(), value)
-    if isinstance(value, bytes):
-        return (entry.round, 1, value, value)
-    return (entry.round, 2, value, value)
-
-
-def display(value: Union[str, bytes, int], encoder: ItemEncoder, complete: bool = True) -> str:
-    """An item or prefix as a person reads it, unambiguous about what it holds.
-
-    Text as it is, unless it holds white space at an end or a character that does not print
-    (then as a Python literal, ``'new york '``); bytes as hex, with the text when it is
-    printable ASCII; integers as numbers; an integer prefix as its bits and the values it
-    covers.
-    """
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, bytes):
-        shown = value.hex()
-        if value and all(32 <= b < 127 for b in value) and value == value.strip():
-            shown += f' ("{value.decode("ascii")}")'
-        return shown
-    if encoder.kind is ItemKind.INT and not complete:  # an integer prefix: its bits
-        units = tuple(value[i:i + encoder.unit_size].encode("ascii")
-                      for i in range(0, len(value), encoder.unit_size))
-        low, high = encoder.prefix_range(units)
-        return f"{value}\u2026 (values {low} to {high})"
-    if value and value.isprintable() and value == value.strip():
-        return value
-    return repr(value)
-
-
-def _entry(sequence: Units, encoder: ItemEncoder, complete: bool) -> Entry:
-    value = encoder.decode(sequence)
-    return Entry(sequence=sequence, value=value, complete=complete, round=len(sequence),
-                 text=display(value, encoder, complete))
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading.
-
-
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
-def _read(path: str) -> bytes:
-    try:
-        if _is_remote(path):  # gs://...: through Beam's FileSystems, imported only here
-            from apache_beam.io.filesystems import FileSystems
-
-            with FileSystems.open(path, compression_type="uncompressed") as f:
-                return f.read()
-        with open(path, "rb") as f:
-            return f.read()
-    except (OSError, IOError) as e:
-        raise ResultError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
-
-
-def _check_released(path: str, exists) -> None:
-    """A windowed job's window directory (``window=<start>``) is a result only once its
-    ``_RELEASED`` marker (``job.windowed.RELEASED_MARKER``) is written after its files."""
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    if name.startswith("window=") and not exists(path.rstrip("/") + "/" + RELEASED_MARKER):
-        raise ResultError(f"{path}: this window is not released (no {RELEASED_MARKER} marker yet): its "
-                          "files may be partial; wait for the marker")
-
-
-def _files_at(path: str) -> List[str]:
-    """The result files ``path`` names: itself if it is a file, else the directory's (local
-    paths, or any Beam filesystem: gs://)."""
-    if _is_remote(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        if FileSystems.exists(path) and not path.endswith("/"):
-            return [path]
-        _check_released(path, FileSystems.exists)
-        inside = [FileSystems.join(path, name) for name in (HEAVY_HITTERS_NAME, TRIE_NAME)]
-        found = [p for p in inside if FileSystems.exists(p)]
-        if not found:
-            raise ResultError(f"{path}: holds neither {HEAVY_HITTERS_NAME} nor {TRIE_NAME}, and is "
-                              "no file")
-        return found
-    if os.path.isdir(path):
-        _check_released(path, os.path.exists)
-        inside = [os.path.join(path, name) for name in (HEAVY_HITTERS_NAME, TRIE_NAME)]
-        found = [p for p in inside if os.path.isfile(p)]
-        if not found:
-            raise ResultError(f"{path}: holds neither {HEAVY_HITTERS_NAME} nor {TRIE_NAME} "
-                              "(give the --output directory of triehh discover, or one of those files)")
-        return found
-    if os.path.isfile(path):
-        return [path]
-    raise ResultError(f"{path}: no such file or directory")
-
-
-def _encoder_of(document: dict, source: str) -> ItemEncoder:
-    """The encoder ``heavy_hitters.json`` records (its encoding and the plan's L)."""
-    try:
-        encoding = document["encoding"]
-        return ItemEncoder(
-            kind=ItemKind(encoding["kind"]),
-            unit_size=int(encoding["unit_size"]),
-            max_length=int(document["privacy"]["max_length"]),
-            case_fold=bool(encoding.get("case_fold")),
-            int_bits=encoding.get("int_bits"),
-            tokenize=encoding.get("tokenizer") == TOKENIZER_ID,
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise ResultError(f"{source}: not a heavy_hitters.json of triehh-beam (its encoding: {e})") from None
-
-
-def _chunks(value, size: int) -> Units:
-    return tuple(value[i:i + size] for i in range(0, len(value), size))
-
-
-def _sequence(item: Union[str, bytes, int], encoder: ItemEncoder) -> Units:
-    """The sequence of a decoded item (as ``Trie.heavy_hitters`` gives it)."""
-    if encoder.kind is ItemKind.INT:
-        return encoder.units(item) + (encoder.eos,)
-    return _chunks(item, encoder.unit_size) + (encoder.eos,)
-
-
-def _item_sequence(value: Any, encoder: ItemEncoder) -> Units:
-    """The sequence of a published item (text as is, bytes as hex, integers as numbers; with
-    frequency estimates, under the entry's ``"item"``)."""
-    if isinstance(value, dict):
-        value = value["item"]
-    return _sequence(bytes.fromhex(value) if encoder.kind is ItemKind.BYTES else value, encoder)
-
-
-def ordered_items(items: Sequence[Union[str, bytes, int]], encoder: ItemEncoder) -> List[Entry]:
-    """Decoded items (``Trie.heavy_hitters()``, a ``DiscoveryResult``'s) as entries in ``ORDER``."""
-    return sorted((_entry(_sequence(item, encoder), encoder, True) for item in items), key=entry_order)
-
-
-def _prefix_sequence(value: Any, encoder: ItemEncoder) -> Units:
-    """The sequence of a published frequent prefix (integers: ``{"bits": ..., "range": ...}``;
-    with frequency estimates, under the entry's ``"prefix"``)."""
-    if isinstance(value, dict) and "prefix" in value:
-        value = value["prefix"]
-    if encoder.kind is ItemKind.INT:
-        return _chunks(value["bits"].encode("ascii"), encoder.unit_size)
-    if encoder.kind is ItemKind.BYTES:
-        value = bytes.fromhex(value)
-    return _chunks(value, encoder.unit_size)
-
-
-def trie_from_document(document: dict, source: str = HEAVY_HITTERS_NAME) -> Trie:
-    """The trie ``heavy_hitters.json`` describes: every prefix of its items and frequent
-    prefixes, level by level (each node of a trie is a prefix of one of its leaves, and the
-    leaves are exactly the items and the frequent prefixes).
-
-    Raises:
-      ResultError: the document is not a result of this package, or its entries cannot form a
-        trie of its encoding; the message names ``source``.
-    """
-    encoder = _encoder_of(document, source)
-    try:
-        leaves = [_item_sequence(v, encoder) for v in document["heavy_hitters"]]
-        leaves += [_prefix_sequence(v, encoder) for v in document["frequent_prefixes"]]
-        depth = max((len(s) for s in leaves), default=0)
-        levels = [{s[:r] for s in leaves if len(s) >= r} for r in range(1, depth + 1)]
-        return Trie(encoder, levels)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ResultError(f"{source}: its items do not form a trie ({e})") from None
-
-
-def _same_entries(trie: Trie, document: dict) -> bool:
-    rebuilt = trie_from_document(document)
-    return rebuilt.levels == trie.levels and rebuilt.encoder == trie.encoder
-
-
-def load_result(path: str) -> PublishedResult:
-    """Reads a published result: an output directory, its ``heavy_hitters.json`` or its
-    ``trie.pb``, local or on any Beam filesystem (``gs://``). In a directory both files are read
-    (at least one must be there) and must describe the same trie; a file is read alone.
-
-    Raises:
-      ResultError: nothing readable at ``path``, a file that is not a result, or two files
-        that disagree (from two different jobs); the message names the files.
-    """
-    found = _files_at(path)
-    document = trie = None
-    for source in found:
-        data = _read(source)
-        if data[:1] == b"{":
-            try:
-                document = json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ResultError(f"{source}: not valid JSON ({e})") from None
-            if not isinstance(document, dict) or "heavy_hitters" not in document:
-                raise ResultError(f"{source}: not a heavy_hitters.json of triehh-beam")
-        else:
-            try:
-                trie = Trie.from_bytes(data, source)
-            except TrieFormatError as e:
-                raise ResultError(str(e)) from None
-    if trie is None:
-        trie = trie_from_document(document, found[0])
-    elif document is not None and not _same_entries(trie, document):
-        raise ResultError(f"{found[0]} and {found[1]} describe different tries (files of two "
-                          "different jobs?)")
-    return PublishedResult(trie=trie, document=document, sources=tuple(found))
-
-
-# ---------------------------------------------------------------------------------------------
-# Text.
-
-
-def _width(text: str) -> int:
-    """Terminal columns ``text`` takes (wide East Asian characters take two)."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(0, width - _width(text))
-
-
-def _label(node: RadixNode, encoder: ItemEncoder) -> str:
-    label = node.label
-    if isinstance(label, bytes):
-        return label.hex()
-    if label and label.isprintable() and label == label.strip():
-        return label
-    return repr(label)
-
-
 def render_tree(trie: Trie) -> str:
     """The trie's radix view (chains of single-child nodes merged) as a text tree: each line a
     node's units; a complete item ends its line with ``●`` and the item, a frequent prefix with
@@ -402,7 +86,7 @@ def render_tree(trie: Trie) -> str:
             right = f"{ITEM_MARK} {display(encoder.decode(node.prefix + (encoder.eos,)), encoder)}"
         elif node.is_frequent_prefix:
             right = f"{PREFIX_MARK} {display(encoder.decode(node.prefix), encoder, complete=False)}"
-        rows.append((lead + branch + _label(node, encoder), right))
+        rows.append((lead + branch + node_label(node), right))
         below = lead + ("   " if last else "\u2502  ")
         for i, child in enumerate(node.children):
             walk(child, below, i == len(node.children) - 1)
@@ -412,10 +96,8 @@ def render_tree(trie: Trie) -> str:
         walk(child, "", i == len(root.children) - 1)
     if not rows:
         return "(empty trie: nothing was discovered)"
-    width = max(_width(left) for left, _ in rows) + 2
     lines = [f"(root)   {ITEM_MARK} complete item   {PREFIX_MARK} frequent prefix"]
-    lines += [(_pad(left, width) + right).rstrip() for left, right in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + columns(rows, "<", indent=""))
 
 
 def _when(created_at: str) -> str:
@@ -468,7 +150,6 @@ def table(entries: Sequence[Entry], heading: str, why=None,
           estimates: Optional[Mapping[Units, Tuple[int, int, int]]] = None) -> List[str]:
     """An aligned table of entries: position, the entry, the round found, complete or not, with
     ``estimates`` each entry's estimate and its 95% interval and, for prefixes, ``why(entry)``."""
-    columns = 6 if estimates else 4
     rows = [("#", heading, "round", "complete") + (("estimate", "95% interval") if estimates else ())
             + (("why it stops there",) if why else ())]
     for i, entry in enumerate(entries, start=1):
@@ -477,31 +158,13 @@ def table(entries: Sequence[Entry], heading: str, why=None,
             estimate, low, high = estimates[entry.sequence]
             row += (f"{estimate:,}", f"{low:,} to {high:,}")
         rows.append(row + ((why(entry),) if why else ()))
-    widths = [max(_width(row[c]) for row in rows) for c in range(columns)]
-    lines = []
-    for row in rows:
-        cells = [row[0].rjust(widths[0]), _pad(row[1], widths[1]), row[2].rjust(widths[2]), _pad(row[3], widths[3])]
-        if estimates:
-            cells += [row[4].rjust(widths[4]), _pad(row[5], widths[5])]
-        lines.append(("  " + "  ".join(cells + list(row[columns:]))).rstrip())
-    return lines
-
-
-def _wrap(text: str, indent: str = "  ", width: int = 96) -> List[str]:
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent)
-
-
-def is_whole_item_release(document: Optional[Mapping]) -> bool:
-    """A ``--protocol sample-threshold`` result: released items with counts, no trie."""
-    return bool(document) and document.get("privacy", {}).get("protocol") == "sample-threshold"
+    return columns(rows, "><><" + ("><" if estimates else ""))
 
 
 def render_text(result: PublishedResult, tree: bool = True) -> str:
     """The whole result as text: summary, heavy hitters, frequent prefixes and the trie (a
     whole-item release: its items with their counts and estimates; it has no trie)."""
     if is_whole_item_release(result.document):
-        from triehh_beam.present.show_release import whole_item_lines
-
         return "\n".join(summary_lines(result)[:-1] + whole_item_lines(result.document, result.encoder))
     items, prefixes = result.heavy_hitters(), result.frequent_prefixes()
     estimates = result.estimates()
@@ -509,15 +172,16 @@ def render_text(result: PublishedResult, tree: bool = True) -> str:
     if estimates:
         block = result.document["frequency_estimates"]
         note = ESTIMATES_NOTE if "quantity" in block else ESTIMATES_NOTE_NOISE_ONLY
-        lines += _wrap(note.format(**block), indent="")
+        lines += wrap(note.format(**block), indent="")
     lines += ["", f"{len(items)} heavy hitter{'' if len(items) == 1 else 's'} (complete items):"]
-    lines += _wrap((ORDER_WITH_ESTIMATES if estimates else ORDER) + ".")
+    lines += wrap((ORDER_WITH_ESTIMATES if estimates else ORDER) + ".")
     if items:
         lines += table(items, "item", estimates=estimates)
     lines += ["", f"{len(prefixes)} frequent prefix{'' if len(prefixes) == 1 else 'es'} (not items):"]
     if prefixes:
-        lines += _wrap(FREQUENT_PREFIX_NOTE)
+        lines += wrap(FREQUENT_PREFIX_NOTE)
         lines += table(prefixes, "prefix", result.why_stopped, estimates=estimates)
     if tree:
         lines += ["", "the trie (radix view: chains of single-child nodes merged):", render_tree(result.trie)]
     return "\n".join(lines)
+

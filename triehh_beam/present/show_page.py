@@ -16,15 +16,9 @@ import io
 import os
 from typing import List, Optional, Tuple
 
-from triehh_beam.present.show import (
-    FREQUENT_PREFIX_NOTE,
-    ORDER,
-    Entry,
-    PublishedResult,
-    display,
-    render_tree,
-    summary_lines,
-)
+from triehh_beam.present.plots import pyplot
+from triehh_beam.present.result import Entry, PublishedResult, display, node_label
+from triehh_beam.present.show import FREQUENT_PREFIX_NOTE, ORDER, render_tree, summary_lines
 from triehh_beam.protocol.encoding import ItemKind
 from triehh_beam.protocol.trie import RadixNode, Trie
 
@@ -35,22 +29,6 @@ MAX_LEAVES_DRAWN = 2000
 _ITEM_COLOUR = "#1f5fa8"
 _PREFIX_COLOUR = "#7a7a7a"
 _INNER_COLOUR = "#eef1f5"
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _label(node: RadixNode) -> str:
-    label = node.label
-    if isinstance(label, bytes):
-        return label.hex()
-    return label if label and label.isprintable() and label == label.strip() else repr(label)
 
 
 def _layout(root: RadixNode) -> Tuple[List[Tuple[RadixNode, float, Optional[RadixNode]]], int]:
@@ -83,7 +61,7 @@ def draw_trie(trie: Trie):
     if not placed or leaves > MAX_LEAVES_DRAWN:
         return None
     encoder = trie.encoder
-    plt = _pyplot()
+    plt = pyplot()
     depth = max(len(node.prefix) for node, _, _ in placed)
     fig, ax = plt.subplots(figsize=(1.1 * depth + 2.6, 0.24 * leaves + 0.9))
     row_of = {id(node): row for node, row, _ in placed}
@@ -100,7 +78,7 @@ def draw_trie(trie: Trie):
                          bbox=dict(boxstyle="round,pad=0.25", fc="white", ec=_PREFIX_COLOUR, ls="--"))
         else:
             style = dict(color="#333333", bbox=dict(boxstyle="round,pad=0.25", fc=_INNER_COLOUR, ec="#c9d0d8"))
-        ax.text(x, row, _label(node), ha="center", va="center", fontsize=9, zorder=3, **style)
+        ax.text(x, row, node_label(node), ha="center", va="center", fontsize=9, zorder=3, **style)
         if not node.children:
             if node.terminal:
                 whole = display(encoder.decode(node.prefix + (encoder.eos,)), encoder)
@@ -150,7 +128,7 @@ def write_image(trie: Trie, path: str) -> Optional[str]:
             f.write(_svg(fig))
     else:
         fig.savefig(path, dpi=110, metadata={"Software": None})
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -188,7 +166,7 @@ def page_html(result: PublishedResult) -> str:
                    f"{MAX_LEAVES_DRAWN:,} leaves (too tall to read); the text view below has it all.</p>")
     else:
         picture = _svg(fig)
-        _pyplot().close(fig)
+        pyplot().close(fig)
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>triehh show: {esc(result.sources[0])}</title>",

@@ -143,6 +143,14 @@ def test_the_json_alone_gives_the_published_trie(tmp_path, name):
     assert both.sources == (str(directory / "heavy_hitters.json"), str(directory / "trie.pb"))
 
 
+def test_a_heavy_hitters_json_after_white_space_or_a_byte_order_mark_is_shown(tmp_path):
+    # Copied or re-saved files may gain either; the file is still the result, shown in full.
+    directory = _publish(tmp_path, _text_trie())
+    copy = tmp_path / "x.json"
+    copy.write_bytes(b"\xef\xbb\xbf\n  " + (directory / "heavy_hitters.json").read_bytes())
+    assert published.load_result(str(copy)).trie == _text_trie()
+
+
 def test_a_directory_with_one_file_reads_it(tmp_path):
     directory = _publish(tmp_path, _text_trie())
     os.remove(directory / "trie.pb")
@@ -165,6 +173,10 @@ def test_files_of_two_jobs_are_refused(tmp_path):
     (b'{"heavy_hitters": ["a"], "frequent_prefixes": [], "encoding": {}}', "its encoding"),
     (b"{not json", "not valid JSON"),
     (b"\x08\x07", "schema_version 7; this reader understands schema_version 1"),
+    (b"", "not a result of triehh discover but an empty file"),
+    (b"user_id,item\n1,a\n", "not a result of triehh discover but a text file \\(it starts 'user_id,item'\\)"),
+    (b'\n [{"item": "a"}]', "not a heavy_hitters.json of triehh-beam but a JSON document with no heavy_hitters"),
+    (b'{"schema": "triehh-beam/evaluation/2"}', "not a heavy_hitters.json of triehh-beam but an evaluation"),
 ])
 def test_what_is_not_a_result_is_refused_naming_the_file(tmp_path, content, message):
     path = tmp_path / "result"
@@ -172,7 +184,9 @@ def test_what_is_not_a_result_is_refused_naming_the_file(tmp_path, content, mess
         path.write_bytes(content)
     with pytest.raises(published.ResultError, match=message) as error:
         published.load_result(str(path))
-    assert str(path) in str(error.value)
+    assert str(path) in str(error.value) and len(str(error.value).splitlines()) == 1
+    if content is not None:  # it says which file show wants
+        assert str(error.value).endswith(published.WANTED)
     (tmp_path / "empty").mkdir()
     with pytest.raises(published.ResultError, match="holds neither heavy_hitters.json nor trie.pb"):
         published.load_result(str(tmp_path / "empty"))
@@ -196,8 +210,41 @@ def test_the_page_is_one_file_with_the_tables_and_the_drawn_trie(tmp_path):
     assert page == show_page.page_html(result)  # the same result gives the same page
 
 
+def _drawn_rounds(fig):
+    """entry text -> the round the figure draws it in, read from the figure itself: each row's
+    deepest box sits in the column of the round that kept the entry's last unit (an item: its
+    end), and the column's tick says which round that is; the entry's text is at the row's end."""
+    [ax] = fig.axes
+    rounds = {tick.get_position()[0]: int(tick.get_text().split()[1]) for tick in ax.get_xticklabels()}
+    margin = max(text.get_position()[0] for text in ax.texts)
+    wholes = {text.get_position()[1]: text.get_text() for text in ax.texts if text.get_position()[0] == margin}
+    deepest = {}
+    for text in ax.texts:
+        x, y = text.get_position()
+        if x != margin:
+            deepest[y] = max(deepest.get(y, 0), x)
+    return {whole.rstrip("\u2026"): rounds[deepest[y]] for y, whole in wholes.items()}
+
+
+@pytest.mark.parametrize("trie", [
+    _text_trie(),
+    # a word of 5 characters ends in round 6; "word" is both an item and the start of others
+    _trie(ItemEncoder(max_length=8), *(ItemEncoder(max_length=8).encode(w) for w in ("word", "words", "wordy", "wo")),
+          ("x", "y", "z")),
+], ids=["text", "nested"])
+def test_the_drawing_puts_every_entry_in_the_round_its_table_gives(trie):
+    result = published.PublishedResult(trie, None, ("x",))
+    table = {entry.text: entry.round for entry in result.heavy_hitters() + result.frequent_prefixes()}
+    fig = show_page.draw_trie(trie)
+    try:
+        assert _drawn_rounds(fig) == table
+    finally:
+        show_page.pyplot().close(fig)
+    assert table["words"] == 6 if "words" in table else table["the"] == 4
+
+
 def test_a_trie_too_large_to_draw_gives_a_page_without_a_picture(tmp_path, monkeypatch):
-    monkeypatch.setattr(show_page, "MAX_LEAVES_DRAWN", 5)  # the trie has 6 leaves
+    monkeypatch.setattr(show_page, "MAX_LEAVES_DRAWN", 6)  # the trie has 7 leaves (a: its end, ll, nd)
     result = published.load_result(str(_publish(tmp_path, _text_trie())))
     page = show_page.page_html(result)
     assert "<svg" not in page and "No picture" in page

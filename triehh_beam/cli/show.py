@@ -5,7 +5,8 @@ alone) through ``present.result`` and ``present.show`` and prints the heavy hitt
 prefixes apart with why each stops, and the trie's radix view as a text tree; ``--html`` also
 writes a one-file page with the trie drawn, ``--image`` the drawing alone (PNG or SVG). Reads
 only the published files, never the private state. Exit codes: 0 shown; 2 no result at that
-path, or files that are not one (one line on stderr).
+path, or files that are not one (one line on stderr saying what the file is and which file
+``show`` wants).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def register_show(subparsers) -> None:
     )
     parser.add_argument("output", metavar="OUTPUT",
                         help="the --output directory of triehh discover (both files are read and "
-                             "checked against each other), or its heavy_hitters.json or trie.pb")
+                             "checked against each other), or its heavy_hitters.json (shown in full: the "
+                             "trie is rebuilt from its items and prefixes) or trie.pb; any other file is "
+                             "refused in one line that says what it is")
     parser.add_argument("--html", metavar="PATH",
                         help="also write one self-contained HTML page: the tables and the trie drawn")
     parser.add_argument("--image", metavar="PATH",

@@ -134,7 +134,7 @@ def compare(users: Mapping[UserId, UserItems], encoder: ItemEncoder, epsilon: fl
     Raises:
       ValueError: an infeasible TrieHH target.
     """
-    from triehh_beam.evaluation.experiment import run_seed
+    from triehh_beam.evaluation.run_keys import run_seed
 
     total = epsilon + estimate_epsilon
     records = user_records(users)

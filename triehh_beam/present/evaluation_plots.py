@@ -35,6 +35,9 @@ def epsilon_label(eps: float) -> str:
 
 
 def plot_discovery_rate(result: dict, unit_size: int, path: str) -> Optional[str]:
+    """Each item's discovery rate against its holders at ``unit_size``, binned means with their
+    band beside the Proposition 1 bound, one panel per ε; saved at ``path`` (None: no TrieHH
+    configuration at that unit size)."""
     plt = pyplot()
     configs = [c for c in result["triehh"] if c["unit_size"] == unit_size]
     if not configs:
@@ -72,10 +75,10 @@ def plot_discovery_rate(result: dict, unit_size: int, path: str) -> Optional[str
             lows.append(lo[0])
             highs.append(min(hi[0], 1.0))
             bound_means.append(bounds[members].mean())
-        colour = colour(index)
-        ax.fill_between(centres, lows, highs, color=colour, alpha=0.25, linewidth=0,
+        hue = colour(index)
+        ax.fill_between(centres, lows, highs, color=hue, alpha=0.25, linewidth=0,
                         label=f"{int(confidence * 100)}% CI of the binned mean")
-        ax.plot(centres, means, "-o", color=colour, markersize=3.5, label="measured (binned mean)")
+        ax.plot(centres, means, "-o", color=hue, markersize=3.5, label="measured (binned mean)")
         ax.plot(centres, bound_means, "--", color="black", linewidth=1.3,
                 label="Proposition 1 bound (same items)")
         ax.axvline(theta, color="#999999", linewidth=0.8, linestyle=":")
@@ -105,7 +108,32 @@ def _metric(block: dict, name: str = "recall") -> Tuple[float, float, float]:
     return mean, lo, hi
 
 
+def _errorbar(ax, xs, blocks, **style) -> None:
+    """Each block's mean recall at ``xs`` with its interval as error bars."""
+    stats_ = [_metric(b) for b in blocks]
+    ax.errorbar(xs, [s[0] for s in stats_], yerr=[[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]],
+                capsize=3, **style)
+
+
+def _triehh(result: dict, epsilon: float, unit_size: int) -> Optional[dict]:
+    """The TrieHH configuration run at ``epsilon`` and ``unit_size``, if any (it may be infeasible)."""
+    return next((c for c in result["triehh"] if c["epsilon"] == epsilon and c["unit_size"] == unit_size), None)
+
+
+def _rival(result: dict, name: str, epsilon: float) -> Optional[dict]:
+    """The rival ``name``'s configuration at ``epsilon``, if it ran."""
+    rival = result["rivals"].get(name)
+    return next((c for c in rival["configurations"] if c["epsilon"] == epsilon), None) if rival else None
+
+
+def _legend_right(fig, ax, fontsize: float) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=fontsize, frameon=False)
+
+
 def plot_recall_at_k(result: dict, path: str) -> str:
+    """recall@K against K per ε: TrieHH solid, PEM dashed, PipelineDP dash-dot, the exact top-K
+    dotted; saved at ``path``."""
     plt = pyplot()
     params = result["parameters"]
     unit_size = params["unit_sizes"][0]
@@ -114,31 +142,20 @@ def plot_recall_at_k(result: dict, path: str) -> str:
     epsilons = params["epsilons"]
     offsets = np.linspace(-0.03, 0.03, max(len(epsilons), 1))
     for index, eps in enumerate(epsilons):
-        colour = colour(index)
-        config = next((c for c in result["triehh"] if c["epsilon"] == eps and c["unit_size"] == unit_size), None)
+        hue = colour(index)
+        config = _triehh(result, eps, unit_size)
         if config is not None:
-            stats_ = [_metric(b) for b in config["metrics"]]
-            x = np.array(ks, dtype=float) * (1 + offsets[index])
-            means = [s[0] for s in stats_]
-            ax.errorbar(x, means, yerr=[[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]],
-                        fmt="-o", color=colour, capsize=3, markersize=5, label=f"TrieHH {epsilon_label(eps)}")
-        pem = result["rivals"].get("pem")
-        if pem:
-            block = next((c for c in pem["configurations"] if c["epsilon"] == eps), None)
-            if block:
-                stats_ = [_metric(b) for b in block["metrics"]]
-                x = np.array(ks, dtype=float) * (1 - offsets[index])
-                ax.errorbar(x, [s[0] for s in stats_],
-                            yerr=[[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]],
-                            fmt="--s", color=colour, capsize=3, markersize=4, alpha=0.85,
-                            markerfacecolor="white", label=f"PEM {epsilon_label(eps)} (LDP)")
-        pipelinedp = result["rivals"].get("pipelinedp")
-        block = next((c for c in pipelinedp["configurations"] if c["epsilon"] == eps), None) if pipelinedp else None
+            _errorbar(ax, np.array(ks, dtype=float) * (1 + offsets[index]), config["metrics"],
+                      fmt="-o", color=hue, markersize=5, label=f"TrieHH {epsilon_label(eps)}")
+        block = _rival(result, "pem", eps)
         if block:
-            stats_ = [_metric(b) for b in block["metrics"]]
-            ax.errorbar(ks, [s[0] for s in stats_], yerr=[[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]],
-                        fmt="-.^", color=colour, capsize=3, markersize=4, alpha=0.85,
-                        label=f"PipelineDP {epsilon_label(eps)} (central)")
+            _errorbar(ax, np.array(ks, dtype=float) * (1 - offsets[index]), block["metrics"],
+                      fmt="--s", color=hue, markersize=4, alpha=0.85, markerfacecolor="white",
+                      label=f"PEM {epsilon_label(eps)} (LDP)")
+        block = _rival(result, "pipelinedp", eps)
+        if block:
+            _errorbar(ax, ks, block["metrics"], fmt="-.^", color=hue, markersize=4, alpha=0.85,
+                      label=f"PipelineDP {epsilon_label(eps)} (central)")
     exact = result["rivals"].get("exact")
     if exact:
         ax.plot(ks, [b["recall"]["mean"] for b in exact["metrics"]], ":", color="black", linewidth=1.5,
@@ -158,6 +175,7 @@ def plot_recall_at_k(result: dict, path: str) -> str:
 
 
 def plot_recall_vs_unit_size(result: dict, path: str) -> str:
+    """recall@K against the unit size per ε, one panel per K; saved at ``path``."""
     plt = pyplot()
     params = result["parameters"]
     ks = params["top_k"]
@@ -166,17 +184,11 @@ def plot_recall_vs_unit_size(result: dict, path: str) -> str:
     for kindex, k in enumerate(ks):
         ax = axes[0][kindex]
         for index, eps in enumerate(params["epsilons"]):
-            xs, stats_ = [], []
-            for unit in units:
-                config = next((c for c in result["triehh"] if c["epsilon"] == eps and c["unit_size"] == unit), None)
-                if config is None:
-                    continue
-                xs.append(unit)
-                stats_.append(_metric(next(b for b in config["metrics"] if b["k"] == k)))
-            if not xs:
-                continue
-            ax.errorbar(xs, [s[0] for s in stats_], yerr=[[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]],
-                        fmt="-o", color=colour(index), capsize=3, markersize=5, label=f"TrieHH {epsilon_label(eps)}")
+            ran = [(unit, config) for unit in units if (config := _triehh(result, eps, unit)) is not None]
+            if ran:
+                _errorbar(ax, [unit for unit, _ in ran],
+                          [next(b for b in config["metrics"] if b["k"] == k) for _, config in ran],
+                          fmt="-o", color=colour(index), markersize=5, label=f"TrieHH {epsilon_label(eps)}")
         ax.set_xticks(units)
         ax.set_ylim(-0.03, 1.05)
         ax.set_xlabel("unit size (characters per unit)")
@@ -184,15 +196,15 @@ def plot_recall_vs_unit_size(result: dict, path: str) -> str:
         ax.grid(True, alpha=0.3)
         if kindex == 0:
             ax.set_ylabel("recall@K (mean, 95% CI)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    fig.suptitle(f"TrieHH recall vs unit size (items of up to {params['max_length'] - 1} characters, "
+    _legend_right(fig, axes[0][0], 8)
+    fig.suptitle(f"TrieHH recall vs unit size (items of up to {params['max_characters']} characters, "
                  f"{params['runs']} runs)", fontsize=11)
     fig.tight_layout()
     return save(fig, path)
 
 
 def plot_growth(result: dict, path: str) -> str:
+    """Prefixes kept per round (mean and band) per ε, one panel per unit size; saved at ``path``."""
     plt = pyplot()
     params = result["parameters"]
     units = params["unit_sizes"]
@@ -200,24 +212,23 @@ def plot_growth(result: dict, path: str) -> str:
     for uindex, unit in enumerate(units):
         ax = axes[0][uindex]
         for index, eps in enumerate(params["epsilons"]):
-            config = next((c for c in result["triehh"] if c["epsilon"] == eps and c["unit_size"] == unit), None)
+            config = _triehh(result, eps, unit)
             if config is None:
                 continue
             rounds = [g["round"] for g in config["growth"]]
             mean = [g["mean"] for g in config["growth"]]
             lo = [g["ci"][0] if g["ci"] else g["mean"] for g in config["growth"]]
             hi = [g["ci"][1] if g["ci"] else g["mean"] for g in config["growth"]]
-            colour = colour(index)
-            ax.fill_between(rounds, lo, hi, color=colour, alpha=0.2, linewidth=0)
-            ax.plot(rounds, mean, "-o", color=colour, markersize=3.5, label=f"{epsilon_label(eps)}")
+            hue = colour(index)
+            ax.fill_between(rounds, lo, hi, color=hue, alpha=0.2, linewidth=0)
+            ax.plot(rounds, mean, "-o", color=hue, markersize=3.5, label=f"{epsilon_label(eps)}")
         ax.set_xlabel("round (= prefix length in units)")
         ax.set_title(f"unit size {unit}", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
         if uindex == 0:
             ax.set_ylabel("prefixes kept (mean, 95% CI)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8.5, frameon=False)
+    _legend_right(fig, axes[0][0], 8.5)
     fig.suptitle(f"Trie growth per round ({params['runs']} runs; a stopped run counts 0)", fontsize=11)
     fig.tight_layout()
     return save(fig, path)

@@ -30,49 +30,30 @@ def _cell(block: Optional[dict], name: str = "recall") -> str:
 def summary_rows(result: dict, name: str = "recall") -> List[Tuple[str, str, List[str]]]:
     """(method, privacy, cells per K) rows of the results table, in display order."""
     ks = result["parameters"]["top_k"]
+
+    def cells(config: dict) -> List[str]:
+        by_k = {b["k"]: b for b in config["metrics"]}
+        return [_cell(by_k.get(k), name) for k in ks]
+
+    def central(p: dict) -> str:
+        return f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central"
+
     rows = []
-    for config in sorted(result["triehh"], key=lambda c: (c["epsilon"], c["unit_size"])):
-        by_k = {b["k"]: b for b in config["metrics"]}
-        p = config["privacy"]
-        rows.append((
-            f"TrieHH ε={config['epsilon']:g}, unit size {config['unit_size']} (L={config['max_length']})",
-            f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central",
-            [_cell(by_k.get(k), name) for k in ks],
-        ))
-    for config in sorted(result.get("triehh_pp", ()), key=lambda c: (c["epsilon"], c["unit_size"])):
-        by_k = {b["k"]: b for b in config["metrics"]}
-        p = config["privacy"]
-        rows.append((
-            f"TrieHH++ ε={config['epsilon']:g}, unit size {config['unit_size']} (L={config['max_length']})",
-            f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central",
-            [_cell(by_k.get(k), name) for k in ks],
-        ))
+    for key, method in (("triehh", "TrieHH"), ("triehh_pp", "TrieHH++")):
+        for config in sorted(result.get(key, ()), key=lambda c: (c["epsilon"], c["unit_size"])):
+            rows.append((f"{method} ε={config['epsilon']:g}, unit size {config['unit_size']} "
+                         f"(L={config['max_length']})", central(config["privacy"]), cells(config)))
     for config in sorted(result.get("sample_threshold", ()), key=lambda c: c["epsilon"]):
-        by_k = {b["k"]: b for b in config["metrics"]}
-        p = config["privacy"]
-        rows.append((
-            f"sample-and-threshold, whole items ε={config['epsilon']:g} (tau={p['tau']})",
-            f"({p['epsilon']:.3g}, {p['delta']:.2g})-DP central",
-            [_cell(by_k.get(k), name) for k in ks],
-        ))
-    pem = result["rivals"].get("pem")
-    if pem:
-        for config in pem["configurations"]:
-            by_k = {b["k"]: b for b in config["metrics"]}
-            rows.append((f"PEM ε={config['epsilon']:g}", f"{config['epsilon']:g}-LDP",
-                         [_cell(by_k.get(k), name) for k in ks]))
-    pipelinedp = result["rivals"].get("pipelinedp")
-    if pipelinedp:
-        for config in pipelinedp["configurations"]:
-            by_k = {b["k"]: b for b in config["metrics"]}
-            rows.append((f"PipelineDP partition selection ε={config['epsilon']:g} "
-                         f"({config['released']['mean']:,.0f} items released)",
-                         f"({config['epsilon']:.3g}, {config['delta']:.2g})-DP central",
-                         [_cell(by_k.get(k), name) for k in ks]))
+        rows.append((f"sample-and-threshold, whole items ε={config['epsilon']:g} (tau={config['privacy']['tau']})",
+                     central(config["privacy"]), cells(config)))
+    for config in result["rivals"].get("pem", {}).get("configurations", ()):
+        rows.append((f"PEM ε={config['epsilon']:g}", f"{config['epsilon']:g}-LDP", cells(config)))
+    for config in result["rivals"].get("pipelinedp", {}).get("configurations", ()):
+        rows.append((f"PipelineDP partition selection ε={config['epsilon']:g} "
+                     f"({config['released']['mean']:,.0f} items released)", central(config), cells(config)))
     exact = result["rivals"].get("exact")
     if exact:
-        by_k = {b["k"]: b for b in exact["metrics"]}
-        rows.append(("exact top-K", "none", [_cell(by_k.get(k), name) for k in ks]))
+        rows.append(("exact top-K", "none", cells(exact)))
     return rows
 
 
@@ -125,7 +106,7 @@ def _html(result: dict, images: Sequence[Tuple[str, str]]) -> str:
         "<h2>Parameters</h2><ul>",
         f"<li>ε: {', '.join(f'{e:g}' for e in params['epsilons'])}; TrieHH δ = {params['delta']:g}; "
         f"rule {esc(params['rule'])}</li>",
-        f"<li>items of up to {params['max_length'] - 1} characters: L = "
+        f"<li>items of up to {params['max_characters']} characters: L = "
         + ", ".join(f"{v} units at unit size {k}" for k, v in params["max_length_by_unit_size"].items())
         + "</li>",
         f"<li>{params['runs']} runs per configuration, engine <b>{esc(params['engine'])}</b> "

@@ -22,6 +22,7 @@ from triehh_beam.protocol.trie import RadixNode, Trie
 __all__ = [
     "HEAVY_HITTERS_NAME",
     "TRIE_NAME",
+    "WANTED",
     "Entry",
     "PublishedResult",
     "ResultError",
@@ -234,7 +235,8 @@ def _encoder_of(document: dict, source: str) -> ItemEncoder:
             tokenize=encoding.get("tokenizer") == TOKENIZER_ID,
         )
     except (KeyError, TypeError, ValueError) as e:
-        raise ResultError(f"{source}: not a heavy_hitters.json of triehh-beam (its encoding: {e})") from None
+        raise ResultError(f"{source}: not a heavy_hitters.json of triehh-beam (its encoding: {e}); "
+                          f"{WANTED}") from None
 
 
 def _chunks(value, size: int) -> Units:
@@ -298,6 +300,58 @@ def _same_entries(trie: Trie, document: dict) -> bool:
     return rebuilt.levels == trie.levels and rebuilt.encoder == trie.encoder
 
 
+WANTED = (f"triehh show wants the --output directory of triehh discover, or its {HEAVY_HITTERS_NAME} "
+          f"or {TRIE_NAME}")
+
+
+def _looks_like_json(data: bytes) -> bool:
+    """A JSON document, whatever white space or byte-order mark comes before it."""
+    return data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+
+
+def _read_document(source: str, data: bytes) -> dict:
+    """The parsed ``heavy_hitters.json`` at ``source``.
+
+    Raises:
+      ResultError: not JSON, or JSON of something else (an evaluation, any other document): one
+        line saying what the file is and which file ``show`` wants.
+    """
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultError(f"{source}: not valid JSON ({e}); {WANTED}") from None
+    if isinstance(document, dict) and "heavy_hitters" in document:
+        return document
+    if isinstance(document, dict) and str(document.get("schema", "")).startswith("triehh-beam/evaluation/"):
+        what = "an evaluation (triehh evaluate's evaluation.json: its report.html is beside it)"
+    else:
+        what = f"a JSON {'object' if isinstance(document, dict) else 'document'} with no heavy_hitters"
+    raise ResultError(f"{source}: not a heavy_hitters.json of triehh-beam but {what}; {WANTED}")
+
+
+def _read_trie(source: str, data: bytes) -> Trie:
+    """The ``trie.pb`` at ``source``.
+
+    Raises:
+      ResultError: an empty file, a text file, or binary data that is no trie of a supported
+        version: one line saying what the file is and which file ``show`` wants.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if not data:
+        raise ResultError(f"{source}: not a result of triehh discover but an empty file; {WANTED}")
+    if text is not None and all(c.isprintable() or c.isspace() for c in text):
+        start = text.strip().splitlines()[0][:40] if text.strip() else ""
+        raise ResultError(f"{source}: not a result of triehh discover but a text file (it starts {start!r}); "
+                          f"{WANTED}")
+    try:
+        return Trie.from_bytes(data, source)
+    except TrieFormatError as e:
+        raise ResultError(f"{e}; {WANTED}") from None
+
+
 def load_result(path: str) -> PublishedResult:
     """Reads a published result: an output directory, its ``heavy_hitters.json`` or its
     ``trie.pb``, local or on any Beam filesystem (``gs://``). In a directory both files are read
@@ -311,18 +365,10 @@ def load_result(path: str) -> PublishedResult:
     document = trie = None
     for source in found:
         data = _read(source)
-        if data[:1] == b"{":
-            try:
-                document = json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ResultError(f"{source}: not valid JSON ({e})") from None
-            if not isinstance(document, dict) or "heavy_hitters" not in document:
-                raise ResultError(f"{source}: not a heavy_hitters.json of triehh-beam")
+        if _looks_like_json(data):
+            document = _read_document(source, data)
         else:
-            try:
-                trie = Trie.from_bytes(data, source)
-            except TrieFormatError as e:
-                raise ResultError(str(e)) from None
+            trie = _read_trie(source, data)
     if trie is None:
         trie = trie_from_document(document, found[0])
     elif document is not None and not _same_entries(trie, document):

@@ -11,10 +11,11 @@ to carry along. matplotlib is imported only when a picture is drawn.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 import os
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from triehh_beam.present.plots import pyplot
 from triehh_beam.present.result import Entry, PublishedResult, display, node_label
@@ -22,7 +23,7 @@ from triehh_beam.present.show import FREQUENT_PREFIX_NOTE, ORDER, render_tree, s
 from triehh_beam.protocol.encoding import ItemKind
 from triehh_beam.protocol.trie import RadixNode, Trie
 
-__all__ = ["MAX_LEAVES_DRAWN", "draw_trie", "page_html", "write_image", "write_page"]
+__all__ = ["END_LABEL", "MAX_LEAVES_DRAWN", "Box", "draw_trie", "layout", "page_html", "write_image", "write_page"]
 
 # A picture of more leaves is too tall to read (about 4 mm a leaf): the page then shows the text.
 MAX_LEAVES_DRAWN = 2000
@@ -31,62 +32,98 @@ _PREFIX_COLOUR = "#7a7a7a"
 _INNER_COLOUR = "#eef1f5"
 
 
-def _layout(root: RadixNode) -> Tuple[List[Tuple[RadixNode, float, Optional[RadixNode]]], int]:
-    """Each node with its row (leaves on consecutive rows, a parent centred on its children)
-    and its parent; and the number of leaves."""
-    placed: List[Tuple[RadixNode, float, Optional[RadixNode]]] = []
+@dataclasses.dataclass(frozen=True)
+class Box:
+    """One box of the drawing: ``column`` the round that kept its last unit (an item's end box:
+    the round that kept its terminator, as the tables say), ``row`` its row (leaves on
+    consecutive rows, a parent centred on its children), ``parent`` the (column, row) its line
+    comes from, ``kind`` ``"inner"``, ``"item"`` (an item's end) or ``"prefix"`` (a frequent
+    prefix), and ``whole`` the item or prefix a leaf spells (None for inner boxes)."""
+
+    column: int
+    row: float
+    label: str
+    kind: str
+    parent: Tuple[int, float]
+    whole: Optional[str] = None
+
+
+END_LABEL = "end"
+
+
+def layout(trie: Trie) -> Tuple[List[Box], int]:
+    """The boxes of the drawing of ``trie``'s radix view and the number of leaves (rows). A
+    complete item ends in its own box, one column after its last unit: the round that kept its
+    end, so the drawing and the tables give every entry the same round."""
+    encoder = trie.encoder
+    rows: Dict[int, float] = {}  # id(node) -> its row
+    end_rows: Dict[int, float] = {}  # id(node) -> the row of its item's end box
     leaves = 0
 
-    def place(node: RadixNode, parent: Optional[RadixNode]) -> float:
+    def leaf_row() -> float:
         nonlocal leaves
-        if node.children:
-            child_rows = [place(child, node) for child in node.children]
-            row = (child_rows[0] + child_rows[-1]) / 2
-        else:
-            row = float(leaves)
-            leaves += 1
-        placed.append((node, row, parent))
-        return row
+        leaves += 1
+        return float(leaves - 1)
 
-    for child in root.children:
-        place(child, None)
-    return placed, leaves
+    def place(node: RadixNode) -> float:
+        below = []
+        if node.terminal:  # the item's end: a leaf of its own, one round later
+            end_rows[id(node)] = leaf_row()
+            below.append(end_rows[id(node)])
+        below += [place(child) for child in node.children]
+        rows[id(node)] = (below[0] + below[-1]) / 2 if below else leaf_row()
+        return rows[id(node)]
+
+    boxes: List[Box] = []
+
+    def emit(node: RadixNode, parent: Tuple[int, float]) -> None:
+        column, row = len(node.prefix), rows[id(node)]
+        if node.children or node.terminal:
+            boxes.append(Box(column, row, node_label(node), "inner", parent))
+        else:  # a frequent prefix (an integer prefix shows its bits, an ellipsis and its range already)
+            whole = display(encoder.decode(node.prefix), encoder, complete=False)
+            whole += "" if encoder.kind is ItemKind.INT else "\u2026"
+            boxes.append(Box(column, row, node_label(node), "prefix", parent, whole))
+        if node.terminal:
+            whole = display(encoder.decode(node.prefix + (encoder.eos,)), encoder)
+            boxes.append(Box(column + 1, end_rows[id(node)], END_LABEL, "item", (column, row), whole))
+        for child in node.children:
+            emit(child, (column, row))
+
+    tops = trie.radix().children
+    for child in tops:
+        place(child)
+    for child in tops:
+        emit(child, (0, (leaves - 1) / 2))
+    return boxes, leaves
+
+
+_STYLES = {
+    "item": dict(color="white", fontweight="bold",
+                 bbox=dict(boxstyle="round,pad=0.25", fc=_ITEM_COLOUR, ec=_ITEM_COLOUR)),
+    "prefix": dict(color=_PREFIX_COLOUR, fontstyle="italic",
+                   bbox=dict(boxstyle="round,pad=0.25", fc="white", ec=_PREFIX_COLOUR, ls="--")),
+    "inner": dict(color="#333333", bbox=dict(boxstyle="round,pad=0.25", fc=_INNER_COLOUR, ec="#c9d0d8")),
+}
 
 
 def draw_trie(trie: Trie):
-    """The radix view of ``trie`` as a matplotlib figure, or None when it has no node or more
-    than ``MAX_LEAVES_DRAWN`` leaves."""
-    root = trie.radix()
-    placed, leaves = _layout(root)
-    if not placed or leaves > MAX_LEAVES_DRAWN:
+    """The radix view of ``trie`` as a matplotlib figure (``layout``: a column is a round), or
+    None when it has no node or more than ``MAX_LEAVES_DRAWN`` leaves."""
+    boxes, leaves = layout(trie)
+    if not boxes or leaves > MAX_LEAVES_DRAWN:
         return None
-    encoder = trie.encoder
     plt = pyplot()
-    depth = max(len(node.prefix) for node, _, _ in placed)
+    depth = max(box.column for box in boxes)
     fig, ax = plt.subplots(figsize=(1.1 * depth + 2.6, 0.24 * leaves + 0.9))
-    row_of = {id(node): row for node, row, _ in placed}
-    for node, row, parent in placed:
-        x = len(node.prefix)
-        px, prow = (0, (leaves - 1) / 2) if parent is None else (len(parent.prefix), row_of[id(parent)])
+    for box in boxes:
+        px, prow = box.parent
         elbow = px + 0.5
-        ax.plot([px, elbow, elbow, x], [prow, prow, row, row], color="#b8bec6", lw=0.8, zorder=1)
-        if node.terminal:
-            style = dict(color="white", fontweight="bold",
-                         bbox=dict(boxstyle="round,pad=0.25", fc=_ITEM_COLOUR, ec=_ITEM_COLOUR))
-        elif node.is_frequent_prefix:
-            style = dict(color=_PREFIX_COLOUR, fontstyle="italic",
-                         bbox=dict(boxstyle="round,pad=0.25", fc="white", ec=_PREFIX_COLOUR, ls="--"))
-        else:
-            style = dict(color="#333333", bbox=dict(boxstyle="round,pad=0.25", fc=_INNER_COLOUR, ec="#c9d0d8"))
-        ax.text(x, row, node_label(node), ha="center", va="center", fontsize=9, zorder=3, **style)
-        if not node.children:
-            if node.terminal:
-                whole = display(encoder.decode(node.prefix + (encoder.eos,)), encoder)
-            else:  # an integer prefix shows its bits with an ellipsis and its range already
-                whole = display(encoder.decode(node.prefix), encoder, complete=False)
-                whole += "" if encoder.kind is ItemKind.INT else "\u2026"
-            ax.text(depth + 0.7, row, whole, ha="left", va="center", fontsize=8,
-                    color=_ITEM_COLOUR if node.terminal else _PREFIX_COLOUR, zorder=3)
+        ax.plot([px, elbow, elbow, box.column], [prow, prow, box.row, box.row], color="#b8bec6", lw=0.8, zorder=1)
+        ax.text(box.column, box.row, box.label, ha="center", va="center", fontsize=9, zorder=3, **_STYLES[box.kind])
+        if box.whole is not None:
+            ax.text(depth + 0.7, box.row, box.whole, ha="left", va="center", fontsize=8,
+                    color=_ITEM_COLOUR if box.kind == "item" else _PREFIX_COLOUR, zorder=3)
     ax.plot([0], [(leaves - 1) / 2], marker="o", color="#333333", ms=4, zorder=3)
     ax.set_xlim(-0.4, depth + 2.2)
     ax.set_ylim(leaves - 0.4, -1.2)
@@ -96,7 +133,8 @@ def draw_trie(trie: Trie):
     for side in ("left", "right", "bottom", "top"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="x", length=0)
-    ax.set_title(f"the trie, radix view: \u25a0 complete item ({len(trie.heavy_hitter_sequences())})   "
+    ax.set_title(f"the trie, radix view: \u25a0 end of a complete item "
+                 f"({len(trie.heavy_hitter_sequences())})   "
                  f"\u2b1a frequent prefix ({len(trie.frequent_prefix_sequences())})",
                  fontsize=9, loc="left", color="#333333")
     fig.tight_layout()
@@ -181,7 +219,8 @@ def page_html(result: PublishedResult) -> str:
         _table(prefixes, "prefix", result.why_stopped) if prefixes else "",
         "<h2>The trie</h2>",
         "<p class='note'>The radix view: chains of nodes with one child each are merged into one "
-        "node. Each column is a round; a node sits at the round that kept its last unit.</p>",
+        "node. Each column is a round; a node sits at the round that kept its last unit, and a complete "
+        "item ends in an 'end' box at the round that kept its end (the round the tables give).</p>",
         picture,
         "<details><summary>as text</summary><pre>" + esc(render_tree(result.trie)) + "</pre></details>",
         "</body></html>",

@@ -241,15 +241,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--top", type=int, default=20, help="true top words to print")
     args = parser.parse_args(argv)
     try:
-        make_population(
-            args.output,
-            users=args.users,
-            words_per_user=args.words_per_user,
-            vocabulary=args.vocabulary,
-            seed=args.seed,
-            lang=args.lang,
-            first_user_id=args.first_user_id,
-        )
+        make_population(args.output, users=args.users, words_per_user=args.words_per_user,
+                        vocabulary=args.vocabulary, seed=args.seed, lang=args.lang, first_user_id=args.first_user_id)
     except (ImportError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

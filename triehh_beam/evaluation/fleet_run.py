@@ -30,6 +30,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from triehh_beam.evaluation.fleet_faults import FATES, check_fate_probabilities
 from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.federated_selection import Registry
@@ -52,10 +53,7 @@ class Faults:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("dropout", "duplicate", "late", "malformed"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"--{name} is a probability in [0, 1], got {value}")
+        check_fate_probabilities({name: getattr(self, name) for name in FATES[:-1]}, named=lambda name: f"--{name}")
         if not self.latency >= 0:
             raise ValueError(f"--latency must be >= 0 seconds, got {self.latency}")
 

@@ -126,9 +126,19 @@ def _rival(result: dict, name: str, epsilon: float) -> Optional[dict]:
     return next((c for c in rival["configurations"] if c["epsilon"] == epsilon), None) if rival else None
 
 
-def _legend_right(fig, ax, fontsize: float) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=fontsize, frameon=False)
+def _row_of_panels(count: int, panel_width: float):
+    """A figure of ``count`` panels side by side sharing the y axis: (figure, panels)."""
+    fig, axes = pyplot().subplots(1, count, figsize=(panel_width * count + 1.2, 3.6), squeeze=False, sharey=True)
+    return fig, list(axes[0])
+
+
+def _finish(fig, first_panel, legend_size: float, title: str, path: str) -> str:
+    """The first panel's legend at the right, the title, and the figure saved at ``path``."""
+    handles, labels = first_panel.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=legend_size, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return save(fig, path)
 
 
 def plot_recall_at_k(result: dict, path: str) -> str:
@@ -176,13 +186,11 @@ def plot_recall_at_k(result: dict, path: str) -> str:
 
 def plot_recall_vs_unit_size(result: dict, path: str) -> str:
     """recall@K against the unit size per ε, one panel per K; saved at ``path``."""
-    plt = pyplot()
     params = result["parameters"]
     ks = params["top_k"]
     units = params["unit_sizes"]
-    fig, axes = plt.subplots(1, len(ks), figsize=(3.6 * len(ks) + 1.2, 3.6), squeeze=False, sharey=True)
-    for kindex, k in enumerate(ks):
-        ax = axes[0][kindex]
+    fig, axes = _row_of_panels(len(ks), 3.6)
+    for ax, k in zip(axes, ks):
         for index, eps in enumerate(params["epsilons"]):
             ran = [(unit, config) for unit in units if (config := _triehh(result, eps, unit)) is not None]
             if ran:
@@ -194,23 +202,17 @@ def plot_recall_vs_unit_size(result: dict, path: str) -> str:
         ax.set_xlabel("unit size (characters per unit)")
         ax.set_title(f"recall@{k}", fontsize=10)
         ax.grid(True, alpha=0.3)
-        if kindex == 0:
-            ax.set_ylabel("recall@K (mean, 95% CI)")
-    _legend_right(fig, axes[0][0], 8)
-    fig.suptitle(f"TrieHH recall vs unit size (items of up to {params['max_characters']} characters, "
-                 f"{params['runs']} runs)", fontsize=11)
-    fig.tight_layout()
-    return save(fig, path)
+    axes[0].set_ylabel("recall@K (mean, 95% CI)")
+    return _finish(fig, axes[0], 8, f"TrieHH recall vs unit size (items of up to {params['max_characters']} "
+                                    f"characters, {params['runs']} runs)", path)
 
 
 def plot_growth(result: dict, path: str) -> str:
     """Prefixes kept per round (mean and band) per ε, one panel per unit size; saved at ``path``."""
-    plt = pyplot()
     params = result["parameters"]
     units = params["unit_sizes"]
-    fig, axes = plt.subplots(1, len(units), figsize=(4.6 * len(units) + 1.2, 3.6), squeeze=False, sharey=True)
-    for uindex, unit in enumerate(units):
-        ax = axes[0][uindex]
+    fig, axes = _row_of_panels(len(units), 4.6)
+    for ax, unit in zip(axes, units):
         for index, eps in enumerate(params["epsilons"]):
             config = _triehh(result, eps, unit)
             if config is None:
@@ -226,9 +228,5 @@ def plot_growth(result: dict, path: str) -> str:
         ax.set_title(f"unit size {unit}", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
-        if uindex == 0:
-            ax.set_ylabel("prefixes kept (mean, 95% CI)")
-    _legend_right(fig, axes[0][0], 8.5)
-    fig.suptitle(f"Trie growth per round ({params['runs']} runs; a stopped run counts 0)", fontsize=11)
-    fig.tight_layout()
-    return save(fig, path)
+    axes[0].set_ylabel("prefixes kept (mean, 95% CI)")
+    return _finish(fig, axes[0], 8.5, f"Trie growth per round ({params['runs']} runs; a stopped run counts 0)", path)

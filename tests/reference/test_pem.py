@@ -1,4 +1,4 @@
-"""Tests of the OLH frequency oracle and PEM (triehh_beam/evaluation/pem.py, docs/protocol.md §3).
+"""Tests of the OLH frequency oracle and PEM (triehh_beam/reference/pem.py, docs/protocol.md §3).
 
 Statistical tests run at fixed seeds, so they are deterministic; each states its tolerance and
 how likely a correct implementation would be to fail it at a random seed.

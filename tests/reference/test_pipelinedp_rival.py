@@ -1,4 +1,4 @@
-"""Tests of the PipelineDP rival (triehh_beam/evaluation/pipelinedp_rival.py) and of its place in
+"""Tests of the PipelineDP rival (triehh_beam/reference/pipelinedp_rival.py) and of its place in
 an evaluation.
 
 PipelineDP's noise comes from python-dp's secure generator, which cannot be seeded, so the

@@ -1,6 +1,5 @@
-"""``triehh audit``: the empirical privacy audit of the real pipeline (``evaluation.audit``).
-
-Parses flags into a frozen ``AuditConfig``, reads D (``--input`` into memory, or a synthetic
+"""``triehh audit``: the empirical privacy audit of the real pipeline (``evaluation.audit``). Parses
+flags into a frozen ``AuditConfig``, reads D (``--input`` into memory, or a synthetic
 population of ``--users``), runs ``run_audit`` with a progress line per release on stderr, and
 prints the report or, with ``--json``, one JSON object. No audit logic lives here; SciPy and
 Beam are imported only when the audit runs. Example: ``triehh audit --protocol sample-threshold

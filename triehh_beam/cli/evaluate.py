@@ -1,15 +1,13 @@
-"""``triehh evaluate``: TrieHH's recall and discovery rates against rivals, on one input.
-
-Parses flags (the input settings shared with ``discover`` come from ``job.config``) into a
-frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser does not know go to
-Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a progress bar over runs on
-stderr (tqdm, or one text line per run without it), and writes ``evaluation.json``, the PNGs and
-``report.html`` into the output directory (``report.write_report``); no evaluation logic lives
-here. An output directory that holds an earlier evaluation is refused before anything runs,
-unless ``--force``. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8
---delta 1e-10 --max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0
-success; 2 bad arguments, unusable input or an earlier evaluation in the way (one line on
-stderr, no traceback); 1 a failure while running.
+"""``triehh evaluate``: TrieHH's recall and discovery rates against rivals, on one input. Parses
+flags (the input settings shared with ``discover`` come from ``job.config``; ``--max-length``
+counts units as in ``discover``) into a frozen ``evaluation.config.EvaluationConfig`` and Beam
+``PipelineOptions`` (unknown flags go to Beam), runs ``evaluation.experiment.run_evaluation`` with
+a progress bar on stderr, and writes ``evaluation.json``, the PNGs and ``report.html``
+(``present.report``); an output directory holding an earlier evaluation is refused unless
+``--force``. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta
+1e-10 --max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0 success; 2 bad
+arguments, unusable input or an earlier evaluation in the way (one line on stderr); 1 a failure
+while running.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""``triehh show``: a discovery's published result as a person reads it.
-
-Reads an output directory of ``triehh discover`` (or its ``heavy_hitters.json`` or ``trie.pb``
-alone) through ``present.result`` and ``present.show`` and prints the heavy hitters as a table, the frequent
-prefixes apart with why each stops, and the trie's radix view as a text tree; ``--html`` also
-writes a one-file page with the trie drawn, ``--image`` the drawing alone (PNG or SVG). Reads
-only the published files, never the private state. Exit codes: 0 shown; 2 no result at that
-path, or files that are not one (one line on stderr saying what the file is and which file
-``show`` wants).
+"""``triehh show``: a discovery's published result as a person reads it, from an output directory
+of ``triehh discover`` or its ``heavy_hitters.json`` (shown in full: the trie is rebuilt from its
+items and prefixes) or ``trie.pb`` alone (``present.result``, ``present.show``): the heavy hitters
+as a table, the frequent prefixes apart with why each stops, and the trie as a text tree;
+``--html`` also writes a one-file page with the trie drawn, ``--image`` the drawing alone. Reads
+only published files, never the private state. Exit codes: 0 shown; 2 no result at that path, or
+a file that is not one (one line on stderr saying what the file is and which file ``show`` wants).
 """
 
 from __future__ import annotations

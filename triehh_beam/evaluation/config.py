@@ -61,7 +61,7 @@ class EvaluationConfig:
       top_k: the K of recall@K, F1@K and NCR@K (and PEM's k).
       engine: ``"pipeline"`` or ``"simulate"`` (module docstring).
       rivals: any of ``"exact"``, ``"pem"``, ``"pipelinedp"`` (PipelineDP's central partition
-        selection, ``evaluation.pipelinedp_rival``; needs the ``rivals`` extra).
+        selection, ``reference.pipelinedp_rival``; needs the ``rivals`` extra).
       input_format: ``"jsonl"``, ``"csv"``, ``"parquet"`` or None (from the file names).
       rule: the planner's rule.
       case_fold, truncate_long_items: as ``DiscoveryConfig``.

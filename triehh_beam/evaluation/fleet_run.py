@@ -1,20 +1,11 @@
-"""``triehh federated simulate``: the federated server against a simulated fleet, and the central
-run of the same records for comparison.
-
-One simulated device per user of the records (``evaluation.fleet``), the registry their ids;
-the server (``job.federated``) and the fleet talk through Pub/Sub (``PUBSUB_EMULATOR_HOST``, else
-an emulator started on 127.0.0.1 for the run and stopped after it), on topics and subscriptions
-named for the run. The fleet injects the faults, so it knows which devices will answer in time:
-each round closes once the server has heard every one of them (``SimulatedFleet.heard_from_all``:
-no report is cut off; late devices answer after the close), or at the deadline, and says so. After the last round the server reads reports until it has read every
-message the fleet sent (or a minute has passed), so the counts by kind account for every
-report; the summary says how many, if any, were never read. The central reference is
-``discover``'s driver on the same records with the same seed and the federated job's sampling
-identity: with no faults the two tries are equal (the summary says whether), otherwise the
-summary gives the federated run's recall of the central heavy hitters. With
-``--estimate-frequencies`` both runs release estimates (the central one with the same epsilon),
-and the summary says whether they are equal (with no faults they are: the same keyed choices and
-noise).
+"""``triehh federated simulate``: the federated server (``job.federated``) against a simulated fleet
+of one device per user (``evaluation.fleet``), talking through Pub/Sub (``PUBSUB_EMULATOR_HOST``,
+else an emulator started for the run), beside the central run of the same records with the same
+seed and sampling identity. The fleet injects the faults, so each round closes once every device
+that will answer in time has (``SimulatedFleet.heard_from_all``) or at the deadline; after the
+last round the server reads until every message sent is read (or a minute passes). The summary
+says whether the two tries (and, with ``--estimate-frequencies``, the estimates) are equal, as
+they are with no faults, else the federated run's recall of the central heavy hitters.
 """
 
 from __future__ import annotations

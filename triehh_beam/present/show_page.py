@@ -1,12 +1,10 @@
-"""The picture of a discovered trie and the one-file HTML page of a result (``triehh show``).
-
-``draw_trie`` lays out the trie's radix view as a tree read left to right (matplotlib): each
-node sits at the round that kept its last unit, so a column is a round; complete items are
-filled, frequent prefixes dashed with an ellipsis, each leaf followed by the whole item or
-prefix it spells. ``write_image`` saves it as PNG or SVG; ``write_page`` writes one HTML file
-holding the summary, both tables (``show.table``'s content), the picture as inline SVG (its
-text stays text, so the browser's fonts draw any script) and the text tree, with no other file
-to carry along. matplotlib is imported only when a picture is drawn.
+"""The picture of a discovered trie and the one-file HTML page of a result (``triehh show``):
+``layout`` places the trie's radix view left to right, a column per round, each node at the round
+that kept its last unit and each complete item's ``end`` box at the round that kept its end (the
+round the tables give); ``draw_trie`` draws it with matplotlib (imported only then), each leaf
+followed by the item or prefix it spells; ``write_image`` saves PNG or SVG; ``write_page`` writes
+one self-contained HTML file with the summary, both tables, the picture as inline SVG (its text
+stays text) and the text tree.
 """
 
 from __future__ import annotations

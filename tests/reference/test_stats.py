@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from triehh_beam.evaluation.stats import clopper_pearson
+from triehh_beam.reference.stats import clopper_pearson
 
 
 @pytest.mark.parametrize("k, n, lo, hi", [

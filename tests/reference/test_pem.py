@@ -1,4 +1,4 @@
-"""Tests of the OLH frequency oracle and PEM (triehh_beam/evaluation/pem.py, docs/protocol.md §3).
+"""Tests of the OLH frequency oracle and PEM (triehh_beam/reference/pem.py, docs/protocol.md §3).
 
 Statistical tests run at fixed seeds, so they are deterministic; each states its tolerance and
 how likely a correct implementation would be to fail it at a random seed.
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from triehh_beam.evaluation import pem
-from triehh_beam.evaluation.metrics import recall_at_k
+from triehh_beam.reference import pem
+from triehh_beam.reference.metrics import recall_at_k
 
 # --------------------------------------------------------------------------------------------
 # OLH parameters.

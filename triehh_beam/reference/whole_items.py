@@ -15,7 +15,7 @@ from typing import Dict, Hashable, Iterable, Mapping, Tuple
 
 import numpy as np
 
-from triehh_beam.evaluation.metrics import UserItems
+from triehh_beam.reference.metrics import UserItems
 from triehh_beam.evaluation.simulation import Seed, EncodedPopulation, encode_population, sampler_for_seed
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.sampling import UserId

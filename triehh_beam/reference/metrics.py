@@ -1,33 +1,11 @@
-"""How discovery results are judged (docs/protocol.md §4): ground truth, recall, F1, NCR, rates.
-
-Pure functions, no Beam. Ground truth is item -> frequency, where the frequency that TrieHH's
-guarantee speaks of is the number of *distinct users* holding the item (``ground_truth``
-computes it, and the record counts beside it).
-
-Ties in the true ranking
-------------------------
-A true top-K is ambiguous when items tie in frequency: with frequencies a:5, b:3, c:3 the top-2
-is {a, b} or {a, c}. Every metric here resolves ties **in the run's favour**: within a group of
-equally frequent items, the discovered ones are ranked first. Equivalently, each metric is the
-best value over all strict rankings consistent with the frequencies. One tie-break does this
-for recall, precision, F1 and NCR at once, so the four metrics always describe the same
-top-K set. Why this rule:
-
-* TrieHH's behaviour depends on frequencies only, so which of two equally frequent items is
-  "really" the K-th is arbitrary; a run that finds either one has answered correctly, and a run
-  that finds both is not rewarded twice: the denominator of recall stays K.
-* Recall is 1 exactly when the discovered set contains *some* valid top-K set, never above 1.
-* The result does not depend on the order of a mapping nor on item comparison (items may be
-  ``str`` or ``bytes``), so it is deterministic.
-
-Pessimistic or averaged tie-breaking would instead charge a run for a choice the data cannot
-make (finding one of two tied items for one slot would score 0 or 1/2).
-
-K larger than the truth: when fewer than ``k`` items have a positive frequency, the effective
-K is the number of such items (otherwise a perfect run could never reach recall 1); NCR then
-scores ranks from that effective K down to 1.
-
-A truth can also be given as a sequence of items, best first: a strict ranking without ties.
+"""How discovery results are judged (docs/protocol.md §4): ground truth (``ground_truth``: item ->
+the number of distinct users holding it, the frequency TrieHH's guarantee speaks of, with the
+record counts beside it), recall, precision, F1 and NCR at K, and discovery rates. Ties in the
+true ranking are resolved in the run's favour: within equally frequent items the discovered ones
+rank first (the best value over all strict rankings consistent with the frequencies), one
+tie-break for all four metrics so they describe the same top-K, independent of mapping order and
+item type; when fewer than K items have a positive frequency, K is that number. A truth may also
+be a sequence of items, best first (a strict ranking).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Hand-made cases for triehh_beam.evaluation.metrics, ties and short truths included."""
+"""Hand-made cases for triehh_beam.reference.metrics, ties and short truths included."""
 
 import collections
 
 import pytest
 
 from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.evaluation.metrics import (
+from triehh_beam.reference.metrics import (
     discovery_rates,
     f1_at_k,
     ground_truth,

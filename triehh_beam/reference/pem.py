@@ -1,65 +1,13 @@
-"""PEM with the OLH frequency oracle (docs/protocol.md §3): the local-DP rival of TrieHH.
-
-Pure numpy, in memory, deterministic given a seed. Conceptually PEM is a second protocol over
-the same round machinery as TrieHH (one group of users per round, each round extending the
-candidate prefixes of the previous one); it is implemented here in memory only, for evaluation.
-
-Optimised local hashing (OLH, Wang et al., USENIX Security 2017)
------------------------------------------------------------------
-A user holding value ``v`` draws a hash function ``H`` from a public family (here: a 64-bit
-seed ``s``, ``H_s(v) = mix64(s XOR fingerprint(v))`` reduced to ``d'`` buckets), computes
-``x = H_s(v)``, and reports ``(s, y)`` with ``y = x`` with probability ``p``, otherwise ``y``
-uniform over the ``d' - 1`` other buckets. This is ε-LDP: for any two values the probability of
-any report differs by at most ``p / ((1 - p)/(d' - 1)) = e^ε``.
-
-* ``d' = ceil(e^ε + 1)``, as docs/protocol.md §3 states. (The OLH paper's optimum is
-  ``g = e^ε + 1``, which its implementation rounds to an integer; the ceiling follows the
-  protocol document and differs from rounding by at most one bucket.)
-* ``p = e^ε / (e^ε + d' - 1)``; write ``q' = 1/d'``.
-
-Estimation. For a candidate ``v``, the support ``I_v`` counts the reports with
-``H_{s_u}(v) = y_u``. A holder of ``v`` supports it with probability ``p``; a non-holder (value
-``w != v``) with probability ``q'``, since ``H_s(v)`` is uniform and independent of ``H_s(w)``
-and hence of ``y``. With ``f`` holders among ``n`` reporters,
-
-    E[I_v]   = f·p + (n - f)·q'
-    est(v)   = (I_v - n·q') / (p - q')                    (unbiased: E[est] = f)
-    Var[est] = (f·p(1 - p) + (n - f)·q'(1 - q')) / (p - q')^2
-
-because the indicators are independent across users (each user draws its own seed and its own
-perturbation). The OLH paper's variance is the ``f << n`` form,
-
-    Var* = n·q'(1 - q') / (p - q')^2,  which at d' = e^ε + 1 is  n·4e^ε / (e^ε - 1)^2.
-
-``OLH.variance(n, f)`` returns the exact form (``f = 0`` gives the paper's).
-
-Prefix extending (PEM, Wang, Li, Jha)
--------------------------------------
-Items are bit strings of ``m_bits = 8·n_bytes`` bits: the UTF-8 bytes of the item (text) or the
-bytes themselves, zero-padded on the right. A user whose item is empty, longer than ``n_bytes``,
-or absent reports the all-zero string (it still answers, so privacy is unchanged; the
-aggregator knows that no real item is all zeros and never keeps that candidate). Decoding
-strips the zero padding.
-
-Users are split at random into ``g = ceil((m_bits - γ)/η)`` groups of near-equal size; group
-``i`` (1..g) reports the first ``min(γ + iη, m_bits)`` bits of its value through OLH (each user
-answers once: the population is divided, not the budget, so the whole protocol is ε-LDP).
-The aggregator estimates all ``2^(γ+η)`` prefixes with group 1, keeps the top ``c``
-(``candidates``, default ``k``), extends each by all ``2^η`` suffixes (fewer in the last group),
-estimates them with group 2, and so on; the top ``k`` of the last group are the result, best
-estimate first.
-
-Defaults follow the PEM paper's analysis: ``|C_i| = c = k``, ``γ = ceil(log2 c)`` and ``η`` as
-large as the computation allows (its utility grows with η); here ``η = max_domain_bits - γ``
-with ``max_domain_bits = 12``, so each group tests at most 4096 candidates and a run over n
-users costs about ``n·4096`` hash evaluations. The paper notes that for a small k a larger
-candidate set ``c > k`` raises the chance that the heavy hitters' prefixes survive; the
-evaluation uses ``c = 2k`` (docs/evaluation.md).
-
-Randomness: ``numpy.random.default_rng(seed)`` draws, in this order, the group of each user, the
-users' hash seeds and the perturbations; a separate stream of the same seed draws the item of
-users holding several (weighted by local count, as TrieHH's Algorithm 3). Public seeds: this
-simulates what devices would do, for evaluation only.
+"""PEM with the OLH frequency oracle (docs/protocol.md §3, docs/evaluation.md "PEM"): the local-DP
+rival of TrieHH, in memory with numpy, deterministic given a seed. Each user reports one OLH
+bucket of a prefix of its item's bits (``OLH``: ``d' = ceil(e^ε + 1)`` buckets, the true one with
+probability ``p = e^ε / (e^ε + d' - 1)``, unbiased estimate ``(I_v - n q') / (p - q')`` with
+``q' = 1/d'``, ``OLH.variance`` its exact variance); users are split into groups, group ``i``
+reporting the first ``min(γ + iη, m_bits)`` bits, and the aggregator keeps the top ``c``
+candidates of each group and extends them by ``η`` bits (``run_pem``), so the whole protocol is
+ε-LDP. ``numpy.random.default_rng(seed)`` draws each user's group, hash seed and perturbation in
+that order; the item of a user holding several is drawn from a separate stream of the same seed,
+weighted by local count. Public seeds: this simulates devices, for evaluation only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests of the evaluation report and the planning plots (triehh_beam/evaluation/report.py): the files
+"""Tests of the evaluation report and the planning plots (triehh_beam/present/report.py, planning_plots.py): the files
 exist, the JSON and the PNGs load, and report.html embeds every PNG and states the guarantees."""
 
 import base64
@@ -9,7 +9,9 @@ import re
 import matplotlib.image
 import pytest
 
-from triehh_beam.evaluation import experiment as evaluation, report
+from triehh_beam.evaluation import experiment as evaluation
+
+from triehh_beam.present import planning_plots, report
 from triehh_beam.io.write import write_records
 
 POPULATION = {"aa": 600, "ab": 400, "b": 300, "cc": 200, "d": 150, "e": 100, "f": 60, "g": 30}
@@ -91,7 +93,7 @@ def test_report_without_rivals_or_with_one_unit_size(result, tmp_path):
 
 
 def test_planning_plots(tmp_path):
-    paths = report.write_planning_plots(str(tmp_path), 200_000, [1, 8], 1e-10, 10)
+    paths = planning_plots.write_planning_plots(str(tmp_path), 200_000, [1, 8], 1e-10, 10)
     assert [os.path.basename(p) for p in paths] == [
         "planning_discovery_vs_frequency.png",
         "planning_discovery_vs_population.png",
@@ -100,8 +102,8 @@ def test_planning_plots(tmp_path):
     for path in paths:
         assert matplotlib.image.imread(path).shape[0] > 200
     # An epsilon infeasible at this n is named, not drawn; a shorter item is accepted.
-    report.write_planning_plots(str(tmp_path / "small"), 10_000, [1, 4], 1e-8, 10, length=4)
+    planning_plots.write_planning_plots(str(tmp_path / "small"), 10_000, [1, 4], 1e-8, 10, length=4)
     with pytest.raises(ValueError):
-        report.write_planning_plots(str(tmp_path / "bad"), 10_000, [1], 1e-8, 10, length=11)
+        planning_plots.write_planning_plots(str(tmp_path / "bad"), 10_000, [1], 1e-8, 10, length=11)
     with pytest.raises(ValueError):
-        report.write_planning_plots(str(tmp_path / "bad"), 10_000, [], 1e-8, 10)
+        planning_plots.write_planning_plots(str(tmp_path / "bad"), 10_000, [], 1e-8, 10)

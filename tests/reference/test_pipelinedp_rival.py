@@ -1,4 +1,4 @@
-"""Tests of the PipelineDP rival (triehh_beam/evaluation/pipelinedp_rival.py) and of its place in
+"""Tests of the PipelineDP rival (triehh_beam/reference/pipelinedp_rival.py) and of its place in
 an evaluation.
 
 PipelineDP's noise comes from python-dp's secure generator, which cannot be seeded, so the
@@ -17,7 +17,7 @@ import pytest
 from tests.holders import write_holders
 
 from triehh_beam.evaluation import experiment as evaluation
-from triehh_beam.evaluation import pipelinedp_rival as rival
+from triehh_beam.reference import pipelinedp_rival as rival
 
 EPSILON, DELTA = 1.0, 1e-8
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from triehh_beam.evaluation.whole_items import simulate_many_whole_items, simulate_whole_items
+from triehh_beam.reference.whole_items import simulate_many_whole_items, simulate_whole_items
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.whole_items import plan_whole_items
 

@@ -12,7 +12,7 @@ from Google's differential-privacy library, ``LaplacePartitionSelection``; Wilso
 ``users + Laplace(1 / epsilon_s) > 1 - ln(2 delta) / epsilon_s``, which is
 (epsilon_s, delta)-DP. Noise is drawn with numpy's generator from a public evaluation seed: an
 evaluation baseline, not a release mechanism, that runs without PipelineDP (an optional dependency,
-which ``evaluation.pipelinedp_rival`` runs for ``triehh evaluate --rivals pipelinedp``).
+which ``reference.pipelinedp_rival`` runs for ``triehh evaluate --rivals pipelinedp``).
 """
 
 from __future__ import annotations

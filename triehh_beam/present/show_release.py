@@ -2,14 +2,15 @@
 trie, only released items, each with its count (the sampled users who reported it, at least tau:
 the theorem covers the thresholded counts, so they are published), its estimate count / p_s of
 its weighted users and their 95% interval given the release (results published before the
-intervals have none). The text summary is ``show.summary_lines``; this adds the table of
-released items."""
+intervals have none). ``show.render_text`` puts the job's summary above this table
+of released items."""
 
 from __future__ import annotations
 
 from typing import Any, List, Mapping
 
-from triehh_beam.evaluation.show import _pad, _width, _wrap, display
+from triehh_beam.present.result import display
+from triehh_beam.present.text import columns, wrap
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 
 __all__ = ["whole_item_lines"]
@@ -31,15 +32,10 @@ def whole_item_lines(document: Mapping, encoder: ItemEncoder) -> List[str]:
         (str(i), _released_text(entry["item"], encoder), f"{entry['count']:,}", f"{entry['estimate']:,.0f}")
         + ((f"{entry['interval'][0]:,} to {entry['interval'][1]:,}",) if intervals else ())
         for i, entry in enumerate(released, start=1)]
-    widths = [max(_width(row[c]) for row in rows) for c in range(len(rows[0]))]
-    for row in rows:
-        cells = [row[0].rjust(widths[0]), _pad(row[1], widths[1]), row[2].rjust(widths[2]), row[3].rjust(widths[3])]
-        if intervals:
-            cells.append(_pad(row[4], widths[4]))
-        lines.append(("  " + "  ".join(cells)).rstrip())
+    lines += columns(rows, "><>>" + ("<" if intervals else ""))
     quantity = document.get("estimates", {}).get("quantity")
     if quantity:
-        lines += [""] + _wrap(f"estimates: {quantity}.", indent="")
+        lines += [""] + wrap(f"estimates: {quantity}.", indent="")
     if document.get("estimate_note"):
-        lines += [""] + _wrap(document["estimate_note"], indent="")
+        lines += [""] + wrap(document["estimate_note"], indent="")
     return lines

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from triehh_beam.evaluation.audit_stats import runs_to_refute, test_claim
+from triehh_beam.reference.audit_stats import runs_to_refute, test_claim
 
 
 def test_an_event_always_on_d_prime_and_never_on_d_refutes_a_small_claim():

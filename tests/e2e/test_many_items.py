@@ -57,7 +57,7 @@ from triehh_beam.cli import main
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.job.ledger import LEDGER_NAME
-from triehh_beam.evaluation.metrics import ground_truth, recall_at_k
+from triehh_beam.reference.metrics import ground_truth, recall_at_k
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.evaluation.simulation import simulate, simulate_many

@@ -1,19 +1,5 @@
-"""The Beam glue of triehh-beam: PTransforms, DoFns and record I/O over the pure protocol modules.
-
-Drop the transforms into your own pipeline::
-
-    records = p | ReadRecordBatches("gs://bucket/records/*.parquet")
-    result = records | RunRound(sampler, round_index=1, sample_size=m, theta=theta,
-                                encoder=encoder, frontier=frozenset({()}), population=n)
-    # one element: a RoundResult (result.kept, result.sample_short)
-
-or draw every round's sample in one pass and run the rounds on the samples only::
-
-    drawn = records | SampleAllRounds(sampler.pass_keys(L), range(1, L + 1), m, n, encoder)
-    results = drawn["tables"] | RunAllRounds(1, L, theta, frozenset({()}),
-                                             sample_sizes=drawn["samples"])
-    # one (round, RoundResult) per round
-"""
+"""The Beam glue of triehh-beam: PTransforms and DoFns over the pure protocol modules. The names
+below are the ones to use in your own pipeline (examples/own_pipeline.py shows them in use)."""
 
 from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.beam.runners import make_pipeline

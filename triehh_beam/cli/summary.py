@@ -90,15 +90,6 @@ def _privacy_line(plan, verbose: bool) -> str:
     return line
 
 
-def _table(say: Callable[[str], None], texts: Sequence[str], cells: Sequence[str]) -> None:
-    """Each text padded to the widest, then its cell."""
-    from triehh_beam.evaluation import show  # text layout; present.text after issue 26's merge
-
-    width = max(show._width(text) for text in texts)
-    for text, cell in zip(texts, cells):
-        say(f"  {show._pad(text, width)}  {cell}")
-
-
 def _rest(say: Callable[[str], None], shown: int, total: int, prefixes: int, result) -> None:
     """How many are not listed, and where every one is."""
     frequent = (f"{prefixes:,} frequent prefix{'' if prefixes == 1 else 'es'} (starts of several items, "
@@ -113,11 +104,12 @@ def _rest(say: Callable[[str], None], shown: int, total: int, prefixes: int, res
 
 
 def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> None:
-    from triehh_beam.evaluation import show
+    from triehh_beam.present import result as published
+    from triehh_beam.present.text import columns
 
     plan = result.plan
-    entries = show.ordered_items(result.heavy_hitters, config.encoder)
-    estimates = show.load_result(os.path.dirname(result.output_path)).estimates() if plan.estimate_epsilon else {}
+    entries = published.ordered_items(result.heavy_hitters, config.encoder)
+    estimates = published.load_result(os.path.dirname(result.output_path)).estimates() if plan.estimate_epsilon else {}
     if estimates:  # the top by estimate; the published order (and `triehh show`) is by round
         entries.sort(key=lambda entry: -estimates[entry.sequence][0])
     top = entries[:SCREENFUL]
@@ -132,11 +124,12 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
             f"by its share of its records: the holders when each holds one; noise of epsilon_est="
             f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
             f"draws and the noise both counted)")
-        cells = []
+        rows = []
         for entry in top:
             estimate, low, high = estimates[entry.sequence]
-            cells.append(f"{estimate:>9,}  ({low:,} to {high:,})")
-        _table(say, [entry.text for entry in top], cells)
+            rows.append((entry.text, f"{estimate:>9,}  ({low:,} to {high:,})"))
+        for line in columns(rows, "<"):
+            say(line)
     else:
         for entry in top:
             say(f"  {entry.text}")
@@ -150,8 +143,9 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
 def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None]) -> None:
     """A whole-item release (``--protocol sample-threshold``): each item with its count, count /
     p_s and the 95% interval of its weighted users, most reported first."""
-    from triehh_beam.evaluation import show
     from triehh_beam.io.files import read_file
+    from triehh_beam.present import result as published
+    from triehh_beam.present.text import columns
 
     plan = result.plan
     released = json.loads(read_file(result.output_path))["released"]
@@ -160,12 +154,14 @@ def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None
         f"{f'; the {SCREENFUL} most reported' if len(released) > SCREENFUL else ''}:")
     if released:
         # result.heavy_hitters: the decoded items, in the published order (most reported first)
-        texts = [show.ordered_items([value], config.encoder)[0].text for value in result.heavy_hitters[:SCREENFUL]]
+        texts = [published.ordered_items([value], config.encoder)[0].text for value in result.heavy_hitters[:SCREENFUL]]
         say(f"  (count: sampled users who reported it, >= tau={plan.theta}; estimate = count / p_s, of the "
             f"weighted users: the holders when each holds one item; the interval holds them given the release)")
-        _table(say, ["item", *texts], [f"{'count':>7}  {'estimate':>9}  95% interval"] + [
-            f"{entry['count']:>7,}  {entry['estimate']:>9,.0f}  {entry['interval'][0]:,} to {entry['interval'][1]:,}"
-            for entry in released[:SCREENFUL]])
+        rows = [("item", f"{'count':>7}  {'estimate':>9}  95% interval")] + [
+            (text, f"{entry['count']:>7,}  {entry['estimate']:>9,.0f}  {entry['interval'][0]:,} to {entry['interval'][1]:,}")
+            for text, entry in zip(texts, released)]
+        for line in columns(rows, "<"):
+            say(line)
     _rest(say, min(len(released), SCREENFUL), len(released), 0, result)
     say(_privacy_line(plan, config.verbose))
 

@@ -39,7 +39,7 @@ from triehh_beam.protocol.encoding import (
     Units,
     is_terminated,
 )
-from triehh_beam.evaluation.metrics import UserItems, user_records
+from triehh_beam.reference.metrics import UserItems, user_records
 from triehh_beam.protocol.sampling import Sampler, UserId
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.trie import Trie

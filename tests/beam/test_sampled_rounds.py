@@ -10,7 +10,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from triehh_beam.beam import sample_pass, sampled_rounds, samples, transforms
-from triehh_beam.evaluation import simulation
+from triehh_beam.reference import simulation
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.sampling import Sampler

@@ -60,7 +60,7 @@ from triehh_beam.job.ledger import LEDGER_NAME
 from triehh_beam.evaluation.metrics import ground_truth, recall_at_k
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.evaluation.simulation import simulate, simulate_many
+from triehh_beam.reference.simulation import simulate, simulate_many
 from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 from triehh_beam.protocol.tokenize import TOKENIZER_ID, tokenize
 from triehh_beam.protocol.trie import Trie

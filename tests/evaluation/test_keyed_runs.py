@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from triehh_beam.evaluation.keyed_runs import encode_population, run_keyed
-from triehh_beam.evaluation.simulation import sampler_for_seed, simulate
+from triehh_beam.reference.keyed_runs import encode_population, run_keyed
+from triehh_beam.reference.simulation import sampler_for_seed, simulate
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.sampling import SCHEME_V1, Sampler
 

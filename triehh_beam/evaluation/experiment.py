@@ -286,7 +286,7 @@ def _simulate_runs(users, encoder, plan, seeds: Sequence[bytes], truncate: bool,
     """The keyed simulation's runs; with ``identities`` (one per seed), each run is keyed as the
     pipeline engine's run with the same seed and work directory is, and grows the same trie. A
     TrieHH++ plan (``sample_threshold_eval.is_sample_threshold``) runs sample-and-threshold."""
-    from triehh_beam.evaluation import simulation
+    from triehh_beam.reference import simulation
     from triehh_beam.evaluation.sample_threshold_eval import is_sample_threshold
 
     if is_sample_threshold(plan):

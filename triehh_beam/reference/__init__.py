@@ -1,0 +1,1 @@
+"""Reference oracles: plain-Python simulations and metrics the pipelines are checked against."""

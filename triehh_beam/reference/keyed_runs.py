@@ -6,7 +6,7 @@ encoded once (``encode_population``): users in the order of their canonical id b
 encoded items as a ``columnar.SequenceTable``, and every prefix of every sequence numbered, so
 that a trie is a boolean mask over prefix numbers. A run (``run_keyed``) samples a subset of
 the encoded users (``Members``: neighbouring populations share one encoding) and draws exactly
-``simulate``'s samples (the bottom ``m`` of the scheme-v2 ranks, ties broken by the id bytes)
+``simulate``'s samples (the bottom ``m`` of the ranks, ties broken by the id bytes)
 and votes (``columnar.choose_codes``, exactly ``vote.client_vote``), so for one seed it grows
 exactly the simulation's trie, and so the pipeline's (the tests compare them). Vote counts stay
 inside a round, as in the simulation; a run returns the trie only.
@@ -23,7 +23,7 @@ from triehh_beam.evaluation.metrics import UserItems, user_records
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.columnar import SequenceTable, choose_codes, sequence_table
 from triehh_beam.protocol.encoding import EmptyItemError, ItemEncoder, ItemTooLongError, Units, is_terminated
-from triehh_beam.protocol.sampling import SCHEME_V2, Sampler, UserId, user_id_bytes
+from triehh_beam.protocol.sampling import Sampler, UserId, user_id_bytes
 
 __all__ = ["EncodedPopulation", "Members", "encode_population", "run_keyed"]
 
@@ -205,17 +205,15 @@ def run_keyed(population: EncodedPopulation, members: Members, theta: int, m: in
       members: the users sampled from (``population.members``).
       theta: the threshold, >= 1 (any value: an audit may run parameters no plan would).
       m: users sampled per round, >= 0 (all of them when m >= their number).
-      sampler: the run's keys (scheme v2, the default).
+      sampler: the run's keys.
       max_rounds: the most rounds to run.
 
     Returns:
       The trie, a boolean mask over ``population.prefixes``.
 
     Raises:
-      ValueError: a scheme other than v2, theta < 1, m < 0 or max_rounds < 1.
+      ValueError: theta < 1, m < 0 or max_rounds < 1.
     """
-    if sampler.scheme != SCHEME_V2:
-        raise ValueError("run_keyed draws scheme v2's ranks; use simulation.simulate for v1")
     if theta < 1 or m < 0:
         raise ValueError(f"theta must be >= 1 and m >= 0, got theta={theta}, m={m}")
     limit = population.max_length if max_rounds is None else min(int(max_rounds), population.max_length)
@@ -229,7 +227,7 @@ def run_keyed(population: EncodedPopulation, members: Members, theta: int, m: in
     for r in range(1, limit + 1):
         keys = sampler.round_keys(r)
         if user_hashes is None and not (everyone and population.single_items):
-            # v2's round-free s(u) = SipHash(K_user, uid), as RoundKeys.user_hashes_packed
+            # the round-free s(u) = SipHash(K_user, uid), as RoundKeys.user_hashes_packed
             # computes it; not needed when everyone is sampled and nobody draws an item.
             user_hashes = keyed_hash.siphash24_words(keys.user_key, members.words, members.n_words)
         chosen = np.arange(len(members)) if everyone else _bottom(keys.ranks_from_user_hashes(user_hashes), m)

@@ -23,7 +23,7 @@ from triehh_beam.evaluation.metrics import UserItems, user_records
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.columnar import SequenceTable, choose_codes, sequence_table
 from triehh_beam.protocol.encoding import EmptyItemError, ItemEncoder, ItemTooLongError, Units, is_terminated
-from triehh_beam.protocol.sampling import Sampler, UserId, user_id_bytes
+from triehh_beam.protocol.sampling import Sampler, UserId, bottom_m, user_id_bytes
 
 __all__ = ["EncodedPopulation", "Members", "encode_population", "run_keyed"]
 
@@ -80,7 +80,7 @@ class EncodedPopulation:
                                               dtype=np.int64))
         words, n_words = keyed_hash.message_words(
             *keyed_hash.pack_messages(self.user_ids[i] for i in positions.tolist()))
-        return Members(positions, words, n_words)
+        return Members(positions, tuple(self.user_ids[i] for i in positions.tolist()), words, n_words)
 
     def levels(self, trie: np.ndarray) -> Tuple[frozenset, ...]:
         """A trie mask as ``SimulationResult.levels``: the kept prefixes by length, non-empty."""
@@ -92,10 +92,11 @@ class EncodedPopulation:
 @dataclasses.dataclass(frozen=True)
 class Members:
     """The users a run samples: their positions in the encoding (ascending, hence in id byte
-    order) and their id bytes as SipHash's words (``keyed_hash.message_words``: packed once,
-    hashed under each run's key)."""
+    order), their id bytes, and those as SipHash's words (``keyed_hash.message_words``: packed
+    once, hashed under each run's key)."""
 
     positions: np.ndarray
+    user_ids: Tuple[bytes, ...]
     words: np.ndarray
     n_words: np.ndarray
 
@@ -165,20 +166,6 @@ def encode_population(users: Mapping[UserId, UserItems], encoder: ItemEncoder,
     )
 
 
-def _bottom(ranks: np.ndarray, m: int) -> np.ndarray:
-    """Positions of the ``m`` smallest ranks, ties broken by position (= id byte order), as
-    ``SmallestRanks`` breaks them."""
-    n = len(ranks)
-    if m >= n:
-        return np.arange(n, dtype=np.int64)
-    chosen = np.argpartition(ranks, m - 1)[:m]
-    edge = ranks[chosen].max()
-    if np.count_nonzero(ranks == edge) > np.count_nonzero(ranks[chosen] == edge):
-        # A tie across the boundary (a 2^-64 event, or an s(u) collision): decide it exactly.
-        chosen = np.lexsort((np.arange(n), ranks))[:m]
-    return chosen
-
-
 def _rows_of(table: SequenceTable, users: np.ndarray) -> SequenceTable:
     """The sub-table of ``users`` (positions in ``table``), rows kept in order."""
     starts = table.offsets[users]
@@ -230,7 +217,8 @@ def run_keyed(population: EncodedPopulation, members: Members, theta: int, m: in
             # the round-free s(u) = SipHash(K_user, uid), as RoundKeys.user_hashes_packed
             # computes it; not needed when everyone is sampled and nobody draws an item.
             user_hashes = keyed_hash.siphash24_words(keys.user_key, members.words, members.n_words)
-        chosen = np.arange(len(members)) if everyone else _bottom(keys.ranks_from_user_hashes(user_hashes), m)
+        chosen = (np.arange(len(members)) if everyone
+                  else bottom_m(keys.ranks_from_user_hashes(user_hashes), members.user_ids, m))
         users = members.positions[chosen]
         codes = population.only_code[users]
         several = np.flatnonzero(codes == _SEVERAL)

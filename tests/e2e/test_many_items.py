@@ -49,7 +49,7 @@ from scipy import stats
 from tests.release_keys import keyed_identity
 from triehh_beam.job.release import Release
 from triehh_beam.protocol import planner
-from triehh_beam.beam import runners, transforms
+from triehh_beam.beam import SampleAllRounds, runners, samples
 from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.io.schema import RecordOptions
 from triehh_beam.io.write import write_records
@@ -268,6 +268,13 @@ def _split_population(words, seed: int):
     return merged, files
 
 
+
+def _users_held(keyed):
+    """A ``(round, sample table)``'s users, each as its sorted ``[(sequence, count), ...]``."""
+    users, _ = samples.sequence_table(keyed[1])
+    return [list(users.weighted(i)) for i in range(users.users)]
+
+
 def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_words):
     words = short_words[:30]
     merged, files = _split_population(words, seed=3)
@@ -290,19 +297,15 @@ def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_word
     encoder = ItemEncoder(max_length=5)
     n = len(merged)
 
-    # Per user, after GroupByUser (everyone sampled): the local counts are the merged ones.
-    expected = [
-        (user.encode(), sorted((encoder.encode(w), c) for w, c in counts.items())) for user, counts in merged.items()
-    ]
+    # Per user, in the sample tables (everyone sampled): the local counts are the merged ones.
+    expected = [sorted((encoder.encode(w), c) for w, c in counts.items()) for counts in merged.values()]
     pipeline = runners.make_pipeline(PipelineOptions([]))
-    grouped = (
+    drawn = (
         pipeline
         | ReadRecordBatches(pattern, options=RecordOptions.for_encoder(encoder))
-        | transforms.SampleUsers(Sampler(_seed("split")), 1, n, population=n)
-        | transforms.GroupByUser(encoder)
-        | beam.MapTuple(lambda user, counts: (user, sorted(counts.items())))
+        | SampleAllRounds(Sampler(_seed("split")).pass_keys(1), [1], n, n, encoder)
     )
-    assert_that(grouped, equal_to(expected))
+    assert_that(drawn["tables"] | beam.FlatMap(_users_held), equal_to(expected))
     pipeline.run().wait_until_finish()
 
     # The whole discovery, sampling half the users per round, equals the keyed simulation given

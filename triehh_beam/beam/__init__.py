@@ -1,13 +1,13 @@
 """The Beam glue of triehh-beam: PTransforms, DoFns and record I/O over the pure protocol modules.
 
-Drop the transforms into your own pipeline::
+One round in your own pipeline (the transforms a discovery job runs)::
 
     records = p | ReadRecordBatches("gs://bucket/records/*.parquet")
-    result = records | RunRound(sampler, round_index=1, sample_size=m, theta=theta,
-                                encoder=encoder, frontier=frozenset({()}), population=n)
+    result = records | RunRound(sampler, round_index=1, theta=theta, encoder=encoder,
+                                sample_size=m, population=n)
     # one element: a RoundResult (result.kept, result.sample_short)
 
-or draw every round's sample in one pass and run the rounds on the samples only::
+or every round's sample in one pass and the rounds on the samples only::
 
     drawn = records | SampleAllRounds(sampler.pass_keys(L), range(1, L + 1), m, n, encoder)
     results = drawn["tables"] | RunAllRounds(1, L, theta, frozenset({()}),
@@ -16,27 +16,18 @@ or draw every round's sample in one pass and run the rounds on the samples only:
 """
 
 from triehh_beam.beam.read import ReadRecordBatches
+from triehh_beam.beam.run_round import RunRound
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.sample_pass import RoundSample, SampleAllRounds
-from triehh_beam.beam.sampled_rounds import RunAllRounds, RunSampledRound
+from triehh_beam.beam.sampled_rounds import RunAllRounds, RunSampledRound, frontier_after
 from triehh_beam.beam.samples import ReadSampleTables, WriteSampleTables
+from triehh_beam.beam.transforms import METRICS_NAMESPACE, CountDistinctUsers, DropZeroCountsDoFn
 from triehh_beam.io.schema import RecordFormatError
-from triehh_beam.beam.transforms import (
-    METRICS_NAMESPACE,
-    CountAndPrune,
-    CountDistinctUsers,
-    GroupByUser,
-    MapToPrefixVotes,
-    RunRound,
-    SampleUsers,
-)
 
 __all__ = [
     "METRICS_NAMESPACE",
-    "CountAndPrune",
     "CountDistinctUsers",
-    "GroupByUser",
-    "MapToPrefixVotes",
+    "DropZeroCountsDoFn",
     "ReadRecordBatches",
     "ReadSampleTables",
     "RecordFormatError",
@@ -45,7 +36,7 @@ __all__ = [
     "RunRound",
     "RunSampledRound",
     "SampleAllRounds",
-    "SampleUsers",
     "WriteSampleTables",
+    "frontier_after",
     "make_pipeline",
 ]

@@ -58,6 +58,16 @@ class SequenceTable:
         """The user (0-based position) of every row."""
         return np.repeat(np.arange(self.users, dtype=np.int64), np.diff(self.offsets))
 
+    def subset(self, users: np.ndarray) -> "SequenceTable":
+        """The table of ``users`` (positions here, in the order given), rows kept in order."""
+        users = np.asarray(users, dtype=np.int64)
+        starts = self.offsets[users]
+        sizes = self.offsets[users + 1] - starts
+        offsets = np.zeros(len(users) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        rows = np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+        return SequenceTable(self.sequences, offsets, self.codes[rows], self.counts[rows])
+
     def weighted(self, user: int) -> Tuple[Tuple[Units, int], ...]:
         """User ``user``'s ``((sequence, count), ...)``: what ``client_vote`` takes (tests, fallback)."""
         rows = slice(int(self.offsets[user]), int(self.offsets[user + 1]))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from triehh_beam.protocol import sampling
+from triehh_beam.protocol.bottom_m import bottom_m
 from triehh_beam.protocol.sampling import Sampler, SmallestRanks, user_id_bytes
 
 SEED = bytes(range(100, 132))
@@ -223,8 +223,8 @@ def test_bottom_m_is_the_m_smallest_distinct_pairs_at_their_first_row(m):
         rows = [(rng.randrange(25), f"u{rng.randrange(40)}".encode()) for _ in range(rng.randrange(0, 120))]
         ranks = np.array([r for r, _ in rows], dtype=np.uint64)
         ids = [u for _, u in rows]
-        picked = sampling.bottom_m(ranks, ids, m)
+        picked = bottom_m(ranks, ids, m)
         assert [rows[i] for i in picked] == sorted(set(rows))[:m]
         assert all(rows.index(rows[i]) == i for i in picked)  # the first row of each pair
     with pytest.raises(ValueError):
-        sampling.bottom_m(np.zeros(2, dtype=np.uint64), [b"a"], 1)
+        bottom_m(np.zeros(2, dtype=np.uint64), [b"a"], 1)

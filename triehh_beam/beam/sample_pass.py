@@ -1,7 +1,7 @@
 """The sampling pass (``SampleAllRounds``): one read of the records draws the sample of every round,
 since samples and item choices depend only on (secret seed, round, user), never on the trie. Each
 record batch is ranked for all rounds at once; TrieHH's bottom-m threshold of each round
-(``sampling.bottom_m``'s rule, after a rank prefilter) is a side input, and the rows at or below it
+(``bottom_m``'s rule, after a rank prefilter) is a side input, and the rows at or below it
 become the round's sample tables (``beam.sample_tables``), sharded by rank; TrieHH++'s Bernoulli
 samples keep exactly the rows ranked below ``sampling.bernoulli_threshold(p_s)``. A sample that
 comes up short keeps nothing and says so in ``RoundSample.sample_short``. The building blocks are
@@ -23,6 +23,7 @@ from triehh_beam.beam.sample_tables import SampleTableBuilder
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
+from triehh_beam.protocol.bottom_m import SmallestRanks, smallest_rank_rows
 from triehh_beam.protocol.encoding import ItemEncoder
 
 __all__ = [
@@ -105,17 +106,17 @@ class _RankAllRoundsDoFn(beam.DoFn):
         yield from candidates_by_round(batch, ranks, self._bounds)
 
 
-def add_candidates(smallest: sampling.SmallestRanks, batch: pa.RecordBatch) -> None:
+def add_candidates(smallest: SmallestRanks, batch: pa.RecordBatch) -> None:
     """Adds a batch of (rank, user_id) candidates to a bottom-m accumulator (only the rows that
     can enter it become Python values)."""
     ranks = np.asarray(batch.column("rank"))
-    rows = sampling.smallest_rank_rows(ranks, smallest.m)
+    rows = smallest_rank_rows(ranks, smallest.m)
     if len(rows):
         users = batch.column("user_id").take(pa.array(rows)).cast(pa.binary()).to_pylist()
         smallest.add_batch(ranks[rows], users)
 
 
-def threshold_of(smallest: sampling.SmallestRanks) -> Threshold:
+def threshold_of(smallest: SmallestRanks) -> Threshold:
     """A bottom-m accumulator's (largest sampled (rank, user), users sampled)."""
     kept = smallest.extract()
     return (kept[-1] if kept else None), len(kept)
@@ -125,13 +126,13 @@ def threshold_of(smallest: sampling.SmallestRanks) -> Threshold:
 @beam.typehints.with_output_types(Threshold)
 class BottomMCombineFn(beam.CombineFn):
     """A round's candidate batches -> its bottom-m threshold and sample size; delegates to
-    ``sampling.SmallestRanks`` (None inputs only make the round's key exist)."""
+    ``bottom_m.SmallestRanks`` (None inputs only make the round's key exist)."""
 
     def __init__(self, m: int):
         self._m = m
 
     def create_accumulator(self):
-        return sampling.SmallestRanks(self._m)
+        return SmallestRanks(self._m)
 
     def add_input(self, accumulator, batch):
         if batch is not None and batch.num_rows:

@@ -23,6 +23,7 @@ from triehh_beam.beam.sample_tables import SampleTableBuilder
 from triehh_beam.beam.windows import EventWindows, window_view
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
+from triehh_beam.protocol.bottom_m import SmallestRanks
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.rounds import RoundResult
 
@@ -123,7 +124,7 @@ class _WindowThresholdDoFn(beam.DoFn):
         required = plan.users_required(round_index)
         if not required:
             return
-        smallest = sampling.SmallestRanks(required)
+        smallest = SmallestRanks(required)
         for part in parts:
             if part.num_rows:
                 sample_pass.add_candidates(smallest, part)

@@ -18,7 +18,8 @@ from triehh_beam.evaluation.metrics import UserItems, user_records
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.columnar import SequenceTable, count_votes, sequence_table
 from triehh_beam.protocol.encoding import EmptyItemError, ItemEncoder, ItemTooLongError, Units, is_terminated
-from triehh_beam.protocol.sampling import Sampler, UserId, bottom_m, user_id_bytes
+from triehh_beam.protocol.bottom_m import bottom_m
+from triehh_beam.protocol.sampling import Sampler, UserId, user_id_bytes
 
 __all__ = ["EncodedPopulation", "Members", "encode_population", "run_keyed"]
 

@@ -11,18 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import (
-    Collection,
-    Dict,
-    FrozenSet,
-    Hashable,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Tuple,
-    Union,
-)
+from typing import Collection, Dict, FrozenSet, Hashable, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 

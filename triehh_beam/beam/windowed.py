@@ -128,8 +128,9 @@ class _WindowThresholdDoFn(beam.DoFn):
         for part in parts:
             if part.num_rows:
                 sample_pass.add_candidates(smallest, part)
-        if smallest.threshold() is not None:
-            yield round_index, sample_pass.threshold_of(smallest)
+        threshold = sample_pass.threshold_of(smallest)
+        if threshold[0] is not None:
+            yield round_index, threshold
 
 
 @beam.typehints.with_input_types(Tuple[int, pa.RecordBatch], thresholds=Any, plan=Any)

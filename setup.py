@@ -52,6 +52,11 @@ setuptools.setup(
             "wordfreq>=3.1",
             # The pipelinedp rival's tests (the `rivals` extra).
             "pipeline-dp>=0.3.1,<0.4",
+            # The docs site, built with --strict by tests/test_docs.py: mkdocs, its theme, and
+            # mkdocstrings for the API pages generated from the docstrings.
+            "mkdocs==1.6.1",
+            "mkdocs-material>=9.5,<10",
+            "mkdocstrings[python]>=0.26,<2",
         ],
     },
     entry_points={"console_scripts": ["triehh=triehh_beam.cli:main"]},

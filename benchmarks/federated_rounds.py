@@ -31,7 +31,7 @@ def _one(devices: int, work: str, epsilon: float, max_length: int) -> dict:
     pq.write_table(pq.read_table(DEMO_POPULATION_PATH).slice(0, devices), records)
     config = DiscoveryConfig(input_pattern=records, output_dir=os.path.join(work, f"out-{devices}"),
                              epsilon=epsilon, delta=1e-6, max_length=max_length, seed=os.urandom(32))
-    summary = fleet_run.simulate(config, fleet_run.Faults(latency=0.05), 600.0, 1.0, [], progress=lambda _: None,
+    summary = fleet_run.simulate(config, fleet_run.fleet_options(latency=0.05), 600.0, 1.0, [], progress=lambda _: None,
                                  compare=False)
     received = sum(summary.received.values())
     registry_config = dataclasses.replace(config, input_pattern=os.path.join(config.resolved_state_dir, "registry.txt"))

@@ -1,12 +1,12 @@
-"""triehh-beam: private heavy-hitter discovery with the TrieHH protocol, in layers: the pure
-protocol (``triehh_beam.protocol``: no Beam, no Arrow, no files, so it runs on devices and in
-tests), Arrow readers (``io``), thin Beam transforms (``beam``), operating a job (``job``: config,
-driver, state, ledger), evaluation and the ``triehh`` tool (``cli``). The names below are the
-protocol's, re-exported for convenience and imported on first use (PEP 562), so that importing
-any module of the package (the ``triehh`` tool's parser, say) costs neither Beam nor SciPy.
-"""
+"""triehh-beam: private heavy-hitter discovery with the TrieHH protocol, in layers (the pure
+``protocol``, Arrow readers in ``io``, thin Beam transforms in ``beam``, operating a job in
+``job``, the ``triehh`` tool in ``cli``). The names below are the protocol's, re-exported and
+imported on first use (PEP 562, ``lazy_exports``), so that importing any module of the package
+costs neither Beam nor SciPy."""
 
 import importlib
+import sys
+from typing import Callable, Dict, Tuple
 
 # Each re-exported name and the module that defines it.
 _EXPORTS = {
@@ -38,14 +38,25 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    """A re-exported name, imported from its module the first time it is asked for."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+def lazy_exports(package: str, exports: Dict[str, str]) -> Tuple[Callable, Callable]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import each name of ``exports``
+    (name -> the module defining it) from its module the first time it is asked for.
+
+    The ``__getattr__`` raises AttributeError for any other name.
+    """
+    namespace = sys.modules[package].__dict__
+
+    def __getattr__(name):
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(exports[name]), name)
+        namespace[name] = value
+        return value
+
+    def __dir__():
+        return sorted(set(namespace) | set(exports))
+
+    return __getattr__, __dir__
 
 
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from triehh_beam.cli import main
-from triehh_beam.evaluation import show
+from triehh_beam.present import result as published
+from triehh_beam.present import show
 from triehh_beam.job import outputs
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.count_intervals import noisy_count_intervals
@@ -50,11 +51,11 @@ def test_each_entry_carries_its_estimate_and_show_reads_it_back(kind, tmp_path):
     document = outputs.published_document(state, trie)
     expected = dict(zip(targets.sequences, values))
     for entry in document["heavy_hitters"]:
-        sequence = show._item_sequence(entry, encoder)
+        sequence = published.item_sequence(entry, encoder)
         assert entry["estimate"] == expected[sequence]
         assert entry["interval"] == list(noisy_count_intervals([entry["estimate"]], 0.5)[0])
     for entry in document["frequent_prefixes"]:
-        assert entry["estimate"] == expected[show._prefix_sequence(entry, encoder)]
+        assert entry["estimate"] == expected[published.prefix_sequence(entry, encoder)]
     assert -3 in [e["estimate"] for e in document["heavy_hitters"] + document["frequent_prefixes"]]
     block = document["frequency_estimates"]
     assert block["epsilon"] == 0.5 and block["half_width"] == 6 and block["level"] == 0.95
@@ -64,7 +65,7 @@ def test_each_entry_carries_its_estimate_and_show_reads_it_back(kind, tmp_path):
     # Read back by triehh show, as a document alone and beside trie.pb.
     (tmp_path / "heavy_hitters.json").write_text(json.dumps(document))
     (tmp_path / "trie.pb").write_bytes(trie.to_bytes())
-    result = show.load_result(str(tmp_path))
+    result = published.load_result(str(tmp_path))
     assert result.trie == trie
     intervals = dict(zip(expected, noisy_count_intervals(list(expected.values()), 0.5)))
     assert result.estimates() == {s: (v, *intervals[s]) for s, v in expected.items()}
@@ -72,7 +73,7 @@ def test_each_entry_carries_its_estimate_and_show_reads_it_back(kind, tmp_path):
     text = show.render_text(result, tree=False)
     assert "95% interval" in text and "epsilon_est=0.5" in text and "weighted users" in text
     assert "covers the noise alone" not in text
-    assert show.trie_from_document(document) == trie
+    assert published.trie_from_document(document) == trie
 
 
 def test_show_says_an_older_results_interval_covers_the_noise_alone(tmp_path):
@@ -84,7 +85,7 @@ def test_show_says_an_older_results_interval_covers_the_noise_alone(tmp_path):
     for entry in document["heavy_hitters"]:
         entry["interval"] = [entry["estimate"] - 6, entry["estimate"] + 6]
     (tmp_path / "heavy_hitters.json").write_text(json.dumps(document))
-    result = show.load_result(str(tmp_path / "heavy_hitters.json"))
+    result = published.load_result(str(tmp_path / "heavy_hitters.json"))
     assert result.estimates()[encoder.encode("a")] == (120, 114, 126)
     text = show.render_text(result, tree=False)
     assert "covers the noise alone" in text and "114 to 126" in text
@@ -97,7 +98,7 @@ def test_without_estimates_the_document_is_unchanged():
     document = outputs.published_document(state, trie)
     assert document["heavy_hitters"] == ["a"] and "frequency_estimates" not in document
     assert "estimate_epsilon" not in document["privacy"]
-    assert show.PublishedResult(trie, document, ()).estimates() == {}
+    assert published.PublishedResult(trie, document, ()).estimates() == {}
 
 
 def test_discover_prints_the_estimates_and_show_tables_them(tmp_path, make_population, capsys):

@@ -35,3 +35,30 @@ def test_an_earlier_evaluation_is_kept_unless_forced(tmp_path, capsys):
 
     assert _evaluate(path, output, "--runs", "2", "--force") == 0
     assert json.loads((output / "evaluation.json").read_text(encoding="utf-8"))["parameters"]["runs"] == 2
+
+
+def test_max_length_counts_units_as_in_discover(tmp_path):
+    """The same --unit-size and --max-length give the same L, in units, to evaluate and discover
+    (--unit-size 3 --max-length 10 was 10 rounds in discover and 4 in evaluate); with several unit
+    sizes L counts units of the smallest and each other one fits the same characters."""
+    import argparse
+
+    from triehh_beam.cli import argtypes, discover, evaluate
+
+    flags = ["--input", str(tmp_path / "records.csv"), "--epsilon", "8", "--delta", "1e-3",
+             "--max-length", "10", "--unit-size", "3"]
+    parser = argtypes.ArgumentParser()
+    discover.add_discover_arguments(parser)
+    found = discover.config_from_args(parser.parse_known_args(flags + ["--output", str(tmp_path / "d")])[0])
+    parser = argparse.ArgumentParser()
+    evaluate.add_evaluate_arguments(parser)
+    config = evaluate.config_from_args(parser.parse_args(flags + ["--output", str(tmp_path / "e")]))
+    assert found.encoder.max_length == config.encoder(3).max_length == 10
+    assert config.max_characters == 27 == (found.encoder.max_length - 1) * found.encoder.unit_size
+
+    parser = argparse.ArgumentParser()
+    evaluate.add_evaluate_arguments(parser)
+    several = evaluate.config_from_args(parser.parse_args(
+        flags[:-1] + ["2,3", "--output", str(tmp_path / "e")]))
+    assert several.max_characters == 18  # 9 units of 2 characters
+    assert [several.encoder(k).max_length for k in (2, 3)] == [10, 7]  # ceil(18 / 3) + 1

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.evaluation import sample_threshold_eval
+from triehh_beam.evaluation import plans as evaluation_plans
 from triehh_beam.io.write import write_records
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.composition import compose_rounds
@@ -304,7 +304,7 @@ def test_evaluate_lists_an_infeasible_triehh_plus_plus_target(words, tmp_path, c
     # evaluate has no --accounting: its TrieHH++ planner is replaced by the bound's, where epsilon
     # 8 over L = 4 (eps_r = 2 > 1) is refused, to show an infeasible plan is skipped and said,
     # TrieHH still running.
-    monkeypatch.setattr(sample_threshold_eval, "plan",
+    monkeypatch.setattr(evaluation_plans, "plan_triehh_pp",
                         lambda epsilon, delta, max_length: plan_sample_threshold(epsilon, delta, max_length,
                                                                                  accounting="bound"))
     code = cli.main(["evaluate", "--input", words, "--epsilon", "8", "--delta", "1e-6", "--max-length", "4",

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.evaluation import whole_items_eval
+from triehh_beam.evaluation import plans as evaluation_plans
 from triehh_beam.io.write import write_records
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.exact_accountant import release_delta
@@ -195,7 +195,7 @@ def test_evaluate_lists_an_infeasible_whole_item_target(words, tmp_path, capsys,
     # As for TrieHH++ (test_cli_sample_threshold.py): no target evaluate accepts is infeasible
     # under exact accounting in practice and evaluate has no --accounting, so its planner is
     # replaced by the bound's, where epsilon 2 > 1 is refused: skipped and said, epsilon 1 runs.
-    monkeypatch.setattr(whole_items_eval, "plan_whole_items",
+    monkeypatch.setattr(evaluation_plans, "plan_whole_items",
                         lambda epsilon, delta: plan_whole_items(epsilon, delta, accounting="bound"))
     code = cli.main(["evaluate", "--input", words, "--epsilon", "1,2", "--delta", "1e-6", "--max-length", "4",
                      "--runs", "1", "--top-k", "3", "--rivals", "exact", "--no-progress", "--engine", "simulate",

@@ -24,7 +24,7 @@ import pytest
 from tests.release_keys import keyed_identity
 from triehh_beam import cli
 from triehh_beam.reference.simulation import sampler_for_seed
-from triehh_beam.evaluation.whole_items import simulate_whole_items
+from triehh_beam.reference.whole_items import simulate_whole_items
 from triehh_beam.io.write import write_records
 from triehh_beam.job import graphs
 from triehh_beam.job.config import DiscoveryConfig
@@ -221,7 +221,7 @@ def test_the_budget_is_charged_before_the_release_pass_runs(population, tmp_path
 
 
 def test_show_lists_the_released_items_with_their_counts_and_estimates(runs):
-    from triehh_beam.evaluation.show import load_result, render_text
+    from triehh_beam.present.show import load_result, render_text
 
     published = runs["published"]
     text = render_text(load_result(str(runs["output"])))

@@ -19,7 +19,7 @@ def test_simulate_with_dropouts_closes_each_round_once_the_fleet_has_answered(pu
     config = DiscoveryConfig(input_pattern=records, output_dir=str(tmp_path / "out"), epsilon=8.0, delta=1e-6,
                              max_length=8, seed=SEED)
     lines = []
-    summary = fleet_run.simulate(config, fleet_run.Faults(dropout=0.3, late=0.05, seed=3), DEADLINE_S, 1.0, [],
+    summary = fleet_run.simulate(config, fleet_run.fleet_options(dropout=0.3, late=0.05, seed=3), DEADLINE_S, 1.0, [],
                                  progress=lines.append, compare=False)
     report = json.loads(open(summary.report).read())
     closes = [r["closed_by"] for r in report["rounds"]]

@@ -7,7 +7,7 @@ End to end on Beam's in-process runner (``run_discovery`` with no options, or
    user in the census and casts at most one vote per round; its unique item is never
    discovered although the frontier reaches it.
 2. A user's items spread over several files and rows, with and without a count column: the local
-   frequency is the sum over all rows (checked per user after ``GroupByUser``, and as an exact
+   frequency is the sum over all rows (checked per user in the sample tables, and as an exact
    trie equality with the keyed simulation given the merged counts).
 3. Unicode (Latin with accents, Cyrillic, CJK, emoji with ZWJ sequences and skin tones, Arabic,
    Hebrew) at unit sizes 1-4: the frequent words come back exactly in ``heavy_hitters.json``.
@@ -57,7 +57,7 @@ from triehh_beam.cli import main
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.job.ledger import LEDGER_NAME
-from triehh_beam.evaluation.metrics import ground_truth, recall_at_k
+from triehh_beam.reference.metrics import ground_truth, recall_at_k
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.reference.simulation import simulate, simulate_many

@@ -1,7 +1,7 @@
-"""The README's "In your own Beam pipeline" example runs as written and finds the first letters.
+"""The docs' "In your own Beam pipeline" example runs as written and finds the first letters.
 
-The example is taken from README.md itself (the first Python block of that section), so the
-README cannot drift from the library without this test failing.
+The example is taken from docs/guides/beam.md itself (the first Python block of that section), so the
+page cannot drift from the library without this test failing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _example() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "guides" / "beam.md").read_text(encoding="utf-8")
     section = readme.split("## In your own Beam pipeline", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match, "the section has no python block"

@@ -67,7 +67,7 @@ def test_two_releases_of_the_unpatched_pipeline_are_inconclusive(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(protocol="pem"), "protocol must be one of"),
+    (dict(protocol="pem"), "unknown protocol .pem.; choose one of triehh, triehh\\+\\+, sample-threshold"),
     (dict(runs=0), "runs must be"),
     (dict(event="differs"), "--releases 2"),
     (dict(releases=2, event="published"), "--releases 2"),

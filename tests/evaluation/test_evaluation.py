@@ -15,8 +15,9 @@ import pytest
 from scipy import stats
 
 from triehh_beam.cli import evaluate as evaluate_cli
-from triehh_beam.evaluation import experiment as evaluation, metrics
-from triehh_beam.evaluation import stats as eval_stats
+from triehh_beam.evaluation import experiment as evaluation
+from triehh_beam.reference import metrics
+from triehh_beam.reference import stats as eval_stats
 from triehh_beam.protocol import planner
 from triehh_beam.io.write import write_records
 
@@ -285,6 +286,9 @@ def test_evaluate_command_end_to_end_with_the_simulation(tmp_path, capsys):
         result = json.load(f)
     assert {(c["epsilon"], c["unit_size"]) for c in result["triehh"]} == {(4, 1), (4, 2), (8, 1), (8, 2)}
     assert {c["max_length"] for c in result["triehh"]} == {4, 3}
+    # --max-length 4 counts units of the smallest unit size (1): items of up to 3 characters.
+    assert result["parameters"]["max_length"] == 4 and result["parameters"]["max_characters"] == 3
+    assert result["parameters"]["max_length_by_unit_size"] == {"1": 4, "2": 3}
     assert result["parameters"]["engine"] == "simulate"
     for name in ("report.html", "recall_at_k.png", "discovery_rate_u1.png", "discovery_rate_u2.png",
                  "recall_vs_unit_size.png", "trie_growth.png"):

@@ -37,7 +37,7 @@ from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, InfeasiblePlanError, run_discovery
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
-from triehh_beam.evaluation.metrics import ground_truth, recall_at_k
+from triehh_beam.reference.metrics import ground_truth, recall_at_k
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.reference.simulation import simulate, simulate_many

@@ -1,19 +1,5 @@
-"""The Beam glue of triehh-beam: PTransforms, DoFns and record I/O over the pure protocol modules.
-
-One round in your own pipeline (the transforms a discovery job runs)::
-
-    records = p | ReadRecordBatches("gs://bucket/records/*.parquet")
-    result = records | RunRound(sampler, round_index=1, theta=theta, encoder=encoder,
-                                sample_size=m, population=n)
-    # one element: a RoundResult (result.kept, result.sample_short)
-
-or every round's sample in one pass and the rounds on the samples only::
-
-    drawn = records | SampleAllRounds(sampler.pass_keys(L), range(1, L + 1), m, n, encoder)
-    results = drawn["tables"] | RunAllRounds(1, L, theta, frozenset({()}),
-                                             sample_sizes=drawn["samples"])
-    # one (round, RoundResult) per round
-"""
+"""The Beam glue of triehh-beam: PTransforms and DoFns over the pure protocol modules. The names
+below are the ones to use in your own pipeline (examples/own_pipeline.py shows them in use)."""
 
 from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.beam.run_round import RunRound

@@ -1,14 +1,7 @@
-"""Reading device records from BigQuery, where Dataflow users keep them: ``ReadBigQueryBatches``
-reads a table (``bq://PROJECT.DATASET.TABLE``) or the result of a query through Beam's
-``ReadFromBigQuery`` with the Storage Read API (``DIRECT_READ``, Arrow on the wire, only the record
-columns selected; a table pinned to an instant, ``as_of_millis``, is read through the query
-``io.bigquery.pinned_table_query`` builds, BigQuery time travel), and turns the rows it yields into
-``record_schema`` batches with ``RowsToRecordBatches``: rows batched (``BatchElements``), then
-normalised a batch at a time by ``triehh_beam.io.rows``, with the same checks, drop counters
-(``triehh`` namespace) and outputs as ``ReadRecordBatches`` (rejected rows on ``REJECTED_TAG``,
-rendered, with ``dead_letter``). Beam's source yields one Python dict per row, which costs about 20
-µs a row in Beam: a file export (Parquet on GCS, read by ``ReadRecordBatches``) stays the fastest
-input for very large tables."""
+"""Reading device records from BigQuery (docs/input.md): ``ReadBigQueryBatches`` reads a table,
+optionally pinned to an instant by time travel, or a query through Beam's ``ReadFromBigQuery``
+with the Storage Read API, and ``RowsToRecordBatches`` turns the rows into ``record_schema``
+batches with the same checks, drop counters and rejected-row output as ``ReadRecordBatches``."""
 
 from __future__ import annotations
 

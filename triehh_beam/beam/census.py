@@ -1,17 +1,7 @@
-"""The census of a discovery (``TakeCensus``): in one read of the records, the distinct users n
-(keyed 64-bit fingerprints, sharded 256 ways, as ``transforms.CountDistinctUsers``) and, among
-them, the users who hold no *usable* item under the job's encoding: every item of theirs too long
-for L (when too-long items are dropped) or impossible to encode. Such a user is sampled like any
-other but can never vote, so a population made mostly of them spends its budget on nothing. Each
-batch classifies its items in columns (a record's length in base units, characters, bytes or
-bits, after normalisation: Arrow kernels for ASCII text, byte and integer items; Python once per
-distinct other item and worker, cached, as the sampling pass encodes), then sends per shard the
-fingerprints of the users with a usable record and, apart, those with an unusable one with the
-shortest length it had; a shard's combiner keeps the shortest per user and counts the users with
-no usable record by that length, which tells the driver what a larger L or unit size would make
-usable. Counters ``items_too_long`` and ``items_unencodable`` count records (a tokenised record:
-its tokens), as the sampling pass's per-round counters do.
-"""
+"""The census of a discovery, ``TakeCensus``: in one read of the records, the distinct users n
+(keyed fingerprints, sharded) and the users who hold no usable item under the job's encoding
+(every item too long for L, or not encodable), counted by their shortest length, so the driver
+can say what a larger L or unit size would make usable. Such users are sampled but cannot vote."""
 
 from __future__ import annotations
 
@@ -221,7 +211,7 @@ class _CensusBatchDoFn(beam.DoFn):
 class _ShardCensusCombineFn(beam.CombineFn):
     """One shard's parts -> its ``Census``. The accumulator is (usable fingerprint arrays,
     unusable (fingerprint, length) arrays), compacted when the buffered total doubles, as
-    ``transforms._UnionSizeCombineFn``: amortised O(n log n) per shard."""
+    ``transforms.UnionSizeCombineFn``: amortised O(n log n) per shard."""
 
     def create_accumulator(self):
         return [np.zeros(0, np.uint64)], [(np.zeros(0, np.uint64), np.zeros(0, np.int64))]

@@ -1,14 +1,10 @@
-"""The frequency estimates as one Beam step (``EstimateFrequencies``): one more pass over the record
-batches after the rounds, the discovered leaves a side input (``protocol.frequency_estimates``).
-Each batch is matched against the leaves columnar (items dictionary-encoded, each distinct item
-encoded and matched once per worker), keeps only the rows whose sequence starts with a leaf, and
-routes them by a keyed hash of the user id to a shard, so that all of a user's rows meet; a
-shard's users each choose one leaf by local frequency (``columnar.choose_codes``, the uniform
-from the same keyed hash) and their choices are counted; the shards' exact counts are added in
-one combine, whose output is the released ``FrequencyEstimates``: the noise is added there,
-once, and the exact counts never leave the step (no counter, no log, no output carries them).
-The graph carries the derived ``EstimateKeys``, never the seed.
-"""
+"""The frequency estimates as one Beam step, ``EstimateFrequencies`` (docs/protocol.md §5): one
+more pass over the record batches, the discovered leaves a side input; rows matching a leaf are
+routed by a keyed hash of the user id to shards, each shard's users choose one leaf and are
+counted, and one combine adds the shards' exact counts and releases them with noise added once.
+The exact counts never leave the step, and the graph carries the derived ``EstimateKeys``, never
+the seed. ``MatchTargetsDoFn``, ``CountChoicesDoFn`` and ``add_counts`` also serve the windowed
+estimates (:mod:`triehh_beam.beam.windowed_estimates`)."""
 
 from __future__ import annotations
 
@@ -29,7 +25,8 @@ __all__ = ["DEFAULT_SHARDS", "EstimateFrequencies"]
 
 #: Groups the users are split into when the caller does not say (a shard is held in memory).
 DEFAULT_SHARDS = 64
-_MAX_SHARDS = 2048  # the hash's low 11 bits route a user
+#: The most shards a user can be routed to (the hash's low 11 bits route a user).
+MAX_SHARDS = 2048
 _CACHE_LIMIT = 1 << 17  # distinct items a worker remembers the leaves of
 _ROWS_SCHEMA = pa.schema([("user_id", pa.binary()), ("target", pa.int64()), ("count", pa.int64()),
                           ("hash", pa.uint64())])
@@ -57,7 +54,7 @@ def _item_targets(value, encoder: ItemEncoder, truncate: bool, targets: Estimate
 
 @beam.typehints.with_input_types(pa.RecordBatch, targets=EstimateTargets)
 @beam.typehints.with_output_types(Tuple[int, pa.RecordBatch])
-class _MatchTargetsDoFn(beam.DoFn):
+class MatchTargetsDoFn(beam.DoFn):
     """A record batch -> per shard, its rows that count for a leaf: (user_id, target, count,
     hash), one row per (record, matching token)."""
 
@@ -113,7 +110,7 @@ class _MatchTargetsDoFn(beam.DoFn):
 
 @beam.typehints.with_input_types(Tuple[int, Iterable[pa.RecordBatch]], targets=EstimateTargets)
 @beam.typehints.with_output_types(np.ndarray)
-class _CountChoicesDoFn(beam.DoFn):
+class CountChoicesDoFn(beam.DoFn):
     """One shard's rows -> its users' exact counts per leaf (private: they go only to the
     release combine)."""
 
@@ -137,6 +134,29 @@ class _CountChoicesDoFn(beam.DoFn):
                             EstimateKeys.uniforms(hashes[firsts]))
 
 
+def add_counts(parts: Iterable[Optional[np.ndarray]]) -> Optional[np.ndarray]:
+    """The sum of the count vectors in ``parts`` (None ones skipped; None when all are), never
+    one of them modified."""
+    total = None
+    for part in parts:
+        if part is not None:
+            total = part.copy() if total is None else total + part
+    return total
+
+
+def check_estimate_args(epsilon: float, shards: int) -> float:
+    """``epsilon`` as a float, checked before any graph is built.
+
+    Raises:
+      ValueError: shards outside 1..``MAX_SHARDS``, or an epsilon the noise cannot use.
+    """
+    if not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shards must be 1 to {MAX_SHARDS}, got {shards}")
+    epsilon = float(epsilon)
+    TwoSidedGeometric(epsilon)
+    return epsilon
+
+
 @beam.typehints.with_input_types(Optional[np.ndarray])
 @beam.typehints.with_output_types(FrequencyEstimates)
 class _ReleaseCombineFn(beam.CombineFn):
@@ -152,18 +172,12 @@ class _ReleaseCombineFn(beam.CombineFn):
         return None
 
     def add_input(self, accumulator, counts, targets):
-        if counts is None:
-            return accumulator
-        if len(counts) != len(targets):
+        if counts is not None and len(counts) != len(targets):
             raise ValueError(f"{len(counts)} counts for {len(targets)} leaves")
-        return counts.copy() if accumulator is None else accumulator + counts
+        return add_counts((accumulator, counts))
 
     def merge_accumulators(self, accumulators, targets):
-        merged = None
-        for accumulator in accumulators:
-            if accumulator is not None:
-                merged = accumulator.copy() if merged is None else merged + accumulator
-        return merged
+        return add_counts(accumulators)
 
     def extract_output(self, accumulator, targets):
         exact = np.zeros(len(targets), dtype=np.int64) if accumulator is None else accumulator
@@ -189,11 +203,8 @@ class EstimateFrequencies(beam.PTransform):
     def __init__(self, keys: EstimateKeys, epsilon: float, targets: Union[EstimateTargets, beam.PCollection],
                  encoder: ItemEncoder, truncate: bool = False, shards: int = DEFAULT_SHARDS):
         super().__init__()
-        if not 1 <= shards <= _MAX_SHARDS:
-            raise ValueError(f"shards must be 1 to {_MAX_SHARDS}, got {shards}")
+        self._epsilon = check_estimate_args(epsilon, shards)
         self._keys = keys
-        self._epsilon = float(epsilon)
-        TwoSidedGeometric(self._epsilon)  # validates epsilon before any graph is built
         self._targets = targets
         self._encoder = encoder
         self._truncate = truncate
@@ -208,9 +219,9 @@ class EstimateFrequencies(beam.PTransform):
         counts = (
             batches
             | "MatchLeaves" >> beam.ParDo(
-                _MatchTargetsDoFn(self._keys, self._encoder, self._truncate, self._shards), targets=leaves)
+                MatchTargetsDoFn(self._keys, self._encoder, self._truncate, self._shards), targets=leaves)
             | "GroupPerShard" >> beam.GroupByKey()
-            | "CountChoices" >> beam.ParDo(_CountChoicesDoFn(), targets=leaves)
+            | "CountChoices" >> beam.ParDo(CountChoicesDoFn(), targets=leaves)
         )
         always = pipeline | "NoCounts" >> beam.Create([None]).with_output_types(Optional[np.ndarray])
         return (

@@ -1,20 +1,8 @@
-"""The federated server's streaming Beam job: every message of the reports subscription appended
-to the job's private report log, durably, before anything is decided about it.
-
-``LogReports`` takes ``PubsubMessage`` elements (``ReadFromPubSub(with_attributes=True)``) and
-writes each bundle's messages as one JSON-lines file ``<UTC time>-<random>.jsonl`` under the log
-directory (published atomically: a hidden temporary renamed into place), one line per message:
-its Pub/Sub message id, publish time, attributes and body (base64). The server's round loop
-(``job.federated``) reads the log as it grows, assigns each new file to the round open when it
-first sees it, and classifies and counts its reports (``protocol.federated_tally``). Keeping the
-job to this — no decision that depends on which round is open — means a restarted job, a retried
-bundle or a redelivered message loses nothing and changes nothing: a line repeated by a retry or
-a Pub/Sub redelivery has the same message id, and the round loop reads each id once.
-
-The log holds what devices sent (one prefix each): private state, like the sampled records of a
-central job, never next to published outputs. Counter ``federated.messages_logged`` in the
-``triehh`` namespace.
-"""
+"""The federated server's streaming Beam job: ``LogReports`` appends every message of the reports
+subscription to the job's private report log, one JSON-lines file per bundle published
+atomically, before anything is decided about it; the round loop (``job.federated``) reads the
+log and counts. Deciding nothing here means a restart, a retried bundle or a redelivery loses
+nothing and changes nothing (a repeated line has the same message id)."""
 
 from __future__ import annotations
 

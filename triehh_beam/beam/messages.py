@@ -1,13 +1,7 @@
-"""The stream input in Beam: ``ParseMessages`` turns Pub/Sub messages (``PubsubMessage`` from
-``ReadFromPubSub(with_attributes=True)``, or bare payloads) into normalised record batches, one
-per message, through ``io.messages.parse_message``, and sends every rejected message or record
-to a tagged output as dead-letter entries; ``WriteStreamDeadLetters`` writes such entries (and
-late records, as ``(reason, record batch)``, and a file reader's rejected records) as JSON-lines
-files, one per bundle and reason, each published atomically under a unique name, so that it
-works on batch and streaming runners alike and a retried bundle loses nothing. Counters in the
-``triehh`` namespace:
-``stream.messages``, ``stream.records`` and ``stream.rejected.<reason>``.
-"""
+"""The stream input in Beam (docs/stream_input.md): ``ParseMessages`` turns Pub/Sub messages into
+normalised record batches, one per message, with rejected messages and records on a tagged
+output, and ``WriteStreamDeadLetters`` writes such entries (and late records) as JSON-lines files
+published atomically, one per bundle and reason."""
 
 from __future__ import annotations
 

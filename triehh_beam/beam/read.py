@@ -1,11 +1,7 @@
-"""Reading device records in a Beam pipeline: ``ReadRecordBatches`` matches file patterns at
-construction, splits each Parquet file into its row groups (so one large file is read by many
-workers) and reads every file or row group with ``triehh_beam.io`` as ``record_schema``
-``pyarrow.RecordBatch`` elements, counting records read and dropped per reason and files read
-and empty in the ``triehh`` metrics namespace. Rejected records can be output for a dead letter
-(``WriteDeadLetters``), and a file that cannot be read can be output as a value,
-``(file, message)`` on ``UNREADABLE_TAG``, for the job's driver to refuse it by type.
-"""
+"""Reading device records in a Beam pipeline (docs/input.md): ``ReadRecordBatches`` matches file
+patterns at construction, splits Parquet files into row groups and reads each with
+``triehh_beam.io`` as ``record_schema`` record batches, counting what it reads and drops;
+rejected records and unreadable files can be output for the driver to handle."""
 
 from __future__ import annotations
 

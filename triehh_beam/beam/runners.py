@@ -1,14 +1,8 @@
-"""Which Beam runner a job uses, and the one rule that keeps the default offline.
-
-Beam 2.77's ``DirectRunner`` first tries the Prism runner, which downloads a binary on every
-run and then falls back. triehh-beam's default is therefore the in-process ``FnApiRunner``
-(what the DirectRunner falls back to), chosen explicitly, so a laptop or CI run never reaches
-out. ``--runner=DirectRunner`` (or no ``--runner``) means that in-process runner;
-``--direct_running_mode=multi_processing`` with ``--direct_num_workers=N`` still applies to it.
-Every other runner name (``DataflowRunner``, ``FlinkRunner``, ``PortableRunner``, ...) is passed
-to Beam unchanged. ``unknown_pipeline_args`` finds the arguments no ``PipelineOptions`` class
-defines, with Beam's own parser, which would otherwise drop them with only a warning.
-"""
+"""Which Beam runner a job uses: the default (``DirectRunner`` or no ``--runner``) is the
+in-process ``FnApiRunner``, because Beam 2.77's ``DirectRunner`` first tries Prism, which
+downloads a binary on every run; every other runner name goes to Beam unchanged.
+``unknown_pipeline_args`` finds the arguments no ``PipelineOptions`` class defines, which Beam's
+parser would drop with only a warning."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Whole-item sample-and-threshold on Beam (``--protocol sample-threshold``): ``ReleaseWholeItems``
-turns the sample tables of the one Bernoulli sample (``SampleAllRounds`` with ``p_s``, round 1's
-keys) into the release: each table's users report their chosen WHOLE sequence, counted columnar
-(``protocol.whole_items.count_whole_items``, one call per table), and the counts merged and
-thresholded at tau inside one combine (``WholeItemCounter``: only the items with at least tau
-reports leave it, with their counts; nothing below tau leaves, as an element or a metric).
-Counters, in the ``triehh`` namespace, are totals only: ``users_sampled``,
-``users_without_items``, ``whole_item_reports`` and ``items_released``.
-"""
+turns the one Bernoulli sample's tables into the release, each table's users reporting their
+chosen whole sequence, counted columnar, and the counts merged and thresholded at tau inside one
+combine (``WholeItemCounter``), so nothing below tau leaves it; its counters are totals only."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""The frequency estimates of a windowed discovery (``--estimate-frequencies`` with ``discover
---window`` and ``triehh stream``): ``EstimateEachWindow`` is ``beam.estimates.EstimateFrequencies``
-once per event-time window, in the same graph as the window's rounds. What a batch job knows
-before it builds its estimate graph arrives per window instead: the window's discovered leaves and
-its ``WindowPlan`` are per-window side inputs (made by the job layer), and its keys are
-``EstimateKeys.derive(seed_s, identity)`` with the seed and identity of the window's ``Sampler``
-(``sampling.WindowKeys.sampler(start, nonce)``, the keys its sampling used, the nonce its plan's),
-so a retried bundle or a restarted job that resumes the window's committed release releases the
-same numbers, a window released again after its state was deleted draws fresh noise, and two
-windows draw independently. A window without leaves (withheld, or nothing discovered) matches nothing, so its
-records stop at the first step. Each window's exact counts go from its shards to one per-window
-sum and straight into the release, which adds the noise once; no counter, log or output carries
-them. The graph carries the derived ``WindowKeys``, never the seed.
-"""
+"""The frequency estimates of a windowed discovery (``discover --window`` and ``triehh stream``,
+docs/protocol.md §5): ``EstimateEachWindow`` is ``EstimateFrequencies`` once per event-time
+window, in the same graph as the window's rounds, with the window's leaves and ``WindowPlan`` as
+per-window side inputs and keys derived from the window's ``Sampler`` and its release's nonce, so
+a retried or resumed window releases the same numbers and two windows draw independently. Each
+window's exact counts go straight into its release; the graph never carries the seed."""
 
 from __future__ import annotations
 
@@ -24,7 +16,6 @@ import pyarrow as pa
 from triehh_beam.beam import estimates
 from triehh_beam.beam.windows import window_view
 from triehh_beam.protocol import sampling
-from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets, FrequencyEstimates, release
 
@@ -62,8 +53,8 @@ class _KeysCache:
 
 @beam.typehints.with_input_types(pa.RecordBatch, targets=EstimateTargets, plan=Any)
 @beam.typehints.with_output_types(Tuple[int, pa.RecordBatch])
-class _MatchWindowTargetsDoFn(estimates._MatchTargetsDoFn):
-    """``_MatchTargetsDoFn`` with the window's leaves and keys (nothing for a window without
+class _MatchWindowTargetsDoFn(estimates.MatchTargetsDoFn):
+    """``MatchTargetsDoFn`` with the window's leaves and keys (nothing for a window without
     leaves). Side inputs are given positionally: Beam 2.77 passes a keyword side input twice
     beside a ``WindowParam``."""
 
@@ -87,14 +78,10 @@ class _AddCountsFn(beam.CombineFn):
         return None
 
     def add_input(self, accumulator, counts):
-        return counts.copy() if accumulator is None else accumulator + counts
+        return estimates.add_counts((accumulator, counts))
 
     def merge_accumulators(self, accumulators):
-        merged = None
-        for accumulator in accumulators:
-            if accumulator is not None:
-                merged = accumulator.copy() if merged is None else merged + accumulator
-        return merged
+        return estimates.add_counts(accumulators)
 
     def extract_output(self, accumulator):
         return accumulator
@@ -146,10 +133,7 @@ class EstimateEachWindow(beam.PTransform):
     def __init__(self, window_keys: sampling.WindowKeys, epsilon: float, leaves, plans,
                  encoder: ItemEncoder, truncate: bool = False, shards: int = DEFAULT_WINDOW_SHARDS):
         super().__init__()
-        if not 1 <= shards <= estimates._MAX_SHARDS:
-            raise ValueError(f"shards must be 1 to {estimates._MAX_SHARDS}, got {shards}")
-        self._epsilon = float(epsilon)
-        TwoSidedGeometric(self._epsilon)  # validates epsilon before any graph is built
+        self._epsilon = estimates.check_estimate_args(epsilon, shards)
         self._window_keys = window_keys
         self._leaves = leaves
         self._plans = plans
@@ -170,7 +154,7 @@ class EstimateEachWindow(beam.PTransform):
                 _MatchWindowTargetsDoFn(self._window_keys, self._encoder, self._truncate, self._shards),
                 self._view(), self._plan())
             | "GroupPerShard" >> beam.GroupByKey()
-            | "CountChoices" >> beam.ParDo(estimates._CountChoicesDoFn(), targets=self._view())
+            | "CountChoices" >> beam.ParDo(estimates.CountChoicesDoFn(), targets=self._view())
             | "AddShards" >> beam.CombineGlobally(_AddCountsFn()).without_defaults()
         )
         # The release runs once per window with records, the leaves a side input there too:

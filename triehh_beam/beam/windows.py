@@ -1,24 +1,8 @@
-"""Event-time windows of a windowed discovery, and the gate that keeps late records out of them.
-
-A windowed job runs one complete discovery per fixed event-time window ``[s, s + size)``,
-released once the watermark passes ``s + size + lateness`` (the window *closes*). Beam fires a
-window when the watermark passes its end, so the gate (``GateLateRecords``) moves every record
-``lateness`` later in event time and the windows downstream are ``FixedWindows(size,
-offset=lateness)``: the window that holds ``[s, s + size)``'s records ends exactly when ``s``
-closes. The gate then groups each window's records (per shard) with Beam's own lateness: the
-pane the watermark fires holds exactly the records that arrived before the close (Beam holds
-the watermark for every record still upstream, so none races it), and every record that
-arrives after it comes in a late pane of its own (the window keeps accepting them for a year:
-``LATE_HORIZON``), which the gate sends to the ``late`` output (for the dead letter, counted)
-instead of letting the runner drop it. The on-time records are re-windowed with the default
-trigger, so everything downstream fires once per window. The gate's output is each window's
-records alone, in batches of up to 65,536 rows: Beam 2.77's Python DirectRunner holds a whole
-bundle until a per-window side input is ready for the latest window of any element in it, and a
-Pub/Sub pull near a boundary (records of a closed and an open window) waited a window longer. ``SplitIntoWindows`` turns record
-batches with a ``timestamp`` column (bounded replay) into one timestamped batch per window;
-``window_view`` makes a per-window side input safe for the empty bundles Beam's Python
-DirectRunner sends in streaming mode.
-"""
+"""Event-time windows of a windowed discovery and the gate that keeps late records out of them
+(docs/protocol.md §1, "Windows"): ``GateLateRecords`` passes each window's on-time records on,
+in batches, and sends records that arrive after the window closed to its ``late`` output;
+``SplitIntoWindows`` cuts timestamped batches into one batch per window, and ``window_view``
+makes a per-window side input safe for the empty bundles of streaming runners."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""``triehh audit``: the empirical privacy audit of the real pipeline (``evaluation.audit``).
-
-Parses flags into a frozen ``AuditConfig``, reads D (``--input`` into memory, or a synthetic
+"""``triehh audit``: the empirical privacy audit of the real pipeline (``evaluation.audit``). Parses
+flags into a frozen ``AuditConfig``, reads D (``--input`` into memory, or a synthetic
 population of ``--users``), runs ``run_audit`` with a progress line per release on stderr, and
 prints the report or, with ``--json``, one JSON object. No audit logic lives here; SciPy and
 Beam are imported only when the audit runs. Example: ``triehh audit --protocol sample-threshold
@@ -23,7 +22,8 @@ __all__ = ["add_audit_arguments", "register_audit", "run"]
 
 def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``triehh audit``."""
-    from triehh_beam.evaluation.audit import EVENTS, PROTOCOLS
+    from triehh_beam.evaluation.audit import EVENTS
+    from triehh_beam.protocol.protocols import Protocol
 
     io = parser.add_argument_group("D, the population audited")
     io.add_argument("--input", metavar="PATTERN",
@@ -35,7 +35,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     for name in ("input_format", "user_column", "item_column", "count_column"):
         BY_NAME[name].add_to(io)
     job = parser.add_argument_group("the job audited (as triehh discover runs it)")
-    job.add_argument("--protocol", choices=PROTOCOLS, default="triehh", help="(default: %(default)s)")
+    job.add_argument("--protocol", choices=[p.value for p in Protocol], default=Protocol.TRIEHH.value,
+                     help="(default: %(default)s)")
     job.add_argument("--epsilon", type=argtypes.epsilon, default=4.0, help="target epsilon (default: %(default)s)")
     job.add_argument("--delta", type=argtypes.delta, default=1e-3, help="target delta (default: %(default)s)")
     job.add_argument("--max-length", type=argtypes.positive_int, default=3, metavar="L",

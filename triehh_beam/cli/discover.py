@@ -249,7 +249,7 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
 
 
 def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
-    from triehh_beam.evaluation import show
+    from triehh_beam.present import result as show, text as layout
     from triehh_beam.job.outputs import population_is_public
 
     plan = result.plan
@@ -265,10 +265,10 @@ def _print_summary(result, elapsed: float, verbose: bool, encoder) -> None:
             f"by its share of its records: the holders when each holds one; noise of epsilon_est="
             f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
             f"draws and the noise both counted)")
-        width = max(show._width(entry.text) for entry in entries)
+        width = max(layout.width(entry.text) for entry in entries)
         for entry in entries:
             estimate, low, high = estimates[entry.sequence]
-            say(f"  {show._pad(entry.text, width)}  {estimate:>9,}  ({low:,} to {high:,})")
+            say(f"  {layout.pad(entry.text, width)}  {estimate:>9,}  ({low:,} to {high:,})")
     else:
         for entry in entries:
             say(f"  {entry.text}")
@@ -307,7 +307,7 @@ def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
     """The summary of a whole-item release (``--protocol sample-threshold``): each item with its
     count, count / p_s and the 95% interval of its weighted users, from the published
     ``heavy_hitters.json``."""
-    from triehh_beam.evaluation import show
+    from triehh_beam.present import result as show, text as layout
     from triehh_beam.job.outputs import population_is_public
 
     plan = result.plan
@@ -318,13 +318,13 @@ def _print_whole_items(result, elapsed: float, verbose: bool, encoder) -> None:
     if released:
         # result.heavy_hitters: the decoded items, in the published order (most reported first)
         texts = [show.ordered_items([value], encoder)[0].text for value in result.heavy_hitters]
-        width = max(show._width(text) for text in texts)
-        say(f"  {show._pad('item', width)}  {'count':>7}  {'estimate':>9}  95% interval   (count: sampled users "
+        width = max(layout.width(text) for text in texts)
+        say(f"  {layout.pad('item', width)}  {'count':>7}  {'estimate':>9}  95% interval   (count: sampled users "
             f"who reported it, >= tau={plan.theta}; estimate = count / p_s, of the weighted users: the holders "
             f"when each holds one item; the interval holds them given the release)")
         for text, entry in zip(texts, released):
             low, high = entry["interval"]
-            say(f"  {show._pad(text, width)}  {entry['count']:>7,}  {entry['estimate']:>9,.0f}  {low:,} to {high:,}")
+            say(f"  {layout.pad(text, width)}  {entry['count']:>7,}  {entry['estimate']:>9,.0f}  {low:,} to {high:,}")
     line = (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
             f"tau={plan.theta}, p_s={100 * plan.sample_probability:.6g}%, {plan.accounting or 'bound'} accounting)")
     if population_is_public(plan):

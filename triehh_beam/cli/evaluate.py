@@ -1,15 +1,13 @@
-"""``triehh evaluate``: TrieHH's recall and discovery rates against rivals, on one input.
-
-Parses flags (the input settings shared with ``discover`` come from ``job.config``) into a
-frozen ``EvaluationConfig`` and Beam ``PipelineOptions`` (flags this parser does not know go to
-Beam, as for ``discover``), runs ``evaluation.run_evaluation`` with a progress bar over runs on
-stderr (tqdm, or one text line per run without it), and writes ``evaluation.json``, the PNGs and
-``report.html`` into the output directory (``report.write_report``); no evaluation logic lives
-here. An output directory that holds an earlier evaluation is refused before anything runs,
-unless ``--force``. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8
---delta 1e-10 --max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0
-success; 2 bad arguments, unusable input or an earlier evaluation in the way (one line on
-stderr, no traceback); 1 a failure while running.
+"""``triehh evaluate``: TrieHH's recall and discovery rates against rivals, on one input. Parses
+flags (the input settings shared with ``discover`` come from ``job.config``; ``--max-length``
+counts units as in ``discover``) into a frozen ``evaluation.config.EvaluationConfig`` and Beam
+``PipelineOptions`` (unknown flags go to Beam), runs ``evaluation.experiment.run_evaluation`` with
+a progress bar on stderr, and writes ``evaluation.json``, the PNGs and ``report.html``
+(``present.report``); an output directory holding an earlier evaluation is refused unless
+``--force``. Example: ``triehh evaluate --input 'records/*.parquet' --epsilon 1,2,4,8 --delta
+1e-10 --max-length 10 --runs 10 --top-k 10,20,50 --output eval/``. Exit codes: 0 success; 2 bad
+arguments, unusable input or an earlier evaluation in the way (one line on stderr); 1 a failure
+while running.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from typing import Optional, Sequence
 
 from triehh_beam.cli import argtypes
 from triehh_beam.job.config import BY_NAME
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["REPORT_FILES", "add_evaluate_arguments", "config_from_args", "main", "register_evaluate", "run"]
 
@@ -32,7 +31,7 @@ _positive_ints = argtypes.list_of(int, "value", lambda v: v >= 1, ">= 1")
 
 
 def _rivals(text: str):
-    from triehh_beam.evaluation.experiment import RIVALS
+    from triehh_beam.evaluation.config import RIVALS
 
     if text.strip().lower() in ("", "none"):
         return ()
@@ -44,12 +43,10 @@ def _rivals(text: str):
 
 
 def _protocols(text: str):
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    for name in names or ("",):
-        if name not in ("triehh", "triehh++", "sample-threshold"):
-            raise argparse.ArgumentTypeError(f"unknown protocol {name!r}; choose from triehh, triehh++, "
-                                             "sample-threshold")
-    return names
+    try:
+        return tuple(Protocol.parse(part.strip()) for part in (text.split(",") if text.strip() else [""]))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,8 +63,9 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="epsilon of each configuration (TrieHH and PEM)")
     target.add_argument("--delta", type=argtypes.delta, required=True, metavar="D", help="TrieHH's delta")
     target.add_argument("--max-length", type=argtypes.positive_int, required=True, metavar="L",
-                        help="L in units of one character (items of up to L-1 characters); unit size "
-                             "k runs with ceil((L-1)/k)+1 units, so every unit size sees the same items")
+                        help="L in units, as for discover (items of up to L-1 units); with several unit "
+                             "sizes, units of the smallest, k_min: unit size k runs with "
+                             "ceil((L-1)*k_min/k)+1 units, so every unit size sees the same items")
     target.add_argument("--unit-size", type=_positive_ints, default=(1,), metavar="K[,K...]",
                         help="characters per unit, one configuration each (default: 1)")
     target.add_argument("--runs", type=argtypes.positive_int, default=10, metavar="R",
@@ -77,7 +75,7 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--engine", choices=("pipeline", "simulate"), default="pipeline",
                         help="'pipeline' (default): every run a real Beam job; 'simulate': the keyed "
                              "simulation, the same draws as the pipeline for the same seed, faster")
-    target.add_argument("--protocol", type=_protocols, default=("triehh",), metavar="P[,P...]",
+    target.add_argument("--protocol", type=_protocols, default=(Protocol.TRIEHH,), metavar="P[,P...]",
                         help="triehh (default) and/or triehh++ (sample-and-threshold at the same epsilon "
                              "and delta, on the same run seeds) and/or sample-threshold (one release of "
                              "whole items with counts); both sample-and-threshold protocols are planned with "
@@ -106,7 +104,7 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The frozen ``EvaluationConfig`` for parsed flags (raises ValueError on bad values)."""
-    from triehh_beam.evaluation.experiment import EvaluationConfig
+    from triehh_beam.evaluation.config import EvaluationConfig
 
     return EvaluationConfig(
         input_pattern=args.input,
@@ -183,7 +181,7 @@ def _fail(message: str) -> int:
 
 
 def _print_summary(result: dict, written: dict, json_path: str) -> None:
-    from triehh_beam.evaluation.report import summary_rows
+    from triehh_beam.present.report import summary_rows
 
     ks = result["parameters"]["top_k"]
     print(f"recall@K, mean [95% CI] over {result['parameters']['runs']} runs "
@@ -206,8 +204,10 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Runs an evaluation for parsed flags; returns the exit code."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from triehh_beam.evaluation import experiment as evaluation, report
-    from triehh_beam.evaluation.pipelinedp_rival import RivalUnavailableError
+    from triehh_beam.evaluation import experiment as evaluation
+
+    from triehh_beam.present import report
+    from triehh_beam.reference.pipelinedp_rival import RivalUnavailableError
     from triehh_beam.io.schema import RecordFormatError
 
     try:

@@ -144,8 +144,8 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         return _fail("simulate", refused)
     try:
         config = config_lib.config_from_values(vars(args))
-        faults = fleet_run.Faults(dropout=args.dropout, duplicate=args.duplicate, late=args.late,
-                                  malformed=args.malformed, latency=args.latency, seed=args.fleet_seed)
+        faults = fleet_run.fleet_options(dropout=args.dropout, duplicate=args.duplicate, late=args.late,
+                                         malformed=args.malformed, latency=args.latency, seed=args.fleet_seed)
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))

@@ -184,7 +184,7 @@ def _run_plan(args) -> int:
         if estimates is not None:
             print(_format_estimates(estimates))
     if args.plot:
-        from triehh_beam.evaluation.report import write_planning_plots
+        from triehh_beam.present.planning_plots import write_planning_plots
 
         epsilons = sorted({args.epsilon / 2, args.epsilon, args.epsilon * 2})
         try:

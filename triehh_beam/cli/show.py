@@ -1,11 +1,10 @@
-"""``triehh show``: a discovery's published result as a person reads it.
-
-Reads an output directory of ``triehh discover`` (or its ``heavy_hitters.json`` or ``trie.pb``
-alone) through ``evaluation.show`` and prints the heavy hitters as a table, the frequent
-prefixes apart with why each stops, and the trie's radix view as a text tree; ``--html`` also
-writes a one-file page with the trie drawn, ``--image`` the drawing alone (PNG or SVG). Reads
-only the published files, never the private state. Exit codes: 0 shown; 2 no result at that
-path, or files that are not one (one line on stderr).
+"""``triehh show``: a discovery's published result as a person reads it, from an output directory
+of ``triehh discover`` or its ``heavy_hitters.json`` (shown in full: the trie is rebuilt from its
+items and prefixes) or ``trie.pb`` alone (``present.result``, ``present.show``): the heavy hitters
+as a table, the frequent prefixes apart with why each stops, and the trie as a text tree;
+``--html`` also writes a one-file page with the trie drawn, ``--image`` the drawing alone. Reads
+only published files, never the private state. Exit codes: 0 shown; 2 no result at that path, or
+a file that is not one (one line on stderr saying what the file is and which file ``show`` wants).
 """
 
 from __future__ import annotations
@@ -37,7 +36,9 @@ def register_show(subparsers) -> None:
     )
     parser.add_argument("output", metavar="OUTPUT",
                         help="the --output directory of triehh discover (both files are read and "
-                             "checked against each other), or its heavy_hitters.json or trie.pb")
+                             "checked against each other), or its heavy_hitters.json (shown in full: the "
+                             "trie is rebuilt from its items and prefixes) or trie.pb; any other file is "
+                             "refused in one line that says what it is")
     parser.add_argument("--html", metavar="PATH",
                         help="also write one self-contained HTML page: the tables and the trie drawn")
     parser.add_argument("--image", metavar="PATH",
@@ -47,15 +48,15 @@ def register_show(subparsers) -> None:
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    from triehh_beam.evaluation import show
+    from triehh_beam.present import result as published, show
 
     try:
-        result = show.load_result(args.output)
-    except show.ResultError as e:
+        result = published.load_result(args.output)
+    except published.ResultError as e:
         raise UsageError(str(e)) from None
     print(show.render_text(result, tree=not args.no_tree))
     if args.html or args.image:
-        from triehh_beam.evaluation import show_page
+        from triehh_beam.present import show_page
 
         if args.html:
             print(f"page: {show_page.write_page(result, args.html)}", file=sys.stderr)

@@ -1,12 +1,7 @@
-"""``DeviceClient``: a device's records in, its ``VoteReport`` for a federated round out, the
-vote exactly the one the central job computes for that user in that round (the same encoding
-rule, ``protocol.user_items``; the same draw, ``vote.client_vote`` with the uniform
-``sampling.uniform_from_word`` makes of the invitation's ``choice_word``). In the estimate round
-(``--estimate-frequencies``) its report names the target its records choose, exactly the
-central estimate's choice for that user (``frequency_estimates.user_choice``). Its class
-docstring is the specification a port to another platform implements. Pure Python: no Beam, no
-I/O.
-"""
+"""``DeviceClient``: a device's records in, its ``VoteReport`` for a federated round out, the vote
+exactly the one the central job computes for that user (the same encoding rule and the same draw
+from the invitation's choice word); in the estimate round its report names the target its records
+choose. Its class docstring is the specification a port to another platform implements."""
 
 from __future__ import annotations
 

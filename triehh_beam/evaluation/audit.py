@@ -32,14 +32,14 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from triehh_beam.evaluation.audit_stats import ClaimTest, runs_to_refute, test_claim
+from triehh_beam.protocol.protocols import Protocol
+from triehh_beam.reference.audit_stats import ClaimTest, runs_to_refute, test_claim
 
 __all__ = ["AuditConfig", "AuditError", "EVENTS", "Outcome", "format_audit", "run_audit", "synthetic_population"]
 
 FORMAT = "triehh-beam/audit/v2"
 PUBLISHED, AT_LEAST, DIFFERS = "published", "estimate-at-least", "differs"
 EVENTS = (PUBLISHED, AT_LEAST, DIFFERS)
-PROTOCOLS = ("triehh", "triehh++", "sample-threshold")
 TARGET_USER = "triehh-audit-target-user"
 HOLDER_PREFIX = "triehh-audit-holder-"
 PRIME = "D'"
@@ -80,7 +80,7 @@ class AuditConfig:
       AuditError: a value out of range or a combination the audit cannot run.
     """
 
-    protocol: str = "triehh"
+    protocol: Protocol = Protocol.TRIEHH
     epsilon: float = 4.0
     delta: float = 1e-3
     max_length: int = 3
@@ -97,8 +97,10 @@ class AuditConfig:
     violation: float = 0.1
 
     def __post_init__(self):
-        if self.protocol not in PROTOCOLS:
-            raise AuditError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        try:
+            object.__setattr__(self, "protocol", Protocol.parse(self.protocol))
+        except ValueError as e:
+            raise AuditError(str(e)) from None
         if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
             raise AuditError(f"runs must be an integer >= 1, got {self.runs!r}")
         if (isinstance(self.target_holders, bool) or not isinstance(self.target_holders, int)
@@ -114,10 +116,10 @@ class AuditConfig:
             raise AuditError("the event 'differs' compares two releases: use it with --releases 2, and only then")
         if (self.resolved_event == AT_LEAST) != (self.at_least is not None):
             raise AuditError("--at-least T goes with the event estimate-at-least, and it needs one")
-        if self.resolved_event == AT_LEAST and not (self.estimate_frequencies or self.protocol == "sample-threshold"):
+        if self.resolved_event == AT_LEAST and not (self.estimate_frequencies or not self.protocol.grows_trie):
             raise AuditError("estimate-at-least needs published numbers: --estimate-frequencies, or "
                              "--protocol sample-threshold (its counts)")
-        if self.window and self.protocol == "sample-threshold":
+        if self.window and not self.protocol.grows_trie:
             raise AuditError("--window runs a trie per window: use --protocol triehh or triehh++")
         if not 0 < self.confidence < 1:
             raise AuditError(f"confidence must be in (0, 1), got {self.confidence}")
@@ -220,13 +222,13 @@ def _config(config: AuditConfig, space: _Workspace, window: bool, windows: int =
 
     first = int(_T0.timestamp()) * 1_000_000
     declared = dict(windows=(first, first + windows * WINDOW_SECONDS * 1_000_000),
-                    population=population if config.protocol == "triehh" else None) if window else {}
+                    population=None if config.protocol.samples_by_probability else population) if window else {}
     return DiscoveryConfig(**declared,
         input_pattern=space.windowed_input if window else space.input, output_dir=space.output,
-        state_dir=space.state, ledger_dir=space.ledger, seed=config.secret_seed, protocol=config.protocol,
+        state_dir=space.state, ledger_dir=space.ledger, seed=config.secret_seed, protocol=config.protocol.value,
         epsilon=config.epsilon, delta=config.delta, max_length=config.max_length,
         estimate_frequencies=config.estimate_frequencies,
-        rounds_per_job="1" if config.protocol == "sample-threshold" else "all",
+        rounds_per_job="all" if config.protocol.grows_trie else "1",
         window=WINDOW_SECONDS if window else None, timestamp_column="ts" if window else None)
 
 
@@ -393,7 +395,7 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
         "format": FORMAT,
         "verdict": "violated" if test.violated else "inconclusive",
         "violated": test.violated,
-        "job": {"protocol": config.protocol, "epsilon": config.epsilon, "delta": config.delta,
+        "job": {"protocol": config.protocol.value, "epsilon": config.epsilon, "delta": config.delta,
                 "max_length": config.max_length, "estimate_frequencies": config.estimate_frequencies,
                 "window": WINDOW_SECONDS if config.window else None, "releases_per_run": config.releases},
         "claim": {"epsilon": epsilon, "delta": delta, "accounting": _accounting(outcomes)},

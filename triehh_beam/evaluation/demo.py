@@ -1,29 +1,13 @@
-"""The bundled demo population: real English words, real (Zipf-like) frequencies, no network.
-
-``triehh_beam/data/demo_words.parquet`` holds 200,000 users, each holding one word (the
-setting of Algorithm 1 of the TrieHH paper). Every word was drawn independently, weighted by
-its frequency in the English list of ``wordfreq`` (restricted to the 5,000 most frequent
-purely alphabetic words), so the English top words ("the", "to", "and", "of", "a", "in", ...)
-dominate, as they would in a real population.
-
-The file was produced, from the repository root, by exactly::
-
-    python -m triehh_beam.evaluation.demo --output triehh_beam/data/demo_words.parquet \\
-        --users 200000 --words-per-user 1 --vocabulary 5000 --seed 2020 --lang en
-
-with wordfreq 3.1.1, numpy 2.4.6 and pyarrow 25.0.1 (the same versions rewrite the same
-bytes; the rows depend only on wordfreq's list and numpy's ``default_rng``). The arguments
-and the wordfreq version are also recorded in the file's schema metadata
-(key ``triehh_beam.evaluation.demo``).
-
-Columns (the driver's defaults): ``user_id`` (int64, 0..users-1; ``first_user_id`` shifts
-them), ``item`` (string, dictionary-encoded) and ``count`` (int64). With ``words_per_user=1``
-every count is 1. With more words per user, the draws are independent and with replacement: a
-user who draws the same word twice holds one row for it with ``count`` 2, so ``count`` sums to
-``words_per_user`` for every user.
-
-Reading the bundled file (``demo_population_path``, ``truth``) needs only pyarrow: wordfreq is
-needed only to regenerate (``make_population``), and is imported there.
+"""The bundled demo population, ``triehh_beam/data/demo_words.parquet``: 200,000 users each holding
+one English word drawn independently by its frequency in ``wordfreq``'s English list (its 5,000
+most frequent purely alphabetic words), so the top words dominate as in a real population.
+Columns ``user_id`` (int64), ``item`` (dictionary-encoded string) and ``count`` (int64; with
+several words per user, a word drawn twice has count 2). Reading it (``demo_population_path``,
+``truth``) needs only pyarrow; regenerating it (``make_population``) needs wordfreq and was done
+with ``python -m triehh_beam.evaluation.demo --output triehh_beam/data/demo_words.parquet
+--users 200000 --words-per-user 1 --vocabulary 5000 --seed 2020 --lang en`` (wordfreq 3.1.1,
+numpy 2.4.6, pyarrow 25.0.1 rewrite the same bytes; the arguments are in the file's schema
+metadata, key ``triehh_beam.evaluation.demo``).
 """
 
 from __future__ import annotations
@@ -241,15 +225,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--top", type=int, default=20, help="true top words to print")
     args = parser.parse_args(argv)
     try:
-        make_population(
-            args.output,
-            users=args.users,
-            words_per_user=args.words_per_user,
-            vocabulary=args.vocabulary,
-            seed=args.seed,
-            lang=args.lang,
-            first_user_id=args.first_user_id,
-        )
+        make_population(args.output, users=args.users, words_per_user=args.words_per_user,
+                        vocabulary=args.vocabulary, seed=args.seed, lang=args.lang, first_user_id=args.first_user_id)
     except (ImportError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -19,9 +19,9 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from triehh_beam.evaluation.experiment import run_seed
+from triehh_beam.evaluation.run_keys import run_seed
 from triehh_beam.reference.keyed_runs import EncodedPopulation, encode_population, run_keyed
-from triehh_beam.evaluation.metrics import UserItems, user_records
+from triehh_beam.reference.metrics import UserItems, user_records
 from triehh_beam.reference.simulation import sampler_for_seed
 from triehh_beam.protocol import columnar, planner
 from triehh_beam.protocol.encoding import ItemEncoder, Units

@@ -18,8 +18,8 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triehh_beam.evaluation.central_top_k import central_top_k
-from triehh_beam.evaluation.metrics import UserItems, ground_truth, recall_at_k, user_records
+from triehh_beam.reference.central_top_k import central_top_k
+from triehh_beam.reference.metrics import UserItems, ground_truth, recall_at_k, user_records
 from triehh_beam.reference.simulation import sampler_for_seed, simulate_many
 from triehh_beam.protocol import keyed_hash, planner
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
@@ -134,7 +134,7 @@ def compare(users: Mapping[UserId, UserItems], encoder: ItemEncoder, epsilon: fl
     Raises:
       ValueError: an infeasible TrieHH target.
     """
-    from triehh_beam.evaluation.experiment import run_seed
+    from triehh_beam.evaluation.run_keys import run_seed
 
     total = epsilon + estimate_epsilon
     records = user_records(users)

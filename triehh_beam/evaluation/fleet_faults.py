@@ -14,16 +14,33 @@ import dataclasses
 import hashlib
 import itertools
 import math
+from typing import Callable, Mapping
 
 import numpy as np
 
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.federated import FederatedFormatError, VoteReport
 
-__all__ = ["FATES", "DeviceFate", "FleetOptions", "corrupt_report", "device_fate"]
+__all__ = ["FATES", "DeviceFate", "FleetOptions", "check_fate_probabilities", "corrupt_report", "device_fate"]
 
 #: The fates of an invited device, in the order their probabilities are laid out on [0, 1).
 FATES = ("dropout", "malformed", "late", "duplicate", "none")
+
+
+def check_fate_probabilities(probabilities: Mapping[str, object], named: Callable[[str], str] = str) -> None:
+    """Checks the probability of each fate but "none" (``FATES``), by name.
+
+    Raises:
+      ValueError: a value that is no probability in [0, 1], or values summing above 1 (the fates
+        exclude one another); the message names each fate as ``named(name)``.
+    """
+    for name, value in probabilities.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{named(name)} is a probability in [0, 1], got {value!r}")
+    total = sum(probabilities.values())
+    if total > 1.0 + 1e-12:
+        raise ValueError(f"{' + '.join(named(name) for name in probabilities)} is {total:g}: the fates exclude one "
+                         "another, so the probabilities sum to at most 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,14 +85,7 @@ class FleetOptions:
     announcement_timeout_s: float = 30.0
 
     def __post_init__(self):
-        for name in ("dropout", "malformed", "late", "duplicate"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} is a probability in [0, 1], got {value!r}")
-        total = self.dropout + self.malformed + self.late + self.duplicate
-        if total > 1.0 + 1e-12:
-            raise ValueError(f"dropout + malformed + late + duplicate is {total:g}: the fates exclude one "
-                             "another, so the probabilities sum to at most 1")
+        check_fate_probabilities({name: getattr(self, name) for name in FATES[:-1]})
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"the fleet seed is an integer >= 0, got {self.seed!r}")
         for name in ("latency_spread", "latency_max_s", "duplicate_delay_s", "late_margin_s"):

@@ -1,20 +1,11 @@
-"""``triehh federated simulate``: the federated server against a simulated fleet, and the central
-run of the same records for comparison.
-
-One simulated device per user of the records (``evaluation.fleet``), the registry their ids;
-the server (``job.federated``) and the fleet talk through Pub/Sub (``PUBSUB_EMULATOR_HOST``, else
-an emulator started on 127.0.0.1 for the run and stopped after it), on topics and subscriptions
-named for the run. The fleet injects the faults, so it knows which devices will answer in time:
-each round closes once the server has heard every one of them (``SimulatedFleet.heard_from_all``:
-no report is cut off; late devices answer after the close), or at the deadline, and says so. After the last round the server reads reports until it has read every
-message the fleet sent (or a minute has passed), so the counts by kind account for every
-report; the summary says how many, if any, were never read. The central reference is
-``discover``'s driver on the same records with the same seed and the federated job's sampling
-identity: with no faults the two tries are equal (the summary says whether), otherwise the
-summary gives the federated run's recall of the central heavy hitters. With
-``--estimate-frequencies`` both runs release estimates (the central one with the same epsilon),
-and the summary says whether they are equal (with no faults they are: the same keyed choices and
-noise).
+"""``triehh federated simulate``: the federated server (``job.federated``) against a simulated fleet
+of one device per user (``evaluation.fleet``), talking through Pub/Sub (``PUBSUB_EMULATOR_HOST``,
+else an emulator started for the run), beside the central run of the same records with the same
+seed and sampling identity. The fleet injects the faults, so each round closes once every device
+that will answer in time has (``SimulatedFleet.heard_from_all``) or at the deadline; after the
+last round the server reads until every message sent is read (or a minute passes). The summary
+says whether the two tries (and, with ``--estimate-frequencies``, the estimates) are equal, as
+they are with no faults, else the federated run's recall of the central heavy hitters.
 """
 
 from __future__ import annotations
@@ -30,34 +21,30 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from triehh_beam.evaluation.fleet_faults import FleetOptions, check_fate_probabilities
 from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.federated_selection import Registry
 
-__all__ = ["Faults", "SimulationSummary", "main", "simulate"]
+__all__ = ["SimulationSummary", "fleet_options", "main", "simulate"]
 
 _PROJECT = "triehh-simulation"
 _DRAIN_TIMEOUT_S = 60.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Faults:
-    """What goes wrong in the fleet, as probabilities per selected device, and its latency."""
+def fleet_options(dropout: float = 0.0, duplicate: float = 0.0, late: float = 0.0, malformed: float = 0.0,
+                  latency: float = 0.2, seed: int = 0) -> FleetOptions:
+    """The fleet of ``triehh federated simulate``'s flags: each fault's probability per selected
+    device, the median latency in seconds and the fleet's seed.
 
-    dropout: float = 0.0
-    duplicate: float = 0.0
-    late: float = 0.0
-    malformed: float = 0.0
-    latency: float = 0.2
-    seed: int = 0
-
-    def __post_init__(self):
-        for name in ("dropout", "duplicate", "late", "malformed"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"--{name} is a probability in [0, 1], got {value}")
-        if not self.latency >= 0:
-            raise ValueError(f"--latency must be >= 0 seconds, got {self.latency}")
+    Raises:
+      ValueError: a value out of range, named as its flag (``--dropout``, ``--latency``).
+    """
+    faults = {"dropout": dropout, "malformed": malformed, "late": late, "duplicate": duplicate}
+    check_fate_probabilities(faults, named=lambda name: f"--{name}")
+    if not latency >= 0:
+        raise ValueError(f"--latency must be >= 0 seconds, got {latency}")
+    return FleetOptions(**faults, latency_median_s=latency, seed=seed)
 
 
 # Private, shown only on request: the exact message counts (functions of who was sampled and
@@ -122,11 +109,11 @@ def _central_config(config: DiscoveryConfig, seed: bytes, work: str) -> Discover
                                budget_epsilon=None, budget_delta=None, verbose=False)
 
 
-def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_goal: float,
+def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, report_goal: float,
              beam_args: List[str], progress=print, compare: bool = True) -> SimulationSummary:
     """Runs the fleet, the server and (``compare``) the central reference; see the module
     docstring. Without the reference, the summary's central fields are empty (None)."""
-    from triehh_beam.evaluation.fleet import FleetOptions, SimulatedFleet
+    from triehh_beam.evaluation.fleet import SimulatedFleet
     from triehh_beam.evaluation.population import load_population
     from triehh_beam.io import pubsub
     from triehh_beam.job import federated, federated_outputs
@@ -148,9 +135,7 @@ def simulate(config: DiscoveryConfig, faults: Faults, round_deadline: float, rep
         for topic in (announce, reports):
             pubsub.ensure_topic(topic)
         pubsub.ensure_subscription(server_sub, reports)
-        fleet = SimulatedFleet(users, announce, reports, FleetOptions(
-            dropout=faults.dropout, duplicate=faults.duplicate, late=faults.late, malformed=faults.malformed,
-            latency_median_s=faults.latency, seed=faults.seed))
+        fleet = SimulatedFleet(users, announce, reports, faults)
         # The fleet injects the faults, so it knows when the server has heard every device it will:
         # a round closes then (no report cut off), not at a deadline no dropout can meet.
         source = federated.FederatedSource(registry, announce, server_sub, round_deadline, report_goal,
@@ -233,7 +218,7 @@ def _write_registry(registry: Registry, path: str, config: DiscoveryConfig) -> N
         f.write(b"".join(uid + b"\n" for uid in registry.ids))
 
 
-def main(config: DiscoveryConfig, faults: Faults, round_deadline: float, report_goal: float,
+def main(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, report_goal: float,
          beam_args: List[str], as_json: bool, verbose: bool = False) -> int:
     """Runs ``simulate`` and prints its summary; the exact message counts only when ``verbose``
     (marked private, as every count on the console), always in the operator report."""

@@ -1,15 +1,9 @@
-"""The held-out population of the accounting evaluation (issue 25): 100,000 users holding one
-English word each, drawn as the bundled population is (``evaluation.demo``: the same 5,000 most
-frequent purely alphabetic words of wordfreq's English list, weighted by their frequencies) but
-with another seed (25, where the bundled file used 2020) and other users (ids 200,000 to
-299,999, after the bundled file's 0 to 199,999), so that nothing tuned on the bundled file has
-seen its draws. It is regenerated, not shipped (it needs wordfreq, which nothing needs at run
-time)::
-
-    python -m triehh_beam.evaluation.heldout --output heldout_words.parquet
-
-The file has the bundled file's schema (``demo.SCHEMA``), so ``triehh discover --input`` reads
-it as it is; the same wordfreq, numpy and pyarrow versions rewrite the same bytes.
+"""The held-out population of the accounting evaluation: 100,000 users holding one English word
+each, drawn as the bundled population is (``evaluation.demo``) but with seed 25 and user ids
+200,000 to 299,999, so nothing tuned on the bundled file has seen its draws. Regenerated, not
+shipped (it needs wordfreq): ``python -m triehh_beam.evaluation.heldout --output
+heldout_words.parquet``; it has the bundled file's schema, so ``triehh discover --input`` reads
+it as it is.
 """
 
 from __future__ import annotations

@@ -1,19 +1,24 @@
-"""The keys of one evaluation run (``triehh evaluate``), shared by its two engines.
-
-An evaluation run is no release of anyone's data: its seed is public, derived per run
-(``run_seed(seed, j)``), so its keys are its own whatever its nonce. The pipeline engine gives
-``run_discovery`` this fixed release (instead of a fresh nonce) so that the keyed simulation,
-given the same ``keyed_identity``, redraws exactly the pipeline's samples in the same work
-directory: the two engines stay comparable run for run.
-"""
+"""The keys of one evaluation run (``triehh evaluate``), shared by its two engines: run ``j``'s
+public, derived secret seed (``run_seed``), the same for every configuration so configurations
+are compared on paired runs, and the fixed release (``evaluation_release``) the pipeline engine
+runs under instead of a fresh nonce, so that the keyed simulation given the same job identity
+redraws exactly the pipeline's samples. An evaluation run releases no one's data: its seed is
+public, so its keys are its own whatever its nonce."""
 
 from __future__ import annotations
 
+import hashlib
+
 from triehh_beam.job.release import NONCE_BYTES, Release
 
-__all__ = ["evaluation_release"]
+__all__ = ["evaluation_release", "run_seed"]
 
 _EVALUATION_NONCE = b"\x00" * NONCE_BYTES
+
+
+def run_seed(seed: int, run: int) -> bytes:
+    """The 32-byte secret seed of TrieHH run ``run`` of an evaluation with public seed ``seed``."""
+    return hashlib.blake2b(f"triehh-beam/evaluate/{seed}/{run}".encode(), digest_size=32).digest()
 
 
 def evaluation_release(seed: bytes, identity: bytes) -> Release:

@@ -1,17 +1,8 @@
-"""The honest ways out of an infeasible TrieHH target, each certified by Theorem 1.
-
-When Theorem 1 cannot certify a target (epsilon, delta) for ``n`` users and ``L`` rounds
-(typically: the delta-driven theta exceeds ``THETACEIL = sqrt(n) (1 - e^(-epsilon/L))``, so
-``gamma < 1``; docs/protocol.md §1, "Choosing parameters"), the planner offers what does work,
-with its numbers: ``lower_theta``, the largest theta at or below THETACEIL that Theorem 1
-accepts and the larger delta it gives; ``raise_epsilon``, the smallest epsilon that works at
-this delta (or ``lower_epsilon``, when epsilon/L is so large that the rule's
-``theta >= e^(epsilon/L) - 1`` does not fit and a smaller epsilon does); and
-``raise_population``, the smallest population from which every larger one works at this
-(epsilon, delta). Each search goes through the same feasibility test as the plan itself
-(:mod:`triehh_beam.protocol.parameters`) and is tight at the resolution it reports. Pure Python;
-no Beam.
-"""
+"""The honest ways out of an infeasible TrieHH target (docs/protocol.md §1, "Choosing
+parameters"), each certified by the same feasibility test as the plan itself
+(:func:`triehh_beam.protocol.parameters.evaluate`) and tight at the resolution it reports: lower
+theta (accepting a larger delta), raise (or, when epsilon/L is too large, lower) epsilon, or
+raise the population."""
 
 from __future__ import annotations
 
@@ -20,15 +11,14 @@ import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Callable, List, Optional, Tuple
 
-# The parameter rules' internals: the one feasibility test plans and alternatives share.
 from triehh_beam.protocol.parameters import (
     MAX_POPULATION,
-    _delta_theta,
-    _evaluate,
-    _evaluate_rule,
-    _Evaluation,
-    _rule_theta,
+    Evaluation,
     batch_size_for,
+    delta_theta,
+    evaluate,
+    evaluate_rule,
+    rule_theta,
     theta_ceiling,
 )
 from triehh_beam.protocol.privacy import theorem1_delta
@@ -110,15 +100,11 @@ def alternatives_for(
     return tuple(found), tuple(notes)
 
 
-def _alternative(
-    kind: str,
-    description: str,
-    n: int,
-    epsilon: float,
-    delta: float,
-    ev: _Evaluation,
+def _found(
+    kind: str, description: str, n: int, epsilon: float, delta: float, ev: Evaluation,
     step: Optional[float] = None,
-) -> Alternative:
+) -> _Found:
+    """A search's answer: the alternative planned for (n, epsilon, delta) with ``ev``'s numbers."""
     return Alternative(
         kind=kind,
         description=description,
@@ -131,7 +117,7 @@ def _alternative(
         epsilon=ev.guarantee.epsilon,
         delta=ev.guarantee.delta,
         step=step,
-    )
+    ), None
 
 
 def _lower_theta(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
@@ -143,7 +129,7 @@ def _lower_theta(rule: str, n: int, epsilon: float, delta: float, max_length: in
     theta may even keep delta within the target.
     """
     ceiling = theta_ceiling(n, epsilon, max_length)
-    top = min(math.floor(ceiling), _rule_theta(rule, epsilon, delta, max_length) - 1)
+    top = min(math.floor(ceiling), rule_theta(rule, epsilon, delta, max_length) - 1)
     if top < 4:
         return None, (
             f"lowering theta cannot help: THETACEIL = {ceiling:.4g} < 4, Theorem 1's smallest theta"
@@ -153,7 +139,7 @@ def _lower_theta(rule: str, n: int, epsilon: float, delta: float, max_length: in
         new_delta = max(theorem1_delta(theta), delta)
         if new_delta >= 1.0:
             break
-        ev = _evaluate(n, epsilon, new_delta, max_length, theta)
+        ev = evaluate(n, epsilon, new_delta, max_length, theta)
         if ev.batch_size * (theta + 1) > n:
             break  # gamma <= sqrt(n)/(theta+1) fails, and only gets worse as theta decreases
         if not ev.feasible:
@@ -162,18 +148,8 @@ def _lower_theta(rule: str, n: int, epsilon: float, delta: float, max_length: in
             effect = f"but delta grows to {ev.guarantee.delta:.4g}"
         else:
             effect = f"and delta(theta) {_format_delta(ev.guarantee.delta)} is within the target"
-        return (
-            _alternative(
-                "lower_theta",
-                f"lower theta to {theta} (<= THETACEIL = {ceiling:.4g}): keeps epsilon = "
-                f"{epsilon:g} and n = {n}, {effect}",
-                n,
-                epsilon,
-                new_delta,
-                ev,
-            ),
-            None,
-        )
+        return _found("lower_theta", f"lower theta to {theta} (<= THETACEIL = {ceiling:.4g}): keeps "
+                      f"epsilon = {epsilon:g} and n = {n}, {effect}", n, epsilon, new_delta, ev)
     return None, (
         f"lowering theta cannot help: no theta <= {top} satisfies Theorem 1 at epsilon = "
         f"{epsilon:g}, n = {n}"
@@ -200,13 +176,13 @@ def _raise_epsilon(rule: str, n: int, epsilon: float, delta: float, max_length: 
     works). Bisection finds the boundary; the answer is rounded up to 3 significant digits and
     checked so that one unit less in the last digit is infeasible.
     """
-    theta_d = _delta_theta(rule, delta)
+    theta_d = delta_theta(rule, delta)
     eps_top = max_length * math.log1p(theta_d)
     while math.ceil(math.expm1(eps_top / max_length)) > theta_d:
         eps_top = math.nextafter(eps_top, 0.0)
 
     def feasible(eps: float) -> bool:
-        return _evaluate_rule(rule, n, eps, delta, max_length).feasible
+        return evaluate_rule(rule, n, eps, delta, max_length).feasible
 
     if not feasible(eps_top):
         return None, (
@@ -234,20 +210,9 @@ def _raise_epsilon(rule: str, n: int, epsilon: float, delta: float, max_length: 
     value, unit = float(value), float(unit)
     if value < epsilon:
         return _lower_epsilon(rule, n, epsilon, delta, max_length, value, eps_top, feasible)
-    ev = _evaluate_rule(rule, n, value, delta, max_length)
-    return (
-        _alternative(
-            "raise_epsilon",
-            f"raise epsilon to {value:g} (the smallest, to {unit:g}, that works at "
-            f"delta = {delta:.4g}, n = {n}, L = {max_length})",
-            n,
-            value,
-            delta,
-            ev,
-            step=unit,
-        ),
-        None,
-    )
+    return _found("raise_epsilon", f"raise epsilon to {value:g} (the smallest, to {unit:g}, that works at "
+                  f"delta = {delta:.4g}, n = {n}, L = {max_length})", n, value, delta,
+                  evaluate_rule(rule, n, value, delta, max_length), step=unit)
 
 
 def _lower_epsilon(
@@ -274,21 +239,11 @@ def _lower_epsilon(
             break
     else:
         value = eps_top
-    ev = _evaluate_rule(rule, n, value, delta, max_length)
-    return (
-        _alternative(
-            "lower_epsilon",
-            f"spend less: epsilon = {value:g} works at delta = {delta:.4g}, n = {n}, "
-            f"L = {max_length} (so does any epsilon in [{eps_min:g}, {value:g}]); above "
-            f"L*ln(1 + {ev.theta}) = {eps_top:.4g} the rule raises theta to e^(epsilon/L) - 1 "
-            f"and the batch shrinks",
-            n,
-            value,
-            delta,
-            ev,
-        ),
-        None,
-    )
+    ev = evaluate_rule(rule, n, value, delta, max_length)
+    return _found("lower_epsilon", f"spend less: epsilon = {value:g} works at delta = {delta:.4g}, n = {n}, "
+                  f"L = {max_length} (so does any epsilon in [{eps_min:g}, {value:g}]); above "
+                  f"L*ln(1 + {ev.theta}) = {eps_top:.4g} the rule raises theta to e^(epsilon/L) - 1 "
+                  f"and the batch shrinks", n, value, delta, ev)
 
 
 def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
@@ -299,10 +254,10 @@ def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_lengt
     can flicker just above the continuous bound (theta/s)^2; the answer is the end of the
     flicker: N - 1 is infeasible and everything from N on is feasible.
     """
-    theta = _rule_theta(rule, epsilon, delta, max_length)
+    theta = rule_theta(rule, epsilon, delta, max_length)
 
     def feasible(pop: int) -> bool:
-        return _evaluate(pop, epsilon, delta, max_length, theta).feasible
+        return evaluate(pop, epsilon, delta, max_length, theta).feasible
 
     def m_of(pop: int) -> int:
         return batch_size_for(pop, epsilon, max_length, theta)
@@ -339,17 +294,6 @@ def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_lengt
         flicker = (
             f"; n = {first} already works but some n in between do not, because m is floored"
         )
-    ev = _evaluate(candidate, epsilon, delta, max_length, theta)
-    return (
-        _alternative(
-            "raise_population",
-            f"collect at least n = {candidate} users (from there on every n works at "
-            f"epsilon = {epsilon:g}, delta = {delta:.4g}, L = {max_length}{flicker})",
-            candidate,
-            epsilon,
-            delta,
-            ev,
-            step=1,
-        ),
-        None,
-    )
+    return _found("raise_population", f"collect at least n = {candidate} users (from there on every n "
+                  f"works at epsilon = {epsilon:g}, delta = {delta:.4g}, L = {max_length}{flicker})",
+                  candidate, epsilon, delta, evaluate(candidate, epsilon, delta, max_length, theta), step=1)

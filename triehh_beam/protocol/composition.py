@@ -1,26 +1,14 @@
 """L sample-and-threshold rounds over the same users, composed two ways (docs/protocol.md §2,
-"Exact accounting").
-
-Each round is ``(eps_r, delta_r)``-DP for every history of earlier rounds (``exact_accountant``
-takes the worst case over the other reporters, whatever made them), so the rounds compose
-adaptively:
-
-- **basic**: ``(L eps_r, L delta_r)``;
-- **PLD**: Google's ``dp_accounting`` privacy-loss-distribution accountant, composing L copies
-  of the pair that dominates every ``(eps_r, delta_r)``-DP mechanism (Kairouz, Oh and Viswanath's
-  four-point pair, ``from_privacy_parameters``; pessimistic discretisation), read at ``L eps_r``.
-
-Both are certificates; the smaller is the one a plan claims, and both are reported. A PLD built
-from one round's two output distributions (at one f) would not be: no single f dominates every
-f and every history, so it is not used (docs/protocol.md says why).
-"""
+"Exact accounting"): basic composition, ``(L eps_r, L delta_r)``, and Google's ``dp_accounting``
+PLD accountant over L copies of the pair that dominates every ``(eps_r, delta_r)``-DP mechanism.
+Both are certificates; a plan claims the smaller and reports both."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.checks import check_int, check_real
 
 __all__ = ["Composition", "compose_rounds"]
 
@@ -81,9 +69,9 @@ def compose_rounds(epsilon_round: float, delta_round: float, rounds: int) -> Com
     Raises:
       ValueError: epsilon_round < 0, delta_round outside [0, 1], rounds < 1.
     """
-    epsilon_round = _check_real("epsilon_round", epsilon_round)
-    delta_round = _check_real("delta_round", delta_round)
-    rounds = _check_int("rounds", rounds, 1)
+    epsilon_round = check_real("epsilon_round", epsilon_round)
+    delta_round = check_real("delta_round", delta_round)
+    rounds = check_int("rounds", rounds, 1)
     if not epsilon_round >= 0:
         raise ValueError(f"epsilon_round must be >= 0, got {epsilon_round!r}")
     if not 0.0 <= delta_round <= 1.0:

@@ -1,15 +1,8 @@
 """95% intervals for what a released count estimates, the weighted users ``f = sum over users of
-p_u`` (``p_u``: the chance that the user's one contribution goes to the item, its share of the
-user's records; ``f`` is the holders when each holder holds one item). The count is a sum of
-independent Bernoulli(p_u), one per user, plus two-sided geometric noise
-(``noisy_count_intervals``, ``--estimate-frequencies``), or is thresholded after a Bernoulli
-sample of the users (``sampled_count_interval``, whole-item sample-and-threshold). The p_u are
-private, so each interval inverts the tails of Poisson(f), the sum's limit as the p_u shrink and
-the one with the heavier tails away from its mean (Hoeffding 1956 compares a Bernoulli sum with
-the binomial, Anderson and Samuels 1967 the binomial with the Poisson): it counts the sampling
-and the item choice as well as the noise. docs/protocol.md (§2, §5) derives both and says how
-their coverage is checked. Plain numpy and scipy.special; no Beam.
-"""
+p_u`` (docs/protocol.md §2 and §5 derive them): ``noisy_count_intervals`` for a count plus
+two-sided geometric noise (``--estimate-frequencies``), ``sampled_count_interval`` for a count
+thresholded after a Bernoulli sample (whole items). Each inverts the tails of Poisson(f), which
+bounds the sum of independent Bernoulli(p_u) whatever the private p_u are."""
 
 from __future__ import annotations
 

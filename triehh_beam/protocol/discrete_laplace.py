@@ -1,16 +1,8 @@
-"""The two-sided geometric mechanism (the discrete Laplace distribution), sampled exactly from a
-keyed bit stream: the noise of the frequency estimates (``frequency_estimates``). A count of
-L1 sensitivity 1 plus ``Z``, ``P(Z = z) = (1 - a) / (1 + a) * a^|z|`` with ``a = e^-epsilon``,
-is epsilon-DP (Ghosh, Roughgarden & Sundararajan, "Universally utility-maximizing privacy
-mechanisms", STOC 2009). ``Z`` is drawn with Algorithms 1 and 2 of Canonne, Kamath & Steinke,
-"The Discrete Gaussian for Differential Privacy" (NeurIPS 2020): integer arithmetic on the
-exact rational value of the float epsilon and uniform integers from the bit stream, no floating
-point anywhere, so the distribution is exactly the one the guarantee is proved for (a floating
-point Laplace sample leaks the true value through its low-order bits: Mironov, CCS 2012). The
-bits come from BLAKE2b keyed with a key derived from the job's secret seed, in counter mode
-(``KeyedBits``): the same key and label always give the same noise. Exact tails give the
-intervals: ``P(|Z| > k) = 2 a^(k+1) / (1 + a)``. Plain Python, no Beam.
-"""
+"""The two-sided geometric mechanism (discrete Laplace), the noise of the frequency estimates
+(docs/protocol.md §5): ``TwoSidedGeometric`` samples ``P(Z = z) = (1 - a) / (1 + a) * a^|z|``,
+``a = e^-epsilon``, exactly, in integer arithmetic on the exact rational epsilon (Canonne, Kamath
+and Steinke's algorithms), from ``KeyedBits``, a BLAKE2b counter-mode stream keyed from the job's
+seed, so the same key and label always give the same noise."""
 
 from __future__ import annotations
 

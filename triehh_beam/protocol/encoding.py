@@ -1,31 +1,8 @@
-"""Items as sequences of units, the alphabet of the trie.
-
-An item (a word, a URL, a byte string) becomes a *sequence*: a tuple of units followed by the
-end-of-sequence unit. A unit is a non-empty ``str`` of up to ``unit_size`` characters (text
-items) or a non-empty ``bytes`` of up to ``unit_size`` bytes (byte items). The end-of-sequence
-unit is the *empty* unit (``""`` or ``b""``): every real unit holds at least one character or
-byte, so no item can contain it or collide with it, whatever characters the item holds (``$``
-included).
-
-Integer items (``ItemKind.INT``) are fixed-width bit strings: a value ``v`` of an ``int_bits``-bit
-signed range ``[-2^(w-1), 2^(w-1) - 1]`` is written in *offset binary*, ``v + 2^(w-1)`` as ``w``
-binary digits, most significant first, so that the order of the bit strings is the order of the
-values and a prefix of ``j`` bits is a contiguous range of ``2^(w-j)`` values (``prefix_range``).
-A unit holds ``unit_size`` bits (1 to 16) as ASCII digits, a ``bytes`` of ``b"0"``/``b"1"``
-(``b"0110"``): byte units like those of byte items, readable in renderings, non-empty, and on the
-wire (``unit_to_bytes``) they are themselves. When ``unit_size`` does not divide ``int_bits`` the
-last unit is shorter. Every value has the same ``ceil(w / unit_size)`` units and then the
-terminator, so a frequent *item* is a frequent value and a frequent *prefix* is a frequent range
-of values (the high-order bits).
-
-With ``tokenize=True`` (text only) a record's item is free text whose *tokens* are the items
-(``items_of``; the rule is ``triehh_beam.protocol.tokenize.tokenize``).
-
-A prefix of length ``r`` is ``sequence[:r]``; tuples of ``str``/``bytes`` are hashable, compare
-by value and pickle deterministically, which is what the trie, the votes and Beam's coders need.
-
-This module is pure Python (no Beam import): it is the on-device encoder too.
-"""
+"""Items as sequences of units, the alphabet of the trie (docs/protocol.md §1, "Items as sequences
+of units"): ``ItemEncoder`` turns a text, bytes or integer item (or, with ``tokenize=True``, each
+word of a text) into a tuple of units followed by the empty end-of-sequence unit, which no real
+unit can equal; integers are offset-binary bit strings, so a frequent prefix is a frequent range
+of values. It is the on-device encoder too."""
 
 from __future__ import annotations
 
@@ -117,8 +94,8 @@ class ItemEncoder:
 
     Args:
       kind: ``ItemKind.TEXT`` (unicode strings, NFC-normalised), ``ItemKind.BYTES`` or
-        ``ItemKind.INT`` (signed integers of ``int_bits`` bits, units of bits; see the module
-        docstring).
+        ``ItemKind.INT`` (signed integers of ``int_bits`` bits in offset binary, each unit its
+        bits as the ASCII digits ``b"0"``/``b"1"``).
       unit_size: characters (text), bytes (bytes) or bits (int, at most 16) per unit, k >= 1;
         the last unit may be shorter.
       max_length: L, the maximum sequence length in units, terminator included (L >= 2). For

@@ -1,31 +1,8 @@
 """The exact (epsilon, delta) of one sample-and-threshold release (docs/protocol.md §2, "Exact
-accounting").
-
-One release: each user is in the sample independently with probability ``p``, each sampled user
-reports one item (or one prefix), and every item with at least ``tau`` reports is published
-with its count. Adding or removing one user changes one count by at most one, so the release's
-privacy loss is that of one count: ``X ~ Binomial(f, p)`` without the user, ``X + Bernoulli(p)
-= Binomial(f + 1, p)`` with it, observed only when it is at least ``tau`` (else ``⊥``), worst case
-over the ``f >= 0`` other users reporting the same item. ``release_delta`` is that worst case,
-the hockey-stick divergence ``max over f`` of both directions:
-
-- adding the user: ``Q(k) / P(k) = (1 - p)(f + 1) / (f + 1 - k)`` grows with k, so the excess
-  ``sum (Q - e^eps P)^+`` is over ``k >= K = max(tau, floor((f + 1) c) + 1)``,
-  ``c = 1 - (1 - p) e^-eps``, and equals ``p b(K - 1) - (e^eps - 1) S(K)`` with ``b`` and ``S``
-  the pmf and upper tail of ``Binomial(f, p)``;
-- removing it: ``P(k) / Q(k) <= 1 / (1 - p)`` and ``P(⊥) / Q(⊥) <= 1 / (1 - p)``, so the excess
-  is zero whenever ``p <= 1 - e^-eps`` (sample-and-threshold's ``alpha <= 1``); otherwise it is
-  a difference of binomial cdfs over the outputs where it is positive.
-
-f is searched from ``tau - 1`` (below it nothing is published) up to ``F``, and every
-``f > F`` is covered by Chernoff bounds (``tail_bound``): the add excess is at most
-``P(Binomial(f + 1, p) >= (f + 1) c) <= exp(-(f + 1) D(c || p))``, decreasing in f; the remove
-excess (``p > 1 - e^-eps`` only) lives on ``X <= max(tau - 1, (f + 1) c')``,
-``c' = 1 - e^eps (1 - p)``, a lower tail. ``F`` doubles until the bound is below a millionth of
-the largest excess found, and the reported delta is the larger of the two, so it is an upper
-bound on the supremum (and equal to it, whenever the bound is that small). ``release_epsilon``
-inverts it (delta is nonincreasing in epsilon). Pure Python + numpy + SciPy; no Beam.
-"""
+accounting"): ``release_delta`` is the worst case, over the other users reporting the same item,
+of the hockey-stick divergence between one count with and without a user, searched up to a bound
+beyond which Chernoff tails (``tail_bound``) cover the rest, so it is an upper bound on the
+supremum; ``release_epsilon`` inverts it."""
 
 from __future__ import annotations
 
@@ -36,7 +13,7 @@ from typing import Tuple
 import numpy as np
 from scipy import stats
 
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.checks import check_int, check_real
 
 __all__ = [
     "ReleaseDelta",
@@ -77,9 +54,9 @@ class ReleaseDelta:
 
 
 def _check(epsilon, p, tau) -> Tuple[float, float, int]:
-    epsilon = _check_real("epsilon", epsilon)
-    p = _check_real("sample_probability", p)
-    tau = _check_int("tau", tau, 1)
+    epsilon = check_real("epsilon", epsilon)
+    p = check_real("sample_probability", p)
+    tau = check_int("tau", tau, 1)
     if not epsilon >= 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     if not 0.0 < p < 1.0:
@@ -91,7 +68,7 @@ def add_excess(epsilon: float, p: float, tau: int, holders: np.ndarray) -> np.nd
     """``sum over outputs of (Q - e^eps P)^+`` for each f in ``holders`` (the user added).
 
     ``p b(K - 1; f, p) - (e^eps - 1) S(K; f, p)`` with ``K = max(tau, floor((f + 1) c) + 1)``:
-    every term of the sum from K on is positive and none before it is (module docstring).
+    every term of the sum from K on is positive and none before it is (docs/protocol.md §2).
     """
     f = np.asarray(holders, dtype=np.float64)
     c = -math.expm1(math.log1p(-p) - epsilon)  # 1 - (1 - p) e^-eps
@@ -130,7 +107,7 @@ def count_delta(epsilon: float, p: float, tau: int, holders: int) -> float:
       ValueError: for arguments out of range.
     """
     epsilon, p, tau = _check(epsilon, p, tau)
-    holders = _check_int("holders", holders, 0)
+    holders = check_int("holders", holders, 0)
     one = np.array([holders])
     return max(float(add_excess(epsilon, p, tau, one)[0]), float(remove_excess(epsilon, p, tau, one)[0]))
 
@@ -153,7 +130,7 @@ def tail_bound(epsilon: float, p: float, tau: int, searched_to: int) -> float:
       ValueError: for arguments out of range.
     """
     epsilon, p, tau = _check(epsilon, p, tau)
-    big_f = _check_int("searched_to", searched_to, 1)
+    big_f = check_int("searched_to", searched_to, 1)
     c = -math.expm1(math.log1p(-p) - epsilon)
     add = math.exp(-(big_f + 1) * _kl(c, p))  # c > p for every eps > 0: decreasing in f
     if epsilon == 0.0:
@@ -213,7 +190,7 @@ def release_epsilon(delta: float, sample_probability: float, tau: int) -> float:
     Raises:
       ValueError: for arguments out of range.
     """
-    delta = _check_real("delta", delta)
+    delta = check_real("delta", delta)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 

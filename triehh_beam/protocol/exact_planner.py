@@ -1,17 +1,7 @@
-"""Sample-and-threshold's planner under the exact accountant: from a target (epsilon, delta) over
-L rounds to (p_s, tau), or why not (docs/protocol.md §2, "Exact accounting").
-
-Each round gets ``eps_r = epsilon / L`` and ``delta_r = delta / L`` (basic composition; the PLD
-accountant's reading of the same rounds is reported beside it, ``composition``). For each
-threshold tau the largest p_s (6 significant digits, floored) whose exact ``release_delta(eps_r,
-p_s, tau)`` is at most ``delta_r`` is found by regula falsi on ln delta, and the planner keeps the (p_s, tau)
-that minimises the holders an item of ``length`` units needs to be discovered with
-``objective`` probability in the worst case (``sample_threshold.min_holders``). There is no
-alpha or eps_r range: any eps_r > 0 and p_s in (0, 1) is accounted exactly. The search over tau
-stops once no larger tau can do better: an item needs ``f p_s >= tau * per_round`` (Markov)
-and ``p_s < 1``, so ``tau * per_round`` holders (and, above a per-round target of 1/2,
-``tau - 1``: the median) bound every larger tau from below. Pure Python + SciPy; no Beam.
-"""
+"""Sample-and-threshold's planner under the exact accountant (docs/protocol.md §2, "Exact
+accounting"): from a target (epsilon, delta) over L rounds to the (p_s, tau) that minimises the
+worst-case holders an item needs to be found, each round given ``epsilon / L`` and ``delta / L``
+and certified by ``exact_accountant.release_delta``; or why there is none."""
 
 from __future__ import annotations
 

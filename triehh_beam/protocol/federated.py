@@ -1,16 +1,10 @@
-"""The messages of a federated round (docs/federated_protocol.md), parsed and checked: the
-server broadcasts a ``RoundAnnouncement`` (job, round ``r``, the encoding and long-item policy,
-the frontier of length-``r - 1`` prefixes front-coded, a deadline, a report goal), sends each
-device selected for the round an ``Invitation`` (a 16-byte token and the device's item-choice
-word), and each invited device answers with a ``VoteReport`` (the token and one prefix, or an
-explicit abstention). Each is a frozen dataclass checked when built, with ``to_bytes`` (the
-protobuf of ``protos/triehh_beam/proto/federated.proto``, deterministic) and ``from_bytes``,
-which treats the bytes as untrusted and refuses anything malformed with
-``FederatedFormatError``, whose text names the source. The estimate round's invitation and
-report are these two messages marked ``estimate`` (written with ``ESTIMATE_SCHEMA_VERSION``, so
-a version-1 reader refuses them; its announcement is ``federated_estimate.EstimateAnnouncement``).
-Pure Python, no Beam, no files.
-"""
+"""The messages of a federated round (docs/federated_protocol.md): the ``RoundAnnouncement``
+every device receives, the ``Invitation`` a selected device receives and the ``VoteReport`` it
+answers with, each a frozen dataclass checked when built, with deterministic ``to_bytes`` and a
+``from_bytes`` that treats the bytes as untrusted and refuses them with ``FederatedFormatError``.
+The estimate round's invitation and report are these marked ``estimate`` (schema version 2); its
+announcement, and the checks below that both announcements share, are used by
+:mod:`triehh_beam.protocol.federated_estimate`."""
 
 from __future__ import annotations
 
@@ -69,10 +63,11 @@ class FederatedFormatError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checks shared by the constructors and the readers.
+# Checks shared by the constructors and the readers (and by federated_estimate's).
 
 
-def _check_header(source: str, job_id, round_index, upper: Optional[int] = None) -> None:
+def check_header(source: str, job_id, round_index, upper: Optional[int] = None) -> None:
+    """A non-empty job id and a round in [1, upper] that fits 32 bits; raises FederatedFormatError."""
     if not isinstance(job_id, str) or not job_id:
         raise FederatedFormatError(source, f"the job id must be a non-empty string, got {job_id!r}")
     if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index < 1:
@@ -89,7 +84,8 @@ def _check_token(source: str, token) -> None:
         raise FederatedFormatError(source, f"the token must be {TOKEN_BYTES} bytes, got {shown}")
 
 
-def _check_int(source: str, name: str, value, low: int, high: int) -> None:
+def check_bounded(source: str, name: str, value, low: int, high: int) -> None:
+    """An int (not a bool) in [low, high); raises FederatedFormatError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
         raise FederatedFormatError(source, f"{name} must be an integer in [{low}, {high}), got {value!r}")
 
@@ -100,8 +96,9 @@ def _check_prefix(source: str, where: str, encoder: ItemEncoder, prefix: Units) 
         raise FederatedFormatError(source, f"{where} {prefix!r} {problem}")
 
 
-def _check_version(source: str, version: int,
-                   known: Tuple[int, ...] = (SCHEMA_VERSION, ESTIMATE_SCHEMA_VERSION)) -> None:
+def check_version(source: str, version: int,
+                  known: Tuple[int, ...] = (SCHEMA_VERSION, ESTIMATE_SCHEMA_VERSION)) -> None:
+    """Refuses, with FederatedFormatError, a schema version not in ``known``."""
     if version not in known:
         found = "no schema_version" if version == 0 else f"schema_version {version}"
         understood = " and ".join(str(v) for v in known)
@@ -112,30 +109,69 @@ def _version(estimate: bool) -> int:
     return ESTIMATE_SCHEMA_VERSION if estimate else SCHEMA_VERSION
 
 
-def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
+def parse_message(message_type: Type[_M], data: bytes, source: str) -> _M:
+    """``messages.parse_message`` with its refusal as a FederatedFormatError."""
     try:
-        return messages._parse(message_type, data, source)
+        return messages.parse_message(message_type, data, source)
     except messages.TrieFormatError as error:
         raise FederatedFormatError(source, error.problem) from error
 
 
 def _prefix_tuple(source: str, prefix) -> Units:
     try:
-        return messages._as_prefix(prefix)
+        return messages.as_prefix(prefix)
     except ValueError as error:
         raise FederatedFormatError(source, str(error)) from None
 
 
-def _serialize(message: _message.Message) -> bytes:
+def serialize_message(message: _message.Message) -> bytes:
+    """The message's deterministic serialization (equal messages, equal bytes)."""
     return message.SerializeToString(deterministic=True)
 
 
-def _build(cls, source: str, *fields):
+def build_checked(cls, source: str, *fields):
     """``cls(*fields)``, its checks' errors naming ``source``."""
     try:
         return cls(*fields)
     except FederatedFormatError as error:
         raise FederatedFormatError(source, error.problem) from None
+
+
+def check_announcement(source: str, announcement) -> None:
+    """The checks both announcements share: an ``ItemEncoder``, a deadline in [1, 2^63), a
+    report goal in [0, 2^64) and a known long-item policy; raises FederatedFormatError."""
+    if not isinstance(announcement.encoder, ItemEncoder):
+        raise FederatedFormatError(
+            source, f"encoder must be an ItemEncoder, got {type(announcement.encoder).__name__}")
+    check_bounded(source, "deadline_millis", announcement.deadline_millis, 1, 2**63)
+    check_bounded(source, "report_goal", announcement.report_goal, 0, 2**64)
+    if announcement.too_long not in LONG_ITEM_POLICIES:
+        raise FederatedFormatError(
+            source, f"too_long must be one of {LONG_ITEM_POLICIES}, got {announcement.too_long!r}")
+
+
+def announcement_fields(announcement) -> dict:
+    """The protobuf fields both announcements share: encoding, long-item policy, deadline, goal."""
+    return dict(encoding=messages.encoding_to_proto(announcement.encoder),
+                long_items=_LONG_ITEMS_TO_PROTO[announcement.too_long],
+                deadline_millis=announcement.deadline_millis, report_goal=announcement.report_goal)
+
+
+def read_encoding(message, source: str) -> Tuple[ItemEncoder, str]:
+    """An announcement message's encoder and long-item policy.
+
+    Raises:
+      FederatedFormatError: no encoding, an invalid one, or an unknown long-item policy.
+    """
+    if not message.HasField("encoding"):
+        raise FederatedFormatError(source, "no encoding")
+    try:
+        encoder = messages.encoding_from_proto(message.encoding, source)
+    except messages.TrieFormatError as error:
+        raise FederatedFormatError(source, error.problem) from error
+    if message.long_items not in _LONG_ITEMS_FROM_PROTO:
+        raise FederatedFormatError(source, f"unknown or unspecified long_items {message.long_items}")
+    return encoder, _LONG_ITEMS_FROM_PROTO[message.long_items]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,13 +208,8 @@ class RoundAnnouncement:
     def __post_init__(self):
         source = "<RoundAnnouncement>"
         object.__setattr__(self, "frontier", frozenset(_prefix_tuple(source, p) for p in self.frontier))
-        if not isinstance(self.encoder, ItemEncoder):
-            raise FederatedFormatError(source, f"encoder must be an ItemEncoder, got {type(self.encoder).__name__}")
-        _check_header(source, self.job_id, self.round_index, self.encoder.max_length)
-        _check_int(source, "deadline_millis", self.deadline_millis, 1, 2**63)
-        _check_int(source, "report_goal", self.report_goal, 0, 2**64)
-        if self.too_long not in LONG_ITEM_POLICIES:
-            raise FederatedFormatError(source, f"too_long must be one of {LONG_ITEM_POLICIES}, got {self.too_long!r}")
+        check_announcement(source, self)
+        check_header(source, self.job_id, self.round_index, self.encoder.max_length)
         if not self.frontier:
             raise FederatedFormatError(source, "an empty frontier (a round extends at least one prefix)")
         width = self.round_index - 1
@@ -201,14 +232,13 @@ class RoundAnnouncement:
         coded = front_code(tuple(to_bytes(u) for u in p) for p in self.frontier)
         return federated_pb2.RoundAnnouncement(
             schema_version=SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index,
-            encoding=messages.encoding_to_proto(self.encoder), long_items=_LONG_ITEMS_TO_PROTO[self.too_long],
-            deadline_millis=self.deadline_millis, report_goal=self.report_goal,
+            **announcement_fields(self),
             frontier_shared=coded.shared, frontier_unit_lengths=coded.unit_lengths,
             frontier_units=coded.units, frontier_unit_width=coded.unit_width, frontier_count=len(coded.shared))
 
     def to_bytes(self) -> bytes:
         """The serialized ``RoundAnnouncement`` (deterministic: equal announcements, equal bytes)."""
-        return _serialize(self.to_proto())
+        return serialize_message(self.to_proto())
 
     @classmethod
     def from_proto(cls, message: federated_pb2.RoundAnnouncement,
@@ -224,31 +254,24 @@ class RoundAnnouncement:
         if message.schema_version == ESTIMATE_SCHEMA_VERSION:
             raise FederatedFormatError(source, "schema_version 2: an estimate round's announcement, not a vote "
                                        "round's (read it with federated_estimate.read_announcement)")
-        _check_version(source, message.schema_version, (SCHEMA_VERSION,))
-        if not message.HasField("encoding"):
-            raise FederatedFormatError(source, "no encoding")
-        try:
-            encoder = messages.encoding_from_proto(message.encoding, source)
-        except messages.TrieFormatError as error:
-            raise FederatedFormatError(source, error.problem) from error
-        if message.long_items not in _LONG_ITEMS_FROM_PROTO:
-            raise FederatedFormatError(source, f"unknown or unspecified long_items {message.long_items}")
-        _check_header(source, message.job_id, message.round_index, encoder.max_length)
+        check_version(source, message.schema_version, (SCHEMA_VERSION,))
+        encoder, too_long = read_encoding(message, source)
+        check_header(source, message.job_id, message.round_index, encoder.max_length)
         frontier = set()
         for i, raw in enumerate(_frontier_bytes(message, source)):
             try:
-                units = tuple(messages._unit_from_bytes(encoder, u, source, f"frontier prefix {i}") for u in raw)
+                units = tuple(messages.unit_from_bytes(encoder, u, source, f"frontier prefix {i}") for u in raw)
             except messages.TrieFormatError as error:
                 raise FederatedFormatError(source, error.problem) from error
             frontier.add(units)
-        return _build(cls, source, message.job_id, message.round_index, encoder, frontier,
-                      message.deadline_millis, message.report_goal, _LONG_ITEMS_FROM_PROTO[message.long_items])
+        return build_checked(cls, source, message.job_id, message.round_index, encoder, frontier,
+                             message.deadline_millis, message.report_goal, too_long)
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "<RoundAnnouncement bytes>") -> "RoundAnnouncement":
         """Parses serialized bytes; raises FederatedFormatError as ``from_proto`` (and for bytes
         that do not parse)."""
-        return cls.from_proto(_parse(federated_pb2.RoundAnnouncement, data, source), source)
+        return cls.from_proto(parse_message(federated_pb2.RoundAnnouncement, data, source), source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,15 +302,15 @@ class Invitation:
         source = "<Invitation>"
         if not isinstance(self.estimate, bool):
             raise FederatedFormatError(source, f"estimate is a bool, got {self.estimate!r}")
-        _check_header(source, self.job_id, self.round_index)
+        check_header(source, self.job_id, self.round_index)
         if not isinstance(self.device_id, bytes) or not self.device_id:
             raise FederatedFormatError(source, f"the device id must be non-empty bytes, got {self.device_id!r}")
         _check_token(source, self.token)
-        _check_int(source, "choice_word", self.choice_word, 0, 2**64)
+        check_bounded(source, "choice_word", self.choice_word, 0, 2**64)
 
     def to_bytes(self) -> bytes:
         """The serialized ``Invitation``."""
-        return _serialize(federated_pb2.Invitation(
+        return serialize_message(federated_pb2.Invitation(
             schema_version=_version(self.estimate), job_id=self.job_id, round_index=self.round_index,
             device_id=self.device_id, token=self.token, choice_word=self.choice_word))
 
@@ -301,12 +324,12 @@ class Invitation:
           FederatedFormatError: bytes that do not parse, an unknown version, no job id, round 0,
             no device id, a token that is not 16 bytes, or no choice word (cut short).
         """
-        message = _parse(federated_pb2.Invitation, data, source)
-        _check_version(source, message.schema_version)
+        message = parse_message(federated_pb2.Invitation, data, source)
+        check_version(source, message.schema_version)
         if not message.HasField("choice_word"):
             raise FederatedFormatError(source, "no choice_word (truncated or corrupt)")
-        return _build(cls, source, message.job_id, message.round_index, message.device_id, message.token,
-                      message.choice_word, message.schema_version == ESTIMATE_SCHEMA_VERSION)
+        return build_checked(cls, source, message.job_id, message.round_index, message.device_id, message.token,
+                             message.choice_word, message.schema_version == ESTIMATE_SCHEMA_VERSION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,7 +359,7 @@ class VoteReport:
             raise FederatedFormatError(source, f"estimate is a bool, got {self.estimate!r}")
         if self.prefix is not None:
             object.__setattr__(self, "prefix", _prefix_tuple(source, self.prefix))
-        _check_header(source, self.job_id, self.round_index)
+        check_header(source, self.job_id, self.round_index)
         _check_token(source, self.token)
         if self.prefix is not None:
             if self.estimate and not self.prefix:
@@ -361,7 +384,7 @@ class VoteReport:
             message.abstain.SetInParent()
         else:
             message.prefix.units.extend(u.encode("utf-8") if isinstance(u, str) else u for u in self.prefix)
-        return _serialize(message)
+        return serialize_message(message)
 
     @classmethod
     def from_bytes(cls, data: bytes, encoder: ItemEncoder, source: str = "<VoteReport bytes>") -> "VoteReport":
@@ -377,10 +400,10 @@ class VoteReport:
             abstention, a vote's prefix whose length is not the round (an estimate's: empty),
             or units not valid for the encoding.
         """
-        message = _parse(federated_pb2.VoteReport, data, source)
-        _check_version(source, message.schema_version)
+        message = parse_message(federated_pb2.VoteReport, data, source)
+        check_version(source, message.schema_version)
         estimate = message.schema_version == ESTIMATE_SCHEMA_VERSION
-        _check_header(source, message.job_id, message.round_index, None if estimate else encoder.max_length)
+        check_header(source, message.job_id, message.round_index, None if estimate else encoder.max_length)
         _check_token(source, message.token)
         answer = message.WhichOneof("answer")
         if answer is None:
@@ -395,7 +418,7 @@ class VoteReport:
                 raise FederatedFormatError(
                     source, f"prefix {prefix!r} has {len(prefix)} units, a round-{message.round_index} "
                     f"vote needs {message.round_index}")
-        return _build(cls, source, message.job_id, message.round_index, message.token, prefix, estimate)
+        return build_checked(cls, source, message.job_id, message.round_index, message.token, prefix, estimate)
 
 
 def _frontier_bytes(message: federated_pb2.RoundAnnouncement, source: str) -> List[Tuple[bytes, ...]]:
@@ -415,6 +438,6 @@ def _frontier_bytes(message: federated_pb2.RoundAnnouncement, source: str) -> Li
 
 def _prefix_from_message(encoder: ItemEncoder, message: vote_pb2.Prefix, source: str) -> Units:
     try:
-        return messages._prefix_from_proto(encoder, message, source, "prefix")
+        return messages.prefix_from_proto(encoder, message, source, "prefix")
     except messages.TrieFormatError as error:
         raise FederatedFormatError(source, error.problem) from error

@@ -1,15 +1,8 @@
-"""The estimate round of a federated job (``--estimate-frequencies``; docs/federated_protocol.md,
-*The estimate round*): after the last vote round the server announces the released trie's
-leaves (the targets, ``frequency_estimates.EstimateTargets``) in an ``EstimateAnnouncement``
-and invites every enrolled device (``estimate_invitations``: a per-device token under the
-estimate round's own key, and the device's choice word, the 64-bit word behind the central
-estimate's uniform, ``EstimateKeys.choice_words_packed``); each device answers with the target
-its records choose, or an abstention, in a ``VoteReport`` marked ``estimate``. The three
-messages are written with ``ESTIMATE_SCHEMA_VERSION`` (2): a device that reads version 1 only
-refuses them, so it cannot answer the estimate round as a vote round. ``read_announcement``
-reads either kind of announcement (the version says which). Pure Python and numpy, no Beam,
-no files.
-"""
+"""The estimate round of a federated job (docs/federated_protocol.md, *The estimate round*): the
+``EstimateAnnouncement`` of the released trie's leaves, every enrolled device's invitation
+(``estimate_invitations``) and ``read_announcement``, which reads either kind of announcement as
+its schema version says. The estimate round's messages are written with schema version 2, so a
+device that reads version 1 only refuses them."""
 
 from __future__ import annotations
 
@@ -20,20 +13,15 @@ from triehh_beam.proto import federated_pb2, vote_pb2
 from triehh_beam.protocol import messages
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.federated import (ESTIMATE_SCHEMA_VERSION, SCHEMA_VERSION, FederatedFormatError,
-                                            RoundAnnouncement, _build, _check_header, _check_int, _check_version,
-                                            _parse, _serialize)
+                                            RoundAnnouncement, announcement_fields, build_checked,
+                                            check_announcement, check_header, check_version, parse_message,
+                                            read_encoding, serialize_message)
 from triehh_beam.protocol.federated_selection import Registry, RoundSelection, keyed_tokens
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
 from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.user_items import LONG_ITEM_POLICIES
 
 __all__ = ["EstimateAnnouncement", "EstimateInvitations", "estimate_invitations", "read_announcement"]
 
-_LONG_ITEMS_TO_PROTO = {
-    "drop": federated_pb2.RoundAnnouncement.DROP,
-    "truncate": federated_pb2.RoundAnnouncement.TRUNCATE,
-}
-_LONG_ITEMS_FROM_PROTO = {value: name for name, value in _LONG_ITEMS_TO_PROTO.items()}
 _TOKEN_LABEL = "federated-token/estimate"
 
 
@@ -65,15 +53,10 @@ class EstimateAnnouncement:
 
     def __post_init__(self):
         source = "<EstimateAnnouncement>"
-        if not isinstance(self.encoder, ItemEncoder):
-            raise FederatedFormatError(source, f"encoder must be an ItemEncoder, got {type(self.encoder).__name__}")
+        check_announcement(source, self)
         if not isinstance(self.targets, EstimateTargets):
             raise FederatedFormatError(source, f"targets must be EstimateTargets, got {type(self.targets).__name__}")
-        _check_header(source, self.job_id, self.round_index)
-        _check_int(source, "deadline_millis", self.deadline_millis, 1, 2**63)
-        _check_int(source, "report_goal", self.report_goal, 0, 2**64)
-        if self.too_long not in LONG_ITEM_POLICIES:
-            raise FederatedFormatError(source, f"too_long must be one of {LONG_ITEM_POLICIES}, got {self.too_long!r}")
+        check_header(source, self.job_id, self.round_index)
         if not len(self.targets):
             raise FederatedFormatError(source, "no target (a trie without leaves has no estimate round)")
         for target in self.targets.sequences:
@@ -89,10 +72,9 @@ class EstimateAnnouncement:
     def to_bytes(self) -> bytes:
         """The serialized ``EstimateAnnouncement`` (deterministic; targets in canonical order)."""
         to_bytes = self.encoder.unit_to_bytes
-        return _serialize(federated_pb2.EstimateAnnouncement(
+        return serialize_message(federated_pb2.EstimateAnnouncement(
             schema_version=ESTIMATE_SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index,
-            encoding=messages.encoding_to_proto(self.encoder), long_items=_LONG_ITEMS_TO_PROTO[self.too_long],
-            deadline_millis=self.deadline_millis, report_goal=self.report_goal,
+            **announcement_fields(self),
             targets=[vote_pb2.Prefix(units=[to_bytes(u) for u in t]) for t in self.targets.sequences],
             target_count=len(self.targets)))
 
@@ -106,16 +88,9 @@ class EstimateAnnouncement:
             of canonical order, repeated, one a prefix of another, none, or holding a unit the
             encoding cannot make.
         """
-        message = _parse(federated_pb2.EstimateAnnouncement, data, source)
-        _check_version(source, message.schema_version, (ESTIMATE_SCHEMA_VERSION,))
-        if not message.HasField("encoding"):
-            raise FederatedFormatError(source, "no encoding")
-        try:
-            encoder = messages.encoding_from_proto(message.encoding, source)
-        except messages.TrieFormatError as error:
-            raise FederatedFormatError(source, error.problem) from error
-        if message.long_items not in _LONG_ITEMS_FROM_PROTO:
-            raise FederatedFormatError(source, f"unknown or unspecified long_items {message.long_items}")
+        message = parse_message(federated_pb2.EstimateAnnouncement, data, source)
+        check_version(source, message.schema_version, (ESTIMATE_SCHEMA_VERSION,))
+        encoder, too_long = read_encoding(message, source)
         if not message.HasField("target_count") or message.target_count != len(message.targets):
             declared = message.target_count if message.HasField("target_count") else "no count"
             raise FederatedFormatError(
@@ -126,15 +101,15 @@ class EstimateAnnouncement:
         targets = []
         for i, prefix in enumerate(message.targets):
             try:
-                targets.append(messages._prefix_from_proto(encoder, prefix, source, f"target {i}"))
+                targets.append(messages.prefix_from_proto(encoder, prefix, source, f"target {i}"))
             except messages.TrieFormatError as error:
                 raise FederatedFormatError(source, error.problem) from error
         try:
             estimate_targets = EstimateTargets(tuple(targets))
         except ValueError as error:
             raise FederatedFormatError(source, f"targets: {error}") from None
-        return _build(cls, source, message.job_id, message.round_index, encoder, estimate_targets,
-                      message.deadline_millis, message.report_goal, _LONG_ITEMS_FROM_PROTO[message.long_items])
+        return build_checked(cls, source, message.job_id, message.round_index, encoder, estimate_targets,
+                             message.deadline_millis, message.report_goal, too_long)
 
 
 def read_announcement(data: bytes, source: str = "<announcement bytes>"
@@ -146,10 +121,10 @@ def read_announcement(data: bytes, source: str = "<announcement bytes>"
       FederatedFormatError: bytes that do not parse, another version, or what either reader
         refuses.
     """
-    header = _parse(federated_pb2.RoundAnnouncement, data, source)  # field 1 is the version in both
+    header = parse_message(federated_pb2.RoundAnnouncement, data, source)  # field 1 is the version in both
     if header.schema_version == ESTIMATE_SCHEMA_VERSION:
         return EstimateAnnouncement.from_bytes(data, source)
-    _check_version(source, header.schema_version, (SCHEMA_VERSION,))
+    check_version(source, header.schema_version, (SCHEMA_VERSION,))
     return RoundAnnouncement.from_proto(header, source)
 
 

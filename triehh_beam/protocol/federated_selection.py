@@ -1,23 +1,8 @@
-"""Which enrolled devices a federated round selects, and what each selected device is sent.
-
-A federated job draws its samples exactly as the central job does (``sampling``): round ``r``
-selects the ``m`` devices of the registry with the smallest keyed ranks (TrieHH; TrieHH++: every
-device whose rank is below ``bernoulli_threshold(p_s)``), under the same keys, so a resumed
-server selects the same devices and, given the same seed and job identity, the central job
-samples the same users. Each selected device is sent two things only the server can compute:
-
-* a **token**, ``SipHash-2-4_{T_r,0}(id) || SipHash-2-4_{T_r,1}(id)`` (16 bytes; ``T_r,i``
-  derived from the seed and the job identity for round ``r``): the device returns it with its
-  report, and a report counts only if its token is one the round issued. Reports carry no device
-  id; the token, a PRF of the id under a secret key, cannot be forged or guessed (2^-128), and
-  tokens of different rounds are unlinkable to whoever lacks the key;
-* its **choice word**, the 64-bit word its item choice is drawn from
-  (``RoundKeys.choice_words_packed``, the central job's): its vote is then exactly the vote the
-  central job would compute for it, and a resent report is identical.
-
-Pure numpy over packed ids (``keyed_hash.pack_messages``): one hash call per round for the whole
-registry, whatever its size.
-"""
+"""Which enrolled devices a federated round selects, and what each is sent (docs/protocol.md §1,
+"Federated rounds"): ``select_round`` draws exactly the central job's sample under the same keys
+(bottom-m ranks for TrieHH, the Bernoulli sample for TrieHH++), and each selected device gets a
+16-byte token, a keyed hash of its id that only the server can compute, and its choice word, so
+its vote is the central vote. One hash call per round covers the whole registry."""
 
 from __future__ import annotations
 

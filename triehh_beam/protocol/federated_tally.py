@@ -1,35 +1,9 @@
-"""One federated round's count: every message that reached the server while the round was
-open, classified, deduplicated, checked against the frontier and counted with threshold pruning.
-
-A round's server checks each report again rather than trusting the device: a report counts
-only if it parses, names this job and this round, carries a token the round issued (``federated
-_selection``: only the selected devices hold one) and is the first with that token (a device
-that answers twice, or a retry, votes once), and its prefix extends the frontier the round
-announced. Every message gets exactly one ``KINDS`` label, so the labels account for every
-message read:
-
-=============  ================================================================================
-voted          counted: a selected device's first report, a prefix that extends the frontier
-abstained      a selected device's first report, an explicit abstention (nothing to vote for)
-off_frontier   a selected device's first report, a prefix the frontier does not allow: ignored
-duplicate      a report whose token already reported this round
-not_selected   a token the round did not issue (a device that was not selected, or a forgery)
-late           a report for an earlier round, which had closed
-unannounced    a report for a round not announced yet
-other_job      a well-formed report of another job
-malformed      not a report of this job's encoding (unparseable, truncated, another schema)
-=============  ================================================================================
-
-Counting is ``counting.PrefixCounter``'s, the central jobs': only the prefixes with at least
-theta votes leave ``kept()``, never a count. The labels' counts are private (exact counts of
-what devices did), for the operator report only.
-
-``EstimateTally`` is the estimate round's sibling (``ESTIMATE_KINDS``: ``counted`` for a first
-report naming a target, ``off_target`` for one naming anything else, the other labels as
-above; every vote round's report is ``late`` then). Its exact per-target counts leave it only
-through ``release`` (``frequency_estimates.release``: the keyed noise added once), never as
-numbers.
-"""
+"""One federated round's count (docs/protocol.md §1, "Federated rounds"): ``RoundTally`` classifies
+every message that reached the server while the round was open with exactly one of ``KINDS``,
+counts the first report of each issued token whose prefix extends the frontier, and keeps the
+prefixes with at least theta votes, never a count (``counting.PrefixCounter``).
+``EstimateTally`` is the estimate round's, whose exact per-target counts leave only through
+``release``, with the noise added once."""
 
 from __future__ import annotations
 
@@ -46,6 +20,13 @@ from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTarge
 
 __all__ = ["ESTIMATE_KINDS", "ESTIMATE_REPORTED", "KINDS", "REPORTED", "EstimateTally", "RoundTally"]
 
+#: A vote round's labels, one per message read: ``voted`` (a selected device's first report, its
+#: prefix extending the frontier: counted), ``abstained`` (a first report, an explicit
+#: abstention), ``off_frontier`` (a first report whose prefix the frontier does not allow),
+#: ``duplicate`` (a token that already reported), ``not_selected`` (a token the round did not
+#: issue), ``late`` (a report for a round that has closed), ``unannounced`` (for a round not yet
+#: announced), ``other_job`` (a well-formed report of another job), ``malformed`` (not a report
+#: of this job's encoding). Their counts are private, for the operator report only.
 KINDS = ("voted", "abstained", "off_frontier", "duplicate", "not_selected", "late", "unannounced",
          "other_job", "malformed")
 #: The kinds that are a selected device's one report this round (what the report goal counts).

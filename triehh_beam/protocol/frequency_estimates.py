@@ -1,24 +1,8 @@
-"""Frequency estimates for a discovered trie: one central-DP count per discovered leaf, after the
-rounds (``--estimate-frequencies EPSILON_EST``). The leaves are public (the released trie), so
-no threshold is needed. The *targets* are the trie's leaves: its heavy hitters (terminated
-sequences) and its frequent prefixes; no leaf is a prefix of another, so a user's encoded
-sequence starts with at most one target. A user's weight on target ``x`` is its local count of
-the records whose sequence starts with ``x``; the user contributes exactly one unit, to one
-target drawn with probability ``weight / total weight`` (its local frequency among its
-discovered items, renormalised; ``vote.choose_sequence`` with a keyed uniform), or nothing if
-it holds no target. Adding or removing a user changes one count by one: L1 sensitivity 1, so
-two-sided geometric noise of parameter ``e^-epsilon_est`` (``discrete_laplace``) makes the
-counts epsilon_est-DP, and the estimate of ``x`` is unbiased for the weighted users ``f_x = sum
-over users of weight_u(x) / total_u``: the holder count of ``x`` when each holder holds one
-discovered item, less when holders spread their records over several. The 95% interval
-(``interval``, ``count_intervals.noisy_count_intervals``) holds ``f_x`` with probability at
-least 95%: it includes the spread of the users' draws as well as the noise; ``[estimate - k,
-estimate + k]`` (``noise_interval``) holds only this release's exact count. The
-user's uniform is keyed on (seed, job identity, "estimate", user) and each target's noise on
-(seed, job identity, target), so a retry or a resume releases the same numbers. Exact counts
-exist only between ``count_choices`` and ``release``; a ``FrequencyEstimates`` holds none.
-Plain Python and numpy, no Beam; docs/protocol.md §5 states it with the proof sketch.
-"""
+"""Frequency estimates for a discovered trie (``--estimate-frequencies``, docs/protocol.md §5): each
+user contributes one unit to one of the trie's leaves, drawn by its local frequency with a keyed
+uniform, and each leaf's count gets two-sided geometric noise once (``release``), with keys
+derived from the seed and job identity so a retry or resume releases the same numbers. Exact
+counts exist only between ``count_choices`` and ``release``; a ``FrequencyEstimates`` holds none."""
 
 from __future__ import annotations
 

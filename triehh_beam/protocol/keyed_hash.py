@@ -1,18 +1,8 @@
-"""SipHash-2-4, vectorised with numpy: the keyed hash behind every random decision.
-
-Sampling and item choice must be functions of (secret seed, job identity, round, user id) only, identical on
-every machine, every retry and every resume, and unpredictable without the seed. SipHash-2-4 is
-a keyed pseudo-random function designed for exactly this (short inputs, 128-bit key), and,
-unlike BLAKE2b, its 64-bit add-rotate-xor rounds vectorise well in numpy, so a whole Arrow batch
-of user ids is hashed in a few dozen array operations instead of one Python call per record.
-
-Python's built-in ``hash()`` is never used: it is salted per process.
-
-The batch form takes variable-length messages in Arrow's layout (one ``uint8`` data buffer and
-``int64`` offsets, ``offsets[i]:offsets[i+1]`` being message ``i``), so Arrow string and binary
-columns are hashed without materialising Python objects. ``siphash24`` hashes one message with
-the same code, and tests check both against the reference vectors of the SipHash paper.
-"""
+"""SipHash-2-4, vectorised with numpy: the keyed hash behind every random decision (sampling and
+item choice are functions of the secret seed, job identity, round and user id only, the same on
+every machine, retry and resume; Python's salted ``hash()`` is never used). ``siphash24_batch``
+hashes messages in Arrow's layout (a data buffer and offsets) without making Python objects, and
+``siphash24`` one message with the same code."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""The protocol's wire formats: the encoding, the frontier broadcast and the vote, as protobuf.
-
-Before round ``r`` a server broadcasts the frontier of its trie (the length-``r-1`` prefixes a
-vote may extend, docs/protocol.md §1, step 2) as a ``FrontierBroadcast``; each sampled device
-answers with at most one ``Vote``, the length-``r`` prefix of the item it chose (step 3). Both
-carry the ``Encoding`` that says how items become units, and a schema version. Writers
-(``encoding_to_proto``, ``vote_to_proto``, ``Trie.frontier_to_proto``) are deterministic;
-readers (``encoding_from_proto``, ``frontier_from_proto``/``frontier_from_bytes``,
-``vote_from_proto``/``vote_from_bytes``) treat every message as untrusted: they check the schema
-version, the encoding, unit shapes, lengths and duplicates, and refuse a bad message with
-``TrieFormatError``, whose text names the source (a file name, an endpoint). The persisted trie
-itself (``Trie.to_bytes``) is read with the same helpers. Messages are defined in
-``protos/triehh_beam/proto/``. Pure Python, no Beam.
-"""
+"""The protocol's wire formats as protobuf (docs/protocol.md §1, steps 2-3): the ``Encoding``,
+the ``FrontierBroadcast`` a server sends before a round and the ``Vote`` a sampled device
+answers with. Writers are deterministic; readers treat every message as untrusted and refuse a
+bad one with ``TrieFormatError`` naming its source. The reading checks here (``check_version``,
+``parse_message``, ``unit_from_bytes``, ``prefix_from_proto``) are shared by the trie's and the
+federated messages' readers."""
 
 from __future__ import annotations
 
@@ -29,10 +21,15 @@ __all__ = [
     "FrontierBroadcast",
     "TrieFormatError",
     "Vote",
+    "as_prefix",
+    "check_version",
     "encoding_from_proto",
     "encoding_to_proto",
     "frontier_from_bytes",
     "frontier_from_proto",
+    "parse_message",
+    "prefix_from_proto",
+    "unit_from_bytes",
     "vote_from_bytes",
     "vote_from_proto",
     "vote_to_proto",
@@ -67,7 +64,7 @@ class TrieFormatError(ValueError):
         self.problem = problem
 
 
-def _as_prefix(prefix) -> Units:
+def as_prefix(prefix) -> Units:
     """A caller's prefix as a tuple (rejecting a bare str/bytes, which would split silently)."""
     if isinstance(prefix, (str, bytes, bytearray)):
         raise ValueError(f"a prefix is a tuple of units, got {type(prefix).__name__} {prefix!r}")
@@ -140,7 +137,7 @@ def frontier_from_proto(
         prefix count that does not match (truncated), a prefix of the wrong length, terminated
         or not valid for the encoding, or a duplicate prefix.
     """
-    _check_version(message.schema_version, source)
+    check_version(message.schema_version, source)
     round_index = message.round_index
     if round_index < 1:
         raise TrieFormatError(source, "round_index 0 (rounds are numbered from 1)")
@@ -160,7 +157,7 @@ def frontier_from_proto(
     prefixes = set()
     for i, raw in enumerate(message.prefixes):
         where = f"prefix {i}"
-        prefix = _prefix_from_proto(encoder, raw, source, where)
+        prefix = prefix_from_proto(encoder, raw, source, where)
         if len(prefix) != round_index - 1:
             raise TrieFormatError(
                 source,
@@ -179,7 +176,7 @@ def frontier_from_bytes(
     data: bytes, source: str = "<FrontierBroadcast bytes>"
 ) -> FrontierBroadcast:
     """Parses a serialized ``FrontierBroadcast``; raises TrieFormatError as frontier_from_proto."""
-    return frontier_from_proto(_parse(vote_pb2.FrontierBroadcast, data, source), source)
+    return frontier_from_proto(parse_message(vote_pb2.FrontierBroadcast, data, source), source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +194,7 @@ def vote_to_proto(prefix: Sequence[Unit], round_index: int, encoder: ItemEncoder
       ValueError: the prefix does not have ``round_index`` units or cannot come from
         ``encoder``.
     """
-    prefix = _as_prefix(prefix)
+    prefix = as_prefix(prefix)
     if round_index < 1 or len(prefix) != round_index:
         raise ValueError(f"a round-{round_index} vote needs {round_index} units, got {prefix!r}")
     problem = encoder.prefix_problem(prefix)
@@ -222,10 +219,10 @@ def vote_from_proto(
       TrieFormatError: unknown schema version, round 0, a prefix whose length is not the round
         index, or units not valid for the encoding.
     """
-    _check_version(message.schema_version, source)
+    check_version(message.schema_version, source)
     if message.round_index < 1:
         raise TrieFormatError(source, "round_index 0 (rounds are numbered from 1)")
-    prefix = _prefix_from_proto(encoder, message.prefix, source, "prefix")
+    prefix = prefix_from_proto(encoder, message.prefix, source, "prefix")
     if len(prefix) != message.round_index:
         raise TrieFormatError(
             source,
@@ -237,14 +234,15 @@ def vote_from_proto(
 
 def vote_from_bytes(data: bytes, encoder: ItemEncoder, source: str = "<Vote bytes>") -> Vote:
     """Parses a serialized ``Vote``; raises TrieFormatError as vote_from_proto."""
-    return vote_from_proto(_parse(vote_pb2.Vote, data, source), encoder, source)
+    return vote_from_proto(parse_message(vote_pb2.Vote, data, source), encoder, source)
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading helpers.
 
 
-def _check_version(version: int, source: str) -> None:
+def check_version(version: int, source: str) -> None:
+    """Refuses, with ``TrieFormatError``, any schema version but ``SCHEMA_VERSION``."""
     if version != SCHEMA_VERSION:
         found = "no schema_version" if version == 0 else f"schema_version {version}"
         raise TrieFormatError(
@@ -252,7 +250,7 @@ def _check_version(version: int, source: str) -> None:
         )
 
 
-def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
+def parse_message(message_type: Type[_M], data: bytes, source: str) -> _M:
     """Parses ``data`` as a ``message_type``; refuses what does not parse, naming ``source``."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
@@ -266,7 +264,9 @@ def _parse(message_type: Type[_M], data: bytes, source: str) -> _M:
     return message
 
 
-def _unit_from_bytes(encoder: ItemEncoder, raw: bytes, source: str, where: str) -> Unit:
+def unit_from_bytes(encoder: ItemEncoder, raw: bytes, source: str, where: str) -> Unit:
+    """One unit read from its bytes; raises TrieFormatError (naming ``where``) for text units
+    that are not UTF-8."""
     try:
         return encoder.unit_from_bytes(raw)
     except UnicodeDecodeError as error:
@@ -275,10 +275,11 @@ def _unit_from_bytes(encoder: ItemEncoder, raw: bytes, source: str, where: str) 
         ) from error
 
 
-def _prefix_from_proto(
+def prefix_from_proto(
     encoder: ItemEncoder, message: vote_pb2.Prefix, source: str, where: str
 ) -> Units:
-    prefix = tuple(_unit_from_bytes(encoder, raw, source, where) for raw in message.units)
+    """A ``Prefix`` message's units; raises TrieFormatError for units the encoder cannot make."""
+    prefix = tuple(unit_from_bytes(encoder, raw, source, where) for raw in message.units)
     problem = encoder.prefix_problem(prefix)
     if problem:
         raise TrieFormatError(source, f"{where} {prefix!r} {problem}")

@@ -1,20 +1,7 @@
-"""TrieHH's parameter rules: the threshold and batch size for a target, and the feasibility test.
-
-For a target (epsilon, delta) over ``L`` rounds a rule picks ``theta`` (docs/protocol.md §1,
-"Choosing parameters"): ``"authors"``, the smallest ``theta >= 5`` with
-``delta(theta) <= delta`` (exact, computed with rationals), raised while
-``theta < e^(epsilon/L) - 1``; or ``"corollary1"``, Corollary 1's
-``theta = ceil(max{10, e^(W0(C) + 1) - 1/2, e^(epsilon/L) - 1})`` with
-``C = e^-1 * ln(8 / (7 * sqrt(2 pi) * delta))`` (a Stirling bound: never below the exact theta,
-sometimes above it, and never below 10). The batch size is then
-``m = floor(n * (1 - e^(-epsilon/L)) / theta)`` (``gamma * sqrt(n)`` floored, with
-``gamma = sqrt(n) (e^(epsilon/L) - 1) / (theta e^(epsilon/L))``), and a choice is feasible when
-Theorem 1 (:mod:`triehh_beam.protocol.privacy`) certifies the target at the *floored* ``m``;
-``THETACEIL = sqrt(n) (1 - e^(-epsilon/L))`` is the largest theta with ``gamma >= 1``. The
-planner (:mod:`triehh_beam.protocol.planner`) and the search for alternatives
-(:mod:`triehh_beam.protocol.alternatives`) both go through the one test defined here. Pure
-Python (math, fractions, scipy.special); no Beam.
-"""
+"""TrieHH's parameter rules (docs/protocol.md §1, "Choosing parameters"): the threshold theta a
+rule picks for a target (epsilon, delta) over L rounds, the batch size m that spends epsilon, and
+``evaluate``, the one feasibility test (Theorem 1 at the floored m) that the planner and the
+search for alternatives share."""
 
 from __future__ import annotations
 
@@ -24,13 +11,11 @@ import math
 from fractions import Fraction
 from typing import Optional, Tuple
 
-# The private helpers are Theorem 1's own arithmetic and argument checks: one definition each.
+from triehh_beam.protocol.checks import check_int, check_real
 from triehh_beam.protocol.privacy import (
     DPGuarantee,
-    _check_int,
-    _check_real,
-    _delta_fraction,
-    _epsilon_from_ratio,
+    delta_fraction,
+    epsilon_from_ratio,
     exact,
     theorem1,
     theorem1_violations,
@@ -39,8 +24,13 @@ from triehh_beam.protocol.privacy import (
 __all__ = [
     "MAX_POPULATION",
     "RULES",
+    "Evaluation",
     "PrivacyTarget",
     "batch_size_for",
+    "check_rule",
+    "delta_theta",
+    "evaluate",
+    "evaluate_rule",
     "rule_theta",
     "theta_ceiling",
 ]
@@ -57,7 +47,7 @@ _MAX_EPS_PER_ROUND = 700.0
 
 
 def _check_epsilon(epsilon, max_length: int) -> float:
-    epsilon = _check_real("epsilon", epsilon)
+    epsilon = check_real("epsilon", epsilon)
     if epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {exact(epsilon)}")
     if epsilon / max_length > _MAX_EPS_PER_ROUND:
@@ -69,13 +59,14 @@ def _check_epsilon(epsilon, max_length: int) -> float:
 
 
 def _check_delta(delta) -> float:
-    delta = _check_real("delta", delta)
+    delta = check_real("delta", delta)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta:g}")
     return delta
 
 
-def _check_rule(rule) -> str:
+def check_rule(rule) -> str:
+    """``rule`` when it is one of ``RULES``; raises ValueError naming them otherwise."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     return rule
@@ -96,8 +87,8 @@ class PrivacyTarget:
     max_length: int
 
     def __post_init__(self):
-        object.__setattr__(self, "n", _check_int("n (population)", self.n, 1, MAX_POPULATION))
-        object.__setattr__(self, "max_length", _check_int("L (max_length)", self.max_length, 1))
+        object.__setattr__(self, "n", check_int("n (population)", self.n, 1, MAX_POPULATION))
+        object.__setattr__(self, "max_length", check_int("L (max_length)", self.max_length, 1))
         object.__setattr__(self, "epsilon", _check_epsilon(self.epsilon, self.max_length))
         object.__setattr__(self, "delta", _check_delta(self.delta))
 
@@ -111,12 +102,12 @@ def theta_ceiling(n: int, epsilon: float, max_length: int) -> float:
 
 
 @functools.lru_cache(maxsize=1024)
-def _delta_theta(rule: str, delta: float) -> int:
+def delta_theta(rule: str, delta: float) -> int:
     """The theta the rule needs for delta alone (before raising it for epsilon)."""
     if rule == "authors":
         target = Fraction(delta)
         theta = 5
-        while _delta_fraction(theta) > target:
+        while delta_fraction(theta) > target:
             theta += 1
         return theta
     from scipy.special import lambertw  # local: scipy is slow to import, the authors' rule needs none
@@ -135,8 +126,8 @@ def rule_theta(rule: str, epsilon: float, delta: float, max_length: int) -> int:
     Raises:
       ValueError: for an unknown rule or invalid epsilon, delta, L.
     """
-    rule = _check_rule(rule)
-    max_length = _check_int("L (max_length)", max_length, 1)
+    rule = check_rule(rule)
+    max_length = check_int("L (max_length)", max_length, 1)
     epsilon = _check_epsilon(epsilon, max_length)
     delta = _check_delta(delta)
     return _rule_theta(rule, epsilon, delta, max_length)
@@ -150,7 +141,7 @@ def batch_size_for(n: int, epsilon: float, max_length: int, theta: int) -> int:
     """
     s = -math.expm1(-epsilon / max_length)
     m = math.floor(n * s / theta)
-    while m > 0 and _epsilon_from_ratio(max_length, m * theta / n) > epsilon:
+    while m > 0 and epsilon_from_ratio(max_length, m * theta / n) > epsilon:
         m -= 1
     return max(m, 0)
 
@@ -161,7 +152,10 @@ def _design_gamma(n: int, epsilon: float, max_length: int, theta: int) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Evaluation:
+class Evaluation:
+    """One theta evaluated for a target: its floored batch size, the rule's gamma, the conditions
+    that fail (empty when feasible) and, when feasible, what Theorem 1 gives."""
+
     theta: int
     batch_size: int
     gamma: float
@@ -173,7 +167,7 @@ class _Evaluation:
         return not self.violations
 
 
-def _evaluate(n: int, epsilon: float, delta: float, max_length: int, theta: int) -> _Evaluation:
+def evaluate(n: int, epsilon: float, delta: float, max_length: int, theta: int) -> Evaluation:
     """The feasibility test every plan and every alternative goes through.
 
     Feasible iff Theorem 1's conditions hold at the floored m and the guarantee it gives is
@@ -196,12 +190,13 @@ def _evaluate(n: int, epsilon: float, delta: float, max_length: int, theta: int)
             )
         if violations:
             guarantee = None
-    return _Evaluation(theta, m, gamma, tuple(violations), guarantee)
+    return Evaluation(theta, m, gamma, tuple(violations), guarantee)
 
 
 def _rule_theta(rule: str, epsilon: float, delta: float, max_length: int) -> int:
-    return max(_delta_theta(rule, delta), math.ceil(math.expm1(epsilon / max_length)))
+    return max(delta_theta(rule, delta), math.ceil(math.expm1(epsilon / max_length)))
 
 
-def _evaluate_rule(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Evaluation:
-    return _evaluate(n, epsilon, delta, max_length, _rule_theta(rule, epsilon, delta, max_length))
+def evaluate_rule(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> Evaluation:
+    """``evaluate`` at the theta ``rule`` picks (arguments already validated)."""
+    return evaluate(n, epsilon, delta, max_length, _rule_theta(rule, epsilon, delta, max_length))

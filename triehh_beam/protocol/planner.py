@@ -1,14 +1,8 @@
-"""TrieHH's planner: from a target (epsilon, delta) to a ``Plan``, or why there is none.
-
-``plan`` validates a target (epsilon, delta) for ``n`` users and ``L`` rounds, picks theta and
-the batch size with one of the parameter rules (:mod:`triehh_beam.protocol.parameters`:
-``"authors"`` or Corollary 1, docs/protocol.md §1, "Choosing parameters"), and evaluates
-Theorem 1 (:mod:`triehh_beam.protocol.privacy`) at the floored batch size. A target Theorem 1
-cannot certify is returned as an infeasible ``Plan``, never adjusted, with the reason in numbers
-and the honest alternatives (:mod:`triehh_beam.protocol.alternatives`). This is what a job
-consults, and records, before anything runs; ``fixed_over_target`` checks theta and m fixed by
-hand against the same target. Pure Python; no Beam.
-"""
+"""TrieHH's planner (docs/protocol.md §1, "Choosing parameters"): from a target (epsilon, delta)
+for n users and L rounds to a ``Plan`` (theta and the batch size a parameter rule picks, certified
+by Theorem 1 at the floored batch), or an infeasible ``Plan`` with its reason in numbers and the
+honest alternatives; never an adjusted target. ``fixed_over_target`` checks a theta and m fixed by
+hand against the same target."""
 
 from __future__ import annotations
 
@@ -19,11 +13,11 @@ from typing import List, Optional, Tuple
 from triehh_beam.protocol import privacy
 from triehh_beam.protocol.alternatives import Alternative, alternatives_for
 from triehh_beam.protocol.parameters import (
+    Evaluation,
     PrivacyTarget,
-    _check_rule,
-    _delta_theta,
-    _evaluate_rule,
-    _Evaluation,
+    check_rule,
+    delta_theta,
+    evaluate_rule,
     theta_ceiling,
 )
 
@@ -69,7 +63,7 @@ class Plan:
     notes: Tuple[str, ...] = ()
 
     def __post_init__(self):
-        _check_rule(self.rule)
+        check_rule(self.rule)
         object.__setattr__(self, "alternatives", tuple(self.alternatives))
         object.__setattr__(self, "notes", tuple(self.notes))
         if self.feasible and (self.epsilon is None or self.delta is None or self.reason):
@@ -118,10 +112,10 @@ def plan(
     Raises:
       ValueError: for invalid arguments (one-line messages).
     """
-    rule = _check_rule(rule)
+    rule = check_rule(rule)
     target = PrivacyTarget(n, epsilon, delta, max_length)
     n, epsilon, delta, max_length = target.n, target.epsilon, target.delta, target.max_length
-    ev = _evaluate_rule(rule, n, epsilon, delta, max_length)
+    ev = evaluate_rule(rule, n, epsilon, delta, max_length)
     ceiling = theta_ceiling(n, epsilon, max_length)
     common = dict(
         rule=rule,
@@ -136,10 +130,10 @@ def plan(
         theta_ceiling=ceiling,
     )
     notes: List[str] = []
-    delta_theta = _delta_theta(rule, delta)
-    if ev.theta > delta_theta:
+    theta_for_delta = delta_theta(rule, delta)
+    if ev.theta > theta_for_delta:
         notes.append(
-            f"theta raised from {delta_theta} to {ev.theta} = ceil(e^(epsilon/L) - 1) "
+            f"theta raised from {theta_for_delta} to {ev.theta} = ceil(e^(epsilon/L) - 1) "
             f"to keep gamma <= sqrt(n)/(theta+1)"
         )
     if ev.feasible:
@@ -150,7 +144,7 @@ def plan(
             notes=tuple(notes),
             **common,
         )
-    reason = _reason(ev, delta_theta, ceiling, n, epsilon, delta, max_length, rule)
+    reason = _reason(ev, theta_for_delta, ceiling, n, epsilon, delta, max_length, rule)
     alternatives: Tuple[Alternative, ...] = ()
     if with_alternatives:
         alternatives, more_notes = alternatives_for(rule, n, epsilon, delta, max_length)
@@ -208,8 +202,8 @@ def fixed_over_target(
 
 
 def _reason(
-    ev: _Evaluation,
-    delta_theta: int,
+    ev: Evaluation,
+    theta_for_delta: int,
     ceiling: float,
     n: int,
     epsilon: float,
@@ -219,10 +213,10 @@ def _reason(
 ) -> str:
     origin = (
         f"the smallest theta with delta(theta) <= {delta:.4g}"
-        if ev.theta == delta_theta
+        if ev.theta == theta_for_delta
         else "ceil(e^(epsilon/L) - 1)"
     )
-    if rule == "corollary1" and ev.theta == delta_theta:
+    if rule == "corollary1" and ev.theta == theta_for_delta:
         origin = f"Corollary 1's theta for delta = {delta:.4g}"
     lead = (
         f"Theorem 1 cannot certify (epsilon={privacy.exact(epsilon)}, delta={delta:.4g}) "

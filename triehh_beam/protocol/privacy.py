@@ -1,30 +1,24 @@
-"""Theorem 1 of TrieHH: the (epsilon, delta) a run spends, and simple composition.
-
-TrieHH adds no noise: a run over ``n`` users with batch size ``m = gamma * sqrt(n)``, vote
-threshold ``theta`` and at most ``L`` rounds is (epsilon, delta)-DP with user-level adjacency
-(Theorem 1 of the TrieHH paper, restated in docs/protocol.md §1) when
-``4 <= theta <= sqrt(n)`` and ``1 <= gamma <= sqrt(n) / (theta + 1)``, with
-``epsilon = L * ln(1 + 1 / (sqrt(n) / (gamma * theta) - 1)) = -L * ln(1 - m * theta / n)`` and
-``delta = (theta - 2) / ((theta - 3) * theta!)``; ``theorem1`` evaluates it (refusing, with
-``PrivacyConditionError``, parameters it does not cover), ``theorem1_violations`` names the
-conditions that fail, and ``compose`` adds up the spends of several runs over the same users.
-Choosing theta and m for a target lives in :mod:`triehh_beam.protocol.planner`. Pure Python
-(math, fractions); no Beam.
-"""
+"""Theorem 1 of TrieHH (docs/protocol.md §1): the (epsilon, delta) a run over ``n`` users with
+batch size m, threshold theta and L rounds spends, the conditions it needs, and basic composition
+of several runs over the same users. Choosing theta and m for a target is
+:mod:`triehh_beam.protocol.planner`."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
-import numbers
 from fractions import Fraction
 from typing import Iterable, List, Optional, Tuple, Union
+
+from triehh_beam.protocol.checks import ConditionError, check_int, check_real
 
 __all__ = [
     "DPGuarantee",
     "PrivacyConditionError",
     "compose",
+    "delta_fraction",
+    "epsilon_from_ratio",
     "exact",
     "theorem1",
     "theorem1_delta",
@@ -32,20 +26,14 @@ __all__ = [
 ]
 
 
-class PrivacyConditionError(ValueError):
-    """Theorem 1 does not apply to these parameters.
+class PrivacyConditionError(ConditionError):
+    """Theorem 1 does not apply to these parameters (``violations``: one line per failed condition)."""
 
-    Attributes:
-      violations: one line per failed condition, each naming the condition and the numbers.
-    """
-
-    def __init__(self, violations: Tuple[str, ...]):
-        self.violations = tuple(violations)
-        super().__init__("Theorem 1 does not apply: " + "; ".join(self.violations))
+    theorem = "Theorem 1"
 
 
 # --------------------------------------------------------------------------------------------
-# Validation helpers (one-line ValueError messages).
+# Showing numbers in refusals.
 
 
 def exact(value: float, bound: Optional[float] = None) -> str:
@@ -66,26 +54,6 @@ def exact(value: float, bound: Optional[float] = None) -> str:
     return repr(float(value))
 
 
-def _check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return value
-
-
-def _check_real(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return value
-
-
 # --------------------------------------------------------------------------------------------
 # Theorem 1.
 
@@ -104,7 +72,7 @@ class DPGuarantee:
 
     def __post_init__(self):
         for name in ("epsilon", "delta"):
-            value = _check_real(name, getattr(self, name))
+            value = check_real(name, getattr(self, name))
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value:g}")
             object.__setattr__(self, name, value)
@@ -119,19 +87,20 @@ def theorem1_delta(theta: int) -> float:
     Raises:
       ValueError: for a non-integer theta or theta < 4 (the formula needs theta > 3).
     """
-    theta = _check_int("theta", theta, 4)
+    theta = check_int("theta", theta, 4)
     if theta <= 1000:
-        return float(_delta_fraction(theta))
+        return float(delta_fraction(theta))
     log_delta = math.log(theta - 2) - math.log(theta - 3) - math.lgamma(theta + 1)
     return math.exp(log_delta)  # underflows to 0.0, which is what it is
 
 
 @functools.lru_cache(maxsize=4096)
-def _delta_fraction(theta: int) -> Fraction:
+def delta_fraction(theta: int) -> Fraction:
+    """``delta(theta)`` as an exact fraction (for ``theta >= 4``; unchecked)."""
     return Fraction(theta - 2, (theta - 3) * math.factorial(theta))
 
 
-def _epsilon_from_ratio(max_length: int, ratio: float) -> float:
+def epsilon_from_ratio(max_length: int, ratio: float) -> float:
     """``-L * ln(1 - ratio)`` with ``ratio = m * theta / n = gamma * theta / sqrt(n)``."""
     if ratio >= 1.0:
         return math.inf
@@ -154,8 +123,8 @@ def theorem1_violations(
       ValueError: for invalid arguments (non-integers, n < 1, m < 0, gamma < 0, both or
         neither of batch_size and gamma).
     """
-    n = _check_int("n", n, 1)
-    theta = _check_int("theta", theta, 1)
+    n = check_int("n", n, 1)
+    theta = check_int("theta", theta, 1)
     if (batch_size is None) == (gamma is None):
         raise ValueError("give exactly one of batch_size and gamma")
     sqrt_n = math.sqrt(n)
@@ -165,7 +134,7 @@ def theorem1_violations(
     if theta * theta > n:
         failed.append(f"theta <= sqrt(n) fails (theta = {theta} > sqrt(n) = {sqrt_n:.4g}, n = {n})")
     if batch_size is not None:
-        m = _check_int("batch_size", batch_size, 0)
+        m = check_int("batch_size", batch_size, 0)
         g = m / sqrt_n
         if m * m < n:
             failed.append(
@@ -177,7 +146,7 @@ def theorem1_violations(
                 f"{sqrt_n / (theta + 1):.4g}, n = {n}, theta = {theta})"
             )
     else:
-        g = _check_real("gamma", gamma)
+        g = check_real("gamma", gamma)
         if g < 0:
             raise ValueError(f"gamma must be >= 0, got {g:g}")
         if g < 1.0:
@@ -212,7 +181,7 @@ def theorem1(
         1 <= gamma <= sqrt(n)/(theta+1)); the message names each failed condition with numbers.
       ValueError: for invalid arguments.
     """
-    max_length = _check_int("max_length", max_length, 1)
+    max_length = check_int("max_length", max_length, 1)
     violations = theorem1_violations(n, theta, batch_size=batch_size, gamma=gamma)
     if violations:
         raise PrivacyConditionError(violations)
@@ -220,7 +189,7 @@ def theorem1(
         ratio = batch_size * theta / n
     else:
         ratio = float(gamma) * theta / math.sqrt(n)
-    return DPGuarantee(_epsilon_from_ratio(max_length, ratio), theorem1_delta(theta))
+    return DPGuarantee(epsilon_from_ratio(max_length, ratio), theorem1_delta(theta))
 
 
 def compose(spends: Iterable[Union[DPGuarantee, Tuple[float, float]]]) -> DPGuarantee:

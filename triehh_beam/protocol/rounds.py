@@ -1,13 +1,7 @@
 """The TrieHH round loop, written once for the driver and the simulation (docs/protocol.md §1):
-round ``r`` (from 1) extends the frontier, the length-``r - 1`` prefixes of the trie that are
-not complete items (``Trie.frontier``), and its kept prefixes become level ``r``; the loop stops
-when a round keeps nothing (``EMPTY_ROUND``, the round counted), when the round limit (L unless
-a simulation sets fewer) has run (``MAX_ROUNDS``), or when every deepest prefix ends with the
-terminator, so that no prefix is left to extend (``NOTHING_TO_EXTEND``, no round run for it).
-``next_round`` says what runs next, ``apply_round`` records a round's result and says what runs
-after it; ``RoundResult`` is what one round of the pipeline returns, including whether its
-sample came up short.
-"""
+``next_round`` says what runs next (a round extending the trie's frontier, or why the run stops),
+``apply_round`` records a round's kept prefixes as the next level, and ``RoundResult`` is what one
+round of the pipeline returns."""
 
 from __future__ import annotations
 

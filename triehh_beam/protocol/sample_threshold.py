@@ -1,19 +1,8 @@
-"""Sample-and-threshold (TrieHH++): the accountant of one round, L rounds composed, and utility.
-
-Bharadwaj and Cormode's sample-and-threshold (docs/protocol.md §2) keeps each user independently
-with probability ``p_s = alpha * (1 - e^(-eps_r))`` and releases a value (here: a trie prefix
-of one round) when at least ``tau`` sampled users report it. Under ``0 < alpha <= 1``,
-``0 < eps_r <= 1``, ``C_alpha = ln(1/alpha) - 1/(1 + alpha) > 0`` and an integer ``tau >= 1``, one
-round is ``(eps_r, delta_r)``-DP with ``delta_r = exp(-C_alpha * tau)``; L rounds over the same
-users compose by basic composition to ``(L eps_r, L delta_r)``. ``sample_threshold`` evaluates
-it (refusing, with ``SampleThresholdConditionError``, parameters outside the theorem), and the
-utility functions give the worst case analogous to Proposition 1: a holder of an item that
-shares no prefix with another is sampled with probability ``p_s`` and then votes for it
-(probability >= ``share``), independently, so the item's votes in a round are
-``Binomial(f, p_s * share)`` and it is discovered with probability ``P(X >= tau) ** len``.
-Choosing alpha and tau for a target is :mod:`triehh_beam.protocol.sample_threshold_planner`.
-Pure Python + SciPy; no Beam.
-"""
+"""Sample-and-threshold (TrieHH++, docs/protocol.md §2): the paper's accountant of one round, with
+``p_s = alpha (1 - e^(-eps_r))`` and ``delta_r = exp(-C_alpha tau)`` (``sample_threshold``,
+refusing parameters outside the theorem with ``SampleThresholdConditionError``), L rounds by basic
+composition, and the worst-case utility analogous to Proposition 1 (``discovery_probability``,
+``min_holders``). Choosing alpha and tau is :mod:`triehh_beam.protocol.sample_threshold_planner`."""
 
 from __future__ import annotations
 
@@ -21,7 +10,8 @@ import dataclasses
 import math
 from typing import List, Optional, Tuple
 
-from triehh_beam.protocol.privacy import DPGuarantee, _check_int, _check_real, compose
+from triehh_beam.protocol.checks import ConditionError, check_int, check_real
+from triehh_beam.protocol.privacy import DPGuarantee, compose
 from triehh_beam.protocol.search import first_true_doubling
 
 __all__ = [
@@ -43,16 +33,10 @@ MAX_ROUND_EPSILON = 1.0
 _MAX_HOLDERS = 2**53
 
 
-class SampleThresholdConditionError(ValueError):
-    """The sample-and-threshold theorem does not apply to these parameters.
+class SampleThresholdConditionError(ConditionError):
+    """The sample-and-threshold theorem does not apply (``violations``: one line per failed condition)."""
 
-    Attributes:
-      violations: one line per failed condition, each naming the condition and the numbers.
-    """
-
-    def __init__(self, violations: Tuple[str, ...]):
-        self.violations = tuple(violations)
-        super().__init__("the sample-and-threshold theorem does not apply: " + "; ".join(self.violations))
+    theorem = "the sample-and-threshold theorem"
 
 
 def c_alpha(alpha: float) -> float:
@@ -73,7 +57,7 @@ def sampling_probability(alpha: float, epsilon_round: float) -> float:
         ``sample_threshold_violations``'s business).
     """
     alpha = _check_alpha(alpha)
-    epsilon_round = _check_real("epsilon_round", epsilon_round)
+    epsilon_round = check_real("epsilon_round", epsilon_round)
     if epsilon_round <= 0:
         raise ValueError(f"epsilon_round must be > 0, got {epsilon_round:g}")
     return alpha * -math.expm1(-epsilon_round)
@@ -81,12 +65,12 @@ def sampling_probability(alpha: float, epsilon_round: float) -> float:
 
 def round_delta(alpha: float, tau: int) -> float:
     """``delta_r = exp(-C_alpha * tau)`` (meaningful only where ``C_alpha > 0``)."""
-    tau = _check_int("tau", tau, 1)
+    tau = check_int("tau", tau, 1)
     return math.exp(-c_alpha(alpha) * tau)
 
 
 def _check_alpha(alpha) -> float:
-    alpha = _check_real("alpha", alpha)
+    alpha = check_real("alpha", alpha)
     if not 0.0 < alpha <= 1.0:
         raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
     return alpha
@@ -98,9 +82,9 @@ def sample_threshold_violations(alpha: float, epsilon_round: float, tau: int) ->
     Raises:
       ValueError: for arguments that are not numbers, a non-integer tau, or eps_r <= 0.
     """
-    alpha = _check_real("alpha", alpha)
-    epsilon_round = _check_real("epsilon_round", epsilon_round)
-    tau = _check_int("tau", tau, 0)
+    alpha = check_real("alpha", alpha)
+    epsilon_round = check_real("epsilon_round", epsilon_round)
+    tau = check_int("tau", tau, 0)
     if epsilon_round <= 0:
         raise ValueError(f"epsilon_round must be > 0, got {epsilon_round:g}")
     failed: List[str] = []
@@ -158,7 +142,7 @@ def sample_threshold(alpha: float, epsilon_round: float, tau: int, rounds: int =
       SampleThresholdConditionError: a condition of the theorem fails (each named, with numbers).
       ValueError: for invalid arguments.
     """
-    rounds = _check_int("rounds", rounds, 1)
+    rounds = check_int("rounds", rounds, 1)
     violations = sample_threshold_violations(alpha, epsilon_round, tau)
     if violations:
         raise SampleThresholdConditionError(violations)
@@ -180,7 +164,7 @@ def sample_threshold(alpha: float, epsilon_round: float, tau: int, rounds: int =
 
 
 def _check_probability(name: str, value, *, open_low: bool = True) -> float:
-    value = _check_real(name, value)
+    value = check_real(name, value)
     if not ((value > 0.0 if open_low else value >= 0.0) and value <= 1.0):
         raise ValueError(f"{name} must be in {'(0, 1]' if open_low else '[0, 1]'}, got {value!r}")
     return value
@@ -196,9 +180,9 @@ def survival_probability(count: int, sample_probability: float, tau: int, share:
     """
     from scipy.stats import binom  # local: the accountant above needs no SciPy
 
-    count = _check_int("count", count, 0)
+    count = check_int("count", count, 0)
     sample_probability = _check_probability("sample_probability", sample_probability, open_low=False)
-    tau = _check_int("tau", tau, 1)
+    tau = check_int("tau", tau, 1)
     share = _check_probability("share", share)
     if count < tau:
         return 0.0
@@ -212,7 +196,7 @@ def discovery_probability(count: int, sample_probability: float, tau: int, lengt
     Raises:
       ValueError: for arguments out of range.
     """
-    length = _check_int("length", length, 1)
+    length = check_int("length", length, 1)
     return survival_probability(count, sample_probability, tau, share) ** length
 
 

@@ -1,23 +1,8 @@
-"""TrieHH++'s planner: from a target (epsilon, delta) over L rounds to p_s and tau, or why not.
-
-Two accountings (``accounting``, recorded in every plan). ``"exact"`` (the default) certifies
-each round by its exact delta, worst case over the other reporters (``exact_planner``,
-``exact_accountant``; no range on alpha or eps_r), and the rounds by basic or PLD composition,
-whichever is smaller. ``"bound"`` is the paper's closed form, kept for jobs started under it and
-for comparison; the rest of this docstring describes it.
-
-Each round gets ``eps_r = epsilon / L`` and ``delta_r = delta / L`` (basic composition, docs/protocol.md
-§2). The theorem needs ``eps_r <= 1``: a larger target is refused with the reason and what is
-certified instead (never clipped silently). For each threshold ``tau`` the largest alpha with
-``exp(-C_alpha tau) <= delta_r`` is found by bisection (``C_alpha`` decreases in alpha, and a
-larger alpha samples more users), floored to 6 significant digits; the planner keeps the
-``(alpha, tau)`` that minimises the holders an item of ``length`` units needs to be discovered
-with ``probability`` in the worst case (``sample_threshold.min_holders``). Larger tau allows a
-larger alpha but needs more votes; the search stops once a lower bound on the holders any larger
-tau needs (Markov's inequality, and the binomial median when the per-round target exceeds 1/2)
-exceeds the best found, so the minimum is exact. Nothing here depends on the population size:
-Bernoulli sampling and the theorem do not. Pure Python + SciPy; no Beam.
-"""
+"""TrieHH++'s planner (docs/protocol.md §2): from a target (epsilon, delta) over L rounds to p_s and
+tau, or why not. ``"exact"`` accounting (the default) certifies each round with
+:mod:`triehh_beam.protocol.exact_planner`; ``"bound"`` is the paper's closed form, searched here:
+for each tau the largest alpha with ``exp(-C_alpha tau) <= delta / L``, keeping the (alpha, tau)
+that minimises the worst-case holders an item needs to be found. Nothing depends on n."""
 
 from __future__ import annotations
 
@@ -26,7 +11,9 @@ import math
 from typing import Optional, Tuple
 
 from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.privacy import _check_int, _check_real, exact
+from triehh_beam.protocol.checks import check_int, check_real
+from triehh_beam.protocol.privacy import exact
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["ACCOUNTINGS", "BOUND", "DEFAULT_ACCOUNTING", "DEFAULT_OBJECTIVE", "EXACT", "SampleThresholdPlan",
            "check_accounting", "plan_sample_threshold"]
@@ -121,7 +108,7 @@ class SampleThresholdPlan:
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
         out["notes"] = list(self.notes)
-        out["protocol"] = "triehh++"
+        out["protocol"] = Protocol.TRIEHH_PP.value
         return out
 
 
@@ -195,18 +182,18 @@ def plan_sample_threshold(
     Raises:
       ValueError: for invalid arguments.
     """
-    epsilon = _check_real("epsilon", epsilon)
-    delta = _check_real("delta", delta)
-    max_length = _check_int("max_length", max_length, 1)
-    objective = _check_real("objective", objective)
+    epsilon = check_real("epsilon", epsilon)
+    delta = check_real("delta", delta)
+    max_length = check_int("max_length", max_length, 1)
+    objective = check_real("objective", objective)
     if epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon:g}")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta:g}")
     if not 0 < objective < 1:
         raise ValueError(f"objective must be in (0, 1), got {objective:g}")
-    length = max_length if length is None else _check_int("length", length, 1, max_length)
-    share = _check_real("share", share)
+    length = max_length if length is None else check_int("length", length, 1, max_length)
+    share = check_real("share", share)
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1], got {share:g}")
     accounting = check_accounting(accounting)
@@ -222,7 +209,7 @@ def plan_sample_threshold(
                     f"epsilon = {exact(epsilon)} over L = {max_length} rounds gives eps_r = "
                     f"{exact(epsilon / max_length, 1.0)} > 1, outside it (no guarantee, not a weaker one). "
                     f"It certifies at most epsilon = {max_length:g} over {max_length} rounds: ask "
-                    f"for that, or use TrieHH (--protocol triehh)"),
+                    f"for that, or use TrieHH (--protocol {Protocol.TRIEHH})"),
             **common)
     eps_r = _round_epsilon(epsilon, max_length)
     per_round = objective ** (1.0 / length)

@@ -1,54 +1,8 @@
-"""Words from free text: the tokenisation rule an ``ItemEncoder(tokenize=True)`` applies.
-
-When a record's item is a piece of text (a message, a search query) rather than one word, the
-items to discover are its *tokens*. ``tokenize(text)`` is a pure function of the text and of
-Python's Unicode database, so a device and the pipeline that use the same rule produce the same
-items. The rule has a name, ``TOKENIZER_ID`` (``"words-v1"``), recorded with the encoding: a
-later, different rule gets a new name, so a trie is never extended with tokens of another rule.
-
-The rule, ``words-v1``. The text is NFC-normalised, then read character by character:
-
-* **Words** are runs of letters and numbers (Unicode categories ``L*`` and ``N*``), with the
-  combining marks (``M*``) that follow them: ``café``, ``naïve``, ``Ölçü``, ``привет``,
-  ``नमस्ते`` (virama and vowel signs are marks), ``x²``, ``2024``, ``iPhone15``.
-* **Apostrophes** (U+0027 ``'`` and U+2019 ``’``) and the zero-width (non-)joiners (U+200C,
-  U+200D, needed inside Persian and Indic words) stay in a word when a letter or number follows
-  them at once: ``don't``, ``rock'n'roll``, ``می‌خواهم``. U+2019 is written as U+0027, so
-  ``don’t`` (smart quote) and ``don't`` are the same token. A leading or trailing apostrophe is
-  dropped: ``'90s`` -> ``90s``, ``users'`` -> ``users``.
-* **Everything else separates words and is dropped**: white space, punctuation (so hyphens
-  split, ``well-known`` -> ``well``, ``known``; ``U.S.A.`` -> ``U``, ``S``, ``A``; ``3.14`` ->
-  ``3``, ``14``; ``user_name`` -> ``user``, ``name``), math, currency and modifier symbols
-  (``+``, ``€``, ``^``), control characters, private-use characters and U+200B (zero-width
-  space, a word boundary in Thai or Khmer text). Other invisible format characters (soft
-  hyphen, bidi marks, word joiner, BOM: category ``Cf``) are ignored: they neither split a
-  word nor appear in it.
-* **Emoji and other pictographic symbols** (category ``So``) are tokens of their own, one per
-  emoji: the variation selectors, skin-tone modifiers (U+1F3FB..U+1F3FF), combining keycap and
-  tag characters that follow a symbol belong to it, and a zero-width joiner between two
-  symbols joins them, so ``❤️``, ``👍🏽``, ``👨‍👩‍👧``, ``🏳️‍🌈`` and ``🏴󠁧󠁢󠁳󠁣󠁴󠁿`` are each one token; two regional
-  indicators make one flag token (``🇫🇷🇩🇪`` -> ``🇫🇷``, ``🇩🇪``); ``😂😂`` is two tokens. A digit keycap
-  (``1️⃣``) is a word (the digit with its marks); ``#️⃣`` and ``*️⃣`` give nothing. Unassigned code
-  points in the emoji blocks (U+1F000..U+1FAFF, U+2600..U+27BF) count as symbols, so emoji newer
-  than Python's Unicode database still tokenise.
-* **CJK**: Han, Hiragana, Katakana and Hangul are letters, but a word never mixes two of these
-  scripts (or one of them with any other script): a change of script ends the word.
-  ``東京タワーに行きました`` -> ``東京``, ``タワー``, ``に``, ``行``, ``きました``. A run of Han characters is
-  one token: the rule has no dictionary, so Chinese text without spaces or punctuation yields
-  clause-long tokens, which are dropped (or truncated) by the encoder's ``max_length`` like any
-  long item. Segment such text with a dictionary segmenter before it reaches the records when
-  words are what you want. The prolonged sound mark ``ー`` and the iteration marks (``々``, ``ゝ``,
-  ``ヽ``) continue the word they follow.
-* Case is kept (``ItemEncoder(case_fold=True)`` folds it after tokenisation), right-to-left
-  text (Arabic, Hebrew) is tokenised in logical (stored) order like any other, and nothing is
-  counted twice: the tokens of ``"the cat the"`` are ``the``, ``cat``, ``the``.
-
-Characters are classified with ``unicodedata`` (``unicodedata.unidata_version`` of the running
-Python): characters added to Unicode later than that version are unassigned to it and separate
-words (except in the emoji blocks above).
-
-This module is pure Python (no Beam import).
-"""
+"""Words from free text: ``tokenize``, the rule ``words-v1`` (``TOKENIZER_ID``) that an
+``ItemEncoder(tokenize=True)`` applies, a pure function of the text and Python's Unicode database
+so that a device and the pipeline produce the same items; docs/protocol.md §1, "The words-v1
+tokenisation rule", states it for ports. A later, different rule gets a new name, so a trie is
+never extended with tokens of another rule."""
 
 from __future__ import annotations
 
@@ -143,7 +97,7 @@ def _classify(char: str) -> Tuple[int, int]:
 
 
 def tokenize(text: str) -> List[str]:
-    """The tokens of ``text`` under the ``words-v1`` rule (see the module docstring).
+    """The tokens of ``text`` under the ``words-v1`` rule (docs/protocol.md §1).
 
     Args:
       text: any string.

@@ -1,16 +1,8 @@
-"""The server's trie of discovered prefixes.
-
-A :class:`Trie` holds, for each round ``r = 1..depth``, the set of length-``r`` prefixes that
-round kept (docs/protocol.md §1, step 4). Prefixes are tuples of units as defined by
-:mod:`triehh_beam.protocol.encoding`: a prefix ending with the empty end-of-sequence unit is
-*terminated* (a complete item, a heavy hitter) and is never extended. The trie is immutable:
-:meth:`Trie.with_level` returns a new trie one level deeper. It is what the driver commits after
-every round, what the frontier broadcast is cut from (:meth:`Trie.frontier_to_proto`), and what
-a job publishes (the trie itself, never counts), persisted with :meth:`Trie.to_bytes` /
-:meth:`Trie.from_bytes`; the readers' checks and ``TrieFormatError`` are those of the wire
-formats in :mod:`triehh_beam.protocol.messages`. :meth:`Trie.radix` gives the path-compressed
-view (:class:`RadixNode`). Pure Python, no Beam.
-"""
+"""The server's trie of discovered prefixes (docs/protocol.md §1, step 4): an immutable ``Trie``
+holding, for each round, the prefixes it kept (``with_level`` returns one level deeper), from
+which the frontier broadcast is cut, which the driver commits after every round and a job
+publishes (never counts), persisted with ``to_bytes``/``from_bytes`` and read with the checks of
+:mod:`triehh_beam.protocol.messages`; ``radix`` gives the path-compressed view."""
 
 from __future__ import annotations
 
@@ -18,15 +10,15 @@ import dataclasses
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
 from triehh_beam.protocol.encoding import ItemEncoder, Unit, Units, is_terminated
-from triehh_beam.protocol.messages import (  # the checks every reader of a message shares
+from triehh_beam.protocol.messages import (
     SCHEMA_VERSION,
     TrieFormatError,
-    _as_prefix,
-    _check_version,
-    _parse,
-    _unit_from_bytes,
+    as_prefix,
+    check_version,
     encoding_from_proto,
     encoding_to_proto,
+    parse_message,
+    unit_from_bytes,
 )
 from triehh_beam.proto import trie_pb2, vote_pb2
 
@@ -173,7 +165,7 @@ class Trie:
             wrong length, does not extend the frontier, or cannot come from the encoder (wrong
             unit type or size, misplaced terminator). The message names the prefix.
         """
-        level = frozenset(_as_prefix(p) for p in prefixes)
+        level = frozenset(as_prefix(p) for p in prefixes)
         r = self.depth + 1
         if not level:
             raise ValueError(
@@ -334,7 +326,7 @@ class Trie:
             child of a terminated node, a duplicate node, a unit that is not valid for the
             encoding, or an empty level.
         """
-        _check_version(message.schema_version, source)
+        check_version(message.schema_version, source)
         if not message.HasField("encoding"):
             raise TrieFormatError(source, "no encoding")
         encoder = encoding_from_proto(message.encoding, source)
@@ -373,7 +365,7 @@ class Trie:
                     raise TrieFormatError(
                         source, f"{where}: extends the terminated prefix {parent!r}"
                     )
-                prefix = parent + (_unit_from_bytes(encoder, raw, source, where),)
+                prefix = parent + (unit_from_bytes(encoder, raw, source, where),)
                 problem = encoder.prefix_problem(prefix)
                 if problem:
                     raise TrieFormatError(source, f"{where}: prefix {prefix!r} {problem}")
@@ -397,7 +389,7 @@ class Trie:
           TrieFormatError: the bytes do not parse, or as :meth:`from_proto`; the message names
             ``source``.
         """
-        return cls.from_proto(_parse(trie_pb2.Trie, data, source), source)
+        return cls.from_proto(parse_message(trie_pb2.Trie, data, source), source)
 
     def frontier_to_proto(self, round_index: Optional[int] = None) -> vote_pb2.FrontierBroadcast:
         """The ``FrontierBroadcast`` a server sends before round ``depth + 1``.

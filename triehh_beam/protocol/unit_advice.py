@@ -1,21 +1,9 @@
-"""Unit-size advice: what each unit size, under each protocol, needs for an item to be found.
-
-Items of up to ``c`` characters in units of ``k`` are ``L_k = ceil(c/k) + 1`` units long
-(terminator included), and "whole item" is one unit of all ``c`` characters (``L = 2``). For
-each candidate (unit sizes 1..4 and whole item) and each protocol, ``compare_units`` composes the
-planners that exist: TrieHH's (``planner.plan``: theta and the batch m for n users, Theorem 1)
-with Proposition 1's worst case (``utility.min_frequency``), and TrieHH++'s
-(``plan_sample_threshold``: tau and p_s, independent of n) with its worst case
-(``sample_threshold.min_holders``); each row gives L, the per-round sample, the threshold, the
-holders needed for 50/90/99% discovery of an item of ``c`` characters, the characters a sampled
-user reveals per round (at most k: one unit), and, when the planner refuses, its reason. The
-recommendation (``recommend``) for a target frequency F is **the smallest unit size whose 90%
-holders are at most ceil(F n)**: every unit size that qualifies finds such items, and a smaller
-unit reveals fewer characters of a user's item per round, so among those that find it the
-smallest is preferred (whole item counts as the largest). When none qualifies it names none and
-says which comes closest. Without F (``discover``'s advice) the target is what the user's own
-choice finds, made ``FAR`` times rarer (``discover_advice``). Pure Python + SciPy; no Beam.
-"""
+"""Unit-size advice (docs/protocol.md §2, "Unit-size advice (both protocols)"): for each unit size
+1..4 and the whole item, under TrieHH and TrieHH++, what the planners give at ``L = ceil(c/k) + 1``
+and the holders an item of ``c`` characters needs to be found (``compare_units``); the
+recommendation (``recommend``) is the smallest unit size whose 90% holders are at most ceil(F n),
+and ``discover_advice`` is what ``discover`` says when another unit size finds items ``FAR``
+times rarer than the user's choice."""
 
 from __future__ import annotations
 
@@ -24,7 +12,8 @@ import math
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from triehh_beam.protocol import parameters, planner, sample_threshold, utility
-from triehh_beam.protocol.privacy import _check_int, _check_real
+from triehh_beam.protocol.checks import check_int, check_real
+from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 
 __all__ = [
@@ -45,7 +34,9 @@ __all__ = [
     "recommend",
 ]
 
-PROTOCOLS = ("triehh", "triehh++")
+#: The protocols compared (those that grow a trie of units).
+PROTOCOLS = (Protocol.TRIEHH, Protocol.TRIEHH_PP)
+_NAMES = {Protocol.TRIEHH: "TrieHH", Protocol.TRIEHH_PP: "TrieHH++"}
 #: The unit sizes compared, besides the whole item.
 UNIT_SIZES = (1, 2, 3, 4)
 #: The discovery probabilities of the table.
@@ -56,10 +47,17 @@ RECOMMEND_PROBABILITY = 0.9
 FAR = 2.0
 
 
+def _check_protocol(protocol) -> Protocol:
+    """``protocol`` as a ``Protocol`` of ``PROTOCOLS``; raises ValueError naming them otherwise."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    return Protocol(protocol)
+
+
 def max_length_for(max_characters: int, unit_size: int) -> int:
     """``L = ceil(c / k) + 1``: the units (terminator included) of an item of ``c`` characters."""
-    max_characters = _check_int("max_characters", max_characters, 1)
-    unit_size = _check_int("unit_size", unit_size, 1)
+    max_characters = check_int("max_characters", max_characters, 1)
+    unit_size = check_int("unit_size", unit_size, 1)
     return -(-max_characters // unit_size) + 1
 
 
@@ -68,7 +66,7 @@ class UnitOption:
     """One (protocol, unit size) row of the comparison.
 
     Attributes:
-      protocol: ``"triehh"`` or ``"triehh++"``.
+      protocol: ``Protocol.TRIEHH`` or ``Protocol.TRIEHH_PP``.
       unit_size: characters per unit (the whole item's: ``max_characters``).
       whole_item: one unit is the whole item (L = 2).
       max_length: L, the units of the longest item, terminator included (also the rounds).
@@ -84,7 +82,7 @@ class UnitOption:
       epsilon, delta: what the plan achieves (None when infeasible).
     """
 
-    protocol: str
+    protocol: Protocol
     unit_size: int
     whole_item: bool
     max_length: int
@@ -150,14 +148,13 @@ def option(
     Raises:
       ValueError: for invalid arguments (the planners' own messages).
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    max_characters = _check_int("max_characters", max_characters, 1)
-    unit_size = min(_check_int("unit_size", unit_size, 1), max_characters)
+    protocol = _check_protocol(protocol)
+    max_characters = check_int("max_characters", max_characters, 1)
+    unit_size = min(check_int("unit_size", unit_size, 1), max_characters)
     length = max_length_for(max_characters, unit_size)
     common = dict(protocol=protocol, unit_size=unit_size, whole_item=unit_size == max_characters,
                   max_length=length, reveals=unit_size, n=n)
-    if protocol == "triehh":
+    if protocol is Protocol.TRIEHH:
         if n is None:
             return UnitOption(feasible=False, reason="TrieHH's batch m depends on the population: "
                               "give n to plan it", **common)
@@ -247,13 +244,12 @@ def recommend(
     Raises:
       ValueError: F given without n, F outside (0, 1], or an unknown protocol.
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    protocol = _check_protocol(protocol)
     rows = sorted((o for o in options if o.protocol == protocol), key=lambda o: o.unit_size)
     found = [o for o in rows if o.holders_for(RECOMMEND_PROBABILITY) is not None]
     fewest = min(found, key=lambda o: (o.holders_for(RECOMMEND_PROBABILITY), o.unit_size),
                  default=None)
-    name = "TrieHH" if protocol == "triehh" else "TrieHH++"
+    name = _NAMES[protocol]
     if find_frequency is None:
         if fewest is None:
             return Recommendation(protocol, None, None, None, None,
@@ -264,7 +260,7 @@ def recommend(
     n = {o.n for o in rows}
     if len(n) != 1 or None in n:
         raise ValueError("a target frequency needs the population n (holders = ceil(F n))")
-    find_frequency = _check_real("find_frequency", find_frequency)
+    find_frequency = check_real("find_frequency", find_frequency)
     if not 0 < find_frequency <= 1:
         raise ValueError(f"find_frequency must be in (0, 1], got {find_frequency:g}")
     target = utility.count_for_fraction(find_frequency, n.pop())
@@ -339,21 +335,18 @@ def compare_units(
     Raises:
       ValueError: for invalid arguments.
     """
-    epsilon = _check_real("epsilon", epsilon)
-    delta = _check_real("delta", delta)
+    epsilon = check_real("epsilon", epsilon)
+    delta = check_real("delta", delta)
     if n is not None:
-        n = _check_int("n", n, 1)
+        n = check_int("n", n, 1)
     if find_frequency is not None:
-        find_frequency = _check_real("find_frequency", find_frequency)
+        find_frequency = check_real("find_frequency", find_frequency)
         if not 0 < find_frequency <= 1:
             raise ValueError(f"find_frequency must be in (0, 1], got {find_frequency:g}")
         if n is None:
             raise ValueError("a target frequency needs the population n (holders = ceil(F n))")
-    protocols = tuple(protocols)
-    for protocol in protocols:
-        if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    sizes = _candidates(_check_int("max_characters", max_characters, 1), unit_sizes)
+    protocols = tuple(_check_protocol(protocol) for protocol in protocols)
+    sizes = _candidates(check_int("max_characters", max_characters, 1), unit_sizes)
     options = tuple(option(p, k, max_characters, epsilon, delta, n, rule=rule, share=share)
                     for p in protocols for k in sizes)
     recommendations = tuple(recommend(options, p, find_frequency) for p in protocols)
@@ -408,7 +401,7 @@ def discover_advice(
     unit_size: int,
     max_length: int,
     *,
-    protocol: str = "triehh",
+    protocol: str = Protocol.TRIEHH,
     rule: str = "authors",
 ) -> Optional[DiscoverAdvice]:
     """What ``discover`` says when the user's unit size is far from the advice, or None.
@@ -426,8 +419,8 @@ def discover_advice(
     """
     if protocol not in PROTOCOLS or rule not in parameters.RULES:
         return None
-    unit_size = _check_int("unit_size", unit_size, 1)
-    max_length = _check_int("max_length", max_length, 2)
+    unit_size = check_int("unit_size", unit_size, 1)
+    max_length = check_int("max_length", max_length, 2)
     max_characters = (max_length - 1) * unit_size
     mine = option(protocol, unit_size, max_characters, epsilon, delta, n, rule=rule)
     advice = compare_units(epsilon, delta, max_characters, n, protocols=(protocol,), rule=rule)

@@ -1,13 +1,7 @@
-"""A user's records as the weighted sequences its vote draws from, by the one rule that the
-central pipeline (``beam/sample_pass.py``, ``beam/transforms.py``) and a federated device
-(``triehh_beam.device``) both apply. A record's value holds one item, or with a tokenising
-encoder its tokens (``ItemEncoder.items_of``: a token that appears twice counts twice); each
-item is encoded (``ItemEncoder.encode``); an item longer than ``L`` units is dropped, or with
-``truncate`` cut to its first ``L`` units (no terminator: it can only show up as a frequent
-prefix); a value or item that cannot be encoded (wrong type, empty, no token) is dropped. The
-user's sequences then weigh the sum of the counts of the records that produced them; zero
-counts are dropped. Pure Python, no Beam.
-"""
+"""A user's records as the weighted sequences its vote draws from, by the one rule the central
+pipeline and a federated device both apply: each record's item (or tokens) encoded, an item
+longer than L units dropped or, with ``truncate``, cut to L units, what cannot be encoded
+dropped, and each sequence weighted by the counts of the records that produced it."""
 
 from __future__ import annotations
 

@@ -1,33 +1,8 @@
-"""Worst-case utility of TrieHH (Proposition 1) and the planning questions it answers.
-
-A sequence held by ``f`` of the ``n`` users that shares no prefix with any other sequence
-survives a round when at least ``theta`` of the ``m`` sampled users hold it:
-``P(X >= theta)`` with ``X ~ Hypergeometric(population n, successes f, draws m)`` (each user is
-sampled without replacement; a sampled holder votes for it, in the worst case where holders
-hold nothing else). Rounds draw fresh batches, so a sequence of ``len`` units (terminator
-included) is discovered with probability ``P(X >= theta) ** len``. Real data does better:
-sequences share prefixes, whose votes add up.
-
-Users with several items (Algorithm 3) vote for one item per round, drawn with probability
-its share of their records, so "users holding it" counts a user with several items only in
-part: with ``share`` s (each holder gives the item at least a share s of its records, e.g.
-1/K for K items in equal counts), a sampled holder votes for it with probability >= s, the
-choice independent of the sampling (another key), and the votes are
-``X ~ Binomial(H, s)`` with ``H ~ Hypergeometric(n, f, m)`` the sampled holders. The plug-in
-"user-equivalents" f*s in the formula above is *not* a bound (the thinning adds variance, which
-lowers the probability above 1/2), so every function here takes ``share`` and computes the
-mixture itself; ``FrequencyRequirement.user_equivalents`` reports f*s for reading only.
-
-The inverse questions a planner asks:
-
-- ``min_frequency``: the fewest holders (count and fraction of n) discovered with probability
-  p at a given n, m, theta (``min_frequency_for_plan`` takes them from a ``Plan``);
-- ``min_population``: the fewest users n such that items held by a fraction ``phi`` of them are
-  discovered with probability p at a target (epsilon, delta, L), where theta and m come from the
-  planner at each n.
-
-Pure Python + scipy; no Beam.
-"""
+"""Worst-case utility of TrieHH (Proposition 1, docs/protocol.md §1, "Utility"): an item of ``len``
+units held by f of n users is found with probability ``P(X >= theta) ** len``, X the votes of
+its holders among m sampled (hypergeometric, thinned by ``share`` when holders hold other items),
+and the inverse questions a planner asks: ``min_frequency`` (the fewest holders found with
+probability p) and ``min_population`` (the fewest users for a target)."""
 
 from __future__ import annotations
 
@@ -40,7 +15,7 @@ import numpy as np
 from scipy.stats import binom, hypergeom
 
 from triehh_beam.protocol import parameters, planner
-from triehh_beam.protocol.privacy import _check_int  # one validation rule for both modules
+from triehh_beam.protocol.checks import check_int
 from triehh_beam.protocol.search import first_true, first_true_doubling
 
 __all__ = [
@@ -73,8 +48,8 @@ def survival_probability(
     """``P(X >= theta)``, the votes X of one round for a sequence held by ``count`` users.
 
     ``X ~ Hypergeometric(n, count, batch_size)`` when each holder votes for it (``share`` 1,
-    Algorithm 1); with ``share`` s < 1, ``X ~ Binomial(H, s)``, H that hypergeometric (see the
-    module docstring), summed over H where it has mass (beyond 40 standard deviations of its
+    Algorithm 1); with ``share`` s < 1, ``X ~ Binomial(H, s)``, H that hypergeometric
+    (docs/protocol.md §1, "Utility"), summed over H where it has mass (beyond 40 standard deviations of its
     mean it is left out, which can only lower the result: still a lower bound).
 
     Args:
@@ -87,10 +62,10 @@ def survival_probability(
     Raises:
       ValueError: for arguments out of range.
     """
-    n = _check_int("n", n, 1)
-    count = _check_int("count", count, 0, n)
-    batch_size = _check_int("batch_size", batch_size, 0, n)
-    theta = _check_int("theta", theta, 1)
+    n = check_int("n", n, 1)
+    count = check_int("count", count, 0, n)
+    batch_size = check_int("batch_size", batch_size, 0, n)
+    theta = check_int("theta", theta, 1)
     share = _check_unit_interval("share", share)
     if theta > min(count, batch_size):
         return 0.0
@@ -120,7 +95,7 @@ def discovery_probability(
     Raises:
       ValueError: for arguments out of range.
     """
-    length = _check_int("length", length, 1)
+    length = check_int("length", length, 1)
     return survival_probability(count, n, batch_size, theta, share) ** length
 
 
@@ -135,7 +110,7 @@ def count_for_fraction(fraction: float, n: int) -> int:
       ValueError: fraction outside [0, 1] or n < 1.
     """
     fraction = _check_unit_interval("fraction", fraction, allow_zero=True)
-    n = _check_int("n", n, 1)
+    n = check_int("n", n, 1)
     x = fraction * n
     nearest = round(x)
     if abs(x - nearest) <= 1e-9 * max(1.0, x):
@@ -202,10 +177,10 @@ def min_frequency(
       ValueError: probability outside (0, 1], or invalid setting.
     """
     probability = _check_unit_interval("probability", probability)
-    n = _check_int("n", n, 1)
-    batch_size = _check_int("batch_size", batch_size, 0, n)
-    theta = _check_int("theta", theta, 1)
-    length = _check_int("length", length, 1)
+    n = check_int("n", n, 1)
+    batch_size = check_int("batch_size", batch_size, 0, n)
+    theta = check_int("theta", theta, 1)
+    length = check_int("length", length, 1)
     share = _check_unit_interval("share", share)
 
     def prob(count: int) -> float:
@@ -245,7 +220,7 @@ def min_frequency_for_plan(
     """
     if not plan.feasible:
         raise ValueError("the plan is infeasible: it has no batch size to evaluate")
-    length = plan.max_length if length is None else _check_int("length", length, 1, plan.max_length)
+    length = plan.max_length if length is None else check_int("length", length, 1, plan.max_length)
     return min_frequency(probability, plan.n, plan.batch_size, plan.theta, length, share)
 
 
@@ -329,8 +304,8 @@ def min_population(
     """
     fraction = _check_unit_interval("fraction", fraction)
     probability = _check_unit_interval("probability", probability)
-    max_length = _check_int("max_length", max_length, 1)
-    length = max_length if length is None else _check_int("length", length, 1, max_length)
+    max_length = check_int("max_length", max_length, 1)
+    length = max_length if length is None else check_int("length", length, 1, max_length)
     # Validate the privacy target once, with the planner's own messages.
     parameters.PrivacyTarget(1, epsilon, delta, max_length)
     parameters.rule_theta(rule, epsilon, delta, max_length)

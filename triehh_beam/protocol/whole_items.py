@@ -1,18 +1,9 @@
-"""Whole-item sample-and-threshold (``--protocol sample-threshold``, docs/protocol.md §2): ONE
-release, no trie. Each user is kept independently with probability ``p_s`` (its keyed round-1
-rank below ``sampling.bernoulli_threshold(p_s)``), each kept user chooses one of its encoded items
-by local frequency with its keyed round-1 uniform (exactly the vote's choice,
-``vote.choose_sequence`` / ``columnar.choose_codes``) and reports that WHOLE sequence; the items
-with at least ``tau`` reports are released with their count. Its (eps, delta) is accounted
-exactly by default (``exact_accountant.release_delta``: one count, worst case over the other
-holders), or by Bharadwaj and Cormode's bound ``(eps, exp(-C_alpha tau))`` for ``p_s = alpha
-(1 - e^-eps)``, ``eps <= 1`` (``--accounting bound``); ``plan_whole_items`` chooses p_s and tau
-(the fewest holders released with 90% probability, one item per user) or says why it cannot. ``count / p_s`` estimates the weighted users ``sum over users of P(the user's choice is
-x)`` without bias (the holders, for one-item users); conditioned on release it is biased upward
-near tau, and ``estimate_interval`` is a 95% interval for them given the release. As
-``counting.PrefixCounter``, ``WholeItemCounter.extract_released`` is the only way out of the
-count, and nothing below tau leaves it. Pure Python + numpy; no Beam.
-"""
+"""Whole-item sample-and-threshold (``--protocol sample-threshold``, docs/protocol.md §2, "Whole
+items, one release"): one release, no trie. Each user is kept with probability ``p_s``, each kept
+user reports one whole item chosen as the vote chooses, and items with at least ``tau`` reports
+are released with their count (``WholeItemCounter.extract_released`` is the only way out of the
+count). ``plan_whole_items`` chooses p_s and tau, or says why it cannot, and
+``estimate_interval`` is a 95% interval for an item's users given its release."""
 
 from __future__ import annotations
 
@@ -25,6 +16,7 @@ from triehh_beam.protocol import columnar, count_intervals
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.privacy import exact
+from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import (BOUND, DEFAULT_ACCOUNTING, DEFAULT_OBJECTIVE,
                                                           SampleThresholdPlan, plan_sample_threshold)
 from triehh_beam.protocol.vote import WeightedSequences, choose_sequence
@@ -165,6 +157,6 @@ def plan_whole_items(epsilon: float, delta: float, *, objective: float = DEFAULT
         plan = dataclasses.replace(plan, reason=(
             f"the sample-and-threshold theorem needs epsilon <= 1 for one release (eps_r <= 1 with "
             f"L = 1); epsilon = {exact(plan.target_epsilon)} > 1 is outside it (no guarantee, not a weaker one). "
-            f"It certifies at most --epsilon 1 with --protocol sample-threshold; a larger epsilon is "
-            f"for --protocol triehh (or triehh++ over L rounds, epsilon/L <= 1 each)"))
+            f"It certifies at most --epsilon 1 with --protocol {Protocol.WHOLE_ITEMS}; a larger epsilon is "
+            f"for --protocol {Protocol.TRIEHH} (or {Protocol.TRIEHH_PP} over L rounds, epsilon/L <= 1 each)"))
     return plan

@@ -14,7 +14,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from triehh_beam.evaluation.metrics import UserItems, user_records
+from triehh_beam.reference.metrics import UserItems, user_records
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.columnar import SequenceTable, count_votes, sequence_table
 from triehh_beam.protocol.encoding import EmptyItemError, ItemEncoder, ItemTooLongError, Units, is_terminated

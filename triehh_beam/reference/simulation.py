@@ -15,7 +15,7 @@ from typing import Collection, Dict, FrozenSet, Hashable, Iterable, List, Mappin
 
 import numpy as np
 
-from triehh_beam.evaluation.metrics import UserItems
+from triehh_beam.reference.metrics import UserItems
 from triehh_beam.protocol import columnar, rounds
 from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
 from triehh_beam.protocol.sampling import Sampler, UserId

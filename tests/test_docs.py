@@ -1,0 +1,132 @@
+"""The docs site builds with ``mkdocs build --strict`` (a broken link, anchor, include or API
+reference fails it), every relative link of README.md and docs/ resolves, with its anchor, as it
+does on GitHub, and the README stays a front door."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import unicodedata
+from typing import Dict, Iterator, Set, Tuple
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md",
+         *sorted(p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts)]
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"!?\[[^\]\n]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_HTML_SRC = re.compile(r"<(?:img|a)\s[^>]*(?:src|href)=\"([^\"]+)\"")
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub (and this site's toc, pymdownx's slugify) gives a heading: lower case,
+    markup and punctuation dropped, each space a hyphen."""
+    text = re.sub(r"<[^>]+>", "", heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("`", "")
+    text = unicodedata.normalize("NFC", text).lower()
+    text = "".join(c for c in text if c.isalnum() or c in " -_" or unicodedata.category(c).startswith("M"))
+    return text.replace(" ", "-")
+
+
+def anchors(path: pathlib.Path) -> Set[str]:
+    """The heading anchors of a Markdown file (GitHub numbers repeated ones -1, -2, ...)."""
+    seen: Dict[str, int] = {}
+    out = set()
+    for heading in _HEADING.findall(_FENCE.sub("", path.read_text(encoding="utf-8"))):
+        slug = github_slug(heading)
+        out.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+def relative_links(path: pathlib.Path) -> Iterator[Tuple[str, pathlib.Path, str]]:
+    """(link as written, the file it names, its anchor) for every relative link outside code."""
+    text = _INLINE_CODE.sub("", _FENCE.sub("", path.read_text(encoding="utf-8")))
+    for target in _LINK.findall(text) + _HTML_SRC.findall(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        yield target, (path.parent / file_part).resolve() if file_part else path, anchor
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves(page):
+    broken = []
+    for target, resolved, anchor in relative_links(page):
+        if not resolved.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            broken.append(f"{target}: no heading with that anchor in {resolved.relative_to(REPO)}")
+    assert not broken, f"{page.relative_to(REPO)}: " + "; ".join(broken)
+
+
+_REPO_PATH = re.compile(r"(?<![\w/.-])((?:triehh_beam|tests|benchmarks|examples|pipelines|protos|deploy)/[\w./-]*\w)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_file_of_the_repository_named_exists(page):
+    """A path the prose names (``triehh_beam/job/cas.py``, ``benchmarks/README.md``) is there:
+    a module moved or renamed without its docs fails here."""
+    named = set(_REPO_PATH.findall(page.read_text(encoding="utf-8")))
+    missing = sorted(path for path in named if "*" not in path and not (REPO / path).exists())
+    assert not missing, f"{page.relative_to(REPO)} names files that do not exist: {missing}"
+
+
+def test_the_link_check_sees_links_and_anchors(tmp_path):
+    """The checker itself: it finds a broken file, a broken anchor, and skips code."""
+    (tmp_path / "a.md").write_text("# Privacy (ε, δ): `what` is covered\n", encoding="utf-8")
+    page = tmp_path / "b.md"
+    page.write_text("[ok](a.md#privacy-ε-δ-what-is-covered) [gone](c.md) [bad](a.md#nope)\n"
+                    "`[code](d.md)`\n```\n[fenced](e.md)\n```\n", encoding="utf-8")
+    found = {target: (resolved.exists(), anchor in anchors(resolved) if anchor else None)
+             for target, resolved, anchor in relative_links(page)}
+    assert found == {"a.md#privacy-ε-δ-what-is-covered": (True, True), "c.md": (False, None),
+                     "a.md#nope": (True, False)}
+
+
+def test_the_readme_is_a_front_door():
+    """At most 250 lines; the two commands on the first screen; every output block says which
+    command produced it."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    lines = readme.splitlines()
+    assert len(lines) <= 250, len(lines)
+    first_screen = "\n".join(lines[:60])
+    assert 'pip install . && triehh demo' in first_screen
+    assert 'pip install ".[test]" && python -m pytest -n 2 -q' in first_screen
+    assert "discovered " in first_screen  # the demo's first result
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.strip().splitlines()[-1] == 'pip install ".[test]" && python -m pytest -n 2 -q'
+    # Output blocks are the fences without a language (commands are ```bash): each follows a
+    # comment naming the exact command that printed it.
+    inside = False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            if not inside and line == "```":
+                assert lines[i - 1].startswith("<!-- output of: "), f"README line {i + 1}: an output block without its command"
+            inside = not inside
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs is not installed (the test extra has it)")
+def test_the_site_builds_strictly(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+                             "--site-dir", str(tmp_path / "site")],
+                            cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    api = (tmp_path / "site" / "api.html").read_text(encoding="utf-8")
+    # The API page documents every public name of the two public packages, from the code.
+    import triehh_beam
+    import triehh_beam.beam
+    for name in triehh_beam.beam.__all__:
+        assert f'id="triehh_beam.beam.{name}"' in api, name
+    for name in triehh_beam.__all__:
+        assert re.search(rf'id="triehh_beam\.[\w.]*\.{name}"', api), name

@@ -1,0 +1,1 @@
+"""Presentation: what the commands print and draw, from published outputs."""

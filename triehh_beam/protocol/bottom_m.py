@@ -18,12 +18,22 @@ def smallest_rank_rows(ranks: np.ndarray, m: int) -> np.ndarray:
     row order): the only rows a bottom-m can keep, found with numpy alone (a user with many
     records repeats its rank, so the cut is on distinct ranks)."""
     ranks = np.asarray(ranks, dtype=np.uint64)
-    if m <= 0 or len(ranks) == 0:
+    n = len(ranks)
+    if m <= 0 or n == 0:
         return np.zeros(0, dtype=np.int64)
-    distinct = np.unique(ranks)
-    if len(distinct) <= m:
-        return np.arange(len(ranks), dtype=np.int64)
-    return np.flatnonzero(ranks <= distinct[m - 1])
+    if n <= m:
+        return np.arange(n, dtype=np.int64)
+    # The m-th smallest rank counting repeats is at most the m-th smallest distinct one, and the
+    # ranks up to it (found in linear time) usually hold m distinct ones already.
+    edge = np.partition(ranks, m - 1)[m - 1]
+    near = np.flatnonzero(ranks <= edge)
+    distinct = np.unique(ranks[near])
+    if len(distinct) < m:  # many repeated ranks: cut on all of them
+        distinct = np.unique(ranks)
+        if len(distinct) <= m:
+            return np.arange(n, dtype=np.int64)
+        return np.flatnonzero(ranks <= distinct[m - 1])
+    return near[ranks[near] <= distinct[m - 1]]
 
 
 def bottom_m(ranks: np.ndarray, user_ids: Sequence[bytes], m: int) -> np.ndarray:

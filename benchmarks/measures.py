@@ -4,10 +4,10 @@ arguments and returns a dict with at least ``seconds`` (wall) and ``rows``; the 
 seconds, peak RSS and the machine's other load around it.
 
   baseline       pyarrow read of user_id and item, the ids cast to canonical bytes as the reader
-                 does, ONE SipHash-2-4 per record (sampling scheme v1's ``ranks_packed``): the
+                 does, ONE SipHash-2-4 per record (the census fingerprint, ``fingerprints_packed``): the
                  issue's "read the file and hash every user id", the floor everything is held to.
-  baseline_v2    the same with scheme v2's ``ranks_packed`` (one SipHash plus one AES block).
-  reader         the product's reader without Beam (validates, normalises) plus the v1 hash.
+  baseline_v2    the same with the sampling rank, ``ranks_packed`` (one SipHash plus one AES block).
+  reader         the product's reader without Beam (validates, normalises) plus one SipHash per record.
   beam_read      ``ReadRecordBatches`` counting rows on the default runner: Beam's fixed cost.
   sampling_pass  the sampling job alone (``graphs.build_sampling``): one read draws every
                  round's sample and writes it to a temporary directory.
@@ -68,7 +68,7 @@ def plan_for(manifest: Dict, args) -> Dict:
     return {"n": n, "epsilon": args.epsilon, "delta": delta, "m": plan.batch_size, "theta": plan.theta}
 
 
-def _read_and_hash(manifest: Dict, scheme: int) -> Dict:
+def _read_and_hash(manifest: Dict, kind: str) -> Dict:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -77,7 +77,9 @@ def _read_and_hash(manifest: Dict, scheme: int) -> Dict:
     from triehh_beam.io import binary_buffers
     from triehh_beam.protocol.sampling import Sampler
 
-    sampler = Sampler(SEED, scheme=scheme)
+    sampler = Sampler(SEED)
+    # One SipHash per id (the census fingerprint), or the sampling rank (one SipHash plus one AES block).
+    hash_ids = sampler.fingerprints_packed if kind == "siphash" else lambda *ids: sampler.ranks_packed(1, *ids)
     t0 = time.perf_counter()
     rows, read_s, hash_s, checksum = 0, 0.0, 0.0, 0
     for path in _files(manifest):
@@ -91,38 +93,34 @@ def _read_and_hash(manifest: Dict, scheme: int) -> Dict:
                 break
             # The canonical bytes, as triehh_beam.io.normalise does for an integer column.
             users = pc.cast(pc.cast(batch.column("user_id"), pa.string()), pa.binary())
-            ranks = sampler.ranks_packed(1, *binary_buffers(users))
+            ranks = hash_ids(*binary_buffers(users))
             checksum ^= int(np.bitwise_xor.reduce(ranks))
             rows += batch.num_rows
             hash_s += time.perf_counter() - r1
     return {"seconds": time.perf_counter() - t0, "rows": rows, "read_seconds": read_s,
-            "cast_hash_seconds": hash_s, "checksum": checksum, "scheme": scheme}
+            "cast_hash_seconds": hash_s, "checksum": checksum, "hash": kind}
 
 
 def measure_baseline(manifest: Dict, args) -> Dict:
-    from triehh_beam.protocol.sampling import SCHEME_V1
-
-    return _read_and_hash(manifest, SCHEME_V1)
+    return _read_and_hash(manifest, "siphash")
 
 
 def measure_baseline_v2(manifest: Dict, args) -> Dict:
-    from triehh_beam.protocol.sampling import SCHEME_V2
-
-    return _read_and_hash(manifest, SCHEME_V2)
+    return _read_and_hash(manifest, "rank")
 
 
 def measure_reader(manifest: Dict, args) -> Dict:
     import numpy as np
 
     from triehh_beam.io import binary_buffers, iter_record_batches
-    from triehh_beam.protocol.sampling import SCHEME_V1, Sampler
+    from triehh_beam.protocol.sampling import Sampler
 
-    sampler = Sampler(SEED, scheme=SCHEME_V1)
+    sampler = Sampler(SEED)
     t0 = time.perf_counter()
     rows, checksum = 0, 0
     for path in _files(manifest):
         for batch, _ in iter_record_batches(path, "parquet"):
-            ranks = sampler.ranks_packed(1, *binary_buffers(batch.column("user_id")))
+            ranks = sampler.fingerprints_packed(*binary_buffers(batch.column("user_id")))  # one SipHash per id
             checksum ^= int(np.bitwise_xor.reduce(ranks))
             rows += batch.num_rows
     return {"seconds": time.perf_counter() - t0, "rows": rows, "checksum": checksum}

@@ -101,7 +101,7 @@ def run_measurement(args) -> Dict:
     import numpy  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     import scipy.stats  # noqa: F401  (rank_prefilter_bound imports it lazily)
-    from cryptography.hazmat.primitives.ciphers import Cipher  # noqa: F401  (scheme v2's AES, lazily)
+    from cryptography.hazmat.primitives.ciphers import Cipher  # noqa: F401  (the sampling rank.s AES, lazily)
 
     import triehh_beam.beam.transforms  # noqa: F401
     import triehh_beam.job.driver  # noqa: F401

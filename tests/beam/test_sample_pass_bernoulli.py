@@ -12,7 +12,7 @@ import apache_beam as beam
 
 from tests.beam.test_sampled_rounds import ENCODERS, _batches, _collect, _COLLECTED, _population, _run
 from triehh_beam.beam import sample_pass, sampled_rounds, samples
-from triehh_beam.evaluation import simulation
+from triehh_beam.reference import simulation
 from triehh_beam.protocol.sampling import Sampler
 
 TAU = 4

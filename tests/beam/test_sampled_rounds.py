@@ -1,6 +1,8 @@
-"""One sampling pass and rounds on the sample give exactly today's per-round ``RunRound`` and the
-keyed simulation: the same kept prefixes, round by round, for several seeds, item types,
+"""One sampling pass and rounds on the sample (what a discovery job runs) give exactly the public
+``RunRound`` and the keyed simulation: the same kept prefixes, round by round, for several seeds, item types,
 many-items-per-user populations and truncation on and off; the one-job mode too."""
+
+import dataclasses
 
 import apache_beam as beam
 import numpy as np
@@ -9,8 +11,8 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from triehh_beam.beam import sample_pass, sampled_rounds, samples, transforms
-from triehh_beam.evaluation import simulation
+from triehh_beam.beam import RunRound, sample_pass, sampled_rounds, samples
+from triehh_beam.reference import simulation
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.sampling import Sampler
@@ -118,12 +120,12 @@ def _round_from_files(tmp_path, round_index, frontier, required):
     return result, counters
 
 
-def _run_round_today(batches, sampler, encoder, truncate, population, round_index, frontier):
+def _run_round(batches, sampler, encoder, truncate, population, round_index, frontier):
     def build(p):
-        result = p | beam.Create(batches) | transforms.RunRound(
-            sampler, round_index, M, THETA, encoder, frontier, population=population, truncate=truncate
+        result = p | beam.Create(batches) | RunRound(
+            sampler, round_index, THETA, encoder, frontier, sample_size=M, population=population, truncate=truncate
         )
-        return _collect(result, "today")
+        return _collect(result, "public")
 
     key, _ = _run(build)
     [result] = _COLLECTED[key]
@@ -140,7 +142,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("kind,seed,truncate", CASES)
-def test_one_pass_and_rounds_on_the_sample_equal_run_round_and_the_simulation(kind, seed, truncate, tmp_path):
+def test_one_pass_and_rounds_on_the_sample_equal_the_public_round_and_the_simulation(kind, seed, truncate, tmp_path):
     encoder = ENCODERS[kind]
     population = _population(kind, seed)
     batches = _batches(population, kind)
@@ -162,9 +164,9 @@ def test_one_pass_and_rounds_on_the_sample_equal_run_round_and_the_simulation(ki
     levels = []
     while isinstance(step, rounds.NextRound):
         result, counters = _round_from_files(tmp_path, step.index, step.frontier, min(M, n))
-        today = _run_round_today(batches, sampler, encoder, truncate, n, step.index, step.frontier)
-        assert result.kept == today.kept, step.index
-        assert result.users_sampled == today.users_sampled == min(M, n)
+        public = _run_round(batches, sampler, encoder, truncate, n, step.index, step.frontier)
+        assert public == dataclasses.replace(result, records_ranked=records), step.index
+        assert result.users_sampled == min(M, n)
         assert counters["users_sampled"] == min(M, n)
         assert counters["votes_cast"] == expected.round_stats[step.index - 1].votes_cast
         assert counters.get("prefixes_kept", 0) == len(result.kept)

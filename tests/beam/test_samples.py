@@ -1,5 +1,5 @@
-"""The sample artefact's format round-trips exactly, and the bottom-m of the pass equals
-``sampling.SmallestRanks`` (ties between users broken by their id bytes)."""
+"""The sample artefact's format round-trips exactly, and the bottom-m of the pass is the m smallest
+distinct (rank, user) pairs (ties between users broken by their id bytes) in any merge order."""
 
 import itertools
 
@@ -11,8 +11,7 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from triehh_beam.beam import sample_pass, samples
-from triehh_beam.protocol import sampling
+from triehh_beam.beam import sample_pass, sample_tables, samples
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 
 SEQUENCES = {
@@ -81,7 +80,7 @@ def _pairs_batch(ranks, users):
     return pa.record_batch([pa.array(ranks, pa.uint64()), pa.array(users, pa.binary())], names=["rank", "user_id"])
 
 
-def test_bottom_m_equals_smallest_ranks_with_repeats_and_ties_in_any_merge_order():
+def test_the_bottom_m_combine_is_the_m_smallest_distinct_pairs_in_any_merge_order():
     rng = np.random.default_rng(3)
     # Few distinct ranks: many users share one (the 2**-64 event made common), and every user
     # repeats its rank (many records).
@@ -90,17 +89,15 @@ def test_bottom_m_equals_smallest_ranks_with_repeats_and_ties_in_any_merge_order
     records = [users[i] for i in rng.integers(0, 200, size=1500)]
     ranks = [rank_of[u] for u in records]
     for m in (1, 7, 50, 199, 200, 500):
-        reference = sampling.SmallestRanks(m)
-        reference.add_batch(np.array(ranks, dtype=np.uint64), records)
-        expected = reference.extract()
-        combine = sample_pass._BottomMCombineFn(m)
+        expected = sorted(set(zip(ranks, records)))[:m]  # the rule, written out
+        combine = sample_pass.BottomMCombineFn(m)
         parts = []
         for i in range(0, 1500, 400):
             accumulator = combine.create_accumulator()
             accumulator = combine.add_input(accumulator, _pairs_batch(ranks[i : i + 400], records[i : i + 400]))
             parts.append(accumulator)
         for order in itertools.permutations(parts):
-            largest, count = combine.extract_output(combine.merge_accumulators([list(a) for a in order]))
+            largest, count = combine.extract_output(combine.merge_accumulators(list(order)))
             assert count == len(expected)
             assert largest == expected[-1]
 
@@ -112,19 +109,18 @@ def test_keep_sampled_keeps_exactly_the_pairs_at_or_below_the_threshold():
          pa.array([rank - 1, rank, rank, rank, rank + 1], pa.uint64())],
         names=["user_id", "item", "count", "rank"],
     )
-    keep = sample_pass._KeepSampledDoFn(required=None, shards=2)
-    kept = list(keep.process((4, batch), {4: ((rank, b"b"), 3)}))
+    threshold = ((rank, b"b"), 3)
+    kept = list(sample_pass.sampled_shards((4, batch), threshold, required=None, shards=2))
     users = sorted(u for _, part in kept for u in part.column("user_id").to_pylist())
     assert users == [b"a", b"b", b"b"]  # c ties b's rank but sorts after it; z ranks above
     assert {key[0] for key, _ in kept} == {4}
-    assert list(keep.process((3, batch), {4: ((rank, b"b"), 3)})) == []  # no threshold: nothing
-    short = sample_pass._KeepSampledDoFn(required=4, shards=2)
-    assert list(short.process((4, batch), {4: ((rank, b"b"), 3)})) == []  # short: nothing
+    assert list(sample_pass.sampled_shards((3, batch), (None, 0), None, 2)) == []  # no threshold: nothing
+    assert list(sample_pass.sampled_shards((4, batch), threshold, required=4, shards=2)) == []  # short: nothing
 
 
 def test_items_encode_once_per_distinct_item_with_the_per_record_counters():
     encoder = ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=4, tokenize=True)
-    sequences, too_long, unencodable = sample_pass._encode_distinct(
+    sequences, too_long, unencodable = sample_tables.encode_distinct(
         ["ab ab", "abcdefg", "", "a toolong"], encoder, truncate=False
     )
     assert sequences == [[("a", "b", ""), ("a", "b", "")], [], [], [("a", "")]]

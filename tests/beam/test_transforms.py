@@ -1,4 +1,4 @@
-"""TestPipeline tests of each PTransform of a round, with their counters."""
+"""TestPipeline tests of the public round (``RunRound``) and the census, with their counters."""
 
 import collections
 
@@ -11,12 +11,11 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
 from triehh_beam.protocol import sampling
-from triehh_beam.beam import transforms
+from triehh_beam.beam import RunRound, transforms
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.vote import client_vote
 
 SEED = bytes(range(32))
 
@@ -47,56 +46,7 @@ def _run(build):
     return {c.key.metric.name: c.committed for c in query["counters"]}
 
 
-# ---- SampleUsers ------------------------------------------------------------------------------
-
-
-def _population(users, records_per_user):
-    return [(u, f"w{u % 7}", 1) for u in range(users) for _ in range(records_per_user)]
-
-
-@pytest.mark.parametrize("population_known", [True, False])
-def test_sample_users_is_exactly_the_bottom_m_of_the_keyed_ranks(population_known):
-    sampler = Sampler(SEED)
-    rows = _population(users=500, records_per_user=3)
-    expected_users = sampler.sample(4, range(500), 40)
-    expected = [(u, f"w{int(u) % 7}", 1) for u in expected_users for _ in range(3)]
-
-    def build(p):
-        sampled = (
-            p
-            | beam.Create(_batches(rows, 128))
-            | transforms.SampleUsers(sampler, 4, 40, population=500 if population_known else None)
-        )
-        assert_that(sampled, equal_to(expected))
-
-    counters = _run(build)
-    assert counters["records_ranked"] == 1500
-
-
-def test_sample_users_keeps_every_record_of_a_heavy_user_and_counts_it_once():
-    sampler = Sampler(SEED)
-    heavy = sampler.sample(1, range(50), 1)[0]  # the user that ranks first in round 1
-    rows = [(u, "x", 1) for u in range(50)] + [(heavy.decode(), "y", 1)] * 999
-
-    def build(p):
-        sampled = p | beam.Create(_batches(rows, 100)) | transforms.SampleUsers(sampler, 1, 5, population=50)
-        users = sampled | beam.Map(lambda r: r[0]) | beam.Distinct()
-        assert_that(users | "CountUsers" >> beam.combiners.Count.Globally(), equal_to([5]), label="users")
-        heavy_records = sampled | beam.Filter(lambda r: r[0] == heavy) | beam.combiners.Count.Globally()
-        assert_that(heavy_records, equal_to([1000]), label="heavy")
-
-    _run(build)
-
-
-def test_sample_users_with_fewer_users_than_m_takes_everyone():
-    sampler = Sampler(SEED)
-    rows = [(u, "a", 1) for u in range(5)]
-
-    def build(p):
-        sampled = p | beam.Create([_batch(rows)]) | transforms.SampleUsers(sampler, 1, 10, population=5)
-        assert_that(sampled, equal_to([(str(u).encode(), "a", 1) for u in range(5)]))
-
-    _run(build)
+# ---- RunRound ----------------------------------------------------------------------------------
 
 
 def test_rank_prefilter_bound_covers_the_mth_smallest_rank():
@@ -113,94 +63,6 @@ def test_rank_prefilter_bound_covers_the_mth_smallest_rank():
     passing = np.mean([np.sum(sampler.ranks(r, users) <= bound) for r in range(1, 21)])
     assert m < passing < 4 * m
     assert sampling.rank_prefilter_bound(10, 10) == 2**64 - 1
-
-
-# ---- GroupByUser -------------------------------------------------------------------------------
-
-
-def test_group_by_user_sums_counts_and_drops_long_items():
-    encoder = ItemEncoder(max_length=4)
-    records = [
-        (b"u1", "ab", 2),
-        (b"u1", "ab", 3),
-        (b"u1", "abc", 1),
-        (b"u1", "toolong", 1),
-        (b"u2", "toolong", 4),
-    ]
-
-    def build(p):
-        grouped = p | beam.Create(records) | transforms.GroupByUser(encoder)
-        assert_that(
-            grouped,
-            equal_to([(b"u1", {("a", "b", ""): 5, ("a", "b", "c", ""): 1}), (b"u2", {})]),
-        )
-
-    counters = _run(build)
-    assert counters["items_too_long"] == 2
-
-
-def test_group_by_user_truncates_when_asked():
-    encoder = ItemEncoder(max_length=3)
-
-    def build(p):
-        grouped = p | beam.Create([(b"u", "hello", 1)]) | transforms.GroupByUser(encoder, truncate=True)
-        assert_that(grouped, equal_to([(b"u", {("h", "e", "l"): 1})]))
-
-    _run(build)
-
-
-# ---- MapToPrefixVotes --------------------------------------------------------------------------
-
-
-def test_map_to_prefix_votes_matches_the_client_vote_and_counts():
-    sampler = Sampler(SEED)
-    users = {
-        b"a": {("h", "i", ""): 1},
-        b"b": {("h", "e", "y", ""): 3, ("y", "o", ""): 1},
-        b"c": {("x", ""): 1},
-        b"d": {},
-    }
-    frontier = frozenset({("h",), ("y",)})
-    expected = []
-    for user, weighted in users.items():
-        if weighted:
-            vote = client_vote(weighted, frontier, 2, sampler.choice_uniform(2, user))
-            if vote is not None:
-                expected.append(vote)
-
-    def build(p):
-        front = p | "Frontier" >> beam.Create([frontier])
-        votes = p | beam.Create(list(users.items())) | transforms.MapToPrefixVotes(sampler, 2, front)
-        assert_that(votes, equal_to(expected))
-
-    counters = _run(build)
-    assert counters["users_sampled"] == 4
-    assert counters["users_without_items"] == 1
-    assert counters["votes_cast"] == len(expected)
-    assert counters["votes_filtered_by_frontier"] == 3 - len(expected)
-    assert counters["votes_filtered_by_frontier"] >= 1  # user c's "x" is never on the frontier
-
-
-# ---- CountAndPrune -----------------------------------------------------------------------------
-
-
-def test_count_and_prune_keeps_only_prefixes_at_or_above_theta():
-    votes = [("a",)] * 3 + [("b",)] * 2 + [("c",)] * 1
-
-    def build(p):
-        kept = p | beam.Create(votes) | transforms.CountAndPrune(2)
-        assert_that(kept, equal_to([[("a",), ("b",)]]))
-
-    counters = _run(build)
-    assert counters == {"prefixes_kept": 2}  # no counter holds anything about ("c",)
-
-
-def test_count_and_prune_on_no_votes_keeps_nothing():
-    def build(p):
-        kept = p | beam.Create([]) | transforms.CountAndPrune(1)
-        assert_that(kept, equal_to([[]]))
-
-    _run(build)
 
 
 def test_prefix_counter_merges_in_any_order():
@@ -221,23 +83,20 @@ def test_prefix_counter_merges_in_any_order():
     assert expected == sorted(p for p, c in truth.items() if c >= 2)
 
 
-# ---- RunRound and CountDistinctUsers -----------------------------------------------------------
-
-
 def test_run_round_one_of_three_users_with_threshold_one():
     sampler = Sampler(SEED)
     rows = [(1, "hello", 1), (2, "hey", 1), (3, "hi", 1)]
 
     def build(p):
-        kept = p | beam.Create([_batch(rows)]) | transforms.RunRound(
-            sampler, 2, sample_size=3, theta=1, encoder=ItemEncoder(max_length=6),
-            frontier=frozenset({("h",)}), population=3,
+        kept = p | beam.Create([_batch(rows)]) | RunRound(
+            sampler, 2, theta=1, encoder=ItemEncoder(max_length=6), frontier=frozenset({("h",)}),
+            sample_size=3, population=3,
         )
         assert_that(kept, equal_to([RoundResult(kept=(("h", "e"), ("h", "i")), users_sampled=3, users_required=3,
                                                   records_ranked=3)]))
 
     counters = _run(build)
-    assert counters["votes_cast"] == 3 and counters["prefixes_kept"] == 2
+    assert counters["round2.votes_cast"] == 3 and counters["round2.prefixes_kept"] == 2
 
 
 def _round_on_50_users(population, expected):
@@ -247,9 +106,8 @@ def _round_on_50_users(population, expected):
     rows = [(u, f"w{u}", 1) for u in range(50)]
 
     def build(p):
-        result = p | beam.Create([_batch(rows)]) | transforms.RunRound(
-            sampler, 1, sample_size=5, theta=1, encoder=ItemEncoder(max_length=6),
-            frontier=frozenset({()}), population=population,
+        result = p | beam.Create([_batch(rows)]) | RunRound(
+            sampler, 1, theta=1, encoder=ItemEncoder(max_length=6), sample_size=5, population=population,
         )
         assert_that(result, equal_to([expected]))
 
@@ -264,33 +122,18 @@ def test_a_short_sample_is_a_value_with_nothing_kept():
     passing = int(np.sum(sampler.ranks(1, users) <= sampling.rank_prefilter_bound(10**9, 5)))
     assert passing < 5
     counters = _round_on_50_users(10**9, RoundResult((), users_sampled=passing, users_required=5, records_ranked=50))
-    assert counters.get("votes_cast", 0) == 0 and counters.get("users_sampled", 0) == 0
+    assert counters.get("round1.votes_cast", 0) == 0 and counters.get("round1.users_sampled", 0) == 0
     assert RoundResult((), passing, 5).sample_short
     # Without the prefilter the same round draws its complete sample: five users, one vote each
     # (every word starts with "w").
     counters = _round_on_50_users(None, RoundResult((("w",),), users_sampled=5, users_required=None, records_ranked=50))
-    assert counters["votes_cast"] == 5
-
-
-def test_sample_users_with_sample_size_counts_the_distinct_users_drawn():
-    sampler = Sampler(SEED)
-    rows = _population(users=30, records_per_user=4)
-
-    def build(p):
-        records, size = p | beam.Create(_batches(rows, 16)) | transforms.SampleUsers(
-            sampler, 2, 7, population=30
-        ).with_sample_size()
-        assert_that(size, equal_to([7]), label="size")
-        users = records | beam.Map(lambda r: r[0]) | beam.Distinct()
-        assert_that(users, equal_to(sampler.sample(2, range(30), 7)), label="users")
-
-    _run(build)
+    assert counters["round1.votes_cast"] == 5
 
 
 def test_type_hints_refuse_a_wrong_element_type_when_the_graph_is_built():
     pipeline = beam.Pipeline(runner=FnApiRunner())
     with pytest.raises(Exception, match="type hint violation"):
-        pipeline | beam.Create([1, 2, 3]) | transforms.CountAndPrune(1)
+        pipeline | beam.Create([1, 2, 3]) | RunRound(Sampler(SEED), 1, 1, ItemEncoder(max_length=3), sample_size=1)
 
 
 def test_count_distinct_users_counts_users_not_records():
@@ -323,7 +166,7 @@ def test_no_job_graph_carries_the_secret_seed():
     pipeline = beam.Pipeline(runner=FnApiRunner())
     batches = pipeline | beam.Create([_batch([(1, "a", 1)])])
     batches | transforms.CountDistinctUsers(sampler)
-    batches | transforms.RunRound(sampler, 2, 5, 2, ItemEncoder(max_length=4), frozenset({("a",)}), population=1)
+    batches | RunRound(sampler, 2, 2, ItemEncoder(max_length=4), frozenset({("a",)}), sample_size=5, population=1)
 
     pickled = []
 
@@ -344,5 +187,27 @@ def test_no_job_graph_carries_the_secret_seed():
     assert len(pickled) > 10
     assert not any(seed in blob for blob in pickled)
     # ...while the derived keys do travel (the search would pass vacuously if nothing was pickled).
-    assert any(b"RoundKeys" in blob for blob in pickled)
+    assert any(b"PassKeys" in blob for blob in pickled)
     assert any(b"CensusKey" in blob for blob in pickled)
+
+
+def test_run_round_counts_a_heavy_user_once_and_samples_the_bottom_m():
+    # 50 users with one record each, and the user ranked first with 999 more: m = 5 users are
+    # sampled (the heavy one among them, counted once), each voting for its own one-letter word.
+    sampler = Sampler(SEED)
+    heavy = sampler.sample(1, range(50), 1)[0]
+    rows = [(u, chr(97 + u % 26), 1) for u in range(50)]
+    rows += [(heavy.decode(), "zz", 1)] * 999
+    sampled = sampler.sample(1, range(50), 5)
+    words = {str(u).encode(): w for u, w, _ in rows[:50]}
+    expected_votes = {(words[u],) for u in sampled if u != heavy}
+
+    def build(p):
+        result = p | beam.Create(_batches(rows, 100)) | RunRound(
+            sampler, 1, theta=1, encoder=ItemEncoder(max_length=3), sample_size=5, population=50)
+        assert_that(result | beam.Map(lambda r: (r.users_sampled, r.records_ranked, r.users_required)),
+                    equal_to([(5, 1049, 5)]), label="sizes")
+        assert_that(result | beam.Map(lambda r: set(r.kept) >= expected_votes), equal_to([True]), label="kept")
+
+    counters = _run(build)
+    assert counters["round1.users_sampled"] == 5 and counters["round1.votes_cast"] == 5

@@ -16,7 +16,7 @@ import pytest
 
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.evaluation.demo import demo_population_path
-from triehh_beam.evaluation.simulation import encode_population, simulate
+from triehh_beam.reference.simulation import encode_population, simulate
 from triehh_beam.protocol import columnar, keyed_hash, rounds
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement, VoteReport

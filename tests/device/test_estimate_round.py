@@ -12,7 +12,7 @@ import pytest
 
 from tests.device.test_client import DEADLINE, JOB, POPULATIONS, SAMPLER, _token
 from triehh_beam.device import DeviceClient, InvitationMismatchError
-from triehh_beam.evaluation.simulation import encode_population
+from triehh_beam.reference.simulation import encode_population
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
 from triehh_beam.protocol.federated import Invitation, RoundAnnouncement, VoteReport

@@ -26,7 +26,7 @@ import pytest
 from tests.release_keys import keyed_identity
 from triehh_beam.job.release import Release
 from triehh_beam import cli
-from triehh_beam.evaluation.simulation import simulate_sample_threshold
+from triehh_beam.reference.simulation import simulate_sample_threshold
 from triehh_beam.io.write import write_records
 from triehh_beam.job import levels
 from triehh_beam.job.config import DiscoveryConfig

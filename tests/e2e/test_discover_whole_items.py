@@ -23,7 +23,7 @@ import pytest
 
 from tests.release_keys import keyed_identity
 from triehh_beam import cli
-from triehh_beam.evaluation.simulation import sampler_for_seed
+from triehh_beam.reference.simulation import sampler_for_seed
 from triehh_beam.reference.whole_items import simulate_whole_items
 from triehh_beam.io.write import write_records
 from triehh_beam.job import graphs

@@ -7,7 +7,7 @@ End to end on Beam's in-process runner (``run_discovery`` with no options, or
    user in the census and casts at most one vote per round; its unique item is never
    discovered although the frontier reaches it.
 2. A user's items spread over several files and rows, with and without a count column: the local
-   frequency is the sum over all rows (checked per user after ``GroupByUser``, and as an exact
+   frequency is the sum over all rows (checked per user in the sample tables, and as an exact
    trie equality with the keyed simulation given the merged counts).
 3. Unicode (Latin with accents, Cyrillic, CJK, emoji with ZWJ sequences and skin tones, Arabic,
    Hebrew) at unit sizes 1-4: the frequent words come back exactly in ``heavy_hitters.json``.
@@ -49,7 +49,7 @@ from scipy import stats
 from tests.release_keys import keyed_identity
 from triehh_beam.job.release import Release
 from triehh_beam.protocol import planner
-from triehh_beam.beam import runners, transforms
+from triehh_beam.beam import SampleAllRounds, runners, samples
 from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.io.schema import RecordOptions
 from triehh_beam.io.write import write_records
@@ -60,7 +60,7 @@ from triehh_beam.job.ledger import LEDGER_NAME
 from triehh_beam.reference.metrics import ground_truth, recall_at_k
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.evaluation.simulation import simulate, simulate_many
+from triehh_beam.reference.simulation import simulate, simulate_many
 from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 from triehh_beam.protocol.tokenize import TOKENIZER_ID, tokenize
 from triehh_beam.protocol.trie import Trie
@@ -268,6 +268,13 @@ def _split_population(words, seed: int):
     return merged, files
 
 
+
+def _users_held(keyed):
+    """A ``(round, sample table)``'s users, each as its sorted ``[(sequence, count), ...]``."""
+    users, _ = samples.sequence_table(keyed[1])
+    return [list(users.weighted(i)) for i in range(users.users)]
+
+
 def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_words):
     words = short_words[:30]
     merged, files = _split_population(words, seed=3)
@@ -290,19 +297,15 @@ def test_local_frequency_is_the_sum_over_all_files_and_rows(tmp_path, short_word
     encoder = ItemEncoder(max_length=5)
     n = len(merged)
 
-    # Per user, after GroupByUser (everyone sampled): the local counts are the merged ones.
-    expected = [
-        (user.encode(), sorted((encoder.encode(w), c) for w, c in counts.items())) for user, counts in merged.items()
-    ]
+    # Per user, in the sample tables (everyone sampled): the local counts are the merged ones.
+    expected = [sorted((encoder.encode(w), c) for w, c in counts.items()) for counts in merged.values()]
     pipeline = runners.make_pipeline(PipelineOptions([]))
-    grouped = (
+    drawn = (
         pipeline
         | ReadRecordBatches(pattern, options=RecordOptions.for_encoder(encoder))
-        | transforms.SampleUsers(Sampler(_seed("split")), 1, n, population=n)
-        | transforms.GroupByUser(encoder)
-        | beam.MapTuple(lambda user, counts: (user, sorted(counts.items())))
+        | SampleAllRounds(Sampler(_seed("split")).pass_keys(1), [1], n, n, encoder)
     )
-    assert_that(grouped, equal_to(expected))
+    assert_that(drawn["tables"] | beam.FlatMap(_users_held), equal_to(expected))
     pipeline.run().wait_until_finish()
 
     # The whole discovery, sampling half the users per round, equals the keyed simulation given

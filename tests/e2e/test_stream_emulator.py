@@ -23,7 +23,7 @@ import pytest
 
 from tests.job.test_windowed import SEED, _population
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.reference.simulation import simulate
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol import planner

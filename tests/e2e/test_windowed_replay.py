@@ -11,7 +11,7 @@ import pytest
 
 from triehh_beam.cli.main import main
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
-from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
+from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 from triehh_beam.beam.windowed_estimates import window_estimate_keys
 from triehh_beam.job import windowed
 from triehh_beam.job.config import DiscoveryConfig

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from triehh_beam.evaluation import deny_lists
-from triehh_beam.evaluation.keyed_runs import encode_population, run_keyed
-from triehh_beam.evaluation.simulation import sampler_for_seed, simulate
+from triehh_beam.reference.keyed_runs import encode_population, run_keyed
+from triehh_beam.reference.simulation import sampler_for_seed, simulate
 from triehh_beam.protocol.encoding import ItemEncoder
 
 WORDS = ["the", "then", "they", "to", "of", "off", "in", "and", "an", "a", "at", "on", "one"]

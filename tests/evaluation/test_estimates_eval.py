@@ -14,7 +14,7 @@ from scipy import stats
 
 from triehh_beam.evaluation import estimates_eval
 from triehh_beam.reference.central_top_k import central_top_k, laplace_threshold
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.reference.simulation import simulate
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
 from triehh_beam.protocol.trie import Trie

@@ -14,7 +14,7 @@ from scipy import stats
 from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
 from triehh_beam.reference.metrics import ground_truth, recall_at_k
 from triehh_beam.protocol.sampling import Sampler, user_id_bytes
-from triehh_beam.evaluation.simulation import (
+from triehh_beam.reference.simulation import (
     RoundStats,
     SimulationResult,
     sampler_for_seed,

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from triehh_beam.evaluation.simulation import simulate_many_sample_threshold, simulate_sample_threshold
+from triehh_beam.reference.simulation import simulate_many_sample_threshold, simulate_sample_threshold
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.sampling import Sampler, user_id_bytes

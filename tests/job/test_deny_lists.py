@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
+from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 from triehh_beam.io.write import write_records
 from triehh_beam.job import deny_lists
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery

@@ -40,7 +40,7 @@ from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
 from triehh_beam.reference.metrics import ground_truth, recall_at_k
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.evaluation.simulation import simulate, simulate_many
+from triehh_beam.reference.simulation import simulate, simulate_many
 from triehh_beam.job.release import Release
 from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 from tests.release_keys import keyed_identity

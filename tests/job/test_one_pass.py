@@ -19,7 +19,7 @@ import shutil
 import numpy as np
 import pytest
 
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.reference.simulation import simulate
 from triehh_beam.io.write import write_records
 from triehh_beam.job import driver as driver_lib
 from triehh_beam.job import levels

@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.reference.simulation import simulate
 from triehh_beam.io.write import write_records
 from triehh_beam.job.driver import BadInputError, DiscoveryConfig, UnusableItemsError, run_discovery
 from triehh_beam.job.ledger import Ledger

@@ -17,7 +17,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows import GateLateRecords, SplitIntoWindows
-from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
+from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 from triehh_beam.job import outputs, release, stream, windowed
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.ledger import Ledger

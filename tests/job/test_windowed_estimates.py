@@ -15,7 +15,7 @@ from tests.job.test_windowed import (HOUR, SEED, T0, WORDS, _batches, _committed
                                      _run, _streaming_run, _window_sampler, fixed_nonces)  # noqa: F401 (fixture)
 from triehh_beam.beam import windowed_estimates
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
-from triehh_beam.evaluation.simulation import simulate, simulate_sample_threshold
+from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs, windowed
 from triehh_beam.job.ledger import Ledger

@@ -5,7 +5,7 @@ sample and the pipeline equals the keyed simulation (whose ``user_records`` leav
 import hashlib
 import json
 
-from triehh_beam.evaluation.simulation import simulate
+from triehh_beam.reference.simulation import simulate
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.encoding import ItemEncoder

@@ -1,7 +1,7 @@
 """The choice word and its uniform: ``sampling.uniform_from_word`` (what a federated device
 applies to its invitation's word) is exactly the central path's batch rule, and the words a
 server sends (``Sampler.choice_word``, ``RoundKeys.choice_words_packed``) give exactly the
-central choice uniforms, the pinned values of both schemes included."""
+central choice uniforms, the pinned values included."""
 
 from fractions import Fraction
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from triehh_beam.protocol import keyed_hash, sampling
-from triehh_beam.protocol.sampling import SCHEME_V1, SCHEME_V2, Sampler, uniform_from_word
+from triehh_beam.protocol.sampling import Sampler, uniform_from_word
 
-from tests.protocol.test_sampling_scheme import IDS, SEED, V1_GOLDEN, V2_GOLDEN
+from tests.protocol.test_sampling_scheme import IDS, SEED, V2_GOLDEN
 
 EDGES = [0, 1, 2**11 - 1, 2**11, 2**11 + 1, 2**52, 2**53, 2**63 - 1, 2**63, 2**64 - 2**11 - 1, 2**64 - 2**11,
          2**64 - 2, 2**64 - 1]
@@ -44,11 +44,10 @@ def test_uniform_from_word_refuses_what_is_not_a_64_bit_word(word, error):
         uniform_from_word(word)
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
 @pytest.mark.parametrize("identity", [b"", b"job-identity"])
-def test_the_words_give_the_pinned_central_uniforms(scheme, identity):
-    sampler = Sampler(SEED, identity, scheme=scheme)
-    golden = (V1_GOLDEN if scheme == SCHEME_V1 else V2_GOLDEN)[identity][1]  # round 3, IDS
+def test_the_words_give_the_pinned_central_uniforms(identity):
+    sampler = Sampler(SEED, identity)
+    golden = V2_GOLDEN[identity][1]  # round 3, IDS
     words = [sampler.choice_word(3, user) for user in IDS]
     assert [uniform_from_word(w) for w in words] == [float.fromhex(h) for h in golden]
     data, offsets = keyed_hash.pack_messages(sampling.user_id_bytes(u) for u in IDS)
@@ -56,13 +55,12 @@ def test_the_words_give_the_pinned_central_uniforms(scheme, identity):
     assert packed.dtype == np.uint64 and packed.tolist() == words
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
-def test_word_and_uniform_agree_for_every_user_and_round(scheme):
-    sampler = Sampler(SEED, b"federated", scheme=scheme)
+def test_word_and_uniform_agree_for_every_user_and_round():
+    sampler = Sampler(SEED, b"federated")
     users = [f"device-{i}" for i in range(500)] + [7, b"\x00raw"]
     for r in (1, 2, 9):
         uniforms = sampler.choice_uniforms(r, users)
         assert [uniform_from_word(sampler.choice_word(r, u)) for u in users] == uniforms.tolist()
     # The word is a function of (seed, identity, round, user) only, like the uniform.
-    assert sampler.choice_word(2, "device-3") == Sampler(SEED, b"federated", scheme=scheme).choice_word(2, "device-3")
+    assert sampler.choice_word(2, "device-3") == Sampler(SEED, b"federated").choice_word(2, "device-3")
     assert sampler.choice_word(2, "device-3") != sampler.choice_word(3, "device-3")

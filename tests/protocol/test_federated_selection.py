@@ -5,21 +5,21 @@ import pytest
 
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.federated_selection import TOKEN_BYTES, Registry, round_tokens, select_round
-from triehh_beam.protocol.sampling import SCHEME_V1, Sampler, _uniforms
+from triehh_beam.protocol.sampling import Sampler, uniform_from_word
 
 SEED = bytes(range(32))
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, 2])
-def test_selection_is_the_central_sample_with_its_choice_uniforms(scheme):
-    sampler = Sampler(SEED, b"job", scheme=scheme)
+def test_selection_is_the_central_sample_with_its_choice_uniforms():
+    sampler = Sampler(SEED, b"job")
     ids = [f"device-{i}" for i in range(5000)] + [7, 8, 9]
     registry = Registry.from_ids(ids + ids[:100])  # duplicates count once
     assert len(registry) == 5003
     for r in (1, 2, 5):
         selection = select_round(sampler, registry, r, batch_size=300)
         assert selection.device_ids == sorted(sampler.sample(r, ids, 300))
-        assert np.array_equal(_uniforms(selection.choice_words), sampler.choice_uniforms(r, selection.device_ids))
+        uniforms = [uniform_from_word(int(w)) for w in selection.choice_words]
+        assert np.array_equal(uniforms, sampler.choice_uniforms(r, selection.device_ids))
 
 
 def test_bernoulli_selection_is_the_central_bernoulli_sample():

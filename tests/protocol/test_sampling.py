@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from triehh_beam.protocol.bottom_m import bottom_m
 from triehh_beam.protocol.sampling import Sampler, SmallestRanks, user_id_bytes
 
 SEED = bytes(range(100, 132))
@@ -212,3 +213,18 @@ def test_float_round_index_is_refused_or_equal_to_int_round():
     except (TypeError, ValueError):
         return
     assert other == sampler.sample(3, users, 10)
+
+
+@pytest.mark.parametrize("m", [0, 1, 7, 40, 500])
+def test_bottom_m_is_the_m_smallest_distinct_pairs_at_their_first_row(m):
+    rng = random.Random(m)
+    for _ in range(20):
+        # Few distinct ranks and ids: ties between users and repeated (rank, user) rows are common.
+        rows = [(rng.randrange(25), f"u{rng.randrange(40)}".encode()) for _ in range(rng.randrange(0, 120))]
+        ranks = np.array([r for r, _ in rows], dtype=np.uint64)
+        ids = [u for _, u in rows]
+        picked = bottom_m(ranks, ids, m)
+        assert [rows[i] for i in picked] == sorted(set(rows))[:m]
+        assert all(rows.index(rows[i]) == i for i in picked)  # the first row of each pair
+    with pytest.raises(ValueError):
+        bottom_m(np.zeros(2, dtype=np.uint64), [b"a"], 1)

@@ -1,4 +1,4 @@
-"""Sampling schemes: v1 pinned to the values it gave before v2 existed; v2 equal to a scalar
+"""The sampling scheme: pinned values (the same since it was introduced), equal to a scalar
 reference built from the spec (FIPS-197 pins the AES byte layout), equal across the per-round and
 all-rounds paths, carrying no seed; and, statistically, uniform bottom-m samples, independent rounds,
 uniform ranks and choice uniforms independent of the rank.
@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from scipy import stats
 
 from triehh_beam.protocol import keyed_hash, sampling
-from triehh_beam.protocol.sampling import SCHEME_V1, SCHEME_V2, PassKeys, RoundKeys, Sampler, user_id_bytes
+from triehh_beam.protocol.sampling import PassKeys, Sampler, user_id_bytes
 
 SEED = bytes(range(100, 132))
 IDS = ["u0", "user-17", 1234567890123456789, b"\xff\x00bytes", "é"]
@@ -24,28 +24,8 @@ USERS = [f"u{i}" for i in range(100)]
 ALPHA = 1e-3
 Z = stats.norm.isf(ALPHA / 2)  # 3.29
 
-# Computed on main (commit ebbe59c) before scheme v2 existed: v1 must never change, since jobs
-# recorded under it resume under it. Round 3 ranks and choice uniforms of IDS, round 2 sample of
-# USERS with m = 5, the census fingerprint of "u0".
-V1_GOLDEN = {
-    b"": (
-        [16338697608971544337, 3119105529497850385, 7912479761194986213, 97375830591786886, 14996849871932799631],
-        ["0x1.878d98ad2e464p-1", "0x1.4df6a4c185198p-1", "0x1.5eddc8061769cp-1", "0x1.6aa1e964c6bb5p-1",
-         "0x1.87ba3fb1bdeb4p-3"],
-        ["u64", "u16", "u95", "u21", "u81"],
-        0x153619648954CE50,
-    ),
-    b"job-identity": (
-        [17298361144998417686, 13559505771623545999, 908327635147405510, 2166403859203324036,
-         18323230148362236903],
-        ["0x1.421e2ffb3404dp-1", "0x1.fb1b44486a958p-1", "0x1.e340d44a7432dp-1", "0x1.cca0e093da252p-1",
-         "0x1.aa06fcea9fec2p-2"],
-        ["u36", "u95", "u93", "u48", "u34"],
-        0x60A3EF5CAE67CD18,
-    ),
-}
-# v2's values, first computed with this module's implementation and checked against the scalar
-# reference below: pinned because jobs recorded under v2 must resume under the same samples.
+# Round 3 ranks and choice uniforms of IDS, round 2 sample of USERS with m = 5: pinned when the
+# scheme was introduced, so that a change to it (a resumed job drawing other users) fails here.
 V2_GOLDEN = {
     b"": (
         [1392172353864050971, 8502727841216162278, 12806985667766396177, 567669274657744711,
@@ -63,6 +43,20 @@ V2_GOLDEN = {
     ),
 }
 
+# The census fingerprint of "u0" (pinned before the current sampling scheme existed: the census key
+# never changed).
+CENSUS_GOLDEN = {b"": 0x153619648954CE50, b"job-identity": 0x60A3EF5CAE67CD18}
+# Pinned on the commit before sampling scheme 1 was deleted: the derivations other than a round's
+# ranks (a round's own uniform, a window's sampler, a federated choice word, the Bernoulli sample).
+OTHER_GOLDEN = {
+    "round_uniform": "0x1.07fcd9c7936d8p-4",  # round_uniform("phantoms", 2)
+    # window_keys().sampler(1_700_000_000_000_000, b"\x01\x02").ranks(1, IDS)
+    "window_ranks": [10984032065903994818, 10176595112947951605, 7817770907086801106, 7353631140964262258,
+                     14242784376608793757],
+    "choice_word": 8830031961994714066,  # choice_word(4, "u0")
+    "bernoulli": [b"u41", b"u47", b"u84", b"u88"],  # bernoulli_sample(2, USERS, 0.05)
+}
+
 
 def _ids(count, seed=0):
     """``count`` distinct 19-digit decimal ids (as a production user id column looks)."""
@@ -76,19 +70,6 @@ def _ids(count, seed=0):
 # --------------------------------------------------------------------------------------------
 # exact values
 # --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("identity", sorted(V1_GOLDEN))
-def test_v1_is_unchanged(identity):
-    ranks, uniforms, sample, fingerprint = V1_GOLDEN[identity]
-    sampler = Sampler(SEED, identity, scheme=SCHEME_V1)
-    assert [int(x) for x in sampler.ranks(3, IDS)] == ranks
-    assert [float(x).hex() for x in sampler.choice_uniforms(3, IDS)] == uniforms
-    assert [float.fromhex(u) for u in uniforms] == [sampler.choice_uniform(3, u) for u in IDS]
-    assert [u.decode() for u in sampler.sample(2, USERS, 5)] == sample
-    assert keyed_hash.siphash24(sampler.census_key().key, b"u0") == fingerprint
-    # The census key is scheme-free.
-    assert Sampler(SEED, identity).census_key() == sampler.census_key()
 
 
 def _aes_block(key_pair, block: bytes) -> bytes:
@@ -123,7 +104,6 @@ def test_aes_byte_layout_is_fips197():
 @pytest.mark.parametrize("identity", [b"", b"job-identity"])
 def test_v2_equals_the_scalar_reference(identity):
     sampler = Sampler(SEED, identity)
-    assert sampler.scheme == SCHEME_V2  # the default
     users = IDS + [f"user{i}" for i in range(40)] + [10**30, b"x" * 100]
     for round_index in (1, 2, 7, 255, 256, 10**6):
         reference = [_v2_reference(identity, round_index, u) for u in users]
@@ -133,34 +113,35 @@ def test_v2_equals_the_scalar_reference(identity):
 
 
 @pytest.mark.parametrize("identity", sorted(V2_GOLDEN))
-def test_v2_is_pinned_deterministic_and_differs_from_v1(identity):
+def test_v2_is_pinned_and_deterministic(identity):
     ranks, uniforms, sample = V2_GOLDEN[identity]
     sampler = Sampler(SEED, identity)
     assert [int(x) for x in sampler.ranks(3, IDS)] == ranks
     assert [float(x).hex() for x in sampler.choice_uniforms(3, IDS)] == uniforms
     assert [u.decode() for u in sampler.sample(2, USERS, 5)] == sample
-    again = Sampler(bytes(SEED), bytes(identity), scheme=SCHEME_V2)
+    again = Sampler(bytes(SEED), bytes(identity))
     assert list(again.ranks(3, IDS)) == ranks and again.sample(2, USERS, 5) == sampler.sample(2, USERS, 5)
-    v1 = V1_GOLDEN[identity]
-    assert not set(ranks) & set(v1[0]) and not set(uniforms) & set(v1[1]) and sample != v1[2]
+    assert [float.fromhex(u) for u in uniforms] == [sampler.choice_uniform(3, u) for u in IDS]
+    assert keyed_hash.siphash24(sampler.census_key().key, b"u0") == CENSUS_GOLDEN[identity]
 
 
-def test_scheme_is_validated():
-    for bad in (0, 3, True, "2", None, 2.0):
-        with pytest.raises(ValueError):
-            Sampler(SEED, scheme=bad)
+def test_the_other_derivations_are_pinned():
+    sampler = Sampler(SEED, b"job-identity")
+    assert sampler.round_uniform("phantoms", 2).hex() == OTHER_GOLDEN["round_uniform"]
+    window = sampler.window_keys().sampler(1_700_000_000_000_000, b"\x01\x02")
+    assert [int(x) for x in window.ranks(1, IDS)] == OTHER_GOLDEN["window_ranks"]
+    assert sampler.choice_word(4, "u0") == OTHER_GOLDEN["choice_word"]
+    assert sampler.bernoulli_sample(2, USERS, 0.05) == OTHER_GOLDEN["bernoulli"]
+
+
+def test_a_pass_carries_rounds_1_to_l_of_one_user_key():
     keys = Sampler(SEED).round_keys(1)
-    with pytest.raises(ValueError):  # v2 keys without the user key
-        RoundKeys(1, keys.sample_key, keys.choice_key, scheme=SCHEME_V2)
-    with pytest.raises(ValueError):  # v1 keys with one
-        RoundKeys(1, keys.sample_key, keys.choice_key, scheme=SCHEME_V1, user_key=keys.user_key)
-    v1_keys = Sampler(SEED, scheme=SCHEME_V1).round_keys(2)
-    with pytest.raises(ValueError):  # one pass, one scheme
-        PassKeys((keys, v1_keys))
-    with pytest.raises(ValueError):
-        v1_keys.user_hashes_packed(*keyed_hash.pack_messages([b"a"]))
+    with pytest.raises(ValueError):  # one pass, one user key
+        PassKeys((keys, Sampler(SEED, b"other").round_keys(2)))
     with pytest.raises(ValueError):  # rounds 1..L in order
         PassKeys((Sampler(SEED).round_keys(2),))
+    with pytest.raises(TypeError):  # the scheme is no longer a parameter
+        Sampler(SEED, b"", 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,13 +149,12 @@ def test_scheme_is_validated():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
-def test_ranks_all_equals_every_rounds_ranks(scheme):
-    sampler = Sampler(SEED, b"pass", scheme=scheme)
+def test_ranks_all_equals_every_rounds_ranks():
+    sampler = Sampler(SEED, b"pass")
     ids = _ids(3000) + [b"a", "é".encode(), b"y" * 70]
     data, offsets = keyed_hash.pack_messages(ids)
     pass_keys = sampler.pass_keys(12)
-    assert pass_keys.max_rounds == 12 and pass_keys.scheme == scheme
+    assert pass_keys.max_rounds == 12
     ranks = pass_keys.ranks_all(data, offsets)
     assert ranks.shape == (12, len(ids)) and ranks.dtype == np.uint64
     for r in range(1, 13):
@@ -197,9 +177,8 @@ def test_v2_user_hashes_are_round_free_and_give_the_round_values():
     np.testing.assert_array_equal(k4.uniforms_from_user_hashes(s), k4.choice_uniforms_packed(data, offsets))
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
-def test_choice_uniforms_are_on_the_53_bit_grid_in_0_1(scheme):
-    sampler = Sampler(SEED, scheme=scheme)
+def test_choice_uniforms_are_on_the_53_bit_grid_in_0_1():
+    sampler = Sampler(SEED)
     ids = _ids(20000, seed=1)
     data, offsets = keyed_hash.pack_messages(ids)
     for r in (1, 5):
@@ -212,22 +191,20 @@ def test_choice_uniforms_are_on_the_53_bit_grid_in_0_1(scheme):
         np.testing.assert_array_equal(u, sampler.round_keys(r).choice_uniforms(ids))
 
 
-def test_keys_differ_per_round_purpose_scheme_and_identity():
+def test_keys_differ_per_round_purpose_and_identity():
     keys = []
     for identity in (b"", b"job"):
-        v1, v2 = Sampler(SEED, identity, SCHEME_V1), Sampler(SEED, identity)
+        sampler = Sampler(SEED, identity)
         for r in range(1, 6):
-            a, b = v1.round_keys(r), v2.round_keys(r)
-            keys += [a.sample_key, a.choice_key, b.sample_key, b.choice_key]
-            assert b.user_key == v2.round_keys(1).user_key  # s is round-free
-        keys += [v2.round_keys(1).user_key, v2.census_key().key]
-        assert v1.census_key() == v2.census_key()
-    assert len(keys) == 2 * (5 * 4 + 2) and len(set(keys)) == len(keys)
+            round_keys = sampler.round_keys(r)
+            keys += [round_keys.sample_key, round_keys.choice_key]
+            assert round_keys.user_key == sampler.round_keys(1).user_key  # s is round-free
+        keys += [sampler.round_keys(1).user_key, sampler.census_key().key]
+    assert len(keys) == 2 * (5 * 2 + 2) and len(set(keys)) == len(keys)
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
-def test_pickled_keys_carry_no_seed(scheme):
-    sampler = Sampler(SEED, b"identity", scheme=scheme)
+def test_pickled_keys_carry_no_seed():
+    sampler = Sampler(SEED, b"identity")
     for obj in (sampler.round_keys(3), sampler.pass_keys(10)):
         blob = pickle.dumps(obj)
         assert pickle.loads(blob) == obj  # the keys do travel...
@@ -249,8 +226,7 @@ def _bottom_m(ranks: np.ndarray, m: int) -> np.ndarray:
     return ranks <= ordered[:, m - 1 : m]
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
-def test_inclusion_frequency_is_m_over_n(scheme):
+def test_inclusion_frequency_is_m_over_n():
     # n = 200 users, m = 20, R = 3,000 rounds drawn by one all-rounds pass. Each user's count
     # c_i ~ Binomial(R, m/n); the fixed sample size makes the counts negatively correlated, and
     # X = sum (c_i - Rp)^2 / (Rp(1-p)) * (n-1)/n is asymptotically chi-square with n-1 degrees
@@ -258,7 +234,7 @@ def test_inclusion_frequency_is_m_over_n(scheme):
     # two-sided binomial interval at ALPHA.
     n, m, rounds = 200, 20, 3000
     data, offsets = keyed_hash.pack_messages(_ids(n, seed=2))
-    member = _bottom_m(Sampler(SEED, b"incl", scheme).pass_keys(rounds).ranks_all(data, offsets), m)
+    member = _bottom_m(Sampler(SEED, b"incl").pass_keys(rounds).ranks_all(data, offsets), m)
     assert (member.sum(axis=1) == m).all()
     c = member.sum(axis=0).astype(float)
     p = m / n
@@ -268,8 +244,7 @@ def test_inclusion_frequency_is_m_over_n(scheme):
     assert low <= c.min() and c.max() <= high, (c.min(), c.max(), low, high)
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
-def test_consecutive_round_samples_overlap_hypergeometrically(scheme):
+def test_consecutive_round_samples_overlap_hypergeometrically():
     # Independent uniform m-subsets of n overlap in a Hypergeometric(n, m, m) number of users:
     # mean m^2/n, variance m (m/n) ((n-m)/n) ((n-m)/(n-1)). Overlaps of pairs (r, r+1) and
     # (r+1, r+2) are uncorrelated (given S_{r+1}, each has a constant conditional mean), so the
@@ -278,7 +253,7 @@ def test_consecutive_round_samples_overlap_hypergeometrically(scheme):
     # p-value > ALPHA.
     n, m, rounds = 300, 30, 4000
     data, offsets = keyed_hash.pack_messages(_ids(n, seed=3))
-    member = _bottom_m(Sampler(SEED, b"overlap", scheme).pass_keys(rounds).ranks_all(data, offsets), m)
+    member = _bottom_m(Sampler(SEED, b"overlap").pass_keys(rounds).ranks_all(data, offsets), m)
     overlaps = (member[:-1] & member[1:]).sum(axis=1)
     law = stats.hypergeom(n, m, m)
     assert law.mean() == pytest.approx(m * m / n)
@@ -316,14 +291,13 @@ def test_v2_ranks_are_uniform_and_rounds_uncorrelated():
     assert stats.chisquare(low).pvalue > ALPHA
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_V1, SCHEME_V2])
-def test_choice_uniforms_are_uniform_and_independent_of_the_rank(scheme):
+def test_choice_uniforms_are_uniform_and_independent_of_the_rank():
     # KS of 65,536 choice uniforms against U[0, 1): p-value > ALPHA. Independence from the
     # same round's rank and from the next round's uniform: Pearson's and Spearman's correlations
     # of n independent pairs are ~ N(0, 1/n); tolerance |r| < Z / sqrt(n).
     ids = _ids(65536, seed=5)
     data, offsets = keyed_hash.pack_messages(ids)
-    sampler = Sampler(SEED, b"choice", scheme)
+    sampler = Sampler(SEED, b"choice")
     k1, k2 = sampler.round_keys(1), sampler.round_keys(2)
     u1, u2 = k1.choice_uniforms_packed(data, offsets), k2.choice_uniforms_packed(data, offsets)
     rank = k1.ranks_packed(data, offsets) / 2.0**64

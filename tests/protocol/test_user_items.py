@@ -1,12 +1,12 @@
 """One user's records as weighted sequences (protocol/user_items.py): the rule case by case,
-and equal to the keyed simulation's own encoding (evaluation/simulation.py ``encode_population``, which
+and equal to the keyed simulation's own encoding (reference/simulation.py ``encode_population``, which
 calls the encoder directly) on random populations, tokenised ones pre-tokenised for it."""
 
 import random
 
 import pytest
 
-from triehh_beam.evaluation.simulation import encode_population
+from triehh_beam.reference.simulation import encode_population
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.tokenize import tokenize
 from triehh_beam.protocol.user_items import EncodedValue, encode_value, weighted_sequences

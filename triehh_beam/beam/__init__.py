@@ -2,27 +2,18 @@
 below are the ones to use in your own pipeline (examples/own_pipeline.py shows them in use)."""
 
 from triehh_beam.beam.read import ReadRecordBatches
+from triehh_beam.beam.run_round import RunRound
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.sample_pass import RoundSample, SampleAllRounds
-from triehh_beam.beam.sampled_rounds import RunAllRounds, RunSampledRound
+from triehh_beam.beam.sampled_rounds import RunAllRounds, RunSampledRound, frontier_after
 from triehh_beam.beam.samples import ReadSampleTables, WriteSampleTables
+from triehh_beam.beam.transforms import METRICS_NAMESPACE, CountDistinctUsers, DropZeroCountsDoFn
 from triehh_beam.io.schema import RecordFormatError
-from triehh_beam.beam.transforms import (
-    METRICS_NAMESPACE,
-    CountAndPrune,
-    CountDistinctUsers,
-    GroupByUser,
-    MapToPrefixVotes,
-    RunRound,
-    SampleUsers,
-)
 
 __all__ = [
     "METRICS_NAMESPACE",
-    "CountAndPrune",
     "CountDistinctUsers",
-    "GroupByUser",
-    "MapToPrefixVotes",
+    "DropZeroCountsDoFn",
     "ReadRecordBatches",
     "ReadSampleTables",
     "RecordFormatError",
@@ -31,7 +22,7 @@ __all__ = [
     "RunRound",
     "RunSampledRound",
     "SampleAllRounds",
-    "SampleUsers",
     "WriteSampleTables",
+    "frontier_after",
     "make_pipeline",
 ]

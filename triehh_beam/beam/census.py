@@ -211,7 +211,7 @@ class _CensusBatchDoFn(beam.DoFn):
 class _ShardCensusCombineFn(beam.CombineFn):
     """One shard's parts -> its ``Census``. The accumulator is (usable fingerprint arrays,
     unusable (fingerprint, length) arrays), compacted when the buffered total doubles, as
-    ``transforms._UnionSizeCombineFn``: amortised O(n log n) per shard."""
+    ``transforms.UnionSizeCombineFn``: amortised O(n log n) per shard."""
 
     def create_accumulator(self):
         return [np.zeros(0, np.uint64)], [(np.zeros(0, np.uint64), np.zeros(0, np.int64))]

@@ -1,23 +1,17 @@
-"""One pass over the records draws the sample of every round (``SampleAllRounds``): samples and
-item choices depend only on (secret seed, round, user), never on the trie. Each record batch is
-ranked for all rounds in one ``PassKeys.ranks_all`` call; per round, the rows under the rank
-prefilter leave as one Arrow batch (never one element per record); the exact bottom-m of each
-round (ties broken by the user id bytes, as ``sampling.SmallestRanks``; a user with many
-records counts once) is a per-round threshold side input; the rows at or below it are grouped
-per (round, shard), the shard a slice of the round's rank range, and become the round's sample
-tables (``beam.samples``): items encoded once per distinct item, counts summed per (user,
-sequence), choice uniforms computed in one call per table. A sample that comes up short (the
-prefilter too tight, odds about 1e-12) keeps nothing and is reported as a value,
-``RoundSample.sample_short``, as ``RoundResult.sample_short`` is for a round. TrieHH++'s
-Bernoulli samples (``sample_probability``) need no threshold: the ranking pass keeps exactly the
-rows whose rank is below ``sampling.bernoulli_threshold(p_s)``, shards them by rank the same way,
-and each round's size is the sum of its tables' users.
+"""The sampling pass (``SampleAllRounds``): one read of the records draws the sample of every round,
+since samples and item choices depend only on (secret seed, round, user), never on the trie. Each
+record batch is ranked for all rounds at once; TrieHH's bottom-m threshold of each round
+(``bottom_m``'s rule, after a rank prefilter) is a side input, and the rows at or below it
+become the round's sample tables (``beam.sample_tables``), sharded by rank; TrieHH++'s Bernoulli
+samples keep exactly the rows ranked below ``sampling.bernoulli_threshold(p_s)``. A sample that
+comes up short keeps nothing and says so in ``RoundSample.sample_short``. The building blocks are
+public for the windowed pass (``beam.windowed``), which draws the same samples per window.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -25,24 +19,36 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
-from triehh_beam.beam import samples
+from triehh_beam.beam.sample_tables import SampleTableBuilder
+from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
-from triehh_beam.protocol import columnar, sampling, user_items
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.protocol import sampling
+from triehh_beam.protocol.bottom_m import SmallestRanks, smallest_rank_rows
+from triehh_beam.protocol.encoding import ItemEncoder
 
-__all__ = ["RoundSample", "SampleAllRounds", "round_counter"]
+__all__ = [
+    "BottomMCombineFn",
+    "Candidates",
+    "RoundSample",
+    "SampleAllRounds",
+    "Threshold",
+    "add_candidates",
+    "candidates_by_round",
+    "rank_and_user",
+    "sampled_shards",
+    "shard_count",
+    "split_shards",
+    "table_users",
+    "threshold_of",
+]
 
-_NAMESPACE = "triehh"
 # (round, candidate rows of one record batch: user_id, item, count, rank)
-_Candidates = Tuple[int, pa.RecordBatch]
+Candidates = Tuple[int, pa.RecordBatch]
 # (largest sampled (rank, user id), distinct users sampled), per round. The rank is unsigned
 # 64-bit: ``Any`` keeps Beam's general coder (a VarInt coder would overflow above 2**63).
-_Threshold = Tuple[Optional[Tuple[Any, bytes]], int]
-
-
-def round_counter(round_index: int, name: str):
-    """The counter ``round{r}.{name}`` in the ``triehh`` namespace (a driver splits by round)."""
-    return Metrics.counter(_NAMESPACE, f"round{round_index}.{name}")
+Threshold = Tuple[Optional[Tuple[Any, bytes]], int]
+# ((round, shard), sampled rows of one record batch)
+ShardRows = Tuple[Tuple[int, int], pa.RecordBatch]
 
 
 class RoundSample(NamedTuple):
@@ -65,8 +71,23 @@ class RoundSample(NamedTuple):
         return self.users_required is not None and self.users_sampled < self.users_required
 
 
+def candidates_by_round(batch: pa.RecordBatch, ranks: np.ndarray, bounds: Mapping[int, int]) -> Iterable[Candidates]:
+    """Per round of ``bounds`` (round -> largest rank kept; negative: nobody), the rows of
+    ``batch`` ranked at most the bound, with a ``rank`` column; ``ranks`` is
+    ``PassKeys.ranks_all`` of the batch's users (row ``r - 1`` for round ``r``)."""
+    for round_index, bound in bounds.items():
+        if bound < 0:  # a Bernoulli sample of probability below 2^-64: nobody
+            continue
+        row = ranks[round_index - 1]
+        kept = np.flatnonzero(row <= np.uint64(bound))
+        if len(kept) == 0:
+            continue
+        taken = batch.take(pa.array(kept)) if len(kept) < batch.num_rows else batch
+        yield round_index, taken.append_column("rank", pa.array(row[kept], pa.uint64()))
+
+
 @beam.typehints.with_input_types(pa.RecordBatch)
-@beam.typehints.with_output_types(_Candidates)
+@beam.typehints.with_output_types(Candidates)
 class _RankAllRoundsDoFn(beam.DoFn):
     """A batch -> per round, its rows under that round's prefilter bound, with their ranks."""
 
@@ -75,119 +96,101 @@ class _RankAllRoundsDoFn(beam.DoFn):
         self._bounds = dict(bounds)
 
     def setup(self):
-        self._ranked = Metrics.counter(_NAMESPACE, "records_ranked")
+        self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
 
     def process(self, batch):
         if batch.num_rows == 0:
             return
         self._ranked.inc(batch.num_rows)
         ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
-        for round_index, bound in self._bounds.items():
-            if bound < 0:  # a Bernoulli sample of probability below 2^-64: nobody
-                continue
-            row = ranks[round_index - 1]
-            kept = np.flatnonzero(row <= np.uint64(bound))
-            if len(kept) == 0:
-                continue
-            taken = batch.take(pa.array(kept)) if len(kept) < batch.num_rows else batch
-            yield round_index, taken.append_column("rank", pa.array(row[kept], pa.uint64()))
+        yield from candidates_by_round(batch, ranks, self._bounds)
 
 
-def _bottom(pairs: pa.Table, m: int) -> pa.Table:
-    """The ``m`` smallest distinct (rank, user_id) rows, sorted."""
-    if pairs.num_rows == 0:
-        return pairs
-    ranks = np.asarray(pairs.column("rank"))
-    distinct = np.unique(ranks)
-    if len(distinct) > m:
-        # Only the m smallest distinct ranks can be kept (a user repeats its rank).
-        pairs = pairs.filter(pa.array(ranks <= distinct[m - 1]))
-    order = pc.sort_indices(pairs, sort_keys=[("rank", "ascending"), ("user_id", "ascending")])
-    pairs = pairs.take(order)
-    if pairs.num_rows > 1:
-        r = np.asarray(pairs.column("rank"))
-        users = pairs.column("user_id")
-        same = (r[1:] == r[:-1]) & np.asarray(
-            pc.equal(users.slice(1), users.slice(0, pairs.num_rows - 1)), dtype=bool
-        )
-        if same.any():
-            pairs = pairs.filter(pa.array(np.concatenate([[True], ~same])))
-    return pairs.slice(0, m)
+def add_candidates(smallest: SmallestRanks, batch: pa.RecordBatch) -> None:
+    """Adds a batch of (rank, user_id) candidates to a bottom-m accumulator (only the rows that
+    can enter it become Python values)."""
+    ranks = np.asarray(batch.column("rank"))
+    rows = smallest_rank_rows(ranks, smallest.m)
+    if len(rows):
+        users = batch.column("user_id").take(pa.array(rows)).cast(pa.binary()).to_pylist()
+        smallest.add_batch(ranks[rows], users)
 
 
-_PAIRS_SCHEMA = pa.schema([("rank", pa.uint64()), ("user_id", pa.binary())])
+def threshold_of(smallest: SmallestRanks) -> Threshold:
+    """A bottom-m accumulator's (largest sampled (rank, user), users sampled)."""
+    kept = smallest.extract()
+    return (kept[-1] if kept else None), len(kept)
 
 
 @beam.typehints.with_input_types(Optional[pa.RecordBatch])
-@beam.typehints.with_output_types(_Threshold)
-class _BottomMCombineFn(beam.CombineFn):
-    """A round's candidate batches -> its exact bottom-m threshold and sample size (numpy and
-    Arrow sorts over (rank, user) columns; None inputs only make the round's key exist)."""
+@beam.typehints.with_output_types(Threshold)
+class BottomMCombineFn(beam.CombineFn):
+    """A round's candidate batches -> its bottom-m threshold and sample size; delegates to
+    ``bottom_m.SmallestRanks`` (None inputs only make the round's key exist)."""
 
     def __init__(self, m: int):
         self._m = m
 
     def create_accumulator(self):
-        return [pa.table({"rank": pa.array([], pa.uint64()), "user_id": pa.array([], pa.binary())})]
-
-    def _compact(self, parts: List[pa.Table]) -> List[pa.Table]:
-        return [_bottom(pa.concat_tables(parts), self._m)]
+        return SmallestRanks(self._m)
 
     def add_input(self, accumulator, batch):
-        if batch is None or batch.num_rows == 0:
-            return accumulator
-        pairs = pa.Table.from_arrays(
-            [batch.column("rank"), batch.column("user_id").cast(pa.binary())], schema=_PAIRS_SCHEMA
-        )
-        accumulator.append(_bottom(pairs, self._m))
-        if sum(t.num_rows for t in accumulator) > 2 * self._m + 4096:
-            accumulator = self._compact(accumulator)
+        if batch is not None and batch.num_rows:
+            add_candidates(accumulator, batch)
         return accumulator
 
     def merge_accumulators(self, accumulators):
-        return self._compact([t for accumulator in accumulators for t in accumulator])
+        accumulators = iter(accumulators)
+        merged = next(accumulators)
+        for accumulator in accumulators:
+            merged = merged.merge(accumulator)
+        return merged
 
     def extract_output(self, accumulator):
-        kept = self._compact(accumulator)[0]
-        if kept.num_rows == 0:
-            return None, 0
-        last = kept.num_rows - 1
-        return (int(kept.column("rank")[last].as_py()), kept.column("user_id")[last].as_py()), kept.num_rows
+        return threshold_of(accumulator)
 
 
-def _shard_count(m: int, shards: Optional[int]) -> int:
+def shard_count(expected_users: int, shards: Optional[int] = None) -> int:
+    """Sample tables per round: ``shards`` if given, else one per ~16,384 expected users (1..256)."""
     if shards is not None:
         return shards
-    return max(1, min(256, math.ceil(m / 16384)))
+    return max(1, min(256, math.ceil(expected_users / 16384)))
 
 
-@beam.typehints.with_input_types(_Candidates, thresholds=Dict[int, _Threshold])
-@beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
+def sampled_shards(candidates: Candidates, threshold: Threshold, required: Optional[int],
+                   shards: int) -> Iterable[ShardRows]:
+    """The candidate rows at or below their round's ``threshold``, split by shard; nothing for a
+    round whose sample came up short (fewer users than ``required``) or drew nobody."""
+    round_index, batch = candidates
+    largest, users = threshold
+    if largest is None or (required is not None and users < required):
+        return
+    top_rank, top_user = largest
+    ranks = np.asarray(batch.column("rank"))
+    keep = ranks < np.uint64(top_rank)
+    tied = np.flatnonzero(ranks == np.uint64(top_rank))
+    if len(tied):
+        at_most = pc.less_equal(batch.column("user_id").take(pa.array(tied)), pa.scalar(top_user, pa.binary()))
+        keep[tied[np.asarray(at_most, dtype=bool)]] = True
+    yield from split_shards(round_index, batch, np.flatnonzero(keep), ranks, top_rank, shards)
+
+
+@beam.typehints.with_input_types(Candidates, thresholds=Dict[int, Threshold])
+@beam.typehints.with_output_types(ShardRows)
 class _KeepSampledDoFn(beam.DoFn):
-    """Candidate rows at or below their round's threshold, split by shard; nothing at all for a
-    round whose sample came up short."""
+    """``sampled_shards`` of every candidate batch."""
 
     def __init__(self, required: Optional[int], shards: int):
         self._required = required
         self._shards = shards
 
     def process(self, candidates, thresholds):
-        round_index, batch = candidates
-        largest, users = thresholds.get(round_index, (None, 0))
-        if largest is None or (self._required is not None and users < self._required):
-            return
-        top_rank, top_user = largest
-        ranks = np.asarray(batch.column("rank"))
-        keep = ranks < np.uint64(top_rank)
-        tied = np.flatnonzero(ranks == np.uint64(top_rank))
-        if len(tied):
-            at_most = pc.less_equal(batch.column("user_id").take(pa.array(tied)), pa.scalar(top_user, pa.binary()))
-            keep[tied[np.asarray(at_most, dtype=bool)]] = True
-        yield from _split_shards(round_index, batch, np.flatnonzero(keep), ranks, top_rank, self._shards)
+        threshold = thresholds.get(candidates[0], (None, 0))
+        yield from sampled_shards(candidates, threshold, self._required, self._shards)
 
 
-def _split_shards(round_index: int, batch: pa.RecordBatch, rows: np.ndarray, ranks: np.ndarray, top_rank: int,
-                  shards: int) -> Iterable[Tuple[Tuple[int, int], pa.RecordBatch]]:
+def split_shards(round_index: int, batch: pa.RecordBatch, rows: np.ndarray, ranks: np.ndarray, top_rank: int,
+                 shards: int) -> Iterable[ShardRows]:
     """``batch``'s ``rows`` (ranks at most ``top_rank``) as ``((round, shard), rows)``: a slice
     of the round's sampled rank range [0, top_rank] per shard, balanced, and a user's records
     all in one shard (one rank per user and round)."""
@@ -204,8 +207,8 @@ def _split_shards(round_index: int, batch: pa.RecordBatch, rows: np.ndarray, ran
         yield (round_index, int(shard[part[0]])), batch.take(pa.array(rows[part]))
 
 
-@beam.typehints.with_input_types(_Candidates)
-@beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
+@beam.typehints.with_input_types(Candidates)
+@beam.typehints.with_output_types(ShardRows)
 class _ShardBernoulliDoFn(beam.DoFn):
     """TrieHH++: every candidate row is sampled (the ranking pass kept exactly the ranks below
     the round's Bernoulli threshold), split by shard of [0, top_rank]."""
@@ -217,42 +220,13 @@ class _ShardBernoulliDoFn(beam.DoFn):
     def process(self, candidates):
         round_index, batch = candidates
         ranks = np.asarray(batch.column("rank"))
-        yield from _split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, self._shards)
-
-
-_CACHE_LIMIT = 1 << 17  # distinct items (and sequences) a worker remembers the encoding of
-
-
-def _encode_distinct(
-    items: List, encoder: ItemEncoder, truncate: bool, cache: Optional[Dict] = None
-) -> Tuple[List[List[Units]], np.ndarray, np.ndarray]:
-    """Per distinct item, its sequences (tokens repeat), too-long and unencodable counts
-    (``user_items.encode_value``: the rule a federated device applies too), once per distinct
-    item (and, with a ``cache``, once per worker: every round and shard meets the same frequent
-    items)."""
-    sequences, too_long, unencodable = [], np.zeros(len(items), np.int64), np.zeros(len(items), np.int64)
-    for j, value in enumerate(items):
-        if cache is not None:
-            known = cache.get(value)
-            if known is not None:
-                sequences.append(known[0])
-                too_long[j], unencodable[j] = known[1], known[2]
-                continue
-        value_parts = user_items.encode_value(encoder, value, truncate)
-        encoded = list(value_parts.sequences)
-        too_long[j], unencodable[j] = value_parts.too_long, value_parts.unencodable
-        sequences.append(encoded)
-        if cache is not None:
-            if len(cache) >= _CACHE_LIMIT:
-                cache.clear()
-            cache[value] = (encoded, too_long[j], unencodable[j])
-    return sequences, too_long, unencodable
+        yield from split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, self._shards)
 
 
 @beam.typehints.with_input_types(Tuple[Tuple[int, int], Iterable[pa.RecordBatch]])
 @beam.typehints.with_output_types(Tuple[int, pa.Table])
 class _BuildSampleTableDoFn(beam.DoFn):
-    """The kept rows of one (round, shard) -> its sample table, one row per sampled user."""
+    """The kept rows of one (round, shard) -> its sample table (``SampleTableBuilder``)."""
 
     def __init__(self, pass_keys: sampling.PassKeys, encoder: ItemEncoder, truncate: bool):
         self._keys = pass_keys
@@ -260,72 +234,19 @@ class _BuildSampleTableDoFn(beam.DoFn):
         self._truncate = truncate
 
     def setup(self):
-        self._encoded: Dict = {}  # item -> its encoding, shared by every round and shard
-        self._stored: Dict[Units, bytes] = {}  # sequence -> its stored bytes
-
-    def _stored_bytes(self, sequence: Units) -> bytes:
-        stored = self._stored.get(sequence)
-        if stored is None:
-            if len(self._stored) >= _CACHE_LIMIT:
-                self._stored.clear()
-            stored = self._stored[sequence] = samples.sequence_to_bytes(sequence)
-        return stored
+        self._builder = SampleTableBuilder(self._encoder, self._truncate)
 
     def process(self, keyed):
         (round_index, shard), batches = keyed
-        table = pa.Table.from_batches(list(batches)).combine_chunks()
-        # Rows by (rank, user): a user's rows are adjacent, and users come in rank order.
-        table = table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("user_id", "ascending")]))
-        n = table.num_rows
-        ranks = np.asarray(table.column("rank"))
-        user_ids = table.column("user_id").combine_chunks().cast(pa.binary())
-        new_user = np.ones(n, dtype=bool)
-        if n > 1:
-            new_user[1:] = (ranks[1:] != ranks[:-1]) | ~np.asarray(
-                pc.equal(user_ids.slice(1), user_ids.slice(0, n - 1)), dtype=bool
-            )
-        firsts = np.flatnonzero(new_user)
-        user_offsets = np.append(firsts, n).astype(np.int64)
-
-        encoded = pc.dictionary_encode(table.column("item").combine_chunks())
-        item_codes = np.asarray(encoded.indices, dtype=np.int64)
-        item_sequences, too_long, unencodable = _encode_distinct(
-            encoded.dictionary.to_pylist(), self._encoder, self._truncate, self._encoded
-        )
-        records_per_item = np.bincount(item_codes, minlength=len(item_sequences))
-        round_counter(round_index, "items_too_long").inc(int(too_long @ records_per_item))
-        round_counter(round_index, "items_unencodable").inc(int(unencodable @ records_per_item))
-
-        # Distinct sequences of the shard, and per distinct item the positions of its sequences.
-        index: Dict[Units, int] = {}
-        flat = [index.setdefault(s, len(index)) for parts in item_sequences for s in parts]
-        lengths = np.array([len(parts) for parts in item_sequences], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        flat = np.asarray(flat, dtype=np.int64)
-        # Each record contributes its count to each of its item's sequences.
-        per_row = lengths[item_codes]
-        row_of = np.repeat(np.arange(n, dtype=np.int64), per_row)
-        within = np.arange(len(row_of), dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
-        codes = flat[starts[item_codes[row_of]] + within] if len(row_of) else np.zeros(0, np.int64)
-        counts = np.asarray(table.column("count"), dtype=np.int64)[row_of]
-        expanded_offsets = np.concatenate([[0], np.cumsum(per_row)])[user_offsets]
-        distinct = list(index)
-        users = columnar.sequence_table(distinct, expanded_offsets, codes, counts)
-
-        sampled_ids = user_ids.take(pa.array(firsts))
-        uniforms = self._keys.round_keys(round_index).choice_uniforms_packed(*binary_buffers(sampled_ids))
-        stored = pa.array([self._stored_bytes(s) for s in users.sequences], pa.binary())
-        text_units = self._encoder.kind is ItemKind.TEXT
-        yield round_index, samples.sample_table(
-            uniforms, users.offsets, stored.take(pa.array(users.codes)), users.counts, text_units, round_index, shard
-        )
+        yield round_index, self._builder.build(self._keys.round_keys(round_index), shard, batches)
 
 
 def _rows(batch: pa.RecordBatch) -> int:
     return batch.num_rows
 
 
-def _slim(candidates: _Candidates) -> Tuple[int, Optional[pa.RecordBatch]]:
+def rank_and_user(candidates: Candidates) -> Tuple[int, Optional[pa.RecordBatch]]:
+    """A round's candidates cut to the (rank, user_id) columns its bottom-m needs."""
     round_index, batch = candidates
     return round_index, pa.RecordBatch.from_arrays(
         [batch.column("rank"), batch.column("user_id")], names=["rank", "user_id"]
@@ -333,14 +254,15 @@ def _slim(candidates: _Candidates) -> Tuple[int, Optional[pa.RecordBatch]]:
 
 
 def _round_sample(
-    keyed: Tuple[int, _Threshold], required: Optional[int], records_ranked: int
+    keyed: Tuple[int, Threshold], required: Optional[int], records_ranked: int
 ) -> Tuple[int, RoundSample]:
     round_index, (_, users) = keyed
     return round_index, RoundSample(round_index, users, required, records_ranked)
 
 
-def _table_users(keyed: Tuple[int, pa.Table]) -> Tuple[int, int]:
-    return keyed[0], keyed[1].num_rows  # one row per sampled user
+def table_users(keyed: Tuple[int, pa.Table]) -> Tuple[int, int]:
+    """``(round, sample table)`` -> ``(round, its sampled users)`` (one row per user)."""
+    return keyed[0], keyed[1].num_rows
 
 
 def _bernoulli_round_sample(keyed: Tuple[int, int], records_ranked: int) -> Tuple[int, RoundSample]:
@@ -400,7 +322,7 @@ class SampleAllRounds(beam.PTransform):
         if sample_probability is not None:
             # One shard per ~16,384 of the expected sample (16 when n is unknown).
             sample_size = math.ceil(sample_probability * population) if population else 16 * 16384
-        self._shards = _shard_count(max(1, sample_size), shards)
+        self._shards = shard_count(max(1, sample_size), shards)
 
     @property
     def required_users(self) -> Optional[int]:
@@ -430,7 +352,7 @@ class SampleAllRounds(beam.PTransform):
             | "BuildSampleTables" >> beam.ParDo(_BuildSampleTableDoFn(self._keys, self._encoder, self._truncate))
         )
         users = (
-            (tables | "UsersPerTable" >> beam.Map(_table_users).with_output_types(Tuple[int, int]),
+            (tables | "UsersPerTable" >> beam.Map(table_users).with_output_types(Tuple[int, int]),
              self._every_round(batches.pipeline, 0, Tuple[int, int]))
             | "AllRounds" >> beam.Flatten()
             | "UsersPerRound" >> beam.CombinePerKey(sum)
@@ -451,10 +373,10 @@ class SampleAllRounds(beam.PTransform):
         candidates = batches | "RankAllRounds" >> beam.ParDo(_RankAllRoundsDoFn(self._keys, bounds))
         every_round = self._every_round(batches.pipeline, None, Tuple[int, Optional[pa.RecordBatch]])
         thresholds = (
-            (candidates | "RankAndUser" >> beam.Map(_slim).with_output_types(Tuple[int, Optional[pa.RecordBatch]]),
+            (candidates | "RankAndUser" >> beam.Map(rank_and_user).with_output_types(Tuple[int, Optional[pa.RecordBatch]]),
              every_round)
             | "AllRounds" >> beam.Flatten()
-            | f"BottomM({self._m})" >> beam.CombinePerKey(_BottomMCombineFn(self._m))
+            | f"BottomM({self._m})" >> beam.CombinePerKey(BottomMCombineFn(self._m))
         )
         tables = (
             candidates

@@ -1,16 +1,10 @@
-"""Rounds on the sample only: ``RunSampledRound`` turns one round's sample tables
-(``beam.samples``) into that round's ``rounds.RoundResult``, the vote and the count columnar
-(``protocol.columnar``, one call per table) and the per-prefix counts merged and pruned at theta
-inside one combine (``counting.PrefixCounter``: nothing below theta leaves it, not as an element
-nor as a metric). ``RunAllRounds`` unrolls rounds ``first..last`` in one graph: round ``r``'s
-frontier is a side input computed from round ``r - 1``'s kept prefixes (those not terminated,
-as ``Trie.frontier``: an empty round leaves an empty frontier and every later round keeps
-nothing), and each round's result is its own element ``(r, RoundResult)``, available to a
-writer as soon as that round is computed. Counters are ``users_sampled``,
-``users_without_items``, ``votes_cast``, ``votes_filtered_by_frontier`` and ``prefixes_kept``
-(with a deny list also ``users_only_denied_items``), prefixed ``round{r}.`` in ``RunAllRounds``.
-A deny list (``denied``, encoded sequences: ``job.deny_lists``) is applied in the vote only
-(``columnar.count_votes``): the samples are the same with and without it.
+"""Rounds on their samples: ``RunSampledRound`` turns one round's sample tables (``beam.samples``)
+into its ``rounds.RoundResult``, voting columnar (``protocol.columnar``, one call per table) and
+merging the per-prefix counts and pruning them at theta inside one combine
+(``counting.PrefixCounter``: nothing below theta leaves it, not as an element nor as a metric);
+``RunAllRounds`` unrolls rounds ``first..last`` in one graph, round ``r``'s frontier a side input
+from round ``r - 1``'s result, each result its own element ``(r, RoundResult)``. A deny list
+(``denied``, encoded sequences) acts in the vote only, never on the samples.
 """
 
 from __future__ import annotations
@@ -23,17 +17,28 @@ from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
 from triehh_beam.beam.sample_pass import RoundSample
+from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import Units, is_terminated
 from triehh_beam.protocol.rounds import RoundResult
 
-__all__ = ["RunAllRounds", "RunSampledRound", "frontier_after"]
+__all__ = [
+    "MergeAndPruneCombineFn",
+    "PartialVotes",
+    "Prefix",
+    "RoundCounters",
+    "RunAllRounds",
+    "RunSampledRound",
+    "frontier_after",
+    "round_result",
+    "vote_table",
+]
 
-_NAMESPACE = "triehh"
-_Prefix = Tuple[Union[str, bytes], ...]
-# (prefix -> votes of one table, users in it): private, consumed only by the combine below
-_Partial = Tuple[Dict[_Prefix, int], int]
+Prefix = Tuple[Union[str, bytes], ...]
+# (prefix -> votes of one table, users in it): private counts, consumed only by
+# ``MergeAndPruneCombineFn``.
+PartialVotes = Tuple[Dict[Prefix, int], int]
 
 
 def frontier_after(result: RoundResult) -> FrozenSet[Units]:
@@ -41,8 +46,37 @@ def frontier_after(result: RoundResult) -> FrozenSet[Units]:
     return frozenset(p for p in result.kept if not is_terminated(p))
 
 
-@beam.typehints.with_input_types(pa.Table, frontier=FrozenSet[_Prefix])
-@beam.typehints.with_output_types(_Partial)
+def vote_table(table: pa.Table, frontier: FrozenSet[Units], round_index: int,
+               denied: FrozenSet[Units] = frozenset()) -> columnar.RoundVotes:
+    """One sample table's votes in round ``round_index`` (``columnar.count_votes``)."""
+    users, uniforms = samples.sequence_table(table)
+    return columnar.count_votes(users, uniforms, frontier, round_index, denied)
+
+
+class RoundCounters:
+    """A round's vote counters (``{prefix}users_sampled``, ``users_without_items``,
+    ``votes_cast``, ``votes_filtered_by_frontier``, ``users_only_denied_items``); create it in
+    a DoFn's ``setup``."""
+
+    def __init__(self, prefix: str):
+        def counter(name):
+            return Metrics.counter(METRICS_NAMESPACE, f"{prefix}{name}")
+
+        self._sampled, self._without = counter("users_sampled"), counter("users_without_items")
+        self._cast, self._filtered = counter("votes_cast"), counter("votes_filtered_by_frontier")
+        self._only_denied = counter("users_only_denied_items")
+
+    def count(self, votes: columnar.RoundVotes, with_deny_list: bool) -> None:
+        self._sampled.inc(votes.users)
+        self._without.inc(votes.users_without_items)
+        self._cast.inc(votes.votes_cast)
+        self._filtered.inc(votes.votes_filtered)
+        if with_deny_list:
+            self._only_denied.inc(votes.users_only_denied)
+
+
+@beam.typehints.with_input_types(pa.Table, frontier=FrozenSet[Prefix])
+@beam.typehints.with_output_types(PartialVotes)
 class _VoteTableDoFn(beam.DoFn):
     """One sample table -> its per-prefix votes (private) and users, columnar."""
 
@@ -52,28 +86,17 @@ class _VoteTableDoFn(beam.DoFn):
         self._denied = frozenset(denied)
 
     def setup(self):
-        name = self._prefix
-        self._sampled = Metrics.counter(_NAMESPACE, f"{name}users_sampled")
-        self._without = Metrics.counter(_NAMESPACE, f"{name}users_without_items")
-        self._cast = Metrics.counter(_NAMESPACE, f"{name}votes_cast")
-        self._filtered = Metrics.counter(_NAMESPACE, f"{name}votes_filtered_by_frontier")
-        self._only_denied = Metrics.counter(_NAMESPACE, f"{name}users_only_denied_items")
+        self._counters = RoundCounters(self._prefix)
 
     def process(self, table, frontier):
-        users, uniforms = samples.sequence_table(table)
-        votes = columnar.count_votes(users, uniforms, frontier, self._round, self._denied)
-        self._sampled.inc(votes.users)
-        self._without.inc(votes.users_without_items)
-        self._cast.inc(votes.votes_cast)
-        self._filtered.inc(votes.votes_filtered)
-        if self._denied:
-            self._only_denied.inc(votes.users_only_denied)
+        votes = vote_table(table, frontier, self._round, self._denied)
+        self._counters.count(votes, bool(self._denied))
         yield votes.counts, votes.users
 
 
-@beam.typehints.with_input_types(_Partial)
-@beam.typehints.with_output_types(Tuple[List[_Prefix], int])
-class _MergeAndPruneCombineFn(beam.CombineFn):
+@beam.typehints.with_input_types(PartialVotes)
+@beam.typehints.with_output_types(Tuple[List[Prefix], int])
+class MergeAndPruneCombineFn(beam.CombineFn):
     """Partial counts -> (kept prefixes sorted, users); counts never leave (``PrefixCounter``)."""
 
     def __init__(self, theta: int):
@@ -95,7 +118,7 @@ class _MergeAndPruneCombineFn(beam.CombineFn):
         return self._core.extract_kept(counts), users
 
 
-def _result(
+def round_result(
     kept_and_users: Tuple[List[Units], int],
     round_index: int,
     users_required: Optional[int],
@@ -103,6 +126,9 @@ def _result(
     sample_sizes: Optional[Dict[int, RoundSample]],
     counter_prefix: str,
 ) -> Tuple[int, RoundResult]:
+    """``MergeAndPruneCombineFn``'s output as round ``round_index``'s ``(round, RoundResult)``:
+    users sampled and required and records ranked from ``sample_sizes`` when it has the round,
+    else the given ones; a short sample keeps nothing. Counts ``{counter_prefix}prefixes_kept``."""
     kept, users = kept_and_users
     if sample_sizes is not None and round_index in sample_sizes:
         drawn = sample_sizes[round_index]
@@ -110,7 +136,7 @@ def _result(
     result = RoundResult(tuple(kept), users, users_required, records_ranked)
     if result.sample_short:
         result = RoundResult((), users, users_required, records_ranked)
-    Metrics.counter(_NAMESPACE, f"{counter_prefix}prefixes_kept").inc(len(result.kept))
+    Metrics.counter(METRICS_NAMESPACE, f"{counter_prefix}prefixes_kept").inc(len(result.kept))
     return round_index, result
 
 
@@ -136,11 +162,11 @@ class _VoteAndPrune(beam.PTransform):
             | "Vote" >> beam.ParDo(
                 _VoteTableDoFn(self._round, self._prefix, self._denied), frontier=beam.pvalue.AsSingleton(self._frontier)
             )
-            | f"PruneBelow({self._theta})" >> beam.CombineGlobally(_MergeAndPruneCombineFn(self._theta))
+            | f"PruneBelow({self._theta})" >> beam.CombineGlobally(MergeAndPruneCombineFn(self._theta))
         )
         sizes = None if self._sizes is None else beam.pvalue.AsDict(self._sizes)
         return kept | "RoundResult" >> beam.Map(
-            _result,
+            round_result,
             round_index=self._round,
             users_required=self._required,
             records_ranked=self._ranked,
@@ -186,7 +212,7 @@ class RunSampledRound(beam.PTransform):
         self._ranked = records_ranked
 
     def expand(self, tables):
-        frontier = tables.pipeline | "Frontier" >> beam.Create([self._frontier]).with_output_types(FrozenSet[_Prefix])
+        frontier = tables.pipeline | "Frontier" >> beam.Create([self._frontier]).with_output_types(FrozenSet[Prefix])
         result = tables | f"Round({self._round})" >> _VoteAndPrune(
             self._round, self._theta, frontier, self._required, self._ranked, None, "", self._denied
         )
@@ -255,7 +281,7 @@ class RunAllRounds(beam.PTransform):
 
     def expand(self, keyed_tables):
         frontier = keyed_tables.pipeline | "FirstFrontier" >> beam.Create([self._frontier]).with_output_types(
-            FrozenSet[_Prefix]
+            FrozenSet[Prefix]
         )
         results = {}
         for r in range(self._first, self._last + 1):
@@ -269,7 +295,7 @@ class RunAllRounds(beam.PTransform):
             results[r] = tables | label >> _VoteAndPrune(
                 r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied)
             frontier = results[r] | f"{label}NextFrontier" >> beam.Map(_frontier_of).with_output_types(
-                FrozenSet[_Prefix]
+                FrozenSet[Prefix]
             )
         if self._split:
             return results

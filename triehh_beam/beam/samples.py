@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.proto import vote_pb2
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol.encoding import Units
@@ -202,7 +203,7 @@ class _WriteTableDoFn(beam.DoFn):
         self._directory = directory
 
     def setup(self):
-        self._files = Metrics.counter("triehh", "sample_files_written")
+        self._files = Metrics.counter(METRICS_NAMESPACE, "sample_files_written")
 
     def process(self, keyed):
         round_index, table = keyed

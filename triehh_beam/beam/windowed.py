@@ -1,17 +1,11 @@
-"""A whole TrieHH discovery per event-time window, in one graph: the sampling pass and the L
-rounds of ``beam.sample_pass`` / ``beam.sampled_rounds``, with what a batch job knows before it
-builds its graph (n, m, the keys) arriving per window instead: each window's ``WindowPlan``
-(census, plan and ledger decision, made by the job layer) is a per-window side input, each
-window samples with its own keys (``sampling.WindowKeys``: seed, identity, window start and the
-release nonce its plan carries),
-and round ``r``'s frontier is the per-window ``AsList`` of round ``r - 1``'s kept prefixes. A
-window whose plan is not released draws nothing, so nothing downstream of the census sees its
-records. Theta depends only on (epsilon, delta, L, rule), so it is fixed when the graph is
-built. A TrieHH window is planned for a declared population N, not its n: round r samples the
-bottom ``plan.real_sample_sizes[r - 1]`` of the window's real users (``K_r``, what a bottom-m of N
-ranks with the N - n phantoms abstaining leaves of them; ``sampling.real_users_sampled``). TrieHH++ (``sample_probability``): a window's round-r sample is every user of the window
-whose rank under the window's keys is below ``sampling.bernoulli_threshold(p_s)`` (no prefilter,
-no bottom-m); tau and p_s do not depend on n, so both are fixed with the graph too.
+"""A whole TrieHH or TrieHH++ discovery per event-time window, in one graph: the sampling pass and
+the L rounds of ``beam.sample_pass`` / ``beam.sampled_rounds``, composed from their public
+building blocks, with what a batch job knows before it builds its graph (n, m, the keys) arriving
+per window as that window's ``WindowPlan`` side input; each window samples with its own keys
+(``sampling.WindowKeys``), round ``r``'s frontier is the window's round ``r - 1`` result, and a
+window whose plan is not released draws nothing. A TrieHH window planned for a declared
+population N samples ``plan.real_sample_sizes[r - 1]`` of its real users in round r
+(``sampling.real_users_sampled``).
 """
 
 from __future__ import annotations
@@ -25,15 +19,16 @@ import pyarrow as pa
 
 from triehh_beam.beam import sample_pass, sampled_rounds
 from triehh_beam.beam.sample_pass import RoundSample
+from triehh_beam.beam.sample_tables import SampleTableBuilder
 from triehh_beam.beam.windows import EventWindows, window_view
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
+from triehh_beam.protocol.bottom_m import SmallestRanks
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.rounds import RoundResult
 
 __all__ = ["RunWindowRounds", "SampleEachWindow", "WindowPlan"]
 
-_Prefix = sampled_rounds._Prefix
 
 
 class WindowPlan(NamedTuple):
@@ -117,12 +112,8 @@ class _RankWindowDoFn(beam.DoFn):
         else:
             bound = np.uint64(self._top)
         ranks = self._keys(plan).ranks_all(*binary_buffers(batch.column("user_id")))
-        for round_index in range(1, self._max_rounds + 1):
-            row = ranks[round_index - 1]
-            kept = np.flatnonzero(row <= bound)
-            if len(kept):
-                taken = batch.take(pa.array(kept)) if len(kept) < batch.num_rows else batch
-                yield round_index, taken.append_column("rank", pa.array(row[kept], pa.uint64()))
+        bounds = {round_index: int(bound) for round_index in range(1, self._max_rounds + 1)}
+        yield from sample_pass.candidates_by_round(batch, ranks, bounds)
 
 
 class _WindowThresholdDoFn(beam.DoFn):
@@ -130,61 +121,62 @@ class _WindowThresholdDoFn(beam.DoFn):
 
     def process(self, keyed, plan):
         round_index, parts = keyed
-        tables = [pa.Table.from_batches([p]) for p in parts if p.num_rows]
         required = plan.users_required(round_index)
-        if not tables or not required:
+        if not required:
             return
-        pairs = pa.concat_tables(tables)
-        pairs = pa.Table.from_arrays(
-            [pairs.column("rank"), pairs.column("user_id").cast(pa.binary())], schema=sample_pass._PAIRS_SCHEMA)
-        kept = sample_pass._bottom(pairs, required)
-        last = kept.num_rows - 1
-        largest = (int(kept.column("rank")[last].as_py()), kept.column("user_id")[last].as_py())
-        yield round_index, (largest, kept.num_rows)
+        smallest = SmallestRanks(required)
+        for part in parts:
+            if part.num_rows:
+                sample_pass.add_candidates(smallest, part)
+        threshold = sample_pass.threshold_of(smallest)
+        if threshold[0] is not None:
+            yield round_index, threshold
 
 
 @beam.typehints.with_input_types(Tuple[int, pa.RecordBatch], thresholds=Any, plan=Any)
 @beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
-class _KeepWindowSampledDoFn(sample_pass._KeepSampledDoFn):
-    """``_KeepSampledDoFn`` with the window's required users and shards."""
-
-    def __init__(self):
-        super().__init__(None, 1)
+class _KeepWindowSampledDoFn(beam.DoFn):
+    """``sample_pass.sampled_shards`` with the window's required users and shards."""
 
     def process(self, candidates, thresholds, plan):
-        self._required = plan.users_required(candidates[0])
-        self._shards = sample_pass._shard_count(plan.sample_size, None)
-        yield from super().process(candidates, thresholds)
+        threshold = thresholds.get(candidates[0], (None, 0))
+        yield from sample_pass.sampled_shards(candidates, threshold, plan.users_required(candidates[0]),
+                                              sample_pass.shard_count(plan.sample_size))
 
 
 @beam.typehints.with_input_types(Tuple[int, pa.RecordBatch], plan=Any)
 @beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
-class _ShardWindowBernoulliDoFn(sample_pass._ShardBernoulliDoFn):
-    """``_ShardBernoulliDoFn`` with the window's shards (one per ~16,384 of its expected sample)."""
+class _ShardWindowBernoulliDoFn(beam.DoFn):
+    """TrieHH++: every candidate row is sampled, split by shard of [0, top_rank] (one shard per
+    ~16,384 of the window's expected sample)."""
 
     def __init__(self, top_rank: int):
-        super().__init__(top_rank, 1)
+        self._top = top_rank
 
     def process(self, candidates, plan):
-        expected = math.ceil(plan.sample_probability * plan.population)
-        self._shards = sample_pass._shard_count(max(1, expected), None)
-        yield from super().process(candidates)
+        round_index, batch = candidates
+        shards = sample_pass.shard_count(max(1, math.ceil(plan.sample_probability * plan.population)))
+        ranks = np.asarray(batch.column("rank"))
+        yield from sample_pass.split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, shards)
 
 
 @beam.typehints.with_input_types(Tuple[Tuple[int, int], Iterable[pa.RecordBatch]], plan=Any)
 @beam.typehints.with_output_types(Tuple[int, pa.Table])
-class _BuildWindowTableDoFn(sample_pass._BuildSampleTableDoFn):
-    """``_BuildSampleTableDoFn`` with the window's keys (the item-choice uniforms)."""
+class _BuildWindowTableDoFn(beam.DoFn):
+    """The kept rows of one (round, shard) of a window -> its sample table, the choice uniforms
+    under the window's keys (``SampleTableBuilder``)."""
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, max_rounds: int,
-                 encoder: ItemEncoder, truncate: bool):
-        super().__init__(None, encoder, truncate)
-        self._windows = windows
+    def __init__(self, window_keys: sampling.WindowKeys, max_rounds: int, encoder: ItemEncoder, truncate: bool):
         self._window_keys = _WindowKeysCache(window_keys, max_rounds)
+        self._encoder = encoder
+        self._truncate = truncate
+
+    def setup(self):
+        self._builder = SampleTableBuilder(self._encoder, self._truncate)
 
     def process(self, keyed, plan):
-        self._keys = self._window_keys(plan)
-        yield from super().process(keyed)
+        (round_index, shard), batches = keyed
+        yield round_index, self._builder.build(self._window_keys(plan).round_keys(round_index), shard, batches)
 
 
 def _round_sample(keyed, plan: WindowPlan) -> Tuple[int, RoundSample]:
@@ -231,7 +223,7 @@ class SampleEachWindow(beam.PTransform):
             sampled
             | "GroupPerShard" >> beam.GroupByKey()
             | "BuildSampleTables" >> beam.ParDo(
-                _BuildWindowTableDoFn(self._windows, self._keys, self._max_rounds, self._encoder, self._truncate),
+                _BuildWindowTableDoFn(self._keys, self._max_rounds, self._encoder, self._truncate),
                 self._plan())
         )
 
@@ -243,7 +235,7 @@ class SampleEachWindow(beam.PTransform):
             candidates | "ShardSampled" >> beam.ParDo(_ShardWindowBernoulliDoFn(max(top, 0)), plan=self._plan()))
         sizes = (
             tables
-            | "UsersPerTable" >> beam.Map(sample_pass._table_users)
+            | "UsersPerTable" >> beam.Map(sample_pass.table_users)
             | "UsersPerRound" >> beam.CombinePerKey(sum)
             | "RoundSamples" >> beam.Map(_bernoulli_round_sample, plan=self._plan())
         )
@@ -256,7 +248,7 @@ class SampleEachWindow(beam.PTransform):
             _RankWindowDoFn(self._windows, self._keys, self._max_rounds), self._plan())
         thresholds = (
             candidates
-            | "RankAndUser" >> beam.Map(sample_pass._slim)
+            | "RankAndUser" >> beam.Map(sample_pass.rank_and_user)
             | "PerRound" >> beam.GroupByKey()
             | "BottomM" >> beam.ParDo(_WindowThresholdDoFn(), plan=self._plan())
         )
@@ -269,18 +261,27 @@ class SampleEachWindow(beam.PTransform):
 
 
 @beam.typehints.with_input_types(pa.Table, frontiers=Any)
-@beam.typehints.with_output_types(sampled_rounds._Partial)
-class _VoteWindowTableDoFn(sampled_rounds._VoteTableDoFn):
-    """``_VoteTableDoFn`` with the window's frontier: round ``r - 1``'s result, if any (a window
+@beam.typehints.with_output_types(sampled_rounds.PartialVotes)
+class _VoteWindowTableDoFn(beam.DoFn):
+    """One sample table of a window -> its private per-prefix votes and users
+    (``sampled_rounds.vote_table``); the frontier is round ``r - 1``'s result, if any (a window
     whose previous round left no result has an empty frontier)."""
 
+    def __init__(self, round_index: int, prefix: str):
+        self._round = round_index
+        self._prefix = prefix
+
+    def setup(self):
+        self._counters = sampled_rounds.RoundCounters(self._prefix)
+
     def process(self, table, frontiers):
-        frontier = frontiers[0] if frontiers else frozenset()
-        yield from super().process(table, frontier)
+        votes = sampled_rounds.vote_table(table, frontiers[0] if frontiers else frozenset(), self._round)
+        self._counters.count(votes, with_deny_list=False)
+        yield votes.counts, votes.users
 
 
 def _result_of(kept_and_users, round_index: int, sizes: List[Tuple[int, RoundSample]]) -> Tuple[int, RoundResult]:
-    return sampled_rounds._result(kept_and_users, round_index, None, None, dict(sizes), f"round{round_index}.")
+    return sampled_rounds.round_result(kept_and_users, round_index, None, None, dict(sizes), f"round{round_index}.")
 
 
 def _of_round(keyed, round_index: int) -> bool:
@@ -304,7 +305,7 @@ class RunWindowRounds(beam.PTransform):
 
     def expand(self, keyed_tables):
         frontier = keyed_tables.pipeline | "FirstFrontier" >> beam.Create([frozenset({()})]).with_output_types(
-            FrozenSet[_Prefix])
+            FrozenSet[sampled_rounds.Prefix])
         results = []
         for r in range(1, self._max_rounds + 1):
             label = f"Round{r}"
@@ -318,7 +319,7 @@ class RunWindowRounds(beam.PTransform):
                 | f"{label}Vote" >> beam.ParDo(
                     _VoteWindowTableDoFn(r, f"round{r}."), frontiers=window_view(beam.pvalue.AsList(frontier)))
                 | f"{label}PruneBelow({self._theta})" >> beam.CombineGlobally(
-                    sampled_rounds._MergeAndPruneCombineFn(self._theta)).without_defaults()
+                    sampled_rounds.MergeAndPruneCombineFn(self._theta)).without_defaults()
             )
             result = kept | f"{label}Result" >> beam.Map(
                 _result_of, round_index=r, sizes=window_view(beam.pvalue.AsList(self._sizes)))

@@ -20,9 +20,9 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from triehh_beam.evaluation.run_keys import run_seed
-from triehh_beam.evaluation.keyed_runs import EncodedPopulation, encode_population, run_keyed
+from triehh_beam.reference.keyed_runs import EncodedPopulation, encode_population, run_keyed
 from triehh_beam.reference.metrics import UserItems, user_records
-from triehh_beam.evaluation.simulation import sampler_for_seed
+from triehh_beam.reference.simulation import sampler_for_seed
 from triehh_beam.protocol import columnar, planner
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.sampling import UserId

@@ -115,7 +115,7 @@ def simulate_trie_runs(users, encoder, protocol: Protocol, plan, seeds: Sequence
                        ) -> List[TrieRun]:
     """The keyed simulation's TrieHH (or TrieHH++) runs; with ``identities`` (one per seed), each
     run is keyed as the pipeline engine's run with the same seed and work directory is."""
-    from triehh_beam.evaluation import simulation
+    from triehh_beam.reference import simulation
 
     if protocol is Protocol.TRIEHH_PP:
         def simulate_many(users, encoder, seeds, **kwargs):

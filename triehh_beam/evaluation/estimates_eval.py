@@ -20,7 +20,7 @@ import numpy as np
 
 from triehh_beam.reference.central_top_k import central_top_k
 from triehh_beam.reference.metrics import UserItems, ground_truth, recall_at_k, user_records
-from triehh_beam.evaluation.simulation import sampler_for_seed, simulate_many
+from triehh_beam.reference.simulation import sampler_for_seed, simulate_many
 from triehh_beam.protocol import keyed_hash, planner
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units

@@ -418,8 +418,8 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
     )
     shard_sizes = (
         records
-        | "DistinctFingerprints" >> beam.ParDo(transforms._DistinctFingerprintsDoFn(census_key))
-        | "UnionPerShard" >> beam.CombinePerKey(transforms._UnionSizeCombineFn())
+        | "DistinctFingerprints" >> beam.ParDo(transforms.DistinctFingerprintsDoFn(census_key))
+        | "UnionPerShard" >> beam.CombinePerKey(transforms.UnionSizeCombineFn())
         | "ShardSizes" >> beam.Values()
     )
     users = (shard_sizes, declared) | "EveryDeclaredWindow" >> beam.Flatten() | "DistinctUsers" >> beam.CombineGlobally(

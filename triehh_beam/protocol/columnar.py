@@ -1,18 +1,11 @@
-"""The vote and the count of a round over a batch of sampled users at once, with numpy: exactly
-``vote.client_vote`` per user (the per-user reference), without per-user Python. A batch is a
-``SequenceTable``: its distinct encoded sequences sorted canonically (the order ``sorted()``
-gives ``Units`` tuples, the order ``client_vote`` draws in), each named by its position, and per
-user a run of (code, count) rows in code order (CSR offsets). ``choose_codes`` draws each user's
-sequence with probability ``count / total`` from its uniform ``u`` as ``vote.choose_sequence``
-does: ``target = u * total`` in float64 and the first row whose cumulative count exceeds it,
-with each user's cumulative counts kept local (exact integers below 2**53, so the comparison
-with the float target is exact; a user whose total could reach 2**53 is drawn by the reference
-itself). ``count_votes`` turns the choices into per-prefix vote counts (Python once per distinct
-sequence, never per user); those counts are private and go only into a ``PrefixCounter``
-combine, whose ``extract_kept`` is the one way out. A deny list (``denied``) masks the rows of
-denied sequences before the draw (``without_sequences``: Python once per distinct sequence, a
-boolean mask over the rows), so each user draws among its other sequences with the same
-uniform, exactly as ``vote.choose_sequence`` with ``denied``. Plain numpy, no Beam, no Arrow.
+"""The vote and the count of a round over a batch of sampled users at once, in numpy: exactly
+``vote.client_vote`` per user without per-user Python. A ``SequenceTable`` holds the batch (its
+distinct sequences in canonical order, per user a CSR run of (code, count) rows);
+``choose_codes`` draws each user's sequence from its uniform as ``vote.choose_sequence`` does
+(exact integer running sums below 2**53, the reference beyond); ``count_votes`` turns the choices
+into per-prefix counts, private, for a ``PrefixCounter`` whose ``extract_kept`` is their one way
+out. A deny list masks the denied rows before the draw. The pipeline and the reference
+simulations all vote through here.
 """
 
 from __future__ import annotations
@@ -57,6 +50,16 @@ class SequenceTable:
     def user_rows(self) -> np.ndarray:
         """The user (0-based position) of every row."""
         return np.repeat(np.arange(self.users, dtype=np.int64), np.diff(self.offsets))
+
+    def subset(self, users: np.ndarray) -> "SequenceTable":
+        """The table of ``users`` (positions here, in the order given), rows kept in order."""
+        users = np.asarray(users, dtype=np.int64)
+        starts = self.offsets[users]
+        sizes = self.offsets[users + 1] - starts
+        offsets = np.zeros(len(users) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        rows = np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+        return SequenceTable(self.sequences, offsets, self.codes[rows], self.counts[rows])
 
     def weighted(self, user: int) -> Tuple[Tuple[Units, int], ...]:
         """User ``user``'s ``((sequence, count), ...)``: what ``client_vote`` takes (tests, fallback)."""

@@ -1,7 +1,8 @@
-"""Vote counting and threshold pruning, the pure core of the ``CountAndPrune`` combiner:
-``PrefixCounter`` accumulates per-prefix vote counts and ``extract_kept`` is the only way out,
-returning the prefixes with at least ``theta`` votes without their counts, so counts below the
-threshold never leave the combine step (not as output, state, logs or metrics)."""
+"""Vote counting and threshold pruning, the pure core of the rounds' prune combiner
+(``beam.sampled_rounds.MergeAndPruneCombineFn``): ``PrefixCounter`` accumulates per-prefix vote
+counts and ``extract_kept`` is the only way out, returning the prefixes with at least ``theta``
+votes without their counts, so counts below the threshold never leave the combine step (not as
+output, state, logs or metrics)."""
 
 from __future__ import annotations
 

@@ -1,49 +1,29 @@
-"""Deterministic user sampling and item-choice randomness, keyed by the secret seed.
-
-Round ``r`` samples exactly ``m`` distinct users, uniformly without replacement: the ``m`` users
-with the smallest ranks ``rank_r(u)``, a keyed pseudo-random function of (seed, job identity,
-round, user id) (bottom-m sampling). Because a PRF orders the users uniformly at random, the
-bottom ``m`` are a uniform ``m``-subset; because the rank depends only on (seed, job identity,
-round, user id), a retried bundle, a re-run round or a resumed job draws the same users, and two
-jobs sharing a seed file draw independent samples. Two schemes compute it (keys derived with
-``keyed_hash.derive_key``): ``SCHEME_V1``, ``rank_r(u) = SipHash-2-4_{K_r}(uid)``, one SipHash
-per user per round; and ``SCHEME_V2`` (the default), ``s(u) = SipHash-2-4_{K_user}(uid)`` once
-per user, then ``rank_r(u)`` = the first 8 bytes (little-endian) of ``AES-128_{A_r}(LE64(s) ||
-LE64(r))``, so one pass ranks every user for all L rounds for about one hash (AES is OpenSSL's,
-through ``cryptography``, with hardware AES). The item-choice uniforms follow the same scheme
-under their own keys. docs/protocol.md states both and why v2 is as good a PRF as v1.
-
-TrieHH++ samples each user independently instead (Bernoulli with probability ``p_s``): the
-user is in round ``r``'s sample iff ``rank_r(u) < floor(p_s * 2^64)`` (``bernoulli_threshold``),
-the same ranks, so as deterministic.
-
-Ties between ranks (a 2^-64 event; in v2 also an ``s`` collision, which ties two users in every
-round) are broken by the user id bytes, so the sample always has exactly
-``min(m, number of distinct users)`` members.
-
-User ids are strings, integers or bytes. Their canonical form is bytes: UTF-8 for strings, the
-decimal digits for integers, the bytes themselves for bytes. So ``42``, ``"42"`` and ``b"42"``
-are the same user (documented behaviour: a population whose ids arrive in both forms is not
-split into two users).
+"""Deterministic user sampling and item-choice randomness, keyed by the secret seed and the job's
+identity: round ``r`` samples the ``m`` users of smallest rank (bottom-m; TrieHH++: every user
+whose rank is below ``bernoulli_threshold(p_s)``), where ``s(u) = SipHash-2-4_{K_user}(uid)`` once
+per user and ``rank_r(u)`` is the first 8 bytes (little-endian) of ``AES-128_{A_r}(LE64(s) ||
+LE64(r))``; the item-choice uniforms come from the same block under the round's choice key. Ties
+are broken by the user id bytes, so a sample always has ``min(m, distinct users)`` members, and a
+retried bundle, a re-run round or a resumed job draws the same users. User ids are str, int or
+bytes, canonically bytes (``42``, ``"42"`` and ``b"42"`` are one user). docs/protocol.md states
+the construction and why it is a PRF.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import heapq
 import math
 from fractions import Fraction
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Tuple, Union
 
 import numpy as np
 
 from triehh_beam.protocol import keyed_hash
+from triehh_beam.protocol.bottom_m import SmallestRanks
 
 __all__ = [
-    "SCHEME_V1",
     "SCHEME_V2",
-    "SCHEMES",
     "CensusKey",
     "PassKeys",
     "RoundKeys",
@@ -58,12 +38,8 @@ __all__ = [
     "user_id_bytes",
 ]
 
-#: rank_r(u) = SipHash-2-4_{K_r}(uid); choice from SipHash-2-4_{C_r}(uid): one hash per round.
-SCHEME_V1 = 1
-#: s(u) = SipHash-2-4_{K_user}(uid) once; rank_r(u) = AES-128_{A_r}(LE64(s) || LE64(r)) (low
-#: 8 bytes), choice from AES-128_{C_r}(same block): one hash per user for all rounds.
+#: The one sampling scheme (the module docstring); the number its keys' derivation carries.
 SCHEME_V2 = 2
-SCHEMES = (SCHEME_V1, SCHEME_V2)
 
 UserId = Union[str, int, bytes]
 _MASK64 = (1 << 64) - 1
@@ -94,11 +70,6 @@ def _derived_key(seed: bytes, identity: bytes, purpose: str) -> Tuple[int, int]:
     return keyed_hash.derive_key(seed, purpose.encode(), identity)
 
 
-def _check_scheme(scheme: int) -> None:
-    if isinstance(scheme, bool) or not isinstance(scheme, (int, np.integer)) or scheme not in SCHEMES:
-        raise ValueError(f"unknown sampling scheme {scheme!r}; known: {SCHEMES}")
-
-
 def _aes128_low_words(key: Tuple[int, int], user_hashes: np.ndarray, round_index: int) -> np.ndarray:
     """The first 8 bytes, as little-endian ``uint64``, of ``AES-128_key(LE64(s) || LE64(r))`` for
     every ``s`` of ``user_hashes``: one OpenSSL call for the whole batch.
@@ -107,7 +78,7 @@ def _aes128_low_words(key: Tuple[int, int], user_hashes: np.ndarray, round_index
     BLAKE2b digest ``derive_key`` made). ECB is the right mode here: each block is one query of
     the pseudo-random permutation, its output used on its own (never a ciphertext to decrypt).
     """
-    # Local: only v2 needs it, and the import costs ~25 ms that plain protocol users do not pay.
+    # Local: the import costs ~25 ms that users of the protocol's other parts do not pay.
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
     n = len(user_hashes)
@@ -154,24 +125,21 @@ class Sampler:
       identity: the job's identity (``DiscoveryConfig.sampling_identity``: its input, output,
         target, encoding...), mixed into every derived key so that two jobs given one seed
         file sample independently, while the same job (a retry, a resume) draws the same.
-        Empty: the seed alone (jobs recorded before identities existed).
-      scheme: how ranks and choice uniforms are computed (the module docstring):
-        ``SCHEME_V2`` by default; a job recorded under ``SCHEME_V1`` keeps it on resume.
+        Empty: the seed alone.
 
     Raises:
-      ValueError: an unknown scheme, or a seed shorter than 16 or longer than 64 bytes.
+      TypeError: a seed or identity that is not bytes.
+      ValueError: a seed shorter than 16 or longer than 64 bytes.
     """
 
     seed: bytes = dataclasses.field(repr=False)
     identity: bytes = dataclasses.field(default=b"", repr=False)
-    scheme: int = SCHEME_V2
 
     def __post_init__(self):
         if not isinstance(self.seed, bytes):
             raise TypeError("the seed must be bytes")
         if not isinstance(self.identity, bytes):
             raise TypeError("the job identity must be bytes")
-        _check_scheme(self.scheme)
         keyed_hash.derive_key(self.seed, b"check")  # validates the length
 
     def _key(self, purpose: str, round_index: int) -> Tuple[int, int]:
@@ -179,16 +147,13 @@ class Sampler:
             raise TypeError(f"rounds are integers, got {round_index!r}")
         if round_index < 1:
             raise ValueError(f"rounds are numbered from 1, got {round_index}")
-        suffix = "" if self.scheme == SCHEME_V1 else f"/v{self.scheme}"
-        return _derived_key(self.seed, self.identity, f"{purpose}/round={int(round_index)}{suffix}")
+        return _derived_key(self.seed, self.identity, f"{purpose}/round={int(round_index)}/v{SCHEME_V2}")
 
     def round_keys(self, round_index: int) -> RoundKeys:
         """The derived keys of one round (what that round's job graph carries)."""
         sample_key, choice_key = self._key("sample", round_index), self._key("choose", round_index)
-        if self.scheme == SCHEME_V1:
-            return RoundKeys(int(round_index), sample_key, choice_key)
-        user_key = _derived_key(self.seed, self.identity, "sample-user/v2")
-        return RoundKeys(int(round_index), sample_key, choice_key, scheme=SCHEME_V2, user_key=user_key)
+        user_key = _derived_key(self.seed, self.identity, f"sample-user/v{SCHEME_V2}")
+        return RoundKeys(int(round_index), sample_key, choice_key, user_key)
 
     def pass_keys(self, max_rounds: int) -> PassKeys:
         """The keys of rounds 1..``max_rounds``: what a pass drawing every round's sample at once
@@ -282,8 +247,7 @@ class RoundKeys:
     keys, past and future, follow). The keys still reveal that round's sample to whoever holds
     them and the data, so staging locations must be as private as the state directory.
 
-    ``SCHEME_V1``: ``sample_key`` and ``choice_key`` are SipHash keys of the user id.
-    ``SCHEME_V2``: ``user_key`` (the same in every round) is the SipHash key of ``s(u)``, and
+    ``user_key`` (the same in every round) is the SipHash key of ``s(u)``, and
     ``sample_key``/``choice_key`` are this round's AES-128 keys (``user_key`` alone reveals no
     round's sample: ``s`` is round-free).
     """
@@ -291,37 +255,23 @@ class RoundKeys:
     round_index: int
     sample_key: Tuple[int, int] = dataclasses.field(repr=False)
     choice_key: Tuple[int, int] = dataclasses.field(repr=False)
-    scheme: int = SCHEME_V1
-    user_key: Optional[Tuple[int, int]] = dataclasses.field(default=None, repr=False)
-
-    def __post_init__(self):
-        _check_scheme(self.scheme)
-        if (self.user_key is None) != (self.scheme == SCHEME_V1):
-            raise ValueError("scheme v2 round keys carry a user key, and v1 keys none")
+    user_key: Tuple[int, int] = dataclasses.field(repr=False)
 
     def user_hashes_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """v2's round-free ``s(u) = SipHash-2-4_{K_user}(uid)`` of user ids given as Arrow-style
+        """The round-free ``s(u) = SipHash-2-4_{K_user}(uid)`` of user ids given as Arrow-style
         buffers: what ``ranks_from_user_hashes`` and ``uniforms_from_user_hashes`` take."""
-        if self.scheme != SCHEME_V2:
-            raise ValueError("user hashes exist only in sampling scheme v2")
         return keyed_hash.siphash24_batch(self.user_key, data, offsets)
 
     def ranks_from_user_hashes(self, user_hashes: np.ndarray) -> np.ndarray:
-        """v2's ranks of this round from the users' ``s(u)`` (one AES call for the batch)."""
-        if self.scheme != SCHEME_V2:
-            raise ValueError("user hashes exist only in sampling scheme v2")
+        """This round's ranks from the users' ``s(u)`` (one AES call for the batch)."""
         return _aes128_low_words(self.sample_key, user_hashes, self.round_index)
 
     def uniforms_from_user_hashes(self, user_hashes: np.ndarray) -> np.ndarray:
-        """v2's choice uniforms of this round from the users' ``s(u)``."""
-        if self.scheme != SCHEME_V2:
-            raise ValueError("user hashes exist only in sampling scheme v2")
+        """This round's choice uniforms from the users' ``s(u)``."""
         return _uniforms(_aes128_low_words(self.choice_key, user_hashes, self.round_index))
 
     def ranks_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Sampling ranks of user ids given as Arrow-style buffers of their canonical bytes."""
-        if self.scheme == SCHEME_V1:
-            return keyed_hash.siphash24_batch(self.sample_key, data, offsets)
         return self.ranks_from_user_hashes(self.user_hashes_packed(data, offsets))
 
     def choice_uniforms(self, user_ids: Iterable[UserId]) -> np.ndarray:
@@ -335,8 +285,6 @@ class RoundKeys:
     def choice_words_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """The uint64 words behind ``choice_uniforms_packed`` (one call for the batch): what a
         federated server sends the selected devices (``uniform_from_word`` of each)."""
-        if self.scheme == SCHEME_V1:
-            return keyed_hash.siphash24_batch(self.choice_key, data, offsets)
         return _aes128_low_words(self.choice_key, self.user_hashes_packed(data, offsets), self.round_index)
 
 
@@ -346,8 +294,7 @@ class PassKeys:
 
     Samples depend only on (seed, identity, round, user), never on the trie, so one pass over
     the records can rank every user for every round; only the rounds' votes need the trie.
-    Under ``SCHEME_V2`` that pass costs one SipHash per user (``s``) and one AES block per user
-    per round; under ``SCHEME_V1`` one SipHash per user per round.
+    The pass costs one SipHash per user (``s``) and one AES block per user per round.
     """
 
     rounds: Tuple[RoundKeys, ...]
@@ -357,13 +304,8 @@ class PassKeys:
             raise ValueError("a pass draws at least one round")
         if [k.round_index for k in self.rounds] != list(range(1, len(self.rounds) + 1)):
             raise ValueError("a pass carries the keys of rounds 1..L in order")
-        first = self.rounds[0]
-        if any(k.scheme != first.scheme or k.user_key != first.user_key for k in self.rounds):
-            raise ValueError("a pass's rounds share one scheme (and, in v2, one user key)")
-
-    @property
-    def scheme(self) -> int:
-        return self.rounds[0].scheme
+        if any(k.user_key != self.rounds[0].user_key for k in self.rounds):
+            raise ValueError("a pass's rounds share one user key")
 
     @property
     def max_rounds(self) -> int:
@@ -378,13 +320,9 @@ class PassKeys:
         """Every round's ranks of user ids given as Arrow-style buffers: shape (L, users),
         row ``r - 1`` equal to ``round_keys(r).ranks_packed(data, offsets)``."""
         ranks = np.empty((len(self.rounds), len(offsets) - 1), dtype=np.uint64)
-        if self.scheme == SCHEME_V2:
-            user_hashes = self.rounds[0].user_hashes_packed(data, offsets)  # once for all rounds
-            for row, keys in enumerate(self.rounds):
-                ranks[row] = keys.ranks_from_user_hashes(user_hashes)
-            return ranks
+        user_hashes = self.rounds[0].user_hashes_packed(data, offsets)  # once for all rounds
         for row, keys in enumerate(self.rounds):
-            ranks[row] = keys.ranks_packed(data, offsets)
+            ranks[row] = keys.ranks_from_user_hashes(user_hashes)
         return ranks
 
 
@@ -397,71 +335,6 @@ class CensusKey:
     def fingerprints_packed(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """64-bit keyed fingerprints of user ids (for counting distinct users)."""
         return keyed_hash.siphash24_batch(self.key, data, offsets)
-
-
-class SmallestRanks:
-    """The ``m`` smallest distinct (rank, user) pairs: the pure core of bottom-m sampling.
-
-    Accumulators can be filled one pair or one batch at a time and merged in any order with the
-    same result, which is what a Beam ``CombineFn`` needs; a user seen several times (many
-    records) counts once. Pairs are collected in a set and cut down to the ``m`` smallest only
-    when the set grows past ``2m`` (and on the way out), so adding is amortised O(log m).
-    """
-
-    def __init__(self, m: int, pairs: Iterable[Tuple[int, bytes]] = ()):
-        if m < 0:
-            raise ValueError(f"sample size must be >= 0, got {m}")
-        self.m = m
-        self._pairs: set = set()
-        self._largest_kept: Optional[Tuple[int, bytes]] = None  # known bound after a compaction
-        self._add_pairs(pairs)
-
-    def _add_pairs(self, pairs: Iterable[Tuple[int, bytes]]) -> None:
-        if self.m == 0:
-            return
-        bound = self._largest_kept
-        self._pairs.update(p for p in pairs if bound is None or p <= bound)
-        if len(self._pairs) > 2 * self.m + 64:
-            self._compact()
-
-    def _compact(self) -> None:
-        kept = heapq.nsmallest(self.m, self._pairs)
-        self._pairs = set(kept)
-        if len(kept) == self.m:
-            self._largest_kept = kept[-1]
-
-    def add(self, rank: int, user_id: bytes) -> None:
-        """Adds one (rank, user) pair."""
-        self._add_pairs(((int(rank), user_id),))
-
-    def add_batch(self, ranks: np.ndarray, user_ids: Sequence[bytes]) -> None:
-        """Adds a batch of ranks with their users' canonical id bytes."""
-        if self.m == 0 or len(ranks) == 0:
-            return
-        ranks = np.asarray(ranks, dtype=np.uint64)
-        # Only the batch's m smallest distinct ranks can enter: pick them with numpy, then merge
-        # exactly. Distinct, because a user with many records repeats its rank.
-        distinct_ranks = np.unique(ranks)
-        if len(distinct_ranks) > self.m:
-            candidates = np.flatnonzero(ranks <= distinct_ranks[self.m - 1])
-        else:
-            candidates = range(len(ranks))
-        self._add_pairs((int(ranks[i]), user_ids[i]) for i in candidates)
-
-    def merge(self, other: "SmallestRanks") -> "SmallestRanks":
-        """A new accumulator holding the union's m smallest."""
-        merged = SmallestRanks(self.m, self._pairs)
-        merged._add_pairs(other._pairs)
-        return merged
-
-    def extract(self) -> List[Tuple[int, bytes]]:
-        """The (rank, user id bytes) pairs, smallest rank first."""
-        return heapq.nsmallest(self.m, self._pairs)
-
-    def threshold(self) -> Optional[Tuple[int, bytes]]:
-        """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
-        kept = self.extract()
-        return kept[-1] if kept else None
 
 
 def _key_bytes(key: Tuple[int, int]) -> bytes:

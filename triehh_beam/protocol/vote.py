@@ -1,23 +1,9 @@
-"""The vote a device sends in one round (Algorithms 1 and 3 of the TrieHH paper).
-
-A sampled user picks **one** of its items with probability equal to the item's local frequency
-(``count / total``; a user holding one item always picks it, which is Algorithm 1), then votes
-for that item's length-``r`` prefix if the length-``r - 1`` prefix is on the frontier and the
-sequence has at least ``r`` units. Otherwise it sends nothing. One call, at most one vote: this
-is what makes a user's contribution to a round bounded, whatever its number of records.
-
-The choice is driven by a uniform number ``u`` in [0, 1) that the caller derives from
-(secret seed, round, user) (``Sampler.choice_uniform``), so a retry votes identically. Items are
-ordered canonically before the choice, so the record order does not matter either.
-
-A deny list (``denied``: sequences an earlier release already published, ``--deny-list``)
-restricts the user's items before the choice: the user draws by local frequency among its
-NON-denied sequences with the same uniform, and sends nothing if it holds no other. That is
-exactly "a user whose chosen item is denied chooses again among its other items, local
-frequencies renormalised": the conditional distribution of a draw given that it avoided the
-denied items. Still one draw, at most one vote.
-
-Pure Python, no Beam: this is the on-device function.
+"""The vote a device sends in one round (Algorithms 1 and 3 of the TrieHH paper), pure Python: a
+sampled user picks one of its items with probability ``count / total`` from a keyed uniform
+``u`` (items in canonical order, so a retry and any record order vote identically), then votes
+for its length-``r`` prefix if the length-``r - 1`` prefix is on the frontier; otherwise it sends
+nothing, so a user casts at most one vote per round. A deny list restricts the draw to the
+user's other sequences with the same uniform (it abstains if it holds no other).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import operator
 import time
 from typing import Callable, Dict, FrozenSet, Hashable, Iterator, List, Mapping, Sequence, Tuple
 
-from triehh_beam.evaluation.simulation import Seed, sampler_for_seed
+from triehh_beam.reference.simulation import Seed, sampler_for_seed
 from triehh_beam.protocol import privacy
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder
 from triehh_beam.protocol.vote import choose_sequence

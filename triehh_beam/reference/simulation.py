@@ -1,49 +1,26 @@
-"""An in-memory simulation of the whole TrieHH protocol (docs/protocol.md §1), rounds and all,
-on the round loop the driver runs (``protocol.rounds``). With ``sampling="keyed"`` it is the
-oracle of the Beam pipeline: it draws users with ``Sampler.sample``, item choices with
-``Sampler.choice_uniform`` and votes with ``vote.client_vote``, so for one secret seed it grows
-exactly the pipeline's trie in exactly its rounds; with ``sampling="numpy"`` it is an
-independent re-implementation (``numpy.random.default_rng``) whose statistics the keyed mode and
-the pipeline must agree with. Per-prefix vote counts never leave a round, not even those above
-the threshold (TrieHH publishes the trie); the per-round statistics are totals only, and the
-conventions an exact comparison relies on are listed in ``simulate``. TrieHH++
-(``simulate_sample_threshold``, docs/protocol.md §2) differs only in the sample: every user
-independently with probability ``p_s`` (keyed: ``Sampler.bernoulli_sample``), then the same
-votes and a threshold ``tau``. A deny list (``denied``, encoded sequences: ``--deny-list``) never
-changes a sample: a sampled user draws among its non-denied sequences (``vote.client_vote``'s
-``denied``) and abstains when it holds nothing else.
+"""The whole TrieHH protocol in memory, rounds and all, on the round loop the driver runs
+(``protocol.rounds``): with ``sampling="keyed"`` the pipeline's oracle (its samples from
+``Sampler``, its votes counted by ``columnar.count_votes``, so for one seed exactly the pipeline's
+trie in exactly its rounds); with ``sampling="numpy"`` an independent re-implementation whose
+statistics the keyed mode must agree with. TrieHH++ (``simulate_sample_threshold``) differs only
+in the sample (each user with probability ``p_s``) and the threshold tau; a deny list never
+changes a sample. Per-prefix counts never leave a round; round statistics are totals only.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from typing import (
-    Collection,
-    Dict,
-    FrozenSet,
-    Hashable,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Tuple,
-    Union,
-)
+from typing import Collection, Dict, FrozenSet, Hashable, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from triehh_beam.protocol.encoding import (
-    EmptyItemError,
-    ItemEncoder,
-    ItemTooLongError,
-    Units,
-    is_terminated,
-)
-from triehh_beam.reference.metrics import UserItems, user_records
+from triehh_beam.reference.metrics import UserItems
+from triehh_beam.protocol import columnar, rounds
+from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
 from triehh_beam.protocol.sampling import Sampler, UserId
-from triehh_beam.protocol import rounds
 from triehh_beam.protocol.trie import Trie
-from triehh_beam.protocol.vote import client_vote
+from triehh_beam.reference.keyed_runs import EncodedPopulation, encode_population
 
 __all__ = [
     "EncodedPopulation",
@@ -58,7 +35,6 @@ __all__ = [
 ]
 
 SAMPLING_MODES = ("keyed", "numpy")
-TOO_LONG_POLICIES = ("drop", "truncate")
 
 Seed = Union[Sampler, bytes, int]
 
@@ -131,57 +107,6 @@ class SimulationResult:
         return frozenset(leaves)
 
 
-@dataclasses.dataclass(frozen=True)
-class EncodedPopulation:
-    """The encoded population, prepared once for any number of runs."""
-
-    # Canonical user ids, sorted; users[i]'s encoded items are weighted[i].
-    user_ids: Tuple[bytes, ...]
-    # Per user: ((sequence, local count), ...) sorted by sequence; empty if nothing encodable.
-    weighted: Tuple[Tuple[Tuple[Units, int], ...], ...]
-    records_too_long: int
-    records_empty: int
-    # Canonical user id -> its position in user_ids (the keyed sample returns ids).
-    index: Mapping[bytes, int] = dataclasses.field(compare=False, repr=False)
-
-
-def encode_population(users: Mapping[UserId, UserItems], encoder: ItemEncoder, too_long: str) -> EncodedPopulation:
-    """Every user's items encoded once (``too_long``: "drop" or "truncate" over-long items), for
-    any number of keyed runs: this simulation's, the whole-item release's, and the tests that
-    check the device library and the pipeline encode as it does."""
-    if too_long not in TOO_LONG_POLICIES:
-        raise ValueError(f"too_long must be one of {TOO_LONG_POLICIES}, got {too_long!r}")
-    if not isinstance(encoder, ItemEncoder):
-        raise TypeError(f"encoder must be an ItemEncoder, got {type(encoder).__name__}")
-    records = user_records(users)
-    user_ids = tuple(sorted(records))
-    weighted = []
-    n_too_long = n_empty = 0
-    for user_id in user_ids:
-        sequences: Dict[Units, int] = {}
-        for item, count in records[user_id].items():
-            try:
-                sequence = encoder.encode(item)
-            except EmptyItemError:
-                n_empty += count
-                continue
-            except ItemTooLongError:
-                n_too_long += count
-                if too_long == "drop":
-                    continue
-                sequence = encoder.encode_truncated(item)
-            # Distinct raw items can share a normal form (NFC, case folding): sum their counts.
-            sequences[sequence] = sequences.get(sequence, 0) + count
-        weighted.append(tuple(sorted(sequences.items())))
-    return EncodedPopulation(
-        user_ids=user_ids,
-        weighted=tuple(weighted),
-        records_too_long=n_too_long,
-        records_empty=n_empty,
-        index={u: i for i, u in enumerate(user_ids)},
-    )
-
-
 def sampler_for_seed(seed: Seed, identity: bytes = b"") -> Sampler:
     """The ``Sampler`` of a keyed simulation run.
 
@@ -227,30 +152,18 @@ def _numpy_rng(seed: Seed) -> np.random.Generator:
 def _keyed_votes(
     population: EncodedPopulation, sampler: Sampler, round_index: int, m: int, frontier: FrozenSet[Units],
     probability: Optional[float] = None, denied: Collection[Units] = frozenset(),
-) -> Tuple[int, List[Units]]:
-    """(users sampled, votes) of one round, exactly as the production pipeline draws them: the
-    bottom-m sample, or with ``probability`` the keyed Bernoulli sample (TrieHH++)."""
+) -> Tuple[int, Dict[Units, int]]:
+    """(users sampled, votes per prefix) of one round, exactly as the production pipeline draws
+    and counts them: the bottom-m sample, or with ``probability`` the keyed Bernoulli sample
+    (TrieHH++), and ``columnar.count_votes`` (``vote.client_vote`` for every sampled user)."""
     if probability is None:
         sampled = sampler.sample(round_index, population.user_ids, m)
     else:
         sampled = sampler.bernoulli_sample(round_index, population.user_ids, probability)
-    votes = []
-    for user_id in sampled:
-        weighted = population.weighted[population.index[user_id]]
-        # A user none of whose items extends the frontier sends nothing, whatever it draws:
-        # skip its (costly) draw. Likewise a user with one item needs no draw. Neither shortcut
-        # changes a vote.
-        if not any(
-            len(sequence) >= round_index and sequence[: round_index - 1] in frontier
-            and sequence not in denied
-            for sequence, _ in weighted
-        ):
-            continue
-        u = sampler.choice_uniform(round_index, user_id) if len(weighted) > 1 else 0.0
-        vote = client_vote(weighted, frontier, round_index, u, denied)
-        if vote is not None:
-            votes.append(vote)
-    return len(sampled), votes
+    users = np.fromiter((population.index[u] for u in sampled), dtype=np.int64, count=len(sampled))
+    uniforms = sampler.choice_uniforms(round_index, sampled)
+    votes = columnar.count_votes(population.table.subset(users), uniforms, frontier, round_index, denied)
+    return len(sampled), votes.counts
 
 
 def _numpy_votes(
@@ -261,9 +174,9 @@ def _numpy_votes(
     frontier: FrozenSet[Units],
     probability: Optional[float] = None,
     denied: Collection[Units] = frozenset(),
-) -> Tuple[int, List[Units]]:
-    """(users sampled, votes) of one round, drawn independently with numpy (no keyed hash, no
-    ``client_vote``): the same protocol written a second time (a denied sequence is removed
+) -> Tuple[int, Dict[Units, int]]:
+    """(users sampled, votes per prefix) of one round, drawn independently with numpy (no keyed
+    hash, no ``columnar``): the same protocol written a second time (a denied sequence is removed
     from the user's items before its draw)."""
     n = len(population.user_ids)
     if probability is None:
@@ -284,7 +197,7 @@ def _numpy_votes(
             sequence = weighted[rng.choice(len(weighted), p=counts / counts.sum())][0]
         if len(sequence) >= round_index and sequence[: round_index - 1] in frontier:
             votes.append(sequence[:round_index])
-    return len(chosen_users), votes
+    return len(chosen_users), dict(collections.Counter(votes))
 
 
 def _check_parameters(theta: int, m: int, max_rounds: Optional[int], sampling: str) -> None:
@@ -322,15 +235,12 @@ def _run(
     stats: List[RoundStats] = []
     step = rounds.next_round(trie, max_rounds)
     while isinstance(step, rounds.NextRound):
-        users_sampled, votes = draw(population, randomness, step.index, m, step.frontier, probability,
-                                     denied)
         # prefix -> votes; local to the round and discarded after thresholding.
-        tally: Dict[Units, int] = {}
-        for vote in votes:
-            tally[vote] = tally.get(vote, 0) + 1
+        users_sampled, tally = draw(population, randomness, step.index, m, step.frontier, probability, denied)
         kept = frozenset(prefix for prefix, count in tally.items() if count >= theta)
+        votes_cast = sum(tally.values())
         del tally
-        stats.append(RoundStats(step.index, users_sampled, len(votes), len(kept)))
+        stats.append(RoundStats(step.index, users_sampled, votes_cast, len(kept)))
         trie, step = rounds.apply_round(trie, step, kept, max_rounds)
 
     levels = trie.levels

@@ -1,0 +1,134 @@
+"""Bottom-m sampling's one rule, columnar: of (rank, user id) rows, the ``m`` smallest distinct
+pairs, equal ranks ordered by the id bytes and a user's repeated rows counted once
+(``bottom_m``), and its accumulator for combiners (``SmallestRanks``), filled and merged in any
+order with the same result. Plain numpy; the ranks come from ``sampling``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = ["SmallestRanks", "bottom_m", "smallest_rank_rows"]
+
+
+def smallest_rank_rows(ranks: np.ndarray, m: int) -> np.ndarray:
+    """The rows of ``ranks`` whose rank is among the ``m`` smallest distinct ranks (ascending
+    row order): the only rows a bottom-m can keep, found with numpy alone (a user with many
+    records repeats its rank, so the cut is on distinct ranks)."""
+    ranks = np.asarray(ranks, dtype=np.uint64)
+    n = len(ranks)
+    if m <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if n <= m:
+        return np.arange(n, dtype=np.int64)
+    # The m-th smallest rank counting repeats is at most the m-th smallest distinct one, and the
+    # ranks up to it (found in linear time) usually hold m distinct ones already.
+    edge = np.partition(ranks, m - 1)[m - 1]
+    near = np.flatnonzero(ranks <= edge)
+    distinct = np.unique(ranks[near])
+    if len(distinct) < m:  # many repeated ranks: cut on all of them
+        distinct = np.unique(ranks)
+        if len(distinct) <= m:
+            return np.arange(n, dtype=np.int64)
+        return np.flatnonzero(ranks <= distinct[m - 1])
+    return near[ranks[near] <= distinct[m - 1]]
+
+
+def bottom_m(ranks: np.ndarray, user_ids: Sequence[bytes], m: int) -> np.ndarray:
+    """Bottom-m sampling's one rule: the rows of the ``m`` smallest distinct (rank, user id)
+    pairs, smallest first; a pair repeated (one user's many records) counts once, at its first
+    row, and equal ranks are ordered by the id bytes.
+
+    Args:
+      ranks: ``uint64`` per row.
+      user_ids: the canonical id bytes per row (a sequence as long as ``ranks``).
+      m: the sample size, >= 0.
+
+    Raises:
+      ValueError: ``ranks`` and ``user_ids`` of different lengths.
+    """
+    ranks = np.asarray(ranks, dtype=np.uint64)
+    if len(ranks) != len(user_ids):
+        raise ValueError(f"{len(ranks)} ranks for {len(user_ids)} user ids")
+    rows = smallest_rank_rows(ranks, m)
+    rows = rows[np.argsort(ranks[rows], kind="stable")]
+    ordered = ranks[rows]
+    if len(rows) < 2 or not np.any(ordered[1:] == ordered[:-1]):
+        return rows[:m]
+    # Runs of one rank (almost always one user's repeated records): sorted by id, deduplicated.
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    ends = np.append(starts[1:], len(rows))
+    kept: List[int] = []
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        if end - start == 1:
+            kept.append(int(rows[start]))
+        else:
+            first: dict = {}
+            for row in rows[start:end].tolist():
+                first.setdefault(user_ids[row], row)
+            kept.extend(first[uid] for uid in sorted(first))
+        if len(kept) >= m:
+            break
+    return np.asarray(kept[:m], dtype=np.int64)
+
+
+class SmallestRanks:
+    """The ``m`` smallest distinct (rank, user) pairs, accumulated: the pure core of a bottom-m
+    combiner (``bottom_m`` over what it was given).
+
+    Accumulators are filled a pair or a batch at a time and merged in any order with the same
+    result; a user seen several times (many records) counts once. Each batch is cut to its own
+    bottom m on the way in, and the accumulator back to m when it grows past ``2m``, so it holds
+    O(m) pairs.
+    """
+
+    def __init__(self, m: int, pairs: Iterable[Tuple[int, bytes]] = ()):
+        if m < 0:
+            raise ValueError(f"sample size must be >= 0, got {m}")
+        self.m = m
+        self._ranks = np.zeros(0, dtype=np.uint64)
+        self._ids: List[bytes] = []
+        pairs = list(pairs)
+        if pairs:
+            self.add_batch(np.array([r for r, _ in pairs], dtype=np.uint64), [u for _, u in pairs])
+
+    def _append(self, ranks: np.ndarray, user_ids: List[bytes]) -> None:
+        self._ranks = np.concatenate([self._ranks, ranks])
+        self._ids.extend(user_ids)
+        if len(self._ids) > 2 * self.m + 64:
+            self._compact()
+
+    def _compact(self) -> None:
+        rows = bottom_m(self._ranks, self._ids, self.m)
+        self._ranks = self._ranks[rows]
+        self._ids = [self._ids[i] for i in rows.tolist()]
+
+    def add(self, rank: int, user_id: bytes) -> None:
+        """Adds one (rank, user) pair."""
+        self.add_batch(np.array([rank], dtype=np.uint64), [user_id])
+
+    def add_batch(self, ranks: np.ndarray, user_ids: Sequence[bytes]) -> None:
+        """Adds a batch of ranks with their users' canonical id bytes."""
+        if self.m == 0 or len(ranks) == 0:
+            return
+        rows = bottom_m(ranks, user_ids, self.m)
+        self._append(np.asarray(ranks, dtype=np.uint64)[rows], [user_ids[i] for i in rows.tolist()])
+
+    def merge(self, other: "SmallestRanks") -> "SmallestRanks":
+        """A new accumulator holding the union's m smallest (the operands are unchanged)."""
+        merged = SmallestRanks(self.m)
+        merged._append(self._ranks, list(self._ids))
+        merged._append(other._ranks, list(other._ids))
+        return merged
+
+    def extract(self) -> List[Tuple[int, bytes]]:
+        """The (rank, user id bytes) pairs, smallest rank first."""
+        rows = bottom_m(self._ranks, self._ids, self.m)
+        return [(int(self._ranks[i]), self._ids[i]) for i in rows.tolist()]
+
+    def threshold(self) -> Optional[Tuple[int, bytes]]:
+        """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
+        kept = self.extract()
+        return kept[-1] if kept else None

@@ -221,7 +221,8 @@ def test_the_budget_is_charged_before_the_release_pass_runs(population, tmp_path
 
 
 def test_show_lists_the_released_items_with_their_counts_and_estimates(runs):
-    from triehh_beam.present.show import load_result, render_text
+    from triehh_beam.present.result import load_result
+    from triehh_beam.present.show import render_text
 
     published = runs["published"]
     text = render_text(load_result(str(runs["output"])))

@@ -70,7 +70,10 @@ class DiscoveryConfig(DiscoverySettings):
             raise ValueError(f"--format must be jsonl, csv or parquet, got {self.input_format!r}")
         if self.seed is not None and not 16 <= len(self.seed) <= 64:
             raise ValueError(f"the seed (--seed-file) must be 16 to 64 bytes, got {len(self.seed)}")
-        object.__setattr__(self, "protocol", Protocol.parse(self.protocol))  # ValueError: lists the names
+        try:
+            object.__setattr__(self, "protocol", Protocol.parse(self.protocol))  # a name given as text
+        except ValueError as e:
+            raise ValueError(f"--protocol: {e}") from None
         if self.protocol.samples_by_probability:
             _check_sample_and_threshold(self)
         elif self.accounting is not None:

@@ -210,7 +210,7 @@ def _check_release(path: str, document: Mapping[str, Any]) -> None:
                 raise _NotARelease(f"heavy hitter {value!r} cannot be encoded under its own encoding ({e})") from None
         if len(set(sequences)) != len(sequences):
             raise _NotARelease("it lists a heavy hitter more than once")
-        whole_items = privacy["protocol"] == _WHOLE_ITEMS
+        whole_items = privacy["protocol"] == Protocol.WHOLE_ITEMS
         deepest = max((len(s) for s in sequences), default=0)
         if not whole_items and deepest > rounds:
             raise _NotARelease(f"a heavy hitter of {deepest} units, beyond its {rounds} rounds")

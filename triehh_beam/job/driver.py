@@ -88,8 +88,8 @@ class Driver(DiscoveryJob):
     # ---- the sampling pass and the rounds on its samples ------------------------------------
 
     def _samples_dir(self, state: state_pb2.JobState) -> str:
-        # Where this run finds the job's samples (not the path recorded when they were drawn,
-        # which an older state may have recorded relative to another working directory).
+        # Where this run finds the job's samples (not the path recorded when they were drawn:
+        # the state directory may have moved since).
         return levels.samples_dir(self.config.resolved_state_dir, state.job_id)
 
     def _levels_dir(self, state: state_pb2.JobState) -> str:

@@ -132,7 +132,7 @@ class DiscoverySettings:
         "sampled with probability p_s, items reported by at least tau released with their count "
         "(epsilon <= 1); --theta, --batch-size and --rule are TrieHH's",
         _TARGET, default=Protocol.TRIEHH, choices=tuple(p.value for p in Protocol), identity="plan.protocol",
-        example=Protocol.TRIEHH_PP.value)
+        record=lambda c: Protocol(c.protocol).value, example=Protocol.TRIEHH_PP.value)
     accounting: Optional[str] = setting(
         "--accounting", "how --protocol triehh++ and sample-threshold certify (epsilon, delta): exact "
         "(each release's exact delta, worst case over the other holders; docs/protocol.md §2) or bound "

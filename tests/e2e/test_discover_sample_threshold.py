@@ -188,7 +188,7 @@ def test_the_published_plan_is_triehh_pp_without_n_and_the_report_has_n(runs):
 def test_a_declared_population_is_published_with_the_triehh_pp_plan():
     plan = state_pb2.PrivacyPlan(protocol="triehh++", rule="sample-and-threshold", population=5000,
                                  max_length=4, target_epsilon=4, target_delta=1e-8, theta=23, alpha=0.18,
-                                 sample_probability=0.114, epsilon=4, delta=1e-8)
+                                 sample_probability=0.114, epsilon=4, delta=1e-8, accounting="bound")
     assert "population" not in published_plan_document(plan)
     plan.public_population = 5000
     assert published_plan_document(plan)["population"] == 5000

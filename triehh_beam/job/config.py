@@ -120,7 +120,6 @@ class DiscoveryConfig(DiscoverySettings):
             raise ValueError(f"--lease-seconds must be > 0, got {self.lease_seconds}")
         self.encoder  # validates unit_size and max_length
 
-
     @functools.cached_property
     def deny(self) -> Optional[deny_lists.DenyList]:
         """The deny set of ``deny_list`` (None without one), its files read and checked once per

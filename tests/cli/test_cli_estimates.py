@@ -22,7 +22,7 @@ TARGET = ["--epsilon", "4", "--delta", "1e-6", "--max-length", "4"]
 
 def _state(trie, estimates):
     state = state_pb2.JobState(job_id="abc", created_at="2026-11-23T10:00:00+00:00", stop_reason="x",
-                               plan=state_pb2.PrivacyPlan(rule="authors", target_epsilon=4, target_delta=1e-6,
+                               plan=state_pb2.PrivacyPlan(protocol="triehh", rule="authors", target_epsilon=4, target_delta=1e-6,
                                                           theta=10, max_length=trie.encoder.max_length,
                                                           epsilon=3.9, delta=1e-7, estimate_epsilon=0.5))
     released = FrequencyEstimates(EstimateTargets.from_trie(trie), tuple(estimates), 0.5, 6)
@@ -94,7 +94,8 @@ def test_show_says_an_older_results_interval_covers_the_noise_alone(tmp_path):
 def test_without_estimates_the_document_is_unchanged():
     encoder = ItemEncoder(ItemKind.TEXT, max_length=4)
     trie = Trie(encoder, [{("a",)}, {("a", "")}])
-    state = state_pb2.JobState(plan=state_pb2.PrivacyPlan(target_epsilon=4, target_delta=1e-6, max_length=4))
+    state = state_pb2.JobState(plan=state_pb2.PrivacyPlan(protocol="triehh", target_epsilon=4, target_delta=1e-6,
+                                                         max_length=4))
     document = outputs.published_document(state, trie)
     assert document["heavy_hitters"] == ["a"] and "frequency_estimates" not in document
     assert "estimate_epsilon" not in document["privacy"]

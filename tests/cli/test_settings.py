@@ -170,7 +170,7 @@ def test_the_recorded_input_spec_is_exactly_the_input_identity_settings():
 
 
 def _state_of(config: DiscoveryConfig) -> state_pb2.JobState:
-    """The identity a new job records, as the driver's ``_new_state`` and ``_plan`` write it."""
+    """The identity a new job records, as the driver's ``new_state`` writes it."""
     plan = state_pb2.PrivacyPlan(rule=config.recorded(config_lib.BY_NAME["rule"]), population=1000,
                                  max_length=config.max_length, target_epsilon=config.epsilon,
                                  target_delta=config.delta, theta=config.theta or 7,
@@ -180,7 +180,7 @@ def _state_of(config: DiscoveryConfig) -> state_pb2.JobState:
     return state_pb2.JobState(
         secret_seed=config.seed, input=config.input_spec(), plan=plan,
         truncate_long_items=config.truncate_long_items, trie=Trie.empty(config.encoder).to_proto(),
-        ledger=config.resolved_ledger_dir,
+        ledger=config.resolved_ledger_dir, sampling_identity=config.sampling_identity().decode(),
     )
 
 

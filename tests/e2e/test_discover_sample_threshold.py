@@ -6,14 +6,12 @@ TrieHH++ plan without n, the operator report with it, and both its accounting (e
 --dry-run shows the plan and charges nothing; a resume under the other protocol, TrieHH's own flags
 with triehh++, --accounting with triehh and a target outside the bound's theorem (--accounting
 bound; a plan under exact accounting) are refused in one line, the last before any record is read;
-a job planned before accounting was recorded resumes under its plan, the bound's, and refuses
---accounting exact; a sample file lost between rounds is noticed (the round reads fewer users than
+a sample file lost between rounds is noticed (the round reads fewer users than
 the pass drew) and drawn again."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import glob
 import hashlib
 import io
@@ -190,7 +188,7 @@ def test_the_published_plan_is_triehh_pp_without_n_and_the_report_has_n(runs):
 def test_a_declared_population_is_published_with_the_triehh_pp_plan():
     plan = state_pb2.PrivacyPlan(protocol="triehh++", rule="sample-and-threshold", population=5000,
                                  max_length=4, target_epsilon=4, target_delta=1e-8, theta=23, alpha=0.18,
-                                 sample_probability=0.114, epsilon=4, delta=1e-8)
+                                 sample_probability=0.114, epsilon=4, delta=1e-8, accounting="bound")
     assert "population" not in published_plan_document(plan)
     plan.public_population = 5000
     assert published_plan_document(plan)["population"] == 5000
@@ -207,21 +205,6 @@ def test_a_resume_under_the_other_protocol_is_refused(runs, population, other):
     assert "holds a job with a different protocol (state has 'triehh++', asked 'triehh')" in err
     assert len(err.splitlines()) == 1
     assert (output / "trie.pb").read_bytes() == before
-
-
-def test_a_triehh_state_resumed_as_triehh_pp_is_refused_and_an_old_state_is_triehh(tmp_path):
-    config = DiscoveryConfig(input_pattern="r.jsonl", output_dir=str(tmp_path / "o"), epsilon=4, delta=1e-6,
-                             max_length=5, seed=SEED)
-    old = state_pb2.JobState(  # written before the protocol was recorded
-        secret_seed=SEED, input=config.input_spec(), sampling_identity=config.sampling_identity().decode(),
-        plan=state_pb2.PrivacyPlan(rule="authors", population=100, max_length=5, target_epsilon=4,
-                                   target_delta=1e-6, theta=7, batch_size=50),
-        trie=Trie.empty(config.encoder).to_proto(), ledger=config.resolved_ledger_dir)
-    assert "protocol" not in config.sampling_identity().decode()  # TrieHH identities are unchanged
-    assert config.resume_mismatches(old, config.encoder) == []
-    plus = dataclasses.replace(config, protocol="triehh++")
-    mismatches = plus.resume_mismatches(old, config.encoder)
-    assert "protocol (state has '', asked 'triehh++')" in mismatches
 
 
 def test_dry_run_shows_the_triehh_pp_plan_and_charges_nothing(runs, tmp_path):
@@ -276,67 +259,6 @@ def test_accounting_with_triehh_is_refused_in_one_line(population, tmp_path):
     assert "--accounting chooses how sample-and-threshold is certified; --protocol triehh is certified by " \
            "Theorem 1" in err
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
-
-
-def _as_before_accounting(state_dir):
-    """Rewrites the committed state as a job planned before exact accounting recorded it: the
-    plan's accounting fields (18-21) unset, everything else as it was."""
-    store = StateStore(str(state_dir))
-    state = store.load()
-    for field in ("accounting", "basic_delta", "pld_delta", "composition"):
-        state.plan.ClearField(field)
-    store.commit(state)
-    return state
-
-
-def test_a_job_planned_before_accounting_existed_resumes_under_the_bound(population, tmp_path):
-    records, seed_file, users = population
-    output, ledger = tmp_path / "out", tmp_path / "ledger"
-    config = DiscoveryConfig(input_pattern=records, output_dir=str(output), seed=SEED, epsilon=EPSILON,
-                             delta=DELTA, max_length=L, protocol="triehh++", accounting="bound",
-                             ledger_dir=str(ledger))
-
-    class Killed(Exception):
-        pass
-
-    def die_after_round_1(line):
-        if line.startswith(f"round 1/{L}: frontier"):  # said once round 1 is committed
-            raise Killed()
-
-    with pytest.raises(Killed):
-        run_discovery(config, progress=die_after_round_1)
-    bound = plan_sample_threshold(EPSILON, DELTA, L, accounting="bound")
-    [record] = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
-    assert record["accounting"] == "bound"  # recorded when the job was planned and charged
-    planned = StateStore(config.resolved_state_dir).load().plan
-    assert (planned.accounting, planned.composition, planned.basic_delta) == ("bound", "basic", planned.delta)
-    old = _as_before_accounting(config.resolved_state_dir)
-    assert old.rounds_completed == 1 and not old.finished and old.plan.accounting == ""
-    assert (old.plan.theta, old.plan.alpha, old.plan.sample_probability) == (
-        bound.tau, bound.alpha, bound.sampling_probability)
-    before = StateStore(config.resolved_state_dir).read_manifest()
-    # Asking for exact accounting is refused: the job was planned (and charged) under the bound.
-    code, stdout, err = _discover(records, output, "--seed-file", seed_file, "--protocol", "triehh++",
-                                  "--ledger", str(ledger), "--accounting", "exact")
-    assert code == 2 and "census" not in stdout and len(err.strip().splitlines()) == 1
-    assert "accounting (state has '', asked 'exact'; a job resumes under the one it started with)" in err
-    assert StateStore(config.resolved_state_dir).read_manifest() == before
-    # Without --accounting it resumes under its recorded plan, the bound's, and finishes.
-    code, stdout, err = _discover(records, output, "--seed-file", seed_file, "--protocol", "triehh++",
-                                  "--ledger", str(ledger))
-    assert code == 0, err
-    assert "resuming job" in stdout
-    state = StateStore(config.resolved_state_dir).load()
-    assert state.finished and state.plan == old.plan
-    simulated = simulate_sample_threshold(users, config.encoder, bound.tau, bound.sampling_probability, SEED,
-                                          sampling="keyed", identity=keyed_identity(state))
-    assert Trie.from_bytes((output / "trie.pb").read_bytes()).levels == simulated.levels
-    published = json.loads((output / "heavy_hitters.json").read_text())["privacy"]
-    assert published["accounting"] == "bound" and published["accounting_note"] == ACCOUNTING_NOTES["bound"]
-    assert (published["tau"], published["sample_probability"], published["composition"]) == (
-        bound.tau, bound.sampling_probability, "basic")
-    assert published["basic_delta"] == published["delta"] == old.plan.delta and published["pld_delta"] is None
-    assert len((ledger / "ledger.jsonl").read_text().splitlines()) == 1  # charged once, not again
 
 
 def test_a_sample_lost_between_rounds_is_drawn_again_and_changes_nothing(runs, population, tmp_path):

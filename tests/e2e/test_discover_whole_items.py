@@ -6,9 +6,8 @@ carries each item's count and count / p_s and the sample-and-threshold privacy b
 trie.pb is written; the plan's accounting (exact by default) is recorded in the state, the ledger
 and the document; targets outside the bound's theorem (--accounting bound; a plan under exact
 accounting) and trie-only flags are refused before any record is read and before the ledger is
-touched; a finished job re-run publishes the same release without reading the input, a run that
-died after its plan was committed releases the same draws, and one planned before accounting was
-recorded releases under the bound it was planned by."""
+touched; a finished job re-run publishes the same release without reading the input, and a run
+that died after its plan was committed releases the same draws."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ import contextlib
 import hashlib
 import io
 import json
-import os
 
 import numpy as np
 import pytest
@@ -325,38 +323,3 @@ def test_an_epsilon_above_one_is_a_plan_under_exact_accounting(population, tmp_p
     assert f"tau={plan.tau} p_s={100 * plan.sampling_probability:.6g}%" in stdout and "exact accounting" in stdout
     assert not (tmp_path / "ledger" / "ledger.jsonl").exists() and not (tmp_path / "out").exists()
 
-
-def test_a_release_planned_before_accounting_existed_resumes_under_the_bound(population, tmp_path, monkeypatch):
-    # A job whose plan was committed (and charged) by a release that recorded no accounting, the
-    # paper's bound, and that died before its release pass ran.
-    records, seed_file, users = population
-    ledger = tmp_path / "ledger"
-    config = _config(records, tmp_path / "out", ledger_dir=str(ledger), accounting="bound")
-    _die_before_the_release(config, monkeypatch)
-    store = StateStore(config.resolved_state_dir)
-    old = store.load()
-    assert old.plan.accounting == "bound"  # as asked; now rewritten as a plan from before the choice
-    for field in ("accounting", "basic_delta", "pld_delta", "composition"):  # fields 18-21, unset
-        old.plan.ClearField(field)
-    store.commit(old)
-    bound = plan_whole_items(EPSILON, DELTA, accounting="bound")
-    assert (old.plan.theta, old.plan.sample_probability) == (bound.tau, bound.sampling_probability)
-    assert old.plan.accounting == "" and not old.HasField("release")
-    argv = ["--seed-file", seed_file, "--protocol", "sample-threshold", "--ledger", str(ledger)]
-    code, stdout, err = _discover(records, tmp_path / "out", *argv, "--accounting", "exact")
-    assert code == 2 and "census" not in stdout and len(err.strip().splitlines()) == 1
-    assert "accounting (state has '', asked 'exact'; a job resumes under the one it started with)" in err
-    assert not (tmp_path / "out").exists()
-    code, stdout, err = _discover(records, tmp_path / "out", *argv)
-    assert code == 0, err
-    state = StateStore(config.resolved_state_dir).load()
-    assert state.plan == old.plan
-    simulated = simulate_whole_items(users, config.encoder, bound.sampling_probability, bound.tau, SEED,
-                                     identity=keyed_identity(state))
-    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
-    assert {e["item"]: e["count"] for e in published["released"]} == dict(simulated.items)
-    privacy = published["privacy"]
-    assert privacy["accounting"] == "bound" and privacy["accounting_note"] == ACCOUNTING_NOTES["bound"]
-    assert privacy["tau"] == bound.tau and privacy["delta"] == old.plan.delta
-    [record] = [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
-    assert record["accounting"] == "bound"  # charged once, when the plan was made

@@ -59,14 +59,14 @@ def _install(point: str) -> None:
     points = {
         # inside the census job (the DoFn runs in this process on the in-process runner)
         "census_job": lambda: _wrap(census._CensusBatchDoFn, "process", before=_nth(1)),
-        "after_census": lambda: _wrap(driver._Driver, "census", after=_nth(1)),
+        "after_census": lambda: _wrap(driver.Driver, "census", after=_nth(1)),
         # the plan and seed are committed, the ledger not yet charged
         "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),
         "after_ledger_charge": lambda: _wrap(ledger.Ledger, "charge", after=_nth(1)),
         # inside the one sampling pass, before it has drawn anything
         "mid_sampling_pass": lambda: _wrap(sample_pass._RankAllRoundsDoFn, "process", before=_nth(1)),
         # the samples are drawn and committed, no round has run
-        "after_sampling_commit": lambda: _wrap(driver._Driver, "sample", after=_nth(1)),
+        "after_sampling_commit": lambda: _wrap(driver.Driver, "sample", after=_nth(1)),
         "mid_round_1": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(1)),
         "mid_round_2": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(2)),
         # --rounds-per-job all: rounds 1 and 2 written as levels, round 3 running, none committed
@@ -76,11 +76,11 @@ def _install(point: str) -> None:
         "object_written_round_1": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(1))),
         "object_written_round_2": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(2))),
         "manifest_published_round_2": lambda: _wrap(state_store.StateStore, "commit", after=_nth(3)),
-        "after_round_job_before_commit": lambda: _wrap(driver._Driver, "run_round", after=_nth(2)),
-        "before_outputs": lambda: _wrap(driver._Driver, "_write_outputs", before=_nth(1)),
+        "after_round_job_before_commit": lambda: _wrap(driver.Driver, "run_round", after=_nth(2)),
+        "before_outputs": lambda: _wrap(driver.Driver, "_write_outputs", before=_nth(1)),
         # heavy_hitters.json is written, trie.pb is not
         "between_output_files": lambda: _wrap(outputs, "write_atomically", after=_nth(1)),
-        "after_outputs": lambda: _wrap(driver._Driver, "_write_outputs", after=_nth(1)),
+        "after_outputs": lambda: _wrap(driver.Driver, "_write_outputs", after=_nth(1)),
     }
     if point not in points:
         raise SystemExit(f"unknown point {point!r}; known: {', '.join(sorted(points))}")

@@ -100,7 +100,7 @@ def test_conflicting_or_malformed_sources_are_refused_in_one_line_with_exit_2(tm
 def test_the_state_records_the_table_or_the_query_and_a_resume_with_another_is_refused(tmp_path):
     def state_of(config):
         return state_pb2.JobState(secret_seed=SEED, input=config.input_spec(),
-                                  plan=state_pb2.PrivacyPlan(rule="authors", max_length=MAX_LENGTH,
+                                  plan=state_pb2.PrivacyPlan(protocol="triehh", rule="authors", max_length=MAX_LENGTH,
                                                              target_epsilon=4.0, target_delta=1e-10),
                                   trie=Trie.empty(config.encoder).to_proto(), ledger=config.resolved_ledger_dir,
                                   sampling_identity=config.sampling_identity().decode())
@@ -152,20 +152,20 @@ def test_the_pinned_query_reads_the_record_columns_as_of_one_instant():
 
 def test_the_read_transform_reads_a_table_only_pinned(tmp_path):
     table = _config(tmp_path, count_column="", user_column="device", item_column="select")
-    read = table.read_transform(as_of_millis=1234)
+    read = sources.read_transform(table, as_of_millis=1234)
     assert isinstance(read, ReadBigQueryBatches)
     assert read.query == ("SELECT `device`, `select` FROM `my-proj.devices.records` "
                           "FOR SYSTEM_TIME AS OF TIMESTAMP_MILLIS(1234)")
     with pytest.raises(ValueError, match="read as of the instant its census pinned"):
-        table.read_transform()
+        sources.read_transform(table)
     query = _config(tmp_path, input_pattern=None, query=QUERY)
-    assert query.read_transform().query == QUERY
+    assert sources.read_transform(query).query == QUERY
     with pytest.raises(ValueError, match="only a table is"):
-        query.read_transform(as_of_millis=1234)
+        sources.read_transform(query, as_of_millis=1234)
     files = _config(tmp_path, input_pattern=str(tmp_path / "r.jsonl"))
-    assert isinstance(files.read_transform(), ReadRecordBatches)
+    assert isinstance(sources.read_transform(files), ReadRecordBatches)
     with pytest.raises(ValueError, match="not files"):
-        files.read_transform(as_of_millis=1234)
+        sources.read_transform(files, as_of_millis=1234)
 
 
 def test_the_census_pins_a_table_a_minute_before_it_starts_and_a_query_not_at_all(tmp_path):
@@ -192,16 +192,8 @@ def test_a_pin_older_than_the_time_travel_window_is_refused_before_a_pass_reads(
         sources.check_readable(state, other, now=pinned / 1000 + 30 * 86400)
 
 
-def test_a_table_job_without_a_recorded_instant_is_not_resumed(tmp_path):
-    with pytest.raises(InputChangedError, match="recorded no instant"):
-        sources.check_unchanged(state_pb2.JobState(input_snapshot=state_pb2.InputSnapshot(records=3)),
-                                _config(tmp_path), "state", "(before round 1)")
-    sources.check_unchanged(state_pb2.JobState(), _config(tmp_path, input_pattern=None, query=QUERY),
-                            "state", "(before round 1)")
-
-
 def test_the_operator_report_says_what_was_read(tmp_path):
-    table = state_pb2.JobState(input=_config(tmp_path).input_spec(),
+    table = state_pb2.JobState(input=_config(tmp_path).input_spec(), plan=state_pb2.PrivacyPlan(protocol="triehh"),
                                input_snapshot=state_pb2.InputSnapshot(as_of_millis=1772582400000))
     assert sources.input_document(table) == {"pattern": TABLE, "read_as_of": "2026-03-04T00:00:00Z"}
     assert outputs.operator_report(table, "out")["input"]["read_as_of"] == "2026-03-04T00:00:00Z"

@@ -277,8 +277,8 @@ def test_the_setting_is_validated_with_or_without_windows():
     # Windowed jobs estimate each released window (tests/job/test_windowed_estimates.py).
     windowed = DiscoveryConfig(**base, estimate_frequencies=1.0, window=3600, timestamp_column="t")
     assert b"estimate_frequencies" in windowed.window_identity()
-    # Part of the identity only when given: jobs without it keep their keys.
-    without = DiscoveryConfig(**base)
-    assert b'"estimate_frequencies"' not in without.sampling_identity()  # (paths may say "estimate")
-    assert b"estimate_frequencies" in DiscoveryConfig(**base, estimate_frequencies=1.0).sampling_identity()
+    # Part of the identity: a job with estimates samples apart from the same job without them.
+    without = json.loads(DiscoveryConfig(**base).sampling_identity())
+    given = json.loads(DiscoveryConfig(**base, estimate_frequencies=1.0).sampling_identity())
+    assert (without["estimate_frequencies"], given["estimate_frequencies"]) == (None, 1.0)
     assert config_lib.BY_NAME["estimate_frequencies"].identity == "plan.estimate_epsilon"

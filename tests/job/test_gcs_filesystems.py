@@ -23,7 +23,7 @@ from tests.gcs_emulators import (  # noqa: F401 (fixtures)
 )
 from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
 from triehh_beam.proto import state_pb2
-from triehh_beam.job.state_store import MANIFEST_NAME, STATE_SCHEMA_VERSION, StateStore
+from triehh_beam.job.state_store import MANIFEST_NAME, STATE_SCHEMA_VERSION, StateStore, release_version
 
 # Beam's credential search, when it finds nothing, backs off for ~20 s; the test setup must
 # make it answer at once. A fresh interpreter importing Beam takes a few seconds on its own.
@@ -92,6 +92,7 @@ def test_state_store_commit_and_load_round_trip(gcs_emulator, gcs_emulator_clien
     first_path = store.commit(first)
     expected = state_pb2.JobState.FromString(first.SerializeToString())
     expected.schema_version = STATE_SCHEMA_VERSION
+    expected.written_by = release_version()
     assert store.load() == expected
     second = state_pb2.JobState.FromString(first.SerializeToString())
     second.rounds_completed = 2

@@ -51,14 +51,12 @@ def test_a_sample_and_threshold_charge_records_its_accounting(tmp_path, protocol
                   sample_probability=0.1, epsilon=1.0, delta=1e-8, round_epsilon=0.25, round_delta=2.5e-9)
     book.charge_plan("exact-job", state_pb2.PrivacyPlan(accounting="exact", **common), {"input": "x"})
     book.charge_plan("bound-job", state_pb2.PrivacyPlan(accounting="bound", **common), {"input": "x"})
-    # Planned before the choice was recorded: the paper's bound, the only accounting there was.
-    book.charge_plan("old-job", state_pb2.PrivacyPlan(**common), {"input": "x"})
     records = {r["record_id"]: r for r in book.records()}
-    assert {k: r["accounting"] for k, r in records.items()} == {
-        "exact-job": "exact", "bound-job": "bound", "old-job": "bound"}
+    assert {k: r["accounting"] for k, r in records.items()} == {"exact-job": "exact", "bound-job": "bound"}
     assert all((r["epsilon"], r["delta"], r["tau"]) == (1.0, 1e-8, 20) for r in records.values())
     # TrieHH's plans have one certificate, Theorem 1: no accounting in their record.
-    book.charge_plan("triehh-job", state_pb2.PrivacyPlan(rule="authors", max_length=4, theta=10, batch_size=100,
+    book.charge_plan("triehh-job", state_pb2.PrivacyPlan(protocol="triehh", rule="authors", max_length=4, theta=10,
+                                                         batch_size=100,
                                                          epsilon=1.0, delta=1e-8), {"input": "x"})
     assert "accounting" not in book.records()[-1]
 

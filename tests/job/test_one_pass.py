@@ -22,7 +22,7 @@ import pytest
 from triehh_beam.reference.simulation import simulate
 from triehh_beam.io.write import write_records
 from triehh_beam.job import driver as driver_lib
-from triehh_beam.job import levels
+from triehh_beam.job import levels, sources
 from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.protocol.encoding import ItemEncoder
@@ -154,13 +154,13 @@ def test_the_sampling_pass_reads_the_input_once_and_rounds_never(populations, tm
     # their samples only (the read transform is built exactly twice: census and pass).
     path, _, _ = populations["one_word"]
     built = []
-    original = DiscoveryConfig.read_transform
+    original = sources.read_transform
 
-    def counting(self, *args, **kwargs):
+    def counting(*args, **kwargs):
         built.append(1)
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(DiscoveryConfig, "read_transform", counting)
+    monkeypatch.setattr(sources, "read_transform", counting)
     result = run_discovery(_config(path, tmp_path / "out", _seed("a")))
     assert result.rounds_run >= 3
     assert len(built) == 2
@@ -209,7 +209,7 @@ def test_a_lost_sample_is_drawn_again_and_changes_nothing(populations, tmp_path,
     # A run that dies once its samples are committed, before any round (one job per round here,
     # so that the one-job run below starts from the samples alone).
     with monkeypatch.context() as patch:
-        patch.setattr(driver_lib._Driver, "run_round", stop)
+        patch.setattr(driver_lib.Driver, "run_round", stop)
         with pytest.raises(_Stop):
             run_discovery(dataclasses.replace(config, rounds_per_job="1"), release=release)
     state = StateStore(config.resolved_state_dir).load()

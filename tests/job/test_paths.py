@@ -1,9 +1,8 @@
 """Issue 15, item 4: paths compared as typed. A job records canonical paths (``job/paths.py``) for
 its input pattern, state directory, ledger and output, so that ``--input ./data/records.parquet``
 resumes a job started with ``--input data/records.parquet``, and a job started with relative
-paths resumes from another working directory; a state recorded before canonical paths (paths as
-typed) still resumes from the directory it was started in. Each resumed job ends with the trie
-an unbroken run gives (the same samples: the recorded identity keys them).
+paths resumes from another working directory. Each resumed job ends with the trie an unbroken
+run gives (the same samples: the recorded identity keys them).
 """
 
 import hashlib
@@ -15,7 +14,7 @@ import pytest
 
 from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
 from triehh_beam.job.ledger import Ledger
-from triehh_beam.job.paths import canonical_path, canonical_pattern, same_path, same_pattern
+from triehh_beam.job.paths import canonical_path, canonical_pattern
 from triehh_beam.job.release import Release
 from triehh_beam.job.state_store import StateStore
 
@@ -38,14 +37,13 @@ def test_canonical_urls_keep_their_object_names():
     assert canonical_path("GS://bucket/out") == "gs://bucket/out"
     # Consecutive slashes are part of a GCS object's name: another object, never merged.
     assert canonical_path("gs://bucket/x//y") == "gs://bucket/x//y" != canonical_path("gs://bucket/x/y")
-    assert not same_path("gs://bucket/x//y", "gs://bucket/x/y")
 
 
 def test_canonical_patterns_are_sorted_distinct_parts(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert canonical_pattern("b/*.csv, ./a.csv,a.csv") == f"{tmp_path}/a.csv,{tmp_path}/b/*.csv"
-    assert same_pattern("data/*.parquet", f"{tmp_path}/data/*.parquet")
-    assert not same_pattern("data/*.parquet", "data/*.jsonl")
+    assert canonical_pattern("data/*.parquet") == canonical_pattern(f"{tmp_path}/data/*.parquet")
+    assert canonical_pattern("data/*.parquet") != canonical_pattern("data/*.jsonl")
 
 
 class _Stop(Exception):
@@ -130,27 +128,3 @@ def test_relative_paths_resume_from_another_working_directory(project, monkeypat
         run_discovery(_config("../project/data/records-00.parquet", "../project/out",
                               ledger_dir="../project/private/ledger", budget_epsilon=100.0))
 
-
-def test_a_state_recorded_with_paths_as_typed_still_resumes(project, monkeypatch):
-    # What the releases before canonical paths recorded: the pattern and the ledger as typed,
-    # the snapshot's paths as matched (relative), the identity's paths as typed / normalised.
-    root, trie, _ = project
-    monkeypatch.chdir(root)
-    config = _config("data/records-*.parquet", "out")
-    _stopped(config)
-    store = StateStore(str(root / "out.state"))
-    state = store.load()
-    state.input.file_pattern = "data/records-*.parquet"
-    state.ledger = "out.state"
-    for entry in state.input_snapshot.files:
-        entry.path = os.path.relpath(entry.path, root)
-    identity = json.loads(state.sampling_identity)
-    identity.update(input_pattern="data/records-*.parquet", output_dir="out")
-    state.sampling_identity = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-    store.commit(state)
-    result = run_discovery(_config("./data/records-*.parquet", "out/"))
-    assert result.resumed_from_round == 1
-    # The recorded identity (as typed) keys the resumed rounds; the trie is a valid one, and
-    # the state keeps what it recorded.
-    assert StateStore(str(root / "out.state")).load().sampling_identity == state.sampling_identity
-    assert (root / "out" / "trie.pb").exists()

@@ -1,23 +1,21 @@
 """Where a job's private state lives (README: Secrets and state): outside the published output,
-owner-only on a local disk whatever the umask, required explicitly for a ``gs://`` output, and a
-job left in the old default ``OUTPUT/state`` refused until it is moved out (then it resumes)."""
+owner-only on a local disk whatever the umask, required explicitly for a ``gs://`` output; and a
+state an earlier release wrote refused in one line naming that release."""
 
 import hashlib
+import json
 import os
 import pathlib
-import shutil
 import stat
 
 import numpy as np
 import pytest
-from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam import cli
 from triehh_beam.io.write import write_records
-from triehh_beam.job import config as config_lib
-from triehh_beam.job import driver, ledger
-from triehh_beam.job.driver import DiscoveryConfig, StateLocationError, run_discovery
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job import cas
+from triehh_beam.job.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
 
 SEED = hashlib.sha256(b"triehh-beam state location tests").digest()  # public: tests only
 WORDS = ["apple", "bread", "cider", "dough", "eggs"]
@@ -102,52 +100,32 @@ def test_a_state_directory_left_open_is_tightened(records, tmp_path, umask_zero)
     assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
 
 
-class _Stop(Exception):
-    pass
+def _as_written_by_0_1_0(state_dir) -> None:
+    """Rewrites the state published in ``state_dir`` as triehh-beam 0.1.0 wrote states (state
+    schema 1, no ``written_by``), its manifest's checksum matching: only its version is at fault."""
+    store = StateStore(str(state_dir))
+    manifest = store.read_manifest()
+    state = store.load()
+    state.schema_version, state.written_by = 1, ""
+    data = state.SerializeToString()
+    with open(os.path.join(state_dir, manifest["state_object"]), "wb") as f:
+        f.write(data)
+    manifest["sha256"] = hashlib.sha256(data).hexdigest()
+    objects = cas.LocalCasStore(str(state_dir))
+    objects.replace(MANIFEST_NAME, json.dumps(manifest).encode(), objects.read(MANIFEST_NAME).generation)
 
 
-def _stop_after_round_1(line: str) -> None:
-    if line.startswith("round 1/"):
-        raise _Stop()  # round 1 is committed before its line is printed
-
-
-def _legacy_job(records, out, monkeypatch) -> None:
-    """A job stopped after round 1 with its state where releases before 0.2 kept it by default,
-    OUTPUT/state (its default ledger there too), made by the old defaults."""
-    with monkeypatch.context() as old:
-        old.setattr(DiscoveryConfig, "resolved_state_dir",
-                    property(lambda c: c.state_dir or FileSystems.join(c.output_dir, "state")))
-        old.setattr(config_lib, "is_inside", lambda path, directory: False)
-        old.setattr(driver, "check_state_location", lambda config: None)
-        old.setattr(driver.release_lib, "check_locations", lambda output, state: None)
-        with pytest.raises(_Stop):
-            run_discovery(_config(records, out), progress=_stop_after_round_1)
-    legacy = StateStore(str(out / "state")).load()
-    assert legacy.rounds_completed == 1 and legacy.ledger == str(out / "state")
-
-
-def test_a_job_in_the_old_default_location_is_refused_then_resumes_once_moved(records, tmp_path, monkeypatch, capsys):
+def test_a_state_written_by_0_1_0_is_refused_in_one_line_naming_the_version(records, tmp_path, capsys):
     out = tmp_path / "out"
-    _legacy_job(records, out, monkeypatch)
-    legacy = StateStore(str(out / "state")).load()
-    job_id = legacy.job_id
-    with pytest.raises(StateLocationError, match=r"holds a job's private state .* move it out to .*out\.state"):
-        run_discovery(_config(records, out))
-    # The command-line tool: one line, exit code 2, nothing run.
     argv = ["discover", "--input", records, "--output", str(out), "--epsilon", "3", "--delta", "1e-6",
             "--max-length", "6"]
+    assert cli.main(argv) == 0
+    assert StateStore(str(out) + ".state").load().written_by  # this release records itself
+    _as_written_by_0_1_0(str(out) + ".state")
+    capsys.readouterr()
     assert cli.main(argv) == 2
     captured = capsys.readouterr()
-    assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
-    assert f"move it out to {out}.state" in captured.err and "census" not in captured.out
-    assert not pathlib.Path(str(out) + ".state").exists()
-
-    # Moved as the message says (mv keeps the old, open mode), the job resumes after round 1 and
-    # is not charged again: its default ledger moved with it.
-    shutil.move(str(out / "state"), str(out) + ".state")
-    result = run_discovery(_config(records, out))
-    assert result.resumed_from_round == 1
-    moved = pathlib.Path(str(out) + ".state")
-    assert StateStore(str(moved)).load().job_id == job_id
-    assert [r["record_id"] for r in ledger.Ledger(str(moved)).records()] == [legacy.ledger_record]
-    assert stat.S_IMODE(moved.stat().st_mode) == 0o700
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert "written by triehh-beam 0.1.0" in lines[0] and "start the job again in a new output" in lines[0]
+    assert "census" not in captured.out and "resuming" not in captured.out

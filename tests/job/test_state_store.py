@@ -11,7 +11,7 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.job import state_store
 from triehh_beam.job import cas
 from triehh_beam.proto import state_pb2
-from triehh_beam.job.state_store import MANIFEST_NAME, STATE_SCHEMA_VERSION, StateError, StateStore
+from triehh_beam.job.state_store import MANIFEST_NAME, STATE_SCHEMA_VERSION, StateError, StateStore, release_version
 
 
 def _state(rounds_completed: int = 0, **fields) -> state_pb2.JobState:
@@ -35,6 +35,7 @@ def _published(state: state_pb2.JobState) -> state_pb2.JobState:
     expected = state_pb2.JobState()
     expected.CopyFrom(state)
     expected.schema_version = STATE_SCHEMA_VERSION
+    expected.written_by = release_version()
     return expected
 
 
@@ -206,6 +207,20 @@ def test_an_object_of_an_unknown_state_schema_version_is_refused(store, committe
     state.schema_version = STATE_SCHEMA_VERSION + 1
     path = _publish_raw(store, "state-0001-future.pb", state.SerializeToString())
     assert f"version {STATE_SCHEMA_VERSION + 1}" in _refused(store, path)
+
+
+def test_a_state_written_by_an_earlier_release_is_refused_naming_it(store, committed):
+    # Schema 1 was written only by triehh-beam 0.1.0, which recorded no version of its own.
+    state = _state(1)
+    state.schema_version = 1
+    path = _publish_raw(store, "state-0001-old.pb", state.SerializeToString())
+    message = _refused(store, path)
+    assert "written by triehh-beam 0.1.0" in message and "new output and state directory" in message
+    assert "\n" not in message
+    # A later schema names the release it records.
+    state.schema_version, state.written_by = STATE_SCHEMA_VERSION + 1, "9.9.0"
+    path = _publish_raw(store, "state-0001-new.pb", state.SerializeToString())
+    assert "written by triehh-beam 9.9.0" in _refused(store, path)
 
 
 def test_an_object_that_is_not_a_protobuf_is_refused(store, committed):

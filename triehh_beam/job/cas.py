@@ -1,22 +1,11 @@
-"""Compare-and-swap objects: the writes that must never race, on a local disk or on GCS.
-
-Beam's ``FileSystems`` can write and rename, but it cannot say "write this only if nobody else
-wrote since I read", which is what the manifest that publishes a round, the lease on a state
-directory (:mod:`triehh_beam.job.lease`) and the privacy ledger's append-only log
-(:mod:`triehh_beam.job.record_log`) need. ``CasStore`` is that one primitive, and
-``cas_store_for`` picks an implementation for a path: ``LocalCasStore``, a directory on a local
-POSIX filesystem (``create`` links a fully written temporary file to the final name, which fails
-if the name exists; ``replace`` and ``delete`` check the generation and swap the file while
-holding an ``flock`` on a per-object lock file), or ``GcsCasStore``, Google Cloud Storage with
-generation preconditions (``if_generation_match``; 0 means "must not exist"), the service
-refusing a stale write with HTTP 412. A generation is an opaque token (an ``int`` on GCS, a
-``str`` locally, the SHA-256 of the content: see ``LocalCasStore``) to be compared for equality
-only; objects hold exactly the bytes written, on both stores. One ambiguity is inherent to any
-remote compare-and-swap: a conditional request retried after a lost response (as
-google-cloud-storage does on transient errors) can fail its precondition against the writer's
-*own* first attempt, so the caller sees ``PreconditionFailed`` although it won; the lease and
-the log resolve it by writing content unique to the attempt and re-reading, and a direct caller
-should do the same (re-read, compare with what it wrote).
+"""Compare-and-swap objects, the writes that must never race (the state manifest, the lease on a
+state directory, the privacy ledger's log), on a local disk or on GCS: ``CasStore`` is the one
+primitive and ``cas_store_for`` picks ``LocalCasStore`` (exclusive create of a fully written
+file; replace and delete under an ``flock``, the generation the content's SHA-256) or
+``GcsCasStore`` (generation preconditions, HTTP 412 for a stale write). A generation is an opaque
+token compared for equality only. A conditional write retried after a lost response can fail
+against its own first attempt, so callers write content unique to the attempt and re-read after
+``PreconditionFailed``.
 """
 
 from __future__ import annotations
@@ -42,6 +31,8 @@ __all__ = [
     "LocalCasStore",
     "PreconditionFailed",
     "Versioned",
+    "check_name",
+    "encode_line",
     "cas_store_for",
     "is_local",
     "make_private_dir",
@@ -83,7 +74,7 @@ class Versioned:
     generation: Generation
 
 
-def _check_name(name: str) -> str:
+def check_name(name: str) -> str:
     """Object names are relative, '/'-separated paths; '.', '..' and the reserved '.cas' are not
     allowed, so that every implementation maps a name to exactly one object."""
     if not isinstance(name, str) or not name:
@@ -227,7 +218,7 @@ class LocalCasStore(CasStore):
         return f"LocalCasStore({self.root!r})"
 
     def location(self, name: str) -> str:
-        return os.path.join(self.root, *_check_name(name).split("/"))
+        return os.path.join(self.root, *check_name(name).split("/"))
 
     def _reserved(self, *parts: str) -> str:
         path = self.root
@@ -335,7 +326,7 @@ class GcsCasStore(CasStore):
         return f"GcsCasStore({self.bucket_name!r}, {self.prefix!r})"
 
     def _key(self, name: str) -> str:
-        _check_name(name)
+        check_name(name)
         return f"{self.prefix}/{name}" if self.prefix else name
 
     def location(self, name: str) -> str:
@@ -428,7 +419,7 @@ def cas_store_for(path: str, client=None) -> CasStore:
     return LocalCasStore(path)
 
 
-def _encode(document: dict) -> bytes:
+def encode_line(document: dict) -> bytes:
     """One JSON document as one line of UTF-8 (sorted keys): how the lease and the log store
     their records."""
     return (json.dumps(document, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")

@@ -1,23 +1,11 @@
 """Deny lists across runs (``--deny-list``): earlier releases' heavy hitters, which a new run's
-sampled users do not vote for (``vote.client_vote``'s ``denied``: each draws among its other
-items, abstaining if it holds none), so that a recurring discovery spends its rounds on what is
-new. Each file must be a ``heavy_hitters.json`` that a discovery published (its
-``heavy_hitters``, ``privacy`` and ``encoding`` blocks): the list is then post-processing of
-released DP outputs and costs nothing more, which a hand-written list of raw data would not be
-(README, "Deny lists across runs"). Files are read through Beam's ``FileSystems`` (local or
-``gs://``). Matching is in the encoded sequence space: each listed item is encoded with this
-job's encoder (``ItemEncoder.encode``, the complete item with its terminator), so an earlier run
-with another unit size or L is usable whenever its items encode here; an earlier run whose items
-mean something else (another item type, case folding or tokenisation) is refused, and so is an
-item this job cannot encode (too long for its L, or not of its type), naming the file and the
-item. The content is checked too (``_check_release``): the plan's published fields must be those
-this product writes and agree with each other, every item must encode under the file's own
-encoding within the rounds it ran, and no round may hold more prefixes than its plan could
-release, wherever the plan publishes what bounds it (TrieHH: floor(m / theta) per round, m
-published with n; sample-and-threshold: floor(n / tau), with n). The ``digest`` of the sorted
-encoded items and the sorted file list is part of the job's identity (a resume with another
-list, or a changed file, is refused); ``items_digest``, of the items alone, is what the
-published result records.
+sampled users do not vote for (each draws among its other items, or abstains), so that a
+recurring discovery spends its rounds on what is new. Each file must be a ``heavy_hitters.json``
+this product published, checked for consistency (its plan's fields, its items' encoding, no round
+holding more prefixes than its plan could release), so that the list is post-processing of
+released outputs and costs no budget; its items are matched in this job's encoded sequences, and
+a file whose items mean something else, or an item this job cannot encode, is refused naming the
+file. The digest of the items and files is part of the job's identity.
 """
 
 from __future__ import annotations
@@ -31,6 +19,7 @@ from typing import Any, FrozenSet, Iterable, List, Mapping, Optional, Sequence, 
 
 from triehh_beam.job.paths import canonical_path
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError, Units
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["DenyList", "DenyListError", "load", "parse_paths", "sequences_digest"]
 
@@ -126,8 +115,6 @@ def _check_encoding(path: str, theirs: Mapping[str, Any], encoder: ItemEncoder) 
             "tokenisation (unit size and L may differ)")
 
 
-# The protocols whose heavy_hitters.json this product writes (``outputs.plan_document``).
-_TRIEHH, _TRIEHH_PP, _WHOLE_ITEMS = "triehh", "triehh++", "sample-threshold"
 # Relative slack when comparing published floats with what they are computed from.
 _CLOSE = 1e-9
 
@@ -151,7 +138,7 @@ def _plan_bound(privacy: Mapping[str, Any]) -> Tuple[Optional[int], str]:
     """The published plan checked for consistency, and what it bounds: the most prefixes one
     round can keep (None when the plan does not publish what bounds it: n private) and how."""
     protocol = privacy.get("protocol")
-    if protocol not in (_TRIEHH, _TRIEHH_PP, _WHOLE_ITEMS):
+    if protocol not in tuple(Protocol):
         raise _NotARelease(f"its plan names protocol {protocol!r}, none this product runs")
     if not isinstance(privacy.get("guarantee"), str) or not isinstance(privacy.get("rule"), str):
         raise _NotARelease("its privacy block has no guarantee or rule")
@@ -162,7 +149,7 @@ def _plan_bound(privacy: Mapping[str, Any]) -> Tuple[Optional[int], str]:
     target_delta = _number(privacy, "target_delta", high=1.0)
     _number(privacy, "max_length", low=2, integer=True, low_open=False)
     n = _number(privacy, "population", low=1, integer=True, low_open=False) if public else None
-    if protocol == _TRIEHH:
+    if not Protocol(protocol).samples_by_probability:
         theta = _number(privacy, "theta", low=1, integer=True, low_open=False)
         guaranteed = privacy.get("epsilon") is not None
         if public and guaranteed and (_number(privacy, "epsilon") > target_epsilon * (1 + _CLOSE)
@@ -223,7 +210,7 @@ def _check_release(path: str, document: Mapping[str, Any]) -> None:
                 raise _NotARelease(f"heavy hitter {value!r} cannot be encoded under its own encoding ({e})") from None
         if len(set(sequences)) != len(sequences):
             raise _NotARelease("it lists a heavy hitter more than once")
-        whole_items = privacy["protocol"] == _WHOLE_ITEMS
+        whole_items = privacy["protocol"] == Protocol.WHOLE_ITEMS
         deepest = max((len(s) for s in sequences), default=0)
         if not whole_items and deepest > rounds:
             raise _NotARelease(f"a heavy hitter of {deepest} units, beyond its {rounds} rounds")

@@ -16,7 +16,8 @@ from triehh_beam.io.files import match_files
 from triehh_beam.job import leftovers, sources
 from triehh_beam.job.release import Release
 from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.job.driver import DiscoveryConfig, _Driver
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.discovery_job import DiscoveryJob
 from triehh_beam.job.input_checks import describe_unusable
 from triehh_beam.job.outputs import describe_plan, plan_document
 from triehh_beam.job.planning import check_before_census, plan_for_census
@@ -40,11 +41,11 @@ def dry_run(
     """
     files = [] if config.query is not None or sources.is_table(config) else match_files(config.input_pattern)
     # (FileNotFoundError for a part of a pattern matching nothing)
-    driver = _Driver(config, options or PipelineOptions([]), progress, None, ticks)
-    driver._announce_deny_list()  # its files read and checked (refused like a run's)
+    driver = DiscoveryJob(config, options or PipelineOptions([]), progress, None, ticks)
+    driver.announce_deny_list()  # its files read and checked (refused like a run's)
     state = driver.store.load()
     if state is not None:
-        driver._check_resumable(state)
+        driver.check_resumable(state)
         plan = state.plan
     else:
         root = config.resolved_state_dir
@@ -57,7 +58,7 @@ def dry_run(
     return _report(config, driver, state, plan, files, progress)
 
 
-def _census_plan(driver: _Driver, config: DiscoveryConfig, progress: Callable[[str], None]):
+def _census_plan(driver: DiscoveryJob, config: DiscoveryConfig, progress: Callable[[str], None]):
     """The census (refused as a job would be), then the plan for the users it counted."""
     driver.prepare_state_dir()
     check_before_census(config)  # TrieHH++: an infeasible target reads nothing
@@ -70,7 +71,7 @@ def _census_plan(driver: _Driver, config: DiscoveryConfig, progress: Callable[[s
     return plan_for_census(config, counted.users)
 
 
-def _report(config: DiscoveryConfig, driver: _Driver, state, plan, files, progress: Callable[[str], None]) -> dict:
+def _report(config: DiscoveryConfig, driver: DiscoveryJob, state, plan, files, progress: Callable[[str], None]) -> dict:
     """The dry run's report, printed through ``progress`` and returned."""
     spent = driver.ledger.spent()
     left = ledger_lib.remaining(config.budget, spent)

@@ -1,28 +1,22 @@
-"""The frequency estimates of a finished discovery (``--estimate-frequencies``), as the driver
-runs them after the rounds: the discovered leaves of the committed trie, the keys derived from
-the release's seed, identity and nonce (``EstimateKeys``, ``release``: a re-run after a crash
-releases the same numbers, another release of the same job other ones), one more read of
-exactly the input the census read (refused, like the sampling pass, if a file changed or the
-records read are not the census's count) and the released estimates read back for the driver
-to commit in the state before anything is published. Their spend was charged to the ledger
-with the plan, before round 1. The job's counters are not kept: no figure of this job but the
-noisy estimates leaves it.
+"""The frequency estimates of a finished discovery (``--estimate-frequencies``), run by the
+driver after the rounds: one more checked read of exactly the input the census read
+(``passes``) counts the users of the committed trie's discovered items under keys of the
+release (``EstimateKeys``: a re-run after a crash releases the same numbers), and the noisy
+estimates are read back for the driver to commit before anything is published. The job's
+counters are not kept: no figure of this job but the noisy estimates leaves it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 
 from apache_beam.io.filesystems import FileSystems
 
-from triehh_beam.job import graphs, outputs, sources
+from triehh_beam.job import graphs, outputs, passes, sources
 from triehh_beam.job.release import Release
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job.jobs import JobRunner, read_single_output
-from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateKeys, EstimateTargets
@@ -53,30 +47,19 @@ def run_estimates(config: DiscoveryConfig, jobs: JobRunner, state: state_pb2.Job
     if not len(targets):
         return state_pb2.FrequencyEstimates(epsilon=epsilon, half_width=TwoSidedGeometric(epsilon).half_width(LEVEL))
     root = config.resolved_state_dir
-    sources.check_unchanged(state, config, root, "(before the frequency estimates)")
-    sources.check_credentials(config, jobs.options)
-    sources.check_readable(state, config)
+    sources.check_unchanged(state, config, "(before the frequency estimates)")
     sampler = Release.of_state(state).sampler()
     keys = EstimateKeys.derive(sampler.seed, sampler.identity)
     name = uuid.uuid4().hex
     output = FileSystems.join(root, "census", f"estimates-{name}.json")
     summary = FileSystems.join(root, "census", f"estimates-{name}.summary.json")
     records = state.input_snapshot.records
-    jobs.run(lambda p, reported: graphs.build_estimates(
-        p, config, keys, targets, epsilon, output, summary, _shards(records), progress=reported,
-        as_of_millis=sources.pinned_at(state.input_snapshot)), "estimates", records)
-    unreadable = read_single_output(graphs.unreadable_path(summary))
-    counted = json.loads(read_single_output(summary))["records"]
-    released = outputs.estimates_from_json(read_single_output(output), config.encoder)
-    FileSystems.delete([output, summary, graphs.unreadable_path(summary)])
     try:
-        graphs.refuse_unreadable(unreadable)
-    except RecordFormatError as e:
-        raise InputChangedError(f"estimates: input the census read is now unreadable: {e}; nothing "
-                                "was published") from None
-    if counted != records:
-        raise InputChangedError(
-            f"the frequency estimates read {counted:,} records where the census counted {records:,}: "
-            "the input changed under the job; nothing was published")
-    sources.check_unchanged(state, config, root, "(after the frequency estimates read it)")
+        passes.run_checked_pass(config, jobs, state, lambda p, reported: graphs.build_estimates(
+            p, config, keys, targets, epsilon, output, summary, _shards(records), progress=reported,
+            as_of_millis=sources.pinned_at(state.input_snapshot)), "estimates", summary, passes.ESTIMATES)
+        released = outputs.estimates_from_json(read_single_output(output), config.encoder)
+    finally:
+        if FileSystems.exists(output):
+            FileSystems.delete([output])
     return released

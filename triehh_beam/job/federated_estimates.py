@@ -1,34 +1,25 @@
-"""The federated job's estimate round (``triehh federated serve --estimate-frequencies
-EPSILON_EST``): after the last vote round, the released trie's leaves (``EstimateTargets``) are
-announced to every enrolled device (``protocol.federated_estimate``: an ``EstimateAnnouncement``
-and one invitation per device, schema_version 2, each with the device's token and the word
-behind the central estimate's uniform), and each device reports the target its records choose
-or abstains. The round closes like a vote round (once every enrolled device has reported, or
-at the deadline, by Pub/Sub's publish times: ``_Server.close_round``); the first report of each
-issued token naming a target is counted (``EstimateTally``): the server sees each reporting
-device's chosen leaf linked to its token, which the published ``federated`` section says and the counts are
-released once with ``frequency_estimates.release``, the central estimate's keyed noise: with no
-fault the estimates equal ``discover --estimate-frequencies``'s on the same records, seed and
-identity. Devices that do not report contribute nothing: the estimates are of the reporting
-devices (biased low by the dropout fraction), the guarantee unchanged (sensitivity 1 per
-device). The spend was charged with the plan before the first announcement. The exact counts
-never leave the tally; the round's record (close, labels, the released, noisy, estimates) is
-committed to the job's state like a round's, so a crash during the round re-announces it with
-the same deadline and recounts it from the log, and one after it publishes the committed
-estimates.
+"""The federated job's estimate round (``--estimate-frequencies``): after the last vote round
+the released trie's leaves are announced to every enrolled device, each reports the leaf its
+records choose or abstains, and the round closes like a vote round
+(``FederatedServer.close_round``); the first report of each issued token is counted and the
+counts released once with the central estimate's keyed noise (with no fault, equal to
+``discover --estimate-frequencies``' on the same records and keys). Devices that do not report
+contribute nothing (the estimates are of the reporting devices; the guarantee is unchanged).
+The round's record is committed like a round's, so a crash re-announces it with the same
+deadline, or publishes the committed estimates.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import time
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import federated_state, outputs
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.job.federated_server import FederatedServer, now_iso
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.federated import Invitation
@@ -37,21 +28,18 @@ from triehh_beam.protocol.federated_tally import EstimateTally
 from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateKeys, EstimateTargets
 from triehh_beam.protocol.trie import Trie
 
-if TYPE_CHECKING:  # the round loop's server; imported there, not here (no cycle)
-    from triehh_beam.job.federated import _Server
-
 __all__ = ["ESTIMATE_KEY", "run_estimate_round"]
 
 #: The progress's key of the committed estimate round (``job.federated_state``).
 ESTIMATE_KEY = federated_state.ESTIMATE_KEY
 
 
-def _announce(server: "_Server", announcement_of, invited) -> Tuple[int, int]:
+def _announce(server: FederatedServer, announcement_of, invited) -> Tuple[int, int]:
     """Publishes the estimate announcement and every device's invitation; returns (deadline,
     goal). The deadline is recorded before the first publication, so a resumed round keeps it."""
     r = invited.round_index
     goal = math.ceil(server.source.report_goal * len(invited))
-    path = server._path("estimate", "announced.json")
+    path = server.path("estimate", "announced.json")
     announced = outputs.read_json(path)
     if announced is None:
         announced = {"round": r, "deadline_millis": int(time.time() * 1000) + int(server.source.round_deadline * 1000),
@@ -73,7 +61,7 @@ def _empty(epsilon: float) -> state_pb2.FrequencyEstimates:
     return state_pb2.FrequencyEstimates(epsilon=epsilon, half_width=TwoSidedGeometric(epsilon).half_width(LEVEL))
 
 
-def run_estimate_round(server: "_Server", trie: Trie, log: ReportLog, pool: List[LoggedMessage],
+def run_estimate_round(server: FederatedServer, trie: Trie, log: ReportLog, pool: List[LoggedMessage],
                        rounds_run: int) -> Tuple[Optional[state_pb2.FrequencyEstimates], List[LoggedMessage]]:
     """The estimate round after ``rounds_run`` vote rounds (or its committed record, on a
     resume); returns the released estimates as the state records them (None without
@@ -108,16 +96,13 @@ def run_estimate_round(server: "_Server", trie: Trie, log: ReportLog, pool: List
     server.progress_doc[ESTIMATE_KEY] = {
         "round": r, "closed_by": closed_by, "close_micros": close, "targets": len(targets),
         "invited": len(invited), "goal": goal, "labels": tally.label_counts(), "released": document,
-        "closed_at": _now()}
+        "closed_at": now_iso()}
     server.commit()  # the released estimates, committed before anything is published
     server.progress(f"estimates: closed ({closed_by})" + ("" if tally.reported else
                     "; no device reported: check that the announce topic's messages reach the devices"))
     return _recorded(document, server), rest
 
 
-def _recorded(document: dict, server: "_Server") -> state_pb2.FrequencyEstimates:
+def _recorded(document: dict, server: FederatedServer) -> state_pb2.FrequencyEstimates:
     return outputs.estimates_from_json(json.dumps(document).encode(), server.encoder)
 
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -1,11 +1,7 @@
-"""Reading the federated server's report log (``beam.federated.LogReports``) as it grows.
-
-``ReportLog.read_new()`` returns the messages of the log files not read yet, each once per
-Pub/Sub message id across the whole log (a line repeated by a retried bundle or a redelivered
-message is counted in ``redelivered`` and not returned again), as ``LoggedMessage``s carrying
-the time Pub/Sub accepted the message (its publish time; the log file's write time when the
-runner gave none). Which round a report belongs to is decided by that time, not by when the
-server happens to read it, so the assignment is the same on every run and every resume.
+"""Reading the federated server's report log (``beam.federated.LogReports``) as it grows:
+``ReportLog.read_new()`` returns each Pub/Sub message once across the whole log (a repeat is
+counted in ``redelivered``), as a ``LoggedMessage`` with the time Pub/Sub accepted it, which
+decides its round, so the assignment is the same on every run and every resume.
 """
 
 from __future__ import annotations

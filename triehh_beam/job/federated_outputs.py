@@ -9,7 +9,8 @@ from __future__ import annotations
 import datetime
 from typing import Dict, List, Optional
 
-from triehh_beam.job.config import TRIEHH_PP, DiscoveryConfig
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.federated_tally import ESTIMATE_KINDS, KINDS
 from triehh_beam.protocol.trie import Trie
@@ -71,7 +72,7 @@ ROUND_CLOSE = (
 def dropout_guarantee(config: DiscoveryConfig) -> str:
     """The published statement of what holds when selected devices do not report."""
     selection = ("each enrolled device independently with probability p_s per round"
-                 if config.protocol == TRIEHH_PP else "m of the n enrolled devices per round")
+                 if config.protocol is Protocol.TRIEHH_PP else "m of the n enrolled devices per round")
     return (
         "With honest, non-colluding devices (see trust_model), the (epsilon, delta) guarantee holds "
         "whatever fraction of the selected devices report. It comes "

@@ -1,20 +1,9 @@
-"""The Beam job graphs a discovery runs, built on ``pipeline`` by the driver (which reads each
-job's small outputs back through ``FileSystems``):
-
-- the census: the distinct users n, those of them with no usable item under the job's encoding,
-  the records counted, and the files that cannot be read;
-- the sampling pass: ONE read of the records draws the samples of every round (samples depend
-  only on the seed, the round and the user, never on the trie) and writes each round's sampled
-  users' items to the job's private artefact (``levels.samples_dir``); with ``rounds`` it also
-  runs those rounds in the same job (``--rounds-per-job all``);
-- a round on its sample: reads only that round's artefact and votes columnar;
-- the remaining rounds on their samples, unrolled in one job (a resumed ``all`` job).
-Rounds run in one job write each level as soon as the round completes (``levels.write_level``).
-- the frequency estimates (``--estimate-frequencies``): one more read of the records after the
-  rounds, the released estimates as one JSON line (``beam.estimates``);
-- whole-item sample-and-threshold's one release (``--protocol sample-threshold``): one read of
-  the records, the Bernoulli sample of round 1's keys and the thresholded counts of whole items
-  (``beam.whole_items``) as one JSON line.
+"""The Beam job graphs a discovery runs, built on ``pipeline`` by the driver, which reads each
+job's small outputs back: the census (the distinct users, those without a usable item, the
+records counted and the files that cannot be read), the sampling pass (one read draws every
+round's sample into the private artefact, and with ``rounds`` runs them too), a round on its
+sample, the remaining rounds in one job (each level written as its round completes), the
+frequency estimates, and a whole-item release.
 """
 
 from __future__ import annotations
@@ -30,10 +19,10 @@ from triehh_beam.beam.estimates import EstimateFrequencies
 from triehh_beam.beam.whole_items import ReleaseWholeItems
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
-from triehh_beam.job import levels, outputs
+from triehh_beam.job import levels, outputs, sources
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.planning import is_sample_threshold
 from triehh_beam.job.progress import CountProgressDoFn
+from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
@@ -65,8 +54,8 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     records read are reported there as they are read. ``as_of_millis``: the instant a BigQuery
     table is read as of (``sources.pin``; None for files and queries).
     """
-    read = pipeline | "ReadRecords" >> config.read_transform(
-        dead_letter=bool(config.dead_letter), as_of_millis=as_of_millis
+    read = pipeline | "ReadRecords" >> sources.read_transform(
+        config, dead_letter=bool(config.dead_letter), as_of_millis=as_of_millis
     ).with_unreadable_output()
     if config.dead_letter:
         read[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
@@ -134,6 +123,15 @@ def _write_unreadable(read, output_path: str) -> None:
     )
 
 
+def _read_counted_records(pipeline: beam.Pipeline, config: DiscoveryConfig, output_path: str,
+                          progress: Optional[str], as_of_millis: Optional[int]):
+    """The records a pass after the census reads (files that cannot be read written beside
+    ``output_path``, ``unreadable_path``; zero counts dropped), reported as ``build_census``'s."""
+    read = pipeline | "ReadRecords" >> sources.read_transform(config, as_of_millis=as_of_millis).with_unreadable_output()
+    _write_unreadable(read, output_path)
+    return _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()), progress)
+
+
 def build_sampling(
     pipeline: beam.Pipeline,
     config: DiscoveryConfig,
@@ -163,11 +161,8 @@ def build_sampling(
     ``build_census`` (the records ranked); ``as_of_millis``: as ``build_census`` (the census's).
     ``denied``: the deny list's sequences, applied by the rounds' votes (never by the sample).
     """
-    read = pipeline | "ReadRecords" >> config.read_transform(as_of_millis=as_of_millis).with_unreadable_output()
-    _write_unreadable(read, summary_path)
-    records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
-                        progress)
-    if is_sample_threshold(plan):  # TrieHH++: each user with probability p_s, tau votes kept
+    records = _read_counted_records(pipeline, config, summary_path, progress, as_of_millis)
+    if Protocol(plan.protocol).samples_by_probability:  # TrieHH++: each user with probability p_s, tau votes kept
         sizes = dict(sample_size=None, sample_probability=plan.sample_probability)
     else:
         sizes = dict(sample_size=plan.batch_size)
@@ -283,10 +278,7 @@ def build_estimates(
     only) and ``{"records": records read}`` to ``summary_path`` (checked against the census);
     files that cannot be read are written as the census writes them. ``progress`` and
     ``as_of_millis``: as ``build_census``."""
-    read = pipeline | "ReadRecords" >> config.read_transform(as_of_millis=as_of_millis).with_unreadable_output()
-    _write_unreadable(read, summary_path)
-    records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
-                        progress)
+    records = _read_counted_records(pipeline, config, summary_path, progress, as_of_millis)
     (
         records
         | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
@@ -320,10 +312,7 @@ def build_whole_item_release(
     "records": records ranked}`` (counts >= tau only). ``population`` only sizes the shards.
     Files that cannot be read are written as the census writes them; ``progress`` and
     ``as_of_millis``: as ``build_census``."""
-    read = pipeline | "ReadRecords" >> config.read_transform(as_of_millis=as_of_millis).with_unreadable_output()
-    _write_unreadable(read, output_path)
-    records = _reported(read[RECORDS_TAG] | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn()),
-                        progress)
+    records = _read_counted_records(pipeline, config, output_path, progress, as_of_millis)
     drawn = records | "SampleOnce" >> sample_pass.SampleAllRounds(
         keys, [1], sample_size=None, population=population, encoder=config.encoder, truncate=False,
         sample_probability=plan.sample_probability)

@@ -78,10 +78,9 @@ def snapshot(file_pattern: str, client=None) -> List[state_pb2.InputFile]:
 
 def first_change(recorded: Iterable[state_pb2.InputFile], current: Iterable[state_pb2.InputFile]) -> Optional[str]:
     """A few words naming the first file (by path) that differs between two snapshots: gone,
-    new, or changed (size, modification time or generation); None when they are the same.
-    Paths are compared canonical (snapshots before canonical paths recorded them as matched)."""
-    before = {canonical_path(f.path): f for f in recorded}
-    after = {canonical_path(f.path): f for f in current}
+    new, or changed (size, modification time or generation); None when they are the same."""
+    before = {f.path: f for f in recorded}
+    after = {f.path: f for f in current}
     for path in sorted(set(before) | set(after)):
         old, new = before.get(path), after.get(path)
         if new is None:
@@ -97,23 +96,17 @@ def first_change(recorded: Iterable[state_pb2.InputFile], current: Iterable[stat
     return None
 
 
-def check_unchanged(state: state_pb2.JobState, file_pattern: str, state_dir: str, when: str) -> None:
+def check_unchanged(state: state_pb2.JobState, file_pattern: str, when: str) -> None:
     """Refuses input that is not the files a job's census read, unchanged.
 
     Args:
       state: the job's state (its ``input_snapshot``).
       file_pattern: the input pattern, as given now.
-      state_dir: the state's directory (named when the state recorded no snapshot).
       when: a few words for the message ("(before round 3)").
 
     Raises:
       InputChangedError: naming the first difference.
     """
-    if not state.HasField("input_snapshot"):
-        raise InputChangedError(
-            f"{state_dir} holds a job that did not record what its census read; it cannot "
-            "be resumed safely, start a new job in another output/state directory"
-        )
     try:
         current = snapshot(file_pattern)
     except FileNotFoundError as e:

@@ -219,7 +219,7 @@ def submit_job_graphs(
     census = runners.make_pipeline(options)
     build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of)
     results.append(census.run())
-    if planning.is_whole_items(recorded):
+    if not planning.protocol_of(recorded).grows_trie:
         release = runners.make_pipeline(options)
         graphs.build_whole_item_release(release, config, sampler.pass_keys(1), recorded, population,
                                         FileSystems.join(scratch, "release.json"), as_of_millis=as_of)
@@ -227,7 +227,7 @@ def submit_job_graphs(
         return results
     samples = FileSystems.join(scratch, "samples")
     # TrieHH's sample size; a Bernoulli sample (TrieHH++) has none to check.
-    required = None if planning.is_sample_threshold(recorded) else min(recorded.batch_size, population)
+    required = None if planning.protocol_of(recorded).samples_by_probability else min(recorded.batch_size, population)
     denied = frozenset() if config.deny is None else config.deny.sequences
     rounds_list = list(range(1, config.max_length + 1))
     one_job = config.rounds_per_job == "all"

@@ -1,14 +1,9 @@
-"""An exclusive, expiring lease held in one compare-and-swap object.
-
-A job holds the lease on its state directory for the whole run so that two runs never advance
-the same state: ``Lease.acquire`` succeeds when the lease object is missing, released or
-expired and writes the new holder by compare-and-swap (:mod:`triehh_beam.job.cas`) from the
-generation it read, so of any number of simultaneous takers exactly one wins and the others see
-``LeaseHeld`` naming the winner; the holder renews with ``Lease.renew`` and ends with
-``Lease.release``, and a hold that ended behind its back surfaces as ``LeaseLost``. Each write
-carries a fresh ``lease_id``, so a write whose response was lost is recognised on re-reading.
-``StateLease`` is how a discovery holds its state directory: renewed after every round, and a
-lease left by a killed process of this machine taken over at once.
+"""An exclusive, expiring lease in one compare-and-swap object, so that two runs never advance the
+same state: ``Lease.acquire`` takes a missing, released or expired lease by compare-and-swap (of
+simultaneous takers exactly one wins; the others see ``LeaseHeld`` naming it), ``renew`` and
+``release`` keep and end it, and a hold ended behind its holder's back surfaces as ``LeaseLost``.
+``StateLease`` is how a discovery holds its state directory: renewed after every round, a lease
+left by a killed process of this machine taken over at once.
 """
 
 from __future__ import annotations
@@ -29,9 +24,9 @@ from triehh_beam.job.cas import (
     Generation,
     PreconditionFailed,
     Versioned,
-    _check_name,
+    check_name,
     cas_store_for,
-    _encode,
+    encode_line,
 )
 
 __all__ = ["HeldLease", "LEASE_NAME", "Lease", "LeaseHeld", "LeaseLost", "LeaseRecord", "StateLease", "holder_is_dead"]
@@ -55,7 +50,7 @@ class LeaseRecord:
         return self.released or self.expires_at <= now
 
     def to_bytes(self) -> bytes:
-        return _encode(dataclasses.asdict(self))
+        return encode_line(dataclasses.asdict(self))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +98,7 @@ class Lease:
     def __init__(self, store: CasStore, name: str = "LEASE", *, clock: Callable[[], float] = time.time,
                  max_attempts: int = 10):
         self.store = store
-        self.name = _check_name(name)
+        self.name = check_name(name)
         self.clock = clock
         self.max_attempts = max_attempts
 

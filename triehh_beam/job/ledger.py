@@ -1,23 +1,9 @@
-"""The privacy ledger: what every job on a population has spent, and the lifetime budget.
-
-Each job appends one record, durably and before it releases anything, with the (epsilon, delta)
-it spends for all of its rounds, its job id, the time and its parameters. Spends compose by
-basic sequential composition (epsilons add up, deltas add up). A population may have a
-lifetime budget; a job whose spend would exceed what is left is refused.
-
-Rules (documented in the README):
-  * A job is charged once, when its plan and seed are committed, before round 1 runs: from
-    then on its samples are drawn and could be released, so the spend is real even if the job
-    later fails. A job refused before that (infeasible target, budget, bad input) is not charged.
-  * A resumed job is not charged again: the record's id is the job id, and an append with an id
-    already in the ledger does nothing.
-  * The check and the append are one compare-and-swap, so two jobs racing for the last of a
-    budget cannot both win.
-  * Before reading any record, a job checks its *target* (epsilon, delta) against what is left;
-    the charge is the *achieved* spend, which the planner guarantees is at most the target.
-
-The ledger is a JSON-lines object written only through ``triehh_beam.job.cas`` (local: exclusive
-create and locked atomic replace; GCS: generation preconditions).
+"""The privacy ledger of a population: one record per release, appended by compare-and-swap with
+the budget check (so two jobs racing for the last of a budget cannot both win) before anything of
+the release is sampled or published, with the (epsilon, delta) it spends, its id and its plan's
+parameters; spends add up (basic composition) against an optional lifetime budget, and a record
+id already in the ledger is not charged again (a resume). A job checks its target against what
+is left before it reads any record.
 """
 
 from __future__ import annotations
@@ -27,6 +13,7 @@ import math
 from typing import Iterable, List, NamedTuple, Optional
 
 from triehh_beam.job import cas, record_log
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["Budget", "BudgetExceededError", "LEDGER_NAME", "Ledger", "Spend", "plan_spend", "remaining"]
 
@@ -182,13 +169,12 @@ class Ledger:
         Raises:
           BudgetExceededError: the spend does not fit the population's budget.
         """
-        sample_threshold = plan.protocol in ("triehh++", "sample-threshold")  # a probability, tau
+        sample_threshold = Protocol(plan.protocol).samples_by_probability  # a probability, tau
         fields = _SAMPLE_THRESHOLD_FIELDS if sample_threshold else _PLAN_FIELDS
         details = {**details, **{name: getattr(plan, name) for name in fields}}
         if sample_threshold:
             details["tau"] = details.pop("theta")
-            # How the spend was certified; plans from before the choice were the paper's bound.
-            details["accounting"] = plan.accounting or "bound"
+            details["accounting"] = plan.accounting  # how the spend was certified: "exact" or "bound"
         if plan.estimate_epsilon:
             # Which part of the spend is the frequency estimates' (--estimate-frequencies).
             details.update(discovery_epsilon=None if plan.no_guarantee else plan.epsilon,

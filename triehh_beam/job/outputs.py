@@ -1,41 +1,43 @@
-"""What a discovery writes and reads back. Two audiences, kept apart: the PUBLISHABLE result
-(``heavy_hitters.json`` and ``trie.pb`` in the output directory, each written atomically) holds
-only the trie and what is fixed before any record is read (target epsilon and delta, theta, L,
-the encoding), plus n, m and the achieved epsilon, delta when the operator declared n public
-(``--population``; TrieHH++'s plan, fixed before any record is read, is published whole but
-n); every field is the same for two neighbouring populations whose tries are
-equal. The PRIVATE operator report (``operator_report.json`` in the job's state directory) holds
-every count: records read and dropped, files, users counted, the plan for n, per-round counters.
-Also the privacy plan as a line and as a document, the unit-size advice line, and the one-line
-JSON a round job writes for the driver (its ``RoundResult``, private state deleted once read).
-With frequency estimates, each published item and prefix carries its noisy estimate and the 95%
-interval of the weighted users it estimates (the state holds only the noisy numbers, never an
-exact count; the intervals are a function of them). With a deny list, the
-published result says so (its number of items and their digest: fixed before any record is read)
-and the operator report names its files."""
+"""What a discovery writes and reads back, for two audiences kept apart: the publishable
+``heavy_hitters.json`` and ``trie.pb`` (written atomically; only the trie, what is fixed before
+any record is read, the noisy estimates with their intervals, and n-dependent figures only when
+n is declared public) and the private operator report in the state directory (every count); and
+the small JSON documents a round or an estimate pass writes for the driver. The plan's words and
+documents are ``plan_documents``' (imported here for callers).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction
 from triehh_beam.job import cas, sources
+# The plan's words and documents, written into every output (and used from here by callers).
+from triehh_beam.job.plan_documents import (ACCOUNTING_NOTES, CENTRAL_TRUST_MODEL, N_DEPENDENT, describe_plan,
+                                            describe_published_plan, plan_accounting, plan_document,
+                                            population_is_public, published_plan_document,
+                                            unit_advice_message)
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 from triehh_beam.protocol.count_intervals import LEVEL, noisy_count_intervals
 from triehh_beam.protocol.frequency_estimates import FrequencyEstimates
 from triehh_beam.protocol.rounds import RoundResult
+from triehh_beam.protocol.sampling import SCHEME_V2
 from triehh_beam.protocol.trie import Trie
-from triehh_beam.protocol.unit_advice import discover_advice
 
 __all__ = [
+    "ACCOUNTING_NOTES",
+    "CENTRAL_TRUST_MODEL",
+    "N_DEPENDENT",
     "OPERATOR_REPORT_NAME",
+    "plan_accounting",
+    "unit_advice_message",
     "describe_plan",
     "describe_published_plan",
     "estimates_from_json",
@@ -53,8 +55,6 @@ __all__ = [
 ]
 
 OPERATOR_REPORT_NAME = "operator_report.json"
-SAMPLE_THRESHOLD_PROTOCOL = "triehh++"
-WHOLE_ITEMS_PROTOCOL = "sample-threshold"  # one release of whole items (``job.whole_items``)
 PRIVATE_NOTE = (
     "PRIVATE operator data: exact counts (records, dropped rows, files, users, per-round "
     "counters) and the plan for the counted population are NOT covered by the DP guarantee; "
@@ -137,246 +137,6 @@ def estimates_from_json(data: bytes, encoder: ItemEncoder) -> state_pb2.Frequenc
         recorded.items.add(units=[bytes.fromhex(u) for u in units], estimate=int(estimate))
     return recorded
 
-
-def population_is_public(plan: state_pb2.PrivacyPlan) -> bool:
-    """Whether the operator declared n public (``--population``): then n, m and the achieved
-    epsilon, delta (all functions of n) may be published."""
-    return plan.public_population > 0
-
-
-def _is_sample_threshold(plan: state_pb2.PrivacyPlan) -> bool:
-    """TrieHH++'s plan or whole items': nothing in either depends on n."""
-    return plan.protocol in (SAMPLE_THRESHOLD_PROTOCOL, WHOLE_ITEMS_PROTOCOL)
-
-
-def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) -> str:
-    """A TrieHH++ (or whole-item) plan in one line; n (private unless declared public) with
-    ``population``."""
-    n = f"n={plan.population:,} " if population else ""
-    if plan.protocol == WHOLE_ITEMS_PROTOCOL:
-        return (f"sample-and-threshold, whole items, one release: {n}tau={plan.theta} "
-                f"p_s={100 * plan.sample_probability:.6g}% items up to "
-                f"L-1={plan.max_length - 1} units: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
-                f"({plan_accounting(plan)} accounting; target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
-    return (f"TrieHH++ {n}tau={plan.theta} p_s={100 * plan.sample_probability:.6g}% "
-            f"L={plan.max_length}: epsilon={plan.epsilon:.4g} delta={plan.delta:.3g} "
-            f"(per round {plan.round_epsilon:.4g}, {plan.round_delta:.3g}; {plan_accounting(plan)} accounting; "
-            f"target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
-
-
-def _estimates_part(plan: state_pb2.PrivacyPlan, achieved: bool) -> str:
-    """The frequency estimates' spend, to append to a plan's line ("" without them): the total
-    target epsilon (public), or with ``achieved`` the total achieved epsilon (a function of n
-    for TrieHH)."""
-    if not plan.estimate_epsilon:
-        return ""
-    if plan.no_guarantee:
-        return f"; + frequency estimates epsilon_est={plan.estimate_epsilon:.4g}"
-    total = (plan.epsilon if achieved else plan.target_epsilon) + plan.estimate_epsilon
-    return (f"; + frequency estimates epsilon_est={plan.estimate_epsilon:.4g}: total "
-            f"{'' if achieved else 'target '}epsilon={total:.4g} (basic composition, delta unchanged)")
-
-
-def describe_published_plan(plan: state_pb2.PrivacyPlan) -> str:
-    """The plan in one line, as much of it as may be published (progress output by default),
-    the frequency estimates' spend included."""
-    if population_is_public(plan) or _is_sample_threshold(plan):
-        return _describe_published_discovery(plan) + _estimates_part(plan, achieved=True)
-    return _describe_published_discovery(plan) + _estimates_part(plan, achieved=False)
-
-
-def _describe_published_discovery(plan: state_pb2.PrivacyPlan) -> str:
-    if _is_sample_threshold(plan):  # nothing in it depends on n, which is left out
-        return _describe_sample_threshold(plan, False) + (" (n declared public)" if population_is_public(plan) else "")
-    if population_is_public(plan):
-        return _describe_discovery(plan) + " (n declared public)"
-    target = (
-        "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
-        if plan.no_guarantee
-        else f"target epsilon={plan.target_epsilon:.4g} delta={plan.target_delta:.3g}"
-    )
-    return f"theta={plan.theta} L={plan.max_length} rule={plan.rule}: {target}"
-
-
-def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[str, Optional[Tuple[str, dict]]]]:
-    """discover's ``advice:`` line when another unit size finds items ``FAR`` times rarer at the
-    same target (``protocol/unit_advice.py``), or None; it never changes what runs. Returns (the
-    line, its private part): the frequencies are functions of n, so they are in the line only
-    when n is declared public, else private (shown with ``--verbose``); without them the line
-    names the unit size alone, which moves with n only where the 90% holders of two unit sizes
-    cross a factor FAR. None for integer items (units of bits) and for theta and m fixed by
-    hand."""
-    if plan.no_guarantee or config.encoder.kind == ItemKind.INT or plan.protocol == WHOLE_ITEMS_PROTOCOL:
-        return None  # (whole items: no trie, no unit trade-off)
-    advice = discover_advice(plan.population, plan.target_epsilon, plan.target_delta, config.unit_size,
-                             plan.max_length, protocol=config.protocol,
-                             # A TrieHH++ plan records "sample-and-threshold" as its rule; the
-                             # advice's TrieHH rows use the job's rule. A TrieHH plan fixed by hand
-                             # ("fixed") gets none.
-                             rule=config.rule if _is_sample_threshold(plan) else plan.rule)
-    if advice is None:
-        return None
-    if population_is_public(plan):
-        return advice.line(with_figures=True), None
-    return advice.line(with_figures=False), (advice.detail(), advice.figures())
-
-
-def describe_plan(plan: state_pb2.PrivacyPlan) -> str:
-    """The whole plan in one line, n and m included (private unless n is declared public), the
-    frequency estimates' spend included."""
-    return _describe_discovery(plan) + _estimates_part(plan, achieved=True)
-
-
-def _describe_discovery(plan: state_pb2.PrivacyPlan) -> str:
-    if _is_sample_threshold(plan):
-        return _describe_sample_threshold(plan, True)
-    guarantee = (
-        "NO DP GUARANTEE (fixed parameters outside Theorem 1)"
-        if plan.no_guarantee
-        else f"epsilon={plan.epsilon:.4g} delta={plan.delta:.3g}"
-    )
-    return (
-        f"n={plan.population:,} theta={plan.theta} m={plan.batch_size:,} L={plan.max_length} "
-        f"rule={plan.rule}: {guarantee}"
-    )
-
-
-def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
-    """The whole plan, n and m included: the operator report's and a dry run's (private); with
-    frequency estimates, their epsilon and the totals (basic composition)."""
-    document = _sample_threshold_document(plan) if _is_sample_threshold(plan) else _triehh_document(plan)
-    if plan.estimate_epsilon:
-        guaranteed = not plan.no_guarantee
-        document.update(
-            estimate_epsilon=plan.estimate_epsilon,
-            total_epsilon=plan.epsilon + plan.estimate_epsilon if guaranteed else None,
-            total_target_epsilon=plan.target_epsilon + plan.estimate_epsilon,
-            composition=("the discovery's (epsilon, delta) and the frequency estimates' "
-                         "(estimate_epsilon, 0) add up (basic composition): (epsilon + estimate_epsilon, "
-                         "delta), within (total_target_epsilon, target_delta)"),
-        )
-    return document
-
-
-def _triehh_document(plan: state_pb2.PrivacyPlan) -> dict:
-    guaranteed = not plan.no_guarantee
-    return {
-        "protocol": "triehh",
-        "guarantee": (
-            "(epsilon, delta)-DP with user-level adjacency (TrieHH Theorem 1), covering all "
-            "max_length rounds"
-            if guaranteed
-            else "none: theta and batch size were fixed outside Theorem 1's conditions"
-        ),
-        "epsilon": plan.epsilon if guaranteed else None,
-        "delta": plan.delta if guaranteed else None,
-        "target_epsilon": plan.target_epsilon,
-        "target_delta": plan.target_delta,
-        "theta": plan.theta,
-        "gamma": plan.gamma,
-        "batch_size": plan.batch_size,
-        "population": plan.population,
-        "max_length": plan.max_length,
-        "rule": plan.rule,
-        "population_public": population_is_public(plan),
-    }
-
-
-WHOLE_ITEMS_GUARANTEE = (
-    "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, one release): each user "
-    "kept with probability sample_probability, one whole item reported per kept user, the items with "
-    "at least tau reports released with their counts"
-)
-TRIEHH_PP_GUARANTEE = (
-    "(epsilon, delta)-DP with user-level adjacency (sample-and-threshold, TrieHH++): each round "
-    "(round_epsilon, round_delta), composed over max_length rounds"
-)
-#: How each accounting computes delta, published with the plan (docs/protocol.md, section 2).
-ACCOUNTING_NOTES = {
-    "exact": (
-        "exact: delta is the hockey-stick divergence of one count (Binomial(f, sample_probability) "
-        "vs Binomial(f + 1, sample_probability), published when >= tau) at epsilon, worst case over "
-        "f >= 0 other reporters, recomputable from (round_epsilon, sample_probability, tau) with "
-        "triehh_beam.protocol.exact_accountant.release_delta; rounds composed by basic composition "
-        "or dp-accounting's PLD, whichever is smaller (docs/protocol.md, section 2, Exact accounting)"
-    ),
-    "bound": (
-        "bound: Bharadwaj & Cormode's theorem, sample_probability = alpha (1 - e^-round_epsilon), "
-        "round_delta = exp(-C_alpha tau), C_alpha = ln(1/alpha) - 1/(1 + alpha), round_epsilon <= 1; "
-        "rounds composed by basic composition (docs/protocol.md, section 2)"
-    ),
-}
-
-
-def plan_accounting(plan: state_pb2.PrivacyPlan) -> str:
-    """A sample-and-threshold plan's accounting: "exact", or "bound" (also for plans recorded
-    before there was a choice)."""
-    return plan.accounting or "bound"
-
-
-def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
-    """A TrieHH++ (or whole-item) plan as a document: every field but n is fixed before any
-    record is read."""
-    whole = plan.protocol == WHOLE_ITEMS_PROTOCOL
-    return {
-        "protocol": plan.protocol,
-        "guarantee": WHOLE_ITEMS_GUARANTEE if whole else TRIEHH_PP_GUARANTEE,
-        "accounting": plan_accounting(plan),
-        "accounting_note": ACCOUNTING_NOTES[plan_accounting(plan)],
-        "epsilon": plan.epsilon,
-        "delta": plan.delta,
-        "basic_delta": plan.basic_delta or plan.delta,
-        "pld_delta": plan.pld_delta or None,
-        "composition": plan.composition or "basic",
-        "target_epsilon": plan.target_epsilon,
-        "target_delta": plan.target_delta,
-        "round_epsilon": plan.round_epsilon,
-        "round_delta": plan.round_delta,
-        "alpha": plan.alpha,
-        "tau": plan.theta,
-        "sample_probability": plan.sample_probability,
-        "population": plan.population,
-        "max_length": plan.max_length,
-        "rule": plan.rule,
-        "population_public": population_is_public(plan),
-    }
-
-
-# The plan's fields that are functions of n (and of nothing fixed before the census): gamma is
-# m / sqrt(n) or the rule's sqrt(n)-scaled design value, the achieved epsilon is Theorem 1's at
-# m / n. Published only when n is declared public.
-N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta", "total_epsilon")
-
-
-#: Who the guarantee of a central job (discover, stream) trusts, published with every plan.
-CENTRAL_TRUST_MODEL = (
-    "central: the server that runs the job reads the raw records and is trusted (it holds the "
-    "secret seed, the state and every exact count); the guarantee covers what is published "
-    "(heavy_hitters.json, trie.pb), and each release is keyed and charged on its own"
-)
-
-
-def published_plan_document(plan: state_pb2.PrivacyPlan, trust_model: str = CENTRAL_TRUST_MODEL) -> dict:
-    """The plan as ``heavy_hitters.json`` publishes it: n, m, gamma and the achieved epsilon,
-    delta only when n is declared public (``--population``). TrieHH++'s: all but n, which is
-    published only when declared public (nothing else in it is a function of n). With
-    ``trust_model``: who the guarantee trusts (a federated job names its device assumption)."""
-    document = {**plan_document(plan), "trust_model": trust_model}
-    if population_is_public(plan):
-        return document
-    if _is_sample_threshold(plan):
-        del document["population"]
-        document["note"] = ("n is not published (declare it public with --population to publish it); "
-                            f"{'TrieHH++' if plan.protocol == SAMPLE_THRESHOLD_PROTOCOL else 'sample-and-threshold'}'s "
-                            "parameters and guarantee do not depend on it")
-        return document
-    for name in N_DEPENDENT:
-        document.pop(name, None)
-    document["note"] = (
-        "n, m and the achieved epsilon, delta (<= the target) are functions of the population "
-        "size and are not published; declare n public with --population to publish them"
-    )
-    return document
 
 
 def encoding_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
@@ -516,7 +276,7 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
         },
         "privacy": plan_document(state.plan),
         "sampling": {
-            "scheme": state.sampling_scheme or 1,
+            "scheme": SCHEME_V2,
             "users_sampled_per_round": list(state.samples.users_sampled),
             "records_ranked": state.samples.records_ranked,
             "elapsed_seconds": state.samples.elapsed_seconds,

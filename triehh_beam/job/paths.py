@@ -6,17 +6,14 @@ object name as typed, consecutive slashes included (``gs://b/x//y`` and ``gs://b
 different objects on GCS), with the scheme in lower case and no trailing slash (a directory is a
 prefix, and ``FileSystems.join`` adds the separator). An input pattern is its comma-separated
 parts, each canonical, sorted and without repeats (the files matched do not depend on their
-order); a BigQuery table (``bq://...``) is a name, not a path, and stays as written. States
-written before these forms recorded paths as typed: comparing the canonical forms of both sides
-(``same_path``, ``same_pattern``) still resumes them when run from the directory they were
-started in.
+order); a BigQuery table (``bq://...``) is a name, not a path, and stays as written.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["canonical_path", "canonical_pattern", "is_inside", "is_url", "same_path", "same_pattern"]
+__all__ = ["canonical_path", "canonical_pattern", "is_inside", "is_url"]
 
 
 def is_url(path: str) -> bool:
@@ -52,11 +49,3 @@ def is_inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def same_path(a: str, b: str) -> bool:
-    """Whether two recorded or typed paths name the same place (canonical forms equal)."""
-    return canonical_path(a) == canonical_path(b)
-
-
-def same_pattern(a: str, b: str) -> bool:
-    """Whether two input patterns, recorded or typed, are the same (canonical forms equal)."""
-    return canonical_pattern(a) == canonical_pattern(b)

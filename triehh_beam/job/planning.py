@@ -1,33 +1,25 @@
-"""The privacy plan a discovery records before any round: the planner's theta and m for the
-target (epsilon, delta) and population, or fixed expert values with their Theorem 1 guarantee
-(or none, only where explicitly allowed); an infeasible target, or fixed values that spend more
-than the target, are refused with the planner's explanation. A population size declared public
-(``--population N``) is planned for instead of the census count, which must then be at least N
-(fewer users sampled m at a higher rate than planned: the achieved epsilon would be
-understated). TrieHH++ (``--protocol triehh++``) records the sample-and-threshold planner's
-p_s, tau (as theta) and alpha, the accounting (exact by default, or the paper's bound) and the
-composed (epsilon, delta) it certifies: none of them
-depends on n, which is recorded for the operator (and published only when declared public).
-Whole-item sample-and-threshold (``--protocol sample-threshold``) records the same fields for
-one release (``whole_items.plan_whole_items``: L = 1 in the accountant, ``max_length`` still the
-encoding's limit), its target refused before any record is read when it is infeasible (under the bound: epsilon > 1). With ``--estimate-frequencies`` the plan records the estimates' epsilon too, spent on top."""
+"""The privacy plan a discovery records before any round: TrieHH's planned (or fixed, with their
+Theorem 1 guarantee) theta and m for the target and the census's n (or a public ``--population``,
+which the census must reach), the sample-and-threshold planner's p_s, tau and alpha for TrieHH++
+and whole items (none of them depends on n), and the frequency estimates' epsilon; an infeasible
+target is refused with the planner's explanation, before any record is read where n plays no
+part.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
-from triehh_beam.job.config import SAMPLE_AND_THRESHOLD, SAMPLE_THRESHOLD, TRIEHH, TRIEHH_PP, recorded_accounting
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.fields import SAMPLE_AND_THRESHOLD, recorded_accounting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import planner, privacy
+from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.whole_items import plan_whole_items
 
-if TYPE_CHECKING:
-    from triehh_beam.job.driver import DiscoveryConfig
-
-__all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "is_sample_threshold", "is_whole_items",
-           "plan_for", "plan_for_census", "protocol_of"]
+__all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "plan_for", "plan_for_census",
+           "protocol_of"]
 
 
 class PopulationError(ValueError):
@@ -52,27 +44,16 @@ class _Refusal:
     alternatives: tuple = ()
 
 
-def protocol_of(plan: state_pb2.PrivacyPlan) -> str:
-    """The plan's protocol: "triehh++", "sample-threshold", or "triehh" (also for states that
-    record none)."""
-    return plan.protocol or TRIEHH
+def protocol_of(plan: state_pb2.PrivacyPlan) -> Protocol:
+    """The protocol a plan records."""
+    return Protocol(plan.protocol)
 
 
-def is_sample_threshold(plan: state_pb2.PrivacyPlan) -> bool:
-    """Whether the plan is TrieHH++'s: Bernoulli samples of p_s, tau votes kept."""
-    return protocol_of(plan) == TRIEHH_PP
-
-
-def is_whole_items(plan: state_pb2.PrivacyPlan) -> bool:
-    """Whether the plan is whole-item sample-and-threshold's: one release, no trie."""
-    return protocol_of(plan) == SAMPLE_THRESHOLD
-
-
-def _plan_sample_threshold(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPlan:
+def _plan_sample_threshold(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
     """TrieHH++'s plan (``plan_sample_threshold``), or whole items' (``plan_whole_items``: one
     release), as the job records it; n for the report."""
     accounting = recorded_accounting(config)
-    if config.protocol == SAMPLE_THRESHOLD:
+    if not config.protocol.grows_trie:
         chosen = plan_whole_items(config.epsilon, config.delta, accounting=accounting)
     else:
         chosen = plan_sample_threshold(config.epsilon, config.delta, config.max_length, accounting=accounting)
@@ -99,18 +80,18 @@ def _plan_sample_threshold(config: "DiscoveryConfig", population: int) -> state_
     )
 
 
-def check_before_census(config: "DiscoveryConfig") -> None:
+def check_before_census(config: DiscoveryConfig) -> None:
     """Refuses, before any record is read, a target that no population size makes feasible:
     TrieHH++'s and whole items' (their plans do not depend on n). TrieHH's needs the census.
 
     Raises:
       InfeasiblePlanError: as ``plan_for``.
     """
-    if config.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
+    if config.protocol.samples_by_probability:
         _plan_sample_threshold(config, 0)
 
 
-def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPlan:
+def plan_for(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
     """The privacy plan of ``config`` for ``population`` users, as the job records it.
 
     The planner picks theta and m for (epsilon, delta, L, n), or the config fixes them (the
@@ -121,10 +102,10 @@ def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPla
       InfeasiblePlanError: the target cannot be met, fixed values spend more than the target,
         or fixed values give no guarantee and ``allow_no_guarantee`` is not set.
     """
-    if config.protocol in (TRIEHH_PP, SAMPLE_THRESHOLD):
+    if config.protocol.samples_by_probability:
         return _plan_sample_threshold(config, population)
     recorded = state_pb2.PrivacyPlan(
-        protocol=TRIEHH,
+        protocol=Protocol.TRIEHH,
         rule=config.rule if config.theta is None else "fixed",
         population=population,
         max_length=config.max_length,
@@ -161,7 +142,7 @@ def plan_for(config: "DiscoveryConfig", population: int) -> state_pb2.PrivacyPla
     return recorded
 
 
-def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.PrivacyPlan:
+def plan_for_census(config: DiscoveryConfig, counted: int) -> state_pb2.PrivacyPlan:
     """The plan for a census that counted ``counted`` distinct users: for the count, or for
     the public population ``config.population`` (recorded as ``public_population``).
 
@@ -181,7 +162,7 @@ def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.Privac
             "no round was run")
     plan = plan_for(config, declared)
     plan.public_population = declared
-    if counted > declared and not plan.no_guarantee and not is_sample_threshold(plan) and not is_whole_items(plan):
+    if counted > declared and not plan.no_guarantee and not protocol_of(plan).samples_by_probability:
         violations = privacy.theorem1_violations(counted, plan.theta, batch_size=plan.batch_size)
         if violations:
             raise PopulationError(
@@ -191,7 +172,7 @@ def plan_for_census(config: "DiscoveryConfig", counted: int) -> state_pb2.Privac
     return _with_estimates(plan, config)
 
 
-def _with_estimates(plan: state_pb2.PrivacyPlan, config: "DiscoveryConfig") -> state_pb2.PrivacyPlan:
+def _with_estimates(plan: state_pb2.PrivacyPlan, config: DiscoveryConfig) -> state_pb2.PrivacyPlan:
     """``plan`` with the frequency estimates' epsilon (``--estimate-frequencies``), spent on top
     of the discovery's by basic composition (``ledger.plan_spend``)."""
     plan.estimate_epsilon = config.estimate_frequencies or 0.0

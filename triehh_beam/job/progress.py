@@ -1,19 +1,9 @@
-"""Progress of a discovery's long jobs (the census, the sampling pass, the rounds) while they run.
-
-Beam's in-process runner returns from ``pipeline.run()`` only when the job is done and reports
-metrics only then, so the job reports to the driver itself: a pass-through step
-(``CountProgressDoFn``) appends each batch's row count (a record batch, or a sample table of
-sampled users) to a private local file, one short line per batch, a few microseconds on a batch
-of 65,536 records; a ``ProgressMonitor`` thread of the driver reads the new lines about every
-second and reports the rows done, the elapsed time and an estimate of the time left. Worker
-processes of ``--direct_running_mode=multi_processing`` run on the same machine and append to
-the same file; on a remote runner (Dataflow, Flink) nothing is appended and only the elapsed
-time is reported. The census's total is estimated before it runs (``estimate_records``):
-exact for Parquet (its footers), from the lines in the first MiB of up to 8 text files for JSON
-Lines and CSV (decompressed), scaled to the input's total size; later jobs know theirs (the
-records the census counted, the users each round sampled). Rows done and totals are counts,
-private operator data: ``describe`` shows them only when asked (``--verbose``), marked private.
-``TerminalBar`` draws the lines on a terminal, in place.
+"""Progress of a discovery's long jobs while they run: a pass-through step (``CountProgressDoFn``)
+appends each batch's row count to a private local file and a ``ProgressMonitor`` thread of the
+driver reads it about every second, reporting the rows done, the time elapsed and an estimate of
+the time left (on a remote runner only the time elapsed); the census's total is estimated before
+it runs (``estimate_records``). Counts are private: ``describe`` shows them only with
+``--verbose``; ``TerminalBar`` draws the line in place.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""An append-only log of JSON records, appended to by compare-and-swap.
-
-The privacy ledger (:mod:`triehh_beam.job.ledger`) is such a log: ``append_record`` reads the
-log, refuses a record already in it (by ``record_id``, so a retried or re-run append is recorded
-once), runs the caller's precondition on what it read (e.g. "the budget still has room") and
-writes the log plus one line from the generation it read (:mod:`triehh_beam.job.cas`), so check
-and append are one atomic step; a lost race is retried after a random, growing pause.
-``read_records`` returns the records oldest first and refuses, naming the object and the line,
-anything that is not such a log.
+"""An append-only log of JSON records appended to by compare-and-swap (the privacy ledger's):
+``append_record`` refuses a record id already in the log, runs the caller's precondition on what
+it read and writes the log plus one line from the generation it read, so check and append are
+one step (a lost race retried after a growing random pause); ``read_records`` returns the records
+oldest first and refuses, naming the line, anything that is not such a log.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ import time
 import uuid
 from typing import Callable, Dict, List, Optional
 
-from triehh_beam.job.cas import CasError, CasStore, ContentionError, PreconditionFailed, _encode
+from triehh_beam.job.cas import CasError, CasStore, ContentionError, PreconditionFailed, encode_line
 
 __all__ = ["append_record", "read_records"]
 
@@ -92,7 +88,7 @@ def append_record(
     if entry.get("record_id") is None:
         entry["record_id"] = uuid.uuid4().hex
     record_id = entry["record_id"]
-    line = _encode(entry)
+    line = encode_line(entry)
     location = store.location(name)
     for attempt in range(max_attempts):
         current = store.read(name)

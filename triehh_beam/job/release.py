@@ -1,39 +1,20 @@
-"""One release lifecycle, the only owner of a release's keys and ledger charge, for every job.
-
-A *release* is everything a job publishes under one ledger charge: a batch discovery (its
-rounds and estimates), a whole-item release, one window of a windowed or stream job, one
-federated job. Every release goes through the same steps, in this order:
-
-1. plan (the caller: ``planning``), with every location checked that the release will write
-   (``check_locations`` below: nothing is charged that cannot be published);
-2. ``Release.fresh``: a fresh 16-byte nonce, and every key derived from (seed, identity, nonce)
-   (``Release.sampler``); so no two releases share randomness, whatever else they share (the
-   seed file, the settings, the output: two runs after the state was deleted are two releases);
-3. the caller commits the plan, the nonce and the ledger record id (unique to the release: it
-   names the nonce; ``Release.record``) to its state;
-4. ``ensure_charged``: the ledger record, compare-and-swapped with the budget check, idempotent
-   by record id; the state marked charged with its next commit, before anything of the release
-   is sampled or published;
-5. publish.
-
-Only a resume of a committed plan reuses keys (``Release.of_state``). A crash between the
-commit and the charge, or between the charge and the next commit, resumes and is charged once
-(the record id is the release's). A resume of a release whose state says it was charged
-refuses, in one line, a ledger that does not hold its record (another ledger, an edited one). A
-state committed before nonces existed resumes with the keys and the record id (its job id) it
-was charged under.
+"""The lifecycle of a release (everything a job publishes under one ledger charge: a discovery, a
+whole-item release, a window, a federated job), the only owner of its keys and its charge: the
+caller plans and ``check_locations`` refuses what could not be written; ``Release.fresh`` draws a
+nonce from which, with the seed and the identity, every key derives (no two releases share
+randomness); the caller commits the plan, nonce and ledger record id; ``ensure_charged`` charges
+once, before anything is sampled or published, and refuses in one line a charged release whose
+ledger lacks its record. Only a resume reuses keys (``Release.of_state``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
-
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import paths
 from triehh_beam.protocol import keyed_hash
-from triehh_beam.protocol.sampling import SCHEME_V2, Sampler
+from triehh_beam.protocol.sampling import Sampler
 
 __all__ = ["LedgerMismatchError", "LocationError", "NONCE_BYTES", "Release", "charge", "check_charged",
            "check_locations", "check_target", "ensure_charged", "fresh_nonce", "open_ledger", "record_id_of"]
@@ -56,8 +37,7 @@ class Release:
     Attributes:
       seed: the secret seed (private state; never in a graph, an output or a log).
       identity: the settings' identity (``DiscoveryConfig.sampling_identity``), canonical JSON.
-      nonce: ``NONCE_BYTES`` random bytes drawn when the release was planned; empty only for a
-        state committed before nonces existed (its keys are the seed's and identity's alone).
+      nonce: ``NONCE_BYTES`` random bytes drawn when the release was planned.
     """
 
     seed: bytes = dataclasses.field(repr=False)
@@ -67,7 +47,7 @@ class Release:
     def __post_init__(self):
         if not isinstance(self.identity, bytes) or not isinstance(self.nonce, bytes):
             raise TypeError("a release's identity and nonce are bytes")
-        if self.nonce and len(self.nonce) != NONCE_BYTES:
+        if len(self.nonce) != NONCE_BYTES:
             raise ValueError(f"a release nonce is {NONCE_BYTES} bytes, got {len(self.nonce)}")
         keyed_hash.derive_key(self.seed, b"check")  # validates the seed's length
 
@@ -89,18 +69,15 @@ class Release:
         fingerprints, estimate noise, window keys): ``keyed_hash.derive_key`` encodes the
         identity with its length, so no (identity, nonce) pair collides with another identity.
         """
-        if not self.nonce:
-            return self.identity
         return self.identity + b"\x00release=" + self.nonce.hex().encode("ascii")
 
-    def sampler(self, scheme: int = SCHEME_V2) -> Sampler:
+    def sampler(self) -> Sampler:
         """The ``Sampler`` of every random decision of this release."""
-        return Sampler(self.seed, self.keyed_identity, scheme=scheme)
+        return Sampler(self.seed, self.keyed_identity)
 
     def record_id(self, name: str) -> str:
         """The ledger record id of this release of the job named ``name`` (a job id, a stream's
-        window): unique to the release, since it names the nonce. A state committed before
-        nonces existed keeps ``name``, the id it was charged under."""
+        window): unique to the release, since it names the nonce."""
         return record_id_of(name, self.nonce)
 
     def record(self, state, record_id: str) -> None:
@@ -122,8 +99,6 @@ def fresh_nonce() -> bytes:
 def record_id_of(name: str, nonce: bytes) -> str:
     """The ledger record id of the release with ``nonce`` of the job (or window) named ``name``:
     ``Release.record_id``'s, for a release whose keys derive where the seed is not."""
-    if not nonce:
-        return name
     return f"{name}/release={nonce.hex()}"
 
 
@@ -149,17 +124,13 @@ def charge(ledger: ledger_lib.Ledger, record_id: str, plan, details: dict) -> No
     ledger.charge_plan(record_id, plan, details)
 
 
-def check_charged(ledger: ledger_lib.Ledger, state, details: Optional[dict] = None) -> None:
+def check_charged(ledger: ledger_lib.Ledger, state) -> None:
     """Refuses to resume a release committed after its charge whose record ``ledger`` does not
-    hold (a state committed before record ids existed is charged again under its job id, with
-    ``details``, a no-op when the ledger holds it).
+    hold.
 
     Raises:
       LedgerMismatchError: one line naming the record and the ledger.
     """
-    if not state.ledger_record:
-        ledger.charge_plan(state.job_id, state.plan, details or {"job_id": state.job_id, "resumed": True})
-        return
     if not any(r.get("record_id") == state.ledger_record for r in ledger.records()):
         raise LedgerMismatchError(
             f"the ledger {ledger.path} holds no charge {state.ledger_record} for the release this state "
@@ -171,17 +142,16 @@ def ensure_charged(ledger: ledger_lib.Ledger, state, details: dict) -> bool:
     """Charges the release committed in ``state`` unless its state says it was charged; returns
     True when the caller must mark it charged (``release_charged``) in its next commit.
 
-    A state committed before record ids existed is charged under its job id (a no-op when the
-    ledger holds it). A release marked charged is checked: its record must be in the ledger.
+    A release marked charged is checked: its record must be in the ledger.
 
     Raises:
       BudgetExceededError: the spend does not fit (another job took the budget).
       LedgerMismatchError: a charged release's record is not in the ledger (one line).
     """
-    if state.ledger_record and not state.release_charged:
+    if not state.release_charged:
         ledger.charge_plan(state.ledger_record, state.plan, details)
         return True
-    check_charged(ledger, state, details)
+    check_charged(ledger, state)
     return False
 
 

@@ -1,16 +1,13 @@
-"""What one setting of a discovery is (``Setting``), how a ``DiscoveryConfig`` field declares
-it (``setting``), and the small parsers settings share (``parse_duration``, ``read_seed_file``).
-The settings themselves, and the configuration they make up, are ``job.config``'s."""
+"""What one setting of a discovery is (``Setting``), how a field of ``job.fields``'
+``DiscoverySettings`` declares it (``setting``), and the small parsers settings share
+(``parse_duration``, ``parse_window_range``, ``read_seed_file``)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import datetime
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
-
-if TYPE_CHECKING:
-    from triehh_beam.job.config import DiscoveryConfig
+from typing import Any, Callable, Dict, Optional, Tuple
 
 __all__ = ["Setting", "parse_duration", "parse_window_range", "read_seed_file", "setting"]
 
@@ -36,19 +33,16 @@ class Setting:
       parse: turns the flag's text into a value (argparse ``type``); None for a switch.
       default: the field's default (``dataclasses.MISSING`` when required).
       help: the flag's help text.
-      group: its argument group (one of ``config.GROUPS``).
-      identity: where a job's state records it (see ``config.ENCODING``), or None when it is not part
+      group: its argument group (one of ``fields.GROUPS``).
+      identity: where a job's state records it (see ``fields.ENCODING``), or None when it is not part
         of the job's identity (a resumed job may change it).
-      compare: "always", "given" (only when set: the state holds the value the job drew) or
-        "recorded" (only when the state holds a value: older states do not).
-      record: the value as the state records it, from the whole config (default: the field).
+      compare: "always", or "given" (only when set: the state holds the value the job drew).
+      record: the value as the state records it, from the whole configuration (default: the field).
       mismatch: how a resume refusal describes a difference, a format string of ``name``,
         ``ours`` and ``theirs`` (never name a secret's value).
       choices, metavar: as argparse's.
-      keyed: part of the job's sampling identity (``DiscoveryConfig.sampling_identity``), mixed
+      keyed: part of the job's sampling identity (``identity.sampling_identity``), mixed
         into every derived key; default: when it is part of the job's identity.
-      accepts: also accepts a recorded value for which ``accepts(config, theirs)`` is true
-        (a value that moved with the state), or None.
       load: turns the parsed value into the field's value (reads a seed file); None: as is.
       section, key: where ``triehh scheduled`` reads it in its config file.
       example: a valid value other than the default, as it is written after the flag.
@@ -62,9 +56,8 @@ class Setting:
     group: str
     identity: Optional[str]
     compare: str
-    record: Optional[Callable[["DiscoveryConfig"], Any]]
+    record: Optional[Callable[[Any], Any]]
     mismatch: str
-    accepts: Optional[Callable[["DiscoveryConfig", Any], bool]]
     keyed: bool
     choices: Optional[Tuple[str, ...]]
     metavar: Optional[str]
@@ -149,9 +142,8 @@ def setting(
     parse: Optional[Callable[[str], Any]] = str,
     identity: Optional[str] = None,
     compare: str = "always",
-    record: Optional[Callable[["DiscoveryConfig"], Any]] = None,
+    record: Optional[Callable[[Any], Any]] = None,
     mismatch: str = "{name} (state has {theirs!r}, asked {ours!r})",
-    accepts: Optional[Callable[["DiscoveryConfig", Any], bool]] = None,
     keyed: Optional[bool] = None,
     choices: Optional[Tuple[str, ...]] = None,
     metavar: Optional[str] = None,
@@ -163,13 +155,13 @@ def setting(
     kw_only: bool = False,
     positional: bool = False,
 ) -> Any:
-    """A ``DiscoveryConfig`` field that carries its ``Setting`` (see there for the arguments).
+    """A ``DiscoverySettings`` field that carries its ``Setting`` (see there for the arguments).
 
     ``kw_only``: a keyword-only field (it may have a default among required fields);
     ``positional``: a field the dataclass requires (so that it can come first) whose flag is
     optional, ``default`` when not given (``config_from_values`` passes it)."""
     spec = dict(flag=flag, parse=parse, default=default, help=help, group=group, identity=identity,
-                compare=compare, record=record, mismatch=mismatch, accepts=accepts,
+                compare=compare, record=record, mismatch=mismatch,
                 keyed=identity is not None if keyed is None else keyed, choices=choices, metavar=metavar,
                 load=load, section=section, key=key, example=example)
     return dataclasses.field(default=dataclasses.MISSING if positional else default, repr=repr,

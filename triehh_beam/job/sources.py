@@ -1,26 +1,21 @@
-"""Where a job's records come from, and how a job pins them: files (``--input`` patterns,
-pinned by ``input_files.snapshot``), a BigQuery table (``--input bq://PROJECT.DATASET.TABLE``,
-pinned to an instant chosen when the census starts and read as of it, BigQuery time travel, by
-the census, the sampling pass and any resume: ``pin``, ``read_transform``) or a BigQuery query
-(``--query``, which cannot be pinned in general: the sampling pass must rank exactly the records
-the census counted, ``driver._sampling_job``, so a result of another size is refused; a query
-should be deterministic). The privacy plan (n, and so theta and m) holds only for the
-population the census counted. Beam and ``FileSystems`` are imported only where records are
-read or files listed: ``config`` validates with ``check_source`` when the ``triehh`` parser
-builds a configuration.
+"""Where a job's records come from and how a job pins them, so that every pass reads the
+population its census counted: files (``--input`` patterns, pinned by ``input_files.snapshot``),
+a BigQuery table (``bq://PROJECT.DATASET.TABLE``, read as of an instant chosen when the census
+starts: BigQuery time travel) or a query (``--query``, which cannot be pinned: a pass that reads
+another number of records is refused, so a query should be deterministic). ``read_transform``
+builds the reading transform; Beam and ``FileSystems`` are imported only where records are read
+or files listed.
 """
 
 from __future__ import annotations
 
 import datetime
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from triehh_beam.io.bigquery import TIME_TRAVEL_DAYS, is_bigquery_input, table_parts
+from triehh_beam.job.fields import DiscoverySettings
 from triehh_beam.proto import state_pb2
-
-if TYPE_CHECKING:
-    from triehh_beam.job.config import DiscoveryConfig
 
 __all__ = [
     "BigQueryAccessError",
@@ -47,12 +42,12 @@ _PIN_MAX_AGE_MILLIS = (TIME_TRAVEL_DAYS * 86400 - 3600) * 1000
 _FILE_ONLY = (("input_format", "--format"), ("timestamp_column", "--timestamp-column"), ("window", "--window"))
 
 
-def is_table(config: "DiscoveryConfig") -> bool:
+def is_table(config: DiscoverySettings) -> bool:
     """Whether the job reads a BigQuery table (``--input bq://...``)."""
     return config.query is None and is_bigquery_input(config.input_pattern)
 
 
-def check_source(config: "DiscoveryConfig") -> None:
+def check_source(config: DiscoverySettings) -> None:
     """Refuses (ValueError) anything but exactly one of ``--input`` and ``--query``, a malformed
     table name, and file-only settings (``--format``, ``--timestamp-column``, ``--window``) with
     a table or query."""
@@ -79,7 +74,7 @@ def describe_input(spec: state_pb2.InputSpec) -> str:
     return "--query " + repr(spec.query if len(spec.query) <= 80 else spec.query[:77] + "...")
 
 
-def read_transform(config: "DiscoveryConfig", dead_letter: bool = False,
+def read_transform(config: DiscoverySettings, dead_letter: bool = False,
                    as_of_millis: Optional[int] = None) -> Any:
     """The transform that reads the records: ``ReadRecordBatches`` for files,
     ``ReadBigQueryBatches`` for a table (read as of ``as_of_millis``, which a table requires:
@@ -88,6 +83,9 @@ def read_transform(config: "DiscoveryConfig", dead_letter: bool = False,
     Raises:
       ValueError: a table without ``as_of_millis``, or ``as_of_millis`` for anything else.
     """
+    # The columns and reading options, the same for every source (a query's count column: None if unset).
+    common = dict(user_column=config.user_column, item_column=config.item_column, options=config.record_options,
+                  dead_letter=dead_letter)
     if config.query is not None or is_table(config):
         from triehh_beam.beam.bigquery import ReadBigQueryBatches
 
@@ -95,26 +93,17 @@ def read_transform(config: "DiscoveryConfig", dead_letter: bool = False,
         if (table is not None) != (as_of_millis is not None):
             raise ValueError("a BigQuery table is read as of the instant its census pinned (and "
                              "only a table is)")
-        return ReadBigQueryBatches(
-            table=table, query=config.query, user_column=config.user_column,
-            item_column=config.item_column, count_column=config.count_column or None,
-            options=config.record_options, dead_letter=dead_letter, as_of_millis=as_of_millis)
+        return ReadBigQueryBatches(table=table, query=config.query, count_column=config.count_column or None,
+                                   as_of_millis=as_of_millis, **common)
     if as_of_millis is not None:
         raise ValueError("as_of_millis pins a BigQuery table, not files")
     from triehh_beam.beam.read import ReadRecordBatches
 
-    return ReadRecordBatches(
-        config.input_pattern,
-        format=config.input_format,
-        user_column=config.user_column,
-        item_column=config.item_column,
-        count_column=config.count_column,
-        options=config.record_options,
-        dead_letter=dead_letter,
-    )
+    return ReadRecordBatches(config.input_pattern, format=config.input_format, count_column=config.count_column,
+                             **common)
 
 
-def pin(config: "DiscoveryConfig", now: Optional[float] = None) -> state_pb2.InputSnapshot:
+def pin(config: DiscoverySettings, now: Optional[float] = None) -> state_pb2.InputSnapshot:
     """What the census is about to read (``records`` is filled in once it has): the files the
     pattern matches (``input_files.snapshot``), a table's instant (``PIN_MARGIN_SECONDS``
     before ``now``, default the clock), or nothing for a query.
@@ -138,7 +127,7 @@ def pinned_at(snapshot: state_pb2.InputSnapshot) -> Optional[int]:
     return snapshot.as_of_millis or None
 
 
-def changed_since(config: "DiscoveryConfig", before: state_pb2.InputSnapshot) -> Optional[str]:
+def changed_since(config: DiscoverySettings, before: state_pb2.InputSnapshot) -> Optional[str]:
     """A few words naming the first file that changed since ``before`` (files only: a pinned
     table cannot change, a query is checked by its records), or None."""
     if config.query is not None or is_table(config):
@@ -168,7 +157,7 @@ class BigQueryAccessError(ValueError):
     """A job on a BigQuery table or query cannot reach BigQuery (no credentials, no client)."""
 
 
-def check_credentials(config: "DiscoveryConfig", options: Any) -> None:
+def check_credentials(config: DiscoverySettings, options: Any) -> None:
     """Before a job that reads BigQuery runs: refuses (``BigQueryAccessError``) to start it
     without Google Cloud credentials, where Beam's BigQuery client would otherwise fall back to
     an interactive OAuth flow and wait for a browser forever. Nothing is checked for files, or
@@ -192,7 +181,7 @@ def check_credentials(config: "DiscoveryConfig", options: Any) -> None:
             "service account key file (docs/input.md, BigQuery tables and queries)") from None
 
 
-def check_readable(state: state_pb2.JobState, config: "DiscoveryConfig", now: Optional[float] = None) -> None:
+def check_readable(state: state_pb2.JobState, config: DiscoverySettings, now: Optional[float] = None) -> None:
     """Before a pass reads a table again: refuses (``InputChangedError``) a pin older than
     BigQuery's time-travel window, where the rows the census counted can no longer be read."""
     if not is_table(config):
@@ -209,18 +198,11 @@ def check_readable(state: state_pb2.JobState, config: "DiscoveryConfig", now: Op
             "census counted cannot be read again; start a new job in another output/state directory")
 
 
-def check_unchanged(state: state_pb2.JobState, config: "DiscoveryConfig", state_dir: str, when: str) -> None:
-    """Refuses (``InputChangedError``) input that is not what the job's census read: files
-    changed (``input_files.check_unchanged``), or a table job that recorded no instant. A
-    pinned table reads the same rows; a query is checked by the records the pass ranks."""
+def check_unchanged(state: state_pb2.JobState, config: DiscoverySettings, when: str) -> None:
+    """Refuses (``InputChangedError``) files that changed since the job's census read them
+    (``input_files.check_unchanged``). A pinned table reads the same rows; a query is checked
+    by the records the pass ranks."""
     from triehh_beam.job import input_files
 
-    if config.query is not None:
-        return
-    if not is_table(config):
-        input_files.check_unchanged(state, config.input_pattern, state_dir, when)
-        return
-    if not state.input_snapshot.as_of_millis:
-        raise input_files.InputChangedError(
-            f"{state_dir} holds a job on {config.input_pattern} that recorded no instant to read it "
-            "as of; it cannot be resumed safely, start a new job in another output/state directory")
+    if config.query is None and not is_table(config):
+        input_files.check_unchanged(state, config.input_pattern, when)

@@ -1,24 +1,15 @@
-"""Versioned job state behind a manifest, on a local directory or ``gs://``.
-
-Layout of a state directory::
-
-  MANIFEST.json                     {"schema_version", "state_object", "sha256", "rounds_completed"}
-  state-0003-<sha256[:16]>.pb       a JobState protobuf, one per commit, never rewritten
-
-A commit writes the new object first (through Beam's ``FileSystems``), then publishes it by
-replacing the manifest with a compare-and-swap (``triehh_beam.job.cas``: exclusive create and a
-locked atomic rename on local disk, generation preconditions on GCS), from the manifest
-generation this store last read or wrote. A crash before the swap leaves the previous round
-published; a reader only ever follows the manifest; two writers can never both publish (the
-loser's swap fails its precondition). The manifest records the object's SHA-256, so a
-truncated, corrupted or hand-edited object is refused with a message naming it. The state holds
-the secret seed: on a local disk the directory is made owner-only (0700) and every object and
-manifest is written owner-only (0600), whatever the umask; on ``gs://`` the bucket's IAM decides.
+"""Versioned job state behind a manifest, on a local directory or ``gs://``: each commit writes a
+new ``state-NNNN-<sha>.pb`` object, then publishes it by compare-and-swapping ``MANIFEST.json``
+(which records its SHA-256) from the generation this store last saw, so a crash leaves the
+previous state published, two writers never both publish, and a corrupt or edited object is
+refused naming it. A state of another schema version (one an earlier release wrote) is refused
+in one line naming that release. Local state is owner-only (0700 directory, 0600 files).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -30,14 +21,25 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.job import cas
 from triehh_beam.proto import state_pb2
 
-__all__ = ["MANIFEST_NAME", "STATE_SCHEMA_VERSION", "StateError", "StateStore"]
+__all__ = ["MANIFEST_NAME", "STATE_SCHEMA_VERSION", "StateError", "StateStore", "release_version"]
 
-STATE_SCHEMA_VERSION = 1
+STATE_SCHEMA_VERSION = 2
+#: The only release that wrote each earlier state schema version (its states are refused).
+_WRITERS = {1: "triehh-beam 0.1.0"}
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_NAME = "MANIFEST.json"
 # What a manifest may name: an object of this directory (never a path elsewhere).
 _OBJECT_NAME = re.compile(r"state-[0-9]{4,}-[0-9A-Za-z_-]+\.pb")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def release_version() -> str:
+    """This release's version, as installed ("0.2.0"; "unknown" when run from a source tree
+    that is not installed)."""
+    try:
+        return importlib.metadata.version("triehh-beam")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class StateError(ValueError):
@@ -151,9 +153,12 @@ class StateStore:
         except Exception as e:  # protobuf raises DecodeError, a private subclass of Exception
             raise StateError(f"{object_path}: not a JobState protobuf ({e})") from None
         if state.schema_version != STATE_SCHEMA_VERSION:
+            writer = _WRITERS.get(state.schema_version) or (
+                f"triehh-beam {state.written_by}" if state.written_by else "an unknown release")
             raise StateError(
-                f"{object_path}: state schema version {state.schema_version} is not supported "
-                f"(this release reads {STATE_SCHEMA_VERSION})"
+                f"{object_path}: a job state of schema version {state.schema_version}, written by {writer}, "
+                f"which this release (state schema {STATE_SCHEMA_VERSION}) does not resume: start "
+                "the job again in a new output and state directory"
             )
         return state
 
@@ -171,6 +176,7 @@ class StateStore:
         """
         state = state_pb2.JobState.FromString(state.SerializeToString())  # never mutate the caller's
         state.schema_version = STATE_SCHEMA_VERSION
+        state.written_by = release_version()
         data = state.SerializeToString(deterministic=True)
         sha = hashlib.sha256(data).hexdigest()
         object_name = f"state-{state.rounds_completed:04d}-{sha[:16]}.pb"

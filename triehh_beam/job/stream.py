@@ -25,7 +25,7 @@ from triehh_beam.beam.transforms import DropZeroCountsDoFn
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows, rfc3339
 from triehh_beam.io.drops import bad_fraction
 from triehh_beam.io.schema import RecordColumns
-from triehh_beam.job import cas, input_checks, leftovers, release, windowed
+from triehh_beam.job import cas, input_checks, leftovers, release, sources, windowed
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
@@ -278,7 +278,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}{_estimates_note(config)}")
     pipeline = runners.make_pipeline(options)
     # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.
-    read = pipeline | "ReadRecords" >> config.read_transform(dead_letter=True)
+    read = pipeline | "ReadRecords" >> sources.read_transform(config, dead_letter=True)
     records = read[RECORDS_TAG] | "IntoWindows" >> SplitIntoWindows(job.windows)
     _discover(records, job, seed, read[REJECTED_TAG], WriteDeadLetters(dead_letter))
     pipeline.run().wait_until_finish()

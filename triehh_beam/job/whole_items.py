@@ -1,13 +1,10 @@
-"""A whole-item sample-and-threshold job (``--protocol sample-threshold``), on the driver's
-machinery: the driver has taken the census, recorded the plan (``planning``: alpha, tau, p_s for
-one release) and the seed, and branches here once the state is committed. Here the plan is
-announced and charged to the population's ledger before anything is released; then ONE pass
-(``graphs.build_whole_item_release``) reads the records, keeps each user with probability p_s by
-its keyed round-1 rank and releases the whole items at least tau kept users reported, with their
-counts; the release is committed to the state (``JobState.release``) before anything is
-published, so a re-run of a finished job publishes it again without reading the input. The
-private operator report gets the pass's totals; ``heavy_hitters.json`` gets the items, each with
-its count and ``estimate = count / p_s``. There is no trie, so no ``trie.pb``.
+"""A whole-item sample-and-threshold job (``--protocol sample-threshold``) once its census and
+plan are committed (``discovery_job``): the plan charged, ONE pass
+(``graphs.build_whole_item_release``) keeps each user with probability p_s and releases the whole
+items at least tau kept users reported, with their counts; the release is committed to the state
+before anything is published (a re-run publishes it again without reading the input), then the
+operator report and ``heavy_hitters.json`` (each item with its count and ``count / p_s``; no trie,
+so no ``trie.pb``) are written.
 """
 
 from __future__ import annotations
@@ -15,22 +12,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, List, Tuple
+from typing import List, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from triehh_beam.io.schema import RecordFormatError
-from triehh_beam.job import graphs, outputs, sources
-from triehh_beam.job import jobs as jobs_lib
-from triehh_beam.job.input_files import InputChangedError
+from triehh_beam.job import graphs, outputs, passes, sources
+from triehh_beam.job.discovery_job import DiscoveryJob, copy_state
 from triehh_beam.job.paths import canonical_path
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.count_intervals import LEVEL
 from triehh_beam.protocol.whole_items import estimate, estimate_interval
-
-if TYPE_CHECKING:
-    from triehh_beam.job.driver import _Driver
 
 __all__ = ["ESTIMATE_INTERVAL_NOTE", "ESTIMATE_NOTE", "ESTIMATE_QUANTITY", "STOP_REASON", "published_document",
            "released", "run_release"]
@@ -94,37 +86,22 @@ def published_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
     }
 
 
-def _release_pass(driver: "_Driver", state: state_pb2.JobState) -> state_pb2.WholeItemRelease:
+def _release_pass(job: DiscoveryJob, state: state_pb2.JobState) -> state_pb2.WholeItemRelease:
     """Runs the one pass; returns the release as the state records it.
 
     Raises:
       InputChangedError: the pass did not read exactly the records the census counted, or the
-        input changed meanwhile (nothing is committed).
+        input changed meanwhile (nothing is committed; ``passes.run_checked_pass``).
     """
-    config = driver.config
+    config = job.config
     path = FileSystems.join(config.resolved_state_dir, "census", f"release-{uuid.uuid4().hex}.json")
-    sources.check_credentials(config, driver.options)
-    sources.check_readable(state, config)
-    keys = driver._sampler(state).pass_keys(1)  # round 1's keys: the sample and the choice
-    population = driver._population(state)
+    keys = job.sampler(state).pass_keys(1)  # round 1's keys: the sample and the choice
+    population = job.population(state)
     started = time.monotonic()
-    counters = driver._run_job(lambda p, reported: graphs.build_whole_item_release(
-        p, config, keys, state.plan, population, path, progress=reported,
-        as_of_millis=sources.pinned_at(state.input_snapshot)), "release", state.input_snapshot.records)
-    unreadable = jobs_lib.read_single_output(graphs.unreadable_path(path))
-    document = json.loads(jobs_lib.read_single_output(path))
-    FileSystems.delete([path, graphs.unreadable_path(path)])
-    try:
-        graphs.refuse_unreadable(unreadable)
-    except RecordFormatError as e:
-        raise InputChangedError(f"release: input the census read is now unreadable: {e}; nothing was "
-                                "released") from None
-    if document["records"] != state.input_snapshot.records:
-        why = ("the --query result changed (make it deterministic, e.g. a fixed date range)"
-               if config.query is not None else "the input changed under the job")
-        raise InputChangedError(f"the release pass read {document['records']:,} records where the census "
-                                f"counted {state.input_snapshot.records:,}: {why}; nothing was released")
-    driver.check_input(state, "(after the release pass read it)")
+    document, counters = passes.run_checked_pass(config, job.jobs, state, lambda p, reported: (
+        graphs.build_whole_item_release(p, config, keys, state.plan, population, path, progress=reported,
+                                        as_of_millis=sources.pinned_at(state.input_snapshot))),
+        "release", path, passes.RELEASE)
     release = state_pb2.WholeItemRelease(users_sampled=document["users_sampled"], records_ranked=document["records"],
                                          elapsed_seconds=time.monotonic() - started)
     release.counters.update(counters)
@@ -133,27 +110,23 @@ def _release_pass(driver: "_Driver", state: state_pb2.JobState) -> state_pb2.Who
     return release
 
 
-def run_release(driver: "_Driver", state: state_pb2.JobState) -> Tuple[state_pb2.JobState, str, str]:
+def run_release(driver: DiscoveryJob, state: state_pb2.JobState) -> Tuple[state_pb2.JobState, str, str]:
     """Charges, releases (once) and publishes a whole-item job whose plan is committed in
     ``state``: (the final state, ``heavy_hitters.json``'s path, the operator report's path)."""
-    plan = state.plan
-    driver._say("plan", f"plan: {outputs.describe_published_plan(plan)}",
-                private=None if outputs.population_is_public(plan)
-                else (outputs.describe_plan(plan), outputs.plan_document(plan)),
-                **outputs.published_plan_document(plan))
+    driver.announce_plan(state.plan)
     # Budget before release: charged (once per job) before the pass can release anything.
-    state = driver._charge(state)
+    state = driver.charge(state)
     if not state.HasField("release"):
         driver.check_input(state, "(before the release)")
-        driver._say("release_start", "release: sampling users and counting their whole items in one pass")
+        driver.say("release_start", "release: sampling users and counting their whole items in one pass")
         release = _release_pass(driver, state)
-        state = state_pb2.JobState.FromString(state.SerializeToString())
+        state = copy_state(state)
         state.release.CopyFrom(release)
         state.rounds_completed = 1
         state.finished = True
         state.stop_reason = STOP_REASON
         driver.store.commit(state)  # committed before anything is published
-        driver._say("release_done", f"release: done, {len(release.items):,} items released, "
+        driver.say("release_done", f"release: done, {len(release.items):,} items released, "
                     f"{release.elapsed_seconds:.1f} s", items_released=len(release.items),
                     private=(f"users sampled {release.users_sampled:,}, reports "
                              f"{release.counters.get('whole_item_reports', 0):,}",

@@ -1,24 +1,11 @@
-"""One private discovery per event-time window, as one Beam graph (streaming or bounded).
-
-Every window of the declared range (``--windows FROM..TO``) is one release (``job.release``):
-``build_windowed_discovery`` takes record batches already in the job's windows (after
-``beam.windows.GateLateRecords``), drops those outside the range (counted) and adds one empty
-element per declared window, so that every declared window, with records or not, has a census.
-Per window, ``_DecideDoFn`` (once per window) then either finds the window's committed state
-(``StateStore`` under ``STATE/windows/window=<start>/``) and resumes it, or plans it, draws a
-fresh release nonce, charges the ledger under a record id that names the nonce, and commits the
-plan and nonce, all before anything of the window is sampled. The plan depends on public inputs
-only (TrieHH: the declared ``--population`` N; TrieHH++: none), so no window is withheld because
-of its n. The window's keys derive from (seed, identity, window start, nonce)
-(``sampling.WindowKeys``); ``beam.windowed`` draws every round's sample in one pass and runs the
-L rounds, and ``_ReleaseDoFn`` writes the result to ``OUTPUT/window=<start, RFC 3339 UTC>/`` as
-``discover`` writes a job's output (``heavy_hitters.json``, ``trie.pb``), then ``_RELEASED``,
-last, then commits the window's state as finished: a window whose state says so is never
-released again. Its private operator report (every count) goes beside its state. A window whose
-spend does not fit the lifetime budget releases nothing: the report says why. Nothing of a
-window below theta is written anywhere. With ``--estimate-frequencies`` each window's plan (and
-its charge) includes epsilon_est, and one more per-window stage (``beam.windowed_estimates``)
-counts the window's records against its leaves with the window's keys.
+"""One private discovery per event-time window of a declared range (``--windows``), as one Beam
+graph (streaming or bounded): every declared window, with records or not, gets a census, and
+``_DecideDoFn`` resumes its committed state or plans it, draws a release nonce, charges the
+ledger and commits, before anything of the window is sampled (the plan depends on public inputs
+only, so no window is withheld because of its n); the window's rounds run on keys of (seed,
+identity, window, nonce) and ``_ReleaseDoFn`` writes its output like ``discover``'s, then marks
+it released so it is never released again. Nothing of a window below the threshold is written
+anywhere.
 """
 
 from __future__ import annotations
@@ -42,7 +29,7 @@ from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import outputs, release
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.config import TRIEHH_PP
+from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.job.planning import check_before_census, plan_for_census
 from triehh_beam.job.state_store import StateError, StateStore
 from triehh_beam.proto import state_pb2
@@ -105,7 +92,7 @@ class WindowedJob:
             raise ValueError("--window needs --windows FROM..TO (RFC 3339 UTC, aligned to the window): "
                              "every window of the range is released and charged, empty or not, so "
                              "which windows are published never depends on the records")
-        if config.protocol != TRIEHH_PP and config.population is None:
+        if config.protocol is not Protocol.TRIEHH_PP and config.population is None:
             raise ValueError("TrieHH windows need --population N, a public lower bound of every window's "
                              "users (the plan may not depend on a window's n); or use --protocol "
                              "triehh++, which needs none")
@@ -162,7 +149,7 @@ class WindowedJob:
     @property
     def sample_probability(self) -> Optional[float]:
         """TrieHH++'s p_s, every window's (it does not depend on n); None for TrieHH."""
-        if self.config.protocol != TRIEHH_PP:
+        if self.config.protocol is not Protocol.TRIEHH_PP:
             return None
         return self.plan().sample_probability
 
@@ -307,7 +294,7 @@ def _window_document(job: WindowedJob, start: int) -> dict:
     assumes of the window's users (publishable: settings only, never the window's n)."""
     config = job.config
     first, last = config.windows
-    if config.protocol == TRIEHH_PP:
+    if config.protocol is Protocol.TRIEHH_PP:
         planned = ("the plan does not depend on the window's number of users; every window of the declared "
                    "range is released, with records or not")
     else:

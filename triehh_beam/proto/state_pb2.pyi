@@ -196,7 +196,7 @@ class FederatedProgress(_message.Message):
     def __init__(self, registry_sha256: _Optional[str] = ..., devices: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[FederatedRound, _Mapping]]] = ..., estimate_round: _Optional[_Union[FederatedRound, _Mapping]] = ..., after_last_round: _Optional[_Mapping[str, int]] = ..., redelivered: _Optional[int] = ..., finished_at: _Optional[str] = ...) -> None: ...
 
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "sampling_scheme", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record", "release_charged", "federated")
+    __slots__ = ("schema_version", "written_by", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record", "release_charged", "federated")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,7 @@ class JobState(_message.Message):
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_BY_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SECRET_SEED_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
@@ -220,7 +221,6 @@ class JobState(_message.Message):
     LEDGER_FIELD_NUMBER: _ClassVar[int]
     INPUT_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_IDENTITY_FIELD_NUMBER: _ClassVar[int]
-    SAMPLING_SCHEME_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     ESTIMATES_FIELD_NUMBER: _ClassVar[int]
     DENY_LIST_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +230,7 @@ class JobState(_message.Message):
     RELEASE_CHARGED_FIELD_NUMBER: _ClassVar[int]
     FEDERATED_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
+    written_by: str
     job_id: str
     secret_seed: bytes
     input: InputSpec
@@ -245,7 +246,6 @@ class JobState(_message.Message):
     ledger: str
     input_snapshot: InputSnapshot
     sampling_identity: str
-    sampling_scheme: int
     samples: SampleSet
     estimates: FrequencyEstimates
     deny_list: DenyList
@@ -254,7 +254,7 @@ class JobState(_message.Message):
     ledger_record: str
     release_charged: bool
     federated: FederatedProgress
-    def __init__(self, schema_version: _Optional[int] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., sampling_scheme: _Optional[int] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ..., release_charged: _Optional[bool] = ..., federated: _Optional[_Union[FederatedProgress, _Mapping]] = ...) -> None: ...
+    def __init__(self, schema_version: _Optional[int] = ..., written_by: _Optional[str] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ..., release_charged: _Optional[bool] = ..., federated: _Optional[_Union[FederatedProgress, _Mapping]] = ...) -> None: ...
 
 class DenyList(_message.Message):
     __slots__ = ("digest", "items", "files", "items_digest")

@@ -8,7 +8,7 @@ HERE = pathlib.Path(__file__).parent
 
 setuptools.setup(
     name="triehh-beam",
-    version="0.1.0",
+    version="0.2.0.dev0",
     description="Private heavy-hitter discovery (TrieHH) as Apache Beam pipelines",
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",

@@ -4,7 +4,7 @@ Copy this file to the DAGs folder (Cloud Composer: `gcloud composer environments
 import --environment ENV --location REGION --source deploy/schedule/triehh_discover_dag.py`)
 and set the Airflow Variables below. The task runs `triehh discover`, so triehh-beam must be
 installed where the task runs (Composer: `gcloud composer environments update ENV --location
-REGION --update-pypi-package triehh-beam==0.1.0` from your package index, or run the image with
+REGION --update-pypi-package triehh-beam==0.2.0.dev0` from your package index, or run the image with
 a KubernetesPodOperator instead, same command line).
 
 Why a Python task rather than Beam's operators: `triehh discover` is a driver that runs a census
@@ -22,7 +22,7 @@ Airflow Variables (Admin > Variables), with example values:
   triehh_region           us-central1
   triehh_data_bucket      my-project-triehh-data
   triehh_private_bucket   my-project-triehh-private
-  triehh_image            us-central1-docker.pkg.dev/my-project/triehh/triehh-beam:0.1.0
+  triehh_image            us-central1-docker.pkg.dev/my-project/triehh/triehh-beam:0.2.0.dev0
   triehh_service_account  triehh-discover@my-project.iam.gserviceaccount.com
 """
 

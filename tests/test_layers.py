@@ -1,5 +1,6 @@
 """The packages are layers: each imports only the layers below it, with no import cycle, no
-private name used outside its module and no module over 500 lines (CONTRIBUTING.md, "Layout").
+private name used outside its module, no module over 500 lines and module docstrings of one
+paragraph (design text lives once, in docs/) (CONTRIBUTING.md, "Layout").
 
 Imports are read from the source (``ast``), those inside functions included: a deferred import
 is still a dependency.
@@ -178,3 +179,9 @@ def test_no_private_name_is_used_outside_its_module():
 def test_no_module_is_over_500_lines(module):
     lines = MODULES[module].read_text(encoding="utf-8").count("\n")
     assert lines <= MAX_LINES, f"{module}: {lines} lines; split it by concern"
+
+
+def test_module_docstrings_are_one_paragraph():
+    long = [m for m in sorted(set(MODULES) - GENERATED)
+            if "\n\n" in (ast.get_docstring(_tree(m), clean=True) or "").strip()]
+    assert long == []

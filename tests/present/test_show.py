@@ -40,6 +40,7 @@ def _publish(tmp_path, trie, state=None, name="out"):
                                         stop_reason="no prefix left to extend")
     state.plan.target_epsilon, state.plan.target_delta = 4.0, 1e-10
     state.plan.theta, state.plan.max_length, state.plan.rule = 14, trie.encoder.max_length, "authors"
+    state.plan.protocol = state.plan.protocol or "triehh"  # every plan records its protocol
     for r in range(trie.depth):
         state.rounds.add(round_index=r + 1)
     directory = tmp_path / name

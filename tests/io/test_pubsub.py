@@ -137,7 +137,9 @@ def _one_line_within(call, seconds, error):
     started = time.monotonic()
     with pytest.raises(error) as raised:
         call()
-    assert time.monotonic() - started < seconds + 2
+    # The call gives up at its own timeout instead of the client's default retry deadline (60 s
+    # and more); the margin is for a loaded machine, not a measure of its speed.
+    assert time.monotonic() - started < seconds + 30
     text = str(raised.value)
     assert "\n" not in text
     return raised.value

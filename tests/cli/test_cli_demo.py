@@ -108,6 +108,29 @@ def test_a_second_install_runs_its_own_demo_beside_the_first(first_run, monkeypa
     assert demo_cli.output_for_install(demo.demo_population_path()) == str(cache / "triehh-demo" / "output")
 
 
+def test_an_earlier_releases_demo_in_the_cache_is_left_and_the_demo_runs_beside_it(first_run, monkeypatch,
+                                                                                     tmp_path):
+    """A demo an earlier release left in the cache (a state this release cannot resume) must not
+    turn `triehh demo` into a refusal after an upgrade: the demo writes to a sibling."""
+    import shutil
+
+    from tests.job.test_state_location import _as_written_by_0_1_0
+
+    cache = tmp_path / "cache"
+    shutil.copytree(first_run[0], cache)  # the first run's cache, left as the other tests see it
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    base = cache / "triehh-demo" / "output"
+    _as_written_by_0_1_0(str(base) + ".state")
+    out, code = _run_capturing(["demo"])
+    assert code == 0, out
+    from triehh_beam.evaluation.demo import demo_population_path
+
+    sibling = demo_cli.output_for_install(demo_population_path())
+    assert os.path.dirname(sibling) == str(cache / "triehh-demo") and sibling != str(base)
+    assert f"the results in {os.path.basename(sibling)}/" in out.splitlines()[0]
+    assert os.path.isfile(os.path.join(sibling, "heavy_hitters.json"))
+
+
 def test_the_default_place_is_the_users_cache_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert demo_cli.default_output() == str(tmp_path / "xdg" / "triehh-demo" / "output")

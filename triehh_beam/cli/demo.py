@@ -1,7 +1,8 @@
 """``triehh demo``: ``triehh discover`` on the bundled population (200,000 users, one English
 word each, drawn from wordfreq's frequencies), then the true top words beside what was found. It
 writes where its first line says: ``triehh-demo/output`` in the user's cache directory by default
-(``output-<8 hex>`` beside it for a second install), ``--output`` elsewhere; a finished demo
+(``output-<8 hex>`` beside it for a second install, or when an earlier release's demo is
+there), ``--output`` elsewhere; a finished demo
 there is shown again rather than run anew. Exit codes as ``triehh discover``."""
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def default_output() -> str:
 
 
 def _recorded_population(state_dir: str) -> Optional[str]:
-    """The input a demo state in ``state_dir`` was run on, or None (no state, or unreadable)."""
+    """The input a demo state in ``state_dir`` was run on; None when there is no state, "" when
+    there is one this release cannot resume (an earlier release's, or damaged)."""
     from triehh_beam.job.state_store import StateError, StateStore
 
     if not os.path.isdir(state_dir):
@@ -34,22 +36,25 @@ def _recorded_population(state_dir: str) -> Optional[str]:
     try:
         state = StateStore(state_dir).load()
     except (StateError, OSError, ValueError):
-        return None
+        return ""
     return None if state is None else state.input.file_pattern
 
 
 def output_for_install(population: str) -> str:
     """The default output for this install's population file: ``default_output()``, unless a demo
     of another install (another venv: the bundled file at another path, so another job identity)
-    holds it; then a sibling named for this install's file, ``output-<8 hex>``, so that a second
-    install runs its own demo instead of being refused the first one's directory."""
+    or of an earlier release (a state this one cannot resume) holds it; then a sibling named for
+    this install's file and state schema, ``output-<8 hex>``, so that the demo runs instead of
+    being refused the directory."""
     from triehh_beam.job.paths import canonical_pattern
+    from triehh_beam.job.state_store import STATE_SCHEMA_VERSION
 
     base = default_output()
     recorded = _recorded_population(base + ".state")
-    if recorded is None or canonical_pattern(recorded) == canonical_pattern(population):
+    if recorded is None or (recorded and canonical_pattern(recorded) == canonical_pattern(population)):
         return base
-    return f"{base}-{hashlib.sha256(canonical_pattern(population).encode()).hexdigest()[:8]}"
+    key = f"{canonical_pattern(population)}\0schema {STATE_SCHEMA_VERSION}"
+    return f"{base}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
 def register_demo(subparsers) -> None:

@@ -1,13 +1,15 @@
 """Bugs planted in the pipeline, found by ``triehh audit``'s runs of the real thing: the
 threshold lowered (``PrefixCounter`` keeps every prefix with one vote, as issue 24 reproduced it;
 ``WholeItemCounter`` keeps counts of tau - 1, against D with tau - 2 holders of the target, at
-the exact plan) and keys reused across releases (``Release.fresh`` with a fixed nonce, one seed file). Each is
-reported "violated"; the same audits of the unpatched pipeline are in ``test_audit``. Both are
-slow: a lowered threshold shows only when the extra user is sampled (with probability p_s), so it
-needs hundreds of releases (one ``--window`` replay per population, about 0.4 s a window); the
-reuse audit needs about a dozen runs of three Beam jobs each. The threshold one below the exact
-plan needs 600 whole-item releases (20 to 40 minutes): it runs only with ``TRIEHH_LONG_AUDITS=1``,
-outside the CI suite's time, and its measured result is in docs/evaluation.md."""
+the exact plan) and keys reused across releases (``Release.fresh`` with a fixed nonce, one seed
+file). Each is reported "violated"; the same audits of the unpatched pipeline are in
+``test_audit``. A lowered threshold shows only when the extra user is sampled (with probability
+p_s), so it needs 150 windows per population (one ``--window`` replay each, of 20 users); the
+reuse audit needs 7 runs of three Beam jobs each, the fewest that refute any claim (here epsilon
+0.12). The threshold one below the
+exact plan needs 600 whole-item releases (20 to 40 minutes): it runs only with
+``TRIEHH_LONG_AUDITS=1``, outside the CI suite's time, and its measured result is in
+docs/evaluation.md."""
 
 import os
 
@@ -24,10 +26,15 @@ from triehh_beam.protocol.whole_items import WholeItemCounter, plan_whole_items
 def test_a_lowered_threshold_is_found_violated(monkeypatch):
     monkeypatch.setattr(PrefixCounter, "extract_kept",
                         lambda self, counts: sorted(prefix for prefix, count in counts.items() if count >= 1))
-    # TrieHH++ claims (1, 1e-3) over L = 2 rounds, sampling p_s per round; the target 'z' is held
-    # by no user of D: with the bug it is published whenever its one holder is sampled in round 1.
-    config = AuditConfig(protocol="triehh++", epsilon=1.0, delta=1e-3, max_length=2, window=True, runs=400, seed=3)
-    result = run_audit(config, synthetic_population(300, seed=3))
+    # TrieHH++ claims (1, 1e-3) over L = 2 rounds, sampling p_s = 0.2397 per round (the exact
+    # plan, tau = 9); the target 'z' is held by no user of D: with the bug it is published
+    # whenever its one holder is sampled in round 1, so P[E|D'] = p_s and P[E|D] = 0 (measured:
+    # 283 of 1,200 windows of D'). With 0 of 150 on D the claim allows P[E|D'] <= e * 0.0288 +
+    # 1e-3 = 0.0793, and 21 hits of 150 refute it: power P[Binomial(150, 0.2397) >= 21] =
+    # 99.91% (false failure 0.09%). D's other users play no part in the event: 20 keep a window
+    # cheap (the population hardly changes the plan: TrieHH++'s does not depend on n).
+    config = AuditConfig(protocol="triehh++", epsilon=1.0, delta=1e-3, max_length=2, window=True, runs=150, seed=3)
+    result = run_audit(config, synthetic_population(20, seed=3))
     print(format_audit(result))  # the numbers, with pytest -s
     assert result["verdict"] == "violated", format_audit(result)
     assert result["event"]["hits_d"] == 0 and result["event"]["hits_d_prime"] > 20
@@ -39,13 +46,20 @@ def test_keys_reused_across_releases_are_found_violated(monkeypatch):
     monkeypatch.setattr(release.Release, "fresh",
                         classmethod(lambda cls, seed, identity: cls(seed, identity, b"\x01" * release.NONCE_BYTES)))
     # The second release of D repeats the first exactly; of D' it differs by the user's +1 in
-    # the estimate of 'a' (finding 1 of issue 24), whenever 'a' is discovered (always, here).
-    config = AuditConfig(protocol="triehh++", epsilon=0.5, delta=1e-3, max_length=2, estimate_frequencies=0.1,
-                         releases=2, runs=12, seed=3)
+    # the estimate of 'a' (finding 1 of issue 24), whenever 'a' is discovered: 639 holders of
+    # 'a' at p_s = 0.0508, tau = 9 (the plan of (0.1, 1e-3), L = 2) miss it with probability
+    # 2e-7, and with the fixed nonce every release of D' is the same one. 7 runs are the fewest
+    # that refute any claim: 7 of 7 on D' (lower bound 0.0125^(1/7) = 0.535) against 0 of 7 on
+    # D (upper 0.465) refutes a claim of e^eps * 0.465 + delta < 0.535, i.e. eps < 0.137; the
+    # claim here is 0.1 + 0.02 (the estimates') = 0.12. The verdict is then certain (false
+    # failure about 2e-7), as with 12 runs at 0.6.
+    config = AuditConfig(protocol="triehh++", epsilon=0.1, delta=1e-3, max_length=2, estimate_frequencies=0.02,
+                         releases=2, runs=7, seed=3)
     result = run_audit(config, synthetic_population(1500, seed=2))
     print(format_audit(result))
+    assert result["claim"]["epsilon"] == pytest.approx(0.12)
     assert result["verdict"] == "violated", format_audit(result)
-    assert (result["event"]["hits_d"], result["event"]["hits_d_prime"]) == (0, 12)
+    assert (result["event"]["hits_d"], result["event"]["hits_d_prime"]) == (0, 7)
 
 
 #: The exact plan's sample-threshold audit: (0.5, 0.1) plans tau = 3, p_s = 0.4642 (exact

@@ -28,7 +28,7 @@ def _serve(tmp_path, registry_path, announce, subscription, env=None, timeout=30
 
 
 def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_path):
-    records, users, _, registry_path = _population(tmp_path, n=3000)
+    records, users, _, registry_path = _population(tmp_path, n=2000)
     announce, reports, subscription = _topics()
     with SimulatedFleet(users, announce, reports, FleetOptions(latency_median_s=0.05)):
         done = _serve(tmp_path, registry_path, announce, subscription)

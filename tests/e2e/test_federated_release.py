@@ -34,6 +34,11 @@ def _first_invitations(config, registry):
             seen["job"] = attributes["job"]
             seen["devices"] = sorted(a["device"] for _, a in messages)
             raise _Stop()
+        # The rest is published (the announcement, and the server's stop nudge to its collector:
+        # swallowed, the collector's cancel waited out a quiet 30-s pull, every run).
+        with pubsub.BatchPublisher() as publisher:
+            publisher.publish_many(topic, messages)
+            publisher.wait()
 
     with pytest.raises(_Stop):
         federated.run_federated(config, source, publish, progress=lambda line: None)

@@ -17,10 +17,10 @@ from triehh_beam.evaluation.fleet_faults import FleetOptions
 PROJECT = "projects/test-project"
 
 
-def _serve(tmp_path, registry_path, announce, subscription, env=None, timeout=300):
+def _serve(tmp_path, registry_path, announce, subscription, env=None, timeout=300, python=("-m", "triehh_beam.cli")):
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
-    command = [sys.executable, "-m", "triehh_beam.cli", "federated", "serve", "--devices", str(registry_path),
+    command = [sys.executable, *python, "federated", "serve", "--devices", str(registry_path),
                "--announce-topic", announce, "--reports-subscription", subscription,
                "--output", str(tmp_path / "out"), "--seed-file", str(seed), "--epsilon", "8", "--delta", "1e-6",
                "--max-length", "8", "--round-deadline", "60", "--project", "test-project"]
@@ -28,7 +28,7 @@ def _serve(tmp_path, registry_path, announce, subscription, env=None, timeout=30
 
 
 def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_path):
-    records, users, _, registry_path = _population(tmp_path, n=3000)
+    records, users, _, registry_path = _population(tmp_path, n=2000)
     announce, reports, subscription = _topics()
     with SimulatedFleet(users, announce, reports, FleetOptions(latency_median_s=0.05)):
         done = _serve(tmp_path, registry_path, announce, subscription)
@@ -56,12 +56,21 @@ def test_a_missing_subscription_is_refused_before_anything_is_spent(pubsub_emula
     assert not (tmp_path / "out.state" / "ledger.jsonl").exists()
 
 
+# ``triehh`` as ``python -m triehh_beam.cli`` runs it, with the subscription check's retry
+# deadline (``pubsub.DEFAULT_TIMEOUT_S``, 30 s, which no flag sets) bound to 2 s: an unreachable
+# host costs that deadline, and nothing else about the command changes.
+_SHORT_PUBSUB_TIMEOUT = ("-c", "import functools, sys; from triehh_beam.io import pubsub; "
+                         "pubsub.check_subscription = functools.partial(pubsub.check_subscription, timeout=2); "
+                         "from triehh_beam.cli.main import main; sys.exit(main())")
+
+
 def test_an_unreachable_pubsub_is_one_line_and_spends_nothing(tmp_path):
     _, _, _, registry_path = _population(tmp_path, n=500)
     env = dict(os.environ, PUBSUB_EMULATOR_HOST="127.0.0.1:9")  # discard port: nothing listens
-    done = _serve(tmp_path, registry_path, f"{PROJECT}/topics/t", f"{PROJECT}/subscriptions/s", env=env)
+    done = _serve(tmp_path, registry_path, f"{PROJECT}/topics/t", f"{PROJECT}/subscriptions/s", env=env,
+                  python=_SHORT_PUBSUB_TIMEOUT)
     assert done.returncode == 1, done.stderr[-2000:]  # transient: retry
-    assert len(done.stderr.strip().splitlines()) == 1 and "did not answer" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "did not answer within 2 s" in done.stderr, done.stderr
     assert not (tmp_path / "out.state" / "ledger.jsonl").exists()
 
 
@@ -69,8 +78,16 @@ def test_an_unreachable_pubsub_is_one_line_and_spends_nothing(tmp_path):
     (b"", "holds no device id"),
     (b"\xff\xfe\n", "is not UTF-8 text"),
 ])
-def test_a_bad_registry_is_refused(tmp_path, content, message):
+def test_a_bad_registry_is_refused(tmp_path, capsys, content, message):
+    """In process (``triehh``'s ``main``): the registry is read before Beam or Pub/Sub is touched,
+    and the subprocess's console is what the tests above check."""
+    from triehh_beam.cli.main import main
+
     registry = tmp_path / "registry.txt"
     registry.write_bytes(content)
-    done = _serve(tmp_path, registry, f"{PROJECT}/topics/t", f"{PROJECT}/subscriptions/s")
-    assert done.returncode == 2 and message in done.stderr
+    (tmp_path / "seed.bin").write_bytes(SEED)
+    code = main(["federated", "serve", "--devices", str(registry), "--announce-topic", f"{PROJECT}/topics/t",
+                 "--reports-subscription", f"{PROJECT}/subscriptions/s", "--output", str(tmp_path / "out"),
+                 "--seed-file", str(tmp_path / "seed.bin"), "--epsilon", "8", "--delta", "1e-6", "--max-length", "8",
+                 "--round-deadline", "60", "--project", "test-project"])
+    assert code == 2 and message in capsys.readouterr().err

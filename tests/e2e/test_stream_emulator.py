@@ -98,7 +98,6 @@ class _Stream:
         return found
 
 
-@pytest.mark.slow
 def _declared(base: int):
     """``--windows`` for the two windows from ``base`` (seconds), TrieHH planned for 5,000 users."""
     def instant(seconds):
@@ -114,6 +113,7 @@ def _window_sampler(stream_dir, flags, start_micros):
     return config, Sampler(SEED, config.window_identity()).window_keys().sampler(start_micros, state.release_nonce)
 
 
+@pytest.mark.slow
 def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_emulator, subprocess_env, tmp_path):
     env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=pubsub_emulator.host, PUBSUB_PROJECT_ID=pubsub_emulator.project)
     base = math.ceil((time.time() + 10) / WINDOW) * WINDOW  # window A starts in 10-20 s, B after it

@@ -83,7 +83,8 @@ def _install(point: str) -> None:
         # a round's state object is written but the manifest does not name it yet
         "object_written_round_1": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(1))),
         "object_written_round_2": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(2))),
-        "manifest_published_round_2": lambda: _wrap(state_store.StateStore, "commit", after=_nth(3)),
+        "manifest_published_round_2": lambda: _wrap(
+            state_store.StateStore, "commit", after=_nth(1, lambda args, kwargs: args[1].rounds_completed == 2)),
         "after_round_job_before_commit": lambda: _wrap(driver.Driver, "run_round", after=_nth(2)),
         "before_outputs": lambda: _wrap(driver.Driver, "_write_outputs", before=_nth(1)),
         # heavy_hitters.json is written, trie.pb is not

@@ -1,6 +1,14 @@
 """Runs ``triehh <args>`` and SIGKILLs itself at a named point: the crash of a fault test.
 
-    python tests/fault_harness.py POINT -- discover --input ... --output ...
+    python tests/job/fault_harness.py POINT -- discover --input ... --output ...
+    python tests/job/fault_harness.py --serve
+
+The second form is a fork server (what the fault tests use): it imports Beam and triehh_beam
+once, then for each request on its standard input (a JSON line: point, argv, log path) forks a
+child that installs the point and runs ``triehh argv`` with its output in the log, waits for it
+and answers with the child's status (a JSON line, ``subprocess``'s convention: -9 for a
+SIGKILL). Every child is a fresh process, killed for real, that only skips the 2-4 s of
+imports a new interpreter spends before its first job (the server runs nothing itself).
 
 The points are places where a real crash hurts most (inside a job, between writing a state
 object and publishing it, between the ledger charge and round 1, between the two output files).
@@ -75,7 +83,8 @@ def _install(point: str) -> None:
         # a round's state object is written but the manifest does not name it yet
         "object_written_round_1": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(1))),
         "object_written_round_2": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(2))),
-        "manifest_published_round_2": lambda: _wrap(state_store.StateStore, "commit", after=_nth(3)),
+        "manifest_published_round_2": lambda: _wrap(
+            state_store.StateStore, "commit", after=_nth(1, lambda args, kwargs: args[1].rounds_completed == 2)),
         "after_round_job_before_commit": lambda: _wrap(driver.Driver, "run_round", after=_nth(2)),
         "before_outputs": lambda: _wrap(driver.Driver, "_write_outputs", before=_nth(1)),
         # heavy_hitters.json is written, trie.pb is not
@@ -124,7 +133,75 @@ def _fix_the_nonce() -> None:
     release.Release.fresh = classmethod(lambda cls, seed, identity: cls(seed, identity, FIXED_NONCE))
 
 
+def _preload() -> None:
+    """Imports what a discovery imports (Beam's in-process runner included), running nothing."""
+    import apache_beam  # noqa: F401
+    from apache_beam.runners.portability import fn_api_runner  # noqa: F401
+    from apache_beam.runners.direct import direct_runner  # noqa: F401
+    from apache_beam.runners.portability import local_job_service, portable_runner  # noqa: F401
+    import pyarrow.dataset  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+    from triehh_beam import cli  # noqa: F401
+    from triehh_beam.job import driver, ledger, levels, outputs, state_store  # noqa: F401
+    from triehh_beam.beam import census, sample_pass, sampled_rounds  # noqa: F401
+    from triehh_beam.evaluation import audit  # noqa: F401
+    from triehh_beam.job import dry_run  # noqa: F401
+
+
+def _child(point: str, argv, log: str) -> None:
+    """In the forked child: output to ``log``, the point installed, ``triehh argv``; never returns."""
+    code = 1
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)  # the server's requests are not the child's to read
+        os.close(null)
+        if point != "none":
+            _install(point)
+        from triehh_beam import cli
+
+        code = cli.main(argv)
+        code = code if isinstance(code, int) else 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:  # noqa: BLE001 - reported in the log, as an interpreter would
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _serve() -> None:
+    import json
+    import threading
+
+    _fix_the_nonce()
+    _preload()
+    # A fork copies one thread: the server must have no other, or a child could inherit a held lock.
+    assert threading.active_count() == 1, threading.enumerate()
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(request["point"], request["argv"], request["log"])
+        _, status = os.waitpid(pid, 0)
+        returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        sys.stdout.write(json.dumps({"returncode": returncode}) + "\n")
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        _serve()
+        sys.exit(0)
     point, separator, *argv = sys.argv[1:]
     assert separator == "--", "usage: fault_harness.py POINT -- triehh arguments (POINT none: no fault)"
     _fix_the_nonce()

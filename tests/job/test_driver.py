@@ -249,7 +249,11 @@ def zipf_population(make_population):
 @pytest.fixture(scope="session")
 def pipeline_runs(zipf_population, compute_once):
     """One run_discovery per PIPELINE_SEEDS entry, with what the published state held at the
-    moment each round was announced (progress line ``round r/L: ...``)."""
+    moment each round was announced (progress line ``round r/L: ...``). The first runs one Beam
+    job per round (the default); the other nine run every round in the sampling pass's job
+    (``rounds_per_job="all"``: 2 Beam jobs instead of 8, most of a run's time), so that both
+    modes are held to the keyed simulation here (tests/job/test_one_pass.py shows the two give
+    byte-identical tries)."""
 
     def compute(directory):
         pattern = zipf_population.write(directory / "records", shards=2)
@@ -271,7 +275,7 @@ def pipeline_runs(zipf_population, compute_once):
                         delta=published.plan.delta,
                     ))
 
-            config = _config(pattern, output_dir, seed=seed)
+            config = _config(pattern, output_dir, seed=seed, rounds_per_job="1" if i == 0 else "all")
             result = run_discovery(config, progress=progress)
             runs.append(dict(
                 seed=seed.hex(),
@@ -389,16 +393,18 @@ def test_the_same_release_gives_the_same_trie_twice_and_on_the_multi_process_run
 ):
     # The multi-process runner's workers are subprocesses: they must import triehh_beam.
     monkeypatch.setenv("PYTHONPATH", subprocess_env["PYTHONPATH"])
-    # Four files, so that the workers read different shards. Units of 2 letters and L = 3 (words
-    # of up to 4 letters) keep it to at most 4 jobs: every job of the multi-process runner starts
-    # its workers anew, a few seconds each.
+    # Four files, so that the workers read different shards (in the census and the sampling
+    # pass, the jobs that read the input). Units of 2 letters and L = 3 (words of up to 4
+    # letters), every round in the sampling pass's job (``rounds_per_job="all"``): 2 jobs a run,
+    # as every job of the multi-process runner starts its workers anew, 5-15 s each on 2 cores.
     pattern = make_population(3000, max_chars=4).write(tmp_path / "records", shards=4)
 
     def trie_bytes(name, options=None, release=None):
         # One output for all three, each run's output and state moved aside after it; the second
         # and third run the first's release again (its seed, identity and nonce: its keys).
         output = tmp_path / "out"
-        result = run_discovery(_config(pattern, output, max_length=3, unit_size=2), options, release=release)
+        config = _config(pattern, output, max_length=3, unit_size=2, rounds_per_job="all")
+        result = run_discovery(config, options, release=release)
         assert result.rounds_run >= 2
         output.rename(tmp_path / name)
         pathlib.Path(f"{output}.state").rename(tmp_path / f"{name}.state")
@@ -420,7 +426,7 @@ def test_the_same_release_gives_the_same_trie_twice_and_on_the_multi_process_run
 
 @pytest.mark.slow
 def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_population, subprocess_env):
-    max_length = 8  # words of up to 7 letters: several rounds remain after round 2
+    max_length = 4  # words of up to 3 letters: rounds 3 and 4 remain after round 2
     pattern = make_population(5000, max_chars=max_length - 1).write(tmp_path / "records", shards=2)
     seed_file = tmp_path / "seed.bin"
     seed_file.write_bytes(SEED)
@@ -468,10 +474,12 @@ def test_a_killed_job_resumes_and_ends_as_an_unbroken_run(tmp_path, make_populat
     assert first_round and int(first_round.group(1)) == killed_state.rounds_completed + 1
 
     # The same release unbroken (its keys: the killed run's seed, identity and nonce), the
-    # resumed run's output and state moved aside first.
+    # resumed run's output and state moved aside first; every round in one job (2 Beam jobs, not
+    # 2 + L: both modes give the same trie, tests/job/test_one_pass.py).
     output.rename(tmp_path / "resumed-aside")
     pathlib.Path(f"{output}.state").rename(tmp_path / "resumed-aside.state")
-    run_discovery(_config(pattern, output, max_length=max_length), release=Release.of_state(killed_state))
+    run_discovery(_config(pattern, output, max_length=max_length, rounds_per_job="all"),
+                  release=Release.of_state(killed_state))
     unbroken, output = output, tmp_path / "resumed-aside"
     assert (output / "trie.pb").read_bytes() == (unbroken / "trie.pb").read_bytes()
     resumed_document = _heavy_hitters_document(output)

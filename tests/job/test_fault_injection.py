@@ -1,5 +1,8 @@
 """Crash safety: a driver killed with SIGKILL anywhere, then re-run, ends exactly like an
-unbroken run with the same seed, and the ledger charges the job once."""
+unbroken run with the same seed, and the ledger charges the job once. Every run is a process
+forked by the harness's fork server (``fault_harness.py --serve``: Beam imported once per
+module, not twice per test), on the smallest job that reaches every point: L = 3 (the last
+points are in round 3), two-letter words so that each is a heavy hitter at L = 3."""
 
 import json
 import os
@@ -8,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -23,12 +27,16 @@ pytestmark = pytest.mark.slow  # whole discoveries in subprocesses or many round
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HARNESS = str(REPO / "tests" / "job" / "fault_harness.py")
-WORDS = ["apple", "apply", "ample", "maple", "mango", "man", "map", "zebra", "zero", "zoo"]
+# Words of two letters: with --max-length 3 each fills the trie (2 letters, then the terminator)
+# in exactly the 3 rounds the points need (one_job_mid_round_3 is the deepest).
+WORDS = ["an", "am", "as", "at", "ma", "me", "my", "no", "on", "ox"]
+MAX_LENGTH = 3
 
 
 @pytest.fixture(scope="module")
 def population(tmp_path_factory):
-    """4,000 users, one word each (Zipf-like), in two JSONL files; and a seed file."""
+    """4,000 users, one word each (Zipf-like), in two JSONL files; and a seed file. (The data
+    is not what a run spends its time on: each of its Beam jobs costs about a second anyway.)"""
     root = tmp_path_factory.mktemp("population")
     rng = np.random.default_rng(11)
     weights = 1.0 / np.arange(1, len(WORDS) + 1)
@@ -44,7 +52,7 @@ def population(tmp_path_factory):
 def _argv(population, out, mode="1"):
     return [
         "discover", "--input", str(population / "part-*.jsonl"), "--output", str(out),
-        "--epsilon", "6", "--delta", "1e-5", "--max-length", "6",
+        "--epsilon", "6", "--delta", "1e-5", "--max-length", str(MAX_LENGTH),
         "--seed-file", str(population / "seed.bin"), "--rounds-per-job", mode,
     ]
 
@@ -55,11 +63,36 @@ def _env():
     return env
 
 
-def _run(args, *, harness_point=None):
-    # Through the harness always: it fixes the release nonce, so that every run of a test is one
-    # release (a fresh nonce would make the rerun after a kill before the commit another one).
-    command = [sys.executable, HARNESS, harness_point or "none", "--", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=300, cwd=str(REPO))
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    """``run(args, harness_point=None)``: ``triehh args`` in a process forked by the harness's
+    fork server, killed at the point if one is given; returns its returncode and stderr (its
+    output). Through the harness always: it fixes the release nonce, so that every run of a test
+    is one release (a fresh nonce would make the rerun after a kill before the commit another)."""
+    logs = tmp_path_factory.mktemp("fault-logs")
+    server = subprocess.Popen([sys.executable, HARNESS, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=_env(), cwd=str(REPO))
+    count = [0]
+
+    def run(args, *, harness_point=None):
+        count[0] += 1
+        log = logs / f"run-{count[0]}.log"
+        request = dict(point=harness_point or "none", argv=[str(a) for a in args], log=str(log))
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        assert answer, f"the fault server exited with {server.poll()}"
+        output = log.read_text(errors="replace") if log.exists() else ""
+        return types.SimpleNamespace(returncode=json.loads(answer)["returncode"], stderr=output)
+
+    yield run
+    server.stdin.close()
+    try:
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 def _outputs(out):
@@ -75,32 +108,32 @@ def _clear(out) -> None:
 
 
 @pytest.fixture(scope="module")
-def unbroken(population, tmp_path_factory):
+def unbroken(population, harness, tmp_path_factory):
     """The unbroken run's outputs, and its output path: the killed runs use the same one (the
     job's identity, output included, keys its samples), one at a time (a worker runs a module's
     tests in turn), each clearing it first."""
     out = tmp_path_factory.mktemp("unbroken") / "out"
-    result = _run(_argv(population, out))
+    result = harness(_argv(population, out))
     assert result.returncode == 0, result.stderr
     document, trie = _outputs(out)
-    assert document["rounds_run"] >= 3, "the fault points need a run of several rounds"
+    assert document["rounds_run"] == MAX_LENGTH == 3, "the fault points need a run of 3 rounds"
     assert document["heavy_hitters"], "the population must have heavy hitters to compare"
     _clear(out)
     return (document, trie), out
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, population, unbroken, tmp_path):
+def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, population, harness, unbroken):
     unbroken, out = unbroken
     _clear(out)
     # Killed in one mode, re-run in the same mode: the result is the unbroken one-job-per-round
     # run's, byte for byte (the two modes give the same trie).
     mode = "all" if point in ONE_JOB_POINTS else "1"
-    killed = _run(_argv(population, out, mode), harness_point=point)
+    killed = harness(_argv(population, out, mode), harness_point=point)
     assert killed.returncode == -signal.SIGKILL, (
         f"the point {point} was not reached (exit {killed.returncode}): {killed.stderr[-2000:]}"
     )
-    rerun = _run(_argv(population, out, mode))
+    rerun = harness(_argv(population, out, mode))
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert _outputs(out) == unbroken
     records = ledger.Ledger(str(out) + ".state").records()

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -44,17 +45,37 @@ def _stopped_after_round_1(config: DiscoveryConfig):
     return state
 
 
+@pytest.fixture(scope="module")
+def _four_thousand_once(tmp_path_factory, make_population):
+    """The job stopped after round 1, once per module, with pristine copies of its input and
+    state (its census, sampling pass and round 1 are most of a test's time)."""
+    root = tmp_path_factory.mktemp("four-thousand")
+    pattern = make_population(4000, max_chars=L - 1).write(root / "records", shards=2)
+    config = _config(pattern, root / "out")
+    _stopped_after_round_1(config)
+    shutil.copytree(root / "records", root / "pristine-records")  # copy2: sizes and mtimes kept
+    shutil.copytree(config.resolved_state_dir, root / "pristine-state")
+    return root, pattern, config
+
+
 @pytest.fixture
-def four_thousand(tmp_path, make_population):
-    """The issue's population: 4,000 users in two files, the job stopped after round 1."""
-    pattern = make_population(4000, max_chars=L - 1).write(tmp_path / "records", shards=2)
-    config = _config(pattern, tmp_path / "out")
-    return pattern, config, _stopped_after_round_1(config)
+def four_thousand(_four_thousand_once):
+    """The issue's population: 4,000 users in two files, the job stopped after round 1. Each
+    test gets the input and state as the stop left them (restored byte for byte, with their
+    modification times, at the paths the job's identity names), whatever the last one did."""
+    root, pattern, config = _four_thousand_once
+    for name, pristine in (("records", "pristine-records"), (config.resolved_state_dir, "pristine-state")):
+        shutil.rmtree(root / name, ignore_errors=True)
+        shutil.copytree(root / pristine, root / name)
+    shutil.rmtree(config.output_dir, ignore_errors=True)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.rounds_completed == 1 and not state.finished
+    return pattern, config, state
 
 
 def test_the_state_records_what_the_census_read(four_thousand, tmp_path):
     pattern, config, state = four_thousand
-    files = sorted((tmp_path / "records").glob("*.parquet"))
+    files = sorted(pathlib.Path(pattern).parent.glob("*.parquet"))
     recorded = state.input_snapshot
     assert [f.path for f in recorded.files] == [str(f) for f in files]
     for entry, path in zip(recorded.files, files):
@@ -68,7 +89,7 @@ def test_resuming_after_half_the_input_was_deleted_is_refused_with_exit_2(four_t
     # The issue's reproduction: stop after round 1, delete half the input, resume. It used to
     # sample from the 2,000 users left under a plan made for 4,000.
     pattern, config, state = four_thousand
-    deleted = tmp_path / "records" / "records-01.parquet"
+    deleted = pathlib.Path(pattern).parent / "records-01.parquet"
     deleted.unlink()
     with pytest.raises(InputChangedError, match=f"{deleted} is gone"):
         run_discovery(config)
@@ -89,7 +110,7 @@ def test_resuming_after_half_the_input_was_deleted_is_refused_with_exit_2(four_t
 @pytest.mark.parametrize("change", ["size", "mtime"])
 def test_a_file_modified_in_place_is_refused(four_thousand, tmp_path, change):
     pattern, config, state = four_thousand
-    modified = tmp_path / "records" / "records-00.parquet"
+    modified = pathlib.Path(pattern).parent / "records-00.parquet"
     if change == "size":  # same name, other content
         write_records(str(modified), [(user, "other") for user in range(10)])
     else:  # same name, same bytes, touched
@@ -102,7 +123,7 @@ def test_a_file_modified_in_place_is_refused(four_thousand, tmp_path, change):
 
 def test_a_new_file_matching_the_pattern_is_refused(four_thousand, tmp_path):
     pattern, config, state = four_thousand
-    added = tmp_path / "records" / "records-02.parquet"
+    added = pathlib.Path(pattern).parent / "records-02.parquet"
     write_records(str(added), [(10_000 + user, "the") for user in range(50)])
     with pytest.raises(InputChangedError, match=f"{added} is new"):
         run_discovery(config)

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from triehh_beam.cli import summary
+from triehh_beam.cli import interrupts, summary
 from triehh_beam.job import config as config_lib
 from triehh_beam.job.config import DiscoveryConfig
 
@@ -74,12 +74,20 @@ def config_from_args(args: argparse.Namespace, input_pattern: Optional[str] = No
 
 
 def say(line: str) -> None:
-    """Prints one progress line at once (a scheduler or pipe sees it as it happens)."""
+    """Prints one progress line at once (a scheduler or pipe sees it as it happens); a Ctrl-C
+    that a running job swallowed stops the run here, at a step it has committed."""
     print(line, flush=True)
+    interrupts.check()
+
+
+def _quiet(line: str) -> None:
+    """Prints nothing (JSON progress has its own events); stops a run Ctrl-C was meant to stop."""
+    interrupts.check()
 
 
 def _print_json_line(event: dict) -> None:
     print(json.dumps(event, ensure_ascii=False, sort_keys=True), flush=True)
+    interrupts.check()
 
 
 def _fail(message: str, code: int) -> int:
@@ -183,14 +191,14 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
 
         ticks = None if as_json else TerminalBar()  # a running job's progress, on stderr
         if dry_run:
-            report = plan_only(config, options, progress=(lambda line: None) if as_json else say, ticks=ticks)
+            report = plan_only(config, options, progress=_quiet if as_json else say, ticks=ticks)
             if as_json:
                 _print_json_line({"event": "dry_run", **report})
             return 0
         result = run_discovery(
             config,
             options,
-            progress=(lambda line: None) if as_json else say,
+            progress=_quiet if as_json else say,
             events=_print_json_line if as_json else None,
             ticks=ticks,
         )
@@ -246,7 +254,7 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
         return _fail("--window needs --windows FROM..TO (RFC 3339 UTC, aligned to the window): every window "
                      "of the range is released and charged, empty or not", 2)
     try:
-        ran = stream.run_replay(config, options, progress=(lambda line: None) if as_json else say)
+        ran = stream.run_replay(config, options, progress=_quiet if as_json else say)
     except (RecordFormatError, FileNotFoundError, ValueError) as e:
         return _fail(str(e), 2)
     if as_json:

@@ -13,7 +13,7 @@ import shlex
 import sys
 from typing import Callable, Optional, Sequence
 
-from triehh_beam.cli import audit, demo, discover, evaluate, federated, ledger, plan, scheduled, show, stream
+from triehh_beam.cli import audit, demo, discover, evaluate, federated, interrupts, ledger, plan, scheduled, show, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
 __all__ = ["EXIT_INTERRUPTED", "build_parser", "main"]
@@ -65,7 +65,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as exit_:  # argparse exits on errors and on --help
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     try:
-        return args.handler(args, beam_args)
+        with interrupts.remembered():
+            return args.handler(args, beam_args)
     except UsageError as err:
         print(f"triehh {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -31,6 +31,7 @@ __all__ = [
     "Candidates",
     "RoundSample",
     "SampleAllRounds",
+    "SampleFromCandidates",
     "Threshold",
     "add_candidates",
     "candidates_by_round",
@@ -316,6 +317,7 @@ class SampleAllRounds(beam.PTransform):
             raise ValueError(f"shards must be 1 to 256, got {shards}")
         self._keys = pass_keys
         self._m = sample_size
+        self._probability = sample_probability
         self._population = population
         self._encoder = encoder
         self._truncate = truncate
@@ -330,63 +332,95 @@ class SampleAllRounds(beam.PTransform):
             return None
         return min(self._m, self._population)
 
-    def _records_ranked(self, batches):
-        return (
+    def expand(self, batches):
+        if self._threshold is not None:
+            bound = self._threshold - 1  # ranks below the threshold: at most bound (-1: nobody)
+        elif self._population is None:
+            bound = 2**64 - 1
+        else:
+            bound = sampling.rank_prefilter_bound(self._population, self._m)
+        candidates = batches | "RankAllRounds" >> beam.ParDo(
+            _RankAllRoundsDoFn(self._keys, {r: bound for r in self._rounds}))
+        records_ranked = (
             batches
             | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
             | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
         )
+        return candidates | "Sample" >> SampleFromCandidates(
+            self._keys, self._rounds, self._m, self._encoder, self._truncate, self._shards,
+            sample_probability=self._probability, users_required=self.required_users,
+            records_ranked=beam.pvalue.AsSingleton(records_ranked))
+
+
+class SampleFromCandidates(beam.PTransform):
+    """Candidates -> the sample tables of every round in ``rounds``: TrieHH's bottom-m of each
+    round's candidates (exact whenever they hold the round's m smallest), TrieHH++'s every
+    candidate (the ranking kept exactly the ranks below the Bernoulli threshold).
+
+    Args:
+      pass_keys, rounds, sample_size, encoder, truncate, sample_probability: as
+        ``SampleAllRounds``'s.
+      shards: sample tables per round (``shard_count``'s).
+      users_required: ``min(m, n)``: a round with fewer is short and keeps nothing (None: none).
+      records_ranked: the records the candidates were ranked from (an int, or a singleton side
+        input), reported in each ``RoundSample``.
+
+    Input: ``(round, rows with a rank column)``. Output: as ``SampleAllRounds``'s.
+    """
+
+    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], sample_size: Optional[int],
+                 encoder: ItemEncoder, truncate: bool, shards: int, sample_probability: Optional[float] = None,
+                 users_required: Optional[int] = None, records_ranked: Any = 0):
+        super().__init__()
+        self._keys = pass_keys
+        self._rounds = sorted(set(int(r) for r in rounds))
+        self._m = sample_size
+        self._threshold = None if sample_probability is None else sampling.bernoulli_threshold(sample_probability)
+        self._encoder = encoder
+        self._truncate = truncate
+        self._shards = shards
+        self._required = users_required
+        self._records_ranked = records_ranked
 
     def _every_round(self, pipeline, value, element_type):
         """One ``(round, value)`` per round: every round's key exists, even with no sample."""
         return pipeline | "Rounds" >> beam.Create([(r, value) for r in self._rounds]).with_output_types(element_type)
 
-    def _expand_bernoulli(self, batches):
-        top = self._threshold - 1  # ranks below the threshold: at most top (-1: nobody)
-        candidates = batches | "RankAllRounds" >> beam.ParDo(
-            _RankAllRoundsDoFn(self._keys, {r: top for r in self._rounds}))
-        tables = (
-            candidates
-            | "ShardSampled" >> beam.ParDo(_ShardBernoulliDoFn(max(top, 0), self._shards))
+    def _tables(self, shard_rows):
+        return (
+            shard_rows
             | "GroupPerShard" >> beam.GroupByKey()
             | "BuildSampleTables" >> beam.ParDo(_BuildSampleTableDoFn(self._keys, self._encoder, self._truncate))
         )
+
+    def _expand_bernoulli(self, candidates):
+        top = self._threshold - 1
+        tables = self._tables(candidates | "ShardSampled" >> beam.ParDo(_ShardBernoulliDoFn(max(top, 0), self._shards)))
         users = (
             (tables | "UsersPerTable" >> beam.Map(table_users).with_output_types(Tuple[int, int]),
-             self._every_round(batches.pipeline, 0, Tuple[int, int]))
+             self._every_round(candidates.pipeline, 0, Tuple[int, int]))
             | "AllRounds" >> beam.Flatten()
             | "UsersPerRound" >> beam.CombinePerKey(sum)
         )
         sizes = users | "RoundSamples" >> beam.Map(
-            _bernoulli_round_sample, records_ranked=beam.pvalue.AsSingleton(self._records_ranked(batches))
-        ).with_output_types(Tuple[int, RoundSample])
+            _bernoulli_round_sample, records_ranked=self._records_ranked).with_output_types(Tuple[int, RoundSample])
         return {"tables": tables, "samples": sizes}
 
-    def expand(self, batches):
+    def expand(self, candidates):
         if self._threshold is not None:
-            return self._expand_bernoulli(batches)
-        if self._population is None:
-            bound = 2**64 - 1
-        else:
-            bound = sampling.rank_prefilter_bound(self._population, self._m)
-        bounds = {r: bound for r in self._rounds}
-        candidates = batches | "RankAllRounds" >> beam.ParDo(_RankAllRoundsDoFn(self._keys, bounds))
-        every_round = self._every_round(batches.pipeline, None, Tuple[int, Optional[pa.RecordBatch]])
+            return self._expand_bernoulli(candidates)
+        every_round = self._every_round(candidates.pipeline, None, Tuple[int, Optional[pa.RecordBatch]])
         thresholds = (
             (candidates | "RankAndUser" >> beam.Map(rank_and_user).with_output_types(Tuple[int, Optional[pa.RecordBatch]]),
              every_round)
             | "AllRounds" >> beam.Flatten()
             | f"BottomM({self._m})" >> beam.CombinePerKey(BottomMCombineFn(self._m))
         )
-        tables = (
+        tables = self._tables(
             candidates
             | "KeepSampled"
-            >> beam.ParDo(_KeepSampledDoFn(self.required_users, self._shards), thresholds=beam.pvalue.AsDict(thresholds))
-            | "GroupPerShard" >> beam.GroupByKey()
-            | "BuildSampleTables" >> beam.ParDo(_BuildSampleTableDoFn(self._keys, self._encoder, self._truncate))
-        )
-        records_ranked = self._records_ranked(batches)
+            >> beam.ParDo(_KeepSampledDoFn(self._required, self._shards), thresholds=beam.pvalue.AsDict(thresholds)))
         sizes = thresholds | "RoundSamples" >> beam.Map(
-            _round_sample, required=self.required_users, records_ranked=beam.pvalue.AsSingleton(records_ranked)
+            _round_sample, required=self._required, records_ranked=self._records_ranked
         ).with_output_types(Tuple[int, RoundSample])
         return {"tables": tables, "samples": sizes}

@@ -18,7 +18,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam.census import Census
 from triehh_beam.io.drops import describe_drops
-from triehh_beam.job import cas, jobs, outputs, sources
+from triehh_beam.job import cas, jobs, levels, outputs, sources
+from triehh_beam.job.candidate_bounds import candidate_bounds
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.input_checks import check_census, describe_item_counters, describe_unusable
@@ -70,6 +71,8 @@ class DiscoveryJob:
         self.encoder = config.encoder
         self.store = StateStore(config.resolved_state_dir)
         self.ledger = release_lib.open_ledger(config)
+        # Where this run's first pass wrote its candidates (None: it wrote none, or resumed).
+        self.candidates_prefix: Optional[str] = None
 
     def say(self, event: str, message: str, private: Optional[Tuple[str, dict]] = None, **fields) -> None:
         """One progress line for people, and the same as a structured event for machines.
@@ -91,9 +94,9 @@ class DiscoveryJob:
         """Runs one Beam job (``jobs.JobRunner.run``): its counters."""
         return self.jobs.run(build, phase, total, estimated, unit)
 
-    def census(self, sampler: Sampler) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
-        """``jobs.take_census`` for this job."""
-        return jobs.take_census(self.config, self.jobs, sampler)
+    def census(self, sampler: Sampler, candidates=None) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
+        """``jobs.take_census`` for this job (``candidates``: its)."""
+        return jobs.take_census(self.config, self.jobs, sampler, candidates)
 
     def check_census(self, counted: Census, counters: Dict[str, int]) -> Dict[str, int]:
         """Announces the census and refuses (``BadInputError``, ``UnusableItemsError``) input a
@@ -161,9 +164,20 @@ class DiscoveryJob:
         # recorded, so a resume keys its rounds exactly as this run did.
         release = self.release or release_lib.Release.fresh(config.seed or os.urandom(32),
                                                             config.sampling_identity())
-        self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
+        job_id = uuid.uuid4().hex
+        candidates = None
+        if config.protocol.grows_trie:
+            # One read: the census and every round's candidates (``beam.candidates``), cut to the
+            # plan's m once it is charged (``Driver.sample``).
+            self.candidates_prefix = levels.candidates_prefix(config.resolved_state_dir, job_id)
+            candidates = (release.sampler().pass_keys(config.max_length), candidate_bounds(config),
+                          self.candidates_prefix)
+            self.say("census_start", f"census and sampling: counting distinct users in {config.source} and "
+                     f"drawing every round's candidates in the same read", input=config.source)
+        else:
+            self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
         started = time.monotonic()
-        counted, counters, read = self.census(release.sampler())
+        counted, counters, read = self.census(release.sampler(), candidates)
         self.say(
             "census_done",
             f"census: done, {time.monotonic() - started:.1f} s",
@@ -172,7 +186,7 @@ class DiscoveryJob:
         )
         counters = self.check_census(counted, counters)
         state = state_pb2.JobState(
-            job_id=uuid.uuid4().hex,
+            job_id=job_id,
             input=config.input_spec(),
             plan=plan_for_census(config, counted.users),
             truncate_long_items=config.truncate_long_items,
@@ -223,5 +237,6 @@ class DiscoveryJob:
         with the subdirectories where Beam writes each job's output."""
         root = self.config.resolved_state_dir
         for private in (root, FileSystems.join(root, "census"), FileSystems.join(root, "rounds"),
-                        FileSystems.join(root, "samples"), FileSystems.join(root, "levels")):
+                        FileSystems.join(root, "samples"), FileSystems.join(root, "levels"),
+                        FileSystems.join(root, "candidates")):
             cas.make_private_dir(private)

@@ -12,6 +12,7 @@ the last committed round with the same keys and samples; a whole-item job branch
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple, Union
@@ -25,7 +26,8 @@ from triehh_beam.job import leftovers, levels, outputs, passes, sources, whole_i
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.discovery_job import ConfigMismatchError, DiscoveryJob, copy_state
-from triehh_beam.job.graphs import build_census, build_rounds, build_sampled_round, build_sampling
+from triehh_beam.job.graphs import (build_census, build_rounds, build_sampled_round, build_sampling,
+                                   build_sampling_from_candidates)
 from triehh_beam.job.input_checks import BadInputError, UnusableItemsError
 from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job import jobs as jobs_lib
@@ -127,8 +129,23 @@ class Driver(DiscoveryJob):
             "sampling", summary, passes.SAMPLING)
         return {int(r): int(users) for r, users in document["users_sampled"].items()}, counters
 
+    def _cut_job(self, state: state_pb2.JobState, run_rounds: bool) -> Tuple[Dict[int, int], Dict[str, int]]:
+        """Cuts this run's first-pass candidates to every round's sample (its rounds run too with
+        ``run_rounds``): as ``_sampling_job``, without reading the records again."""
+        summary = FileSystems.join(self.config.resolved_state_dir, "census", f"sampling-{uuid.uuid4().hex}.json")
+        keys = self.sampler(state).pass_keys(state.plan.max_length)
+        counters = self.run_job(lambda p, reported: build_sampling_from_candidates(
+            p, self.config, keys, state.plan, self.candidates_prefix, self.population(state),
+            self._samples_dir(state), summary, run_rounds_into=self._levels_dir(state) if run_rounds else None,
+            records_ranked=state.input_snapshot.records, denied=self.denied), "sampling")
+        document = json.loads(jobs_lib.read_single_output(summary))
+        FileSystems.delete([summary])
+        return {int(r): int(users) for r, users in document["users_sampled"].items()}, counters
+
     def sample(self, state: state_pb2.JobState, first_round: int) -> state_pb2.JobState:
-        """Draws every round's sample in one pass and commits where it is (``state.samples``).
+        """Draws every round's sample and commits where it is (``state.samples``): from the
+        candidates this run's first read kept (``DiscoveryJob.new_state``), or, on a resume, in
+        one more pass over the records.
 
         With ``--rounds-per-job all`` the same job also runs the rounds, from ``first_round``
         (a fresh job: 1) on the empty trie, each level written as its round completes. A round
@@ -137,11 +154,18 @@ class Driver(DiscoveryJob):
         """
         rounds = list(range(1, state.plan.max_length + 1))
         run_rounds = self.config.rounds_per_job == "all" and first_round == 1
-        self.say("sampling_start", f"sampling: drawing the samples of rounds 1-{rounds[-1]} in one pass"
+        how = ("from the candidates of the first read" if self.candidates_prefix is not None and first_round == 1
+               else "in one pass")
+        self.say("sampling_start", f"sampling: drawing the samples of rounds 1-{rounds[-1]} {how}"
                   + (", and running the rounds in the same job" if run_rounds else ""))
         started = time.monotonic()
         levels.delete_tree(self._samples_dir(state))  # a pass that died may have left part of one
-        drawn, counters = self._sampling_job(state, rounds, self.population(state), run_rounds)
+        if self.candidates_prefix is not None and first_round == 1:
+            drawn, counters = self._cut_job(state, run_rounds)
+        else:  # a resume: the records are read again (their candidates are not kept across runs)
+            drawn, counters = self._sampling_job(state, rounds, self.population(state), run_rounds)
+        levels.delete_tree(levels.candidates_dir(self.config.resolved_state_dir, state.job_id))
+        self.candidates_prefix = None
         required = self._users_required(state)
         short = [] if required is None else [r for r in rounds if drawn.get(r, 0) < required]
         if short:

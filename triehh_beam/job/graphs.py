@@ -9,12 +9,14 @@ frequency estimates, and a whole-item release.
 from __future__ import annotations
 
 import json
+import math
 from typing import FrozenSet, Mapping, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
 
 from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
+from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, ReadCandidates, WriteCandidates
 from triehh_beam.beam.estimates import EstimateFrequencies
 from triehh_beam.beam.whole_items import ReleaseWholeItems
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
@@ -31,9 +33,11 @@ from triehh_beam.protocol.sampling import PassKeys, Sampler
 __all__ = [
     "build_census",
     "build_estimates",
+    "build_first_pass",
     "build_rounds",
     "build_sampled_round",
     "build_sampling",
+    "build_sampling_from_candidates",
     "build_whole_item_release",
     "census_from_json",
     "refuse_unreadable",
@@ -42,10 +46,10 @@ __all__ = [
 
 
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str,
-                 progress: Optional[str] = None, as_of_millis: Optional[int] = None) -> None:
+                 progress: Optional[str] = None, as_of_millis: Optional[int] = None):
     """Adds the census job to ``pipeline``: the number of distinct users, the records they were
     counted over and the users with no usable item (``beam.census``), written as one JSON line
-    (``census_from_json`` reads it back).
+    (``census_from_json`` reads it back). Returns the records read (zero counts dropped).
 
     The files that cannot be read are written as JSON lines ``[file, message]`` to
     ``unreadable_path(output_path)``, for the driver to refuse them before any round. With
@@ -71,6 +75,22 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
         | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items)
         | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+    )
+    return records
+
+
+def build_first_pass(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, keys: PassKeys,
+                     bounds: CandidateBounds, output_path: str, candidates_prefix: str,
+                     progress: Optional[str] = None, as_of_millis: Optional[int] = None) -> None:
+    """Adds a fresh discovery's one read of its records: ``build_census`` (written as it writes
+    it), and in the same read every round's candidates (``beam.candidates``, ranked with
+    ``keys``, kept under ``bounds``) written to ``candidates_prefix``, for
+    ``build_sampling_from_candidates`` to cut to the plan's m once the census is charged."""
+    records = build_census(pipeline, config, sampler, output_path, progress, as_of_millis)
+    (
+        records
+        | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds)
+        | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
 
 
@@ -168,6 +188,47 @@ def build_sampling(
         sizes = dict(sample_size=plan.batch_size)
     drawn = records | "SampleAllRounds" >> sample_pass.SampleAllRounds(
         keys, rounds, population=population, encoder=config.encoder, truncate=config.truncate_long_items, **sizes)
+    _write_samples(drawn, config.encoder, plan, rounds, samples_dir, summary_path, run_rounds_into, denied)
+
+
+def build_sampling_from_candidates(
+    pipeline: beam.Pipeline,
+    config: DiscoveryConfig,
+    keys: PassKeys,
+    plan: state_pb2.PrivacyPlan,
+    candidates_prefix: str,
+    population: int,
+    samples_dir: str,
+    summary_path: str,
+    run_rounds_into: Optional[str] = None,
+    records_ranked: int = 0,
+    denied: FrozenSet[Units] = frozenset(),
+) -> None:
+    """Adds the cut of a first pass's candidates to every round's sample (``plan``'s m of
+    ``population`` users, or TrieHH++'s p_s), written and summarised as ``build_sampling``
+    writes them (``records``: ``records_ranked``), the rounds run too with ``run_rounds_into``."""
+    rounds = list(range(1, plan.max_length + 1))
+    if Protocol(plan.protocol).samples_by_probability:
+        sizes = dict(sample_size=None, sample_probability=plan.sample_probability,
+                     shards=sample_pass.shard_count(max(1, math.ceil(plan.sample_probability * population))))
+        required = None
+    else:
+        sizes = dict(sample_size=plan.batch_size, shards=sample_pass.shard_count(plan.batch_size))
+        required = min(plan.batch_size, population)
+    drawn = (
+        pipeline
+        | "ReadCandidates" >> ReadCandidates(candidates_prefix)
+        | "SampleFromCandidates" >> sample_pass.SampleFromCandidates(
+            keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, users_required=required,
+            records_ranked=records_ranked, **sizes)
+    )
+    _write_samples(drawn, config.encoder, plan, rounds, samples_dir, summary_path, run_rounds_into, denied)
+
+
+def _write_samples(drawn, encoder, plan: state_pb2.PrivacyPlan, rounds: Sequence[int], samples_dir: str, summary_path: str,
+                   run_rounds_into: Optional[str], denied: FrozenSet[Units]) -> None:
+    """Writes a pass's sample tables and summary, and runs the rounds on them with
+    ``run_rounds_into`` (``build_sampling``'s)."""
     drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
     (
         drawn["samples"]
@@ -178,7 +239,7 @@ def build_sampling(
     if run_rounds_into is not None:
         results = drawn["tables"] | "RunAllRounds" >> sampled_rounds.RunAllRounds(
             rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn["samples"], denied=denied)
-        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
+        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, encoder))
 
 
 def _sampling_summary(drawn) -> str:

@@ -22,6 +22,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam import runners, transforms
+from triehh_beam.beam.candidates import CandidateBounds
 from triehh_beam.beam.census import Census
 from triehh_beam.job import graphs, input_files, planning, sources
 from triehh_beam.job.release import Release
@@ -29,7 +30,7 @@ from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.sampling import PassKeys, Sampler
 
 __all__ = [
     "JobRunner",
@@ -67,13 +68,16 @@ def read_single_output(path: str) -> bytes:
         return f.read()
 
 
-def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler
+def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
+                candidates: Optional[Tuple[PassKeys, CandidateBounds, str]] = None,
                 ) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
     """Runs the census job: (what it counted: the distinct users and those without a usable
     item; the job's counters: records read and dropped per reason, items too long; what it
     read: the files, listed before and after the job, or the instant a BigQuery table is read
     as of (``sources.pin``), and the records counted). Its output, private, is written to the
-    state directory and deleted once read.
+    state directory and deleted once read. With ``candidates`` (the pass keys, the candidate
+    bounds and a files prefix), the same read also writes every round's candidates there
+    (``graphs.build_first_pass``).
 
     Raises:
       RecordFormatError: naming every input file that cannot be read.
@@ -85,9 +89,15 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler
     estimate, exact = None, False
     if jobs.reporting and before.files:  # a table or query: no total, the time elapsed only
         estimate, exact = progress_lib.estimate_records(before.files, config.input_format)
-    counters = jobs.run(lambda p, reported: build_census(p, config, sampler, path, reported,
-                                                         as_of_millis=sources.pinned_at(before)),
-                        "census", estimate, estimated=not exact)
+    as_of = sources.pinned_at(before)
+    if candidates is None:
+        build = lambda p, reported: graphs.build_census(p, config, sampler, path, reported, as_of_millis=as_of)
+    else:
+        keys, bounds, prefix = candidates
+        build = lambda p, reported: graphs.build_first_pass(p, config, sampler, keys, bounds, path, prefix, reported,
+                                                           as_of_millis=as_of)
+    counters = jobs.run(build, "census" if candidates is None else "census and sampling", estimate,
+                        estimated=not exact)
     unreadable = read_single_output(graphs.unreadable_path(path))
     counted, records = graphs.census_from_json(read_single_output(path))
     FileSystems.delete([path, graphs.unreadable_path(path)])

@@ -1,5 +1,7 @@
-"""Where a job keeps its one-pass samples and the levels its rounds write, inside the (private)
-state directory: ``samples/<job id>/`` holds every round's sampled users' items (raw items: the
+"""Where a job keeps its candidates, its one-pass samples and the levels its rounds write, inside
+the (private) state directory: ``candidates/<job id>/`` holds what a fresh job's one read kept
+of every round before the plan's m was known (raw items, deleted once its samples are drawn),
+``samples/<job id>/`` holds every round's sampled users' items (raw items: the
 state's protection, deleted when the job ends unless kept) and ``levels/<job id>/`` one small
 file per completed round (``round-0003.json``: the round's kept prefixes, no counts), written
 atomically by the job as soon as the round completes, so that a run that dies mid-job loses no
@@ -18,6 +20,8 @@ from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
 
 __all__ = [
+    "candidates_dir",
+    "candidates_prefix",
     "delete_tree",
     "level_path",
     "levels_dir",
@@ -29,6 +33,16 @@ __all__ = [
 
 def samples_dir(state_dir: str, job_id: str) -> str:
     return FileSystems.join(state_dir, "samples", job_id)
+
+
+def candidates_prefix(state_dir: str, job_id: str) -> str:
+    """Where a fresh job's one read writes its candidates (``beam.candidates``): files
+    ``<prefix>-*.parquet`` in the directory ``candidates_dir``."""
+    return FileSystems.join(candidates_dir(state_dir, job_id), "part")
+
+
+def candidates_dir(state_dir: str, job_id: str) -> str:
+    return FileSystems.join(state_dir, "candidates", job_id)
 
 
 def levels_dir(state_dir: str, job_id: str) -> str:

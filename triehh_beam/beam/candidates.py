@@ -1,0 +1,200 @@
+"""The candidates of a discovery's one read (``DrawCandidates``): while the census counts n, every
+record batch is ranked for all rounds and each round keeps a superset of its sample under a rule
+that does not depend on n (``CandidateBounds``): every row whose rank is at most a rate bound, and
+each bundle's rows among its ``bundle_keep`` smallest distinct ranks until the bundle has seen that
+many at or below the bound. The global bottom-m is inside whenever ``m <= bundle_keep`` (a bundle
+holds every user that fewer than m users precede) or the m-th smallest rank is at most the rate
+bound; the cut to exactly m (``sample_pass.SampleFromCandidates``) checks it and says when it is
+short. Candidates are written as Parquet (``WriteCandidates``, Beam's file sink: a retried bundle
+leaves no duplicate) and read back by round (``ReadCandidates``) once the plan is charged."""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from apache_beam.io.parquetio import ReadFromParquetBatched, WriteToParquetBatched
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from triehh_beam.beam.sample_pass import Candidates, candidates_by_round
+from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.io.arrays import binary_buffers
+from triehh_beam.io.schema import record_schema
+from triehh_beam.protocol import sampling
+from triehh_beam.protocol.encoding import ItemKind
+
+__all__ = ["CandidateBounds", "DrawCandidates", "ReadCandidates", "WriteCandidates", "candidate_schema"]
+
+_ROUND = "round"
+_NOBODY = -1
+
+
+class CandidateBounds(NamedTuple):
+    """What a round keeps before n is known (see the module).
+
+    Attributes:
+      rate_bound: every row ranked at most this is a candidate (-1: none by rate).
+      bundle_keep: each bundle also keeps its rows among this many smallest distinct ranks, until
+        it has seen this many ranks at or below ``rate_bound`` (0: none).
+    """
+
+    rate_bound: int
+    bundle_keep: int
+
+
+class _BundleSmallest:
+    """One round's rows above the rate bound that are among a bundle's ``keep`` smallest distinct
+    ranks (ties at the cut kept: a superset is safe), until ``keep`` distinct ranks at or below
+    the bound were seen (``closed``: none above it can be among the ``keep`` smallest)."""
+
+    def __init__(self, keep: int, rate_bound: int):
+        self._keep = keep
+        self._bound = np.uint64(max(rate_bound, 0))
+        self._no_rate = rate_bound < 0
+        self._low = np.zeros(0, dtype=np.uint64)  # distinct ranks <= the bound seen so far
+        self._cutoff = np.uint64(2**64 - 1)  # rows above it are not among the smallest
+        self._parts: List[pa.RecordBatch] = []
+        self.closed = keep <= 0
+
+    def add(self, batch: pa.RecordBatch, ranks: np.ndarray) -> None:
+        """Adds a batch with this round's ranks (all its rows, not only those above the bound)."""
+        if self.closed:
+            return
+        below = np.zeros(len(ranks), dtype=bool) if self._no_rate else ranks <= self._bound
+        if below.any():
+            self._low = np.union1d(self._low, ranks[below])
+            if len(self._low) >= self._keep:
+                self.closed, self._parts = True, []
+                return
+        rows = np.flatnonzero(~below & (ranks <= self._cutoff))
+        if len(rows):
+            kept = batch.take(pa.array(rows)).append_column("rank", pa.array(ranks[rows], pa.uint64()))
+            self._parts.append(kept)
+        self._compact()
+
+    def _compact(self) -> None:
+        if not self._parts:
+            return
+        table = pa.Table.from_batches(self._parts)
+        ranks = np.asarray(table.column("rank").combine_chunks())
+        distinct = np.unique(ranks)
+        room = self._keep - len(self._low)
+        if len(distinct) > room:
+            self._cutoff = distinct[room - 1]
+            table = table.filter(pa.array(ranks <= self._cutoff))
+        self._parts = table.combine_chunks().to_batches()
+
+    def rows(self) -> Optional[pa.RecordBatch]:
+        """The rows kept (None: none, or closed)."""
+        if self.closed or not self._parts:
+            return None
+        return pa.Table.from_batches(self._parts).combine_chunks().to_batches()[0]
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(Candidates)
+class _CandidatesDoFn(beam.DoFn):
+    """A batch -> per round its rows at most the rate bound; each bundle's smallest above it at
+    the bundle's end."""
+
+    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds):
+        self._keys = pass_keys  # derived keys only, never the seed
+        self._rounds = list(rounds)
+        self._bounds = bounds
+
+    def setup(self):
+        self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
+
+    def start_bundle(self):
+        self._smallest: Dict[int, _BundleSmallest] = {
+            r: _BundleSmallest(self._bounds.bundle_keep, self._bounds.rate_bound) for r in self._rounds}
+
+    def process(self, batch):
+        if batch.num_rows == 0:
+            return
+        self._ranked.inc(batch.num_rows)
+        ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
+        for round_index, smallest in self._smallest.items():
+            smallest.add(batch, ranks[round_index - 1])
+        yield from candidates_by_round(batch, ranks, {r: self._bounds.rate_bound for r in self._rounds})
+
+    def finish_bundle(self):
+        for round_index, smallest in self._smallest.items():
+            rows = smallest.rows()
+            if rows is not None:
+                yield WindowedValue((round_index, rows), MIN_TIMESTAMP, [GlobalWindow()])
+
+
+class DrawCandidates(beam.PTransform):
+    """Record batches -> ``(round, rows with a rank column)`` candidates of every round in
+    ``rounds`` (see the module), in the same read as the census. Counter ``records_ranked``."""
+
+    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds):
+        super().__init__()
+        self._keys = pass_keys
+        self._rounds = sorted(set(int(r) for r in rounds))
+        if not self._rounds or self._rounds[0] < 1 or self._rounds[-1] > pass_keys.max_rounds:
+            raise ValueError(f"rounds {list(rounds)} are not within 1..{pass_keys.max_rounds}")
+        self._bounds = bounds
+
+    def expand(self, batches):
+        return batches | "RankAllRounds" >> beam.ParDo(_CandidatesDoFn(self._keys, self._rounds, self._bounds))
+
+
+def candidate_schema(item_kind: ItemKind) -> pa.Schema:
+    """The candidates' Parquet schema: the records' columns, then ``rank`` and ``round``."""
+    return record_schema(item_kind).append(pa.field("rank", pa.uint64(), nullable=False)).append(
+        pa.field(_ROUND, pa.int32(), nullable=False))
+
+
+def _as_table(candidates: Candidates, schema: pa.Schema) -> pa.Table:
+    round_index, batch = candidates
+    batch = batch.append_column(_ROUND, pa.array(np.full(batch.num_rows, round_index, np.int32)))
+    return pa.Table.from_batches([batch.select(schema.names)]).cast(schema)
+
+
+class WriteCandidates(beam.PTransform):
+    """Candidates -> Parquet files ``<prefix>-*.parquet`` (Beam's file sink: written to temporary
+    files and moved into place once the job succeeds)."""
+
+    def __init__(self, prefix: str, item_kind: ItemKind):
+        super().__init__()
+        self._prefix = prefix
+        self._schema = candidate_schema(item_kind)
+
+    def expand(self, candidates):
+        return (
+            candidates
+            | "ToTables" >> beam.Map(_as_table, schema=self._schema).with_output_types(pa.Table)
+            | "Write" >> WriteToParquetBatched(self._prefix, self._schema, file_name_suffix=".parquet")
+        )
+
+
+def _by_round(table: pa.Table) -> Iterable[Candidates]:
+    rounds = np.asarray(table.column(_ROUND).combine_chunks())
+    names = [n for n in table.schema.names if n != _ROUND]
+    for round_index in np.unique(rounds).tolist():
+        part = table.filter(pc.equal(table.column(_ROUND), round_index)).select(names).combine_chunks()
+        if part.num_rows:
+            yield int(round_index), part.to_batches()[0]
+
+
+class ReadCandidates(beam.PTransform):
+    """The candidates ``WriteCandidates`` wrote under ``prefix``, as ``(round, rows)``."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self._pattern = f"{prefix}-*.parquet"
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "Read" >> ReadFromParquetBatched(self._pattern)
+            | "ByRound" >> beam.FlatMap(_by_round).with_output_types(Candidates)
+        )

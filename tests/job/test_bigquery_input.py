@@ -266,7 +266,7 @@ def _pinned_instant(job) -> int:
     return int(match.group(1))
 
 
-def test_submit_job_graphs_reads_a_table_pinned_in_the_census_and_the_pass(tmp_path, offline):
+def test_submit_job_graphs_reads_a_table_pinned_once_in_the_first_read(tmp_path, offline):
     config = _config(tmp_path, output_dir="gs://triehh-test/out", state_dir="gs://triehh-test-private/state",
                      rounds_per_job="all")
     before = int(time.time() * 1000)
@@ -274,19 +274,20 @@ def test_submit_job_graphs_reads_a_table_pinned_in_the_census_and_the_pass(tmp_p
     census, sampling = (result.job for result in results)
     for job in (census, sampling):
         check_dataflow_job(job, DEFAULT_IMAGE)
+    # The one read pins the table; the cut of its candidates and the rounds never read it.
     instant = _pinned_instant(census)
-    assert _pinned_instant(sampling) == instant
+    names = {t.unique_name for t in sampling.proto_pipeline.components.transforms.values()}
+    assert "ReadCandidates" in names and not any(n.startswith("ReadRecords") for n in names)
     assert before - 61_000 <= instant <= int(time.time() * 1000) - 60_000
     assert offline == []
 
 
-def test_a_query_job_reads_the_query_in_the_census_and_the_pass(tmp_path, offline):
+def test_a_query_job_reads_the_query_once_in_the_first_read(tmp_path, offline):
     config = _config(tmp_path, input_pattern=None, query=QUERY, output_dir="gs://triehh-test/out",
                      state_dir="gs://triehh-test-private/state", rounds_per_job="all")
     results = driver.submit_job_graphs(config, PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
-    for result in results:
-        shown = _read_step(result.job)
-        assert shown["query"] == QUERY and shown["method"] == "DIRECT_READ"
+    shown = _read_step(results[0].job)  # the one read; the next job reads its candidates
+    assert shown["query"] == QUERY and shown["method"] == "DIRECT_READ"
     assert offline == []
 
 
@@ -332,16 +333,19 @@ def test_the_driver_reads_a_table_as_of_the_instant_its_state_records_also_on_re
     started = time.time() - 2 * 86400
     monkeypatch.setattr(sources, "time", _Clock(started))
     result, jobs = _run(config, monkeypatch, die_reading="/census/sampling-")
-    assert len(jobs) == 2  # the census, and the sampling pass whose output never came
+    # The one read (census and candidates), and the cut of its candidates whose output never came.
+    assert len(jobs) == 2
     state = StateStore(config.resolved_state_dir).load()
     pinned = state.input_snapshot.as_of_millis
     assert pinned == int((started - 60) * 1000)
-    assert _pinned_instant(jobs[0]) == _pinned_instant(jobs[1]) == pinned
+    assert _pinned_instant(jobs[0]) == pinned
+    names = {t.unique_name for t in jobs[1].proto_pipeline.components.transforms.values()}
+    assert "ReadCandidates" in names and not any(n.startswith("ReadRecords") for n in names)
     assert state.input.file_pattern == TABLE and not state.samples.complete
 
     monkeypatch.setattr(sources, "time", time)
     result, jobs = _run(config, monkeypatch, die_reading="/round-0001")
-    assert len(jobs) == 2  # the sampling pass, then round 1 on its sample
+    assert len(jobs) == 2  # the sampling pass (a resume reads the table again), then round 1
     assert _pinned_instant(jobs[0]) == pinned
     names = {t.unique_name for t in jobs[1].proto_pipeline.components.transforms.values()}
     assert "ReadSample" in names and not any(n.startswith("ReadRecords") for n in names)

@@ -131,13 +131,14 @@ def test_rerunning_a_finished_job_runs_nothing_and_republishes_the_same_result(t
 
 
 @pytest.mark.slow
-def test_a_short_sample_is_drawn_again_without_the_prefilter_and_changes_nothing(three_users, tmp_path, monkeypatch):
-    # A prefilter bound of 0 keeps no candidate: every round's sample comes back short from the
-    # one pass (a value in its summary, not an error), and the driver draws those rounds again
-    # without the prefilter. The discovery is the unbroken one.
-    from triehh_beam.protocol import sampling
+def test_a_short_sample_is_drawn_again_from_the_records_and_changes_nothing(three_users, tmp_path, monkeypatch):
+    # Candidate bounds that keep nobody: every round's sample comes back short from the cut of
+    # the first read's candidates (a value in its summary, not an error), and the driver draws
+    # those rounds again from the records without any prefilter. The discovery is the unbroken one.
+    from triehh_beam.beam.candidates import CandidateBounds
+    from triehh_beam.job import discovery_job
 
-    monkeypatch.setattr(sampling, "rank_prefilter_bound", lambda population, m: 0)
+    monkeypatch.setattr(discovery_job, "candidate_bounds", lambda config: CandidateBounds(-1, 0))
     config, expected = three_users
     config = dataclasses.replace(config, output_dir=str(tmp_path / "out"), state_dir=None)
     events = []

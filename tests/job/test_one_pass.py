@@ -149,9 +149,9 @@ def test_the_samples_are_private_and_deleted_when_the_job_ends(populations, tmp_
     assert not list(pathlib.Path(kept.output_dir).rglob("*.parquet"))
 
 
-def test_the_sampling_pass_reads_the_input_once_and_rounds_never(populations, tmp_path, monkeypatch):
-    # Every record read after the census is read by the one sampling pass: the rounds read
-    # their samples only (the read transform is built exactly twice: census and pass).
+def test_a_discovery_reads_the_input_once_and_rounds_never(populations, tmp_path, monkeypatch):
+    # Every record is read by the one first pass (census and candidates together): the cut and
+    # the rounds read candidates and samples only (the read transform is built exactly once).
     path, _, _ = populations["one_word"]
     built = []
     original = sources.read_transform
@@ -161,32 +161,44 @@ def test_the_sampling_pass_reads_the_input_once_and_rounds_never(populations, tm
         return original(*args, **kwargs)
 
     monkeypatch.setattr(sources, "read_transform", counting)
-    result = run_discovery(_config(path, tmp_path / "out", _seed("a")))
-    assert result.rounds_run >= 3
-    assert len(built) == 2
+    for mode in ("1", "all"):
+        built.clear()
+        result = run_discovery(_config(path, tmp_path / mode, _seed("a"), rounds_per_job=mode))
+        assert result.rounds_run >= 3
+        assert len(built) == 1, mode
 
 
-def test_input_changed_between_the_census_and_the_pass_is_refused(tmp_path, monkeypatch):
+def test_input_changed_before_a_resumed_pass_is_refused(tmp_path, monkeypatch):
+    # A run that dies after its plan is charged, before its candidates are cut, resumes by
+    # reading the records again (its candidates are not kept across runs): that pass must rank
+    # exactly what the census counted, even when the file's size and time do not tell.
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps({"user_id": u, "item": w}) + "\n"
                                for u, w in enumerate(["hello", "hey", "hi"] * 20)), encoding="utf-8")
     config = _config(records, tmp_path / "out", _seed("a"), epsilon=1.0, theta=1, batch_size=5,
                      allow_no_guarantee=True)
-    original = driver_lib.build_sampling
 
-    def build_sampling_on_changed_input(*args, **kwargs):
-        text = records.read_text(encoding="utf-8")
-        first = text.splitlines()[0]
-        stat = records.stat()
-        records.write_text(text.replace(first, "x" * len(first), 1), encoding="utf-8")
-        os.utime(records, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # only reading it can tell
-        return original(*args, **kwargs)
+    def die(*args, **kwargs):
+        raise _Stop()
 
-    monkeypatch.setattr(driver_lib, "build_sampling", build_sampling_on_changed_input)
+    with monkeypatch.context() as patch:
+        patch.setattr(driver_lib.Driver, "_cut_job", die)
+        with pytest.raises(_Stop):
+            run_discovery(config)
+    state = StateStore(config.resolved_state_dir).load()
+    assert state.plan.batch_size and not state.samples.complete
+    left = pathlib.Path(config.resolved_state_dir, "candidates", state.job_id)
+    assert list(left.rglob("*.parquet"))  # raw items in the private state, until the resume
+    text = records.read_text(encoding="utf-8")
+    first = text.splitlines()[0]
+    stat = records.stat()
+    records.write_text(text.replace(first, "x" * len(first), 1), encoding="utf-8")
+    os.utime(records, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # only reading it can tell
     with pytest.raises(InputChangedError, match="ranked 59 records where the census counted 60"):
         run_discovery(config)
     state = StateStore(config.resolved_state_dir).load()
     assert not state.samples.complete and state.rounds_completed == 0 and not state.rounds
+    assert not left.exists()  # the resume does not use them: deleted before it reads
 
 
 class _Stop(Exception):

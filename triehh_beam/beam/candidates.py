@@ -29,7 +29,7 @@ from triehh_beam.io.schema import record_schema
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import ItemKind
 
-__all__ = ["CandidateBounds", "DrawCandidates", "ReadCandidates", "WriteCandidates", "candidate_schema"]
+__all__ = ["BundleSmallest", "CandidateBounds", "DrawCandidates", "ReadCandidates", "WriteCandidates", "candidate_schema"]
 
 _ROUND = "round"
 _NOBODY = -1
@@ -48,7 +48,7 @@ class CandidateBounds(NamedTuple):
     bundle_keep: int
 
 
-class _BundleSmallest:
+class BundleSmallest:
     """One round's rows above the rate bound that are among a bundle's ``keep`` smallest distinct
     ranks (ties at the cut kept: a superset is safe), until ``keep`` distinct ranks at or below
     the bound were seen (``closed``: none above it can be among the ``keep`` smallest)."""
@@ -112,8 +112,8 @@ class _CandidatesDoFn(beam.DoFn):
         self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
 
     def start_bundle(self):
-        self._smallest: Dict[int, _BundleSmallest] = {
-            r: _BundleSmallest(self._bounds.bundle_keep, self._bounds.rate_bound) for r in self._rounds}
+        self._smallest: Dict[int, BundleSmallest] = {
+            r: BundleSmallest(self._bounds.bundle_keep, self._bounds.rate_bound) for r in self._rounds}
 
     def process(self, batch):
         if batch.num_rows == 0:
@@ -195,6 +195,7 @@ class ReadCandidates(beam.PTransform):
     def expand(self, pbegin):
         return (
             pbegin
-            | "Read" >> ReadFromParquetBatched(self._pattern)
+            # Not checked when the graph is built: an earlier job writes them (a dry run: never).
+            | "Read" >> ReadFromParquetBatched(self._pattern, validate=False)
             | "ByRound" >> beam.FlatMap(_by_round).with_output_types(Candidates)
         )

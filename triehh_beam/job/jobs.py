@@ -27,6 +27,7 @@ from triehh_beam.beam.census import Census
 from triehh_beam.job import graphs, input_files, planning, sources
 from triehh_beam.job.release import Release
 from triehh_beam.job import progress as progress_lib
+from triehh_beam.job.candidate_bounds import candidate_bounds
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
 from triehh_beam.proto import state_pb2
@@ -197,15 +198,15 @@ class JobRunner:
 def submit_job_graphs(
     config: DiscoveryConfig, options: PipelineOptions, population: int, seed: Optional[bytes] = None
 ) -> List:
-    """Builds and submits the census, the sampling pass and the rounds' graphs, without reading
-    anything back.
+    """Builds and submits a fresh job's graphs (its one read: the census and the candidates; the
+    cut of the candidates to samples; the rounds), without reading anything back.
 
     For a runner's offline validation (``--runner=DataflowRunner --dry_run=True`` translates each
     graph into a job description and stops): the driver proper cannot run there, since it reads
     each job's output. The graphs are the job's: the plan for ``population`` under its protocol
     (``planning.plan_for``), its deny list, and the round-1 frontier (a graph's shape does not
-    depend on the frontier): with ``--rounds-per-job all``, the census and one job that samples
-    and runs every round; otherwise the census, the sampling pass and one job per round; with
+    depend on the frontier): with ``--rounds-per-job all``, the first read and one job that cuts
+    the samples and runs every round; otherwise the first read, the cut and one job per round; with
     ``--protocol sample-threshold``, the census and the one release pass. Returns the pipeline
     results.
 
@@ -227,9 +228,16 @@ def submit_job_graphs(
     scratch = FileSystems.join(config.resolved_state_dir, "graphs")
     results = []
     census = runners.make_pipeline(options)
-    build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of)
+    grows_trie = planning.protocol_of(recorded).grows_trie
+    keys = sampler.pass_keys(config.max_length)
+    candidates = FileSystems.join(scratch, "candidates", "part")
+    if grows_trie:  # the one read: census and candidates
+        graphs.build_first_pass(census, config, sampler, keys, candidate_bounds(config),
+                                FileSystems.join(scratch, "population.txt"), candidates, as_of_millis=as_of)
+    else:
+        build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of)
     results.append(census.run())
-    if not planning.protocol_of(recorded).grows_trie:
+    if not grows_trie:
         release = runners.make_pipeline(options)
         graphs.build_whole_item_release(release, config, sampler.pass_keys(1), recorded, population,
                                         FileSystems.join(scratch, "release.json"), as_of_millis=as_of)
@@ -242,10 +250,9 @@ def submit_job_graphs(
     rounds_list = list(range(1, config.max_length + 1))
     one_job = config.rounds_per_job == "all"
     sampling = runners.make_pipeline(options)
-    build_sampling(sampling, config, sampler.pass_keys(config.max_length), recorded, rounds_list, population,
-                   samples, FileSystems.join(scratch, "sampling.json"),
-                   run_rounds_into=FileSystems.join(scratch, "levels") if one_job else None,
-                   users_required=required, records_ranked=None, as_of_millis=as_of, denied=denied)
+    graphs.build_sampling_from_candidates(
+        sampling, config, keys, recorded, candidates, population, samples, FileSystems.join(scratch, "sampling.json"),
+        run_rounds_into=FileSystems.join(scratch, "levels") if one_job else None, denied=denied)
     results.append(sampling.run())
     if not one_job:
         for round_index in rounds_list:

@@ -30,7 +30,7 @@ output_root = "out"
 epsilon = 2.0
 delta = 1e-6
 max_length = 4
-rounds_per_job = "all"                 # the sampling pass and every round in one Beam job
+rounds_per_job = "all"                 # the default: the samples and every round in one Beam job
 
 [budget]
 ledger = "ledger"

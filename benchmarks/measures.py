@@ -9,16 +9,22 @@ seconds, peak RSS and the machine's other load around it.
   baseline_v2    the same with the sampling rank, ``ranks_packed`` (one SipHash plus one AES block).
   reader         the product's reader without Beam (validates, normalises) plus one SipHash per record.
   beam_read      ``ReadRecordBatches`` counting rows on the default runner: Beam's fixed cost.
-  sampling_pass  the sampling job alone (``graphs.build_sampling``): one read draws every
-                 round's sample and writes it to a temporary directory.
+  first_pass     a fresh discovery's one read alone (``graphs.build_first_pass``): the census
+                 and every round's candidates, written to a temporary directory.
+  sampling_pass  a resume's sampling job alone (``graphs.build_sampling``, n known): one read
+                 draws every round's sample and writes it to a temporary directory.
   sampled_round  round 1 (frontier {()}) on its sample alone (``graphs.build_sampled_round``),
                  the sample written beforehand by a ``sampling_pass`` child (not timed).
-  discovery      ``run_discovery`` with ``--rounds-per-job 1``: census, pass, one job per round.
-  discovery_all  the same with ``--rounds-per-job all``: census, then one job samples and runs
-                 every round.
+  discovery      ``run_discovery`` with ``--rounds-per-job 1``: the first read, the cut, one job
+                 per round.
+  discovery_all  the same with ``--rounds-per-job all`` (the default): the first read, then one
+                 job cuts the samples and runs every round.
+  process        the whole ``triehh discover`` command in a new process (interpreter start-up
+                 and imports included), default flags (``--rounds-per-job all``).
+  startup        the same command on 1,000 records: its fixed cost.
   whole_items    ``run_discovery`` with ``--protocol sample-threshold`` at epsilon min(E, 1): census,
                  then ONE pass samples users and releases whole items with counts (no rounds).
-  sampling_pass_mp1 / _mp2   the sampling pass with ``--direct_running_mode=multi_processing``
+  first_pass_mp1 / _mp2, sampling_pass_mp1 / _mp2   the first read / the sampling pass with ``--direct_running_mode=multi_processing``
                  and 1 / 2 workers (the workers' CPU and RSS are reported separately).
 """
 
@@ -39,6 +45,8 @@ SEED = b"triehh-beam benchmark seed 0001"  # fixed: every run samples the same u
 MULTI_PROCESSING = {
     "sampling_pass_mp1": ["--direct_running_mode=multi_processing", "--direct_num_workers=1"],
     "sampling_pass_mp2": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    "first_pass_mp1": ["--direct_running_mode=multi_processing", "--direct_num_workers=1"],
+    "first_pass_mp2": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
 }
 
 
@@ -193,7 +201,7 @@ def _config(manifest: Dict, plan: Dict, rounds_per_job: str = "1"):
 def _recorded_plan(plan: Dict):
     from triehh_beam.proto import state_pb2
 
-    return state_pb2.PrivacyPlan(theta=plan["theta"], batch_size=plan["m"], population=plan["n"],
+    return state_pb2.PrivacyPlan(protocol="triehh", theta=plan["theta"], batch_size=plan["m"], population=plan["n"],
                                  max_length=plan["max_length"])
 
 
@@ -258,6 +266,64 @@ def measure_sampling_pass(manifest: Dict, args) -> Dict:
     return timing
 
 
+def measure_first_pass(manifest: Dict, args) -> Dict:
+    from triehh_beam.job import graphs
+    from triehh_beam.job.candidate_bounds import candidate_bounds
+    from triehh_beam.protocol.sampling import Sampler
+
+    plan = {**plan_for(manifest, args), "max_length": args.max_length}
+    config = _config(manifest, plan)
+    sampler = Sampler(SEED, config.sampling_identity())
+    bounds = candidate_bounds(config)  # not timed: the driver computes them before the job
+    census = os.path.join(args.scratch, "census.json")
+    candidates = os.path.join(args.scratch, "candidates", "part")
+    c0 = children_cpu_seconds()
+    timing = _run_pipeline(lambda p: graphs.build_first_pass(
+        p, config, sampler, sampler.pass_keys(args.max_length), bounds, census, candidates),
+        args.pipeline_args + MULTI_PROCESSING.get(args._measure, []))
+    timing["workers_cpu_seconds"] = children_cpu_seconds() - c0
+    with open(census, "rb") as f:
+        counted, records = graphs.census_from_json(f.read())
+    parts = glob.glob(candidates + "-*.parquet")
+    import pyarrow.parquet as pq
+
+    timing.update(rows=records, users=counted.users, plan=plan, candidate_files=len(parts),
+                  candidate_rows=sum(pq.ParquetFile(p).metadata.num_rows for p in parts),
+                  candidate_bytes=sum(os.path.getsize(p) for p in parts),
+                  bounds={"rate": bounds.rate_bound / 2**64, "bundle_keep": bounds.bundle_keep})
+    return timing
+
+
+def _cli_discover(pattern: str, out: str, args, plan: Dict) -> float:
+    seed_file = out + ".seed"
+    with open(seed_file, "wb") as f:
+        f.write(SEED + b"\x00" * (32 - len(SEED)))
+    command = [sys.executable, "-m", "triehh_beam.cli", "discover", "--input", pattern, "--format", "parquet",
+               "--output", out, "--epsilon", str(plan["epsilon"]), "--delta", repr(plan["delta"]),
+               "--max-length", str(args.max_length), "--seed-file", seed_file] + args.pipeline_args
+    t0 = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def measure_process(manifest: Dict, args) -> Dict:
+    plan = plan_for(manifest, args)
+    out = os.path.join(args.scratch, "out")
+    seconds = _cli_discover(manifest["pattern"], out, args, plan)
+    return {"seconds": seconds, "cpu_seconds": children_cpu_seconds(), "rows": manifest["records"], "plan": plan}
+
+
+def measure_startup(manifest: Dict, args) -> Dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = os.path.join(args.scratch, "tiny.parquet")
+    pq.write_table(pa.table({"user_id": [f"u{i}" for i in range(1000)], "item": ["hello", "help"] * 500}), path)
+    plan = {"epsilon": 8.0, "delta": 1e-3}
+    seconds = _cli_discover(path, os.path.join(args.scratch, "tiny-out"), args, plan)
+    return {"seconds": seconds, "cpu_seconds": children_cpu_seconds(), "rows": 1000}
+
+
 def samples_cache_dir(manifest: Dict, args) -> str:
     name = f"samples-L{args.max_length}-e{args.epsilon:g}" + (f"-d{args.delta:g}" if args.delta else "")
     return os.path.join(os.path.dirname(manifest["pattern"]), name)
@@ -300,6 +366,7 @@ def _discovery(manifest: Dict, args, rounds_per_job: str) -> Dict:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.job.driver import run_discovery
+    from triehh_beam.job.release import Release
 
     plan = {**plan_for(manifest, args), "max_length": args.max_length}
     config = _config(manifest, plan, rounds_per_job)
@@ -311,7 +378,10 @@ def _discovery(manifest: Dict, args, rounds_per_job: str) -> Dict:
     def on_event(event: dict) -> None:
         marks.append((event["event"], time.perf_counter() - t0, cpu_seconds() - c0))
 
-    result = run_discovery(config, PipelineOptions(args.pipeline_args), events=on_event)
+    # One release for every run (the nonce fixed too): both modes draw the same samples, and the
+    # trie digests compare across modes, runs and versions.
+    release = Release(SEED, config.sampling_identity(), b"benchmark-nonce!")
+    result = run_discovery(config, PipelineOptions(args.pipeline_args), events=on_event, release=release)
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     marks.append(("end", seconds, cpu))
     trie_digest = _file_digest(os.path.join(config.output_dir, "trie.pb"))
@@ -406,6 +476,11 @@ MEASURES = {
     "whole_items": measure_whole_items,
     "sampling_pass_mp1": measure_sampling_pass,
     "sampling_pass_mp2": measure_sampling_pass,
+    "first_pass": measure_first_pass,
+    "first_pass_mp1": measure_first_pass,
+    "first_pass_mp2": measure_first_pass,
+    "process": measure_process,
+    "startup": measure_startup,
 }
 
 PREPARE = {"sampled_round": ensure_samples}

@@ -40,8 +40,8 @@ from population import ensure_dataset  # noqa: E402
 
 RESULT_MARK = "BENCH_RESULT "
 KINDS = tuple(MEASURES)
-DEFAULT_KINDS = ("baseline", "baseline_v2", "sampling_pass", "sampled_round", "discovery", "discovery_all",
-                 "sampling_pass_mp1", "sampling_pass_mp2")
+DEFAULT_KINDS = ("baseline", "first_pass", "sampled_round", "discovery", "discovery_all", "process", "startup",
+                 "first_pass_mp1", "first_pass_mp2")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,9 +230,10 @@ def markdown_tables(rows: List[Dict]) -> str:
     """The targets, the discovery phases, the worker processes and the peak RSS, as Markdown.
     Times are wall seconds with the process's CPU seconds in parentheses."""
     out = [
-        "| records | users | items/user | m | theta | read+hash (v1) | read+hash (v2) | sampling pass | pass / r+h"
-        " | one round | round / r+h | discovery, 1/job | / r+h | discovery, all | / r+h | other load, cores |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| records | users | items/user | m | theta | read+hash | first read | / r+h | one round | / r+h"
+        " | discovery (all, default) | / r+h | discovery (1/job) | / r+h | whole process | / r+h | start-up"
+        " | other load, cores |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         loads = [r.get("other_busy_cores") for r in row["measurements"].values()
@@ -240,17 +241,20 @@ def markdown_tables(rows: List[Dict]) -> str:
         out.append("| " + " | ".join([
             f"{row['records']:,}", f"{row['users']:,}", str(row["items_per_user"]),
             f"{row['plan']['m']:,}", str(row["plan"]["theta"]),
-            _wall_cpu(row, "baseline"), _wall_cpu(row, "baseline_v2"),
-            _wall_cpu(row, "sampling_pass"), _ratio(row, "sampling_pass"),
+            _wall_cpu(row, "baseline"),
+            _wall_cpu(row, "first_pass"), _ratio(row, "first_pass"),
             _wall_cpu(row, "sampled_round"), _ratio(row, "sampled_round"),
-            _wall_cpu(row, "discovery"), _ratio(row, "discovery"),
             _wall_cpu(row, "discovery_all"), _ratio(row, "discovery_all"),
+            _wall_cpu(row, "discovery"), _ratio(row, "discovery"),
+            _wall_cpu(row, "process"), _ratio(row, "process"),
+            _wall_cpu(row, "startup"),
             f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
         ]) + " |")
 
-    out += ["", "Discovery phases, wall (CPU) seconds, from the progress events (census_done, "
-            "sampling_done; rounds: from sampling_done to the end, outputs included):", "",
-            "| records | items/user | mode | census | sampling pass | rounds | whole | rounds run "
+    out += ["", "Discovery phases, wall (CPU) seconds, from the progress events (census_done: the end "
+            "of the first read, census and candidates; sampling_done: the cut, with every round in "
+            "the default mode; rounds: from sampling_done to the end, outputs included):", "",
+            "| records | items/user | mode | first read | cut | rounds | whole | rounds run "
             "| heavy hitters | trie.pb sha256 |",
             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
@@ -262,34 +266,31 @@ def markdown_tables(rows: List[Dict]) -> str:
             def phase(name):
                 return f"{phases[name][0]:.2f} ({phases[name][1]:.2f})" if name in phases else "-"
             if kind == "discovery_all":
-                mode += " (pass + rounds: one job)"
+                mode += " (cut + rounds: one job)"
             out.append("| " + " | ".join([
                 f"{row['records']:,}", str(row["items_per_user"]), mode, phase("census"), phase("sampling"),
                 phase("rounds"), _wall_cpu(row, kind), str(_get(row, kind, "rounds_run")),
                 str(_get(row, kind, "heavy_hitters")), f"`{_get(row, kind, 'trie_digest')}`",
             ]) + " |")
 
-    out += ["", "The sampling pass on worker processes (`--direct_running_mode=multi_processing`); "
+    out += ["", "The first read on worker processes (`--direct_running_mode=multi_processing`); "
             "CPU: the runner process + its workers:", "",
             "| records | in-process | 1 worker | 2 workers | 2 vs 1 worker, wall | 2 workers vs in-process, wall "
-            "| users sampled per round | samples (digest) equal |",
-            "|---:|---:|---:|---:|---:|---:|---|---|"]
+            "| candidate rows equal |",
+            "|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
-        if not any(k in row["measurements"] for k in ("sampling_pass_mp1", "sampling_pass_mp2")):
+        if not any(k in row["measurements"] for k in ("first_pass_mp1", "first_pass_mp2")):
             continue
 
         def mp(kind):
             w, c, wc = (_get(row, kind, k) for k in ("seconds", "cpu_seconds", "workers_cpu_seconds"))
             return "-" if w is None else f"{w:.2f} ({c:.2f} + {wc:.2f})"
-        w1, w2, w0 = (_get(row, k, "seconds") for k in ("sampling_pass_mp1", "sampling_pass_mp2", "sampling_pass"))
-        sampled = [_get(row, k, "users_sampled") for k in ("sampling_pass", "sampling_pass_mp1", "sampling_pass_mp2")]
-        digests = [_get(row, k, "samples_digest") for k in ("sampling_pass", "sampling_pass_mp1", "sampling_pass_mp2")]
-        present = [d for d in digests if d is not None]
+        w1, w2, w0 = (_get(row, k, "seconds") for k in ("first_pass_mp1", "first_pass_mp2", "first_pass"))
+        kept = [_get(row, k, "candidate_rows") for k in ("first_pass", "first_pass_mp1", "first_pass_mp2")]
         out.append("| " + " | ".join([
-            f"{row['records']:,}", _wall_cpu(row, "sampling_pass"), mp("sampling_pass_mp1"), mp("sampling_pass_mp2"),
+            f"{row['records']:,}", _wall_cpu(row, "first_pass"), mp("first_pass_mp1"), mp("first_pass_mp2"),
             f"{w1 / w2:.2f}x" if w1 and w2 else "-", f"{w0 / w2:.2f}x" if w0 and w2 else "-",
-            "equal" if len({json.dumps(x) for x in sampled if x is not None}) == 1 else json.dumps(sampled),
-            ("yes" if len({json.dumps(d) for d in present}) == 1 else "NO") + f" ({len(present)} runs)",
+            ", ".join("-" if k is None else f"{k:,}" for k in kept),
         ]) + " |")
 
     kinds = [k for k in KINDS if any(k in row["measurements"] for row in rows)]
@@ -302,7 +303,7 @@ def markdown_tables(rows: List[Dict]) -> str:
         cells = []
         for k in kinds:
             peak = _fmt(_get(row, k, "peak_rss_mb"), ".0f")
-            if k.startswith("sampling_pass_mp") and _get(row, k, "peak_rss_children_mb"):
+            if ("_mp" in k or k in ("process", "startup")) and _get(row, k, "peak_rss_children_mb"):
                 peak += f" [{_get(row, k, 'peak_rss_children_mb'):.0f}]"
             cells.append(peak)
         out.append("| " + " | ".join([f"{row['records']:,}", str(row["items_per_user"]), _fmt(after, ".0f")] + cells) + " |")

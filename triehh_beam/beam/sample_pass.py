@@ -108,19 +108,17 @@ class _RankAllRoundsDoFn(beam.DoFn):
 
 
 def add_candidates(smallest: SmallestRanks, batch: pa.RecordBatch) -> None:
-    """Adds a batch of (rank, user_id) candidates to a bottom-m accumulator (only the rows that
-    can enter it become Python values)."""
+    """Adds a batch of (rank, user_id) candidates to a bottom-m accumulator (columns, no Python
+    value per row)."""
     ranks = np.asarray(batch.column("rank"))
     rows = smallest_rank_rows(ranks, smallest.m)
     if len(rows):
-        users = batch.column("user_id").take(pa.array(rows)).cast(pa.binary()).to_pylist()
-        smallest.add_batch(ranks[rows], users)
+        smallest.add_batch(ranks[rows], batch.column("user_id").take(pa.array(rows)))
 
 
 def threshold_of(smallest: SmallestRanks) -> Threshold:
     """A bottom-m accumulator's (largest sampled (rank, user), users sampled)."""
-    kept = smallest.extract()
-    return (kept[-1] if kept else None), len(kept)
+    return smallest.largest()
 
 
 @beam.typehints.with_input_types(Optional[pa.RecordBatch])

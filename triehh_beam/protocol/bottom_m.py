@@ -1,7 +1,7 @@
 """Bottom-m sampling's one rule, columnar: of (rank, user id) rows, the ``m`` smallest distinct
 pairs, equal ranks ordered by the id bytes and a user's repeated rows counted once
 (``bottom_m``), and its accumulator for combiners (``SmallestRanks``), filled and merged in any
-order with the same result. Plain numpy; the ranks come from ``sampling``.
+order with the same result. Numpy, and Arrow for the ids; the ranks come from ``sampling``.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+import pyarrow as pa
 
 __all__ = ["SmallestRanks", "bottom_m", "smallest_rank_rows"]
 
@@ -74,6 +75,26 @@ def bottom_m(ranks: np.ndarray, user_ids: Sequence[bytes], m: int) -> np.ndarray
     return np.asarray(kept[:m], dtype=np.int64)
 
 
+class _ArrowIds:
+    """An Arrow binary array as the ``Sequence[bytes]`` ``bottom_m`` reads (only at tied ranks)."""
+
+    def __init__(self, array: pa.Array):
+        self._array = array
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, row: int) -> bytes:
+        return self._array[row].as_py()
+
+
+def _binary(user_ids) -> pa.Array:
+    if isinstance(user_ids, (pa.Array, pa.ChunkedArray)):
+        array = user_ids.combine_chunks() if isinstance(user_ids, pa.ChunkedArray) else user_ids
+        return array if array.type == pa.large_binary() else array.cast(pa.large_binary())
+    return pa.array(list(user_ids), pa.large_binary())
+
+
 class SmallestRanks:
     """The ``m`` smallest distinct (rank, user) pairs, accumulated: the pure core of a bottom-m
     combiner (``bottom_m`` over what it was given).
@@ -81,7 +102,8 @@ class SmallestRanks:
     Accumulators are filled a pair or a batch at a time and merged in any order with the same
     result; a user seen several times (many records) counts once. Each batch is cut to its own
     bottom m on the way in, and the accumulator back to m when it grows past ``2m``, so it holds
-    O(m) pairs.
+    O(m) pairs: ranks in numpy and ids in an Arrow array (no Python object per user, so a sample
+    of millions fits in memory and pickles as two buffers).
     """
 
     def __init__(self, m: int, pairs: Iterable[Tuple[int, bytes]] = ()):
@@ -89,46 +111,59 @@ class SmallestRanks:
             raise ValueError(f"sample size must be >= 0, got {m}")
         self.m = m
         self._ranks = np.zeros(0, dtype=np.uint64)
-        self._ids: List[bytes] = []
+        self._ids = pa.array([], pa.large_binary())
         pairs = list(pairs)
         if pairs:
             self.add_batch(np.array([r for r, _ in pairs], dtype=np.uint64), [u for _, u in pairs])
 
-    def _append(self, ranks: np.ndarray, user_ids: List[bytes]) -> None:
+    def _append(self, ranks: np.ndarray, user_ids: pa.Array) -> None:
         self._ranks = np.concatenate([self._ranks, ranks])
-        self._ids.extend(user_ids)
+        self._ids = pa.concat_arrays([self._ids, user_ids])
         if len(self._ids) > 2 * self.m + 64:
             self._compact()
 
+    def _bottom(self) -> np.ndarray:
+        return bottom_m(self._ranks, _ArrowIds(self._ids), self.m)
+
     def _compact(self) -> None:
-        rows = bottom_m(self._ranks, self._ids, self.m)
+        rows = self._bottom()
         self._ranks = self._ranks[rows]
-        self._ids = [self._ids[i] for i in rows.tolist()]
+        self._ids = self._ids.take(pa.array(rows))
 
     def add(self, rank: int, user_id: bytes) -> None:
         """Adds one (rank, user) pair."""
         self.add_batch(np.array([rank], dtype=np.uint64), [user_id])
 
-    def add_batch(self, ranks: np.ndarray, user_ids: Sequence[bytes]) -> None:
-        """Adds a batch of ranks with their users' canonical id bytes."""
+    def add_batch(self, ranks: np.ndarray, user_ids) -> None:
+        """Adds a batch of ranks with their users' canonical id bytes (a sequence of bytes, or an
+        Arrow binary array)."""
         if self.m == 0 or len(ranks) == 0:
             return
-        rows = bottom_m(ranks, user_ids, self.m)
-        self._append(np.asarray(ranks, dtype=np.uint64)[rows], [user_ids[i] for i in rows.tolist()])
+        ids = _binary(user_ids)
+        rows = bottom_m(ranks, _ArrowIds(ids), self.m)
+        self._append(np.asarray(ranks, dtype=np.uint64)[rows], ids.take(pa.array(rows)))
 
     def merge(self, other: "SmallestRanks") -> "SmallestRanks":
         """A new accumulator holding the union's m smallest (the operands are unchanged)."""
         merged = SmallestRanks(self.m)
-        merged._append(self._ranks, list(self._ids))
-        merged._append(other._ranks, list(other._ids))
+        merged._append(self._ranks, self._ids)
+        merged._append(other._ranks, other._ids)
         return merged
 
     def extract(self) -> List[Tuple[int, bytes]]:
         """The (rank, user id bytes) pairs, smallest rank first."""
-        rows = bottom_m(self._ranks, self._ids, self.m)
-        return [(int(self._ranks[i]), self._ids[i]) for i in rows.tolist()]
+        rows = self._bottom()
+        return list(zip(self._ranks[rows].tolist(), self._ids.take(pa.array(rows)).to_pylist()))
 
     def threshold(self) -> Optional[Tuple[int, bytes]]:
         """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
-        kept = self.extract()
-        return kept[-1] if kept else None
+        return self.largest()[0]
+
+    def largest(self) -> Tuple[Optional[Tuple[int, bytes]], int]:
+        """(the largest sampled (rank, user) pair or None, how many pairs are sampled), without
+        a Python object per sampled user."""
+        rows = self._bottom()
+        if len(rows) == 0:
+            return None, 0
+        last = int(rows[-1])
+        return (int(self._ranks[last]), self._ids[last].as_py()), len(rows)

@@ -220,7 +220,7 @@ def build_sampling_from_candidates(
         | "ReadCandidates" >> ReadCandidates(candidates_prefix)
         | "SampleFromCandidates" >> sample_pass.SampleFromCandidates(
             keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, users_required=required,
-            records_ranked=records_ranked, **sizes)
+            records_ranked=records_ranked, read_again=ReadCandidates(candidates_prefix), **sizes)
     )
     _write_samples(drawn, config.encoder, plan, rounds, samples_dir, summary_path, run_rounds_into, denied)
 

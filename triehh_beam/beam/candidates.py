@@ -28,6 +28,7 @@ from triehh_beam.io.arrays import binary_buffers
 from triehh_beam.io.schema import record_schema
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import ItemKind
+from triehh_beam.protocol.distinct import distinct, union
 
 __all__ = ["BundleSmallest", "CandidateBounds", "DrawCandidates", "ReadCandidates", "WriteCandidates", "candidate_schema"]
 
@@ -68,7 +69,7 @@ class BundleSmallest:
             return
         below = np.zeros(len(ranks), dtype=bool) if self._no_rate else ranks <= self._bound
         if below.any():
-            self._low = np.union1d(self._low, ranks[below])
+            self._low = union(self._low, ranks[below])
             if len(self._low) >= self._keep:
                 self.closed, self._parts = True, []
                 return
@@ -83,10 +84,10 @@ class BundleSmallest:
             return
         table = pa.Table.from_batches(self._parts)
         ranks = np.asarray(table.column("rank").combine_chunks())
-        distinct = np.unique(ranks)
+        smallest = distinct(ranks)
         room = self._keep - len(self._low)
-        if len(distinct) > room:
-            self._cutoff = distinct[room - 1]
+        if len(smallest) > room:
+            self._cutoff = smallest[room - 1]
             table = table.filter(pa.array(ranks <= self._cutoff))
         self._parts = table.combine_chunks().to_batches()
 

@@ -17,6 +17,7 @@ from apache_beam.metrics import Metrics
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind
+from triehh_beam.protocol.distinct import distinct, distinct_counts
 
 __all__ = ["Census", "NEVER", "TakeCensus", "item_lengths"]
 
@@ -194,9 +195,9 @@ class _CensusBatchDoFn(beam.DoFn):
         if classified.unencodable:
             self._unencodable.inc(classified.unencodable)
         if classified.usable.all():  # the usual case: nothing more to sort
-            usable, unusable, lengths = np.unique(fingerprints), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+            usable, unusable, lengths = distinct(fingerprints), np.zeros(0, np.uint64), np.zeros(0, np.int64)
         else:
-            usable = np.unique(fingerprints[classified.usable])
+            usable = distinct(fingerprints[classified.usable])
             unusable, lengths = _shortest_per_user(fingerprints[~classified.usable],
                                                    classified.shortest[~classified.usable])
         usable_bounds, unusable_bounds = _shard_bounds(usable), _shard_bounds(unusable)
@@ -210,40 +211,41 @@ class _CensusBatchDoFn(beam.DoFn):
 @beam.typehints.with_output_types(Census)
 class _ShardCensusCombineFn(beam.CombineFn):
     """One shard's parts -> its ``Census``. The accumulator is (usable fingerprint arrays,
-    unusable (fingerprint, length) arrays), compacted when the buffered total doubles, as
-    ``transforms.UnionSizeCombineFn``: amortised O(n log n) per shard."""
+    unusable (fingerprint, length) arrays, [fingerprints buffered since the last compaction]),
+    compacted when the buffered total doubles, as ``transforms.UnionSizeCombineFn``: amortised
+    O(n log n) per shard."""
 
     def create_accumulator(self):
-        return [np.zeros(0, np.uint64)], [(np.zeros(0, np.uint64), np.zeros(0, np.int64))]
+        return [np.zeros(0, np.uint64)], [(np.zeros(0, np.uint64), np.zeros(0, np.int64))], [0]
 
     @staticmethod
     def _compacted(usable: List[np.ndarray], unusable: List[Tuple[np.ndarray, np.ndarray]]):
         fingerprints = np.concatenate([f for f, _ in unusable])
         lengths = np.concatenate([n for _, n in unusable])
-        return [np.unique(np.concatenate(usable))], [_shortest_per_user(fingerprints, lengths)]
+        return [distinct(np.concatenate(usable))], [_shortest_per_user(fingerprints, lengths)], [0]
 
     def add_input(self, accumulator, part):
-        usable, unusable = accumulator
+        usable, unusable, buffered = accumulator
         usable.append(part[0])
         if len(part[1]):
             unusable.append((part[1], part[2]))
-        buffered = sum(len(a) for a in usable[1:]) + sum(len(f) for f, _ in unusable[1:])
-        if buffered > max(len(usable[0]) + len(unusable[0][0]), 1 << 16):
+        buffered[0] += len(part[0]) + len(part[1])
+        if buffered[0] > max(len(usable[0]) + len(unusable[0][0]), 1 << 16):
             return self._compacted(usable, unusable)
         return accumulator
 
     def merge_accumulators(self, accumulators):
         accumulators = list(accumulators)
-        return self._compacted([a for usable, _ in accumulators for a in usable],
-                               [p for _, unusable in accumulators for p in unusable])
+        return self._compacted([a for usable, _, _ in accumulators for a in usable],
+                               [p for _, unusable, _ in accumulators for p in unusable])
 
     def extract_output(self, accumulator):
-        (usable,), ((fingerprints, lengths),) = self._compacted(*accumulator)
+        (usable,), ((fingerprints, lengths),), _ = self._compacted(*accumulator[:2])
         if len(usable) and len(fingerprints):
             position = np.minimum(np.searchsorted(usable, fingerprints), len(usable) - 1)
             only = usable[position] != fingerprints
             fingerprints, lengths = fingerprints[only], lengths[only]
-        values, users = np.unique(lengths, return_counts=True)
+        values, users = distinct_counts(lengths)
         return Census(int(len(usable) + len(fingerprints)), int(len(usable)),
                       {int(v): int(u) for v, u in zip(values, users)})
 

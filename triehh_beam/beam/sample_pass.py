@@ -23,7 +23,7 @@ from triehh_beam.beam.sample_tables import SampleTableBuilder
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
-from triehh_beam.protocol.bottom_m import SmallestRanks, smallest_rank_rows
+from triehh_beam.protocol.bottom_m import PackedIds, SmallestRanks, smallest_rank_rows
 from triehh_beam.protocol.encoding import ItemEncoder
 
 __all__ = [
@@ -113,7 +113,7 @@ def add_candidates(smallest: SmallestRanks, batch: pa.RecordBatch) -> None:
     ranks = np.asarray(batch.column("rank"))
     rows = smallest_rank_rows(ranks, smallest.m)
     if len(rows):
-        smallest.add_batch(ranks[rows], batch.column("user_id").take(pa.array(rows)))
+        smallest.add_batch(ranks[rows], PackedIds(*binary_buffers(batch.column("user_id").take(pa.array(rows)))))
 
 
 def threshold_of(smallest: SmallestRanks) -> Threshold:

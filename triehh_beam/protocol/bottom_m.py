@@ -1,7 +1,7 @@
 """Bottom-m sampling's one rule, columnar: of (rank, user id) rows, the ``m`` smallest distinct
 pairs, equal ranks ordered by the id bytes and a user's repeated rows counted once
 (``bottom_m``), and its accumulator for combiners (``SmallestRanks``), filled and merged in any
-order with the same result. Numpy, and Arrow for the ids; the ranks come from ``sampling``.
+order with the same result. Plain numpy; the ranks come from ``sampling``.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
-import pyarrow as pa
 
-__all__ = ["SmallestRanks", "bottom_m", "smallest_rank_rows"]
+from triehh_beam.protocol.distinct import distinct
+
+__all__ = ["PackedIds", "SmallestRanks", "bottom_m", "smallest_rank_rows"]
 
 
 def smallest_rank_rows(ranks: np.ndarray, m: int) -> np.ndarray:
@@ -28,13 +29,13 @@ def smallest_rank_rows(ranks: np.ndarray, m: int) -> np.ndarray:
     # ranks up to it (found in linear time) usually hold m distinct ones already.
     edge = np.partition(ranks, m - 1)[m - 1]
     near = np.flatnonzero(ranks <= edge)
-    distinct = np.unique(ranks[near])
-    if len(distinct) < m:  # many repeated ranks: cut on all of them
-        distinct = np.unique(ranks)
-        if len(distinct) <= m:
+    smallest = distinct(ranks[near])
+    if len(smallest) < m:  # many repeated ranks: cut on all of them
+        smallest = distinct(ranks)
+        if len(smallest) <= m:
             return np.arange(n, dtype=np.int64)
-        return np.flatnonzero(ranks <= distinct[m - 1])
-    return near[ranks[near] <= distinct[m - 1]]
+        return np.flatnonzero(ranks <= smallest[m - 1])
+    return near[ranks[near] <= smallest[m - 1]]
 
 
 def bottom_m(ranks: np.ndarray, user_ids: Sequence[bytes], m: int) -> np.ndarray:
@@ -75,24 +76,46 @@ def bottom_m(ranks: np.ndarray, user_ids: Sequence[bytes], m: int) -> np.ndarray
     return np.asarray(kept[:m], dtype=np.int64)
 
 
-class _ArrowIds:
-    """An Arrow binary array as the ``Sequence[bytes]`` ``bottom_m`` reads (only at tied ranks)."""
+class PackedIds:
+    """User ids as two numpy arrays in Arrow's layout (``data`` bytes back to back, ``offsets``):
+    a ``Sequence[bytes]`` for ``bottom_m`` that holds no Python object per id."""
 
-    def __init__(self, array: pa.Array):
-        self._array = array
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data = np.ascontiguousarray(data, dtype=np.uint8)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+
+    @classmethod
+    def of(cls, user_ids) -> "PackedIds":
+        """Packed ids from ``PackedIds`` (as is) or a sequence of bytes."""
+        if isinstance(user_ids, PackedIds):
+            return user_ids
+        user_ids = list(user_ids)
+        offsets = np.zeros(len(user_ids) + 1, dtype=np.int64)
+        np.cumsum([len(u) for u in user_ids], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(user_ids), dtype=np.uint8), offsets)
 
     def __len__(self) -> int:
-        return len(self._array)
+        return len(self.offsets) - 1
 
     def __getitem__(self, row: int) -> bytes:
-        return self._array[row].as_py()
+        return self.data[self.offsets[row]:self.offsets[row + 1]].tobytes()
 
+    def take(self, rows: np.ndarray) -> "PackedIds":
+        rows = np.asarray(rows, dtype=np.int64)
+        starts = self.offsets[rows]
+        lengths = self.offsets[rows + 1] - starts
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        positions = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        return PackedIds(self.data[positions], offsets)
 
-def _binary(user_ids) -> pa.Array:
-    if isinstance(user_ids, (pa.Array, pa.ChunkedArray)):
-        array = user_ids.combine_chunks() if isinstance(user_ids, pa.ChunkedArray) else user_ids
-        return array if array.type == pa.large_binary() else array.cast(pa.large_binary())
-    return pa.array(list(user_ids), pa.large_binary())
+    def concat(self, other: "PackedIds") -> "PackedIds":
+        base = self.offsets[-1] - other.offsets[0]
+        return PackedIds(np.concatenate([self.data[:self.offsets[-1]], other.data[other.offsets[0]:other.offsets[-1]]]),
+                         np.concatenate([self.offsets, other.offsets[1:] + base]))
+
+    def to_list(self) -> List[bytes]:
+        return [self[i] for i in range(len(self))]
 
 
 class SmallestRanks:
@@ -102,8 +125,8 @@ class SmallestRanks:
     Accumulators are filled a pair or a batch at a time and merged in any order with the same
     result; a user seen several times (many records) counts once. Each batch is cut to its own
     bottom m on the way in, and the accumulator back to m when it grows past ``2m``, so it holds
-    O(m) pairs: ranks in numpy and ids in an Arrow array (no Python object per user, so a sample
-    of millions fits in memory and pickles as two buffers).
+    O(m) pairs: ranks and ids in numpy arrays (``PackedIds``: no Python object per user, so a
+    sample of millions fits in memory and pickles as three buffers).
     """
 
     def __init__(self, m: int, pairs: Iterable[Tuple[int, bytes]] = ()):
@@ -111,37 +134,37 @@ class SmallestRanks:
             raise ValueError(f"sample size must be >= 0, got {m}")
         self.m = m
         self._ranks = np.zeros(0, dtype=np.uint64)
-        self._ids = pa.array([], pa.large_binary())
+        self._ids = PackedIds.of([])
         pairs = list(pairs)
         if pairs:
             self.add_batch(np.array([r for r, _ in pairs], dtype=np.uint64), [u for _, u in pairs])
 
-    def _append(self, ranks: np.ndarray, user_ids: pa.Array) -> None:
+    def _append(self, ranks: np.ndarray, user_ids: PackedIds) -> None:
         self._ranks = np.concatenate([self._ranks, ranks])
-        self._ids = pa.concat_arrays([self._ids, user_ids])
+        self._ids = self._ids.concat(user_ids)
         if len(self._ids) > 2 * self.m + 64:
             self._compact()
 
     def _bottom(self) -> np.ndarray:
-        return bottom_m(self._ranks, _ArrowIds(self._ids), self.m)
+        return bottom_m(self._ranks, self._ids, self.m)
 
     def _compact(self) -> None:
         rows = self._bottom()
         self._ranks = self._ranks[rows]
-        self._ids = self._ids.take(pa.array(rows))
+        self._ids = self._ids.take(rows)
 
     def add(self, rank: int, user_id: bytes) -> None:
         """Adds one (rank, user) pair."""
         self.add_batch(np.array([rank], dtype=np.uint64), [user_id])
 
     def add_batch(self, ranks: np.ndarray, user_ids) -> None:
-        """Adds a batch of ranks with their users' canonical id bytes (a sequence of bytes, or an
-        Arrow binary array)."""
+        """Adds a batch of ranks with their users' canonical id bytes (a sequence of bytes, or
+        ``PackedIds``)."""
         if self.m == 0 or len(ranks) == 0:
             return
-        ids = _binary(user_ids)
-        rows = bottom_m(ranks, _ArrowIds(ids), self.m)
-        self._append(np.asarray(ranks, dtype=np.uint64)[rows], ids.take(pa.array(rows)))
+        ids = PackedIds.of(user_ids)
+        rows = bottom_m(ranks, ids, self.m)
+        self._append(np.asarray(ranks, dtype=np.uint64)[rows], ids.take(rows))
 
     def merge(self, other: "SmallestRanks") -> "SmallestRanks":
         """A new accumulator holding the union's m smallest (the operands are unchanged)."""
@@ -153,7 +176,7 @@ class SmallestRanks:
     def extract(self) -> List[Tuple[int, bytes]]:
         """The (rank, user id bytes) pairs, smallest rank first."""
         rows = self._bottom()
-        return list(zip(self._ranks[rows].tolist(), self._ids.take(pa.array(rows)).to_pylist()))
+        return list(zip(self._ranks[rows].tolist(), self._ids.take(rows).to_list()))
 
     def threshold(self) -> Optional[Tuple[int, bytes]]:
         """The largest sampled (rank, user) pair: a record is sampled iff its pair is <= this."""
@@ -166,4 +189,4 @@ class SmallestRanks:
         if len(rows) == 0:
             return None, 0
         last = int(rows[-1])
-        return (int(self._ranks[last]), self._ids[last].as_py()), len(rows)
+        return (int(self._ranks[last]), self._ids[last]), len(rows)

@@ -17,6 +17,7 @@ import numpy as np
 
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.vote import choose_sequence
+from triehh_beam.protocol.distinct import distinct as distinct_values
 
 __all__ = ["RoundVotes", "SequenceTable", "choose_codes", "count_votes", "sequence_table", "without_sequences"]
 
@@ -246,7 +247,7 @@ def count_votes(
     holders = chosen >= 0
     picked = chosen[holders]
     # Python once per distinct chosen sequence: its prefix, if it votes.
-    distinct = np.unique(picked)
+    distinct = distinct_values(picked)
     prefix_ids: Dict[Units, int] = {}
     prefix_of = np.full(len(distinct), -1, dtype=np.int64)
     cut = round_index - 1

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from triehh_beam.io.write import write_records
-from triehh_beam.job import jobs as jobs_lib
+from triehh_beam.job import graphs
 from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
 from triehh_beam.job.state_store import StateStore
 
@@ -137,14 +137,14 @@ def test_input_that_changes_while_the_census_reads_it_is_refused(tmp_path, monke
     records = tmp_path / "records.jsonl"
     _write_jsonl(records, [(1, "hello"), (2, "hey"), (3, "hi")])
     config = _config(records, tmp_path / "out", epsilon=1.0, theta=1, batch_size=3, allow_no_guarantee=True)
-    original = jobs_lib.build_census
+    original = graphs.build_first_pass
 
-    def build_census_then_append(*args, **kwargs):
+    def build_first_pass_then_append(*args, **kwargs):
         original(*args, **kwargs)
         with open(records, "a", encoding="utf-8") as f:
             f.write(json.dumps({"user_id": 4, "item": "ho"}) + "\n")
 
-    monkeypatch.setattr(jobs_lib, "build_census", build_census_then_append)
+    monkeypatch.setattr(graphs, "build_first_pass", build_first_pass_then_append)
     with pytest.raises(InputChangedError, match="while the census read it: .*records.jsonl changed size"):
         run_discovery(config)
     assert StateStore(config.resolved_state_dir).load() is None  # no plan, no seed committed
@@ -162,22 +162,23 @@ def test_a_finished_job_republishes_without_its_input(tmp_path):
     assert again.heavy_hitters == first.heavy_hitters and again.resumed_from_round == first.rounds_run
 
 
-# A test-only wrapper (the product has no hooks): the input file becomes unreadable after the
-# census and before the sampling pass reads it, with its size and modification time kept,
-# so that only reading it can tell. Then ``triehh discover`` runs with the given arguments.
+# A test-only wrapper (the product has no hooks): after the first read, the samples are drawn by
+# a pass over the records, as a resume draws them, and the input file becomes unreadable just
+# before, with its size and modification time kept, so that only reading it can tell. Then
+# ``triehh discover`` runs with the given arguments.
 _CORRUPT_THEN_DISCOVER = """
 import os, sys
 from triehh_beam.job import driver
 path = sys.argv[1]
-original = driver.build_sampling
-def build_sampling(*args, **kwargs):
+def sample_by_reading_again(self, state, run_rounds):
     data = open(path, "rb").read()
     stat = os.stat(path)
     with open(path, "wb") as f:
         f.write(b"\\x00" * len(data))  # no longer a gzip stream, same length
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    return original(*args, **kwargs)
-driver.build_sampling = build_sampling
+    rounds = list(range(1, state.plan.max_length + 1))
+    return self._sampling_job(state, rounds, self.population(state), run_rounds)
+driver.Driver._cut_job = sample_by_reading_again
 from triehh_beam.cli.main import main
 sys.exit(main(sys.argv[2:]))
 """

@@ -97,8 +97,7 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
         keys, bounds, prefix = candidates
         build = lambda p, reported: graphs.build_first_pass(p, config, sampler, keys, bounds, path, prefix, reported,
                                                            as_of_millis=as_of)
-    counters = jobs.run(build, "census" if candidates is None else "census and sampling", estimate,
-                        estimated=not exact)
+    counters = jobs.run(build, "census", estimate, estimated=not exact)
     unreadable = read_single_output(graphs.unreadable_path(path))
     counted, records = graphs.census_from_json(read_single_output(path))
     FileSystems.delete([path, graphs.unreadable_path(path)])

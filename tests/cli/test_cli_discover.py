@@ -61,7 +61,7 @@ def test_discover_prints_progress_and_a_summary_without_a_private_count(records,
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0] == f"census: counting distinct users in {records}"
+    assert lines[0] == f"census: counting distinct users in {records}, and keeping every round's candidates in the same read"
     assert lines[1].startswith("census: done, ")
     plan = planner.plan(2000, 4.0, 1e-6, 4)
     assert f"plan: theta={plan.theta} L=4 rule=authors: target epsilon=4 delta=1e-06" in lines

@@ -228,7 +228,6 @@ def _config(config: AuditConfig, space: _Workspace, window: bool, windows: int =
         state_dir=space.state, ledger_dir=space.ledger, seed=config.secret_seed, protocol=config.protocol.value,
         epsilon=config.epsilon, delta=config.delta, max_length=config.max_length,
         estimate_frequencies=config.estimate_frequencies,
-        rounds_per_job="all" if config.protocol.grows_trie else "1",
         window=WINDOW_SECONDS if window else None, timestamp_column="ts" if window else None)
 
 

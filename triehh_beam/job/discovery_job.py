@@ -172,8 +172,8 @@ class DiscoveryJob:
             self.candidates_prefix = levels.candidates_prefix(config.resolved_state_dir, job_id)
             candidates = (release.sampler().pass_keys(config.max_length), candidate_bounds(config),
                           self.candidates_prefix)
-            self.say("census_start", f"census and sampling: counting distinct users in {config.source} and "
-                     f"drawing every round's candidates in the same read", input=config.source)
+            self.say("census_start", f"census: counting distinct users in {config.source}, and keeping every "
+                     "round's candidates in the same read", input=config.source)
         else:
             self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
         started = time.monotonic()

@@ -1,7 +1,8 @@
-"""The built wheel installs the product under its own name: the package ``triehh_beam`` and the
-commands ``triehh`` and ``triehh-pipeline``, and no top-level ``pipelines`` package (the
-checkout's ``pipelines/`` is a thin wrapper for ``python -m pipelines.discover``). Built offline
-from a copy of the sources, so the checkout gets no build directories."""
+"""The built wheel installs the product under its own name: the package ``triehh_beam``, its
+compiled keyed hash ``triehh_beam_siphash`` (this machine has a C compiler) and the commands
+``triehh`` and ``triehh-pipeline``, and no top-level ``pipelines`` package (the checkout's
+``pipelines/`` is a thin wrapper for ``python -m pipelines.discover``). Built offline from a copy
+of the sources, so the checkout gets no build directories."""
 
 import pathlib
 import shutil
@@ -20,7 +21,7 @@ ROOT = pathlib.Path(triehh_beam.__file__).parents[1]
 def test_the_wheel_holds_triehh_beam_and_its_commands_and_no_pipelines(tmp_path):
     source = tmp_path / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("triehh_beam", "pipelines"):
+    for name in ("triehh_beam", "pipelines", "native"):
         shutil.copytree(ROOT / name, source / name, ignore=ignore)
     for name in ("setup.py", "README.md"):
         shutil.copy(ROOT / name, source / name)
@@ -33,8 +34,10 @@ def test_the_wheel_holds_triehh_beam_and_its_commands_and_no_pipelines(tmp_path)
         names = archive.namelist()
         [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         commands = archive.read(entry_points).decode()
-    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert top_level == {"triehh_beam"}
+    # An extension's file is its module name, then its ABI tag: triehh_beam_siphash.cpython-...so.
+    top_level = {name.split("/")[0].split(".")[0] for name in names
+                 if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"triehh_beam", "triehh_beam_siphash"}
     assert "triehh_beam/cli/pipeline.py" in names and "triehh_beam/data/demo_words.parquet" in names
     assert "triehh = triehh_beam.cli:main" in commands
     assert "triehh-pipeline = triehh_beam.cli.pipeline:main" in commands

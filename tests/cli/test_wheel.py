@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 import pytest
@@ -41,3 +42,22 @@ def test_the_wheel_holds_triehh_beam_and_its_commands_and_no_pipelines(tmp_path)
     assert "triehh_beam/cli/pipeline.py" in names and "triehh_beam/data/demo_words.parquet" in names
     assert "triehh = triehh_beam.cli:main" in commands
     assert "triehh-pipeline = triehh_beam.cli.pipeline:main" in commands
+
+
+@pytest.mark.slow
+def test_the_sdist_that_workers_install_holds_the_c_source(tmp_path):
+    # Dataflow and Flink workers build the package from the sdist (--setup_file): without
+    # native/siphash.c there they would all hash with numpy.
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("triehh_beam", "native"):
+        shutil.copytree(ROOT / name, source / name, ignore=ignore)
+    for name in ("setup.py", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    done = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")],
+                          cwd=source, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    [sdist] = (tmp_path / "dist").glob("triehh_beam-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"native/siphash.c", "setup.py", "triehh_beam/protocol/keyed_hash.py"} <= names

@@ -440,12 +440,14 @@ def rank_prefilter_bound(population: int, sample_size: int, miss_probability: fl
     Returns:
       An integer bound in [0, 2^64 - 1]; 2^64 - 1 (no filtering) when m >= n.
     """
-    from scipy import stats  # local: only the Beam glue needs it, and scipy is slow to import
+    # Local, and scipy.special rather than scipy.stats: stats.beta.isf is this same inverse of the
+    # regularised incomplete beta (Boost's), and scipy.stats takes about a second to import.
+    from scipy import special
 
     top = 2**64 - 1
     if sample_size >= population:
         return top
     if sample_size <= 0:
         return 0
-    quantile = stats.beta.isf(miss_probability, sample_size, population - sample_size + 1)
+    quantile = special.betainccinv(sample_size, population - sample_size + 1, miss_probability)
     return min(top, int(quantile * 2.0**64) + 1)

@@ -105,3 +105,12 @@ def test_the_numpy_fallback_gives_the_paper_vectors(monkeypatch):
     monkeypatch.setattr(keyed_hash, "_compiled", None)
     assert keyed_hash.implementation() == "numpy"
     assert keyed_hash.siphash24(PAPER_KEY, bytes(range(15))) == 0xA129CA6149BE45E5
+
+
+@compiled_only
+def test_keys_as_numpy_integers_or_beyond_64_bits_hash_as_the_numpy_code_does():
+    # The numpy code takes each key half mod 2^64, as numpy uint64 or Python int alike.
+    _, (data, offsets) = _random_batch(random.Random(30), range(20))
+    for key in ((np.uint64(2**64 - 1), np.uint64(5)), (-1, 2**64 + 5), (2**64 - 1, 5)):
+        assert np.array_equal(keyed_hash.siphash24_batch(key, data, offsets),
+                              keyed_hash.siphash24_batch_numpy(key, data, offsets))

@@ -188,7 +188,7 @@ def siphash24_batch(key: Tuple[int, int], data: np.ndarray, offsets: np.ndarray)
         _check_offsets(len(data), offsets)
         return siphash24_batch_numpy(key, data, offsets)
     out = np.empty(max(len(offsets) - 1, 0), dtype=np.uint64)
-    _compiled.siphash24_batch(key[0] & _MASK64, key[1] & _MASK64, data, offsets, out)
+    _compiled.siphash24_batch(int(key[0]) & _MASK64, int(key[1]) & _MASK64, data, offsets, out)
     return out
 
 

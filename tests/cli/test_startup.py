@@ -1,6 +1,7 @@
 """``triehh --help`` and argument errors answer without importing Beam (or SciPy): the parser of
-every subcommand is built from modules that defer those imports to the command's run. Checked in
-a fresh interpreter through ``sys.modules`` (what was imported), not by timing."""
+every subcommand is built from modules that defer those imports to the command's run; and a plain
+discovery imports nothing of the plots, the PLD accountant, the PipelineDP rival or the docs.
+Checked in a fresh interpreter through ``sys.modules`` (what was imported), not by timing."""
 
 import json
 import pathlib
@@ -14,17 +15,20 @@ import triehh_beam
 ROOT = pathlib.Path(triehh_beam.__file__).parents[1]
 # Beam costs about 1.1 s to import here and SciPy's stats 0.4 s (python -X importtime): a parser
 # that imported them answered `triehh --help` in 2.2 s.
-HEAVY = ("apache_beam", "scipy", "matplotlib")
+HEAVY = ("apache_beam", "scipy", "matplotlib", "dp_accounting", "pipeline_dp", "mkdocs", "tqdm")
+# What a plain central discovery (TrieHH, the authors' rule, in-process runner) never needs: Beam
+# it does, and SciPy (its plan's unit advice); tqdm comes with Beam's BigQuery client.
+NOT_IN_A_DISCOVERY = ("matplotlib", "dp_accounting", "pipeline_dp", "mkdocs")
 
 
-def _imported_after(argv) -> dict:
+def _imported_after(argv, watched=HEAVY) -> dict:
     code = (
         "import contextlib, io, json, sys\n"
         "from triehh_beam.cli import main\n"
         "out, err = io.StringIO(), io.StringIO()\n"
         "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
         f"    code = main({argv!r})\n"
-        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({watched!r}))\n"
         "print(json.dumps({'code': code, 'heavy': heavy, 'out': out.getvalue(), 'err': err.getvalue()}))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -75,3 +79,19 @@ def test_argument_errors_import_neither_beam_nor_scipy(argv, message):
     assert report["code"] == 2
     assert message in report["err"]
     assert report["heavy"] == []
+
+
+@pytest.mark.slow
+def test_a_plain_discovery_imports_no_plots_accountant_rival_or_docs(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records = tmp_path / "records.parquet"
+    pq.write_table(pa.table({"user_id": [f"u{i}" for i in range(100)],
+                             "item": ["the"] * 60 + ["to"] * 25 + [f"w{i}" for i in range(15)]}), records)
+    report = _imported_after(["discover", "--input", str(records), "--output", str(tmp_path / "out"),
+                              "--epsilon", "6", "--delta", "1e-3", "--max-length", "4"],
+                             watched=NOT_IN_A_DISCOVERY + ("apache_beam",))
+    assert report["code"] == 0, report["err"]
+    assert "\ndiscovered " in report["out"]  # (a fresh seed: how many varies)
+    assert report["heavy"] == ["apache_beam"]  # (the check sees what the run imports)

@@ -19,7 +19,7 @@ import pytest
 from scipy import stats
 
 from triehh_beam.protocol.bottom_m import bottom_m
-from triehh_beam.protocol.sampling import Sampler, SmallestRanks, user_id_bytes
+from triehh_beam.protocol.sampling import Sampler, SmallestRanks, rank_prefilter_bound, user_id_bytes
 
 SEED = bytes(range(100, 132))
 # Significance used by the statistical tests (per test, at the fixed seed).
@@ -228,3 +228,15 @@ def test_bottom_m_is_the_m_smallest_distinct_pairs_at_their_first_row(m):
         assert all(rows.index(rows[i]) == i for i in picked)  # the first row of each pair
     with pytest.raises(ValueError):
         bottom_m(np.zeros(2, dtype=np.uint64), [b"a"], 1)
+
+
+def test_rank_prefilter_bound_is_the_beta_quantile_of_scipy_stats():
+    # The bound inverts the incomplete beta with scipy.special (a lighter import than scipy.stats):
+    # the same value as the Beta(m, n - m + 1) survival quantile, on a spread of sizes.
+    rng = np.random.default_rng(27)
+    for _ in range(200):
+        n = int(10 ** rng.uniform(1, 9))
+        m = int(rng.integers(1, n))
+        for miss in (1e-12, 1e-6):
+            expected = min(2**64 - 1, int(stats.beta.isf(miss, m, n - m + 1) * 2.0**64) + 1)
+            assert rank_prefilter_bound(n, m, miss) == expected, (n, m, miss)

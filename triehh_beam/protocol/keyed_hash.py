@@ -1,8 +1,11 @@
-"""SipHash-2-4, vectorised with numpy: the keyed hash behind every random decision (sampling and
-item choice are functions of the secret seed, job identity, round and user id only, the same on
-every machine, retry and resume; Python's salted ``hash()`` is never used). ``siphash24_batch``
-hashes messages in Arrow's layout (a data buffer and offsets) without making Python objects, and
-``siphash24`` one message with the same code."""
+"""SipHash-2-4: the keyed hash behind every random decision (sampling and item choice are
+functions of the secret seed, job identity, round and user id only, the same on every machine,
+retry and resume; Python's salted ``hash()`` is never used). ``siphash24_batch`` hashes messages
+in Arrow's layout (a data buffer and offsets) in one call per batch, without making Python
+objects: compiled (the ``triehh_beam_siphash`` extension, built from ``native/siphash.c`` by
+``pip install``) when it was built, else with numpy (``siphash24_batch_numpy``, the reference the
+compiled code equals bit for bit); ``implementation()`` says which runs. ``siphash24`` hashes one
+message with the same code."""
 
 from __future__ import annotations
 
@@ -11,7 +14,23 @@ from typing import Iterable, Tuple
 
 import numpy as np
 
-__all__ = ["derive_key", "message_words", "pack_messages", "siphash24", "siphash24_batch", "siphash24_words"]
+__all__ = [
+    "derive_key",
+    "implementation",
+    "message_words",
+    "pack_messages",
+    "siphash24",
+    "siphash24_batch",
+    "siphash24_batch_numpy",
+    "siphash24_words",
+]
+
+try:
+    # The compiled batch hash (setup.py's optional extension): absent when the machine that
+    # installed the package had no C compiler, or when running from a checkout never installed.
+    import triehh_beam_siphash as _compiled
+except ImportError:
+    _compiled = None
 
 _U64 = np.uint64
 _MASK64 = (1 << 64) - 1
@@ -137,17 +156,53 @@ def siphash24_words(key: Tuple[int, int], words: np.ndarray, n_words: np.ndarray
     return v0 ^ v1 ^ v2 ^ v3
 
 
+def implementation() -> str:
+    """Which code ``siphash24_batch`` runs: ``"compiled"`` (the ``triehh_beam_siphash``
+    extension) or ``"numpy"`` (it was not built: no C compiler at install time)."""
+    return "numpy" if _compiled is None else "compiled"
+
+
 def siphash24_batch(key: Tuple[int, int], data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """SipHash-2-4 of every message of a batch, as ``uint64``.
+    """SipHash-2-4 of every message of a batch, as ``uint64``: message ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]`` (offsets need not start at 0: a slice of an Arrow array).
+    One compiled call for the batch, or the numpy code when the extension was not built
+    (``implementation()``); both give the same values.
 
     Args:
       key: the 128-bit key as two 64-bit integers (k0, k1), as ``derive_key`` returns.
       data: ``uint8`` buffer holding the messages back to back.
-      offsets: ``int64`` array of ``n + 1`` offsets into ``data``.
+      offsets: ``n + 1`` integer offsets into ``data`` (int64 or int32 are used as they are).
 
     Returns:
       ``uint64`` array of length ``n``.
+
+    Raises:
+      ValueError: offsets that decrease or point outside ``data``.
     """
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    offsets = np.asarray(offsets)
+    if offsets.dtype != np.int32:
+        offsets = offsets.astype(np.int64, copy=False)
+    offsets = np.ascontiguousarray(offsets)
+    if _compiled is None:
+        _check_offsets(len(data), offsets)
+        return siphash24_batch_numpy(key, data, offsets)
+    out = np.empty(max(len(offsets) - 1, 0), dtype=np.uint64)
+    _compiled.siphash24_batch(int(key[0]) & _MASK64, int(key[1]) & _MASK64, data, offsets, out)
+    return out
+
+
+def _check_offsets(data_length: int, offsets: np.ndarray) -> None:
+    """Refuses offsets that decrease or leave ``[0, data_length]``, as the compiled code does."""
+    if len(offsets) > 1 and (offsets[0] < 0 or offsets[-1] > data_length or np.any(offsets[1:] < offsets[:-1])):
+        raise ValueError(f"offsets do not delimit messages of a {data_length}-byte buffer "
+                         "(offsets must be non-decreasing and within the data)")
+
+
+def siphash24_batch_numpy(key: Tuple[int, int], data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``siphash24_batch`` with numpy alone (about 30 whole-array operations per SipHash round):
+    the reference the compiled code is tested against, and the fallback when it was not built.
+    Offsets are not checked."""
     return siphash24_words(key, *message_words(data, offsets))
 
 

@@ -12,7 +12,6 @@ import numbers
 from typing import Optional
 
 import numpy as np
-from scipy.stats import binom, hypergeom
 
 from triehh_beam.protocol import parameters, planner
 from triehh_beam.protocol.checks import check_int
@@ -69,6 +68,10 @@ def survival_probability(
     share = _check_unit_interval("share", share)
     if theta > min(count, batch_size):
         return 0.0
+    # Local: scipy.stats takes about a second to import, and a discovery that plans and runs
+    # with the authors' rule never evaluates this.
+    from scipy.stats import binom, hypergeom
+
     if share == 1.0:
         # scipy's order: (k, M = population, n = successes, N = draws); sf(k) = P(X > k).
         return float(min(1.0, max(0.0, hypergeom.sf(theta - 1, n, count, batch_size))))

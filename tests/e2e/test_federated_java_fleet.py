@@ -3,8 +3,9 @@ server a subprocess against the Pub/Sub emulator, as in test_federated_serve.py,
 ``SimulatedFleet``'s Pub/Sub side with every answer computed by one JVM holding a Java
 ``DeviceClient`` per user (``FleetMain``, driven over stdin/stdout: the JVM needs only
 protobuf-java, not Google's Java Pub/Sub client and its gRPC tree, which CI would download from an
-empty cache on every run). The published trie is the central run's, and every report the JVM sent
-is byte for byte the Python device's answer to the same messages (so a Python fleet, which
+empty cache on every run). The published trie is the central run's, so are the estimate round's
+estimates (``--estimate-frequencies``: every device answers it), and every report the JVM sent is
+byte for byte the Python device's answer to the same messages (so a Python fleet, which
 test_federated_serve.py shows gives the central trie, would have sent the same reports).
 Needs Java 17 and device-java built (``mvn -q -B verify`` in device-java/, which .ci/run does
 first); skips with one line where Java or Maven is absent."""
@@ -17,13 +18,14 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from typing import Dict, List
 
 import pytest
 
-from tests.e2e.test_federated_emulator import _central, _config, _population, _topics
-from tests.e2e.test_federated_serve import _serve
+from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
+from tests.e2e.test_federated_estimates import _estimates_of
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.evaluation.fleet import SimulatedFleet
 from triehh_beam.evaluation.fleet_faults import FleetOptions
@@ -126,7 +128,22 @@ class JavaFleet(SimulatedFleet):
         return self._java_devices[device_id]
 
 
-def test_serve_answered_by_java_devices_publishes_the_central_trie(pubsub_emulator, tmp_path):
+EPSILON_EST = "1"
+
+
+def _serve(tmp_path, registry_path, announce, subscription):
+    """``triehh federated serve`` as test_federated_serve.py runs it, with the estimate round."""
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(SEED)
+    command = [sys.executable, "-m", "triehh_beam.cli", "federated", "serve", "--devices", str(registry_path),
+               "--announce-topic", announce, "--reports-subscription", subscription,
+               "--output", str(tmp_path / "out"), "--seed-file", str(seed), "--epsilon", "8", "--delta", "1e-6",
+               "--max-length", "8", "--round-deadline", "60", "--project", "test-project",
+               "--estimate-frequencies", EPSILON_EST]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def test_serve_answered_by_java_devices_publishes_the_central_trie_and_estimates(pubsub_emulator, tmp_path):
     records, users, _, registry_path = _population(tmp_path, n=2000)
     announce, reports, subscription = _topics()
     java = JavaFleetProcess(users, tmp_path / "fleet_records.tsv")
@@ -139,8 +156,14 @@ def test_serve_answered_by_java_devices_publishes_the_central_trie(pubsub_emulat
     assert "round 1: closed (report goal)" in done.stdout, done.stdout[-3000:]
     counts = fleet.counts()
     assert fleet.differences == [], fleet.differences[:5]
-    assert java.answered == counts["reports"] >= 3 * 100 and counts["refused"] == 0, counts
+    # The vote rounds' selected devices, then every one of the 2,000 in the estimate round.
+    assert java.answered == counts["reports"] >= 2000 + 3 * 100 and counts["refused"] == 0, counts
     assert counts["abstentions"] < counts["reports"]
-    central_trie, _ = _central(tmp_path, records, _config(tmp_path, registry_path))
+    config = _config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
+    central_trie, _ = _central(tmp_path, records, config)
     assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
-    assert "fed" in json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())["heavy_hitters"]
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    central = json.loads((tmp_path / "central" / "heavy_hitters.json").read_text())
+    assert '"fed"' in _estimates_of(published)[0]
+    assert _estimates_of(published) == _estimates_of(central)
+

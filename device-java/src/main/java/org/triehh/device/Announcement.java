@@ -4,6 +4,7 @@ import com.google.protobuf.ByteString;
 import com.google.protobuf.InvalidProtocolBufferException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -153,7 +154,8 @@ public final class Announcement {
     for (int i = 0; i < raw.size(); i++) {
       frontier.add(checkedPrefix(encoder, raw.get(i), "frontier prefix " + i));
     }
-    return new Announcement(message.getJobId(), round, false, encoder, truncate, Set.copyOf(frontier), List.of());
+    return new Announcement(message.getJobId(), round, false, encoder, truncate, Collections.unmodifiableSet(frontier),
+        Collections.<UnitSequence>emptyList());
   }
 
   private static Announcement readEstimate(byte[] data) throws Refusal {
@@ -171,7 +173,11 @@ public final class Announcement {
     }
     List<UnitSequence> raw = new ArrayList<>();
     for (Prefix prefix : message.getTargetsList()) {
-      raw.add(new UnitSequence(prefix.getUnitsList().stream().map(ByteString::toByteArray).toArray(byte[][]::new)));
+      byte[][] units = new byte[prefix.getUnitsCount()][];
+      for (int i = 0; i < units.length; i++) {
+        units[i] = prefix.getUnits(i).toByteArray();
+      }
+      raw.add(new UnitSequence(units));
     }
     for (int i = 1; i < raw.size(); i++) {
       if (raw.get(i - 1).compareTo(raw.get(i)) >= 0) {
@@ -182,7 +188,9 @@ public final class Announcement {
     for (int i = 0; i < raw.size(); i++) {
       UnitSequence target = raw.get(i);
       byte[][] units = new byte[target.size()][];
-      Arrays.setAll(units, target::unit);
+      for (int k = 0; k < units.length; k++) {
+        units[k] = target.unit(k);
+      }
       targets.add(checkedPrefix(encoder, units, "target " + i));
       if (target.size() == 0) {
         throw refuse(Refusal.Kind.INVALID, "targets: an empty target");
@@ -197,7 +205,8 @@ public final class Announcement {
     if (targets.isEmpty()) {
       throw refuse(Refusal.Kind.INVALID, "no target");
     }
-    return new Announcement(message.getJobId(), round, true, encoder, truncate, Set.of(), List.copyOf(targets));
+    return new Announcement(message.getJobId(), round, true, encoder, truncate, Collections.<UnitSequence>emptySet(),
+        Collections.unmodifiableList(targets));
   }
 
   static ByteString bytes(byte[] raw) {

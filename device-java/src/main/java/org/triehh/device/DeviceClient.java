@@ -3,9 +3,11 @@ package org.triehh.device;
 import com.google.protobuf.ByteString;
 import java.math.BigDecimal;
 import java.math.BigInteger;
+import java.util.AbstractMap;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -47,7 +49,7 @@ public final class DeviceClient {
    * @throws IllegalArgumentException an empty device id
    */
   public DeviceClient(Collection<Record> records, byte[] deviceId) {
-    this.records = List.copyOf(records);
+    this.records = Collections.unmodifiableList(new ArrayList<>(records));
     if (deviceId != null && deviceId.length == 0) {
       throw new IllegalArgumentException("a device id is non-empty bytes");
     }
@@ -125,9 +127,9 @@ public final class DeviceClient {
     }
     List<Map.Entry<UnitSequence, BigInteger>> sorted = new ArrayList<>();
     for (Map.Entry<UnitSequence, BigInteger> entry : totals.entrySet()) {
-      sorted.add(Map.entry(entry.getKey(), entry.getValue()));
+      sorted.add(new AbstractMap.SimpleImmutableEntry<>(entry.getKey(), entry.getValue()));
     }
-    return List.copyOf(sorted);
+    return Collections.unmodifiableList(sorted);
   }
 
   /**

@@ -54,7 +54,7 @@ final class FrontCoding {
         offset += length;
       }
       unit += fresh;
-      if (i > 0 && Arrays.compareUnsigned(prefix[(int) common], previous[(int) common]) <= 0) {
+      if (i > 0 && UnitSequence.compareUnits(prefix[(int) common], previous[(int) common]) <= 0) {
         throw new IllegalArgumentException("prefix " + i + " does not come after the previous one (not canonical)");
       }
       prefixes.add(prefix);

@@ -3,6 +3,7 @@ package org.triehh.device;
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.regex.Pattern;
 import triehh_beam.TrieOuterClass.Encoding;
@@ -96,7 +97,7 @@ final class ItemEncoder {
   /** The items a record's value holds (its tokens with {@code words-v1}), or null for none. */
   List<Object> itemsOf(Object value) {
     if (!tokenize) {
-      return List.of(value);
+      return Collections.singletonList(value);
     }
     if (!(value instanceof String text)) {
       return null;
@@ -177,7 +178,11 @@ final class ItemEncoder {
       return null;
     }
     String digits = value.add(half).toString(2);
-    String bits = "0".repeat(intBits - digits.length()) + digits;
+    StringBuilder padded = new StringBuilder(intBits);
+    for (int i = digits.length(); i < intBits; i++) {
+      padded.append('0');
+    }
+    String bits = padded.append(digits).toString();
     List<byte[]> out = new ArrayList<>();
     for (int i = 0; i < bits.length(); i += unitSize) {
       out.add(bits.substring(i, Math.min(i + unitSize, bits.length())).getBytes(StandardCharsets.US_ASCII));

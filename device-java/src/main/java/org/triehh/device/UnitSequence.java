@@ -43,11 +43,23 @@ final class UnitSequence implements Comparable<UnitSequence> {
     return units.length > 0 && units[units.length - 1].length == 0;
   }
 
+  /** Two units compared as unsigned bytes, lexicographically (a unit before any it begins). */
+  static int compareUnits(byte[] a, byte[] b) {
+    int common = Math.min(a.length, b.length);
+    for (int i = 0; i < common; i++) {
+      int c = Integer.compare(a[i] & 0xFF, b[i] & 0xFF);
+      if (c != 0) {
+        return c;
+      }
+    }
+    return Integer.compare(a.length, b.length);
+  }
+
   @Override
   public int compareTo(UnitSequence other) {
     int common = Math.min(units.length, other.units.length);
     for (int i = 0; i < common; i++) {
-      int c = Arrays.compareUnsigned(units[i], other.units[i]);
+      int c = compareUnits(units[i], other.units[i]);
       if (c != 0) {
         return c;
       }
@@ -69,12 +81,11 @@ final class UnitSequence implements Comparable<UnitSequence> {
   public String toString() {
     StringBuilder out = new StringBuilder("(");
     for (byte[] unit : units) {
-      out.append(HexFormatHolder.HEX.formatHex(unit)).append(' ');
+      for (byte b : unit) {
+        out.append(Character.forDigit((b >> 4) & 0xF, 16)).append(Character.forDigit(b & 0xF, 16));
+      }
+      out.append(' ');
     }
     return out.append(')').toString();
-  }
-
-  private static final class HexFormatHolder {
-    static final java.util.HexFormat HEX = java.util.HexFormat.of();
   }
 }

@@ -25,6 +25,7 @@ public final class Announcement {
   private final String jobId;
   private final long roundIndex;
   private final boolean estimate;
+  private final long deadlineMillis;
   final ItemEncoder encoder;
   final boolean truncate;
   /** A vote round's frontier (prefixes of {@code roundIndex - 1} units); empty for an estimate. */
@@ -32,11 +33,12 @@ public final class Announcement {
   /** The estimate round's targets, sorted; empty for a vote round. */
   final List<UnitSequence> targets;
 
-  private Announcement(String jobId, long roundIndex, boolean estimate, ItemEncoder encoder, boolean truncate,
-      Set<UnitSequence> frontier, List<UnitSequence> targets) {
+  private Announcement(String jobId, long roundIndex, boolean estimate, long deadlineMillis, ItemEncoder encoder,
+      boolean truncate, Set<UnitSequence> frontier, List<UnitSequence> targets) {
     this.jobId = jobId;
     this.roundIndex = roundIndex;
     this.estimate = estimate;
+    this.deadlineMillis = deadlineMillis;
     this.encoder = encoder;
     this.truncate = truncate;
     this.frontier = frontier;
@@ -49,6 +51,11 @@ public final class Announcement {
 
   public long roundIndex() {
     return roundIndex;
+  }
+
+  /** Reports arriving after this instant (Unix epoch milliseconds, UTC) are not counted. */
+  public long deadlineMillis() {
+    return deadlineMillis;
   }
 
   /** The estimate round's announcement (schema version 2), not a vote round's. */
@@ -139,7 +146,7 @@ public final class Announcement {
     }
     int count = message.getFrontierSharedCount();
     if (!message.hasFrontierCount() || Integer.toUnsignedLong(message.getFrontierCount()) != count) {
-      throw refuse(Refusal.Kind.INVALID, count + " frontier prefixes but another frontier_count (truncated or corrupt)");
+      throw refuse(Refusal.Kind.INVALID, count + " frontier prefixes, another frontier_count (cut or corrupt)");
     }
     List<byte[][]> raw;
     try {
@@ -154,8 +161,8 @@ public final class Announcement {
     for (int i = 0; i < raw.size(); i++) {
       frontier.add(checkedPrefix(encoder, raw.get(i), "frontier prefix " + i));
     }
-    return new Announcement(message.getJobId(), round, false, encoder, truncate, Collections.unmodifiableSet(frontier),
-        Collections.<UnitSequence>emptyList());
+    return new Announcement(message.getJobId(), round, false, message.getDeadlineMillis(), encoder, truncate,
+        Collections.unmodifiableSet(frontier), Collections.<UnitSequence>emptyList());
   }
 
   private static Announcement readEstimate(byte[] data) throws Refusal {
@@ -205,8 +212,8 @@ public final class Announcement {
     if (targets.isEmpty()) {
       throw refuse(Refusal.Kind.INVALID, "no target");
     }
-    return new Announcement(message.getJobId(), round, true, encoder, truncate, Collections.<UnitSequence>emptySet(),
-        Collections.unmodifiableList(targets));
+    return new Announcement(message.getJobId(), round, true, message.getDeadlineMillis(), encoder, truncate,
+        Collections.<UnitSequence>emptySet(), Collections.unmodifiableList(targets));
   }
 
   static ByteString bytes(byte[] raw) {

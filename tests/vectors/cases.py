@@ -71,6 +71,7 @@ def record_sets() -> Dict[str, RecordSet]:
         ("", 4), ("   ...   ", 2), (b"not text", 1), (7, 1),
     )
     return {
+        **fuzz_record_sets(),
         "worked": RecordSet((("hello", 1), ("tree", 3)), ("text",)),
         "worked_with_id": RecordSet((("hello", 1), ("tree", 3)), ("text",), DEVICE),
         "unicode": RecordSet((("café", 2), ("cafe\u0301", 1), ("日本語テキスト", 3), ("𝔘𝔫𝔦𝔠𝔬𝔡𝔢", 1),
@@ -96,6 +97,49 @@ def record_sets() -> Dict[str, RecordSet]:
                                  (6, 2**60 + 7)), ("text", "bytes", "int")),
         "mixed_types": RecordSet((("abc", 1), (b"abc", 2), (5, 3), (True, 4), ("12", 1)), ("text", "bytes", "int")),
     }
+
+
+#: Characters the fuzzed text draws from: every class and script words-v1 tells apart, marks that
+#: NFC composes, characters case folding expands, symbols, joiners, flags, tags, spaces.
+_FUZZ_POOL = ("aZ09_-.,!?' \u2019\u00a0\u3000\t"
+              "éÉçñÅ\u0301\u0308\u0327\u0345ßẞİıſﬁﬀŉǅΣσςΐΰЁёӁ"
+              "東京木々〇ひらがなゝゞカタカナーヽヾｶﾀｰ한국어\u1100\u1161\u11a8ᄀ"
+              "\u200b\u200c\u200d\u00ad\u2060\ufeff"
+              "👍🏽🏿👨👩👧❤\ufe0f☃🇫🇷🇩🇪🏴\U000E0067\U000E0062\U000E007F\U0001FAE0\U0001FAFF"
+              "𝔘𝔫𝐀𐐀𐐨Ꭰꭰ\uffff\U0010FFFF٣٤")
+
+
+def _fuzz_text(rng: random.Random) -> str:
+    text = "".join(rng.choice(_FUZZ_POOL) if rng.random() < 0.85 else chr(rng.choice(
+        [rng.randrange(0x20, 0xD800), rng.randrange(0xE000, 0x30000)])) for _ in range(rng.randint(1, 14)))
+    return text + "\ud83d" if rng.random() < 0.03 else text  # now and then a lone surrogate
+
+
+def fuzz_record_sets() -> Dict[str, RecordSet]:
+    """Random text records (``_FUZZ_POOL``): what NFC, case folding and words-v1 must agree on."""
+    rng = random.Random(4242)
+    return {f"fuzz-text-{i:02d}": RecordSet(tuple((_fuzz_text(rng), rng.randint(1, 3))
+                                                  for _ in range(rng.randint(1, 3))), ("fuzz",))
+            for i in range(80)}
+
+
+def fuzz_cases(rng: random.Random) -> Iterator[Case]:
+    """The fuzzed records in estimate rounds whose targets are every sequence they hold, so that a
+    report names a whole item: three draws under four text encodings each."""
+    chosen = ("words-casefold", "words", "text-3-casefold", "text-1")
+    for set_name, record_set in fuzz_record_sets().items():
+        device = DeviceClient(record_set.records, record_set.device_id)
+        for enc_name in chosen:
+            encoder, too_long = encoders()[enc_name]
+            held = sorted({s for s, _ in device.weighted_sequences(encoder, too_long == "truncate")})
+            kept = [t for i, t in enumerate(held) if not any(t[:len(k)] == k for k in held[:i])]
+            decoy = _decoy(encoder, 2)
+            targets = EstimateTargets(tuple(kept) if kept else (decoy,))
+            e = encoder.max_length + 1
+            announcement = EstimateAnnouncement(JOB, e, encoder, targets, DEADLINE, 0, too_long).to_bytes()
+            for word in (0, 1 << 63, rng.getrandbits(64)):
+                yield Case(f"{set_name}/{enc_name}/estimate-{e}/word-{word:016x}", set_name, announcement,
+                           _invitation(e, word, estimate=True))
 
 
 def encoders() -> Dict[str, Tuple[ItemEncoder, str]]:
@@ -165,6 +209,8 @@ def round_cases(rng: random.Random) -> Iterator[Case]:
     """Valid vote and estimate rounds for every record set under every encoding."""
     sets = record_sets()
     for set_name, record_set in sets.items():
+        if "fuzz" in record_set.kinds:
+            continue
         device = DeviceClient(record_set.records, record_set.device_id)
         for enc_name, (encoder, too_long) in encoders().items():
             matching = encoder.kind.value in record_set.kinds and (len(record_set.kinds) == 1 or set_name in DEEP)
@@ -380,4 +426,4 @@ def damaged_cases() -> Iterator[Case]:
 def all_cases() -> List[Case]:
     """Every case, in a stable order."""
     rng = random.Random(2029)
-    return list(round_cases(rng)) + list(crafted_cases()) + list(damaged_cases())
+    return list(round_cases(rng)) + list(fuzz_cases(rng)) + list(crafted_cases()) + list(damaged_cases())

@@ -351,7 +351,7 @@ def crafted_cases() -> Iterator[Case]:
         "count-not-last": bytes([15 << 3, 2]) + _announcement(frontier_count=None),
         "count-twice": _announcement(frontier_count=7) + bytes([15 << 3, 2]),
         "wrong-wire-type-count": _announcement(frontier_count=None) + bytes([15 << 3 | 2, 1, 2]),
-        "shared-unpacked": _announcement(frontier_shared=[]).replace(b"", b"", 1) + bytes([8 << 3, 0, 8 << 3, 0]),
+        "shared-unpacked": _announcement(frontier_shared=[]) + bytes([8 << 3, 0, 8 << 3, 0]),  # two varints
         "job-invalid-utf8": _announcement(job_id=None) + bytes([2 << 3 | 2, 2, 0xC3, 0x28]),
         "garbage": b"\xff\xff\xff\xff",
         "empty-bytes": b"",

@@ -1,9 +1,7 @@
 package org.triehh.device;
 
-import com.google.protobuf.ByteString;
 import com.google.protobuf.InvalidProtocolBufferException;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
@@ -214,9 +212,5 @@ public final class Announcement {
     }
     return new Announcement(message.getJobId(), round, true, message.getDeadlineMillis(), encoder, truncate,
         Collections.<UnitSequence>emptySet(), Collections.unmodifiableList(targets));
-  }
-
-  static ByteString bytes(byte[] raw) {
-    return ByteString.copyFrom(raw);
   }
 }

@@ -11,7 +11,9 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import triehh_beam.Federated.VoteReport;
 import triehh_beam.VoteOuterClass.Prefix;
 
@@ -156,7 +158,7 @@ public final class DeviceClient {
   }
 
   private static UnitSequence vote(List<Map.Entry<UnitSequence, BigInteger>> weighted,
-      java.util.Set<UnitSequence> frontier, int roundIndex, double u) {
+      Set<UnitSequence> frontier, int roundIndex, double u) {
     UnitSequence chosen = choose(weighted, u);
     if (chosen == null || chosen.size() < roundIndex || !frontier.contains(chosen.prefix(roundIndex - 1))) {
       return null;
@@ -167,7 +169,7 @@ public final class DeviceClient {
   private static UnitSequence estimateChoice(List<UnitSequence> targets,
       List<Map.Entry<UnitSequence, BigInteger>> weighted, double u) {
     Map<UnitSequence, UnitSequence> byTarget = new HashMap<>();
-    java.util.TreeSet<Integer> lengths = new java.util.TreeSet<>();
+    TreeSet<Integer> lengths = new TreeSet<>();
     for (UnitSequence target : targets) {
       byTarget.put(target, target);
       lengths.add(target.size());

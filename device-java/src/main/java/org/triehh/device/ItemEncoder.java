@@ -215,8 +215,11 @@ final class ItemEncoder {
     }
     for (int i = 0; i < n; i++) {
       byte[] unit = prefix.unit(i);
-      long length = kind == Kind.TEXT ? Unicode.decodeUtf8(unit).codePointCount(0, Unicode.decodeUtf8(unit).length())
-          : unit.length;
+      long length = unit.length;
+      if (kind == Kind.TEXT) {
+        String text = Unicode.decodeUtf8(unit);
+        length = text.codePointCount(0, text.length());
+      }
       if (length > unitSize) {
         return "unit " + i + " is longer than unit_size";
       }

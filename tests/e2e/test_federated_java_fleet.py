@@ -1,0 +1,169 @@
+"""``triehh federated serve`` answered by a fleet of Java devices (device-java, issue 29): the
+server a subprocess against the Pub/Sub emulator, as in test_federated_serve.py, and the fleet
+``SimulatedFleet``'s Pub/Sub side with every answer computed by one JVM holding a Java
+``DeviceClient`` per user (``FleetMain``, driven over stdin/stdout: the JVM needs only
+protobuf-java, not Google's Java Pub/Sub client and its gRPC tree, which CI would download from an
+empty cache on every run). The published trie is the central run's, so are the estimate round's
+estimates (``--estimate-frequencies``: every device answers it), and every report the JVM sent is
+byte for byte the Python device's answer to the same messages (so a Python fleet, which
+test_federated_serve.py shows gives the central trie, would have sent the same reports).
+Needs Java 17 and device-java built (``mvn -q -B verify`` in device-java/, which .ci/run does
+first); skips with one line where Java or Maven is absent."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from typing import Dict, List
+
+import pytest
+
+from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
+from tests.e2e.test_federated_estimates import _estimates_of
+from triehh_beam.device import DeviceClient, InvitationMismatchError
+from triehh_beam.evaluation.fleet import SimulatedFleet
+from triehh_beam.evaluation.fleet_faults import FleetOptions
+from triehh_beam.protocol.federated import VoteReport
+
+DEVICE_JAVA = pathlib.Path(__file__).resolve().parents[2] / "device-java"
+
+
+def _classpath() -> str:
+    """device-java's classes, test classes and protobuf-java jar (built if missing)."""
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: the Java device fleet needs Java 17")
+    classes, test_classes = DEVICE_JAVA / "target" / "classes", DEVICE_JAVA / "target" / "test-classes"
+    if not (test_classes / "org" / "triehh" / "device" / "FleetMain.class").exists():
+        if shutil.which("mvn") is None:
+            pytest.skip("device-java is not built and there is no mvn on PATH to build it")
+        subprocess.run(["mvn", "-q", "-B", "test-compile"], cwd=DEVICE_JAVA, check=True, timeout=600)
+    version = re.search(r"<protobuf.version>(.+?)</protobuf.version>", (DEVICE_JAVA / "pom.xml").read_text()).group(1)
+    jar = (pathlib.Path.home() / ".m2" / "repository" / "com" / "google" / "protobuf" / "protobuf-java" / version /
+           f"protobuf-java-{version}.jar")
+    assert jar.exists(), f"{jar} missing: build device-java with mvn first"
+    return os.pathsep.join(str(p) for p in (classes, test_classes, jar))
+
+
+def _item_fields(item) -> str:
+    if isinstance(item, str):
+        return f"t\t{item.encode('utf-8').hex()}"
+    if isinstance(item, bytes):
+        return f"b\t{item.hex()}"
+    return f"i\t{int(item)}"
+
+
+class JavaFleetProcess:
+    """One JVM answering for every device (``FleetMain``), one request at a time."""
+
+    def __init__(self, devices: Dict[bytes, Dict], path: pathlib.Path):
+        path.write_text("".join(f"{device.hex()}\t{_item_fields(item)}\t{count}\n"
+                                for device, records in devices.items() for item, count in records.items()))
+        self._process = subprocess.Popen(["java", "-cp", _classpath(), "org.triehh.device.FleetMain", str(path)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self._process.stdout.readline().split()
+        assert ready == ["ready", str(len(devices))], ready
+        self._lock = threading.Lock()
+        self.answered = 0
+
+    def answer(self, device_id: bytes, announcement: bytes, invitation: bytes) -> str:
+        with self._lock:
+            self._process.stdin.write(f"{device_id.hex()} {announcement.hex()} {invitation.hex()}\n")
+            self._process.stdin.flush()
+            self.answered += 1
+            return self._process.stdout.readline().strip()
+
+    def close(self) -> None:
+        self._process.stdin.close()
+        assert self._process.wait(timeout=30) == 0
+
+
+class _JavaReport:
+    """What ``SimulatedFleet`` needs of a report: its bytes (the JVM's, as they are) and whether it
+    abstains."""
+
+    def __init__(self, data: bytes, abstains: bool):
+        self._data, self.abstains = data, abstains
+
+    def to_bytes(self) -> bytes:
+        return self._data
+
+
+class _JavaDevice:
+    """A device whose answers the JVM computes, checked against the Python reference's."""
+
+    def __init__(self, java: JavaFleetProcess, device_id: bytes, python: DeviceClient, differences: List):
+        self._java, self._id, self._python, self._differences = java, device_id, python, differences
+
+    def respond(self, announcement, invitation):
+        answer = self._java.answer(self._id, announcement.to_bytes(), invitation.to_bytes())
+        try:
+            expected = "R " + self._python.respond(announcement, invitation).to_bytes().hex()
+        except InvitationMismatchError:
+            expected = "X invitation:mismatch"
+        if answer != expected:
+            self._differences.append((self._id, announcement.round_index, expected, answer))
+        if answer == "X invitation:mismatch":
+            raise InvitationMismatchError(f"the JVM refused the invitation of {self._id!r}")
+        data = bytes.fromhex(answer.removeprefix("R "))
+        return _JavaReport(data, VoteReport.from_bytes(data, announcement.encoder).abstains)
+
+
+class JavaFleet(SimulatedFleet):
+    """``SimulatedFleet`` (its Pub/Sub side, unchanged) with Java devices answering."""
+
+    def __init__(self, java: JavaFleetProcess, devices, *args, **kwargs):
+        super().__init__(devices, *args, **kwargs)
+        self.java, self.differences = java, []
+        self._java_devices = {device_id: _JavaDevice(java, device_id, DeviceClient(records, device_id),
+                                                     self.differences)
+                              for device_id, records in devices.items()}
+
+    def _client(self, device_id: bytes):
+        return self._java_devices[device_id]
+
+
+EPSILON_EST = "1"
+
+
+def _serve(tmp_path, registry_path, announce, subscription):
+    """``triehh federated serve`` as test_federated_serve.py runs it, with the estimate round."""
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(SEED)
+    command = [sys.executable, "-m", "triehh_beam.cli", "federated", "serve", "--devices", str(registry_path),
+               "--announce-topic", announce, "--reports-subscription", subscription,
+               "--output", str(tmp_path / "out"), "--seed-file", str(seed), "--epsilon", "8", "--delta", "1e-6",
+               "--max-length", "8", "--round-deadline", "60", "--project", "test-project",
+               "--estimate-frequencies", EPSILON_EST]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def test_serve_answered_by_java_devices_publishes_the_central_trie_and_estimates(pubsub_emulator, tmp_path):
+    records, users, _, registry_path = _population(tmp_path, n=2000)
+    announce, reports, subscription = _topics()
+    java = JavaFleetProcess(users, tmp_path / "fleet_records.tsv")
+    try:
+        with JavaFleet(java, users, announce, reports, FleetOptions(latency_median_s=0.05)) as fleet:
+            done = _serve(tmp_path, registry_path, announce, subscription)
+    finally:
+        java.close()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "round 1: closed (report goal)" in done.stdout, done.stdout[-3000:]
+    counts = fleet.counts()
+    assert fleet.differences == [], fleet.differences[:5]
+    # The vote rounds' selected devices, then every one of the 2,000 in the estimate round.
+    assert java.answered == counts["reports"] >= 2000 + 3 * 100 and counts["refused"] == 0, counts
+    assert counts["abstentions"] < counts["reports"]
+    config = _config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
+    central_trie, _ = _central(tmp_path, records, config)
+    assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    central = json.loads((tmp_path / "central" / "heavy_hitters.json").read_text())
+    assert '"fed"' in _estimates_of(published)[0]
+    assert _estimates_of(published) == _estimates_of(central)
+

@@ -96,19 +96,23 @@ CENSUS_STEPS = {
 }
 
 
+# The first read: the census's steps, and in the same read every round's candidates.
+FIRST_READ_STEPS = CENSUS_STEPS | {"DrawCandidates", "DrawCandidates/RankAllRounds", "WriteCandidates",
+                                   "WriteCandidates/Write"}
+
+
 def sampling_steps(m: int, theta: int, rounds: int = 0):
-    """The stable step names of the sampling pass (``graphs.build_sampling``); with ``rounds``,
-    the rounds it runs in the same job (``--rounds-per-job all``)."""
+    """The stable step names of the cut of the candidates to samples
+    (``graphs.build_sampling_from_candidates``); with ``rounds``, the rounds it runs in the same
+    job (``--rounds-per-job all``, the default). It reads the candidates, never the records."""
     names = {
-        "ReadRecords",
-        "ReadRecords/ReadShards",
-        "DropZeroCounts",
-        "SampleAllRounds",
-        "SampleAllRounds/RankAllRounds",
-        f"SampleAllRounds/BottomM({m})",
-        "SampleAllRounds/KeepSampled",
-        "SampleAllRounds/GroupPerShard",
-        "SampleAllRounds/BuildSampleTables",
+        "ReadCandidates",
+        "SampleFromCandidates",
+        f"SampleFromCandidates/BottomM({m})",
+        "SampleFromCandidates/ReadAgain",
+        "SampleFromCandidates/KeepSampled",
+        "SampleFromCandidates/GroupPerShard",
+        "SampleFromCandidates/BuildSampleTables",
         "WriteSamples",
         "WriteSamples/WriteTables",
         "WriteSummary",
@@ -268,22 +272,23 @@ def test_submit_job_graphs_translates_the_census_the_pass_and_every_round_offlin
         epsilon=4.0,
         delta=1e-10,
         max_length=MAX_LENGTH,
+        rounds_per_job="1",
     )
     results = driver.submit_job_graphs(
         config, PipelineOptions(DATAFLOW_DRY_RUN + extra_flags), population=POPULATION, seed=SEED
     )
 
-    assert len(results) == 2 + MAX_LENGTH  # the census, the sampling pass, one job per round
+    assert len(results) == 2 + MAX_LENGTH  # the first read, the cut, one job per round
     assert all(result.state == "DONE" for result in results)
     jobs = [result.job for result in results]
     for job in jobs:
         check_dataflow_job(job, image)
-    assert CENSUS_STEPS <= step_names(jobs[0])
+    assert FIRST_READ_STEPS <= step_names(jobs[0])
     planned = planner.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
     assert planned.feasible
     expected = sampling_steps(planned.batch_size, planned.theta)
     assert expected <= step_names(jobs[1]), sorted(expected - step_names(jobs[1]))
-    assert not any(n.startswith("RunAllRounds") for n in step_names(jobs[1]))
+    assert not any(n.startswith(("RunAllRounds", "ReadRecords")) for n in step_names(jobs[1]))
     for r, job in enumerate(jobs[2:], start=1):
         names = step_names(job)
         expected = round_steps(r, planned.batch_size, planned.theta)
@@ -296,15 +301,17 @@ def test_submit_job_graphs_translates_the_census_the_pass_and_every_round_offlin
     assert offline == []
 
 
-def test_submit_job_graphs_in_one_job_mode_translates_the_census_and_one_job_for_every_round(records, offline):
+def test_submit_job_graphs_by_default_translates_the_first_read_and_one_job_for_every_round(records, offline):
     config = driver.DiscoveryConfig(
         input_pattern=records, output_dir="gs://triehh-test/out", state_dir="gs://triehh-test-private/state",
-        epsilon=4.0, delta=1e-10, max_length=MAX_LENGTH, rounds_per_job="all",
+        epsilon=4.0, delta=1e-10, max_length=MAX_LENGTH,
     )
     results = driver.submit_job_graphs(config, PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
-    assert len(results) == 2  # two job start-ups on Dataflow, whatever L is
+    assert len(results) == 2  # two job start-ups on Dataflow, whatever L is; one read of the records
     census, rounds = (result.job for result in results)
     check_dataflow_job(rounds, DEFAULT_IMAGE)
+    assert FIRST_READ_STEPS <= step_names(census)
+    assert not any(n.startswith("ReadRecords") for n in step_names(rounds))
     planned = planner.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
     expected = sampling_steps(planned.batch_size, planned.theta, rounds=MAX_LENGTH)
     assert expected <= step_names(rounds), sorted(expected - step_names(rounds))
@@ -316,7 +323,7 @@ def test_submit_job_graphs_translates_triehh_pp_and_the_whole_item_release(recor
     sample-threshold's census and one release pass (no round)."""
     base = dict(input_pattern=records, output_dir="gs://triehh-test/out", state_dir="gs://triehh-test-private/state",
                 epsilon=1.0, delta=1e-8, max_length=MAX_LENGTH)
-    plus = driver.submit_job_graphs(driver.DiscoveryConfig(**base, protocol="triehh++"),
+    plus = driver.submit_job_graphs(driver.DiscoveryConfig(**base, protocol="triehh++", rounds_per_job="1"),
                                     PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
     assert len(plus) == 2 + MAX_LENGTH and all(r.state == "DONE" for r in plus)
     assert any(n.startswith("SampleAllRounds") or "Sample" in n for n in step_names(plus[1].job))
@@ -349,6 +356,7 @@ def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_pat
         delta=1e-10,
         max_length=MAX_LENGTH,
         seed=SEED,
+        rounds_per_job="1",  # a level per round's job: the stand-in outputs are per round
     )
     jobs = []
 
@@ -368,7 +376,7 @@ def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_pat
     assert len(jobs) == 2 + MAX_LENGTH
     for job in jobs:
         check_dataflow_job(job, DEFAULT_IMAGE)
-    assert CENSUS_STEPS <= step_names(jobs[0])
+    assert FIRST_READ_STEPS <= step_names(jobs[0])
     assert sampling_steps(plan.batch_size, plan.theta) <= step_names(jobs[1])
     for r, job in enumerate(jobs[2:], start=1):
         assert round_steps(r, plan.batch_size, plan.theta) <= step_names(job)

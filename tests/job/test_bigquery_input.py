@@ -329,7 +329,7 @@ def test_the_driver_reads_a_table_as_of_the_instant_its_state_records_also_on_re
     """The census pins the table; the state records the instant; a run that died after the census
     resumes (two days later) reading the table as of the same instant, not a new one; the rounds
     read their samples, never the table."""
-    config = _config(tmp_path)
+    config = _config(tmp_path, rounds_per_job="1")  # a job per round: the resume dies in round 1's
     started = time.time() - 2 * 86400
     monkeypatch.setattr(sources, "time", _Clock(started))
     result, jobs = _run(config, monkeypatch, die_reading="/census/sampling-")

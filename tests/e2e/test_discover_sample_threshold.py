@@ -262,8 +262,9 @@ def test_accounting_with_triehh_is_refused_in_one_line(population, tmp_path):
 
 
 def test_a_sample_lost_between_rounds_is_drawn_again_and_changes_nothing(runs, population, tmp_path):
+    # A job per round, so that round 2 reads its sample after round 1 is announced.
     config = DiscoveryConfig(input_pattern=runs["records"], output_dir=str(tmp_path / "out"), seed=SEED,
-                             epsilon=EPSILON, delta=DELTA, max_length=L, protocol="triehh++")
+                             epsilon=EPSILON, delta=DELTA, max_length=L, protocol="triehh++", rounds_per_job="1")
     lines = []
 
     def progress(line):

@@ -6,10 +6,10 @@ worker pool starts on request (``--environment_type=EXTERNAL``). Nothing runs in
 process except the driver itself. The test proves:
 
   * ``run_discovery`` works unchanged with ``--runner=PortableRunner --job_endpoint=...``: the
-    census and every round are separate portable jobs, their output files and counters come
-    back to the driver, and the result (``trie.pb``, byte for byte, and ``heavy_hitters.json``)
+    first read (census and candidates) and the cut with every round are two portable jobs, their
+    output files and counters (each round's, from the one job's metrics) come back to the driver, and the result (``trie.pb``, byte for byte, and ``heavy_hitters.json``)
     equals an in-process run with the same seed;
-  * every job went through the job service (its ``GetJobs`` lists census, pass and rounds, all DONE);
+  * every job went through the job service (its ``GetJobs`` lists the two, both DONE);
   * the worker processes import ``triehh_beam`` from ``PYTHONPATH`` (no staging needed locally);
   * every server socket the two services (and the workers they start) open listens on loopback.
 
@@ -362,8 +362,8 @@ def test_a_discovery_on_the_portable_runner_equals_the_in_process_run(
     assert counters[0] == counters[1]
     assert all(round_counters["users_sampled"] == 100 for round_counters in counters[1])
 
-    # Every job ran on the job service: the census, the sampling pass, then one job per round.
-    assert _job_service_jobs(job_port) == ["DONE"] * (2 + result.rounds_run)
+    # Every job ran on the job service: the first read, then the cut with every round.
+    assert _job_service_jobs(job_port) == ["DONE", "DONE"]
     assert "Starting worker with command" in services[1].log()
 
     # Nothing listened beyond loopback, and the driver made no non-loopback connection.

@@ -65,14 +65,16 @@ def _install(point: str) -> None:
         return lambda args, kwargs: f"state-{r:04d}-" in args[0]
 
     points = {
-        # inside the census job (the DoFn runs in this process on the in-process runner)
+        # inside the first read, census and candidates (the DoFn runs in this process on the
+        # in-process runner)
         "census_job": lambda: _wrap(census._CensusBatchDoFn, "process", before=_nth(1)),
         "after_census": lambda: _wrap(driver.Driver, "census", after=_nth(1)),
         # the plan and seed are committed, the ledger not yet charged
         "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),
         "after_ledger_charge": lambda: _wrap(ledger.Ledger, "charge", after=_nth(1)),
-        # inside the one sampling pass, before it has drawn anything
-        "mid_sampling_pass": lambda: _wrap(sample_pass._RankAllRoundsDoFn, "process", before=_nth(1)),
+        # inside the cut of the candidates to samples, before it has kept anything (charged: the
+        # rerun draws the samples by reading the records again)
+        "mid_cut": lambda: _wrap(sample_pass._KeepSampledDoFn, "process", before=_nth(1)),
         # the samples are drawn and committed, no round has run
         "after_sampling_commit": lambda: _wrap(driver.Driver, "sample", after=_nth(1)),
         "mid_round_1": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(1)),
@@ -101,7 +103,7 @@ POINTS = (
     "after_census",
     "after_plan_commit",
     "after_ledger_charge",
-    "mid_sampling_pass",
+    "mid_cut",
     "after_sampling_commit",
     "mid_round_1",
     "mid_round_2",

@@ -7,6 +7,8 @@ seconds, peak RSS and the machine's other load around it.
                  does, ONE SipHash-2-4 per record (the census fingerprint, ``fingerprints_packed``): the
                  issue's "read the file and hash every user id", the floor everything is held to.
   baseline_v2    the same with the sampling rank, ``ranks_packed`` (one SipHash plus one AES block).
+  baseline_numpy the same with the numpy SipHash (``keyed_hash.siphash24_batch_numpy``): the cost of
+                 reading and hashing before the compiled hash, the floor issue 27's ratios started from.
   reader         the product's reader without Beam (validates, normalises) plus one SipHash per record.
   beam_read      ``ReadRecordBatches`` counting rows on the default runner: Beam's fixed cost.
   first_pass     a fresh discovery's one read alone (``graphs.build_first_pass``): the census
@@ -86,8 +88,17 @@ def _read_and_hash(manifest: Dict, kind: str) -> Dict:
     from triehh_beam.protocol.sampling import Sampler
 
     sampler = Sampler(SEED)
-    # One SipHash per id (the census fingerprint), or the sampling rank (one SipHash plus one AES block).
-    hash_ids = sampler.fingerprints_packed if kind == "siphash" else lambda *ids: sampler.ranks_packed(1, *ids)
+    # One SipHash per id (the census fingerprint), or the sampling rank (one SipHash plus one AES
+    # block), or one SipHash by the numpy reference code (what every record cost before the
+    # compiled hash: the issue's baseline).
+    if kind == "siphash":
+        hash_ids = sampler.fingerprints_packed
+    elif kind == "numpy":
+        from triehh_beam.protocol import keyed_hash
+
+        hash_ids = lambda data, offsets: keyed_hash.siphash24_batch_numpy((1, 2), data, offsets)  # noqa: E731
+    else:
+        hash_ids = lambda *ids: sampler.ranks_packed(1, *ids)  # noqa: E731
     t0 = time.perf_counter()
     rows, read_s, hash_s, checksum = 0, 0.0, 0.0, 0
     for path in _files(manifest):
@@ -115,6 +126,10 @@ def measure_baseline(manifest: Dict, args) -> Dict:
 
 def measure_baseline_v2(manifest: Dict, args) -> Dict:
     return _read_and_hash(manifest, "rank")
+
+
+def measure_baseline_numpy(manifest: Dict, args) -> Dict:
+    return _read_and_hash(manifest, "numpy")
 
 
 def measure_reader(manifest: Dict, args) -> Dict:
@@ -467,6 +482,7 @@ def measure_whole_items(manifest: Dict, args) -> Dict:
 MEASURES = {
     "baseline": measure_baseline,
     "baseline_v2": measure_baseline_v2,
+    "baseline_numpy": measure_baseline_numpy,
     "reader": measure_reader,
     "beam_read": measure_beam_read,
     "sampling_pass": measure_sampling_pass,

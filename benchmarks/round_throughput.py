@@ -40,7 +40,7 @@ from population import ensure_dataset  # noqa: E402
 
 RESULT_MARK = "BENCH_RESULT "
 KINDS = tuple(MEASURES)
-DEFAULT_KINDS = ("baseline", "first_pass", "sampled_round", "discovery", "discovery_all", "process", "startup",
+DEFAULT_KINDS = ("baseline", "baseline_numpy", "first_pass", "sampled_round", "discovery", "discovery_all", "process", "startup",
                  "first_pass_mp1", "first_pass_mp2")
 
 
@@ -230,10 +230,10 @@ def markdown_tables(rows: List[Dict]) -> str:
     """The targets, the discovery phases, the worker processes and the peak RSS, as Markdown.
     Times are wall seconds with the process's CPU seconds in parentheses."""
     out = [
-        "| records | users | items/user | m | theta | read+hash | first read | / r+h | one round | / r+h"
+        "| records | users | items/user | m | theta | read+hash | read+hash (numpy hash) | first read | / r+h | one round | / r+h"
         " | discovery (all, default) | / r+h | discovery (1/job) | / r+h | whole process | / r+h | start-up"
         " | other load, cores |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         loads = [r.get("other_busy_cores") for r in row["measurements"].values()
@@ -241,7 +241,7 @@ def markdown_tables(rows: List[Dict]) -> str:
         out.append("| " + " | ".join([
             f"{row['records']:,}", f"{row['users']:,}", str(row["items_per_user"]),
             f"{row['plan']['m']:,}", str(row["plan"]["theta"]),
-            _wall_cpu(row, "baseline"),
+            _wall_cpu(row, "baseline"), _wall_cpu(row, "baseline_numpy"),
             _wall_cpu(row, "first_pass"), _ratio(row, "first_pass"),
             _wall_cpu(row, "sampled_round"), _ratio(row, "sampled_round"),
             _wall_cpu(row, "discovery_all"), _ratio(row, "discovery_all"),

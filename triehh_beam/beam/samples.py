@@ -14,7 +14,7 @@ Python once per distinct sequence. The artefact holds raw data: keep it where th
 from __future__ import annotations
 
 import io
-from typing import Iterable, List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -81,16 +81,24 @@ def sequence_to_bytes(sequence: Units) -> bytes:
     ).SerializeToString()
 
 
+_DECODED: Dict[Tuple[bytes, bool], Units] = {}  # a worker's decoded sequences, across its tables
+_DECODED_LIMIT = 1 << 18
+
+
 def sequences_from_bytes(raws: Iterable[bytes], text_units: bool) -> List[Units]:
-    """Inverse of ``sequence_to_bytes`` for each of ``raws``."""
+    """Inverse of ``sequence_to_bytes`` for each of ``raws``. A worker decodes a sequence once,
+    whatever the round and shard (the same items fill every round's tables)."""
     parsed = []
     message = vote_pb2.Prefix()
     for raw in raws:
-        message.ParseFromString(raw)
-        if text_units:
-            parsed.append(tuple(u.decode("utf-8") for u in message.units))
-        else:
-            parsed.append(tuple(message.units))
+        known = _DECODED.get((raw, text_units))
+        if known is None:
+            message.ParseFromString(raw)
+            known = tuple(u.decode("utf-8") for u in message.units) if text_units else tuple(message.units)
+            if len(_DECODED) >= _DECODED_LIMIT:
+                _DECODED.clear()
+            _DECODED[(raw, text_units)] = known
+        parsed.append(known)
     return parsed
 
 

@@ -110,9 +110,17 @@ class PackedIds:
         return PackedIds(self.data[positions], offsets)
 
     def concat(self, other: "PackedIds") -> "PackedIds":
-        base = self.offsets[-1] - other.offsets[0]
-        return PackedIds(np.concatenate([self.data[:self.offsets[-1]], other.data[other.offsets[0]:other.offsets[-1]]]),
-                         np.concatenate([self.offsets, other.offsets[1:] + base]))
+        return PackedIds.join([self, other])
+
+    @staticmethod
+    def join(parts: Sequence["PackedIds"]) -> "PackedIds":
+        """The ids of every part, in order, in one copy."""
+        data, offsets, base = [], [np.zeros(1, dtype=np.int64)], 0
+        for part in parts:
+            data.append(part.data[part.offsets[0]:part.offsets[-1]])
+            offsets.append(part.offsets[1:] - part.offsets[0] + base)
+            base += int(part.offsets[-1] - part.offsets[0])
+        return PackedIds(np.concatenate(data) if data else np.zeros(0, np.uint8), np.concatenate(offsets))
 
     def to_list(self) -> List[bytes]:
         return [self[i] for i in range(len(self))]
@@ -135,23 +143,35 @@ class SmallestRanks:
         self.m = m
         self._ranks = np.zeros(0, dtype=np.uint64)
         self._ids = PackedIds.of([])
+        self._parts: List[Tuple[np.ndarray, PackedIds]] = []  # appended, not yet joined
+        self._held = 0
         pairs = list(pairs)
         if pairs:
             self.add_batch(np.array([r for r, _ in pairs], dtype=np.uint64), [u for _, u in pairs])
 
     def _append(self, ranks: np.ndarray, user_ids: PackedIds) -> None:
-        self._ranks = np.concatenate([self._ranks, ranks])
-        self._ids = self._ids.concat(user_ids)
-        if len(self._ids) > 2 * self.m + 64:
+        # Parts are joined only when the accumulator is cut or read: joining at every batch
+        # would copy the m pairs held so far each time.
+        self._parts.append((ranks, user_ids))
+        self._held += len(ranks)
+        if self._held > 2 * self.m + 64:
             self._compact()
 
+    def _joined(self) -> None:
+        if self._parts:
+            self._ranks = np.concatenate([self._ranks] + [ranks for ranks, _ in self._parts])
+            self._ids = PackedIds.join([self._ids] + [ids for _, ids in self._parts])
+            self._parts = []
+
     def _bottom(self) -> np.ndarray:
+        self._joined()
         return bottom_m(self._ranks, self._ids, self.m)
 
     def _compact(self) -> None:
         rows = self._bottom()
         self._ranks = self._ranks[rows]
         self._ids = self._ids.take(rows)
+        self._held = len(rows)
 
     def add(self, rank: int, user_id: bytes) -> None:
         """Adds one (rank, user) pair."""
@@ -168,6 +188,8 @@ class SmallestRanks:
 
     def merge(self, other: "SmallestRanks") -> "SmallestRanks":
         """A new accumulator holding the union's m smallest (the operands are unchanged)."""
+        self._joined()
+        other._joined()
         merged = SmallestRanks(self.m)
         merged._append(self._ranks, self._ids)
         merged._append(other._ranks, other._ids)

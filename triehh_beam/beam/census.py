@@ -250,15 +250,6 @@ class _ShardCensusCombineFn(beam.CombineFn):
                       {int(v): int(u) for v, u in zip(values, users)})
 
 
-def _shard_census(shard: int, parts: Iterable[_ShardPart]) -> Census:
-    """One shard's ``Census`` from its parts (``_ShardCensusCombineFn``'s, applied in turn)."""
-    combine = _ShardCensusCombineFn()
-    accumulator = combine.create_accumulator()
-    for part in parts:
-        accumulator = combine.add_input(accumulator, part)
-    return combine.extract_output(accumulator)
-
-
 def _add(censuses: Iterable[Census]) -> Census:
     users = usable = 0
     lengths: Dict[int, int] = {}
@@ -293,11 +284,8 @@ class TakeCensus(beam.PTransform):
         return (
             batches
             | "ClassifyAndFingerprint" >> beam.ParDo(_CensusBatchDoFn(self._census_key, self._encoder, self._truncate))
-            # Grouped, not combined: a lifted combine would hold every shard's fingerprints in
-            # each worker before the shuffle, and again encoded (4.4 GB at 10^8 users in one
-            # process); grouped, each shard's parts are only in the shuffle until it is counted.
-            | "CensusPerShard" >> beam.GroupByKey()
-            | "ShardCensuses" >> beam.MapTuple(_shard_census).with_output_types(Census)
+            | "CensusPerShard" >> beam.CombinePerKey(_ShardCensusCombineFn())
+            | "ShardCensuses" >> beam.Values()
             | "Total" >> beam.CombineGlobally(_add).with_output_types(Census)
         )
 

@@ -298,6 +298,7 @@ class Driver(DiscoveryJob):
             started = time.monotonic()
             # A level a one-job run wrote (this run, or one that died) is the round's result.
             result = self._level(state, step.index)
+            ran_earlier = result is not None  # by the job that drew the samples, or a run before
             counters = self._round_counters.pop(step.index, {})
             if result is None:
                 if not state.samples.complete:
@@ -322,7 +323,8 @@ class Driver(DiscoveryJob):
                     state.samples.complete = False
                     self.store.commit(state)
                     continue
-            state, trie, step = self._commit_round(state, trie, step, result, counters, time.monotonic() - started)
+            state, trie, step = self._commit_round(state, trie, step, result, counters, time.monotonic() - started,
+                                                   ran_earlier)
         state = self._discard_samples(state)
         state = self._estimate(state, trie)
         report_path = outputs.write_operator_report(
@@ -346,8 +348,10 @@ class Driver(DiscoveryJob):
             frequent_prefixes=[], rounds_run=1, stop_reason=state.stop_reason, plan=state.plan,
             output_path=output_path, resumed_from_round=resumed_from, report_path=report_path)
 
-    def _commit_round(self, state, trie, step, result: RoundResult, counters: Dict[str, int], elapsed: float):
-        """Commits one round's result as a new state object, then announces it."""
+    def _commit_round(self, state, trie, step, result: RoundResult, counters: Dict[str, int], elapsed: float,
+                      ran_earlier: bool = False):
+        """Commits one round's result as a new state object, then announces it (``ran_earlier``:
+        its level was written by an earlier job, whose time the line does not claim)."""
         plan = state.plan
         round_index, frontier, kept = step.index, step.frontier, list(result.kept)
         trie, step = rounds.apply_round(trie, step, kept, plan.max_length)
@@ -376,7 +380,8 @@ class Driver(DiscoveryJob):
         self.say(
             "round",
             f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
-            f"kept {len(kept):,} prefix{'' if len(kept) == 1 else 'es'}, {elapsed:.1f} s",
+            f"kept {len(kept):,} prefix{'' if len(kept) == 1 else 'es'}"
+            + (" (run in the samples' job)" if ran_earlier else f", {elapsed:.1f} s"),
             private=(f"users sampled {counters.get('users_sampled', 0):,}, "
                      f"votes {counters.get('votes_cast', 0):,}", {"metrics": counters}),
             round=round_index,

@@ -11,6 +11,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from triehh_beam.protocol.distinct import distinct
+from triehh_beam.protocol.ragged import gather
 
 __all__ = ["PackedIds", "SmallestRanks", "bottom_m", "smallest_rank_rows"]
 
@@ -101,12 +102,7 @@ class PackedIds:
         return self.data[self.offsets[row]:self.offsets[row + 1]].tobytes()
 
     def take(self, rows: np.ndarray) -> "PackedIds":
-        rows = np.asarray(rows, dtype=np.int64)
-        starts = self.offsets[rows]
-        lengths = self.offsets[rows + 1] - starts
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        positions = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        offsets, positions = gather(self.offsets, rows)
         return PackedIds(self.data[positions], offsets)
 
     def concat(self, other: "PackedIds") -> "PackedIds":

@@ -18,6 +18,7 @@ import numpy as np
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.vote import choose_sequence
 from triehh_beam.protocol.distinct import distinct as distinct_values
+from triehh_beam.protocol.ragged import gather
 
 __all__ = ["RoundVotes", "SequenceTable", "choose_codes", "count_votes", "sequence_table", "without_sequences"]
 
@@ -54,12 +55,7 @@ class SequenceTable:
 
     def subset(self, users: np.ndarray) -> "SequenceTable":
         """The table of ``users`` (positions here, in the order given), rows kept in order."""
-        users = np.asarray(users, dtype=np.int64)
-        starts = self.offsets[users]
-        sizes = self.offsets[users + 1] - starts
-        offsets = np.zeros(len(users) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        rows = np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+        offsets, rows = gather(self.offsets, users)
         return SequenceTable(self.sequences, offsets, self.codes[rows], self.counts[rows])
 
     def weighted(self, user: int) -> Tuple[Tuple[Units, int], ...]:

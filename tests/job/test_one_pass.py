@@ -278,3 +278,18 @@ def test_levels_a_one_job_run_wrote_are_committed_in_order_by_the_next_run(popul
     names = [e["event"] for e in events]
     assert names[names.index("plan") + 1:][:written] == ["round"] * written
     assert [e["round"] for e in events if e["event"] == "round"][:written] == list(range(1, written + 1))
+
+
+def test_candidates_a_killed_run_left_are_deleted_and_none_outlive_the_samples(populations, tmp_path):
+    # A run killed inside its first read commits no job but may leave candidates (raw items) in
+    # the state directory: the next run deletes them before its own read, and its own once its
+    # samples are drawn. The directory stays owner-only.
+    path, _, _ = populations["one_word"]
+    config = _config(path, tmp_path / "out", _seed("a"))
+    left = pathlib.Path(config.resolved_state_dir, "candidates", "0" * 32)
+    left.mkdir(parents=True)
+    (left / "part-00000-of-00001.parquet").write_bytes(b"raw items of a killed run")
+    run_discovery(config)
+    root = pathlib.Path(config.resolved_state_dir, "candidates")
+    assert not left.exists() and not list(root.rglob("*"))
+    assert os.stat(root).st_mode & 0o777 == 0o700

@@ -166,6 +166,9 @@ class DiscoveryJob:
                                                             config.sampling_identity())
         job_id = uuid.uuid4().hex
         candidates = None
+        # Raw items a run killed before it committed its job may have left (only the run that
+        # writes candidates ever uses them).
+        levels.clear_candidates(config.resolved_state_dir)
         if config.protocol.grows_trie:
             # One read: the census and every round's candidates (``beam.candidates``), cut to the
             # plan's m once it is charged (``Driver.sample``).

@@ -160,13 +160,12 @@ class Driver(DiscoveryJob):
                   + (", and running the rounds in the same job" if run_rounds else ""))
         started = time.monotonic()
         levels.delete_tree(self._samples_dir(state))  # a pass that died may have left part of one
-        candidates = levels.candidates_dir(self.config.resolved_state_dir, state.job_id)
         if self.candidates_prefix is not None and first_round == 1:
             drawn, counters = self._cut_job(state, run_rounds)
         else:  # a resume reads the records again: candidates a dead run left are not used
-            levels.delete_tree(candidates)
+            levels.clear_candidates(self.config.resolved_state_dir)
             drawn, counters = self._sampling_job(state, rounds, self.population(state), run_rounds)
-        levels.delete_tree(candidates)  # raw items, drawn into the samples now
+        levels.clear_candidates(self.config.resolved_state_dir)  # raw items, in the samples now
         self.candidates_prefix = None
         required = self._users_required(state)
         short = [] if required is None else [r for r in rounds if drawn.get(r, 0) < required]
@@ -399,6 +398,7 @@ class Driver(DiscoveryJob):
             return state
         levels.delete_tree(self._samples_dir(state))
         levels.delete_tree(self._levels_dir(state))
+        levels.clear_candidates(self.config.resolved_state_dir)
         state = copy_state(state)
         state.samples.deleted = True
         self.store.commit(state)

@@ -15,6 +15,7 @@ from typing import List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
+from triehh_beam.job.cas import make_private_dir
 from triehh_beam.job.outputs import round_result_from_json, round_result_to_json
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
@@ -22,6 +23,7 @@ from triehh_beam.protocol.rounds import RoundResult
 __all__ = [
     "candidates_dir",
     "candidates_prefix",
+    "clear_candidates",
     "delete_tree",
     "level_path",
     "levels_dir",
@@ -43,6 +45,14 @@ def candidates_prefix(state_dir: str, job_id: str) -> str:
 
 def candidates_dir(state_dir: str, job_id: str) -> str:
     return FileSystems.join(state_dir, "candidates", job_id)
+
+
+def clear_candidates(state_dir: str) -> None:
+    """Deletes every candidate file under ``state_dir`` (raw items: only the run that wrote them
+    uses them, once), leaving the owner-only ``candidates/`` directory in place."""
+    root = FileSystems.join(state_dir, "candidates")
+    delete_tree(root)
+    make_private_dir(root)
 
 
 def levels_dir(state_dir: str, job_id: str) -> str:

@@ -118,19 +118,53 @@ def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_e
     assert len(announced) == count and rerun.estimate == result.estimate
 
 
+def _expected_choices(records, targets, max_units: int):
+    """Per target, the expected number of users who choose it: each user picks one of the
+    targets its items fall under, by their counts (``frequency_estimates.user_choice``), so a
+    user counts ``w_t / sum of its w`` toward target t. Targets are a heavy hitter (the item
+    itself) or a frequent prefix (every item that starts with it); items longer than the
+    discovery's L - 1 units cannot be encoded and fall under none."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(records).to_pydict()
+    held = {}
+    for user, item, count in zip(table["user_id"], table["item"], table["count"]):
+        if len(item) <= max_units:
+            held.setdefault(user, {}).setdefault(item, 0)
+            held[user][item] += count
+    expected = {label: 0.0 for label in targets}
+    for items in held.values():
+        weights = {}
+        for label, target in targets.items():
+            weights[label] = sum(c for item, c in items.items()
+                                 if (item == target if isinstance(target, str) else item.startswith(target["prefix"])))
+        total = sum(weights.values())
+        for label, weight in weights.items():
+            if weight:
+                expected[label] += weight / total
+    return expected
+
+
 @pytest.mark.slow
 def test_with_dropouts_the_job_completes_and_the_estimates_are_lower(pubsub_emulator, tmp_path, subprocess_env):
     """30% of the invited devices never report, in every round and in the estimate round: the
-    estimates are of the reporting devices. Over the heavy hitters found by both runs, the
-    federated total is 0.7 of the central one; tolerance 0.06 (binomial spread of the
-    reporting devices, a few tens over about 1,500 counted, plus the noise, sd 1.4 a target)."""
+    estimates are of the reporting devices. Each user counts toward one of the discovered
+    targets it holds, so an estimate depends on which targets were discovered, which differs
+    between the federated and the central run (each a fresh release, the federated one with
+    devices missing): the federated estimates are compared with what all users would give for
+    the federated run's own targets (``_expected_choices``). Over the heavy hitters, their total
+    is 0.7 of that; tolerance 0.1: three runs here gave 0.673, 0.703 and 0.747, a wider spread
+    than the reporting devices' binomial alone (sd about 0.016 over about 860 users) explains;
+    0.1 still tells this from no dropout (1.0) or dropouts counted twice (0.49)."""
     records = _records(tmp_path / "records.parquet", 3000)
     # A deadline no round should reach: the simulator closes each round once its fleet answered
     # (a 3-s deadline cut off devices whose invitations were slow to arrive on a loaded machine).
     summary = _simulate(tmp_path, subprocess_env, records, "--round-deadline", "60", "--dropout", "0.3")
-    federated_estimates, central = summary["estimates"], summary["central_estimates"]
-    common = sorted(set(federated_estimates) & set(central) & {json.dumps(h) for h in summary["heavy_hitters"]})
-    assert common and sum(central[k] for k in common) > 800, summary
-    ratio = sum(federated_estimates[k] for k in common) / sum(central[k] for k in common)
-    assert abs(ratio - 0.7) < 0.06, (ratio, summary)
+    federated_estimates = summary["estimates"]
+    expected = _expected_choices(records, {label: json.loads(label) for label in federated_estimates},
+                                 int(FLAGS[FLAGS.index("--max-length") + 1]) - 1)
+    items = [json.dumps(h) for h in summary["heavy_hitters"] if json.dumps(h) in federated_estimates]
+    assert items and sum(expected[k] for k in items) > 700, summary
+    ratio = sum(federated_estimates[k] for k in items) / sum(expected[k] for k in items)
+    assert abs(ratio - 0.7) < 0.1, (ratio, expected, summary)
     assert summary["estimates_equal_to_central"] is False

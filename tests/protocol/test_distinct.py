@@ -31,12 +31,12 @@ def test_union_of_sorted_runs_equals_union1d():
     assert np.array_equal(union(a, b), np.union1d(a, b))
 
 
-def test_packed_ids_take_and_concat_keep_every_id():
+def test_packed_ids_take_and_join_keep_every_id():
     ids = [b"", b"a", b"\x00\xff", b"user-42", "\u00e9t\u00e9".encode()]
     packed = PackedIds.of(ids)
     assert packed.to_list() == ids and len(packed) == 5
     rows = np.array([4, 0, 2, 2], dtype=np.int64)
     assert packed.take(rows).to_list() == [ids[i] for i in rows]
     tail = packed.take(np.array([1, 3]))
-    assert packed.concat(tail).to_list() == ids + [ids[1], ids[3]]
-    assert tail.concat(packed.take(np.array([4]))).take(np.array([2, 0])).to_list() == [ids[4], ids[1]]
+    assert PackedIds.join([packed, tail]).to_list() == ids + [ids[1], ids[3]]
+    assert PackedIds.join([tail, packed.take(np.array([4]))]).take(np.array([2, 0])).to_list() == [ids[4], ids[1]]

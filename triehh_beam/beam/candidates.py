@@ -108,6 +108,7 @@ class _CandidatesDoFn(beam.DoFn):
         self._keys = pass_keys  # derived keys only, never the seed
         self._rounds = list(rounds)
         self._bounds = bounds
+        self._rate_bounds = {r: bounds.rate_bound for r in self._rounds}
 
     def setup(self):
         self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
@@ -123,7 +124,7 @@ class _CandidatesDoFn(beam.DoFn):
         ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
         for round_index, smallest in self._smallest.items():
             smallest.add(batch, ranks[round_index - 1])
-        yield from candidates_by_round(batch, ranks, {r: self._bounds.rate_bound for r in self._rounds})
+        yield from candidates_by_round(batch, ranks, self._rate_bounds)
 
     def finish_bundle(self):
         for round_index, smallest in self._smallest.items():

@@ -37,6 +37,7 @@ __all__ = [
     "candidates_by_round",
     "rank_and_user",
     "sampled_shards",
+    "sample_shards",
     "shard_count",
     "split_shards",
     "table_users",
@@ -147,6 +148,15 @@ class BottomMCombineFn(beam.CombineFn):
 
     def extract_output(self, accumulator):
         return threshold_of(accumulator)
+
+
+def sample_shards(sample_size: Optional[int], sample_probability: Optional[float], population: Optional[int],
+                  shards: Optional[int] = None) -> int:
+    """``shard_count`` of a round's expected sample: m, or ``p_s * n`` for a Bernoulli sample
+    (16 shards' worth when n is unknown)."""
+    if sample_probability is not None:
+        sample_size = math.ceil(sample_probability * population) if population else 16 * 16384
+    return shard_count(max(1, sample_size), shards)
 
 
 def shard_count(expected_users: int, shards: Optional[int] = None) -> int:
@@ -319,10 +329,7 @@ class SampleAllRounds(beam.PTransform):
         self._population = population
         self._encoder = encoder
         self._truncate = truncate
-        if sample_probability is not None:
-            # One shard per ~16,384 of the expected sample (16 when n is unknown).
-            sample_size = math.ceil(sample_probability * population) if population else 16 * 16384
-        self._shards = shard_count(max(1, sample_size), shards)
+        self._shards = sample_shards(sample_size, sample_probability, population, shards)
 
     @property
     def required_users(self) -> Optional[int]:

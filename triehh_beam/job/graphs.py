@@ -9,7 +9,6 @@ frequency estimates, and a whole-item release.
 from __future__ import annotations
 
 import json
-import math
 from typing import FrozenSet, Mapping, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
@@ -209,18 +208,16 @@ def build_sampling_from_candidates(
     writes them (``records``: ``records_ranked``), the rounds run too with ``run_rounds_into``."""
     rounds = list(range(1, plan.max_length + 1))
     if Protocol(plan.protocol).samples_by_probability:
-        sizes = dict(sample_size=None, sample_probability=plan.sample_probability,
-                     shards=sample_pass.shard_count(max(1, math.ceil(plan.sample_probability * population))))
-        required = None
+        sizes, required = dict(sample_size=None, sample_probability=plan.sample_probability), None
     else:
-        sizes = dict(sample_size=plan.batch_size, shards=sample_pass.shard_count(plan.batch_size))
-        required = min(plan.batch_size, population)
+        sizes, required = dict(sample_size=plan.batch_size, sample_probability=None), min(plan.batch_size, population)
+    shards = sample_pass.sample_shards(population=population, **sizes)
     drawn = (
         pipeline
         | "ReadCandidates" >> ReadCandidates(candidates_prefix)
         | "SampleFromCandidates" >> sample_pass.SampleFromCandidates(
             keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, users_required=required,
-            records_ranked=records_ranked, read_again=ReadCandidates(candidates_prefix), **sizes)
+            shards=shards, records_ranked=records_ranked, read_again=ReadCandidates(candidates_prefix), **sizes)
     )
     _write_samples(drawn, config.encoder, plan, rounds, samples_dir, summary_path, run_rounds_into, denied)
 

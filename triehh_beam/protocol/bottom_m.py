@@ -105,9 +105,6 @@ class PackedIds:
         offsets, positions = gather(self.offsets, rows)
         return PackedIds(self.data[positions], offsets)
 
-    def concat(self, other: "PackedIds") -> "PackedIds":
-        return PackedIds.join([self, other])
-
     @staticmethod
     def join(parts: Sequence["PackedIds"]) -> "PackedIds":
         """The ids of every part, in order, in one copy."""

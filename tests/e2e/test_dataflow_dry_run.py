@@ -106,21 +106,16 @@ def sampling_steps(m: int, theta: int, rounds: int = 0):
     (``graphs.build_sampling_from_candidates``); with ``rounds``, the rounds it runs in the same
     job (``--rounds-per-job all``, the default). It reads the candidates, never the records."""
     names = {
-        "ReadCandidates",
-        "SampleFromCandidates",
-        f"SampleFromCandidates/BottomM({m})",
-        "SampleFromCandidates/ReadAgain",
-        "SampleFromCandidates/KeepSampled",
-        "SampleFromCandidates/GroupPerShard",
-        "SampleFromCandidates/BuildSampleTables",
-        "WriteSamples",
-        "WriteSamples/WriteTables",
+        "CutRounds",
+        "CutRounds/Rounds",
+        "CutRounds/CutEachRound",
         "WriteSummary",
     }
     if rounds:
         names |= {"RunAllRounds", "WriteLevels"}
         for r in range(1, rounds + 1):
-            names |= {f"RunAllRounds/Round{r}/Vote", f"RunAllRounds/Round{r}/PruneBelow({theta})"}
+            names |= {f"RunAllRounds/Round{r}Read", f"RunAllRounds/Round{r}/Vote",
+                      f"RunAllRounds/Round{r}/PruneBelow({theta})"}
     return names
 
 
@@ -326,7 +321,7 @@ def test_submit_job_graphs_translates_triehh_pp_and_the_whole_item_release(recor
     plus = driver.submit_job_graphs(driver.DiscoveryConfig(**base, protocol="triehh++", rounds_per_job="1"),
                                     PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
     assert len(plus) == 2 + MAX_LENGTH and all(r.state == "DONE" for r in plus)
-    assert any(n.startswith("SampleAllRounds") or "Sample" in n for n in step_names(plus[1].job))
+    assert "CutRounds/CutEachRound" in step_names(plus[1].job)  # its samples cut from the first read
     whole = driver.submit_job_graphs(driver.DiscoveryConfig(**base, protocol="sample-threshold"),
                                      PipelineOptions(DATAFLOW_DRY_RUN), population=POPULATION, seed=SEED)
     assert len(whole) == 2  # the census and the release pass

@@ -59,7 +59,7 @@ def _nth(n, condition=lambda args, kwargs: True):
 
 def _install(point: str) -> None:
     from triehh_beam.job import driver, ledger, levels, outputs, state_store
-    from triehh_beam.beam import census, sample_pass, sampled_rounds
+    from triehh_beam.beam import census, sampled_rounds, samples
 
     def object_of_round(r):
         return lambda args, kwargs: f"state-{r:04d}-" in args[0]
@@ -72,9 +72,9 @@ def _install(point: str) -> None:
         # the plan and seed are committed, the ledger not yet charged
         "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),
         "after_ledger_charge": lambda: _wrap(ledger.Ledger, "charge", after=_nth(1)),
-        # inside the cut of the candidates to samples, before it has kept anything (charged: the
+        # inside the cut of the candidates to samples, one sample table written (charged: the
         # rerun draws the samples by reading the records again)
-        "mid_cut": lambda: _wrap(sample_pass._KeepSampledDoFn, "process", before=_nth(1)),
+        "mid_cut": lambda: _wrap(samples, "write_sample_table", after=_nth(1)),
         # the samples are drawn and committed, no round has run
         "after_sampling_commit": lambda: _wrap(driver.Driver, "sample", after=_nth(1)),
         "mid_round_1": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(1)),

@@ -4,9 +4,10 @@ that does not depend on n (``CandidateBounds``): every row whose rank is at most
 each bundle's rows among its ``bundle_keep`` smallest distinct ranks until the bundle has seen that
 many at or below the bound. The global bottom-m is inside whenever ``m <= bundle_keep`` (a bundle
 holds every user that fewer than m users precede) or the m-th smallest rank is at most the rate
-bound; the cut to exactly m (``sample_pass.SampleFromCandidates``) checks it and says when it is
-short. Candidates are written as Parquet (``WriteCandidates``, Beam's file sink: a retried bundle
-leaves no duplicate) and read back by round (``ReadCandidates``) once the plan is charged."""
+bound; the cut to exactly m (``round_cut.CutRounds``) checks it and says when it is short.
+Candidates are written as Parquet (``WriteCandidates``, Beam's file sink: a retried bundle leaves
+no duplicate; a row group holds one round's) and read back a round at a time
+(``round_cut.round_candidates``) once the plan is charged."""
 
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import ItemKind
 from triehh_beam.protocol.distinct import distinct, union
 
-__all__ = ["BundleSmallest", "CandidateBounds", "DrawCandidates", "ReadCandidates", "WriteCandidates", "candidate_schema"]
+__all__ = ["ROUND_COLUMN", "BundleSmallest", "CandidateBounds", "DrawCandidates", "WriteCandidates",
+           "candidate_schema", "candidates_pattern"]
 
-_ROUND = "round"
+ROUND_COLUMN = "round"  # the candidates' round, a column of their files
 _NOBODY = -1
 
 
@@ -152,12 +154,12 @@ class DrawCandidates(beam.PTransform):
 def candidate_schema(item_kind: ItemKind) -> pa.Schema:
     """The candidates' Parquet schema: the records' columns, then ``rank`` and ``round``."""
     return record_schema(item_kind).append(pa.field("rank", pa.uint64(), nullable=False)).append(
-        pa.field(_ROUND, pa.int32(), nullable=False))
+        pa.field(ROUND_COLUMN, pa.int32(), nullable=False))
 
 
 def _as_table(candidates: Candidates, schema: pa.Schema) -> pa.Table:
     round_index, batch = candidates
-    batch = batch.append_column(_ROUND, pa.array(np.full(batch.num_rows, round_index, np.int32)))
+    batch = batch.append_column(ROUND_COLUMN, pa.array(np.full(batch.num_rows, round_index, np.int32)))
     return pa.Table.from_batches([batch.select(schema.names)]).cast(schema)
 
 
@@ -178,26 +180,6 @@ class WriteCandidates(beam.PTransform):
         )
 
 
-def _by_round(table: pa.Table) -> Iterable[Candidates]:
-    rounds = np.asarray(table.column(_ROUND).combine_chunks())
-    names = [n for n in table.schema.names if n != _ROUND]
-    for round_index in np.unique(rounds).tolist():
-        part = table.filter(pc.equal(table.column(_ROUND), round_index)).select(names).combine_chunks()
-        if part.num_rows:
-            yield int(round_index), part.to_batches()[0]
-
-
-class ReadCandidates(beam.PTransform):
-    """The candidates ``WriteCandidates`` wrote under ``prefix``, as ``(round, rows)``."""
-
-    def __init__(self, prefix: str):
-        super().__init__()
-        self._pattern = f"{prefix}-*.parquet"
-
-    def expand(self, pbegin):
-        return (
-            pbegin
-            # Not checked when the graph is built: an earlier job writes them (a dry run: never).
-            | "Read" >> ReadFromParquetBatched(self._pattern, validate=False)
-            | "ByRound" >> beam.FlatMap(_by_round).with_output_types(Candidates)
-        )
+def candidates_pattern(prefix: str) -> str:
+    """The files ``WriteCandidates(prefix, ...)`` writes."""
+    return f"{prefix}-*.parquet"

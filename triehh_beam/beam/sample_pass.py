@@ -369,19 +369,14 @@ class SampleFromCandidates(beam.PTransform):
       users_required: ``min(m, n)``: a round with fewer is short and keeps nothing (None: none).
       records_ranked: the records the candidates were ranked from (an int, or a singleton side
         input), reported in each ``RoundSample``.
-      read_again: a transform that reads the same candidates again from the pipeline's root
-        (candidates written to files): the keep step then reads them a second time instead of
-        the runner holding them all until every round's bottom-m is known.
 
     Input: ``(round, rows with a rank column)``. Output: as ``SampleAllRounds``'s.
     """
 
     def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], sample_size: Optional[int],
                  encoder: ItemEncoder, truncate: bool, shards: int, sample_probability: Optional[float] = None,
-                 users_required: Optional[int] = None, records_ranked: Any = 0,
-                 read_again: Optional[beam.PTransform] = None):
+                 users_required: Optional[int] = None, records_ranked: Any = 0):
         super().__init__()
-        self._read_again = read_again
         self._keys = pass_keys
         self._rounds = sorted(set(int(r) for r in rounds))
         self._m = sample_size
@@ -426,9 +421,8 @@ class SampleFromCandidates(beam.PTransform):
             | "AllRounds" >> beam.Flatten()
             | f"BottomM({self._m})" >> beam.CombinePerKey(BottomMCombineFn(self._m))
         )
-        kept_from = candidates if self._read_again is None else candidates.pipeline | "ReadAgain" >> self._read_again
         tables = self._tables(
-            kept_from
+            candidates
             | "KeepSampled"
             >> beam.ParDo(_KeepSampledDoFn(self._required, self._shards), thresholds=beam.pvalue.AsDict(thresholds)))
         sizes = thresholds | "RoundSamples" >> beam.Map(

@@ -15,9 +15,10 @@ import apache_beam as beam
 import pyarrow as pa
 
 from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
-from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, ReadCandidates, WriteCandidates
+from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, WriteCandidates
 from triehh_beam.beam.estimates import EstimateFrequencies
 from triehh_beam.beam.whole_items import ReleaseWholeItems
+from triehh_beam.beam.round_cut import CutRounds
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs, sources
@@ -204,22 +205,22 @@ def build_sampling_from_candidates(
     denied: FrozenSet[Units] = frozenset(),
 ) -> None:
     """Adds the cut of a first pass's candidates to every round's sample (``plan``'s m of
-    ``population`` users, or TrieHH++'s p_s), written and summarised as ``build_sampling``
-    writes them (``records``: ``records_ranked``), the rounds run too with ``run_rounds_into``."""
+    ``population`` users, or TrieHH++'s p_s), a round at a time (``round_cut.CutRounds``),
+    written and summarised as ``build_sampling`` writes them (``records``: ``records_ranked``),
+    the rounds run too with ``run_rounds_into``, each reading its own tables back."""
     rounds = list(range(1, plan.max_length + 1))
     if Protocol(plan.protocol).samples_by_probability:
         sizes, required = dict(sample_size=None, sample_probability=plan.sample_probability), None
     else:
         sizes, required = dict(sample_size=plan.batch_size, sample_probability=None), min(plan.batch_size, population)
     shards = sample_pass.sample_shards(population=population, **sizes)
-    drawn = (
-        pipeline
-        | "ReadCandidates" >> ReadCandidates(candidates_prefix)
-        | "SampleFromCandidates" >> sample_pass.SampleFromCandidates(
-            keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, users_required=required,
-            shards=shards, records_ranked=records_ranked, read_again=ReadCandidates(candidates_prefix), **sizes)
-    )
-    _write_samples(drawn, config.encoder, plan, rounds, samples_dir, summary_path, run_rounds_into, denied)
+    drawn = pipeline | "CutRounds" >> CutRounds(
+        candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, shards=shards,
+        samples_dir=samples_dir, users_required=required, records_ranked=records_ranked, **sizes)
+    _summarise(drawn["samples"], summary_path)
+    if run_rounds_into is not None:
+        _run_rounds(drawn["tables"], drawn["samples"], plan, rounds, run_rounds_into, config.encoder, denied,
+                    from_files=True)
 
 
 def _write_samples(drawn, encoder, plan: state_pb2.PrivacyPlan, rounds: Sequence[int], samples_dir: str, summary_path: str,
@@ -227,16 +228,26 @@ def _write_samples(drawn, encoder, plan: state_pb2.PrivacyPlan, rounds: Sequence
     """Writes a pass's sample tables and summary, and runs the rounds on them with
     ``run_rounds_into`` (``build_sampling``'s)."""
     drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
+    _summarise(drawn["samples"], summary_path)
+    if run_rounds_into is not None:
+        _run_rounds(drawn["tables"], drawn["samples"], plan, rounds, run_rounds_into, encoder, denied)
+
+
+def _summarise(drawn_samples, summary_path: str) -> None:
     (
-        drawn["samples"]
+        drawn_samples
         | "ToList" >> beam.combiners.ToList()
         | "Summary" >> beam.Map(_sampling_summary)
         | "WriteSummary" >> beam.io.WriteToText(summary_path, num_shards=1, shard_name_template="")
     )
-    if run_rounds_into is not None:
-        results = drawn["tables"] | "RunAllRounds" >> sampled_rounds.RunAllRounds(
-            rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn["samples"], denied=denied)
-        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, encoder))
+
+
+def _run_rounds(tables, drawn_samples, plan: state_pb2.PrivacyPlan, rounds: Sequence[int], run_rounds_into: str,
+                encoder, denied: FrozenSet[Units], from_files: bool = False) -> None:
+    results = tables | "RunAllRounds" >> sampled_rounds.RunAllRounds(
+        rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn_samples, denied=denied,
+        from_files=from_files)
+    results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, encoder))
 
 
 def _sampling_summary(drawn) -> str:

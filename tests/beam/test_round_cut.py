@@ -1,0 +1,139 @@
+"""The cut a round at a time (``round_cut.CutRounds``): from a first read's candidate files, every
+round's sample tables are byte for byte those the in-memory cut (``sample_pass.SampleFromCandidates``)
+writes from the same candidates, with the same ``RoundSample``s: TrieHH's bottom-m (users with
+several records, several shards, m below and above the bundle bound) and TrieHH++'s Bernoulli
+samples; a round short of the users required writes nothing and says so; ``round_candidates``
+reads one round's rows, every one of them, and skips the row groups of other rounds."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from tests.beam.test_candidates import _records
+from tests.beam.test_sampled_rounds import _COLLECTED, _collect, _run
+from triehh_beam.beam import round_cut, sample_pass, samples
+from triehh_beam.io.arrays import binary_buffers
+from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, WriteCandidates, candidates_pattern
+from triehh_beam.protocol import sampling
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+
+ROUNDS = [1, 2, 3]
+ENCODER = ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=3)
+
+
+def _write_candidates(tmp_path, table, keys, bounds) -> str:
+    prefix = str(tmp_path / "candidates" / "part")
+    with beam.Pipeline() as p:
+        (p | beam.Create(table.to_batches(max_chunksize=300))  # several batches: several row groups per round
+         | DrawCandidates(keys, ROUNDS, bounds)
+         | WriteCandidates(prefix, ItemKind.TEXT))
+    return prefix
+
+
+def _read_plainly(prefix: str):
+    """Every candidate row, with pyarrow alone (the reference for ``round_candidates``)."""
+    return pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob(candidates_pattern(prefix)))])
+
+
+def _in_memory_cut(prefix, keys, directory, shards, **sizes):
+    written = _read_plainly(prefix)
+    batches = [(r, written.filter(pc.equal(written.column("round"), r)).drop(["round"]).combine_chunks().to_batches()[0])
+               for r in ROUNDS]
+
+    def build(p):
+        drawn = p | beam.Create(batches) | sample_pass.SampleFromCandidates(
+            keys, ROUNDS, encoder=ENCODER, truncate=False, shards=shards, records_ranked=7, **sizes)
+        drawn["tables"] | samples.WriteSampleTables(directory)
+        return _collect(drawn["samples"], "in-memory")
+
+    key, counters = _run(build)
+    return dict(_COLLECTED[key]), counters
+
+
+def _cut_by_round(prefix, keys, directory, shards, **sizes):
+    def build(p):
+        drawn = p | round_cut.CutRounds(prefix, keys, ROUNDS, encoder=ENCODER, truncate=False, shards=shards,
+                                        samples_dir=directory, records_ranked=7, **sizes)
+        return _collect(drawn["samples"], "by-round"), _collect(drawn["tables"], "paths")
+
+    (samples_key, paths_key), counters = _run(build)
+    return dict(_COLLECTED[samples_key]), sorted(_COLLECTED.get(paths_key, [])), counters
+
+
+def _files(directory):
+    return {os.path.relpath(f, directory): open(f, "rb").read()
+            for f in glob.glob(os.path.join(directory, "round-*", "part-*.parquet"))}
+
+
+@pytest.mark.parametrize("m, shards", [(40, 1), (250, 3), (900, 4)])
+def test_each_round_equals_the_in_memory_cut(tmp_path, m, shards):
+    table = _records(2000, np.random.default_rng(m))
+    keys = sampling.Sampler(b"c" * 32, identity=b"round-cut").pass_keys(len(ROUNDS))
+    # m = 900 is beyond the bundle bound: it is covered by the rate bound alone.
+    prefix = _write_candidates(tmp_path, table, keys, CandidateBounds(rate_bound=int(0.5 * 2**64), bundle_keep=300))
+    sizes = dict(sample_size=m, users_required=m)
+    expected, expected_counters = _in_memory_cut(prefix, keys, str(tmp_path / "a"), shards, **sizes)
+    drawn, paths, counters = _cut_by_round(prefix, keys, str(tmp_path / "b"), shards, **sizes)
+    assert drawn == expected
+    assert all(not s.sample_short and s.users_sampled == m and s.records_ranked == 7 for s in drawn.values())
+    a, b = _files(str(tmp_path / "a")), _files(str(tmp_path / "b"))
+    assert a == b and len(b) == shards * len(ROUNDS)
+    assert paths == sorted((r, os.path.join(str(tmp_path / "b"), p)) for p in b for r in [int(p[6:10])])
+    assert counters["sample_files_written"] == len(b)
+    for r in ROUNDS:
+        assert counters.get(f"round{r}.items_too_long", 0) == expected_counters.get(f"round{r}.items_too_long", 0)
+
+
+def test_a_short_round_writes_nothing_and_says_so(tmp_path):
+    table = _records(500, np.random.default_rng(3))
+    keys = sampling.Sampler(b"s" * 32, identity=b"short").pass_keys(len(ROUNDS))
+    # Candidates of about a fifth of the users: a bottom-400 of the 500 users is not among them.
+    prefix = _write_candidates(tmp_path, table, keys, CandidateBounds(rate_bound=int(0.2 * 2**64), bundle_keep=5))
+    drawn, paths, _ = _cut_by_round(prefix, keys, str(tmp_path / "b"), 2, sample_size=400, users_required=400)
+    assert paths == [] and _files(str(tmp_path / "b")) == {}
+    assert sorted(drawn) == ROUNDS and all(s.sample_short and s.users_required == 400 for s in drawn.values())
+    expected, _ = _in_memory_cut(prefix, keys, str(tmp_path / "a"), 2, sample_size=400, users_required=400)
+    assert drawn == expected
+
+
+def test_bernoulli_rounds_equal_the_in_memory_cut(tmp_path):
+    table = _records(1500, np.random.default_rng(8))
+    keys = sampling.Sampler(b"b" * 32, identity=b"bernoulli").pass_keys(len(ROUNDS))
+    probability = 0.2
+    top = sampling.bernoulli_threshold(probability) - 1
+    prefix = _write_candidates(tmp_path, table, keys, CandidateBounds(rate_bound=top, bundle_keep=0))
+    expected, _ = _in_memory_cut(prefix, keys, str(tmp_path / "a"), 3, sample_size=None, sample_probability=probability)
+    drawn, _, _ = _cut_by_round(prefix, keys, str(tmp_path / "b"), 3, sample_size=None, sample_probability=probability)
+    assert drawn == expected and all(s.users_required is None for s in drawn.values())
+    users = table.column("user_id").to_pylist()
+    ranks = keys.ranks_all(*binary_buffers(table.column("user_id")))
+    for r in ROUNDS:  # the Bernoulli sample itself: every user ranked below the threshold
+        assert drawn[r].users_sampled == len({u for u, k in zip(users, ranks[r - 1]) if k <= top})
+    assert _files(str(tmp_path / "a")) == _files(str(tmp_path / "b"))
+
+
+def test_round_candidates_reads_one_round_and_skips_the_others(tmp_path, monkeypatch):
+    table = _records(1200, np.random.default_rng(4))
+    keys = sampling.Sampler(b"r" * 32, identity=b"read").pass_keys(len(ROUNDS))
+    prefix = _write_candidates(tmp_path, table, keys, CandidateBounds(rate_bound=int(0.3 * 2**64), bundle_keep=10))
+    written = _read_plainly(prefix)
+    groups = sum(pq.ParquetFile(f).num_row_groups for f in glob.glob(candidates_pattern(prefix)))
+    read = []
+    original = pq.ParquetFile.read_row_group
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group",
+                        lambda self, i, **kw: read.append(i) or original(self, i, **kw))
+    for r in ROUNDS:
+        got = pa.Table.from_batches(list(round_cut.round_candidates(candidates_pattern(prefix), r)))
+        part = written.filter(pc.equal(written.column("round"), r)).drop(["round"])
+        key = lambda t: sorted(zip(*(t.column(c).to_pylist() for c in ("user_id", "item", "count", "rank"))))
+        assert got.num_rows == part.num_rows > 0 and key(got) == key(part)
+    # Each row group holds one round (a batch's candidates of one round), so each is read once.
+    assert len(read) == groups

@@ -1,0 +1,161 @@
+"""The cut of a fresh discovery's candidates to every round's sample, a round at a time
+(``CutRounds``): one element per round, and for it one DoFn reads the round's rows from the
+candidate files (``round_candidates``: row groups of other rounds skipped by their statistics),
+finds its bottom-m threshold (``sample_pass.add_candidates``: at most about 2m (rank, user) pairs
+held), reads them again keeping the rows at or below it, and builds and writes each shard's sample
+table (``beam.samples``) itself. Only file paths leave the DoFn, so a worker holds one round's
+sample at a time, never every round's candidates or sampled rows in a shuffle (which Beam's
+in-process runner keeps in memory); rounds run in parallel on a distributed runner. TrieHH++'s
+candidates are its samples already (the first read kept exactly the ranks below its Bernoulli
+threshold). A round short of ``users_required`` users keeps nothing and says so in its
+``RoundSample``, as ``sample_pass.SampleFromCandidates`` does, whose samples this equals.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from triehh_beam.beam import samples
+from triehh_beam.beam.candidates import ROUND_COLUMN, candidates_pattern
+from triehh_beam.beam.sample_pass import (RoundSample, add_candidates, sampled_shards, split_shards,
+                                          threshold_of)
+from triehh_beam.beam.sample_tables import SampleTableBuilder
+from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.protocol import sampling
+from triehh_beam.protocol.bottom_m import SmallestRanks
+from triehh_beam.protocol.encoding import ItemEncoder
+
+__all__ = ["CutRounds", "SAMPLES_TAG", "round_candidates"]
+
+SAMPLES_TAG = "samples"
+_COLUMNS = ["user_id", "item", "count", "rank"]
+
+
+def _may_hold(row_group: pq.RowGroupMetaData, column: int, round_index: int) -> bool:
+    statistics = row_group.column(column).statistics
+    if statistics is None or not statistics.has_min_max:
+        return True
+    return statistics.min <= round_index <= statistics.max
+
+
+def round_candidates(pattern: str, round_index: int) -> Iterator[pa.RecordBatch]:
+    """Round ``round_index``'s candidate rows (columns user_id, item, count, rank) in the
+    Parquet files matching ``pattern`` (any ``FileSystems`` path), a row group at a time; the
+    row groups whose ``round`` statistics exclude the round are not read."""
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        with FileSystems.open(metadata.path, compression_type="uncompressed") as f:
+            parquet = pq.ParquetFile(f)
+            column = parquet.schema_arrow.get_field_index(ROUND_COLUMN)
+            for group in range(parquet.num_row_groups):
+                if not _may_hold(parquet.metadata.row_group(group), column, round_index):
+                    continue
+                table = parquet.read_row_group(group, columns=_COLUMNS + [ROUND_COLUMN])
+                table = table.filter(pc.equal(table.column(ROUND_COLUMN), round_index)).select(_COLUMNS)
+                if table.num_rows:
+                    yield from table.combine_chunks().to_batches()
+
+
+@beam.typehints.with_input_types(int)
+@beam.typehints.with_output_types(Tuple[int, str])
+class _CutRoundDoFn(beam.DoFn):
+    """A round -> its sample tables written under ``samples_dir`` (``(round, path)`` per table)
+    and, tagged ``SAMPLES_TAG``, its ``(round, RoundSample)``."""
+
+    def __init__(self, pattern: str, pass_keys: sampling.PassKeys, sample_size: Optional[int],
+                 bernoulli_top: Optional[int], users_required: Optional[int], shards: int, records_ranked: int,
+                 encoder: ItemEncoder, truncate: bool, samples_dir: str):
+        self._pattern = pattern
+        self._keys = pass_keys  # derived keys only, never the seed
+        self._m = sample_size
+        self._top = bernoulli_top
+        self._required = users_required
+        self._shards = shards
+        self._ranked = records_ranked
+        self._encoder = encoder
+        self._truncate = truncate
+        self._dir = samples_dir
+
+    def setup(self):
+        self._builder = SampleTableBuilder(self._encoder, self._truncate)
+        self._files = Metrics.counter(METRICS_NAMESPACE, "sample_files_written")
+
+    def _kept(self, round_index: int) -> Tuple[Dict[int, List[pa.RecordBatch]], Optional[int]]:
+        """Per shard, the round's sampled rows; and the users its bottom-m drew (None: TrieHH++,
+        counted from the tables)."""
+        kept: Dict[int, List[pa.RecordBatch]] = {}
+        if self._top is not None:
+            for batch in round_candidates(self._pattern, round_index):
+                ranks = batch.column("rank").to_numpy()
+                for (_, shard), rows in split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, self._shards):
+                    kept.setdefault(shard, []).append(rows)
+            return kept, None
+        smallest = SmallestRanks(self._m)
+        for batch in round_candidates(self._pattern, round_index):
+            add_candidates(smallest, batch)
+        threshold = threshold_of(smallest)
+        del smallest
+        for batch in round_candidates(self._pattern, round_index):
+            for (_, shard), rows in sampled_shards((round_index, batch), threshold, self._required, self._shards):
+                kept.setdefault(shard, []).append(rows)
+        return kept, threshold[1]
+
+    def process(self, round_index):
+        kept, users = self._kept(round_index)
+        round_keys = self._keys.round_keys(round_index)
+        tabled = 0
+        for shard in sorted(kept):
+            table = self._builder.build(round_keys, shard, kept.pop(shard))
+            tabled += table.num_rows
+            path = samples.part_path(self._dir, round_index, shard)
+            samples.write_sample_table(path, table)
+            self._files.inc()
+            yield round_index, path
+        drawn = RoundSample(round_index, tabled if users is None else users,
+                            None if users is None else self._required, self._ranked)
+        yield beam.pvalue.TaggedOutput(SAMPLES_TAG, (round_index, drawn))
+
+
+class CutRounds(beam.PTransform):
+    """The rounds' samples from a first read's candidates, a round at a time (see the module).
+
+    Args:
+      candidates_prefix: where ``candidates.WriteCandidates`` wrote them.
+      pass_keys, rounds, sample_size, sample_probability, encoder, truncate, shards,
+        users_required, records_ranked: as ``sample_pass.SampleFromCandidates``'s.
+      samples_dir: where the sample tables are written (``samples.part_path``).
+
+    Input: the pipeline's root. Output: a dict of two PCollections, ``"tables"``: ``(round,
+    path)`` of every sample table written, and ``"samples"``: one ``(round, RoundSample)`` per
+    round. Counters: ``sample_files_written`` and, per round, ``round{r}.items_too_long`` and
+    ``round{r}.items_unencodable``.
+    """
+
+    def __init__(self, candidates_prefix: str, pass_keys: sampling.PassKeys, rounds: Sequence[int],
+                 sample_size: Optional[int], encoder: ItemEncoder, truncate: bool, shards: int,
+                 samples_dir: str, sample_probability: Optional[float] = None,
+                 users_required: Optional[int] = None, records_ranked: int = 0):
+        super().__init__()
+        if (sample_size is None) == (sample_probability is None):
+            raise ValueError("give a sample size (TrieHH) or a sample probability (TrieHH++), not both")
+        top = None if sample_probability is None else sampling.bernoulli_threshold(sample_probability) - 1
+        self._rounds = sorted(set(int(r) for r in rounds))
+        self._cut = _CutRoundDoFn(candidates_pattern(candidates_prefix), pass_keys, sample_size,
+                                  None if top is None else max(top, 0), users_required, shards, records_ranked,
+                                  encoder, truncate, samples_dir)
+
+    def expand(self, pbegin):
+        cut = (
+            pbegin
+            | "Rounds" >> beam.Create(self._rounds).with_output_types(int)
+            | "Spread" >> beam.Reshuffle()
+            | "CutEachRound" >> beam.ParDo(self._cut).with_outputs(SAMPLES_TAG, main="tables")
+        )
+        return {"tables": cut.tables, "samples": cut[SAMPLES_TAG]}

@@ -101,7 +101,7 @@ FIRST_READ_STEPS = CENSUS_STEPS | {"DrawCandidates", "DrawCandidates/RankAllRoun
                                    "WriteCandidates/Write"}
 
 
-def sampling_steps(m: int, theta: int, rounds: int = 0):
+def sampling_steps(rounds: int = 0):
     """The stable step names of the cut of the candidates to samples
     (``graphs.build_sampling_from_candidates``); with ``rounds``, the rounds it runs in the same
     job (``--rounds-per-job all``, the default). It reads the candidates, never the records."""
@@ -111,11 +111,8 @@ def sampling_steps(m: int, theta: int, rounds: int = 0):
         "CutRounds/CutEachRound",
         "WriteSummary",
     }
-    if rounds:
-        names |= {"RunAllRounds", "WriteLevels"}
-        for r in range(1, rounds + 1):
-            names |= {f"RunAllRounds/Round{r}Read", f"RunAllRounds/Round{r}/Vote",
-                      f"RunAllRounds/Round{r}/PruneBelow({theta})"}
+    if rounds:  # every round in order in one DoFn, once every table is written
+        names |= {"RunRounds", "RunRounds/AllWritten", "RunRounds/RoundsInOrder", "WriteLevels"}
     return names
 
 
@@ -281,7 +278,7 @@ def test_submit_job_graphs_translates_the_census_the_pass_and_every_round_offlin
     assert FIRST_READ_STEPS <= step_names(jobs[0])
     planned = planner.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
     assert planned.feasible
-    expected = sampling_steps(planned.batch_size, planned.theta)
+    expected = sampling_steps()
     assert expected <= step_names(jobs[1]), sorted(expected - step_names(jobs[1]))
     assert not any(n.startswith(("RunAllRounds", "ReadRecords")) for n in step_names(jobs[1]))
     for r, job in enumerate(jobs[2:], start=1):
@@ -308,7 +305,7 @@ def test_submit_job_graphs_by_default_translates_the_first_read_and_one_job_for_
     assert FIRST_READ_STEPS <= step_names(census)
     assert not any(n.startswith("ReadRecords") for n in step_names(rounds))
     planned = planner.plan(POPULATION, config.epsilon, config.delta, MAX_LENGTH)
-    expected = sampling_steps(planned.batch_size, planned.theta, rounds=MAX_LENGTH)
+    expected = sampling_steps(rounds=MAX_LENGTH)
     assert expected <= step_names(rounds), sorted(expected - step_names(rounds))
     assert offline == []
 
@@ -372,7 +369,7 @@ def test_the_real_driver_loop_translates_every_job_with_stand_in_outputs(tmp_pat
     for job in jobs:
         check_dataflow_job(job, DEFAULT_IMAGE)
     assert FIRST_READ_STEPS <= step_names(jobs[0])
-    assert sampling_steps(plan.batch_size, plan.theta) <= step_names(jobs[1])
+    assert sampling_steps() <= step_names(jobs[1])
     for r, job in enumerate(jobs[2:], start=1):
         assert round_steps(r, plan.batch_size, plan.theta) <= step_names(job)
     assert offline == []

@@ -64,6 +64,9 @@ def _install(point: str) -> None:
     def object_of_round(r):
         return lambda args, kwargs: f"state-{r:04d}-" in args[0]
 
+    def of_round(r):  # vote_table(table, frontier, round_index, ...)
+        return lambda args, kwargs: args[2] == r
+
     points = {
         # inside the first read, census and candidates (the DoFn runs in this process on the
         # in-process runner)
@@ -77,11 +80,12 @@ def _install(point: str) -> None:
         "mid_cut": lambda: _wrap(samples, "write_sample_table", after=_nth(1)),
         # the samples are drawn and committed, no round has run
         "after_sampling_commit": lambda: _wrap(driver.Driver, "sample", after=_nth(1)),
-        "mid_round_1": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(1)),
-        "mid_round_2": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(2)),
+        # inside a round's vote (its first table's), in a round's own job or the one job
+        "mid_round_1": lambda: _wrap(sampled_rounds, "vote_table", before=_nth(1, of_round(1))),
+        "mid_round_2": lambda: _wrap(sampled_rounds, "vote_table", before=_nth(1, of_round(2))),
         # --rounds-per-job all: rounds 1 and 2 written as levels, round 3 running, none committed
         "one_job_after_level_2": lambda: _wrap(levels, "write_level", after=_nth(2)),
-        "one_job_mid_round_3": lambda: _wrap(sampled_rounds._VoteTableDoFn, "process", before=_nth(3)),
+        "one_job_mid_round_3": lambda: _wrap(sampled_rounds, "vote_table", before=_nth(1, of_round(3))),
         # a round's state object is written but the manifest does not name it yet
         "object_written_round_1": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(1))),
         "object_written_round_2": lambda: _wrap(state_store, "_write", after=_nth(1, object_of_round(2))),

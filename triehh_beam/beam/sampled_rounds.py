@@ -219,12 +219,8 @@ class RunSampledRound(beam.PTransform):
         return result | "Result" >> beam.Values().with_output_types(RoundResult)
 
 
-def _of_round(keyed: Tuple[int, object], round_index: int) -> bool:
+def _of_round(keyed: Tuple[int, pa.Table], round_index: int) -> bool:
     return keyed[0] == round_index
-
-
-def _read_table(round_index: int, path: str) -> pa.Table:
-    return samples.read_sample_table(path)
 
 
 def _frontier_of(keyed: Tuple[int, RoundResult]) -> FrozenSet[Units]:
@@ -247,10 +243,8 @@ class RunAllRounds(beam.PTransform):
         and the records the pass ranked: a round whose files hold fewer users than required is
         short, and keeps nothing.
       denied: the deny list's encoded sequences (none by default).
-      from_files: the input is ``(round, path)`` of written sample tables (``WriteSampleTables``'s
-        output), each read by its round.
 
-    Input: ``(round, sample table)`` (or ``(round, path)``) for the rounds. Output: one ``(round, RoundResult)`` per
+    Input: ``(round, sample table)`` for the rounds. Output: one ``(round, RoundResult)`` per
     round, each its own element; ``per_round()`` returns them as a dict of PCollections.
     """
 
@@ -264,11 +258,9 @@ class RunAllRounds(beam.PTransform):
         users_required: Union[None, int, Mapping[int, int]] = None,
         records_ranked: Optional[int] = None,
         denied: Collection[Units] = frozenset(),
-        from_files: bool = False,
     ):
         super().__init__()
         self._denied = frozenset(denied)
-        self._from_files = from_files
         if not 1 <= first_round <= last_round:
             raise ValueError(f"rounds {first_round}..{last_round} are not a range from 1")
         self._first = first_round
@@ -283,7 +275,7 @@ class RunAllRounds(beam.PTransform):
     def per_round(self) -> "RunAllRounds":
         """The same rounds, output as ``{round: PCollection[(round, RoundResult)]}``."""
         other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes,
-                             self._required, self._ranked, self._denied, self._from_files)
+                             self._required, self._ranked, self._denied)
         other._split = True
         return other
 
@@ -294,13 +286,11 @@ class RunAllRounds(beam.PTransform):
         results = {}
         for r in range(self._first, self._last + 1):
             label = f"Round{r}"
-            tables = keyed_tables | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
-            if self._from_files:
-                # Read inside the round's own stage (it waits for the round's frontier): a worker
-                # holds one round's tables at a time, not every round's between stages.
-                tables = tables | f"{label}Read" >> beam.MapTuple(_read_table).with_output_types(pa.Table)
-            else:
-                tables = tables | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
+            tables = (
+                keyed_tables
+                | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
+                | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
+            )
             required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
                 r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied)

@@ -19,6 +19,7 @@ from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, WriteCa
 from triehh_beam.beam.estimates import EstimateFrequencies
 from triehh_beam.beam.whole_items import ReleaseWholeItems
 from triehh_beam.beam.round_cut import CutRounds
+from triehh_beam.beam.rounds_from_files import RunRoundsFromFiles
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.job import levels, outputs, sources
@@ -207,7 +208,8 @@ def build_sampling_from_candidates(
     """Adds the cut of a first pass's candidates to every round's sample (``plan``'s m of
     ``population`` users, or TrieHH++'s p_s), a round at a time (``round_cut.CutRounds``),
     written and summarised as ``build_sampling`` writes them (``records``: ``records_ranked``),
-    the rounds run too with ``run_rounds_into``, each reading its own tables back."""
+    the rounds run too with ``run_rounds_into``, in order in one DoFn once every table is
+    written (``rounds_from_files.RunRoundsFromFiles``)."""
     rounds = list(range(1, plan.max_length + 1))
     if Protocol(plan.protocol).samples_by_probability:
         sizes, required = dict(sample_size=None, sample_probability=plan.sample_probability), None
@@ -219,8 +221,9 @@ def build_sampling_from_candidates(
         samples_dir=samples_dir, users_required=required, records_ranked=records_ranked, **sizes)
     _summarise(drawn["samples"], summary_path)
     if run_rounds_into is not None:
-        _run_rounds(drawn["tables"], drawn["samples"], plan, rounds, run_rounds_into, config.encoder, denied,
-                    from_files=True)
+        results = drawn["tables"] | "RunRounds" >> RunRoundsFromFiles(
+            rounds[0], rounds[-1], plan.theta, frozenset({()}), drawn["samples"], denied)
+        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
 
 
 def _write_samples(drawn, encoder, plan: state_pb2.PrivacyPlan, rounds: Sequence[int], samples_dir: str, summary_path: str,
@@ -243,10 +246,9 @@ def _summarise(drawn_samples, summary_path: str) -> None:
 
 
 def _run_rounds(tables, drawn_samples, plan: state_pb2.PrivacyPlan, rounds: Sequence[int], run_rounds_into: str,
-                encoder, denied: FrozenSet[Units], from_files: bool = False) -> None:
+                encoder, denied: FrozenSet[Units]) -> None:
     results = tables | "RunAllRounds" >> sampled_rounds.RunAllRounds(
-        rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn_samples, denied=denied,
-        from_files=from_files)
+        rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn_samples, denied=denied)
     results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, encoder))
 
 

@@ -100,7 +100,7 @@ def run_measurement(args) -> Dict:
     import apache_beam  # noqa: F401  (import costs are process start-up, not throughput)
     import numpy  # noqa: F401
     import pyarrow.parquet  # noqa: F401
-    import scipy.stats  # noqa: F401  (rank_prefilter_bound imports it lazily)
+    import scipy.special  # noqa: F401  (rank_prefilter_bound and the unit advice import it lazily)
     from cryptography.hazmat.primitives.ciphers import Cipher  # noqa: F401  (the sampling rank.s AES, lazily)
 
     import triehh_beam.beam.transforms  # noqa: F401

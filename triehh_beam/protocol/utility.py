@@ -15,6 +15,7 @@ import numpy as np
 
 from triehh_beam.protocol import parameters, planner
 from triehh_beam.protocol.checks import check_int
+from triehh_beam.protocol.distributions import binom_sf, hypergeom_pmf, hypergeom_sf
 from triehh_beam.protocol.search import first_true, first_true_doubling
 
 __all__ = [
@@ -68,13 +69,9 @@ def survival_probability(
     share = _check_unit_interval("share", share)
     if theta > min(count, batch_size):
         return 0.0
-    # Local: scipy.stats takes about a second to import, and a discovery that plans and runs
-    # with the authors' rule never evaluates this.
-    from scipy.stats import binom, hypergeom
-
     if share == 1.0:
-        # scipy's order: (k, M = population, n = successes, N = draws); sf(k) = P(X > k).
-        return float(min(1.0, max(0.0, hypergeom.sf(theta - 1, n, count, batch_size))))
+        # (k, population, successes, draws); sf(k) = P(X > k).
+        return float(min(1.0, max(0.0, hypergeom_sf(theta - 1, n, count, batch_size))))
     mean = batch_size * count / n
     spread = 40 * math.sqrt(mean) + 10
     low = max(theta, math.floor(mean - spread))
@@ -82,7 +79,7 @@ def survival_probability(
     if low > high:
         return 0.0
     sampled = np.arange(low, high + 1)
-    total = np.sum(hypergeom.pmf(sampled, n, count, batch_size) * binom.sf(theta - 1, sampled, share))
+    total = np.sum(hypergeom_pmf(sampled, n, count, batch_size) * binom_sf(theta - 1, sampled, share))
     return float(min(1.0, max(0.0, total)))
 
 

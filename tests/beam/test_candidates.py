@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, WriteCandidates, candidates_pattern
+from triehh_beam.beam import candidates
 from triehh_beam.beam.round_cut import round_candidates
 from triehh_beam.beam.candidates import BundleSmallest
 from triehh_beam.io.arrays import binary_buffers
@@ -88,7 +89,10 @@ def test_bundle_smallest_alone_holds_the_bottom_m_whatever_the_bundles():
     assert len({u for _, u in kept}) <= 5 * 25
 
 
-def test_candidates_round_trip_through_parquet_by_round(tmp_path):
+@pytest.mark.parametrize("output_rows", [None, 37])
+def test_candidates_round_trip_through_parquet_by_round(tmp_path, monkeypatch, output_rows):
+    if output_rows is not None:  # a round's rows go out many times per bundle, not only at its end
+        monkeypatch.setattr(candidates, "_OUTPUT_ROWS", output_rows)
     rng = np.random.default_rng(5)
     table = _records(3000, rng)
     keys = Sampler(b"k" * 32, identity=b"round-trip").pass_keys(3)
@@ -100,6 +104,11 @@ def test_candidates_round_trip_through_parquet_by_round(tmp_path):
          | DrawCandidates(keys, [1, 2, 3], bounds)
          | WriteCandidates(prefix, ItemKind.TEXT))
     written = pa.concat_tables([pq.read_table(f) for f in glob.glob(prefix + "-*.parquet")])
+    groups = sum(pq.ParquetFile(f).num_row_groups for f in glob.glob(prefix + "-*.parquet"))
+    # One row group per output: with 37 output rows, a bundle emits a round's rows every 37 or
+    # so (a batch adds up to ~20), not only at its end.
+    if output_rows:
+        assert groups >= written.num_rows // (2 * output_rows) > 3
     users, items = table.column("user_id").to_pylist(), table.column("item").to_pylist()
     for round_index in (1, 2, 3):
         expected = {(users[i], items[i], int(ranks[round_index - 1][i]))

@@ -35,6 +35,7 @@ __all__ = ["ROUND_COLUMN", "BundleSmallest", "CandidateBounds", "DrawCandidates"
            "candidate_schema", "candidates_pattern"]
 
 ROUND_COLUMN = "round"  # the candidates' round, a column of their files
+_OUTPUT_ROWS = 1 << 16  # rows of one round a bundle emits at once (a row group of the files)
 _NOBODY = -1
 
 
@@ -118,6 +119,12 @@ class _CandidatesDoFn(beam.DoFn):
     def start_bundle(self):
         self._smallest: Dict[int, BundleSmallest] = {
             r: BundleSmallest(self._bounds.bundle_keep, self._bounds.rate_bound) for r in self._rounds}
+        self._pending: Dict[int, List[pa.RecordBatch]] = {r: [] for r in self._rounds}
+        self._pending_rows = dict.fromkeys(self._rounds, 0)
+
+    def _joined(self, round_index: int) -> Candidates:
+        parts, self._pending[round_index], self._pending_rows[round_index] = self._pending[round_index], [], 0
+        return round_index, pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
 
     def process(self, batch):
         if batch.num_rows == 0:
@@ -126,10 +133,18 @@ class _CandidatesDoFn(beam.DoFn):
         ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
         for round_index, smallest in self._smallest.items():
             smallest.add(batch, ranks[round_index - 1])
-        yield from candidates_by_round(batch, ranks, self._rate_bounds)
+        # A round's rows under the rate bound go out in batches of about _OUTPUT_ROWS: each is
+        # one row group of the candidate files, which the cut reads a round at a time.
+        for round_index, rows in candidates_by_round(batch, ranks, self._rate_bounds):
+            self._pending[round_index].append(rows)
+            self._pending_rows[round_index] += rows.num_rows
+            if self._pending_rows[round_index] >= _OUTPUT_ROWS:
+                yield self._joined(round_index)
 
     def finish_bundle(self):
         for round_index, smallest in self._smallest.items():
+            if self._pending[round_index]:
+                yield WindowedValue(self._joined(round_index), MIN_TIMESTAMP, [GlobalWindow()])
             rows = smallest.rows()
             if rows is not None:
                 yield WindowedValue((round_index, rows), MIN_TIMESTAMP, [GlobalWindow()])

@@ -5,9 +5,10 @@ can say what a larger L or unit size would make usable. Such users are sampled b
 With a spill location (``spill_prefix``), each worker writes its fingerprints to files there,
 split into ``GROUPS`` groups by their top bits, once it has buffered ``spill_budget`` of them or
 its bundle ends; only the files' paths cross the shuffle, and each group's files are merged
-alone, so the census's memory does not grow with the input (on Beam's in-process runner a
-shuffle holds everything it carries in memory). Without one, the fingerprints are combined in
-memory (``CombinePerKey``), which holds all n of them (8 bytes each) several times over."""
+alone, so a worker holds its buffer and one group (about n/16 fingerprints) at a time (on
+Beam's in-process runner a shuffle holds everything it carries in memory). Without one, the
+fingerprints are combined in memory (``CombinePerKey``), all n of them (8 bytes each) held
+several times over."""
 
 from __future__ import annotations
 
@@ -246,10 +247,10 @@ def _read_spill(path: str) -> _ShardPart:
     magic, u, v = _SPILL_HEADER.unpack_from(data)
     if magic != _SPILL_MAGIC or len(data) != _SPILL_HEADER.size + 8 * (u + 2 * v):
         raise ValueError(f"census spill file {path} is not a whole census spill file")
-    start = _SPILL_HEADER.size
-    usable = np.frombuffer(data, "<u8", u, start).astype(np.uint64)
-    unusable = np.frombuffer(data, "<u8", v, start + 8 * u).astype(np.uint64)
-    lengths = np.frombuffer(data, "<i8", v, start + 8 * (u + v)).astype(np.int64)
+    start = _SPILL_HEADER.size  # views of ``data``: the merge copies them once, concatenated
+    usable = np.frombuffer(data, "<u8", u, start)
+    unusable = np.frombuffer(data, "<u8", v, start + 8 * u)
+    lengths = np.frombuffer(data, "<i8", v, start + 8 * (u + v))
     return usable, unusable, lengths
 
 

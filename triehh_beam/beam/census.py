@@ -342,9 +342,20 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
 
 
 def _group_census(group_paths: Tuple[int, Iterable[str]]) -> Census:
-    """One group's spill files -> its census."""
+    """One group's spill files -> its census. Its usable fingerprints (most of them) are held
+    about twice at most: the files' bytes are dropped once concatenated, then sorted in place."""
     _, paths = group_paths
-    return _census_of(*_merged([_read_spill(path) for path in sorted(set(paths))]))
+    parts = [_read_spill(path) for path in sorted(set(paths))]
+    if not parts:
+        return _census_of(*_merged([]))
+    usable = np.concatenate([p[0] for p in parts])
+    unusable, lengths = _merged([(p[0][:0], p[1], p[2]) for p in parts])[1:]
+    del parts
+    usable.sort(kind="stable")  # sorted runs, one a file: merged in about linear time
+    first = np.empty(len(usable), dtype=bool)
+    first[:1] = True
+    np.not_equal(usable[1:], usable[:-1], out=first[1:])
+    return _census_of(usable[first], unusable, lengths)
 
 
 @beam.typehints.with_input_types(_ShardPart)

@@ -294,7 +294,8 @@ def measure_first_pass(manifest: Dict, args) -> Dict:
     candidates = os.path.join(args.scratch, "candidates", "part")
     c0 = children_cpu_seconds()
     timing = _run_pipeline(lambda p: graphs.build_first_pass(
-        p, config, sampler, sampler.pass_keys(args.max_length), bounds, census, candidates),
+        p, config, sampler, sampler.pass_keys(args.max_length), bounds, census, candidates,
+        census_spill=os.path.join(args.scratch, "census-spill")),  # as jobs.take_census spills
         args.pipeline_args + MULTI_PROCESSING.get(args._measure, []))
     timing["workers_cpu_seconds"] = children_cpu_seconds() - c0
     with open(census, "rb") as f:

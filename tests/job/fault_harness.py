@@ -68,9 +68,9 @@ def _install(point: str) -> None:
         return lambda args, kwargs: args[2] == r
 
     points = {
-        # inside the first read, census and candidates (the DoFn runs in this process on the
-        # in-process runner)
-        "census_job": lambda: _wrap(census._CensusBatchDoFn, "process", before=_nth(1)),
+        # inside the first read, census and candidates, once the census has spilled its first
+        # fingerprints file (the DoFn runs in this process on the in-process runner)
+        "census_job": lambda: _wrap(census, "_write_spill", after=_nth(1)),
         "after_census": lambda: _wrap(driver.Driver, "census", after=_nth(1)),
         # the plan and seed are committed, the ledger not yet charged
         "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),

@@ -133,8 +133,11 @@ def test_sigkill_then_rerun_gives_the_unbroken_result_and_one_charge(point, popu
     assert killed.returncode == -signal.SIGKILL, (
         f"the point {point} was not reached (exit {killed.returncode}): {killed.stderr[-2000:]}"
     )
+    spills = lambda: list(pathlib.Path(f"{out}.state", "census").glob("spill-*"))
+    assert bool(spills()) == (point == "census_job")  # a killed census leaves its fingerprints
     rerun = harness(_argv(population, out, mode))
     assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert not spills()  # the re-run deleted them
     assert _outputs(out) == unbroken
     records = ledger.Ledger(str(out) + ".state").records()
     assert len(records) == 1, records

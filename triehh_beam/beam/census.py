@@ -1,25 +1,39 @@
 """The census of a discovery, ``TakeCensus``: in one read of the records, the distinct users n
 (keyed fingerprints, sharded) and the users who hold no usable item under the job's encoding
 (every item too long for L, or not encodable), counted by their shortest length, so the driver
-can say what a larger L or unit size would make usable. Such users are sampled but cannot vote."""
+can say what a larger L or unit size would make usable. Such users are sampled but cannot vote.
+With a spill location (``spill_prefix``), each worker writes its fingerprints to files there,
+split into ``GROUPS`` groups by their top bits, once it has buffered ``spill_budget`` of them or
+its bundle ends; only the files' paths cross the shuffle, and each group's files are merged
+alone, so a worker holds its buffer and one group (about n/16 fingerprints) at a time (on
+Beam's in-process runner a shuffle holds everything it carries in memory). Without one, the
+fingerprints are combined in memory (``CombinePerKey``), all n of them (8 bytes each) held
+several times over."""
 
 from __future__ import annotations
 
+import struct
 import unicodedata
-from typing import Dict, Iterable, List, NamedTuple, Tuple
+import uuid
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind
 from triehh_beam.protocol.distinct import distinct, distinct_counts
 
-__all__ = ["Census", "NEVER", "TakeCensus", "item_lengths"]
+__all__ = ["Census", "GROUPS", "NEVER", "SPILL_BUDGET", "TakeCensus", "item_lengths"]
 
 _NAMESPACE = "triehh"
 # The length of an item no length setting makes usable (it cannot be encoded at all).
@@ -28,6 +42,11 @@ _CACHE_LIMIT = 1 << 17  # distinct items a worker remembers the length of
 # Per shard: (users with a usable record, users with an unusable one, the shortest length of
 # such a record per user), fingerprints sorted and distinct.
 _ShardPart = Tuple[np.ndarray, np.ndarray, np.ndarray]
+# A spilled census's groups: a fingerprint's group is its top 4 bits.
+GROUPS = 16
+_GROUP_SHIFT = np.uint64(60)
+# The fingerprints (usable and unusable) a worker buffers before it writes them (32 MiB).
+SPILL_BUDGET = 1 << 22
 
 
 class Census(NamedTuple):
@@ -162,16 +181,81 @@ def _shortest_per_user(fingerprints: np.ndarray, lengths: np.ndarray) -> Tuple[n
     return fingerprints[first], lengths[first]
 
 
+def _merged(parts: List[_ShardPart]) -> _ShardPart:
+    """Parts -> one: the distinct users with a usable record, and the distinct users with an
+    unusable one with the shortest length of such a record (a user may be in both)."""
+    if not parts:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    usable = distinct(np.concatenate([p[0] for p in parts]))
+    unusable, lengths = _shortest_per_user(np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+    return usable, unusable, lengths
+
+
+def _census_of(usable: np.ndarray, fingerprints: np.ndarray, lengths: np.ndarray) -> Census:
+    """The census of distinct users with a usable record (``usable``, sorted) and distinct users
+    with an unusable one (``fingerprints``, sorted, with the shortest length of such a record):
+    a user usable anywhere is usable."""
+    if len(usable) and len(fingerprints):
+        position = np.minimum(np.searchsorted(usable, fingerprints), len(usable) - 1)
+        only = usable[position] != fingerprints
+        fingerprints, lengths = fingerprints[only], lengths[only]
+    values, users = distinct_counts(lengths)
+    return Census(int(len(usable) + len(fingerprints)), int(len(usable)),
+                  {int(v): int(u) for v, u in zip(values, users)})
+
+
+def _bounds(fingerprints: np.ndarray, shift: np.uint64, parts: int) -> np.ndarray:
+    """Where each of ``parts`` runs of sorted ``fingerprints`` (by their bits above ``shift``) starts."""
+    return np.searchsorted((fingerprints >> shift).astype(np.int64), np.arange(parts + 1))
+
+
 def _shard_bounds(fingerprints: np.ndarray) -> np.ndarray:
-    shards = (fingerprints >> np.uint64(56)).astype(np.int64)
-    return np.searchsorted(shards, np.arange(257))
+    return _bounds(fingerprints, np.uint64(56), 256)
 
 
-@beam.typehints.with_input_types(pa.RecordBatch)
-@beam.typehints.with_output_types(Tuple[int, _ShardPart])
-class _CensusBatchDoFn(beam.DoFn):
-    """A batch -> per shard of 256, (users with a usable record, users with an unusable one and
-    the shortest length of such a record), fingerprints sorted and distinct."""
+def _split(part: _ShardPart, bounds_of) -> Iterator[Tuple[int, _ShardPart]]:
+    """A sorted part -> (index, its slice) per non-empty run of ``bounds_of``."""
+    usable, unusable, lengths = part
+    usable_bounds, unusable_bounds = bounds_of(usable), bounds_of(unusable)
+    for index in np.flatnonzero((usable_bounds[1:] > usable_bounds[:-1]) | (unusable_bounds[1:] > unusable_bounds[:-1])):
+        a, b = usable_bounds[index], usable_bounds[index + 1]
+        c, d = unusable_bounds[index], unusable_bounds[index + 1]
+        yield int(index), (usable[a:b], unusable[c:d], lengths[c:d])
+
+
+# A spill file: the magic, the numbers of usable and unusable fingerprints (u, v), then u usable
+# fingerprints, v unusable ones and their v shortest lengths, all little-endian 64-bit.
+_SPILL_MAGIC = b"TRIEHHC1"
+_SPILL_HEADER = struct.Struct("<8sQQ")
+
+
+def _write_spill(path: str, part: _ShardPart) -> None:
+    usable, unusable, lengths = part
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(_SPILL_HEADER.pack(_SPILL_MAGIC, len(usable), len(unusable)))
+        for values, dtype in ((usable, "<u8"), (unusable, "<u8"), (lengths, "<i8")):
+            f.write(np.ascontiguousarray(values, dtype=dtype).tobytes())
+
+
+def _read_spill(path: str) -> _ShardPart:
+    """A spill file's part. Raises ValueError if it is not one, or not whole (a census that
+    silently read part of a file would count fewer users)."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        data = f.read()
+    if len(data) < _SPILL_HEADER.size:
+        raise ValueError(f"census spill file {path} is truncated")
+    magic, u, v = _SPILL_HEADER.unpack_from(data)
+    if magic != _SPILL_MAGIC or len(data) != _SPILL_HEADER.size + 8 * (u + 2 * v):
+        raise ValueError(f"census spill file {path} is not a whole census spill file")
+    start = _SPILL_HEADER.size  # views of ``data``: the merge copies them once, concatenated
+    usable = np.frombuffer(data, "<u8", u, start)
+    unusable = np.frombuffer(data, "<u8", v, start + 8 * u)
+    lengths = np.frombuffer(data, "<i8", v, start + 8 * (u + v))
+    return usable, unusable, lengths
+
+
+class _CensusPartsDoFn(beam.DoFn):
+    """Classifies and fingerprints record batches (``_parts``); subclasses say what to emit."""
 
     def __init__(self, census_key: sampling.CensusKey, encoder: ItemEncoder, truncate: bool):
         self._census_key = census_key  # the census key only, never the seed
@@ -184,9 +268,11 @@ class _CensusBatchDoFn(beam.DoFn):
         self._unencodable = Metrics.counter(_NAMESPACE, "items_unencodable")
         self._classifier = _Classifier(self._encoder, self._truncate)
 
-    def process(self, batch):
+    def _parts(self, batch) -> Optional[_ShardPart]:
+        """A batch -> (users with a usable record, users with an unusable one and the shortest
+        length of such a record), fingerprints sorted and distinct; None for an empty batch."""
         if batch.num_rows == 0:
-            return
+            return None
         self._records_read.inc(batch.num_rows)
         fingerprints = self._census_key.fingerprints_packed(*binary_buffers(batch.column("user_id")))
         classified = self._classifier.classify(batch.column("item"))
@@ -195,16 +281,81 @@ class _CensusBatchDoFn(beam.DoFn):
         if classified.unencodable:
             self._unencodable.inc(classified.unencodable)
         if classified.usable.all():  # the usual case: nothing more to sort
-            usable, unusable, lengths = distinct(fingerprints), np.zeros(0, np.uint64), np.zeros(0, np.int64)
-        else:
-            usable = distinct(fingerprints[classified.usable])
-            unusable, lengths = _shortest_per_user(fingerprints[~classified.usable],
-                                                   classified.shortest[~classified.usable])
-        usable_bounds, unusable_bounds = _shard_bounds(usable), _shard_bounds(unusable)
-        for shard in np.flatnonzero((usable_bounds[1:] > usable_bounds[:-1]) | (unusable_bounds[1:] > unusable_bounds[:-1])):
-            a, b = usable_bounds[shard], usable_bounds[shard + 1]
-            c, d = unusable_bounds[shard], unusable_bounds[shard + 1]
-            yield int(shard), (usable[a:b], unusable[c:d], lengths[c:d])
+            return distinct(fingerprints), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        unusable, lengths = _shortest_per_user(fingerprints[~classified.usable], classified.shortest[~classified.usable])
+        return distinct(fingerprints[classified.usable]), unusable, lengths
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(Tuple[int, _ShardPart])
+class _CensusBatchDoFn(_CensusPartsDoFn):
+    """A batch -> per shard of 256, (users with a usable record, users with an unusable one and
+    the shortest length of such a record), fingerprints sorted and distinct."""
+
+    def process(self, batch):
+        part = self._parts(batch)
+        if part is not None:
+            yield from _split(part, _shard_bounds)
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(Tuple[int, str])
+class _SpillCensusDoFn(_CensusPartsDoFn):
+    """Batches -> ``(group, path)`` of spill files under ``prefix``: a bundle's parts are
+    buffered, and written once ``budget`` fingerprints are buffered or the bundle ends, one file
+    per non-empty group (its users distinct and sorted), named uniquely. A failed bundle's
+    files are never emitted, so never read."""
+
+    def __init__(self, census_key: sampling.CensusKey, encoder: ItemEncoder, truncate: bool, prefix: str,
+                 budget: int):
+        super().__init__(census_key, encoder, truncate)
+        self._prefix = prefix
+        self._budget = budget
+
+    def start_bundle(self):
+        self._buffer: List[_ShardPart] = []
+        self._buffered = 0
+
+    def process(self, batch):
+        part = self._parts(batch)
+        if part is None:
+            return
+        self._buffer.append(part)
+        self._buffered += len(part[0]) + len(part[1])
+        if self._buffered >= self._budget:
+            yield from self._spill()
+
+    def finish_bundle(self):
+        for group_path in self._spill():
+            yield WindowedValue(group_path, MIN_TIMESTAMP, [GlobalWindow()])
+
+    def _spill(self) -> Iterator[Tuple[int, str]]:
+        buffer, self._buffer, self._buffered = self._buffer, [], 0
+        if not buffer:
+            return
+        merged = _merged(buffer)
+        del buffer
+        for group, part in _split(merged, lambda f: _bounds(f, _GROUP_SHIFT, GROUPS)):
+            path = FileSystems.join(self._prefix, f"census-{group:02d}-{uuid.uuid4().hex}.bin")
+            _write_spill(path, part)
+            yield group, path
+
+
+def _group_census(group_paths: Tuple[int, Iterable[str]]) -> Census:
+    """One group's spill files -> its census. Its usable fingerprints (most of them) are held
+    about twice at most: the files' bytes are dropped once concatenated, then sorted in place."""
+    _, paths = group_paths
+    parts = [_read_spill(path) for path in sorted(set(paths))]
+    if not parts:
+        return _census_of(*_merged([]))
+    usable = np.concatenate([p[0] for p in parts])
+    unusable, lengths = _merged([(p[0][:0], p[1], p[2]) for p in parts])[1:]
+    del parts
+    usable.sort(kind="stable")  # sorted runs, one a file: merged in about linear time
+    first = np.empty(len(usable), dtype=bool)
+    first[:1] = True
+    np.not_equal(usable[1:], usable[:-1], out=first[1:])
+    return _census_of(usable[first], unusable, lengths)
 
 
 @beam.typehints.with_input_types(_ShardPart)
@@ -241,13 +392,7 @@ class _ShardCensusCombineFn(beam.CombineFn):
 
     def extract_output(self, accumulator):
         (usable,), ((fingerprints, lengths),), _ = self._compacted(*accumulator[:2])
-        if len(usable) and len(fingerprints):
-            position = np.minimum(np.searchsorted(usable, fingerprints), len(usable) - 1)
-            only = usable[position] != fingerprints
-            fingerprints, lengths = fingerprints[only], lengths[only]
-        values, users = distinct_counts(lengths)
-        return Census(int(len(usable) + len(fingerprints)), int(len(usable)),
-                      {int(v): int(u) for v, u in zip(values, users)})
+        return _census_of(usable, fingerprints, lengths)
 
 
 def _add(censuses: Iterable[Census]) -> Census:
@@ -272,20 +417,36 @@ class TakeCensus(beam.PTransform):
       sampler: the job's ``Sampler`` (only its census key enters the graph).
       encoder: the job's item encoder.
       truncate: too-long items are cut (usable) rather than dropped.
+      spill_prefix: a directory (local or ``gs://``, private: fingerprints are keyed pseudonyms
+        of users) where workers write their fingerprints (see the module); the caller deletes it
+        once the job has ended. None: combined in memory.
+      spill_budget: the fingerprints a worker buffers before writing them.
     """
 
-    def __init__(self, sampler: sampling.Sampler, encoder: ItemEncoder, truncate: bool = False):
+    def __init__(self, sampler: sampling.Sampler, encoder: ItemEncoder, truncate: bool = False,
+                 spill_prefix: Optional[str] = None, spill_budget: int = SPILL_BUDGET):
         super().__init__()
         self._census_key = sampler.census_key()
         self._encoder = encoder
         self._truncate = truncate
+        self._spill_prefix = spill_prefix
+        self._spill_budget = spill_budget
 
     def expand(self, batches):
-        return (
-            batches
-            | "ClassifyAndFingerprint" >> beam.ParDo(_CensusBatchDoFn(self._census_key, self._encoder, self._truncate))
-            | "CensusPerShard" >> beam.CombinePerKey(_ShardCensusCombineFn())
-            | "ShardCensuses" >> beam.Values()
-            | "Total" >> beam.CombineGlobally(_add).with_output_types(Census)
-        )
-
+        if self._spill_prefix is None:
+            per_part = (
+                batches
+                | "ClassifyAndFingerprint" >> beam.ParDo(_CensusBatchDoFn(self._census_key, self._encoder, self._truncate))
+                | "CensusPerShard" >> beam.CombinePerKey(_ShardCensusCombineFn())
+                | "ShardCensuses" >> beam.Values()
+            )
+        else:
+            spill = _SpillCensusDoFn(self._census_key, self._encoder, self._truncate, self._spill_prefix,
+                                     self._spill_budget)
+            per_part = (
+                batches
+                | "FingerprintAndSpill" >> beam.ParDo(spill)
+                | "SpillFilesPerGroup" >> beam.GroupByKey()
+                | "GroupCensuses" >> beam.Map(_group_census).with_output_types(Census)
+            )
+        return per_part | "Total" >> beam.CombineGlobally(_add).with_output_types(Census)

@@ -47,7 +47,8 @@ __all__ = [
 
 
 def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str,
-                 progress: Optional[str] = None, as_of_millis: Optional[int] = None):
+                 progress: Optional[str] = None, as_of_millis: Optional[int] = None,
+                 census_spill: Optional[str] = None):
     """Adds the census job to ``pipeline``: the number of distinct users, the records they were
     counted over and the users with no usable item (``beam.census``), written as one JSON line
     (``census_from_json`` reads it back). Returns the records read (zero counts dropped).
@@ -57,7 +58,9 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     ``config.dead_letter``, the census (the one job that reads every record before any round)
     also writes the rejected rows there. With ``progress`` (a ``ProgressChannel``'s file) the
     records read are reported there as they are read. ``as_of_millis``: the instant a BigQuery
-    table is read as of (``sources.pin``; None for files and queries).
+    table is read as of (``sources.pin``; None for files and queries). ``census_spill``: a
+    private directory where the census spills its fingerprints (``census.TakeCensus``), for the
+    caller to delete once the job has ended (None: combined in memory, all n held at once).
     """
     read = pipeline | "ReadRecords" >> sources.read_transform(
         config, dead_letter=bool(config.dead_letter), as_of_millis=as_of_millis
@@ -73,7 +76,8 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     )
     (
         records
-        | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items)
+        | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items,
+                                            spill_prefix=census_spill)
         | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
@@ -82,12 +86,14 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
 
 def build_first_pass(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, keys: PassKeys,
                      bounds: CandidateBounds, output_path: str, candidates_prefix: str,
-                     progress: Optional[str] = None, as_of_millis: Optional[int] = None) -> None:
+                     progress: Optional[str] = None, as_of_millis: Optional[int] = None,
+                     census_spill: Optional[str] = None) -> None:
     """Adds a fresh discovery's one read of its records: ``build_census`` (written as it writes
-    it), and in the same read every round's candidates (``beam.candidates``, ranked with
-    ``keys``, kept under ``bounds``) written to ``candidates_prefix``, for
-    ``build_sampling_from_candidates`` to cut to the plan's m once the census is charged."""
-    records = build_census(pipeline, config, sampler, output_path, progress, as_of_millis)
+    it, spilling to ``census_spill``), and in the same read every round's candidates
+    (``beam.candidates``, ranked with ``keys``, kept under ``bounds``) written to
+    ``candidates_prefix``, for ``build_sampling_from_candidates`` to cut to the plan's m once the
+    census is charged."""
+    records = build_census(pipeline, config, sampler, output_path, progress, as_of_millis, census_spill)
     (
         records
         | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds)

@@ -24,7 +24,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.candidates import CandidateBounds
 from triehh_beam.beam.census import Census
-from triehh_beam.job import graphs, input_files, planning, sources
+from triehh_beam.job import graphs, input_files, levels, planning, sources
+from triehh_beam.job.cas import make_private_dir
 from triehh_beam.job.release import Release
 from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.candidate_bounds import candidate_bounds
@@ -76,9 +77,12 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
     item; the job's counters: records read and dropped per reason, items too long; what it
     read: the files, listed before and after the job, or the instant a BigQuery table is read
     as of (``sources.pin``), and the records counted). Its output, private, is written to the
-    state directory and deleted once read. With ``candidates`` (the pass keys, the candidate
-    bounds and a files prefix), the same read also writes every round's candidates there
-    (``graphs.build_first_pass``).
+    state directory and deleted once read, or once the job failed. With ``candidates`` (the
+    pass keys, the candidate bounds and a files prefix), the same read also writes every round's
+    candidates there (``graphs.build_first_pass``). The census spills its fingerprints (keyed
+    pseudonyms of users) to ``levels.census_spill_dir``, deleted once the job ends, whether it
+    succeeded or raised; spills a killed run left are deleted first (the caller holds the state
+    directory: its lease).
 
     Raises:
       RecordFormatError: naming every input file that cannot be read.
@@ -91,16 +95,25 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
     if jobs.reporting and before.files:  # a table or query: no total, the time elapsed only
         estimate, exact = progress_lib.estimate_records(before.files, config.input_format)
     as_of = sources.pinned_at(before)
+    levels.clear_census_spills(config.resolved_state_dir)
+    spill = levels.census_spill_dir(config.resolved_state_dir)
     if candidates is None:
-        build = lambda p, reported: graphs.build_census(p, config, sampler, path, reported, as_of_millis=as_of)
+        build = lambda p, reported: graphs.build_census(p, config, sampler, path, reported, as_of_millis=as_of,
+                                                       census_spill=spill)
     else:
         keys, bounds, prefix = candidates
         build = lambda p, reported: graphs.build_first_pass(p, config, sampler, keys, bounds, path, prefix, reported,
-                                                           as_of_millis=as_of)
-    counters = jobs.run(build, "census", estimate, estimated=not exact)
-    unreadable = read_single_output(graphs.unreadable_path(path))
-    counted, records = graphs.census_from_json(read_single_output(path))
-    FileSystems.delete([path, graphs.unreadable_path(path)])
+                                                           as_of_millis=as_of, census_spill=spill)
+    try:
+        make_private_dir(spill)
+        counters = jobs.run(build, "census", estimate, estimated=not exact)
+        unreadable = read_single_output(graphs.unreadable_path(path))
+        counted, records = graphs.census_from_json(read_single_output(path))
+    finally:
+        levels.delete_tree(spill)
+        written = [p for p in (path, graphs.unreadable_path(path)) if FileSystems.exists(p)]
+        if written:
+            FileSystems.delete(written)
     graphs.refuse_unreadable(unreadable)  # before any round: a job reads every file or none
     change = sources.changed_since(config, before)
     if change is not None:
@@ -230,11 +243,14 @@ def submit_job_graphs(
     grows_trie = planning.protocol_of(recorded).grows_trie
     keys = sampler.pass_keys(config.max_length)
     candidates = FileSystems.join(scratch, "candidates", "part")
+    spill = FileSystems.join(scratch, "census-spill")  # as a run's census spills
     if grows_trie:  # the one read: census and candidates
         graphs.build_first_pass(census, config, sampler, keys, candidate_bounds(config),
-                                FileSystems.join(scratch, "population.txt"), candidates, as_of_millis=as_of)
+                                FileSystems.join(scratch, "population.txt"), candidates, as_of_millis=as_of,
+                                census_spill=spill)
     else:
-        build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of)
+        build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of,
+                     census_spill=spill)
     results.append(census.run())
     if not grows_trie:
         release = runners.make_pipeline(options)

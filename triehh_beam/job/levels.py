@@ -6,16 +6,19 @@ state's protection, deleted when the job ends unless kept) and ``levels/<job id>
 file per completed round (``round-0003.json``: the round's kept prefixes, no counts), written
 atomically by the job as soon as the round completes, so that a run that dies mid-job loses no
 completed round: the driver commits the levels to the state in order, on the next run too.
+``census/spill-<id>/`` holds a census job's spilled fingerprints (keyed pseudonyms of users),
+deleted when the job ends, and by the next census if a killed run left them.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from triehh_beam.job.cas import make_private_dir
+from triehh_beam.job.cas import is_local, make_private_dir
 from triehh_beam.job.outputs import round_result_from_json, round_result_to_json
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
@@ -23,7 +26,9 @@ from triehh_beam.protocol.rounds import RoundResult
 __all__ = [
     "candidates_dir",
     "candidates_prefix",
+    "census_spill_dir",
     "clear_candidates",
+    "clear_census_spills",
     "delete_tree",
     "level_path",
     "levels_dir",
@@ -53,6 +58,29 @@ def clear_candidates(state_dir: str) -> None:
     root = FileSystems.join(state_dir, "candidates")
     delete_tree(root)
     make_private_dir(root)
+
+
+_SPILL = "spill-"
+
+
+def census_spill_dir(state_dir: str) -> str:
+    """A fresh directory for one census job's spilled fingerprints (``beam.census``)."""
+    return FileSystems.join(state_dir, "census", f"{_SPILL}{uuid.uuid4().hex}")
+
+
+def clear_census_spills(state_dir: str) -> None:
+    """Deletes every census spill directory under ``state_dir`` (only a killed run leaves one:
+    call it while holding the state directory, or another run's census would lose its files)."""
+    root = FileSystems.join(state_dir, "census")
+    if not is_local(root):  # no directories: the files are all there is
+        files = _files_matching(FileSystems.join(root, f"{_SPILL}*", "**"))
+        if files:
+            FileSystems.delete(files)
+        return
+    if os.path.isdir(root):
+        for name in sorted(os.listdir(root)):
+            if name.startswith(_SPILL):
+                delete_tree(os.path.join(root, name))
 
 
 def levels_dir(state_dir: str, job_id: str) -> str:
@@ -90,15 +118,14 @@ def read_level(directory: str, round_index: int, encoder: ItemEncoder) -> Option
 
 def delete_tree(directory: str) -> None:
     """Deletes ``directory`` and every file below it (local or gs://); absent: nothing to do."""
-    files = _files_below(directory)
+    files = _files_matching(FileSystems.join(directory, "**"))
     if files:
         FileSystems.delete(files)
     if FileSystems.exists(directory):
         FileSystems.delete([directory])
 
 
-def _files_below(directory: str) -> List[str]:
-    pattern = FileSystems.join(directory, "**")
+def _files_matching(pattern: str) -> List[str]:
     try:
         results = FileSystems.match([pattern])
     except Exception:  # no match at all raises on some file systems

@@ -351,7 +351,7 @@ def _group_census(group_paths: Tuple[int, Iterable[str]]) -> Census:
     usable = np.concatenate([p[0] for p in parts])
     unusable, lengths = _merged([(p[0][:0], p[1], p[2]) for p in parts])[1:]
     del parts
-    usable.sort(kind="stable")  # sorted runs, one a file: merged in about linear time
+    usable.sort()  # numpy's vectorised quicksort: faster than a stable sort even on sorted runs, and in place
     first = np.empty(len(usable), dtype=bool)
     first[:1] = True
     np.not_equal(usable[1:], usable[:-1], out=first[1:])

@@ -117,7 +117,8 @@ def test_a_refused_input_and_a_failed_job_leave_nothing(tmp_path):
     assert _one_spill(failing)[1] and _left(config) == []
 
 
-def test_a_spill_a_killed_run_left_is_deleted_by_the_next_census(tmp_path):
+@pytest.mark.parametrize("holds_the_lease", [True, False])
+def test_a_spill_a_killed_run_left_is_deleted_by_the_next_census_that_holds_the_lease(tmp_path, holds_the_lease):
     write_records(str(tmp_path / "records.parquet"), _rows())
     config = _config(tmp_path, tmp_path / "records.parquet")
     census = pathlib.Path(config.resolved_state_dir, "census")
@@ -127,9 +128,13 @@ def test_a_spill_a_killed_run_left_is_deleted_by_the_next_census(tmp_path):
     (census / ("spill-" + "1" * 32)).mkdir()  # an empty one
     (census / "unrelated.txt").write_text("not a spill")
     runner = _LookingJobRunner(config.resolved_state_dir)
-    jobs.take_census(config, runner, Sampler(SEED))
-    assert len(runner.spilled[0]) == 1  # only its own spill while the job ran
-    assert _left(config) == ["unrelated.txt"]
+    jobs.take_census(config, runner, Sampler(SEED), clear_stale_spills=holds_the_lease)
+    if holds_the_lease:  # a discovery: the killed run's spill goes first
+        assert len(runner.spilled[0]) == 1  # only its own spill while the job ran
+        assert _left(config) == ["unrelated.txt"]
+    else:  # a replay's check, without the lease: another run's spill may be live, so it stays
+        assert _left(config) == ["spill-" + "0" * 32, "spill-" + "0" * 32 + "/census-03-killed.bin",
+                                 "spill-" + "1" * 32, "unrelated.txt"]
 
 
 def test_a_discovery_leaves_nothing_under_census(tmp_path):

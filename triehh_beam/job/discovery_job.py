@@ -95,8 +95,9 @@ class DiscoveryJob:
         return self.jobs.run(build, phase, total, estimated, unit)
 
     def census(self, sampler: Sampler, candidates=None) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
-        """``jobs.take_census`` for this job (``candidates``: its)."""
-        return jobs.take_census(self.config, self.jobs, sampler, candidates)
+        """``jobs.take_census`` for this job (``candidates``: its), which holds the state
+        directory's lease: spills a killed run left are deleted first."""
+        return jobs.take_census(self.config, self.jobs, sampler, candidates, clear_stale_spills=True)
 
     def check_census(self, counted: Census, counters: Dict[str, int]) -> Dict[str, int]:
         """Announces the census and refuses (``BadInputError``, ``UnusableItemsError``) input a

@@ -72,6 +72,7 @@ def read_single_output(path: str) -> bytes:
 
 def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
                 candidates: Optional[Tuple[PassKeys, CandidateBounds, str]] = None,
+                clear_stale_spills: bool = False,
                 ) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
     """Runs the census job: (what it counted: the distinct users and those without a usable
     item; the job's counters: records read and dropped per reason, items too long; what it
@@ -81,8 +82,9 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
     pass keys, the candidate bounds and a files prefix), the same read also writes every round's
     candidates there (``graphs.build_first_pass``). The census spills its fingerprints (keyed
     pseudonyms of users) to ``levels.census_spill_dir``, deleted once the job ends, whether it
-    succeeded or raised; spills a killed run left are deleted first (the caller holds the state
-    directory: its lease).
+    succeeded or raised. ``clear_stale_spills``: first delete the spills a killed run left, for a
+    caller that holds the state directory's lease (a discovery), so that no other run's live
+    spill is deleted under it.
 
     Raises:
       RecordFormatError: naming every input file that cannot be read.
@@ -95,7 +97,8 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
     if jobs.reporting and before.files:  # a table or query: no total, the time elapsed only
         estimate, exact = progress_lib.estimate_records(before.files, config.input_format)
     as_of = sources.pinned_at(before)
-    levels.clear_census_spills(config.resolved_state_dir)
+    if clear_stale_spills:
+        levels.clear_census_spills(config.resolved_state_dir)
     spill = levels.census_spill_dir(config.resolved_state_dir)
     if candidates is None:
         build = lambda p, reported: graphs.build_census(p, config, sampler, path, reported, as_of_millis=as_of,

@@ -1,7 +1,8 @@
 """The census job's spill (``jobs.take_census``): its fingerprints are written inside the state
 directory (``census/spill-<id>/``, owner-only) while the job runs, and nothing is left under
 ``census/`` once it ends: after a census that succeeded, one whose input is refused, one whose
-job raised, and a whole discovery; a spill a killed run left is deleted by the next census. The
+job raised, and a whole discovery; a spill a killed run left is deleted by the next census that
+holds the state directory's lease (a discovery's, not a dry run's or a replay check's). The
 census itself is compared with a count of the users by Python sets.
 
 A ``JobRunner`` that looks into the state directory when the job has run (before
@@ -24,6 +25,7 @@ from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.io.write import write_records
 from triehh_beam.job import jobs
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.dry_run import dry_run
 from triehh_beam.protocol.sampling import Sampler
 
 SEED = hashlib.sha256(b"triehh-beam census spill job tests").digest()
@@ -145,3 +147,19 @@ def test_a_discovery_leaves_nothing_under_census(tmp_path):
     assert (tmp_path / "out" / "heavy_hitters.json").exists()
     census = pathlib.Path(config.resolved_state_dir, "census")
     assert census.is_dir() and _left(config) == []
+
+
+def test_a_discovery_deletes_a_killed_runs_spill_and_a_dry_run_does_not(tmp_path):
+    """A dry run holds no lease: a spill it finds may be a running discovery's, so it stays; the
+    discovery (under the lease) deletes it."""
+    rows = [(f"u{u}", ["apple", "apply", "maple", "zoo"][u % 4], 1) for u in range(3000)]
+    write_records(str(tmp_path / "records.parquet"), rows)
+    config = _config(tmp_path, tmp_path / "records.parquet")
+    census = pathlib.Path(config.resolved_state_dir, "census")
+    live = census / ("spill-" + "a" * 32)
+    live.mkdir(parents=True)
+    (live / "census-03-live.bin").write_bytes(b"a running discovery's fingerprints")
+    dry_run(config)
+    assert (live / "census-03-live.bin").exists()
+    run_discovery(config)
+    assert _left(config) == []

@@ -94,10 +94,12 @@ class DiscoveryJob:
         """Runs one Beam job (``jobs.JobRunner.run``): its counters."""
         return self.jobs.run(build, phase, total, estimated, unit)
 
-    def census(self, sampler: Sampler, candidates=None) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
-        """``jobs.take_census`` for this job (``candidates``: its), which holds the state
-        directory's lease: spills a killed run left are deleted first."""
-        return jobs.take_census(self.config, self.jobs, sampler, candidates, clear_stale_spills=True)
+    def census(self, sampler: Sampler, candidates=None, leased: bool = False,
+               ) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
+        """``jobs.take_census`` for this job (``candidates``: its). ``leased``: the caller holds
+        the state directory's lease (a discovery, not a dry run), so the spills a killed run
+        left are deleted first."""
+        return jobs.take_census(self.config, self.jobs, sampler, candidates, clear_stale_spills=leased)
 
     def check_census(self, counted: Census, counters: Dict[str, int]) -> Dict[str, int]:
         """Announces the census and refuses (``BadInputError``, ``UnusableItemsError``) input a
@@ -181,7 +183,7 @@ class DiscoveryJob:
         else:
             self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
         started = time.monotonic()
-        counted, counters, read = self.census(release.sampler(), candidates)
+        counted, counters, read = self.census(release.sampler(), candidates, leased=True)  # under the lease
         self.say(
             "census_done",
             f"census: done, {time.monotonic() - started:.1f} s",

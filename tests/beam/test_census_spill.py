@@ -15,7 +15,6 @@ import random
 
 import apache_beam as beam
 import numpy as np
-import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner

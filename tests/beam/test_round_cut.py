@@ -137,3 +137,27 @@ def test_round_candidates_reads_one_round_and_skips_the_others(tmp_path, monkeyp
         assert got.num_rows == part.num_rows > 0 and key(got) == key(part)
     # Each row group holds one round (a batch's candidates of one round), so each is read once.
     assert len(read) == groups
+
+
+@pytest.mark.parametrize("m, shards", [(60, 2), (700, 3)])
+def test_the_cut_of_the_candidates_equals_a_pass_over_every_record(tmp_path, m, shards):
+    """The claim a discovery rests on: the first read's candidates cut a round at a time give the
+    very sample tables a pass that ranks every record gives (``SampleAllRounds`` with no
+    population: no prefilter, every record a candidate), byte for byte."""
+    table = _records(2500, np.random.default_rng(m + 1))
+    keys = sampling.Sampler(b"p" * 32, identity=b"cut-vs-pass").pass_keys(len(ROUNDS))
+    prefix = _write_candidates(tmp_path, table, keys, CandidateBounds(rate_bound=int(0.4 * 2**64), bundle_keep=100))
+    drawn, _, _ = _cut_by_round(prefix, keys, str(tmp_path / "cut"), shards, sample_size=m, users_required=m)
+
+    def build(p):
+        passed = p | beam.Create(table.to_batches(max_chunksize=300)) | sample_pass.SampleAllRounds(
+            keys, ROUNDS, m, None, ENCODER, False, shards=shards)
+        passed["tables"] | samples.WriteSampleTables(str(tmp_path / "pass"))
+        return _collect(passed["samples"], "pass")
+
+    key, _ = _run(build)
+    passed = dict(_COLLECTED[key])
+    assert {r: s.users_sampled for r, s in drawn.items()} == {r: s.users_sampled for r, s in passed.items()}
+    assert all(s.users_sampled == m for s in drawn.values())
+    cut, full = _files(str(tmp_path / "cut")), _files(str(tmp_path / "pass"))
+    assert cut == full and len(cut) == shards * len(ROUNDS)

@@ -1,8 +1,7 @@
 """Rounds on written sample tables in one DoFn (``rounds_from_files.RunRoundsFromFiles``): the same
 ``(round, RoundResult)`` for every round, and the same per-round counters, as ``RunAllRounds`` on
 the same tables in memory: several shards, every item kind, a deny list, a round whose sample is
-short (it keeps nothing) and a frontier that dies out; the rounds wait until every table is
-written."""
+short (it keeps nothing) and a frontier that dies out."""
 
 from __future__ import annotations
 

@@ -277,7 +277,7 @@ def test_submit_job_graphs_reads_a_table_pinned_once_in_the_first_read(tmp_path,
     # The one read pins the table; the cut of its candidates and the rounds never read it.
     instant = _pinned_instant(census)
     names = {t.unique_name for t in sampling.proto_pipeline.components.transforms.values()}
-    assert "ReadCandidates" in names and not any(n.startswith("ReadRecords") for n in names)
+    assert "CutRounds/CutEachRound" in names and not any(n.startswith("ReadRecords") for n in names)
     assert before - 61_000 <= instant <= int(time.time() * 1000) - 60_000
     assert offline == []
 
@@ -340,7 +340,7 @@ def test_the_driver_reads_a_table_as_of_the_instant_its_state_records_also_on_re
     assert pinned == int((started - 60) * 1000)
     assert _pinned_instant(jobs[0]) == pinned
     names = {t.unique_name for t in jobs[1].proto_pipeline.components.transforms.values()}
-    assert "ReadCandidates" in names and not any(n.startswith("ReadRecords") for n in names)
+    assert "CutRounds/CutEachRound" in names and not any(n.startswith("ReadRecords") for n in names)
     assert state.input.file_pattern == TABLE and not state.samples.complete
 
     monkeypatch.setattr(sources, "time", time)

@@ -11,13 +11,12 @@ no duplicate; a row group holds one round's) and read back a round at a time
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from apache_beam.io.parquetio import ReadFromParquetBatched, WriteToParquetBatched
+from apache_beam.io.parquetio import WriteToParquetBatched
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -26,6 +25,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from triehh_beam.beam.sample_pass import Candidates, candidates_by_round
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.io.arrays import binary_buffers
+from triehh_beam.io.normalise import single_batch
 from triehh_beam.io.schema import record_schema
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import ItemKind
@@ -98,7 +98,7 @@ class BundleSmallest:
         """The rows kept (None: none, or closed)."""
         if self.closed or not self._parts:
             return None
-        return pa.Table.from_batches(self._parts).combine_chunks().to_batches()[0]
+        return single_batch(pa.Table.from_batches(self._parts).combine_chunks())
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)
@@ -124,7 +124,7 @@ class _CandidatesDoFn(beam.DoFn):
 
     def _joined(self, round_index: int) -> Candidates:
         parts, self._pending[round_index], self._pending_rows[round_index] = self._pending[round_index], [], 0
-        return round_index, pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+        return round_index, single_batch(pa.Table.from_batches(parts).combine_chunks())
 
     def process(self, batch):
         if batch.num_rows == 0:

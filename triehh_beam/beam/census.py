@@ -419,7 +419,8 @@ class TakeCensus(beam.PTransform):
       truncate: too-long items are cut (usable) rather than dropped.
       spill_prefix: a directory (local or ``gs://``, private: fingerprints are keyed pseudonyms
         of users) where workers write their fingerprints (see the module); the caller deletes it
-        once the job has ended. None: combined in memory.
+        once the job has ended. None: combined in memory, every fingerprint held at once (a
+        reference for tests and small inputs; every job the product runs spills).
       spill_budget: the fingerprints a worker buffers before writing them.
     """
 

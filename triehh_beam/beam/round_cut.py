@@ -5,7 +5,8 @@ finds its bottom-m threshold (``sample_pass.add_candidates``: at most about 2m (
 held), reads them again keeping the rows at or below it, and builds and writes each shard's sample
 table (``beam.samples``) itself. Only file paths leave the DoFn, so a worker holds one round's
 sample at a time, never every round's candidates or sampled rows in a shuffle (which Beam's
-in-process runner keeps in memory); rounds run in parallel on a distributed runner. TrieHH++'s
+in-process runner keeps in memory); a distributed runner may cut rounds on different workers
+(their elements are reshuffled), but one round's sample is always one worker's. TrieHH++'s
 candidates are its samples already (the first read kept exactly the ranks below its Bernoulli
 threshold). A round short of ``users_required`` users keeps nothing and says so in its
 ``RoundSample``, as ``sample_pass.SampleFromCandidates`` does, whose samples this equals.
@@ -94,7 +95,8 @@ class _CutRoundDoFn(beam.DoFn):
         if self._top is not None:
             for batch in round_candidates(self._pattern, round_index):
                 ranks = batch.column("rank").to_numpy()
-                for (_, shard), rows in split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, self._shards):
+                every_row = np.arange(batch.num_rows)
+                for (_, shard), rows in split_shards(round_index, batch, every_row, ranks, self._top, self._shards):
                     kept.setdefault(shard, []).append(rows)
             return kept, None
         smallest = SmallestRanks(self._m)
@@ -132,6 +134,9 @@ class CutRounds(beam.PTransform):
         users_required, records_ranked: as ``sample_pass.SampleFromCandidates``'s.
       samples_dir: where the sample tables are written (``samples.part_path``).
 
+    Raises ValueError for no rounds or rounds outside 1..L, both or neither of a sample size and a
+    probability, m < 1, or shards outside 1..256.
+
     Input: the pipeline's root. Output: a dict of two PCollections, ``"tables"``: ``(round,
     path)`` of every sample table written, and ``"samples"``: one ``(round, RoundSample)`` per
     round. Counters: ``sample_files_written`` and, per round, ``round{r}.items_too_long`` and
@@ -145,6 +150,12 @@ class CutRounds(beam.PTransform):
         super().__init__()
         if (sample_size is None) == (sample_probability is None):
             raise ValueError("give a sample size (TrieHH) or a sample probability (TrieHH++), not both")
+        if sample_size is not None and sample_size < 1:
+            raise ValueError(f"sample size must be >= 1, got {sample_size}")
+        if not 1 <= shards <= 256:
+            raise ValueError(f"shards must be 1 to 256, got {shards}")
+        if not rounds or min(rounds) < 1 or max(rounds) > pass_keys.max_rounds:
+            raise ValueError(f"rounds {list(rounds)} are not within 1..{pass_keys.max_rounds}")
         top = None if sample_probability is None else sampling.bernoulli_threshold(sample_probability) - 1
         self._rounds = sorted(set(int(r) for r in rounds))
         self._cut = _CutRoundDoFn(candidates_pattern(candidates_prefix), pass_keys, sample_size,

@@ -45,11 +45,12 @@ class _RoundsInOrderDoFn(beam.DoFn):
         frontier = self._frontier
         for r in self._rounds:
             counts, users = self._counter.create(), 0
-            for path in sorted(paths.get(r, ())):
+            for path in sorted(set(paths.get(r, ()))):  # each table once, whatever is delivered
                 votes = sampled_rounds.vote_table(samples.read_sample_table(path), frontier, r, self._denied)
                 self._counters[r].count(votes, bool(self._denied))
                 counts, users = PrefixCounter.merge([counts, votes.counts]), users + votes.users
-            result = round_result((self._counter.extract_kept(counts), users), r, None, None, sample_sizes, f"round{r}.")
+            kept = self._counter.extract_kept(counts)
+            result = round_result((kept, users), r, None, None, sample_sizes, f"round{r}.")
             yield result
             frontier = frontier_after(result[1])
 

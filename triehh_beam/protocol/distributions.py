@@ -31,7 +31,7 @@ def hypergeom_sf(k: int, population: int, successes: int, draws: int) -> float:
         return 1.0
     if k >= high:
         return 0.0
-    return float(_hypergeom_sf(k, successes, draws, population))
+    return float(np.clip(_hypergeom_sf(k, successes, draws, population), 0.0, 1.0))  # as scipy.stats
 
 
 def hypergeom_pmf(k: np.ndarray, population: int, successes: int, draws: int) -> np.ndarray:
@@ -45,7 +45,7 @@ def hypergeom_pmf(k: np.ndarray, population: int, successes: int, draws: int) ->
     low, high = max(0, draws - (population - successes)), min(successes, draws)
     inside = (k >= low) & (k <= high)
     out = np.zeros(k.shape, dtype=np.float64)
-    out[inside] = _hypergeom_pmf(k[inside], successes, draws, population)
+    out[inside] = np.clip(_hypergeom_pmf(k[inside], successes, draws, population), 0.0, 1.0)
     return out
 
 
@@ -62,5 +62,5 @@ def binom_sf(k: int, trials: np.ndarray, p: float) -> np.ndarray:
         out[...] = 1.0
         return out
     inside = k < trials
-    out[inside] = _binom_sf(np.floor(k), trials[inside], p)
+    out[inside] = np.clip(_binom_sf(np.floor(k), trials[inside], p), 0.0, 1.0)
     return out

@@ -254,10 +254,11 @@ class DiscoverySettings:
         "runner otherwise): such logs are operator data, never to be published", _OPERATE,
         default=False, parse=None, example="true")
     rounds_per_job: str = setting(
-        "--rounds-per-job", "all: every round in one job after the first read, each level written "
-        "to the state as its round completes (one job start: what every runner wants, Dataflow "
-        "most); 1: one Beam job per round, so a job holds one round's sample at a time, for "
-        "samples too large for a worker's memory all at once. Both give the same trie (default: "
+        "--rounds-per-job", "all: every round in one job after the first read, in order in one step "
+        "that reads one round's sample at a time, each level written to the state as its round "
+        "completes (one job start: what every runner wants, Dataflow most); 1: one Beam job per "
+        "round, each round's vote spread over that job's workers (for samples of tens of "
+        "millions of users on a distributed runner). Both give the same trie (default: "
         "%(default)s)", _OPERATE, default="all", choices=("1", "all"), example="1")
     keep_samples: bool = setting(
         "--keep-samples", "keep the sampled users' items (a private artefact in the state "

@@ -261,9 +261,9 @@ def _sampling_pass(manifest: Dict, args, samples_dir: str, pipeline_args: List[s
     summary = os.path.join(args.scratch, "sampling.json")
     rounds = list(range(1, args.max_length + 1))
     c0 = children_cpu_seconds()
+    candidates = os.path.join(args.scratch, "candidates", "part")
     timing = _run_pipeline(lambda p: graphs.build_sampling(
-        p, config, keys, _recorded_plan(plan), rounds, plan["n"], samples_dir, summary,
-        users_required=min(plan["m"], plan["n"]), records_ranked=None), pipeline_args)
+        p, config, keys, _recorded_plan(plan), rounds, plan["n"], samples_dir, summary, candidates), pipeline_args)
     timing["workers_cpu_seconds"] = children_cpu_seconds() - c0
     with open(summary) as f:
         document = json.loads(f.read())

@@ -14,7 +14,7 @@ threshold). A round short of ``users_required`` users keeps nothing and says so 
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -64,14 +64,14 @@ def round_candidates(pattern: str, round_index: int) -> Iterator[pa.RecordBatch]
                     yield from table.combine_chunks().to_batches()
 
 
-@beam.typehints.with_input_types(int)
+@beam.typehints.with_input_types(int, records_ranked=int)
 @beam.typehints.with_output_types(Tuple[int, str])
 class _CutRoundDoFn(beam.DoFn):
     """A round -> its sample tables written under ``samples_dir`` (``(round, path)`` per table)
     and, tagged ``SAMPLES_TAG``, its ``(round, RoundSample)``."""
 
     def __init__(self, pattern: str, pass_keys: sampling.PassKeys, sample_size: Optional[int],
-                 bernoulli_top: Optional[int], users_required: Optional[int], shards: int, records_ranked: int,
+                 bernoulli_top: Optional[int], users_required: Optional[int], shards: int,
                  encoder: ItemEncoder, truncate: bool, samples_dir: str):
         self._pattern = pattern
         self._keys = pass_keys  # derived keys only, never the seed
@@ -79,7 +79,6 @@ class _CutRoundDoFn(beam.DoFn):
         self._top = bernoulli_top
         self._required = users_required
         self._shards = shards
-        self._ranked = records_ranked
         self._encoder = encoder
         self._truncate = truncate
         self._dir = samples_dir
@@ -109,7 +108,7 @@ class _CutRoundDoFn(beam.DoFn):
                 kept.setdefault(shard, []).append(rows)
         return kept, threshold[1]
 
-    def process(self, round_index):
+    def process(self, round_index, records_ranked):
         kept, users = self._kept(round_index)
         round_keys = self._keys.round_keys(round_index)
         tabled = 0
@@ -121,7 +120,7 @@ class _CutRoundDoFn(beam.DoFn):
             self._files.inc()
             yield round_index, path
         drawn = RoundSample(round_index, tabled if users is None else users,
-                            None if users is None else self._required, self._ranked)
+                            None if users is None else self._required, records_ranked)
         yield beam.pvalue.TaggedOutput(SAMPLES_TAG, (round_index, drawn))
 
 
@@ -133,6 +132,10 @@ class CutRounds(beam.PTransform):
       pass_keys, rounds, sample_size, sample_probability, encoder, truncate, shards,
         users_required, records_ranked: as ``sample_pass.SampleFromCandidates``'s.
       samples_dir: where the sample tables are written (``samples.part_path``).
+      records_ranked: an int, or a singleton side input (the records a pass in the same job read).
+      after: a PCollection that is complete once the candidates are written (``WriteCandidates``'s
+        output, in the same job): the cut starts then. None: the pipeline's root (an earlier job
+        wrote them).
 
     Raises ValueError for no rounds or rounds outside 1..L, both or neither of a sample size and a
     probability, m < 1, or shards outside 1..256.
@@ -146,7 +149,8 @@ class CutRounds(beam.PTransform):
     def __init__(self, candidates_prefix: str, pass_keys: sampling.PassKeys, rounds: Sequence[int],
                  sample_size: Optional[int], encoder: ItemEncoder, truncate: bool, shards: int,
                  samples_dir: str, sample_probability: Optional[float] = None,
-                 users_required: Optional[int] = None, records_ranked: int = 0):
+                 users_required: Optional[int] = None, records_ranked: Any = 0,
+                 after: Optional[beam.PCollection] = None):
         super().__init__()
         if (sample_size is None) == (sample_probability is None):
             raise ValueError("give a sample size (TrieHH) or a sample probability (TrieHH++), not both")
@@ -158,15 +162,24 @@ class CutRounds(beam.PTransform):
             raise ValueError(f"rounds {list(rounds)} are not within 1..{pass_keys.max_rounds}")
         top = None if sample_probability is None else sampling.bernoulli_threshold(sample_probability) - 1
         self._rounds = sorted(set(int(r) for r in rounds))
+        self._ranked = records_ranked
+        self._after = after
         self._cut = _CutRoundDoFn(candidates_pattern(candidates_prefix), pass_keys, sample_size,
-                                  None if top is None else max(top, 0), users_required, shards, records_ranked,
+                                  None if top is None else max(top, 0), users_required, shards,
                                   encoder, truncate, samples_dir)
 
     def expand(self, pbegin):
+        if self._after is None:
+            rounds = pbegin | "Rounds" >> beam.Create(self._rounds).with_output_types(int)
+        else:  # once every candidate file is written
+            rounds = (
+                self._after
+                | "AllWritten" >> beam.combiners.ToList()
+                | "Rounds" >> beam.FlatMap(lambda _, rounds: rounds, rounds=self._rounds).with_output_types(int)
+            )
         cut = (
-            pbegin
-            | "Rounds" >> beam.Create(self._rounds).with_output_types(int)
+            rounds
             | "Spread" >> beam.Reshuffle()
-            | "CutEachRound" >> beam.ParDo(self._cut).with_outputs(SAMPLES_TAG, main="tables")
+            | "CutEachRound" >> beam.ParDo(self._cut, self._ranked).with_outputs(SAMPLES_TAG, main="tables")
         )
         return {"tables": cut.tables, "samples": cut[SAMPLES_TAG]}

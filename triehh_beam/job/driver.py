@@ -118,15 +118,20 @@ class Driver(DiscoveryJob):
 
         Refuses (InputChangedError) a pass that did not rank exactly the records the census
         counted, or input that changed meanwhile, before anything of it is used
-        (``passes.run_checked_pass``)."""
+        (``passes.run_checked_pass``). The pass's candidates (raw items) are deleted once it ends."""
         summary = FileSystems.join(self.config.resolved_state_dir, "census", f"sampling-{uuid.uuid4().hex}.json")
         keys = self.sampler(state).pass_keys(state.plan.max_length)
-        document, counters = passes.run_checked_pass(self.config, self.jobs, state, lambda p, reported: build_sampling(
-            p, self.config, keys, state.plan, rounds, population, self._samples_dir(state), summary,
-            run_rounds_into=self._levels_dir(state) if run_rounds else None,
-            users_required=self._users_required(state), records_ranked=state.input_snapshot.records,
-            progress=reported, as_of_millis=sources.pinned_at(state.input_snapshot), denied=self.denied),
-            "sampling", summary, passes.SAMPLING)
+        pass_id = uuid.uuid4().hex
+        candidates = levels.candidates_prefix(self.config.resolved_state_dir, pass_id)
+        try:
+            document, counters = passes.run_checked_pass(
+                self.config, self.jobs, state, lambda p, reported: build_sampling(
+                    p, self.config, keys, state.plan, rounds, population, self._samples_dir(state), summary,
+                    candidates, run_rounds_into=self._levels_dir(state) if run_rounds else None, progress=reported,
+                    as_of_millis=sources.pinned_at(state.input_snapshot), denied=self.denied),
+                "sampling", summary, passes.SAMPLING)
+        finally:
+            levels.delete_tree(levels.candidates_dir(self.config.resolved_state_dir, pass_id))
         return {int(r): int(users) for r, users in document["users_sampled"].items()}, counters
 
     def _cut_job(self, state: state_pb2.JobState, run_rounds: bool) -> Tuple[Dict[int, int], Dict[str, int]]:

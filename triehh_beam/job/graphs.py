@@ -29,7 +29,7 @@ from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
-from triehh_beam.protocol.sampling import PassKeys, Sampler
+from triehh_beam.protocol.sampling import PassKeys, Sampler, bernoulli_threshold, rank_prefilter_bound
 
 __all__ = [
     "build_census",
@@ -168,9 +168,8 @@ def build_sampling(
     population: Optional[int],
     samples_dir: str,
     summary_path: str,
+    candidates_prefix: str,
     run_rounds_into: Optional[str] = None,
-    users_required: Optional[int] = None,
-    records_ranked: Optional[int] = None,
     progress: Optional[str] = None,
     as_of_millis: Optional[int] = None,
     denied: FrozenSet[Units] = frozenset(),
@@ -178,10 +177,13 @@ def build_sampling(
     """Adds the sampling pass: every round in ``rounds`` sampled in one read of the records.
 
     TrieHH's samples are bottom-m (``plan.batch_size``), TrieHH++'s Bernoulli
-    (``plan.sample_probability``). Writes each round's sample under ``samples_dir`` and one JSON
-    line to ``summary_path``:
-    ``{"records": records ranked, "users_sampled": {round: users}}``. ``population`` enables the
-    rank prefilter (None: every record is a candidate, for a round whose sample came up short).
+    (``plan.sample_probability``). The read keeps each round's candidates as a fresh
+    discovery's does, under the rank prefilter of the known ``population`` (None: every record
+    is a candidate, for a round whose sample came up short) or TrieHH++'s exact Bernoulli cut,
+    written to ``candidates_prefix`` (the caller deletes them); once they are written the same
+    job cuts them a round at a time (``round_cut.CutRounds``), so nothing that grows with the
+    input is held in memory. Writes each round's sample under ``samples_dir`` and one JSON line
+    to ``summary_path``: ``{"records": records ranked, "users_sampled": {round: users}}``.
     Files that cannot be read are written as the census writes them. With ``run_rounds_into``
     (a levels directory), the rounds also run in this job, from round ``rounds[0]`` on the empty
     trie's frontier, each level written there as soon as its round completes. ``progress``: as
@@ -190,12 +192,32 @@ def build_sampling(
     """
     records = _read_counted_records(pipeline, config, summary_path, progress, as_of_millis)
     if Protocol(plan.protocol).samples_by_probability:  # TrieHH++: each user with probability p_s, tau votes kept
-        sizes = dict(sample_size=None, sample_probability=plan.sample_probability)
+        sizes, required = dict(sample_size=None, sample_probability=plan.sample_probability), None
+        bound = bernoulli_threshold(plan.sample_probability) - 1  # -1: nobody
     else:
-        sizes = dict(sample_size=plan.batch_size)
-    drawn = records | "SampleAllRounds" >> sample_pass.SampleAllRounds(
-        keys, rounds, population=population, encoder=config.encoder, truncate=config.truncate_long_items, **sizes)
-    _write_samples(drawn, config.encoder, plan, rounds, samples_dir, summary_path, run_rounds_into, denied)
+        sizes = dict(sample_size=plan.batch_size, sample_probability=None)
+        required = None if population is None else min(plan.batch_size, population)
+        bound = 2**64 - 1 if population is None else rank_prefilter_bound(population, plan.batch_size)
+    written = (
+        records
+        | "DrawCandidates" >> DrawCandidates(keys, rounds, CandidateBounds(rate_bound=bound, bundle_keep=0))
+        | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
+    )
+    ranked = (
+        records
+        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
+        | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
+    )
+    shards = sample_pass.sample_shards(population=population, **sizes)
+    drawn = pipeline | "CutRounds" >> CutRounds(
+        candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, shards=shards,
+        samples_dir=samples_dir, users_required=required, records_ranked=beam.pvalue.AsSingleton(ranked),
+        after=written, **sizes)
+    _summarise(drawn["samples"], summary_path)
+    if run_rounds_into is not None:
+        results = drawn["tables"] | "RunRounds" >> RunRoundsFromFiles(
+            rounds[0], rounds[-1], plan.theta, frozenset({()}), drawn["samples"], denied)
+        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
 
 
 def build_sampling_from_candidates(
@@ -232,16 +254,6 @@ def build_sampling_from_candidates(
         results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
 
 
-def _write_samples(drawn, encoder, plan: state_pb2.PrivacyPlan, rounds: Sequence[int], samples_dir: str, summary_path: str,
-                   run_rounds_into: Optional[str], denied: FrozenSet[Units]) -> None:
-    """Writes a pass's sample tables and summary, and runs the rounds on them with
-    ``run_rounds_into`` (``build_sampling``'s)."""
-    drawn["tables"] | "WriteSamples" >> samples.WriteSampleTables(samples_dir)
-    _summarise(drawn["samples"], summary_path)
-    if run_rounds_into is not None:
-        _run_rounds(drawn["tables"], drawn["samples"], plan, rounds, run_rounds_into, encoder, denied)
-
-
 def _summarise(drawn_samples, summary_path: str) -> None:
     (
         drawn_samples
@@ -249,13 +261,6 @@ def _summarise(drawn_samples, summary_path: str) -> None:
         | "Summary" >> beam.Map(_sampling_summary)
         | "WriteSummary" >> beam.io.WriteToText(summary_path, num_shards=1, shard_name_template="")
     )
-
-
-def _run_rounds(tables, drawn_samples, plan: state_pb2.PrivacyPlan, rounds: Sequence[int], run_rounds_into: str,
-                encoder, denied: FrozenSet[Units]) -> None:
-    results = tables | "RunAllRounds" >> sampled_rounds.RunAllRounds(
-        rounds[0], rounds[-1], plan.theta, frozenset({()}), sample_sizes=drawn_samples, denied=denied)
-    results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, encoder))
 
 
 def _sampling_summary(drawn) -> str:

@@ -198,6 +198,8 @@ def test_input_changed_before_a_resumed_pass_is_refused(tmp_path, monkeypatch):
         run_discovery(config)
     state = StateStore(config.resolved_state_dir).load()
     assert not state.samples.complete and state.rounds_completed == 0 and not state.rounds
+    # The refused pass wrote candidates of its own (raw items): gone with it, like the first's.
+    assert not list(pathlib.Path(config.resolved_state_dir, "candidates").rglob("*.parquet"))
     assert not left.exists()  # the resume does not use them: deleted before it reads
 
 

@@ -1,14 +1,14 @@
-"""The cut of a fresh discovery's candidates to every round's sample, a round at a time
-(``CutRounds``): one element per round, and for it one DoFn reads the round's rows from the
-candidate files (``round_candidates``: row groups of other rounds skipped by their statistics),
-finds its bottom-m threshold (``sample_pass.add_candidates``: at most about 2m (rank, user) pairs
-held), reads them again keeping the rows at or below it, and builds and writes each shard's sample
-table (``beam.samples``) itself. Only file paths leave the DoFn, so a worker holds one round's
-sample at a time, never every round's candidates or sampled rows in a shuffle (which Beam's
-in-process runner keeps in memory); a distributed runner may cut rounds on different workers
-(their elements are reshuffled), but one round's sample is always one worker's. TrieHH++'s
-candidates are its samples already (the first read kept exactly the ranks below its Bernoulli
-threshold). A round short of ``users_required`` users keeps nothing and says so in its
+"""The cut of a discovery's written candidates (a fresh run's first read, a resume's pass) to
+every round's sample, a round at a time (``CutRounds``): one element per round, and for it one
+DoFn reads the round's rows from the candidate files (``round_candidates``: row groups of other
+rounds skipped by their statistics), finds its bottom-m threshold (``sample_pass.add_candidates``:
+at most about 2m (rank, user) pairs held), reads them again keeping the rows at or below it, and
+builds and writes each shard's sample table (``beam.samples``) itself. Only file paths leave the
+DoFn, so a worker holds one round's sample at a time, never every round's candidates or sampled
+rows in a shuffle (which Beam's in-process runner keeps in memory); a distributed runner may cut
+rounds on different workers (their elements are reshuffled), but one round's sample is always one
+worker's. TrieHH++'s candidates are its samples already (the read kept exactly the ranks below its
+Bernoulli threshold). A round short of ``users_required`` users keeps nothing and says so in its
 ``RoundSample``, as ``sample_pass.SampleFromCandidates`` does, whose samples this equals.
 """
 
@@ -125,12 +125,13 @@ class _CutRoundDoFn(beam.DoFn):
 
 
 class CutRounds(beam.PTransform):
-    """The rounds' samples from a first read's candidates, a round at a time (see the module).
+    """The rounds' samples from written candidates (a fresh discovery's first read, or a resume's
+    pass in the same job), a round at a time (see the module).
 
     Args:
       candidates_prefix: where ``candidates.WriteCandidates`` wrote them.
       pass_keys, rounds, sample_size, sample_probability, encoder, truncate, shards,
-        users_required, records_ranked: as ``sample_pass.SampleFromCandidates``'s.
+        users_required: as ``sample_pass.SampleFromCandidates``'s.
       samples_dir: where the sample tables are written (``samples.part_path``).
       records_ranked: an int, or a singleton side input (the records a pass in the same job read).
       after: a PCollection that is complete once the candidates are written (``WriteCandidates``'s

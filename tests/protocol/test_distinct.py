@@ -40,3 +40,11 @@ def test_packed_ids_take_and_join_keep_every_id():
     tail = packed.take(np.array([1, 3]))
     assert PackedIds.join([packed, tail]).to_list() == ids + [ids[1], ids[3]]
     assert PackedIds.join([tail, packed.take(np.array([4]))]).take(np.array([2, 0])).to_list() == [ids[4], ids[1]]
+
+
+def test_in_place_gives_the_same_values_sorting_the_array_given():
+    values = np.random.default_rng(3).integers(0, 50, size=400).astype(np.uint64)
+    expected = np.unique(values)
+    given = values.copy()
+    assert np.array_equal(distinct(given, in_place=True), expected)
+    assert np.array_equal(given, np.sort(values))  # sorted where it stood, no copy made

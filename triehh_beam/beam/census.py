@@ -351,11 +351,7 @@ def _group_census(group_paths: Tuple[int, Iterable[str]]) -> Census:
     usable = np.concatenate([p[0] for p in parts])
     unusable, lengths = _merged([(p[0][:0], p[1], p[2]) for p in parts])[1:]
     del parts
-    usable.sort()  # numpy's vectorised quicksort: faster than a stable sort even on sorted runs, and in place
-    first = np.empty(len(usable), dtype=bool)
-    first[:1] = True
-    np.not_equal(usable[1:], usable[:-1], out=first[1:])
-    return _census_of(usable[first], unusable, lengths)
+    return _census_of(distinct(usable, in_place=True), unusable, lengths)
 
 
 @beam.typehints.with_input_types(_ShardPart)

@@ -192,11 +192,8 @@ def build_sampling(
     """
     records = _read_counted_records(pipeline, config, summary_path, progress, as_of_millis)
     if Protocol(plan.protocol).samples_by_probability:  # TrieHH++: each user with probability p_s, tau votes kept
-        sizes, required = dict(sample_size=None, sample_probability=plan.sample_probability), None
         bound = bernoulli_threshold(plan.sample_probability) - 1  # -1: nobody
     else:
-        sizes = dict(sample_size=plan.batch_size, sample_probability=None)
-        required = None if population is None else min(plan.batch_size, population)
         bound = 2**64 - 1 if population is None else rank_prefilter_bound(population, plan.batch_size)
     written = (
         records
@@ -208,16 +205,8 @@ def build_sampling(
         | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
         | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
     )
-    shards = sample_pass.sample_shards(population=population, **sizes)
-    drawn = pipeline | "CutRounds" >> CutRounds(
-        candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, shards=shards,
-        samples_dir=samples_dir, users_required=required, records_ranked=beam.pvalue.AsSingleton(ranked),
-        after=written, **sizes)
-    _summarise(drawn["samples"], summary_path)
-    if run_rounds_into is not None:
-        results = drawn["tables"] | "RunRounds" >> RunRoundsFromFiles(
-            rounds[0], rounds[-1], plan.theta, frozenset({()}), drawn["samples"], denied)
-        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
+    _cut_and_run(pipeline, config, keys, plan, rounds, population, candidates_prefix, samples_dir, summary_path,
+                 run_rounds_into, beam.pvalue.AsSingleton(ranked), denied, after=written)
 
 
 def build_sampling_from_candidates(
@@ -238,15 +227,27 @@ def build_sampling_from_candidates(
     written and summarised as ``build_sampling`` writes them (``records``: ``records_ranked``),
     the rounds run too with ``run_rounds_into``, in order in one DoFn once every table is
     written (``rounds_from_files.RunRoundsFromFiles``)."""
-    rounds = list(range(1, plan.max_length + 1))
+    _cut_and_run(pipeline, config, keys, plan, list(range(1, plan.max_length + 1)), population, candidates_prefix,
+                 samples_dir, summary_path, run_rounds_into, records_ranked, denied)
+
+
+def _cut_and_run(pipeline, config: DiscoveryConfig, keys: PassKeys, plan: state_pb2.PrivacyPlan,
+                 rounds: Sequence[int], population: Optional[int], candidates_prefix: str, samples_dir: str,
+                 summary_path: str, run_rounds_into: Optional[str], records_ranked, denied: FrozenSet[Units],
+                 after=None) -> None:
+    """The cut of written candidates to ``rounds``' samples (``round_cut.CutRounds``: the plan's m
+    of ``population`` users, required unless the population is unknown, or TrieHH++'s p_s), its
+    summary, and with ``run_rounds_into`` the rounds on them (``RunRoundsFromFiles``), each
+    level written there as its round completes."""
     if Protocol(plan.protocol).samples_by_probability:
         sizes, required = dict(sample_size=None, sample_probability=plan.sample_probability), None
     else:
-        sizes, required = dict(sample_size=plan.batch_size, sample_probability=None), min(plan.batch_size, population)
-    shards = sample_pass.sample_shards(population=population, **sizes)
+        sizes = dict(sample_size=plan.batch_size, sample_probability=None)
+        required = None if population is None else min(plan.batch_size, population)
     drawn = pipeline | "CutRounds" >> CutRounds(
-        candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items, shards=shards,
-        samples_dir=samples_dir, users_required=required, records_ranked=records_ranked, **sizes)
+        candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items,
+        shards=sample_pass.sample_shards(population=population, **sizes), samples_dir=samples_dir,
+        users_required=required, records_ranked=records_ranked, after=after, **sizes)
     _summarise(drawn["samples"], summary_path)
     if run_rounds_into is not None:
         results = drawn["tables"] | "RunRounds" >> RunRoundsFromFiles(

@@ -66,6 +66,6 @@ setuptools.setup(
             "mkdocstrings[python]>=0.26,<2",
         ],
     },
-    entry_points={"console_scripts": ["triehh=triehh_beam.cli:main",
+    entry_points={"console_scripts": ["triehh=triehh_beam.cli:entry",
                                       "triehh-pipeline=triehh_beam.cli.pipeline:main"]},
 )

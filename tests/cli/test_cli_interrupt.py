@@ -8,6 +8,9 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 import triehh_beam
 from tests.holders import write_holders
@@ -60,3 +63,45 @@ def test_ctrl_c_prints_one_line_with_the_command_that_resumes_to_the_same_trie(t
     assert whole.returncode == 0, err
     assert _trie(interrupted) == _trie(fresh)
     assert "abcdef" in _trie(fresh)["heavy_hitters"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_anywhere_gives_one_line_and_130_or_a_finished_run_and_0(tmp_path):
+    # Interrupts spread over a whole run from its first line (before the first job, inside the Beam jobs' DoFns, during
+    # commits and writes, while the summary prints): wherever one lands, the command either stops
+    # with the one line and 130, or has finished and exits 0 with its result; never a traceback or
+    # another error. Each interrupted run then resumes to the uninterrupted run's trie.
+    records = write_holders(str(tmp_path / "records.jsonl"), {"abcdef": 3000, "abcxyz": 2500, "qrstuv": 2000})
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(SEED)
+    flags = ["--input", str(records), "--epsilon", "4", "--delta", "1e-6", "--max-length", "8",
+             "--seed-file", str(seed), "--protocol", "triehh"]
+    whole = _triehh(["discover", *flags, "--output", str(tmp_path / "fresh")])
+    whole.stdout.readline()
+    started = time.monotonic()
+    _, err = whole.communicate(timeout=300)
+    assert whole.returncode == 0, err
+    duration = time.monotonic() - started  # from its first line to its exit
+    outcomes = []
+    for point in range(8):
+        output = tmp_path / f"interrupted-{point}"
+        run = _triehh(["discover", *flags, "--output", str(output)])
+        first = run.stdout.readline()  # Python and the imports have started (a Ctrl-C before is Python's own)
+        time.sleep(duration * (point + 0.5) / 8)
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=300)
+        out = first + out
+        if run.returncode == 0:
+            assert "interrupted" not in err and "Traceback" not in err, err
+            assert "discovered " in out, out
+        else:
+            assert run.returncode == 130, (point, err[-3000:])
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("triehh discover: interrupted; resume with: "), \
+                (point, err[-3000:])
+            resumed = _triehh(["discover", *flags, "--output", str(output)])
+            _, err = resumed.communicate(timeout=300)
+            assert resumed.returncode == 0, err
+        outcomes.append(run.returncode)
+        assert _trie(output) == _trie(tmp_path / "fresh"), point
+    assert 130 in outcomes, outcomes  # the early points land before the result exists

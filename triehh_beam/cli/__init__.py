@@ -1,5 +1,5 @@
 """The ``triehh`` command: one module per subcommand; ``main`` dispatches."""
 
-from triehh_beam.cli.main import build_parser, main
+from triehh_beam.cli.main import build_parser, entry, main
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "entry", "main"]

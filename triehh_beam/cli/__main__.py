@@ -1,7 +1,5 @@
 """``python -m triehh_beam.cli``: the ``triehh`` command."""
 
-import sys
+from triehh_beam.cli.main import entry
 
-from triehh_beam.cli.main import main
-
-sys.exit(main())
+entry()

@@ -91,6 +91,7 @@ def _print_json_line(event: dict) -> None:
 
 
 def _fail(message: str, code: int) -> int:
+    interrupts.check()  # a failure Ctrl-C caused (a write it cut short) is reported as the interrupt
     print(f"triehh: error: {message}", file=sys.stderr)
     return code
 
@@ -224,6 +225,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
                      "*.jsonl.gz)", 2)
     except ValueError as e:  # bad values that reach the driver (e.g. a bad pattern)
         return _fail(str(e), 2)
+    interrupts.finishing()  # the result is published: print it whole and exit 0, even after Ctrl-C
     if as_json:
         _print_json_line({
             "event": "summary",

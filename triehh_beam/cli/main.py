@@ -8,15 +8,16 @@ command that resumes)."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shlex
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from triehh_beam.cli import audit, demo, discover, evaluate, federated, interrupts, ledger, plan, scheduled, show, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
 
-__all__ = ["EXIT_INTERRUPTED", "build_parser", "main"]
+__all__ = ["EXIT_INTERRUPTED", "build_parser", "entry", "main"]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C stopped
 
@@ -66,19 +67,60 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     try:
         with interrupts.remembered():
-            return args.handler(args, beam_args)
+            return _run(args, beam_args, argv)
+    except KeyboardInterrupt:  # it arrived as the command started
+        return _interrupted(args, argv)
+
+
+def _run(args: argparse.Namespace, beam_args: List[str], argv: Sequence[str]) -> int:
+    """The command's exit code; within ``interrupts.remembered``."""
+    try:
+        code = args.handler(args, beam_args)
     except UsageError as err:
+        if interrupts.received():
+            return _interrupted(args, argv)
         print(f"triehh {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        # One line, not Beam's 60-odd frames: what was committed stays, and the same command resumes.
-        again = f"; resume with: {shlex.join(['triehh', *argv])}" if getattr(args, "resumable", False) else ""
-        print(f"\ntriehh {args.command}: interrupted{again}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(args, argv)
     except BrokenPipeError:  # `triehh show OUT | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
         return 1
+    except Exception:
+        # After Ctrl-C every failure is the interrupt's: Beam re-raises it from a DoFn as
+        # RuntimeError, and a file write it cut short ends in OSError.
+        if interrupts.received():
+            return _interrupted(args, argv)
+        raise
+    if code != 0 and interrupts.received():  # a failure the interrupt caused, already reported
+        return _interrupted(args, argv)
+    return code
+
+
+def _interrupted(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """One line, not Beam's 60-odd frames: what was committed stays, and the same command resumes."""
+    again = f"; resume with: {shlex.join(['triehh', *argv])}" if getattr(args, "resumable", False) else ""
+    print(f"\ntriehh {args.command}: interrupted{again}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def entry() -> None:
+    """The ``triehh`` executable: exits with ``main``'s code. Around the command, SIGINT is only
+    remembered: one that lands while it starts interrupts it as it begins, and one that lands as
+    the process exits, its result already out, cannot turn a finished command into a killed one."""
+    interrupts.record_only()
+    code = main()
+    interrupts.ignore()  # its result is out: a Ctrl-C as the process shuts down changes nothing
+    if code == EXIT_INTERRUPTED:
+        # A Beam job interrupted in-process leaves its worker threads waiting for work that never
+        # comes, and Python's exit would wait for them for ever: run the exit handlers (Beam stops
+        # the servers it started there), then leave without joining those threads.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -69,6 +69,14 @@ def test_html_embeds_the_pngs_and_states_parameters_and_guarantees(written, resu
         assert needle in page, needle
 
 
+def test_the_reader_drops_read_as_words_and_none_when_there_are_none(written, result):
+    with open(written["report"], encoding="utf-8") as f:
+        page = f.read()
+    assert not any(result["data_source"]["records_dropped"].values())
+    assert "<li>records dropped by the reader: none</li>" in page  # it read "{}"
+    assert report._dropped({"too_long": 0, "no_user": 3, "bad_count": 1200}) == "bad_count: 1,200, no_user: 3"
+
+
 def test_summary_rows_follow_the_result(result):
     rows = report.summary_rows(result)
     methods = [r[0] for r in rows]

@@ -15,6 +15,11 @@ from triehh_beam.present import evaluation_plots as plots
 __all__ = ["summary_rows", "write_report"]
 
 
+
+def _dropped(counts: dict) -> str:
+    """The reader's drops as "reason: count, ..." (the reasons that dropped any), or "none"."""
+    return ", ".join(f"{reason}: {count:,}" for reason, count in sorted(counts.items()) if count) or "none"
+
 def _cell(block: Optional[dict], name: str = "recall") -> str:
     if block is None:
         return "–"
@@ -101,7 +106,7 @@ def _html(result: dict, images: Sequence[Tuple[str, str]]) -> str:
         f"<li>{source['users']:,} users, {source['records']:,} records, "
         f"{source['distinct_items']:,} distinct items; users with several items: "
         f"{source['users_with_several_items']:,}</li>",
-        f"<li>records dropped by the reader: {esc(str({k: v for k, v in source['records_dropped'].items() if v}) or 'none')}</li>",
+        f"<li>records dropped by the reader: {esc(_dropped(source['records_dropped']))}</li>",
         "</ul>",
         "<h2>Parameters</h2><ul>",
         f"<li>ε: {', '.join(f'{e:g}' for e in params['epsilons'])}; TrieHH δ = {params['delta']:g}; "

@@ -99,6 +99,7 @@ def test_the_readme_is_a_front_door():
     assert len(lines) <= 250, len(lines)
     first_screen = "\n".join(lines[:60])
     assert 'pip install . && triehh demo' in first_screen
+    assert "Python 3.11 or later" in first_screen and "venv" in first_screen  # setup.py's python_requires
     assert 'pip install ".[test]" && python -m pytest -n 2 -q' in first_screen
     assert "discovered " in first_screen  # the demo's first result
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")

@@ -1,17 +1,29 @@
 """Which Beam runner a job uses: the default (``DirectRunner`` or no ``--runner``) is the
 in-process ``FnApiRunner``, because Beam 2.77's ``DirectRunner`` first tries Prism, which
-downloads a binary on every run; every other runner name goes to Beam unchanged.
+downloads a binary on every run; ``PrismRunner`` runs the local Prism binary (``prism.find_prism``),
+never a downloaded one; every other runner name goes to Beam unchanged. ``workers_on_this_machine``
+says whether a job's workers see this machine's files (progress, a local state directory).
 ``unknown_pipeline_args`` finds the arguments no ``PipelineOptions`` class defines, which Beam's
 parser would drop with only a warning."""
 
 from __future__ import annotations
 
+import ipaddress
+import urllib.parse
 from typing import List, Sequence
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    PipelineOptions,
+    PortableOptions,
+    PrismRunnerOptions,
+    StandardOptions,
+)
 
-__all__ = ["describe_unknown", "make_pipeline", "unknown_pipeline_args", "uses_in_process_runner"]
+from triehh_beam.beam import prism
+
+__all__ = ["describe_unknown", "make_pipeline", "runner_kind", "unknown_pipeline_args", "uses_in_process_runner",
+           "uses_prism", "with_local_prism", "workers_on_this_machine"]
 
 _IN_PROCESS_NAMES = {None, "", "DirectRunner", "FnApiRunner", "direct"}
 
@@ -19,6 +31,75 @@ _IN_PROCESS_NAMES = {None, "", "DirectRunner", "FnApiRunner", "direct"}
 def uses_in_process_runner(options: PipelineOptions) -> bool:
     """True when the options ask for the default, in-process runner."""
     return options.view_as(StandardOptions).runner in _IN_PROCESS_NAMES
+
+
+def runner_kind(options: PipelineOptions) -> str:
+    """The runner the options name as Beam resolves it, in lower case without ``Runner`` and
+    without a module path: ``PrismRunner``, ``prism`` and ``...prism_runner.PrismRunner`` give
+    ``prism``; the in-process runner gives ``""``."""
+    if uses_in_process_runner(options):
+        return ""
+    name = str(options.view_as(StandardOptions).runner).rsplit(".", 1)[-1].lower()
+    return name[: -len("runner")] if name.endswith("runner") else name
+
+
+def uses_prism(options: PipelineOptions) -> bool:
+    """True when the options ask for Beam's Prism runner."""
+    return runner_kind(options) == "prism"
+
+
+def with_local_prism(options: PipelineOptions) -> PipelineOptions:
+    """The options, or for ``PrismRunner`` without ``--prism_location`` a copy naming the local
+    binary (``prism.find_prism``), so that Beam never downloads one.
+
+    Raises:
+      prism.PrismNotFoundError: Prism asked for and none found (one line: how to build it).
+    """
+    if not uses_prism(options) or options.view_as(PrismRunnerOptions).prism_location:
+        return options
+    copy = PipelineOptions([], **options.get_all_options(drop_default=True, retain_unknown_options=True))
+    copy.view_as(PrismRunnerOptions).prism_location = prism.find_prism()
+    return copy
+
+
+def _loopback(address: str) -> bool:
+    """Whether a ``host:port`` address is on this machine's loopback."""
+    try:
+        host = urllib.parse.urlsplit("//" + address).hostname
+        return host == "localhost" or ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
+def workers_on_this_machine(options: PipelineOptions) -> bool:
+    """Whether every SDK worker of the options' jobs runs on this machine, so that it can read
+    and write this machine's files (a local state directory, the progress file).
+
+    True for the in-process runner (threads, or processes with ``multi_processing``); for Prism and
+    the portable runner when the workers are this process's threads (``LOOPBACK``, Prism's
+    default), or processes the job service starts (``PROCESS``) or a worker pool serves
+    (``EXTERNAL``) on a loopback address, the job service itself on this machine (Prism started
+    here, or a loopback ``--job_endpoint``). False for every other runner (Dataflow, Flink,
+    Spark...) and for ``DOCKER`` workers (the portable runner's default), whose containers see
+    none of this machine's files.
+    """
+    if uses_in_process_runner(options):
+        return True
+    kind = runner_kind(options)
+    if kind not in ("prism", "portable"):
+        return False
+    portable = options.view_as(PortableOptions)
+    environment = (portable.environment_type or ("LOOPBACK" if kind == "prism" else "DOCKER")).upper()
+    if environment == "LOOPBACK":
+        return True
+    endpoint = portable.job_endpoint
+    service_here = (kind == "prism" and not endpoint) or bool(endpoint and _loopback(endpoint))
+    if environment == "PROCESS":
+        return service_here
+    if environment == "EXTERNAL":
+        address = portable.environment_config or portable.lookup_environment_option("external_service_address")
+        return service_here and bool(address) and _loopback(address)
+    return False
 
 
 def _in_process_runner(options: PipelineOptions):
@@ -35,12 +116,11 @@ def _in_process_runner(options: PipelineOptions):
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A pipeline on the runner the options name, the in-process one by default."""
+    """A pipeline on the runner the options name, the in-process one by default (Prism: the
+    local binary, ``with_local_prism``)."""
     if uses_in_process_runner(options):
         return beam.Pipeline(runner=_in_process_runner(options), options=options)
-    return beam.Pipeline(options=options)
-
-
+    return beam.Pipeline(options=with_local_prism(options))
 
 def unknown_pipeline_args(argv: Sequence[str]) -> List[str]:
     """The names of the arguments of ``argv`` that no ``PipelineOptions`` class defines.

@@ -265,7 +265,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         raise ValueError("--window over files needs --timestamp-column (the records' event time)")
     root = config.resolved_state_dir
     windowed.WindowedJob.check(config)
-    release.check_locations(config.output_dir, root)  # LocationError, before anything is made or charged
+    release.check_locations(config.output_dir, root, options)  # LocationError, before anything is made or charged
     before = leftovers.local_entries(root)
     try:
         seed = job_seed(config)
@@ -306,13 +306,13 @@ def cancel_job(result, wait_seconds: float = 5.0) -> str:
 
 def stream_pipeline(options: PipelineOptions) -> beam.Pipeline:
     """A streaming pipeline: Beam's streaming DirectRunner in process by default (never the
-    Prism download), else the runner the options name."""
+    Prism download), else the runner the options name (Prism: the local binary)."""
     options.view_as(StandardOptions).streaming = True
     if runners.uses_in_process_runner(options):
         from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
         return beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    return beam.Pipeline(options=options)
+    return runners.make_pipeline(options)
 
 
 def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineOptions,
@@ -327,7 +327,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
     windowed.WindowedJob.check(config)
     source.check(config)
-    release.check_locations(config.output_dir, config.resolved_state_dir)  # before anything is made or charged
+    release.check_locations(config.output_dir, config.resolved_state_dir, options)  # before anything is made or charged
     seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
     declared = list(job.declared_starts)

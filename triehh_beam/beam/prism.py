@@ -1,25 +1,24 @@
 """Finding the Prism binary the product runs (Beam's portable runner in Go), never downloading
 one: ``find_prism`` looks at ``$TRIEHH_PRISM``, then ``prism`` on ``PATH``, then the cache
 directory ``.ci/run`` installs to, and otherwise refuses in one line naming the ``go install``
-command; ``prism_log`` sends Prism's own log lines to a file instead of the console."""
+command; ``send_log_to`` sends Prism's own log lines to a file instead of the console."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-from typing import Iterator, Optional
 
 from apache_beam.version import __version__ as BEAM_VERSION
 
-__all__ = ["PRISM_ENV", "PrismNotFoundError", "find_prism", "install_command", "install_dir", "prism_log"]
+__all__ = ["PRISM_ENV", "PrismNotFoundError", "find_prism", "install_command", "install_dir", "send_log_to"]
 
 # The environment variable naming a Prism binary; it wins over PATH and the cache.
 PRISM_ENV = "TRIEHH_PRISM"
 _PACKAGE = "github.com/apache/beam/sdks/v2/go/cmd/prism"
 # The logger Beam's Prism job server writes the binary's output to (job_server.SubprocessJobServer).
 _PRISM_LOGGER = "PrismJobServer"
+_OURS = "_triehh_prism_log"  # marks the handler send_log_to installed
 
 
 class PrismNotFoundError(RuntimeError):
@@ -68,22 +67,22 @@ def find_prism() -> str:
         f"with `{install_command()}` (Go 1.21 or later), or name one with ${PRISM_ENV} or --prism_location")
 
 
-@contextlib.contextmanager
-def prism_log(path: Optional[str]) -> Iterator[None]:
-    """While it is open, Prism's own log lines go to the file ``path`` (appended), not to the
-    console where they would interleave with the product's lines; ``None``: unchanged."""
-    if path is None:
-        yield
-        return
+def send_log_to(path: str) -> None:
+    """From now on, Prism's own log lines (Beam logs the binary's output, also after a job has
+    ended) go to the file ``path`` (appended; created owner-only: workers' errors may quote
+    records), not to the console where they would interleave with
+    the product's lines; a later call with another path replaces it."""
     logger = logging.getLogger(_PRISM_LOGGER)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    path = os.path.abspath(path)
+    ours = [h for h in logger.handlers if getattr(h, _OURS, False)]
+    if any(h.baseFilename == path for h in ours):
+        return
+    for handler in ours:
+        logger.removeHandler(handler)
+        handler.close()
+    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))  # private: owner only
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    propagate = logger.propagate
+    setattr(handler, _OURS, True)
     logger.addHandler(handler)
     logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
-        handler.close()

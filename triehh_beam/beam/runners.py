@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 import urllib.parse
-from typing import List, Sequence
+import os
+from typing import List, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
@@ -22,10 +23,12 @@ from apache_beam.options.pipeline_options import (
 
 from triehh_beam.beam import prism
 
-__all__ = ["describe_unknown", "make_pipeline", "runner_kind", "unknown_pipeline_args", "uses_in_process_runner",
+__all__ = ["RUNNER_LOG_NAME", "describe_unknown", "make_pipeline", "runner_kind", "unknown_pipeline_args", "uses_in_process_runner",
            "uses_prism", "with_local_prism", "workers_on_this_machine"]
 
 _IN_PROCESS_NAMES = {None, "", "DirectRunner", "FnApiRunner", "direct"}
+# Prism's own log lines, in a job's (private) state directory.
+RUNNER_LOG_NAME = "prism.log"
 
 
 def uses_in_process_runner(options: PipelineOptions) -> bool:
@@ -115,11 +118,15 @@ def _in_process_runner(options: PipelineOptions):
     return fn_runner.FnApiRunner(provision_info=provision)
 
 
-def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
+def make_pipeline(options: PipelineOptions, log_dir: Optional[str] = None) -> beam.Pipeline:
     """A pipeline on the runner the options name, the in-process one by default (Prism: the
-    local binary, ``with_local_prism``)."""
+    local binary, ``with_local_prism``). ``log_dir``: a private local directory (a job's state
+    directory) where Prism's own log lines go, in ``RUNNER_LOG_NAME``, instead of the console
+    (None, or a ``scheme://`` one: left to logging)."""
     if uses_in_process_runner(options):
         return beam.Pipeline(runner=_in_process_runner(options), options=options)
+    if log_dir is not None and uses_prism(options) and "://" not in log_dir:
+        prism.send_log_to(os.path.join(log_dir, RUNNER_LOG_NAME))
     return beam.Pipeline(options=with_local_prism(options))
 
 def unknown_pipeline_args(argv: Sequence[str]) -> List[str]:

@@ -187,7 +187,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
     if not config.verbose and runners.workers_on_this_machine(options):
         # A worker's error is logged by Beam with its traceback before it reaches us; we
         # report it ourselves in one line (input problems) or re-raise it (anything else).
-        # (Prism's own lines go to its log in the state directory: jobs.RUNNER_LOG_NAME.)
+        # (Prism's own lines go to its log in the state directory: runners.RUNNER_LOG_NAME.)
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     if config.window is not None or config.timestamp_column is not None or config.windows is not None:
         return _execute_windowed(config, options, dry_run, as_json)

@@ -21,11 +21,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from triehh_beam.beam import prism, runners, transforms
+from triehh_beam.beam import runners, transforms
 from triehh_beam.beam.candidates import CandidateBounds
 from triehh_beam.beam.census import Census
 from triehh_beam.job import graphs, input_files, levels, planning, sources
-from triehh_beam.job.cas import is_local, make_private_dir
+from triehh_beam.job.cas import make_private_dir
 from triehh_beam.job.release import Release
 from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.candidate_bounds import candidate_bounds
@@ -37,7 +37,6 @@ from triehh_beam.protocol.sampling import PassKeys, Sampler
 __all__ = [
     "JobRunner",
     "PROGRESS_EVENT_SECONDS",
-    "RUNNER_LOG_NAME",
     "job_counters",
     "now",
     "read_single_output",
@@ -48,13 +47,6 @@ __all__ = [
 
 # Seconds between two progress events of a running job (``--log-format json``).
 PROGRESS_EVENT_SECONDS = 2.0
-# Prism's own log lines, in the (private) state directory.
-RUNNER_LOG_NAME = "prism.log"
-
-
-def _private_file(path: str) -> None:
-    """Creates ``path`` readable by its owner only, if it does not exist."""
-    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
 
 
 def now() -> str:
@@ -152,8 +144,7 @@ class JobRunner:
       verbose: progress shows the rows done (private counts), marked private.
       ticks: called about every second while a job runs with a progress line, None when it ends.
       events: called every ``PROGRESS_EVENT_SECONDS`` while a job runs with a ``progress`` event.
-      log_dir: a private local directory (the state directory) where Prism's own log lines go,
-        in ``RUNNER_LOG_NAME``, instead of the console; None, or a remote one: left to logging.
+      log_dir: the state directory, where Prism's own log lines go (``runners.make_pipeline``).
     """
 
     interval = 1.0  # seconds between two progress reports of a running job
@@ -166,9 +157,7 @@ class JobRunner:
         self._ticks = ticks
         self._events = events
         self._last_event = 0.0
-        self._runner_log = None
-        if log_dir is not None and runners.uses_prism(options) and is_local(log_dir):
-            self._runner_log = os.path.join(log_dir, RUNNER_LOG_NAME)
+        self._log_dir = log_dir
 
     @property
     def options(self) -> PipelineOptions:
@@ -209,15 +198,13 @@ class JobRunner:
         local = runners.workers_on_this_machine(self._options)
         channel = progress_lib.ProgressChannel() if self.reporting and local else None
         try:
-            pipeline = runners.make_pipeline(self._options)
+            pipeline = runners.make_pipeline(self._options, self._log_dir)
             build(pipeline, channel.path if channel is not None else None)
             self._last_event = 0.0
             monitor = (progress_lib.ProgressMonitor(phase, total, estimated, unit, self._report, channel,
                                                     interval=self.interval)
                        if self.reporting else contextlib.nullcontext())
-            if self._runner_log is not None:
-                _private_file(self._runner_log)
-            with monitor, prism.prism_log(self._runner_log):
+            with monitor:
                 result = pipeline.run()
                 result.wait_until_finish()
         finally:

@@ -248,7 +248,7 @@ def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed:
     census job (one more read of the files): skipped when both are disabled (``1``)."""
     if all(limit is None or limit >= 1 for limit in (config.max_bad_fraction, config.max_unusable_fraction)):
         return
-    jobs = jobs_lib.JobRunner(options, config.verbose, None, None)
+    jobs = jobs_lib.JobRunner(options, config.verbose, None, None, log_dir=config.resolved_state_dir)
     sampler = Sampler(seed, config.window_identity())
     counted, counters, _ = jobs_lib.take_census(config, jobs, sampler)
     counters = {**counters, "distinct_users": counted.users, "users_without_usable_item": counted.unusable_users}
@@ -276,7 +276,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
         raise
     progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}{_estimates_note(config)}")
-    pipeline = runners.make_pipeline(options)
+    pipeline = runners.make_pipeline(options, root)
     # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.
     read = pipeline | "ReadRecords" >> sources.read_transform(config, dead_letter=True)
     records = read[RECORDS_TAG] | "IntoWindows" >> SplitIntoWindows(job.windows)

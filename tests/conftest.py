@@ -17,11 +17,22 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import pytest
 
+from tests import pipeline_factory
 from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.evaluation import demo
 from triehh_beam.io.write import write_records
 
 REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runner", choices=pipeline_factory.RUNNERS, default="in-process",
+                     help="the runner of the pipelines tests build (tests/pipeline_factory.py); with prism, "
+                          "run pytest inside a loopback-only network namespace (CONTRIBUTING.md)")
+
+
+def pytest_configure(config):
+    pipeline_factory.use_runner(config.getoption("--runner"))
 
 
 @pytest.fixture(scope="session")

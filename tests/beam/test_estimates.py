@@ -7,9 +7,9 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pytest
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam.estimates import EstimateFrequencies
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets, reference_estimates
@@ -89,7 +89,7 @@ def _leaves(kind, encoder, truncate):
 
 def _run(build):
     """Runs the pipeline ``build`` makes; returns its metrics (every namespace)."""
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     build(pipeline)
     result = pipeline.run()
     result.wait_until_finish()

@@ -13,9 +13,9 @@ import random
 import apache_beam as beam
 import pyarrow as pa
 import pytest
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.io.write import write_records
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job import progress as progress_lib
@@ -29,7 +29,7 @@ def test_steps_report_their_rows_and_pass_elements_through():
     channel = ProgressChannel()
     try:
         batches = [pa.record_batch([pa.array(range(n))], names=["x"]) for n in (5, 70_000, 1)]
-        pipeline = beam.Pipeline(runner=FnApiRunner())
+        pipeline = new_pipeline()
         passed = (pipeline | beam.Create(batches) | beam.ParDo(CountProgressDoFn(channel.path))
                   | beam.Map(lambda batch: batch.num_rows))
         assert_that(passed, equal_to([5, 70_000, 1]))

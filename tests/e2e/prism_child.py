@@ -10,7 +10,6 @@ service. Run it inside a loopback-only network namespace (``tests/prism_runner.p
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -48,17 +47,19 @@ def _services(log_dir: str):
     try:
         for name, command, port in zip(("prism", "worker_pool"), commands, (job_port, pool_port)):
             with open(os.path.join(log_dir, f"{name}.log"), "ab") as log:
+                # In this process's group: the test stops the group, the workers the pool started too.
                 processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                                  stdin=subprocess.DEVNULL, start_new_session=True))
+                                                  stdin=subprocess.DEVNULL))
             _wait_for(port, processes[-1])
         yield ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}", "--environment_type=EXTERNAL",
                f"--environment_config=localhost:{pool_port}"]
     finally:
         for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            process.terminate()
+            try:
                 process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def main(argv) -> int:

@@ -14,9 +14,12 @@ Skipped, with a one-line reason, where Prism is not installed (``.ci/run`` build
 ``unshare -n`` is not permitted.
 """
 
+import contextlib
 import json
+import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 
@@ -53,9 +56,16 @@ def _run(tmp_path, args, env, runner: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "tests.e2e.prism_child", "7", *head, "--", "discover", *args, *tail]
     if runner != "in_process":
         command = prism_runner.in_loopback_namespace(command)
-    ran = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    assert ran.returncode == 0, f"{runner}: exit {ran.returncode}\n{ran.stdout[-3000:]}\n{ran.stderr[-5000:]}"
-    return ran
+    # Its own process group, so that a run that hangs is stopped with every process it started.
+    child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        stdout, stderr = child.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)  # nothing of a finished run is left either
+    assert child.returncode == 0, f"{runner}: exit {child.returncode}\n{stdout[-3000:]}\n{stderr[-5000:]}"
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
 
 
 def _stable(document):

@@ -35,6 +35,16 @@ def pytest_configure(config):
     pipeline_factory.use_runner(config.getoption("--runner"))
 
 
+def pytest_collection_modifyitems(config, items):
+    runner = config.getoption("--runner")
+    if runner == "in-process":
+        return
+    skip = pytest.mark.skip(reason=f"tests the in-process runner's own behaviour, not {runner}'s")
+    for item in items:
+        if item.get_closest_marker("in_process") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def subprocess_env() -> Dict[str, str]:
     """os.environ with the repository root first on PYTHONPATH, so that a child interpreter

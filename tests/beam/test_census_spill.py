@@ -95,6 +95,7 @@ def test_a_user_usable_in_any_flush_is_usable_and_the_shortest_length_is_kept(tm
     assert _run(rows, ItemEncoder(max_length=10), str(tmp_path / "spill"), tmp_path, batch=300, budget=1) == expected
 
 
+@pytest.mark.in_process  # the in-process runner's multi-threaded bundles and bundle_repeat
 def test_bundles_of_two_workers_and_a_replayed_bundle_count_each_user_once(tmp_path):
     rows = _mixed_population(random.Random(7), users=800)
     encoder = ItemEncoder(max_length=10)

@@ -114,7 +114,11 @@ def test_the_pipeline_releases_exactly_the_reference_estimates(kind, truncate):
 
     metrics = _run(build)
     # No counter, distribution or gauge at all: nothing derived from the exact counts leaves.
-    assert not any(metrics[kind] for kind in ("counters", "distributions", "gauges")), metrics
+    # (A portable runner such as Prism adds its own per-step element counts and sizes, namespace
+    # "beam": the runner's operator metrics, never the product's, and never published.)
+    ours = {kind: [m for m in metrics[kind] if m.key.metric.namespace != "beam"]
+            for kind in ("counters", "distributions", "gauges")}
+    assert not any(ours.values()), ours
 
 
 def test_shards_and_a_side_input_of_leaves_change_nothing():

@@ -283,7 +283,10 @@ def register_discover(subparsers) -> None:
         description="Discover heavy hitters with TrieHH (or TrieHH++: --protocol triehh++; whole items "
         "released once with counts: --protocol sample-threshold). Flags this command does not know must be "
         "Beam pipeline options (e.g. --runner=DataflowRunner --project=... --temp_location=gs://...); "
-        "any other is refused. The default runner is Beam's in-process runner.",
+        "any other is refused. The default runner is Beam's in-process runner; --runner=PrismRunner runs "
+        "the local Prism binary ($TRIEHH_PRISM, else prism on PATH, else the one .ci/run builds; never a "
+        "download). A runner whose workers run elsewhere (Dataflow, Flink, DOCKER workers) needs a gs:// "
+        "--state-dir.",
     )
     add_discover_arguments(parser)
     parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True, resumable=True)

@@ -1,6 +1,6 @@
 """The product finds a local Prism binary itself ($TRIEHH_PRISM, then PATH, then the cache
 directory .ci/run installs to) or refuses in one line naming the ``go install`` command: Beam never
-downloads one. And which runners' workers share this machine's files."""
+downloads one. And which runners' workers run on this machine, and which can use a local state."""
 
 import pathlib
 import stat
@@ -77,27 +77,34 @@ def test_with_local_prism_names_the_binary_in_a_copy_and_keeps_an_explicit_locat
     assert runners.with_local_prism(other) is other
 
 
-@pytest.mark.parametrize("flags, here", [
-    ([], True),
-    (["--runner=DirectRunner", "--direct_running_mode=multi_processing"], True),
-    (["--runner=PrismRunner"], True),  # LOOPBACK: the workers are this process's threads
-    (["--runner=prism", "--environment_type=PROCESS"], True),
-    (["--runner=PrismRunner", "--environment_type=EXTERNAL", "--environment_config=localhost:5000"], True),
-    (["--runner=PrismRunner", "--environment_type=EXTERNAL", "--environment_config=10.1.2.3:5000"], False),
-    (["--runner=PrismRunner", "--environment_type=DOCKER"], False),
-    (["--runner=PrismRunner", "--job_endpoint=prism.internal:8073", "--environment_type=PROCESS"], False),
-    (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], False),  # DOCKER by default
-    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=LOOPBACK"], True),
+# (flags, workers on this machine, a local state directory allowed)
+@pytest.mark.parametrize("flags, here, local_state", [
+    ([], True, True),
+    (["--runner=DirectRunner", "--direct_running_mode=multi_processing"], True, True),
+    (["--runner=PrismRunner"], True, True),  # LOOPBACK: the workers are this process's threads
+    (["--runner=prism", "--environment_type=PROCESS"], True, True),
+    (["--runner=PrismRunner", "--environment_type=EXTERNAL", "--environment_config=localhost:5000"], True, True),
+    # A worker pool elsewhere, run by the team, may mount the state at the same path (deploy/flink).
+    (["--runner=PrismRunner", "--environment_type=EXTERNAL", "--environment_config=10.1.2.3:5000"], False, True),
+    (["--runner=PrismRunner", "--environment_type=DOCKER"], False, False),
+    (["--runner=PrismRunner", "--job_endpoint=prism.internal:8073", "--environment_type=PROCESS"], False, True),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], False, False),  # DOCKER by default
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=LOOPBACK"], True, True),
     (["--runner=PortableRunner", "--job_endpoint=[::1]:8099", "--environment_type=EXTERNAL",
-      "--environment_config=127.0.0.1:5000"], True),
-    (["--runner=PortableRunner", "--job_endpoint=flink.internal:8099", "--environment_type=EXTERNAL",
-      "--environment_config=localhost:5000"], False),
-    (["--runner=DataflowRunner"], False),
-    (["--runner=FlinkRunner"], False),
-    (["--runner=SparkRunner"], False),
+      "--environment_config=127.0.0.1:5000"], True, True),
+    (["--runner=PortableRunner", "--job_endpoint=jobserver:8099", "--environment_type=EXTERNAL",
+      "--environment_config=localhost:50000"], False, True),  # deploy/flink's compose
+    (["--runner=FlinkRunner"], True, True),  # a local Flink master: LOOPBACK workers
+    (["--runner=FlinkRunner", "--flink_master=flink:8081"], False, False),  # DOCKER workers
+    (["--runner=DataflowRunner"], False, False),
+    (["--runner=DataflowRunner", "--environment_type=EXTERNAL"], False, False),
+    (["--runner=SparkRunner"], False, False),
+    (["--runner=SamzaRunner"], False, False),
 ])
-def test_which_runners_workers_share_this_machines_files(flags, here):
-    assert runners.workers_on_this_machine(PipelineOptions(flags)) is here
+def test_which_runners_workers_run_here_and_which_reach_a_local_state(flags, here, local_state):
+    options = PipelineOptions(flags)
+    assert runners.workers_on_this_machine(options) is here
+    assert runners.local_state_reachable(options) is local_state
 
 
 def test_the_runner_kind_is_beams_name_resolution():

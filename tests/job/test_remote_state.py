@@ -1,8 +1,8 @@
-"""A runner whose workers cannot reach this machine's files (Dataflow, Flink, DOCKER workers...)
-with a local state directory is refused in one line before anything is written or charged: the
+"""A runner whose workers cannot reach a local path (Dataflow, DOCKER workers...) with a local
+state directory is refused in one line before anything is written or charged: the
 workers write into the state directory (the census spill, each round's tables, windows' state).
-A gs:// state, and runners whose workers run here (in-process, Prism's loopback workers, a
-loopback worker pool), pass."""
+A gs:// state, runners whose workers run here (in-process, Prism's loopback workers, a loopback
+worker pool) and a worker pool the team runs (which can mount the same path) pass."""
 
 import hashlib
 
@@ -56,6 +56,9 @@ def test_the_command_refuses_it_in_one_line_with_exit_code_2(tmp_path, records, 
     ["--runner=PrismRunner"],
     ["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=EXTERNAL",
      "--environment_config=localhost:5000"],
+    # deploy/flink's compose: the team's worker pool mounts the same volume at the same path
+    ["--runner=PortableRunner", "--job_endpoint=jobserver:8099", "--environment_type=EXTERNAL",
+     "--environment_config=localhost:50000"],
 ])
 def test_runners_whose_workers_run_here_keep_a_local_state(tmp_path, flags):
     check_locations(str(tmp_path / "out"), str(tmp_path / "out.state"), PipelineOptions(flags))

@@ -2,7 +2,8 @@
 in-process ``FnApiRunner``, because Beam 2.77's ``DirectRunner`` first tries Prism, which
 downloads a binary on every run; ``PrismRunner`` runs the local Prism binary (``prism.find_prism``),
 never a downloaded one; every other runner name goes to Beam unchanged. ``workers_on_this_machine``
-says whether a job's workers see this machine's files (progress, a local state directory).
+says whether a job's workers run here (they can report progress through a file),
+``local_state_reachable`` whether they can use a local state directory.
 ``unknown_pipeline_args`` finds the arguments no ``PipelineOptions`` class defines, which Beam's
 parser would drop with only a warning."""
 
@@ -15,6 +16,7 @@ from typing import List, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
+    FlinkRunnerOptions,
     PipelineOptions,
     PortableOptions,
     PrismRunnerOptions,
@@ -23,10 +25,13 @@ from apache_beam.options.pipeline_options import (
 
 from triehh_beam.beam import prism
 
-__all__ = ["RUNNER_LOG_NAME", "describe_unknown", "make_pipeline", "runner_kind", "unknown_pipeline_args", "uses_in_process_runner",
+__all__ = ["RUNNER_LOG_NAME", "describe_unknown", "local_state_reachable", "make_pipeline", "runner_kind", "unknown_pipeline_args", "uses_in_process_runner",
            "uses_prism", "with_local_prism", "workers_on_this_machine"]
 
 _IN_PROCESS_NAMES = {None, "", "DirectRunner", "FnApiRunner", "direct"}
+# Runners that speak the portable Job and Fn APIs, whose workers' environment is a pipeline option.
+_PORTABLE_KINDS = ("prism", "portable", "flink", "spark")
+_LOCAL_FLINK = ("[local]", "[auto]")  # Flink masters the Flink runner starts itself, in process
 # Prism's own log lines, in a job's (private) state directory.
 RUNNER_LOG_NAME = "prism.log"
 
@@ -74,27 +79,36 @@ def _loopback(address: str) -> bool:
         return False
 
 
-def workers_on_this_machine(options: PipelineOptions) -> bool:
-    """Whether every SDK worker of the options' jobs runs on this machine, so that it can read
-    and write this machine's files (a local state directory, the progress file).
+def _environment(options: PipelineOptions, kind: str) -> str:
+    """The SDK workers' environment type a portable-family runner will use (Beam's defaults)."""
+    chosen = options.view_as(PortableOptions).environment_type
+    if chosen:
+        return chosen.upper()
+    if kind == "prism" or (kind == "flink" and options.view_as(FlinkRunnerOptions).flink_master in _LOCAL_FLINK):
+        return "LOOPBACK"
+    return "DOCKER"
 
-    True for the in-process runner (threads, or processes with ``multi_processing``); for Prism and
-    the portable runner when the workers are this process's threads (``LOOPBACK``, Prism's
-    default), or processes the job service starts (``PROCESS``) or a worker pool serves
-    (``EXTERNAL``) on a loopback address, the job service itself on this machine (Prism started
-    here, or a loopback ``--job_endpoint``). False for every other runner (Dataflow, Flink,
-    Spark...) and for ``DOCKER`` workers (the portable runner's default), whose containers see
-    none of this machine's files.
+
+def workers_on_this_machine(options: PipelineOptions) -> bool:
+    """Whether every SDK worker of the options' jobs runs on this machine, so that it can append
+    to this machine's files (the progress file).
+
+    True for the in-process runner (threads, or processes with ``multi_processing``); for Prism, the
+    portable, Flink and Spark runners when the workers are this process's threads (``LOOPBACK``:
+    Prism's default, and Flink's with a local master), or processes the job service starts
+    (``PROCESS``) or a worker pool serves (``EXTERNAL``) on a loopback address, the job service
+    itself here (Prism started by the job, or a loopback ``--job_endpoint``). False otherwise:
+    Dataflow, ``DOCKER`` workers (the portable runner's default), other addresses, other runners.
     """
     if uses_in_process_runner(options):
         return True
     kind = runner_kind(options)
-    if kind not in ("prism", "portable"):
+    if kind not in _PORTABLE_KINDS:
         return False
-    portable = options.view_as(PortableOptions)
-    environment = (portable.environment_type or ("LOOPBACK" if kind == "prism" else "DOCKER")).upper()
+    environment = _environment(options, kind)
     if environment == "LOOPBACK":
         return True
+    portable = options.view_as(PortableOptions)
     endpoint = portable.job_endpoint
     service_here = (kind == "prism" and not endpoint) or bool(endpoint and _loopback(endpoint))
     if environment == "PROCESS":
@@ -103,6 +117,22 @@ def workers_on_this_machine(options: PipelineOptions) -> bool:
         address = portable.environment_config or portable.lookup_environment_option("external_service_address")
         return service_here and bool(address) and _loopback(address)
     return False
+
+
+def local_state_reachable(options: PipelineOptions) -> bool:
+    """Whether the options' workers can use a state directory on a local path (they write into
+    it: the census spill, each round's tables, the windows' state).
+
+    True where they run on this machine (``workers_on_this_machine``), and where a team runs them
+    itself: ``EXTERNAL`` worker pools and ``PROCESS`` workers of Prism, the portable, Flink or
+    Spark runner, which can mount the directory at the same path (``deploy/flink``'s compose
+    does; the operator's to ensure). False for Dataflow's VMs, Beam's ``DOCKER`` containers (they
+    see none of the host's files) and every other runner.
+    """
+    if workers_on_this_machine(options):
+        return True
+    kind = runner_kind(options)
+    return kind in _PORTABLE_KINDS and _environment(options, kind) in ("EXTERNAL", "PROCESS")
 
 
 def _in_process_runner(options: PipelineOptions):

@@ -159,8 +159,8 @@ def check_locations(output_dir: str, state_dir: str, options=None) -> None:
     """Refuses, before anything is charged, an output or state location that the release could
     not write: one that exists and is not a directory, one inside the other, (on a local disk) a
     directory that cannot be created or written, or, given the jobs' pipeline ``options``, a
-    local state directory that their workers cannot reach (``runners.workers_on_this_machine``:
-    Dataflow, Flink, ``DOCKER`` workers...), since workers write into it (the census spill, each
+    local state directory that their workers cannot reach (``runners.local_state_reachable``:
+    Dataflow, ``DOCKER`` workers...), since workers write into it (the census spill, each
     round's tables, the windows' state).
 
     Raises:
@@ -177,7 +177,7 @@ def check_locations(output_dir: str, state_dir: str, options=None) -> None:
 
         from triehh_beam.beam import runners  # local: Beam is imported only by what runs jobs
 
-        if not runners.workers_on_this_machine(options):
+        if not runners.local_state_reachable(options):
             raise LocationError(
                 f"the state directory {state_dir} is on this machine, which the workers of "
                 f"--runner={options.view_as(StandardOptions).runner} cannot reach (they write the census spill and "

@@ -207,3 +207,28 @@ def test_a_discovery_reports_the_census_the_pass_and_the_rounds(tmp_path, make_p
     else:
         assert not any("private" in line or "3,000" in line for line in shown)
         assert not any("private" in e for e in progress)
+
+
+@pytest.mark.parametrize("flags, reported", [
+    ([], True),
+    (["--runner=PrismRunner"], True),  # loopback workers: this process's threads append to the file
+    (["--runner=DataflowRunner"], False),  # its workers cannot reach a local file
+])
+def test_a_job_gives_its_steps_the_progress_file_where_the_workers_run_here(monkeypatch, flags, reported):
+    # The job itself runs in process whatever the options name: only the runner's choice of
+    # handing its steps the progress file is under test (a Prism run is in tests/e2e/test_prism.py).
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    monkeypatch.setattr(jobs_lib.runners, "make_pipeline", lambda options, log_dir=None: new_pipeline())
+    given = []
+
+    def build(pipeline, progress_path):
+        given.append(progress_path)
+        batches = [pa.record_batch([pa.array(range(10))], names=["x"])]
+        read = pipeline | beam.Create(batches)
+        if progress_path is not None:  # as the graphs do: a step reports only given a file
+            _ = read | beam.ParDo(CountProgressDoFn(progress_path))
+
+    ticks = []
+    jobs_lib.JobRunner(PipelineOptions(flags), False, ticks.append, None).run(build, "census", total=10)
+    assert (given[0] is not None) is reported

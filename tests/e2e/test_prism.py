@@ -133,7 +133,8 @@ def test_triehh_plus_plus_with_estimates_on_prism_equals_in_process(tmp_path, re
     ran = compare_runners(tmp_path, records, subprocess_env, TRIEHH_PP + ["--estimate-frequencies", "1"])
     document = json.loads((tmp_path / "prism" / "heavy_hitters.json").read_text())
     assert document["heavy_hitters"] and all(
-        "estimate" in str(entry) for entry in document.get("estimates", document["heavy_hitters"]))
+        isinstance(entry["estimate"], int) and len(entry["interval"]) == 2 for entry in document["heavy_hitters"])
+    assert "frequency_estimates" in document
     assert _round_counters(ran["prism"][1])
 
 

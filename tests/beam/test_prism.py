@@ -97,6 +97,7 @@ def test_with_local_prism_names_the_binary_in_a_copy_and_keeps_an_explicit_locat
     (["--runner=FlinkRunner"], True, True),  # a local Flink master: LOOPBACK workers
     (["--runner=FlinkRunner", "--flink_master=flink:8081"], False, False),  # DOCKER workers
     (["--runner=DataflowRunner"], False, False),
+    (["--runner=DataflowRunner", "--dry_run=True"], False, True),  # translated offline: no worker runs
     (["--runner=DataflowRunner", "--environment_type=EXTERNAL"], False, False),
     (["--runner=SparkRunner"], False, False),
     (["--runner=SamzaRunner"], False, False),

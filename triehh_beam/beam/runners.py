@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import (
     PortableOptions,
     PrismRunnerOptions,
     StandardOptions,
+    TestOptions,
 )
 
 from triehh_beam.beam import prism
@@ -126,10 +127,11 @@ def local_state_reachable(options: PipelineOptions) -> bool:
     True where they run on this machine (``workers_on_this_machine``), and where a team runs them
     itself: ``EXTERNAL`` worker pools and ``PROCESS`` workers of Prism, the portable, Flink or
     Spark runner, which can mount the directory at the same path (``deploy/flink``'s compose
-    does; the operator's to ensure). False for Dataflow's VMs, Beam's ``DOCKER`` containers (they
-    see none of the host's files) and every other runner.
+    does; the operator's to ensure), and with ``--dry_run=True`` (no worker runs: Dataflow's
+    offline translation). False for Dataflow's VMs, Beam's ``DOCKER`` containers (they see none of
+    the host's files) and every other runner.
     """
-    if workers_on_this_machine(options):
+    if workers_on_this_machine(options) or options.view_as(TestOptions).dry_run:
         return True
     kind = runner_kind(options)
     return kind in _PORTABLE_KINDS and _environment(options, kind) in ("EXTERNAL", "PROCESS")

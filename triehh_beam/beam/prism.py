@@ -64,14 +64,14 @@ def find_prism() -> str:
         return cached
     raise PrismNotFoundError(
         f"--runner=PrismRunner needs a local Prism binary (the product never downloads one): build it "
-        f"with `{install_command()}` (Go 1.21 or later), or name one with ${PRISM_ENV} or --prism_location")
+        f"with `{install_command()}` (Go 1.26 or later), or name one with ${PRISM_ENV} or --prism_location")
 
 
 def send_log_to(path: str) -> None:
     """From now on, Prism's own log lines (Beam logs the binary's output, also after a job has
     ended) go to the file ``path`` (appended; created owner-only: workers' errors may quote
-    records), not to the console where they would interleave with
-    the product's lines; a later call with another path replaces it."""
+    records), not to the console where they would interleave with the product's lines; a later
+    call with another path replaces it."""
     logger = logging.getLogger(_PRISM_LOGGER)
     path = os.path.abspath(path)
     ours = [h for h in logger.handlers if getattr(h, _OURS, False)]

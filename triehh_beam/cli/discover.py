@@ -285,7 +285,7 @@ def register_discover(subparsers) -> None:
         "Beam pipeline options (e.g. --runner=DataflowRunner --project=... --temp_location=gs://...); "
         "any other is refused. The default runner is Beam's in-process runner; --runner=PrismRunner runs "
         "the local Prism binary ($TRIEHH_PRISM, else prism on PATH, else the one .ci/run builds; never a "
-        "download). A runner whose workers run elsewhere (Dataflow, Flink, DOCKER workers) needs a gs:// "
+        "download). A runner whose workers cannot reach a local path (Dataflow, DOCKER workers) needs a gs:// "
         "--state-dir.",
     )
     add_discover_arguments(parser)

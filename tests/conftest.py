@@ -32,7 +32,16 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    pipeline_factory.use_runner(config.getoption("--runner"))
+    runner = config.getoption("--runner")
+    if runner == "prism":
+        from tests import prism_runner
+
+        reason = prism_runner.skip_reason()
+        if reason is None and not prism_runner.loopback_only():
+            reason = "run pytest --runner prism inside a loopback-only network namespace (CONTRIBUTING.md)"
+        if reason is not None:
+            raise pytest.UsageError(f"--runner prism: {reason}")
+    pipeline_factory.use_runner(runner)
 
 
 def pytest_collection_modifyitems(config, items):

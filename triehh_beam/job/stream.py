@@ -304,15 +304,16 @@ def cancel_job(result, wait_seconds: float = 5.0) -> str:
     return "CANCELLED"
 
 
-def stream_pipeline(options: PipelineOptions) -> beam.Pipeline:
+def stream_pipeline(options: PipelineOptions, log_dir: Optional[str] = None) -> beam.Pipeline:
     """A streaming pipeline: Beam's streaming DirectRunner in process by default (never the
-    Prism download), else the runner the options name (Prism: the local binary)."""
+    Prism download), else the runner the options name (Prism: the local binary, its own log
+    lines in ``log_dir``, the state directory: ``runners.make_pipeline``)."""
     options.view_as(StandardOptions).streaming = True
     if runners.uses_in_process_runner(options):
         from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
         return beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    return runners.make_pipeline(options)
+    return runners.make_pipeline(options, log_dir)
 
 
 def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineOptions,
@@ -332,7 +333,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     job = windowed.WindowedJob.for_config(config, seed)
     declared = list(job.declared_starts)
     dead_letter = _prepare(job, "dead-letter")
-    pipeline = stream_pipeline(options)
+    pipeline = stream_pipeline(options, config.resolved_state_dir)
     parsed = (
         pipeline
         | "ReadFromPubSub" >> read

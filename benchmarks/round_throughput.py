@@ -166,7 +166,7 @@ def _child(kind: str, records: int, args, log) -> Dict:
     if args.delta is not None:
         command += ["--delta", repr(args.delta)]
     for extra in args.pipeline_args:
-        command += ["--pipeline-arg", extra]
+        command.append(f"--pipeline-arg={extra}")  # one token: a value starting with -- is not a flag
     log_dir = os.path.join(args.workdir, "logs")
     os.makedirs(log_dir, exist_ok=True)
     log_path = os.path.join(log_dir, f"{kind}-{records}-ipu{args.items_per_user}.log")

@@ -17,11 +17,41 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import pytest
 
+from tests import pipeline_factory
 from tests.pubsub_emulator import pubsub_emulator, pubsub_emulator_server  # noqa: F401 (fixtures)
 from triehh_beam.evaluation import demo
 from triehh_beam.io.write import write_records
 
 REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runner", choices=pipeline_factory.RUNNERS, default="in-process",
+                     help="the runner of the pipelines tests build (tests/pipeline_factory.py); with prism, "
+                          "run pytest inside a loopback-only network namespace (CONTRIBUTING.md)")
+
+
+def pytest_configure(config):
+    runner = config.getoption("--runner")
+    if runner == "prism":
+        from tests import prism_runner
+
+        reason = prism_runner.skip_reason()
+        if reason is None and not prism_runner.loopback_only():
+            reason = "run pytest --runner prism inside a loopback-only network namespace (CONTRIBUTING.md)"
+        if reason is not None:
+            raise pytest.UsageError(f"--runner prism: {reason}")
+    pipeline_factory.use_runner(runner)
+
+
+def pytest_collection_modifyitems(config, items):
+    runner = config.getoption("--runner")
+    if runner == "in-process":
+        return
+    skip = pytest.mark.skip(reason=f"tests the in-process runner's own behaviour, not {runner}'s")
+    for item in items:
+        if item.get_closest_marker("in_process") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

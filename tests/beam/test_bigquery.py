@@ -15,7 +15,6 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
 from triehh_beam.beam.bigquery import (
@@ -26,6 +25,7 @@ from triehh_beam.beam.bigquery import (
 )
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG
 from triehh_beam.io import RecordOptions, write_records
+from tests.pipeline_factory import new_pipeline
 from tests.e2e.test_dataflow_dry_run import DATAFLOW_DRY_RUN, offline  # noqa: F401 (fixture)
 from tests.io.helpers import batch_rows, counters, read_rows
 from tests.io.test_rows import RECORDS, as_rows
@@ -49,7 +49,7 @@ def test_rows_become_the_batches_a_file_of_the_same_records_gives(tmp_path):
     path = str(tmp_path / "same.parquet")
     write_records(path, RECORDS * 50)
     expected, drops = read_rows(path)
-    p = beam.Pipeline(runner=FnApiRunner())
+    p = new_pipeline()
     out = (p | beam.Create(as_rows(RECORDS * 50))
            | RowsToRecordBatches("bq://p.d.t", batch_size=64, dead_letter=True))
     assert_that(out[RECORDS_TAG] | beam.FlatMap(batch_rows), equal_to(expected), label="Rows")

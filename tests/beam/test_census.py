@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam import census as census_lib, transforms
 from triehh_beam.beam.census import NEVER, Census, TakeCensus
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
@@ -39,7 +39,7 @@ def _batch(rows, item_type=pa.string()):
 def _run(rows, encoder, expected, truncate=False, batch=97, item_type=pa.string()):
     """Runs the census of ``rows`` (user, item) in batches of ``batch`` rows, asserts that it
     counts ``expected`` (a ``Census``); returns its counters."""
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     batches = [_batch(rows[i:i + batch], item_type) for i in range(0, len(rows), batch)]
     counted = pipeline | beam.Create(batches) | TakeCensus(Sampler(SEED), encoder, truncate)
     assert_that(counted, equal_to([expected]))
@@ -126,7 +126,7 @@ def test_n_is_what_count_distinct_users_counts():
     encoder = ItemEncoder(max_length=6)
     expected, _, _ = _oracle(rows, encoder)
     assert expected.users == 1500
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     batches = pipeline | beam.Create([_batch(rows[i:i + 97]) for i in range(0, len(rows), 97)])
     counted = batches | TakeCensus(Sampler(SEED), encoder) | beam.Map(lambda census: census.users)
     assert_that(counted, equal_to([1500]), label="TakeCensus")

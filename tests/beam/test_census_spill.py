@@ -23,6 +23,7 @@ from triehh_beam.beam import census as census_lib
 from triehh_beam.beam.census import GROUPS, SPILL_BUDGET, Census, TakeCensus
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.sampling import Sampler
+from tests.pipeline_factory import new_pipeline
 from tests.beam.test_census import SEED, _batch, _oracle, _text_population
 
 
@@ -48,7 +49,8 @@ def _run(rows, encoder, spill, tmp_path, batch=97, budget=SPILL_BUDGET, truncate
     """The census ``TakeCensus`` counts of ``rows`` in batches of ``batch`` rows (``spill``:
     its spill directory, None: in memory), read back from a file the job writes."""
     out = tmp_path / f"census-{random.getrandbits(64):016x}.json"
-    pipeline = beam.Pipeline(runner=runner or FnApiRunner(), options=PipelineOptions(list(options)))
+    options = PipelineOptions(list(options))
+    pipeline = new_pipeline(options) if runner is None else beam.Pipeline(runner=runner, options=options)
     (
         pipeline
         | beam.Create(_batches(rows, batch))
@@ -93,6 +95,7 @@ def test_a_user_usable_in_any_flush_is_usable_and_the_shortest_length_is_kept(tm
     assert _run(rows, ItemEncoder(max_length=10), str(tmp_path / "spill"), tmp_path, batch=300, budget=1) == expected
 
 
+@pytest.mark.in_process  # the in-process runner's multi-threaded bundles and bundle_repeat
 def test_bundles_of_two_workers_and_a_replayed_bundle_count_each_user_once(tmp_path):
     rows = _mixed_population(random.Random(7), users=800)
     encoder = ItemEncoder(max_length=10)
@@ -155,7 +158,7 @@ def test_a_dropped_spill_file_is_noticed(tmp_path, monkeypatch):
 
 def test_no_records_no_files_and_an_empty_census(tmp_path):
     spill = tmp_path / "spill"
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     out = tmp_path / "census.json"
     (
         pipeline

@@ -15,13 +15,12 @@ import pytest
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from apache_beam.testing import test_pipeline
 from apache_beam.testing import test_stream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import Timestamp
 
+from tests.pipeline_factory import new_pipeline
 from tests.io.helpers import counters
 from triehh_beam.beam.messages import (
     RECORDS_TAG,
@@ -67,7 +66,7 @@ MESSAGES = [
 
 
 def test_parse_messages_outputs_batches_with_event_times_and_dead_letters(tmp_path):
-    p = test_pipeline.TestPipeline(runner=FnApiRunner())
+    p = new_pipeline(test=True)
     messages = (
         p
         | "Messages" >> beam.Create(MESSAGES)
@@ -104,7 +103,7 @@ def test_parse_messages_outputs_batches_with_event_times_and_dead_letters(tmp_pa
 
 def test_parse_messages_takes_bare_payloads_and_protobuf():
     payload = pb.DeviceRecords(records=[pb.DeviceRecord(user_id="a", text="x", count=3)]).SerializeToString()
-    with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
+    with new_pipeline(test=True) as p:
         parsed = p | beam.Create([payload, b"\x01garbage"]) | ParseMessages(RecordOptions(), "proto")
         rows = parsed[RECORDS_TAG] | "Rows" >> beam.FlatMap(lambda b: [tuple(r.values()) for r in b.to_pylist()])
         assert_that(rows, equal_to([(b"a", "x", 3)]), label="rows")
@@ -145,7 +144,7 @@ def test_write_stream_dead_letters_writes_late_batches_one_file_per_bundle_and_r
     )
     entries = [("late", late, "window=2023-11-14T22:00:00Z"), DeadLetter("malformed_message", b"\xff", "7")]
     for attempt in range(2):  # a second run (a retried bundle) adds files, never replaces them
-        with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
+        with new_pipeline(test=True) as p:
             p | f"Entries{attempt}" >> beam.Create(entries, reshuffle=False) | WriteStreamDeadLetters(str(tmp_path))
     found, names = letters(tmp_path)
     assert len(names) == 4 and len(set(names)) == 4

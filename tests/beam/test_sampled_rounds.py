@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam import RunRound, sample_pass, sampled_rounds, samples
 from triehh_beam.reference import simulation
 from triehh_beam.protocol import rounds
@@ -65,7 +65,7 @@ def _batches(population, kind, size=97):
 
 
 def _run(build):
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     outputs = build(pipeline)
     result = pipeline.run()
     result.wait_until_finish()
@@ -296,7 +296,7 @@ def test_no_job_graph_of_the_pass_or_the_rounds_carries_the_secret_seed():
     seed = b"SEED-MUST-NOT-LEAK-0123456789abcdef"
     sampler = Sampler(seed)
     encoder = ENCODERS["text"]
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     drawn = pipeline | beam.Create(_batches({"u": {"a": 1}}, "text")) | sample_pass.SampleAllRounds(
         sampler.pass_keys(encoder.max_length), range(1, 4), 5, 1, encoder
     )

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam import sample_pass, sample_tables, samples
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 
@@ -65,10 +65,10 @@ def test_read_refuses_a_file_that_is_not_a_sample_table(tmp_path):
 
 def test_write_and_read_sample_tables_in_pipelines(tmp_path):
     tables = [_table(True, round_index=1, shard=s)[0] for s in range(3)] + [_table(True, round_index=2, shard=0)[0]]
-    with beam.Pipeline(runner=FnApiRunner()) as p:
+    with new_pipeline() as p:
         written = p | beam.Create([(samples.table_round_and_shard(t)[0], t) for t in tables]) | samples.WriteSampleTables(str(tmp_path))
         assert_that(written | beam.Keys(), equal_to([1, 1, 1, 2]))
-    with beam.Pipeline(runner=FnApiRunner()) as p:
+    with new_pipeline() as p:
         read = p | samples.ReadSampleTables(str(tmp_path), 1) | beam.Map(samples.table_round_and_shard)
         assert_that(read, equal_to([(1, 0), (1, 1), (1, 2)]))
 

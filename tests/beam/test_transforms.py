@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.protocol import sampling
 from triehh_beam.beam import RunRound, transforms
 from triehh_beam.protocol.counting import PrefixCounter
@@ -38,7 +38,7 @@ def _batches(rows, size):
 
 def _run(build):
     """Runs a pipeline on the in-process runner; returns {counter name: value}."""
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     build(pipeline)
     result = pipeline.run()
     result.wait_until_finish()
@@ -131,7 +131,7 @@ def test_a_short_sample_is_a_value_with_nothing_kept():
 
 
 def test_type_hints_refuse_a_wrong_element_type_when_the_graph_is_built():
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     with pytest.raises(Exception, match="type hint violation"):
         pipeline | beam.Create([1, 2, 3]) | RunRound(Sampler(SEED), 1, 1, ItemEncoder(max_length=3), sample_size=1)
 
@@ -163,7 +163,7 @@ def test_no_job_graph_carries_the_secret_seed():
 
     seed = b"SEED-MUST-NOT-LEAK-0123456789abcdef"
     sampler = Sampler(seed)
-    pipeline = beam.Pipeline(runner=FnApiRunner())
+    pipeline = new_pipeline()
     batches = pipeline | beam.Create([_batch([(1, "a", 1)])])
     batches | transforms.CountDistinctUsers(sampler)
     batches | RunRound(sampler, 2, 2, ItemEncoder(max_length=4), frozenset({("a",)}), sample_size=5, population=1)

@@ -4,11 +4,11 @@ release (its plan's nonce); a window without leaves releases nothing, and a leaf
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
+from tests.pipeline_factory import new_pipeline
 from tests.beam.test_estimates import ENCODERS, _batches, _population
 from tests.beam.test_estimates import _weighted as _encoded
 from triehh_beam.beam.windowed import WindowPlan
@@ -45,7 +45,7 @@ def test_each_window_releases_the_reference_of_its_own_records_with_its_keys():
     for other in ((T0 + HOUR, NONCES[T0]), (T0, NONCES[T0 + HOUR])):  # another window, another release
         assert expected[0].estimates != reference_estimates(
             _weighted(populations[T0]), LEAVES[T0], 0.5, window_estimate_keys(WINDOW_KEYS, *other)).estimates
-    with beam.Pipeline(runner=FnApiRunner()) as p:
+    with new_pipeline() as p:
         batches = p | "Batches" >> beam.Create(
             [TimestampedValue(b, Timestamp(micros=start + 1)) for start, population in populations.items()
              for b in _batches(population, "text")]).with_output_types(pa.RecordBatch) | "BatchesIntoWindows" >> beam.WindowInto(windows.window_fn())

@@ -12,9 +12,9 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.io import (
     RecordFormatError,
@@ -307,7 +307,7 @@ def test_integer_items_flow_through_a_pipeline(tmp_path):
     path = str(tmp_path / "ints.jsonl")
     write_records(path, [("u1", 5), ("u2", -5), ("u3", "x")])
     encoder = ItemEncoder(kind="int", int_bits=8, unit_size=4, max_length=3)
-    with beam.Pipeline(runner=FnApiRunner()) as p:
+    with new_pipeline() as p:
         batches = p | "Read" >> ReadRecordBatches(path, options=RecordOptions.for_encoder(encoder))
         items = batches | "Items" >> beam.FlatMap(lambda b: b.column("item").to_pylist())
         sequences = items | "Encode" >> beam.Map(encoder.encode)

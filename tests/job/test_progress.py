@@ -13,9 +13,9 @@ import random
 import apache_beam as beam
 import pyarrow as pa
 import pytest
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.pipeline_factory import new_pipeline
 from triehh_beam.io.write import write_records
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job import progress as progress_lib
@@ -29,7 +29,7 @@ def test_steps_report_their_rows_and_pass_elements_through():
     channel = ProgressChannel()
     try:
         batches = [pa.record_batch([pa.array(range(n))], names=["x"]) for n in (5, 70_000, 1)]
-        pipeline = beam.Pipeline(runner=FnApiRunner())
+        pipeline = new_pipeline()
         passed = (pipeline | beam.Create(batches) | beam.ParDo(CountProgressDoFn(channel.path))
                   | beam.Map(lambda batch: batch.num_rows))
         assert_that(passed, equal_to([5, 70_000, 1]))
@@ -207,3 +207,28 @@ def test_a_discovery_reports_the_census_the_pass_and_the_rounds(tmp_path, make_p
     else:
         assert not any("private" in line or "3,000" in line for line in shown)
         assert not any("private" in e for e in progress)
+
+
+@pytest.mark.parametrize("flags, reported", [
+    ([], True),
+    (["--runner=PrismRunner"], True),  # loopback workers: this process's threads append to the file
+    (["--runner=DataflowRunner"], False),  # its workers cannot reach a local file
+])
+def test_a_job_gives_its_steps_the_progress_file_where_the_workers_run_here(monkeypatch, flags, reported):
+    # The job itself runs in process whatever the options name: only the runner's choice of
+    # handing its steps the progress file is under test (a Prism run is in tests/e2e/test_prism.py).
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    monkeypatch.setattr(jobs_lib.runners, "make_pipeline", lambda options, log_dir=None: new_pipeline())
+    given = []
+
+    def build(pipeline, progress_path):
+        given.append(progress_path)
+        batches = [pa.record_batch([pa.array(range(10))], names=["x"])]
+        read = pipeline | beam.Create(batches)
+        if progress_path is not None:  # as the graphs do: a step reports only given a file
+            _ = read | beam.ParDo(CountProgressDoFn(progress_path))
+
+    ticks = []
+    jobs_lib.JobRunner(PipelineOptions(flags), False, ticks.append, None).run(build, "census", total=10)
+    assert (given[0] is not None) is reported

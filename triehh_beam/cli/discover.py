@@ -179,11 +179,16 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
             "triehh_beam.job.driver.submit_job_graphs to validate every job graph on a runner",
             2,
         )
-    from triehh_beam.beam import runners
+    from triehh_beam.beam import prism, runners
 
-    if not config.verbose and runners.uses_in_process_runner(options):
+    try:
+        options = runners.with_local_prism(options)  # Prism: the local binary, found once
+    except prism.PrismNotFoundError as e:
+        return _fail(str(e), 2)
+    if not config.verbose and runners.workers_on_this_machine(options):
         # A worker's error is logged by Beam with its traceback before it reaches us; we
         # report it ourselves in one line (input problems) or re-raise it (anything else).
+        # (Prism's own lines go to its log in the state directory: runners.RUNNER_LOG_NAME.)
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     if config.window is not None or config.timestamp_column is not None or config.windows is not None:
         return _execute_windowed(config, options, dry_run, as_json)
@@ -280,7 +285,10 @@ def register_discover(subparsers) -> None:
         description="Discover heavy hitters with TrieHH (or TrieHH++: --protocol triehh++; whole items "
         "released once with counts: --protocol sample-threshold). Flags this command does not know must be "
         "Beam pipeline options (e.g. --runner=DataflowRunner --project=... --temp_location=gs://...); "
-        "any other is refused. The default runner is Beam's in-process runner.",
+        "any other is refused. The default runner is Beam's in-process runner; --runner=PrismRunner runs "
+        "the local Prism binary ($TRIEHH_PRISM, else prism on PATH, else the one .ci/run builds; never a "
+        "download). A runner whose workers cannot reach a local path (Dataflow, DOCKER workers) needs a gs:// "
+        "--state-dir.",
     )
     add_discover_arguments(parser)
     parser.set_defaults(handler=lambda args, extra: run(args, extra), accepts_beam_args=True, resumable=True)

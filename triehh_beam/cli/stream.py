@@ -67,9 +67,12 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         source.check(config)
     except (ValueError, OSError) as e:
         return fail(str(e))
-    options = PipelineOptions(list(beam_args))
-    from triehh_beam.beam import runners
+    from triehh_beam.beam import prism, runners
 
+    try:
+        options = runners.with_local_prism(PipelineOptions(list(beam_args)))  # Prism: the local binary
+    except prism.PrismNotFoundError as e:
+        return fail(str(e))
     if not config.verbose and runners.uses_in_process_runner(options):
         # As for discover: Beam logs a worker's error with its traceback before it reaches us.
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)

@@ -67,7 +67,7 @@ class DiscoveryJob:
         self.options = options
         self.progress = progress
         self.events = events
-        self.jobs = jobs.JobRunner(options, config.verbose, ticks, events)
+        self.jobs = jobs.JobRunner(options, config.verbose, ticks, events, log_dir=config.resolved_state_dir)
         self.encoder = config.encoder
         self.store = StateStore(config.resolved_state_dir)
         self.ledger = release_lib.open_ledger(config)

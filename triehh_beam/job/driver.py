@@ -244,7 +244,7 @@ class Driver(DiscoveryJob):
     def run(self) -> DiscoveryResult:
         root = self.config.resolved_state_dir
         # Nothing is charged that cannot be published: the locations are checked first.
-        release_lib.check_locations(canonical_path(self.config.output_dir), root)
+        release_lib.check_locations(canonical_path(self.config.output_dir), root, self.options)
         before = leftovers.local_entries(root)
         self.prepare_state_dir()
         lease = lease_lib.StateLease(root, self.config.lease_seconds)

@@ -14,7 +14,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.io.drops import describe_drops
 from triehh_beam.io.files import match_files
 from triehh_beam.job import leftovers, sources
-from triehh_beam.job.release import Release
+from triehh_beam.job.paths import canonical_path
+from triehh_beam.job.release import Release, check_locations
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.discovery_job import DiscoveryJob
@@ -60,6 +61,8 @@ def dry_run(
 
 def _census_plan(driver: DiscoveryJob, config: DiscoveryConfig, progress: Callable[[str], None]):
     """The census (refused as a job would be), then the plan for the users it counted."""
+    # The census's workers write its spill into the state directory: refused where they cannot.
+    check_locations(canonical_path(config.output_dir), config.resolved_state_dir, driver.options)
     driver.prepare_state_dir()
     check_before_census(config)  # TrieHH++: an infeasible target reads nothing
     counted, counters, _ = driver.census(

@@ -144,18 +144,20 @@ class JobRunner:
       verbose: progress shows the rows done (private counts), marked private.
       ticks: called about every second while a job runs with a progress line, None when it ends.
       events: called every ``PROGRESS_EVENT_SECONDS`` while a job runs with a ``progress`` event.
+      log_dir: the state directory, where Prism's own log lines go (``runners.make_pipeline``).
     """
 
     interval = 1.0  # seconds between two progress reports of a running job
 
     def __init__(self, options: PipelineOptions, verbose: bool,
                  ticks: Optional[Callable[[Optional[str]], None]],
-                 events: Optional[Callable[[dict], None]]):
+                 events: Optional[Callable[[dict], None]], log_dir: Optional[str] = None):
         self._options = options
         self._verbose = verbose
         self._ticks = ticks
         self._events = events
         self._last_event = 0.0
+        self._log_dir = log_dir
 
     @property
     def options(self) -> PipelineOptions:
@@ -190,12 +192,13 @@ class JobRunner:
 
         ``phase``, ``total``, ``estimated`` and ``unit`` describe its progress
         (``progress.Progress``): the rows its steps report, out of ``total``."""
-        # Steps report rows through a local file: workers of the in-process runner (threads, or
-        # processes of this machine) can append to it, a remote runner's cannot.
-        local = runners.uses_in_process_runner(self._options)
+        # Steps report rows through a local file: workers on this machine (the in-process
+        # runner's threads or processes, Prism's loopback workers) can append to it, a remote
+        # runner's cannot.
+        local = runners.workers_on_this_machine(self._options)
         channel = progress_lib.ProgressChannel() if self.reporting and local else None
         try:
-            pipeline = runners.make_pipeline(self._options)
+            pipeline = runners.make_pipeline(self._options, self._log_dir)
             build(pipeline, channel.path if channel is not None else None)
             self._last_event = 0.0
             monitor = (progress_lib.ProgressMonitor(phase, total, estimated, unit, self._report, channel,

@@ -155,10 +155,13 @@ def ensure_charged(ledger: ledger_lib.Ledger, state, details: dict) -> bool:
     return False
 
 
-def check_locations(output_dir: str, state_dir: str) -> None:
+def check_locations(output_dir: str, state_dir: str, options=None) -> None:
     """Refuses, before anything is charged, an output or state location that the release could
-    not write: one that exists and is not a directory, one inside the other, or (on a local
-    disk) a directory that cannot be created or written.
+    not write: one that exists and is not a directory, one inside the other, (on a local disk) a
+    directory that cannot be created or written, or, given the jobs' pipeline ``options``, a
+    local state directory that their workers cannot reach (``runners.local_state_reachable``:
+    Dataflow, ``DOCKER`` workers...), since workers write into it (the census spill, each
+    round's tables, the windows' state).
 
     Raises:
       LocationError: one line naming the location and what would work.
@@ -169,6 +172,16 @@ def check_locations(output_dir: str, state_dir: str) -> None:
         raise LocationError(
             f"the output {output_dir} and the state directory {state_dir} must not be inside each other "
             "(the state holds the secret seed; the output is published): give --state-dir elsewhere")
+    if options is not None and cas.is_local(state_dir):
+        from apache_beam.options.pipeline_options import StandardOptions
+
+        from triehh_beam.beam import runners  # local: Beam is imported only by what runs jobs
+
+        if not runners.local_state_reachable(options):
+            raise LocationError(
+                f"the state directory {state_dir} is on this machine, which the workers of "
+                f"--runner={options.view_as(StandardOptions).runner} cannot reach (they write the census spill and "
+                "each round's tables there): give a shared one, --state-dir gs://bucket/path")
     for what, path in (("--output", output_dir), ("the state directory", state_dir)):
         if not cas.is_local(path):
             continue

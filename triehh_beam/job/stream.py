@@ -248,7 +248,7 @@ def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed:
     census job (one more read of the files): skipped when both are disabled (``1``)."""
     if all(limit is None or limit >= 1 for limit in (config.max_bad_fraction, config.max_unusable_fraction)):
         return
-    jobs = jobs_lib.JobRunner(options, config.verbose, None, None)
+    jobs = jobs_lib.JobRunner(options, config.verbose, None, None, log_dir=config.resolved_state_dir)
     sampler = Sampler(seed, config.window_identity())
     counted, counters, _ = jobs_lib.take_census(config, jobs, sampler)
     counters = {**counters, "distinct_users": counted.users, "users_without_usable_item": counted.unusable_users}
@@ -265,7 +265,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         raise ValueError("--window over files needs --timestamp-column (the records' event time)")
     root = config.resolved_state_dir
     windowed.WindowedJob.check(config)
-    release.check_locations(config.output_dir, root)  # LocationError, before anything is made or charged
+    release.check_locations(config.output_dir, root, options)  # LocationError, before anything is made or charged
     before = leftovers.local_entries(root)
     try:
         seed = job_seed(config)
@@ -276,7 +276,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
         raise
     progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}{_estimates_note(config)}")
-    pipeline = runners.make_pipeline(options)
+    pipeline = runners.make_pipeline(options, root)
     # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.
     read = pipeline | "ReadRecords" >> sources.read_transform(config, dead_letter=True)
     records = read[RECORDS_TAG] | "IntoWindows" >> SplitIntoWindows(job.windows)
@@ -304,15 +304,16 @@ def cancel_job(result, wait_seconds: float = 5.0) -> str:
     return "CANCELLED"
 
 
-def stream_pipeline(options: PipelineOptions) -> beam.Pipeline:
+def stream_pipeline(options: PipelineOptions, log_dir: Optional[str] = None) -> beam.Pipeline:
     """A streaming pipeline: Beam's streaming DirectRunner in process by default (never the
-    Prism download), else the runner the options name."""
+    Prism download), else the runner the options name (Prism: the local binary, its own log
+    lines in ``log_dir``, the state directory: ``runners.make_pipeline``)."""
     options.view_as(StandardOptions).streaming = True
     if runners.uses_in_process_runner(options):
         from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
         return beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    return beam.Pipeline(options=options)
+    return runners.make_pipeline(options, log_dir)
 
 
 def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineOptions,
@@ -327,12 +328,12 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
     windowed.WindowedJob.check(config)
     source.check(config)
-    release.check_locations(config.output_dir, config.resolved_state_dir)  # before anything is made or charged
+    release.check_locations(config.output_dir, config.resolved_state_dir, options)  # before anything is made or charged
     seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
     declared = list(job.declared_starts)
     dead_letter = _prepare(job, "dead-letter")
-    pipeline = stream_pipeline(options)
+    pipeline = stream_pipeline(options, config.resolved_state_dir)
     parsed = (
         pipeline
         | "ReadFromPubSub" >> read

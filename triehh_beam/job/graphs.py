@@ -77,7 +77,7 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     (
         records
         | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items,
-                                            spill_prefix=census_spill)
+                                            spill_prefix=census_spill, spill_budget=config.worker_budget)
         | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
@@ -247,7 +247,7 @@ def _cut_and_run(pipeline, config: DiscoveryConfig, keys: PassKeys, plan: state_
     drawn = pipeline | "CutRounds" >> CutRounds(
         candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items,
         shards=sample_pass.sample_shards(population=population, **sizes), samples_dir=samples_dir,
-        users_required=required, records_ranked=records_ranked, after=after, **sizes)
+        users_required=required, records_ranked=records_ranked, after=after, budget=config.worker_budget, **sizes)
     _summarise(drawn["samples"], summary_path)
     if run_rounds_into is not None:
         results = drawn["tables"] | "RunRounds" >> RunRoundsFromFiles(

@@ -28,6 +28,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from triehh_beam.beam.held import HeldRows
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind
@@ -237,23 +238,6 @@ def _write_spill(path: str, part: _ShardPart) -> None:
             f.write(np.ascontiguousarray(values, dtype=dtype).tobytes())
 
 
-def _read_spill(path: str) -> _ShardPart:
-    """A spill file's part. Raises ValueError if it is not one, or not whole (a census that
-    silently read part of a file would count fewer users)."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        data = f.read()
-    if len(data) < _SPILL_HEADER.size:
-        raise ValueError(f"census spill file {path} is truncated")
-    magic, u, v = _SPILL_HEADER.unpack_from(data)
-    if magic != _SPILL_MAGIC or len(data) != _SPILL_HEADER.size + 8 * (u + 2 * v):
-        raise ValueError(f"census spill file {path} is not a whole census spill file")
-    start = _SPILL_HEADER.size  # views of ``data``: the merge copies them once, concatenated
-    usable = np.frombuffer(data, "<u8", u, start)
-    unusable = np.frombuffer(data, "<u8", v, start + 8 * u)
-    lengths = np.frombuffer(data, "<i8", v, start + 8 * (u + v))
-    return usable, unusable, lengths
-
-
 class _CensusPartsDoFn(beam.DoFn):
     """Classifies and fingerprints record batches (``_parts``); subclasses say what to emit."""
 
@@ -312,6 +296,10 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
         self._prefix = prefix
         self._budget = budget
 
+    def setup(self):
+        super().setup()
+        self._held = HeldRows()
+
     def start_bundle(self):
         self._buffer: List[_ShardPart] = []
         self._buffered = 0
@@ -322,6 +310,7 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
             return
         self._buffer.append(part)
         self._buffered += len(part[0]) + len(part[1])
+        self._held.held(self._buffered)
         if self._buffered >= self._budget:
             yield from self._spill()
 
@@ -341,17 +330,87 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
             yield group, path
 
 
-def _group_census(group_paths: Tuple[int, Iterable[str]]) -> Census:
-    """One group's spill files -> its census. Its usable fingerprints (most of them) are held
-    about twice at most: the files' bytes are dropped once concatenated, then sorted in place."""
-    _, paths = group_paths
-    parts = [_read_spill(path) for path in sorted(set(paths))]
-    if not parts:
-        return _census_of(*_merged([]))
-    usable = np.concatenate([p[0] for p in parts])
-    unusable, lengths = _merged([(p[0][:0], p[1], p[2]) for p in parts])[1:]
-    del parts
-    return _census_of(distinct(usable, in_place=True), unusable, lengths)
+class _SpillCursor:
+    """Reads one spill file's two sorted runs (usable; unusable with their lengths) a chunk at a
+    time, without reading the whole file."""
+
+    def __init__(self, path: str):
+        self._path = path
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            header = f.read(_SPILL_HEADER.size)
+        if len(header) < _SPILL_HEADER.size:
+            raise ValueError(f"census spill file {path} is truncated")
+        magic, self._u, self._v = _SPILL_HEADER.unpack(header)
+        size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        if magic != _SPILL_MAGIC or size != _SPILL_HEADER.size + 8 * (self._u + 2 * self._v):
+            raise ValueError(f"census spill file {path} is not a whole census spill file")
+        self.usable_at = self.unusable_at = 0
+
+    def _read(self, f, start: int, count: int, dtype: str) -> np.ndarray:
+        f.seek(_SPILL_HEADER.size + 8 * start)
+        return np.frombuffer(f.read(8 * count), dtype, count)
+
+    def chunk(self, rows: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]:
+        """The next ``rows`` of each run (not consumed) and whether each reaches its run's end."""
+        usable_rows = min(rows, self._u - self.usable_at)
+        unusable_rows = min(rows, self._v - self.unusable_at)
+        with FileSystems.open(self._path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            usable = self._read(f, self.usable_at, usable_rows, "<u8")
+            unusable = self._read(f, self._u + self.unusable_at, unusable_rows, "<u8")
+            lengths = self._read(f, self._u + self._v + self.unusable_at, unusable_rows, "<i8")
+        return (usable, unusable, lengths, self.usable_at + usable_rows == self._u,
+                self.unusable_at + unusable_rows == self._v)
+
+    @property
+    def done(self) -> bool:
+        return self.usable_at == self._u and self.unusable_at == self._v
+
+
+def _merge_group(paths: List[str], budget: int, held=None) -> Census:
+    """One group's spill files -> its census, by a k-way merge in steps: each step reads a chunk
+    of every file's runs (together at most about ``budget`` fingerprints), takes every value up
+    to the smallest last value of a chunk that does not end its run (so every user below it is
+    in this step, from every file), and counts them; the steps' censuses add up (a fingerprint
+    is in one step only)."""
+    cursors = [_SpillCursor(path) for path in sorted(set(paths))]
+    total = _census_of(*_merged([]))
+    while True:
+        live = [c for c in cursors if not c.done]
+        if not live:
+            return total
+        rows = max(1, budget // (2 * len(live)))
+        chunks = [(c, c.chunk(rows)) for c in live]
+        cut = np.uint64(2**64 - 1)
+        for _, (usable, unusable, _, usable_end, unusable_end) in chunks:
+            if len(usable) and not usable_end:
+                cut = min(cut, usable[-1])
+            if len(unusable) and not unusable_end:
+                cut = min(cut, unusable[-1])
+        parts = []
+        for cursor, (usable, unusable, lengths, _, _) in chunks:
+            a = int(np.searchsorted(usable, cut, side="right"))
+            b = int(np.searchsorted(unusable, cut, side="right"))
+            cursor.usable_at += a
+            cursor.unusable_at += b
+            parts.append((usable[:a], unusable[:b], lengths[:b]))
+        if held is not None:
+            held.held(sum(len(u) + len(v) for u, v, _, _, _ in (c for _, c in chunks)))
+        total = _add([total, _census_of(*_merged(parts))])
+
+
+@beam.typehints.with_input_types(Tuple[int, Iterable[str]])
+@beam.typehints.with_output_types(Census)
+class _MergeGroupDoFn(beam.DoFn):
+    """``(group, its spill files)`` -> the group's ``Census`` (``_merge_group``)."""
+
+    def __init__(self, budget: int):
+        self._budget = budget
+
+    def setup(self):
+        self._held = HeldRows()
+
+    def process(self, group_paths):
+        yield _merge_group(list(group_paths[1]), self._budget, self._held)
 
 
 @beam.typehints.with_input_types(_ShardPart)
@@ -444,6 +503,6 @@ class TakeCensus(beam.PTransform):
                 batches
                 | "FingerprintAndSpill" >> beam.ParDo(spill)
                 | "SpillFilesPerGroup" >> beam.GroupByKey()
-                | "GroupCensuses" >> beam.Map(_group_census).with_output_types(Census)
+                | "GroupCensuses" >> beam.ParDo(_MergeGroupDoFn(self._spill_budget))
             )
         return per_part | "Total" >> beam.CombineGlobally(_add).with_output_types(Census)

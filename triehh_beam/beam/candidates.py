@@ -22,6 +22,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from triehh_beam.beam.held import DEFAULT_BUDGET, HeldRows, check_budget
 from triehh_beam.beam.sample_pass import Candidates, candidates_by_round
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.io.arrays import binary_buffers
@@ -94,6 +95,11 @@ class BundleSmallest:
             table = table.filter(pa.array(ranks <= self._cutoff))
         self._parts = table.combine_chunks().to_batches()
 
+    @property
+    def held(self) -> int:
+        """The rows it holds."""
+        return sum(part.num_rows for part in self._parts)
+
     def rows(self) -> Optional[pa.RecordBatch]:
         """The rows kept (None: none, or closed)."""
         if self.closed or not self._parts:
@@ -107,14 +113,19 @@ class _CandidatesDoFn(beam.DoFn):
     """A batch -> per round its rows at most the rate bound; each bundle's smallest above it at
     the bundle's end."""
 
-    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds):
+    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds, budget: int):
         self._keys = pass_keys  # derived keys only, never the seed
         self._rounds = list(rounds)
-        self._bounds = bounds
+        # A quarter of the budget for the rows pending output, a quarter for each bundle's
+        # smallest (a smaller keep only means a short round is drawn again from the records).
+        share = max(1, budget // (4 * len(self._rounds)))
+        self._output_rows = min(_OUTPUT_ROWS, share)
+        self._bounds = bounds._replace(bundle_keep=min(bounds.bundle_keep, share))
         self._rate_bounds = {r: bounds.rate_bound for r in self._rounds}
 
     def setup(self):
         self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
+        self._held = HeldRows()
 
     def start_bundle(self):
         self._smallest: Dict[int, BundleSmallest] = {
@@ -138,8 +149,15 @@ class _CandidatesDoFn(beam.DoFn):
         for round_index, rows in candidates_by_round(batch, ranks, self._rate_bounds):
             self._pending[round_index].append(rows)
             self._pending_rows[round_index] += rows.num_rows
-            if self._pending_rows[round_index] >= _OUTPUT_ROWS:
+            if self._pending_rows[round_index] >= self._output_rows:
                 yield self._joined(round_index)
+        if sum(self._pending_rows.values()) > self._output_rows * len(self._rounds):
+            for round_index in self._rounds:  # every round's pending rows: a quarter of the budget
+                if self._pending[round_index]:
+                    yield self._joined(round_index)
+        # What it keeps between batches, and the batch.
+        self._held.held(batch.num_rows + sum(self._pending_rows.values())
+                        + sum(smallest.held for smallest in self._smallest.values()))
 
     def finish_bundle(self):
         for round_index, smallest in self._smallest.items():
@@ -152,10 +170,14 @@ class _CandidatesDoFn(beam.DoFn):
 
 class DrawCandidates(beam.PTransform):
     """Record batches -> ``(round, rows with a rank column)`` candidates of every round in
-    ``rounds`` (see the module), in the same read as the census. Counter ``records_ranked``."""
+    ``rounds`` (see the module), in the same read as the census. Counter ``records_ranked``;
+    ``budget`` (``beam.held``) caps the rows pending output and each bundle's smallest kept,
+    reported as ``rows_held``."""
 
-    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds):
+    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds,
+                 budget: int = DEFAULT_BUDGET):
         super().__init__()
+        self._budget = check_budget(budget)
         self._keys = pass_keys
         self._rounds = sorted(set(int(r) for r in rounds))
         if not self._rounds or self._rounds[0] < 1 or self._rounds[-1] > pass_keys.max_rounds:
@@ -163,7 +185,8 @@ class DrawCandidates(beam.PTransform):
         self._bounds = bounds
 
     def expand(self, batches):
-        return batches | "RankAllRounds" >> beam.ParDo(_CandidatesDoFn(self._keys, self._rounds, self._bounds))
+        return batches | "RankAllRounds" >> beam.ParDo(
+            _CandidatesDoFn(self._keys, self._rounds, self._bounds, self._budget))
 
 
 def candidate_schema(item_kind: ItemKind) -> pa.Schema:

@@ -286,7 +286,7 @@ class _CensusBatchDoFn(_CensusPartsDoFn):
 @beam.typehints.with_output_types(Tuple[int, str])
 class _SpillCensusDoFn(_CensusPartsDoFn):
     """Batches -> ``(group, path)`` of spill files under ``prefix``: a bundle's parts are
-    buffered, and written once ``budget`` fingerprints are buffered or the bundle ends, one file
+    buffered, and written before the buffer would pass ``budget`` fingerprints or when the bundle ends, one file
     per non-empty group (its users distinct and sorted), named uniquely. A failed bundle's
     files are never emitted, so never read."""
 
@@ -308,11 +308,12 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
         part = self._parts(batch)
         if part is None:
             return
-        self._buffer.append(part)
-        self._buffered += len(part[0]) + len(part[1])
-        self._held.held(self._buffered)
-        if self._buffered >= self._budget:
+        size = len(part[0]) + len(part[1])
+        if self._buffered and self._buffered + size > self._budget:
             yield from self._spill()
+        self._buffer.append(part)
+        self._buffered += size
+        self._held.held(self._buffered)
 
     def finish_bundle(self):
         for group_path in self._spill():

@@ -14,6 +14,7 @@ from typing import Collection, Dict, FrozenSet, Iterable, List, Tuple
 import apache_beam as beam
 
 from triehh_beam.beam import sampled_rounds, samples
+from triehh_beam.beam.held import HeldRows
 from triehh_beam.beam.sample_pass import RoundSample
 from triehh_beam.beam.sampled_rounds import RoundCounters, frontier_after, round_result
 from triehh_beam.protocol.counting import PrefixCounter
@@ -37,6 +38,7 @@ class _RoundsInOrderDoFn(beam.DoFn):
 
     def setup(self):
         self._counters = {r: RoundCounters(f"round{r}.") for r in self._rounds}
+        self._held = HeldRows()
 
     def process(self, written, sample_sizes):
         paths: Dict[int, List[str]] = {}
@@ -46,7 +48,9 @@ class _RoundsInOrderDoFn(beam.DoFn):
         for r in self._rounds:
             counts, users = self._counter.create(), 0
             for path in sorted(set(paths.get(r, ()))):  # each table once, whatever is delivered
-                votes = sampled_rounds.vote_table(samples.read_sample_table(path), frontier, r, self._denied)
+                table = samples.read_sample_table(path)
+                self._held.held(table.num_rows)  # one table (a shard's users) at a time
+                votes = sampled_rounds.vote_table(table, frontier, r, self._denied)
                 self._counters[r].count(votes, bool(self._denied))
                 counts, users = PrefixCounter.merge([counts, votes.counts]), users + votes.users
             kept = self._counter.extract_kept(counts)

@@ -9,6 +9,7 @@ frequency estimates, and a whole-item release.
 from __future__ import annotations
 
 import json
+import math
 from typing import FrozenSet, Mapping, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
@@ -96,7 +97,7 @@ def build_first_pass(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: 
     records = build_census(pipeline, config, sampler, output_path, progress, as_of_millis, census_spill)
     (
         records
-        | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds)
+        | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds, config.worker_budget)
         | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
 
@@ -197,7 +198,8 @@ def build_sampling(
         bound = 2**64 - 1 if population is None else rank_prefilter_bound(population, plan.batch_size)
     written = (
         records
-        | "DrawCandidates" >> DrawCandidates(keys, rounds, CandidateBounds(rate_bound=bound, bundle_keep=0))
+        | "DrawCandidates" >> DrawCandidates(keys, rounds, CandidateBounds(rate_bound=bound, bundle_keep=0),
+                                             config.worker_budget)
         | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
     ranked = (
@@ -246,13 +248,25 @@ def _cut_and_run(pipeline, config: DiscoveryConfig, keys: PassKeys, plan: state_
         required = None if population is None else min(plan.batch_size, population)
     drawn = pipeline | "CutRounds" >> CutRounds(
         candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items,
-        shards=sample_pass.sample_shards(population=population, **sizes), samples_dir=samples_dir,
+        shards=_shards(config, population, **sizes), samples_dir=samples_dir,
         users_required=required, records_ranked=records_ranked, after=after, budget=config.worker_budget, **sizes)
     _summarise(drawn["samples"], summary_path)
     if run_rounds_into is not None:
         results = drawn["tables"] | "RunRounds" >> RunRoundsFromFiles(
             rounds[0], rounds[-1], plan.theta, frozenset({()}), drawn["samples"], denied)
         results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
+
+
+def _shards(config: DiscoveryConfig, population: Optional[int], sample_size: Optional[int],
+            sample_probability: Optional[float]) -> int:
+    """Sample tables per round: ``sample_pass.sample_shards``'s, or more (up to 256) when a shard
+    of that many users could pass an eighth of the worker budget (a shard's rows are one step's)."""
+    shards = sample_pass.sample_shards(sample_size, sample_probability, population)
+    if sample_probability is not None:
+        expected = math.ceil(sample_probability * population) if population else 16 * 16384
+    else:
+        expected = sample_size
+    return max(shards, min(256, math.ceil(expected / max(1, config.worker_budget // 8))))
 
 
 def _summarise(drawn_samples, summary_path: str) -> None:

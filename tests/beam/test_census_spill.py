@@ -14,6 +14,7 @@ import pathlib
 import random
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
 import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -125,7 +126,7 @@ def test_any_bundling_of_the_batches_gives_the_same_census(tmp_path):
         cuts = sorted(rng.sample(range(1, len(batches)), rng.randint(0, min(5, len(batches) - 1))))
         for start, end in zip([0] + cuts, cuts + [len(batches)]):
             do_fn.start_bundle()
-            outputs = [o for b in batches[start:end] for o in do_fn.process(b)]
+            outputs = [o for b in batches[start:end] for o in do_fn.process(b, GlobalWindow())]
             outputs += [o.value for o in do_fn.finish_bundle()]
             for group, path in outputs:
                 paths.setdefault(group, []).append(path)

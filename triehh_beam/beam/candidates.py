@@ -11,15 +11,13 @@ no duplicate; a row group holds one round's) and read back a round at a time
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.parquetio import WriteToParquetBatched
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from triehh_beam.beam.held import DEFAULT_BUDGET, HeldRows, check_budget
@@ -128,44 +126,59 @@ class _CandidatesDoFn(beam.DoFn):
         self._held = HeldRows()
 
     def start_bundle(self):
-        self._smallest: Dict[int, BundleSmallest] = {
-            r: BundleSmallest(self._bounds.bundle_keep, self._bounds.rate_bound) for r in self._rounds}
-        self._pending: Dict[int, List[pa.RecordBatch]] = {r: [] for r in self._rounds}
-        self._pending_rows = dict.fromkeys(self._rounds, 0)
+        self._windows: Dict[Any, _WindowRows] = {}  # a bundle's rows kept per window
 
-    def _joined(self, round_index: int) -> Candidates:
-        parts, self._pending[round_index], self._pending_rows[round_index] = self._pending[round_index], [], 0
-        return round_index, single_batch(pa.Table.from_batches(parts).combine_chunks())
-
-    def process(self, batch):
+    def process(self, batch, window=beam.DoFn.WindowParam):
         if batch.num_rows == 0:
             return
         self._ranked.inc(batch.num_rows)
+        kept = self._windows.get(window)
+        if kept is None:
+            kept = self._windows[window] = _WindowRows(self._rounds, self._bounds)
         ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
-        for round_index, smallest in self._smallest.items():
+        for round_index, smallest in kept.smallest.items():
             smallest.add(batch, ranks[round_index - 1])
         # A round's rows under the rate bound go out in batches of about _OUTPUT_ROWS: each is
         # one row group of the candidate files, which the cut reads a round at a time.
         for round_index, rows in candidates_by_round(batch, ranks, self._rate_bounds):
-            self._pending[round_index].append(rows)
-            self._pending_rows[round_index] += rows.num_rows
-            if self._pending_rows[round_index] >= self._output_rows:
-                yield self._joined(round_index)
-        if sum(self._pending_rows.values()) > self._output_rows * len(self._rounds):
+            kept.pending[round_index].append(rows)
+            kept.pending_rows[round_index] += rows.num_rows
+            if kept.pending_rows[round_index] >= self._output_rows:
+                yield kept.joined(round_index)
+        if sum(kept.pending_rows.values()) > self._output_rows * len(self._rounds):
             for round_index in self._rounds:  # every round's pending rows: a quarter of the budget
-                if self._pending[round_index]:
-                    yield self._joined(round_index)
+                if kept.pending[round_index]:
+                    yield kept.joined(round_index)
         # What it keeps between batches, and the batch.
-        self._held.held(batch.num_rows + sum(self._pending_rows.values())
-                        + sum(smallest.held for smallest in self._smallest.values()))
+        self._held.held(batch.num_rows + sum(w.held for w in self._windows.values()))
 
     def finish_bundle(self):
-        for round_index, smallest in self._smallest.items():
-            if self._pending[round_index]:
-                yield WindowedValue(self._joined(round_index), MIN_TIMESTAMP, [GlobalWindow()])
-            rows = smallest.rows()
-            if rows is not None:
-                yield WindowedValue((round_index, rows), MIN_TIMESTAMP, [GlobalWindow()])
+        # Each window's leftovers in that window (a bundle may hold several windows' batches).
+        for window, kept in self._windows.items():
+            for round_index, smallest in kept.smallest.items():
+                if kept.pending[round_index]:
+                    yield WindowedValue(kept.joined(round_index), window.max_timestamp(), [window])
+                rows = smallest.rows()
+                if rows is not None:
+                    yield WindowedValue((round_index, rows), window.max_timestamp(), [window])
+        self._windows = {}
+
+
+class _WindowRows:
+    """What a bundle keeps for one window: per round its smallest and its rows pending output."""
+
+    def __init__(self, rounds: Sequence[int], bounds: CandidateBounds):
+        self.smallest = {r: BundleSmallest(bounds.bundle_keep, bounds.rate_bound) for r in rounds}
+        self.pending: Dict[int, List[pa.RecordBatch]] = {r: [] for r in rounds}
+        self.pending_rows = dict.fromkeys(rounds, 0)
+
+    @property
+    def held(self) -> int:
+        return sum(self.pending_rows.values()) + sum(smallest.held for smallest in self.smallest.values())
+
+    def joined(self, round_index: int) -> Candidates:
+        parts, self.pending[round_index], self.pending_rows[round_index] = self.pending[round_index], [], 0
+        return round_index, single_batch(pa.Table.from_batches(parts).combine_chunks())
 
 
 class DrawCandidates(beam.PTransform):

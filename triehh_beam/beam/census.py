@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 import unicodedata
 import uuid
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -24,8 +24,6 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from triehh_beam.beam.held import HeldRows
@@ -301,30 +299,34 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
         self._held = HeldRows()
 
     def start_bundle(self):
-        self._buffer: List[_ShardPart] = []
-        self._buffered = 0
+        self._buffers: Dict[Any, Tuple[List[_ShardPart], List[int]]] = {}  # per window: parts, [fingerprints]
 
-    def process(self, batch):
+    def process(self, batch, window=beam.DoFn.WindowParam):
         part = self._parts(batch)
         if part is None:
             return
+        buffer, buffered = self._buffers.setdefault(window, ([], [0]))
         size = len(part[0]) + len(part[1])
-        if self._buffered and self._buffered + size > self._budget:
-            yield from self._spill()
-        self._buffer.append(part)
-        self._buffered += size
-        self._held.held(self._buffered)
+        if buffered[0] and buffered[0] + size > self._budget:
+            yield from self._spill(buffer, buffered)
+        buffer.append(part)
+        buffered[0] += size
+        self._held.held(sum(b[1][0] for b in self._buffers.values()))
 
     def finish_bundle(self):
-        for group_path in self._spill():
-            yield WindowedValue(group_path, MIN_TIMESTAMP, [GlobalWindow()])
+        # Each window's files in that window (a bundle may hold several windows' batches).
+        for window, (buffer, buffered) in self._buffers.items():
+            for group_path in self._spill(buffer, buffered):
+                yield WindowedValue(group_path, window.max_timestamp(), [window])
+        self._buffers = {}
 
-    def _spill(self) -> Iterator[Tuple[int, str]]:
-        buffer, self._buffer, self._buffered = self._buffer, [], 0
+    def _spill(self, buffer: List[_ShardPart], buffered: List[int]) -> Iterator[Tuple[int, str]]:
+        """Writes and empties one window's buffer."""
         if not buffer:
             return
         merged = _merged(buffer)
-        del buffer
+        buffer.clear()
+        buffered[0] = 0
         for group, part in _split(merged, lambda f: _bounds(f, _GROUP_SHIFT, GROUPS)):
             path = FileSystems.join(self._prefix, f"census-{group:02d}-{uuid.uuid4().hex}.bin")
             _write_spill(path, part)

@@ -13,7 +13,7 @@ sample is exactly the round's bottom-m and the tables are the in-memory cut's by
 from __future__ import annotations
 
 import uuid
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -42,9 +42,10 @@ _COLUMNS = ["user_id", "item", "count", "rank"]
 _BITS = 12  # a histogram pass splits a rank range into 2^12 bins
 # A unit of work on a split round: (round, first shard, last shard, the top rank sampled, the
 # largest sampled (rank, user) or None for TrieHH++ (every row is sampled), the spill files it reads).
-Unit = Tuple[int, int, int, int, Optional[Tuple[int, bytes]], List[str]]
+# Ranks are unsigned 64-bit: ``Any`` keeps Beam's general coder (a VarInt coder would overflow).
+Unit = Tuple[int, int, int, Any, Any, List[str]]
 # A bucket's count: (bucket, distinct pairs, rows, smallest rank, largest rank, its spill files).
-BucketCount = Tuple[int, int, int, int, int, List[str]]
+BucketCount = Tuple[int, int, int, Any, Any, List[str]]
 
 
 def _may_hold(row_group: pq.RowGroupMetaData, column: int, round_index: int) -> bool:

@@ -2,7 +2,9 @@
 or split (the census in many spill files merged in steps, the candidates flushed in small row
 groups, each round cut by rank buckets and groups of shards), the operator report's
 ``largest_rows_held`` says no step held more than the budget, and the trie is byte for byte the
-default budget's for the same release, for TrieHH and TrieHH++."""
+default budget's for the same release, for TrieHH and TrieHH++. At 64 rows a round's sample
+(about 190 users) is past the budget too, so the rounds are voted table by table over workers
+and combined per prefix (``RunAllRounds`` from paths), not in order in one step."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def test_a_tiny_budget_gives_the_same_trie_and_no_step_holds_more(tmp_path, prot
     write_records(str(path), _rows(3000, np.random.default_rng(37)))
     output_dir = tmp_path / "out"
     tries, reports, release = {}, {}, None
-    for budget in (1 << 22, 256):
+    for budget in (1 << 22, 256, 64):
         shutil.rmtree(output_dir, ignore_errors=True)
         shutil.rmtree(f"{output_dir}.state", ignore_errors=True)
         config = _config(path, output_dir, _seed("budget"), protocol=protocol, worker_budget=budget)
@@ -41,10 +43,12 @@ def test_a_tiny_budget_gives_the_same_trie_and_no_step_holds_more(tmp_path, prot
         release = release or Release.of_state(StateStore(config.resolved_state_dir).load())
         tries[budget] = (output_dir / "trie.pb").read_bytes()
         reports[budget] = json.loads(pathlib.Path(config.resolved_state_dir, "operator_report.json").read_text())
-    assert tries[256] == tries[1 << 22] and len(tries[256]) > 20
+    assert tries[256] == tries[64] == tries[1 << 22] and len(tries[256]) > 20
     for budget, report in reports.items():
         census, sampling = report["input"]["census_counters"], report["sampling"]["counters"]
         assert 0 < census["largest_rows_held"] <= budget
         assert 0 < sampling["largest_rows_held"] <= budget
+    # Every round's sample is past 64 rows: those rounds were voted over workers.
+    assert min(reports[64]["sampling"]["users_sampled_per_round"]) > 64
     # The default budget held a round's candidates whole; the tiny one held far fewer rows.
     assert reports[1 << 22]["sampling"]["counters"]["largest_rows_held"] > 256

@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from triehh_beam.beam import census as census_lib
+from triehh_beam.beam import census_spill
 from triehh_beam.beam.census import GROUPS, SPILL_BUDGET, Census, TakeCensus
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.sampling import Sampler
@@ -141,7 +142,7 @@ def test_a_dropped_spill_file_is_noticed(tmp_path, monkeypatch):
     rows = _mixed_population(random.Random(11))
     encoder = ItemEncoder(max_length=10)
     expected, _, _ = _oracle(rows, encoder)
-    opened = census_lib._SpillCursor.__init__
+    opened = census_spill.SpillCursor.__init__
     first = []
 
     def drop_first(cursor, path):
@@ -150,7 +151,7 @@ def test_a_dropped_spill_file_is_noticed(tmp_path, monkeypatch):
             first.append(path)
             cursor._u = cursor._v = 0
 
-    monkeypatch.setattr(census_lib._SpillCursor, "__init__", drop_first)
+    monkeypatch.setattr(census_spill.SpillCursor, "__init__", drop_first)
     counted = _run(rows, encoder, str(tmp_path / "spill"), tmp_path, batch=97, budget=100)
     assert first and counted != expected
 
@@ -174,10 +175,10 @@ def test_no_records_no_files_and_an_empty_census(tmp_path):
 def test_a_spill_file_that_is_not_whole_is_refused(tmp_path):
     path = str(tmp_path / "part.bin")
     part = (np.array([1, 5, 9], np.uint64), np.array([7], np.uint64), np.array([12], np.int64))
-    census_lib._write_spill(path, part)
-    assert [a.tolist() for a in census_lib._SpillCursor(path).chunk(10)[:3]] == [[1, 5, 9], [7], [12]]
+    census_spill.write_spill(path, part)
+    assert [a.tolist() for a in census_spill.SpillCursor(path).chunk(10)[:3]] == [[1, 5, 9], [7], [12]]
     data = pathlib.Path(path).read_bytes()
     for broken in (data[:-8], data + b"\0" * 8, b"XXXXXXXX" + data[8:], data[:10]):
         pathlib.Path(path).write_bytes(broken)
         with pytest.raises(ValueError, match="census spill file"):
-            census_lib._SpillCursor(path)
+            census_spill.SpillCursor(path)

@@ -12,7 +12,6 @@ several times over."""
 
 from __future__ import annotations
 
-import struct
 import unicodedata
 import uuid
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
@@ -21,11 +20,11 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
+from triehh_beam.beam.census_spill import merge_steps, write_spill
 from triehh_beam.beam.held import HeldRows
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
@@ -222,20 +221,6 @@ def _split(part: _ShardPart, bounds_of) -> Iterator[Tuple[int, _ShardPart]]:
         yield int(index), (usable[a:b], unusable[c:d], lengths[c:d])
 
 
-# A spill file: the magic, the numbers of usable and unusable fingerprints (u, v), then u usable
-# fingerprints, v unusable ones and their v shortest lengths, all little-endian 64-bit.
-_SPILL_MAGIC = b"TRIEHHC1"
-_SPILL_HEADER = struct.Struct("<8sQQ")
-
-
-def _write_spill(path: str, part: _ShardPart) -> None:
-    usable, unusable, lengths = part
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(_SPILL_HEADER.pack(_SPILL_MAGIC, len(usable), len(unusable)))
-        for values, dtype in ((usable, "<u8"), (unusable, "<u8"), (lengths, "<i8")):
-            f.write(np.ascontiguousarray(values, dtype=dtype).tobytes())
-
-
 class _CensusPartsDoFn(beam.DoFn):
     """Classifies and fingerprints record batches (``_parts``); subclasses say what to emit."""
 
@@ -329,76 +314,17 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
         buffered[0] = 0
         for group, part in _split(merged, lambda f: _bounds(f, _GROUP_SHIFT, GROUPS)):
             path = FileSystems.join(self._prefix, f"census-{group:02d}-{uuid.uuid4().hex}.bin")
-            _write_spill(path, part)
+            write_spill(path, part)
             yield group, path
 
 
-class _SpillCursor:
-    """Reads one spill file's two sorted runs (usable; unusable with their lengths) a chunk at a
-    time, without reading the whole file."""
-
-    def __init__(self, path: str):
-        self._path = path
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            header = f.read(_SPILL_HEADER.size)
-        if len(header) < _SPILL_HEADER.size:
-            raise ValueError(f"census spill file {path} is truncated")
-        magic, self._u, self._v = _SPILL_HEADER.unpack(header)
-        size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-        if magic != _SPILL_MAGIC or size != _SPILL_HEADER.size + 8 * (self._u + 2 * self._v):
-            raise ValueError(f"census spill file {path} is not a whole census spill file")
-        self.usable_at = self.unusable_at = 0
-
-    def _read(self, f, start: int, count: int, dtype: str) -> np.ndarray:
-        f.seek(_SPILL_HEADER.size + 8 * start)
-        return np.frombuffer(f.read(8 * count), dtype, count)
-
-    def chunk(self, rows: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]:
-        """The next ``rows`` of each run (not consumed) and whether each reaches its run's end."""
-        usable_rows = min(rows, self._u - self.usable_at)
-        unusable_rows = min(rows, self._v - self.unusable_at)
-        with FileSystems.open(self._path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            usable = self._read(f, self.usable_at, usable_rows, "<u8")
-            unusable = self._read(f, self._u + self.unusable_at, unusable_rows, "<u8")
-            lengths = self._read(f, self._u + self._v + self.unusable_at, unusable_rows, "<i8")
-        return (usable, unusable, lengths, self.usable_at + usable_rows == self._u,
-                self.unusable_at + unusable_rows == self._v)
-
-    @property
-    def done(self) -> bool:
-        return self.usable_at == self._u and self.unusable_at == self._v
-
-
 def _merge_group(paths: List[str], budget: int, held=None) -> Census:
-    """One group's spill files -> its census, by a k-way merge in steps: each step reads a chunk
-    of every file's runs (together at most about ``budget`` fingerprints), takes every value up
-    to the smallest last value of a chunk that does not end its run (so every user below it is
-    in this step, from every file), and counts them; the steps' censuses add up (a fingerprint
-    is in one step only)."""
-    cursors = [_SpillCursor(path) for path in sorted(set(paths))]
+    """One group's spill files -> its census, from ``census_spill.merge_steps``' steps (a user
+    is in one step only, so the steps' censuses add up)."""
     total = _census_of(*_merged([]))
-    while True:
-        live = [c for c in cursors if not c.done]
-        if not live:
-            return total
-        rows = max(1, budget // (2 * len(live)))
-        chunks = [(c, c.chunk(rows)) for c in live]
-        cut = np.uint64(2**64 - 1)
-        for _, (usable, unusable, _, usable_end, unusable_end) in chunks:
-            if len(usable) and not usable_end:
-                cut = min(cut, usable[-1])
-            if len(unusable) and not unusable_end:
-                cut = min(cut, unusable[-1])
-        parts = []
-        for cursor, (usable, unusable, lengths, _, _) in chunks:
-            a = int(np.searchsorted(usable, cut, side="right"))
-            b = int(np.searchsorted(unusable, cut, side="right"))
-            cursor.usable_at += a
-            cursor.unusable_at += b
-            parts.append((usable[:a], unusable[:b], lengths[:b]))
-        if held is not None:
-            held.held(sum(len(u) + len(v) for u, v, _, _, _ in (c for _, c in chunks)))
+    for parts in merge_steps(paths, budget, held):
         total = _add([total, _census_of(*_merged(parts))])
+    return total
 
 
 @beam.typehints.with_input_types(Tuple[int, Iterable[str]])

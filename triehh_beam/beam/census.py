@@ -3,10 +3,11 @@
 (every item too long for L, or not encodable), counted by their shortest length, so the driver
 can say what a larger L or unit size would make usable. Such users are sampled but cannot vote.
 With a spill location (``spill_prefix``), each worker writes its fingerprints to files there,
-split into ``GROUPS`` groups by their top bits, once it has buffered ``spill_budget`` of them or
-its bundle ends; only the files' paths cross the shuffle, and each group's files are merged
-alone, so a worker holds its buffer and one group (about n/16 fingerprints) at a time (on
-Beam's in-process runner a shuffle holds everything it carries in memory). Without one, the
+split into ``GROUPS`` groups by their top bits, before its buffer would pass ``spill_budget`` of
+them or when its bundle ends; only the files' paths cross the shuffle, and each group's files are
+merged k ways in steps of at most the budget (``beam.census_spill``), so a worker holds at most
+the budget's fingerprints at any n (on Beam's in-process runner a shuffle holds everything it
+carries in memory). Without one, the
 fingerprints are combined in memory (``CombinePerKey``), all n of them (8 bytes each) held
 several times over."""
 

@@ -22,16 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
-from triehh_beam.beam import samples
 from triehh_beam.beam.candidates import ROUND_COLUMN, candidates_pattern
 from triehh_beam.beam.held import DEFAULT_BUDGET, HeldRows, check_budget
-from triehh_beam.beam.round_split import SPLIT_TAG, SplitRounds, PlanRoundDoFn
+from triehh_beam.beam.round_split import SPLIT_TAG, PlanRoundDoFn, ShardTables, SplitRounds
 from triehh_beam.beam.sample_pass import (RoundSample, add_candidates, sampled_shards, split_shards,
                                           threshold_of)
-from triehh_beam.beam.sample_tables import SampleTableBuilder
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import SmallestRanks
 from triehh_beam.protocol.encoding import ItemEncoder
@@ -86,8 +82,7 @@ class _CutRoundDoFn(beam.DoFn):
         self._dir = samples_dir
 
     def setup(self):
-        self._builder = SampleTableBuilder(self._encoder, self._truncate)
-        self._files = Metrics.counter(METRICS_NAMESPACE, "sample_files_written")
+        self._tables = ShardTables(self._keys, self._encoder, self._truncate, self._dir)
         self._held = HeldRows()
 
     def _kept(self, round_index: int) -> Tuple[Dict[int, List[pa.RecordBatch]], Optional[int]]:
@@ -101,8 +96,8 @@ class _CutRoundDoFn(beam.DoFn):
                 self._held.held(rows)
                 ranks = batch.column("rank").to_numpy()
                 every_row = np.arange(batch.num_rows)
-                for (_, shard), rows in split_shards(round_index, batch, every_row, ranks, self._top, self._shards):
-                    kept.setdefault(shard, []).append(rows)
+                for (_, shard), part in split_shards(round_index, batch, every_row, ranks, self._top, self._shards):
+                    kept.setdefault(shard, []).append(part)
             return kept, None
         smallest = SmallestRanks(self._m)
         for batch in round_candidates(self._pattern, round_index):
@@ -112,20 +107,15 @@ class _CutRoundDoFn(beam.DoFn):
         threshold = threshold_of(smallest)
         del smallest
         for batch in round_candidates(self._pattern, round_index):
-            for (_, shard), rows in sampled_shards((round_index, batch), threshold, self._required, self._shards):
-                kept.setdefault(shard, []).append(rows)
+            for (_, shard), part in sampled_shards((round_index, batch), threshold, self._required, self._shards):
+                kept.setdefault(shard, []).append(part)
         return kept, threshold[1]
 
     def process(self, round_index, records_ranked):
         kept, users = self._kept(round_index)
-        round_keys = self._keys.round_keys(round_index)
         tabled = 0
-        for shard in sorted(kept):
-            table = self._builder.build(round_keys, shard, kept.pop(shard))
-            tabled += table.num_rows
-            path = samples.part_path(self._dir, round_index, shard)
-            samples.write_sample_table(path, table)
-            self._files.inc()
+        for path, rows in self._tables.write(round_index, kept):
+            tabled += rows
             yield round_index, path
         drawn = RoundSample(round_index, tabled if users is None else users,
                             None if users is None else self._required, records_ranked)

@@ -28,13 +28,13 @@ from triehh_beam.beam import samples
 from triehh_beam.beam.candidates import ROUND_COLUMN
 from triehh_beam.beam.held import HeldRows
 from triehh_beam.beam.sample_pass import RoundSample, add_candidates, sampled_shards, split_shards
-from triehh_beam.beam.sample_tables import SampleTableBuilder
+from triehh_beam.beam.sample_tables import SampleTableBuilder, first_of_each_user
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import SmallestRanks
 from triehh_beam.protocol.encoding import ItemEncoder
 
-__all__ = ["PlanRoundDoFn", "SPLIT_TAG", "SplitRounds", "count_pairs", "plan_round", "rank_edges", "round_rows", "round_row_count"]
+__all__ = ["PlanRoundDoFn", "SPLIT_TAG", "ShardTables", "SplitRounds", "count_pairs", "plan_round", "rank_edges", "round_rows", "round_row_count"]
 
 SPLIT_TAG = "split"
 
@@ -145,13 +145,7 @@ def count_pairs(batches: Sequence[pa.RecordBatch]) -> int:
         return 0
     table = pa.Table.from_batches(rows).combine_chunks()
     table = table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("user_id", "ascending")]))
-    n = table.num_rows
-    ranks = np.asarray(table.column("rank"))
-    ids = table.column("user_id").combine_chunks()
-    new = np.ones(n, dtype=bool)
-    if n > 1:
-        new[1:] = (ranks[1:] != ranks[:-1]) | ~np.asarray(pc.equal(ids.slice(1), ids.slice(0, n - 1)), dtype=bool)
-    return int(new.sum())
+    return int(first_of_each_user(np.asarray(table.column("rank")), table.column("user_id").combine_chunks()).sum())
 
 
 def plan_round(paths: Sequence[str], round_index: int, budget: int) -> Tuple[int, Optional[np.ndarray]]:
@@ -185,6 +179,27 @@ class PlanRoundDoFn(beam.DoFn):
         self._held.held(min(rows, max(1, self._budget // 2)))  # one batch of ranks at a time
         for path in paths:
             yield beam.pvalue.TaggedOutput(SPLIT_TAG, (round_index, path, edges))
+
+
+class ShardTables:
+    """Builds and writes a round's shard tables from their kept rows (one per DoFn instance,
+    made in ``setup``: its builder caches encodings); counts ``sample_files_written``."""
+
+    def __init__(self, pass_keys: sampling.PassKeys, encoder: ItemEncoder, truncate: bool, samples_dir: str):
+        self._keys = pass_keys  # derived keys only, never the seed
+        self._builder = SampleTableBuilder(encoder, truncate)
+        self._dir = samples_dir
+        self._files = Metrics.counter(METRICS_NAMESPACE, "sample_files_written")
+
+    def write(self, round_index: int, kept: Dict[int, List[pa.RecordBatch]]) -> Iterator[Tuple[str, int]]:
+        """Per shard of ``kept`` (emptied as it goes), its table's path and users."""
+        round_keys = self._keys.round_keys(round_index)
+        for shard in sorted(kept):
+            table = self._builder.build(round_keys, shard, kept.pop(shard))
+            path = samples.part_path(self._dir, round_index, shard)
+            samples.write_sample_table(path, table)
+            self._files.inc()
+            yield path, table.num_rows
 
 
 def _write_spill(path: str, batches: List[pa.RecordBatch]) -> None:
@@ -351,8 +366,7 @@ class _BuildShardsDoFn(beam.DoFn):
         self._dir = samples_dir
 
     def setup(self):
-        self._builder = SampleTableBuilder(self._encoder, self._truncate)
-        self._files = Metrics.counter(METRICS_NAMESPACE, "sample_files_written")
+        self._tables = ShardTables(self._keys, self._encoder, self._truncate, self._dir)
         self._held = HeldRows()
 
     def _rows(self, round_index, batch, top, threshold):
@@ -372,12 +386,7 @@ class _BuildShardsDoFn(beam.DoFn):
                     if first <= shard <= last:
                         kept.setdefault(shard, []).append(rows)
                         held += rows.num_rows
-        round_keys = self._keys.round_keys(round_index)
-        for shard in sorted(kept):
-            table = self._builder.build(round_keys, shard, kept.pop(shard))
-            path = samples.part_path(self._dir, round_index, shard)
-            samples.write_sample_table(path, table)
-            self._files.inc()
+        for path, _ in self._tables.write(round_index, kept):
             yield round_index, path
 
 

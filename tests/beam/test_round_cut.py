@@ -33,11 +33,11 @@ ROUNDS = [1, 2, 3]
 ENCODER = ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=3)
 
 
-def _write_candidates(tmp_path, table, keys, bounds) -> str:
+def _write_candidates(tmp_path, table, keys, bounds, draw_budget=DEFAULT_BUDGET) -> str:
     prefix = str(tmp_path / "candidates" / "part")
     with beam.Pipeline() as p:
         (p | beam.Create(table.to_batches(max_chunksize=300))  # several batches: several row groups per round
-         | DrawCandidates(keys, ROUNDS, bounds)
+         | DrawCandidates(keys, ROUNDS, bounds, draw_budget)
          | WriteCandidates(prefix, ItemKind.TEXT))
     return prefix
 
@@ -147,13 +147,15 @@ def test_a_short_round_writes_nothing_and_says_so(tmp_path, budget):
     assert drawn == expected
 
 
-@pytest.mark.parametrize("budget", BUDGETS)
-def test_bernoulli_rounds_equal_the_in_memory_cut(tmp_path, budget):
+@pytest.mark.parametrize("budget, draw_budget", [(DEFAULT_BUDGET, DEFAULT_BUDGET), (1000, DEFAULT_BUDGET),
+                                                  (DEFAULT_BUDGET, 1200)])
+def test_bernoulli_rounds_equal_the_in_memory_cut(tmp_path, budget, draw_budget):
+    # draw_budget 1200: the first read emits 30-row groups, so a round cut whole reads many.
     table = _records(1500, np.random.default_rng(8))
     keys = sampling.Sampler(b"b" * 32, identity=b"bernoulli").pass_keys(len(ROUNDS))
     probability = 0.2
     top = sampling.bernoulli_threshold(probability) - 1
-    prefix = _write_candidates(tmp_path, table, keys, CandidateBounds(rate_bound=top, bundle_keep=0))
+    prefix = _write_candidates(tmp_path, table, keys, CandidateBounds(rate_bound=top, bundle_keep=0), draw_budget)
     expected, _ = _in_memory_cut(prefix, keys, str(tmp_path / "a"), 3, sample_size=None, sample_probability=probability)
     drawn, _, counters = _cut_by_round(prefix, keys, str(tmp_path / "b"), 3, budget, sample_size=None,
                                        sample_probability=probability)

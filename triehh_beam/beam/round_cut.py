@@ -72,17 +72,11 @@ class _CutRoundDoFn(beam.DoFn):
                  bernoulli_top: Optional[int], users_required: Optional[int], shards: int,
                  encoder: ItemEncoder, truncate: bool, samples_dir: str):
         self._pattern = pattern
-        self._keys = pass_keys  # derived keys only, never the seed
-        self._m = sample_size
-        self._top = bernoulli_top
-        self._required = users_required
-        self._shards = shards
-        self._encoder = encoder
-        self._truncate = truncate
-        self._dir = samples_dir
+        self._m, self._top, self._required, self._shards = sample_size, bernoulli_top, users_required, shards
+        self._writing = (pass_keys, encoder, truncate, samples_dir)  # derived keys only, never the seed
 
     def setup(self):
-        self._tables = ShardTables(self._keys, self._encoder, self._truncate, self._dir)
+        self._tables = ShardTables(*self._writing)
         self._held = HeldRows()
 
     def _kept(self, round_index: int) -> Tuple[Dict[int, List[pa.RecordBatch]], Optional[int]]:

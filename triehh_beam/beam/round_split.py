@@ -356,17 +356,13 @@ class _ResolveRoundDoFn(beam.DoFn):
 class _BuildShardsDoFn(beam.DoFn):
     """A unit -> the sample tables of its shards, written (``(round, path)`` per table)."""
 
-    def __init__(self, pass_keys: sampling.PassKeys, users_required: Optional[int], shards: int,
-                 encoder: ItemEncoder, truncate: bool, samples_dir: str):
-        self._keys = pass_keys  # derived keys only, never the seed
-        self._required = users_required
+    def __init__(self, pass_keys: sampling.PassKeys, shards: int, encoder: ItemEncoder, truncate: bool,
+                 samples_dir: str):
         self._shards = shards
-        self._encoder = encoder
-        self._truncate = truncate
-        self._dir = samples_dir
+        self._writing = (pass_keys, encoder, truncate, samples_dir)  # derived keys only, never the seed
 
     def setup(self):
-        self._tables = ShardTables(self._keys, self._encoder, self._truncate, self._dir)
+        self._tables = ShardTables(*self._writing)
         self._held = HeldRows()
 
     def _rows(self, round_index, batch, top, threshold):
@@ -401,7 +397,7 @@ class SplitRounds(beam.PTransform):
         super().__init__()
         self._split = _SplitRoundDoFn(spill_dir, budget)
         self._resolve = _ResolveRoundDoFn(sample_size, bernoulli_top, users_required, shards, budget, samples_tag)
-        self._build = _BuildShardsDoFn(pass_keys, users_required, shards, encoder, truncate, samples_dir)
+        self._build = _BuildShardsDoFn(pass_keys, shards, encoder, truncate, samples_dir)
         self._ranked = records_ranked
         self._tag = samples_tag
 

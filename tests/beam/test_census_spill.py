@@ -14,12 +14,14 @@ import pathlib
 import random
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
 import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from triehh_beam.beam import census as census_lib
+from triehh_beam.beam import census_spill
 from triehh_beam.beam.census import GROUPS, SPILL_BUDGET, Census, TakeCensus
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.sampling import Sampler
@@ -128,11 +130,13 @@ def test_any_bundling_of_the_batches_gives_the_same_census(tmp_path):
         cuts = sorted(rng.sample(range(1, len(batches)), rng.randint(0, min(5, len(batches) - 1))))
         for start, end in zip([0] + cuts, cuts + [len(batches)]):
             do_fn.start_bundle()
-            outputs = [o for b in batches[start:end] for o in do_fn.process(b)]
+            outputs = [o for b in batches[start:end] for o in do_fn.process(b, GlobalWindow())]
             outputs += [o.value for o in do_fn.finish_bundle()]
             for group, path in outputs:
                 paths.setdefault(group, []).append(path)
-        assert census_lib._add(census_lib._group_census(item) for item in paths.items()) == expected
+        for budget in (2, 7, 10**6):  # the k-way merge in steps of 1 to 3 fingerprints, and whole
+            merged = [census_lib._merge_group(group_paths, budget) for group_paths in paths.values()]
+            assert census_lib._add(merged) == expected
 
 
 def test_a_dropped_spill_file_is_noticed(tmp_path, monkeypatch):
@@ -141,17 +145,16 @@ def test_a_dropped_spill_file_is_noticed(tmp_path, monkeypatch):
     rows = _mixed_population(random.Random(11))
     encoder = ItemEncoder(max_length=10)
     expected, _, _ = _oracle(rows, encoder)
-    read = census_lib._read_spill
+    opened = census_spill.SpillCursor.__init__
     first = []
 
-    def drop_first(path):
-        part = read(path)
-        if not first:
+    def drop_first(cursor, path):
+        opened(cursor, path)
+        if not first:  # the merge reads none of the first file's fingerprints
             first.append(path)
-            return tuple(a[:0] for a in part)
-        return part
+            cursor._u = cursor._v = 0
 
-    monkeypatch.setattr(census_lib, "_read_spill", drop_first)
+    monkeypatch.setattr(census_spill.SpillCursor, "__init__", drop_first)
     counted = _run(rows, encoder, str(tmp_path / "spill"), tmp_path, batch=97, budget=100)
     assert first and counted != expected
 
@@ -175,10 +178,10 @@ def test_no_records_no_files_and_an_empty_census(tmp_path):
 def test_a_spill_file_that_is_not_whole_is_refused(tmp_path):
     path = str(tmp_path / "part.bin")
     part = (np.array([1, 5, 9], np.uint64), np.array([7], np.uint64), np.array([12], np.int64))
-    census_lib._write_spill(path, part)
-    assert [a.tolist() for a in census_lib._read_spill(path)] == [[1, 5, 9], [7], [12]]
+    census_spill.write_spill(path, part)
+    assert [a.tolist() for a in census_spill.SpillCursor(path).chunk(10)[:3]] == [[1, 5, 9], [7], [12]]
     data = pathlib.Path(path).read_bytes()
     for broken in (data[:-8], data + b"\0" * 8, b"XXXXXXXX" + data[8:], data[:10]):
         pathlib.Path(path).write_bytes(broken)
         with pytest.raises(ValueError, match="census spill file"):
-            census_lib._read_spill(path)
+            census_spill.SpillCursor(path)

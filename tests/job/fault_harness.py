@@ -70,7 +70,7 @@ def _install(point: str) -> None:
     points = {
         # inside the first read, census and candidates, once the census has spilled its first
         # fingerprints file (the DoFn runs in this process on the in-process runner)
-        "census_job": lambda: _wrap(census, "_write_spill", after=_nth(1)),
+        "census_job": lambda: _wrap(census, "write_spill", after=_nth(1)),
         "after_census": lambda: _wrap(driver.Driver, "census", after=_nth(1)),
         # the plan and seed are committed, the ledger not yet charged
         "after_plan_commit": lambda: _wrap(state_store.StateStore, "commit", after=_nth(1)),

@@ -11,17 +11,16 @@ no duplicate; a row group holds one round's) and read back a round at a time
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.parquetio import WriteToParquetBatched
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from triehh_beam.beam.held import DEFAULT_BUDGET, HeldRows, check_budget
 from triehh_beam.beam.sample_pass import Candidates, candidates_by_round
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.io.arrays import binary_buffers
@@ -94,6 +93,11 @@ class BundleSmallest:
             table = table.filter(pa.array(ranks <= self._cutoff))
         self._parts = table.combine_chunks().to_batches()
 
+    @property
+    def held(self) -> int:
+        """The rows it holds."""
+        return sum(part.num_rows for part in self._parts)
+
     def rows(self) -> Optional[pa.RecordBatch]:
         """The rows kept (None: none, or closed)."""
         if self.closed or not self._parts:
@@ -107,55 +111,86 @@ class _CandidatesDoFn(beam.DoFn):
     """A batch -> per round its rows at most the rate bound; each bundle's smallest above it at
     the bundle's end."""
 
-    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds):
+    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds, budget: int):
         self._keys = pass_keys  # derived keys only, never the seed
         self._rounds = list(rounds)
-        self._bounds = bounds
+        # A quarter of the budget for the rows pending output, a quarter for each bundle's
+        # smallest (a smaller keep only means a short round is drawn again from the records).
+        share = max(1, budget // (4 * len(self._rounds)))
+        self._output_rows = min(_OUTPUT_ROWS, share)
+        self._bounds = bounds._replace(bundle_keep=min(bounds.bundle_keep, share))
         self._rate_bounds = {r: bounds.rate_bound for r in self._rounds}
 
     def setup(self):
         self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
+        self._held = HeldRows()
 
     def start_bundle(self):
-        self._smallest: Dict[int, BundleSmallest] = {
-            r: BundleSmallest(self._bounds.bundle_keep, self._bounds.rate_bound) for r in self._rounds}
-        self._pending: Dict[int, List[pa.RecordBatch]] = {r: [] for r in self._rounds}
-        self._pending_rows = dict.fromkeys(self._rounds, 0)
+        self._windows: Dict[Any, _WindowRows] = {}  # a bundle's rows kept per window
 
-    def _joined(self, round_index: int) -> Candidates:
-        parts, self._pending[round_index], self._pending_rows[round_index] = self._pending[round_index], [], 0
-        return round_index, single_batch(pa.Table.from_batches(parts).combine_chunks())
-
-    def process(self, batch):
+    def process(self, batch, window=beam.DoFn.WindowParam):
         if batch.num_rows == 0:
             return
         self._ranked.inc(batch.num_rows)
+        kept = self._windows.get(window)
+        if kept is None:
+            kept = self._windows[window] = _WindowRows(self._rounds, self._bounds)
         ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
-        for round_index, smallest in self._smallest.items():
+        for round_index, smallest in kept.smallest.items():
             smallest.add(batch, ranks[round_index - 1])
         # A round's rows under the rate bound go out in batches of about _OUTPUT_ROWS: each is
         # one row group of the candidate files, which the cut reads a round at a time.
         for round_index, rows in candidates_by_round(batch, ranks, self._rate_bounds):
-            self._pending[round_index].append(rows)
-            self._pending_rows[round_index] += rows.num_rows
-            if self._pending_rows[round_index] >= _OUTPUT_ROWS:
-                yield self._joined(round_index)
+            kept.pending[round_index].append(rows)
+            kept.pending_rows[round_index] += rows.num_rows
+            if kept.pending_rows[round_index] >= self._output_rows:
+                yield kept.joined(round_index)
+        if sum(kept.pending_rows.values()) > self._output_rows * len(self._rounds):
+            for round_index in self._rounds:  # every round's pending rows: a quarter of the budget
+                if kept.pending[round_index]:
+                    yield kept.joined(round_index)
+        # What it keeps between batches, and the batch.
+        self._held.held(batch.num_rows + sum(w.held for w in self._windows.values()))
 
     def finish_bundle(self):
-        for round_index, smallest in self._smallest.items():
-            if self._pending[round_index]:
-                yield WindowedValue(self._joined(round_index), MIN_TIMESTAMP, [GlobalWindow()])
-            rows = smallest.rows()
-            if rows is not None:
-                yield WindowedValue((round_index, rows), MIN_TIMESTAMP, [GlobalWindow()])
+        # Each window's leftovers in that window (a bundle may hold several windows' batches).
+        for window, kept in self._windows.items():
+            for round_index, smallest in kept.smallest.items():
+                if kept.pending[round_index]:
+                    yield WindowedValue(kept.joined(round_index), window.max_timestamp(), [window])
+                rows = smallest.rows()
+                if rows is not None:
+                    yield WindowedValue((round_index, rows), window.max_timestamp(), [window])
+        self._windows = {}
+
+
+class _WindowRows:
+    """What a bundle keeps for one window: per round its smallest and its rows pending output."""
+
+    def __init__(self, rounds: Sequence[int], bounds: CandidateBounds):
+        self.smallest = {r: BundleSmallest(bounds.bundle_keep, bounds.rate_bound) for r in rounds}
+        self.pending: Dict[int, List[pa.RecordBatch]] = {r: [] for r in rounds}
+        self.pending_rows = dict.fromkeys(rounds, 0)
+
+    @property
+    def held(self) -> int:
+        return sum(self.pending_rows.values()) + sum(smallest.held for smallest in self.smallest.values())
+
+    def joined(self, round_index: int) -> Candidates:
+        parts, self.pending[round_index], self.pending_rows[round_index] = self.pending[round_index], [], 0
+        return round_index, single_batch(pa.Table.from_batches(parts).combine_chunks())
 
 
 class DrawCandidates(beam.PTransform):
     """Record batches -> ``(round, rows with a rank column)`` candidates of every round in
-    ``rounds`` (see the module), in the same read as the census. Counter ``records_ranked``."""
+    ``rounds`` (see the module), in the same read as the census. Counter ``records_ranked``;
+    ``budget`` (``beam.held``) caps the rows pending output and each bundle's smallest kept,
+    reported as ``rows_held``."""
 
-    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds):
+    def __init__(self, pass_keys: sampling.PassKeys, rounds: Sequence[int], bounds: CandidateBounds,
+                 budget: int = DEFAULT_BUDGET):
         super().__init__()
+        self._budget = check_budget(budget)
         self._keys = pass_keys
         self._rounds = sorted(set(int(r) for r in rounds))
         if not self._rounds or self._rounds[0] < 1 or self._rounds[-1] > pass_keys.max_rounds:
@@ -163,7 +198,8 @@ class DrawCandidates(beam.PTransform):
         self._bounds = bounds
 
     def expand(self, batches):
-        return batches | "RankAllRounds" >> beam.ParDo(_CandidatesDoFn(self._keys, self._rounds, self._bounds))
+        return batches | "RankAllRounds" >> beam.ParDo(
+            _CandidatesDoFn(self._keys, self._rounds, self._bounds, self._budget))
 
 
 def candidate_schema(item_kind: ItemKind) -> pa.Schema:

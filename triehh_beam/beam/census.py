@@ -3,31 +3,30 @@
 (every item too long for L, or not encodable), counted by their shortest length, so the driver
 can say what a larger L or unit size would make usable. Such users are sampled but cannot vote.
 With a spill location (``spill_prefix``), each worker writes its fingerprints to files there,
-split into ``GROUPS`` groups by their top bits, once it has buffered ``spill_budget`` of them or
-its bundle ends; only the files' paths cross the shuffle, and each group's files are merged
-alone, so a worker holds its buffer and one group (about n/16 fingerprints) at a time (on
-Beam's in-process runner a shuffle holds everything it carries in memory). Without one, the
+split into ``GROUPS`` groups by their top bits, before its buffer would pass ``spill_budget`` of
+them or when its bundle ends; only the files' paths cross the shuffle, and each group's files are
+merged k ways in steps of at most the budget (``beam.census_spill``), so a worker holds at most
+the budget's fingerprints at any n (on Beam's in-process runner a shuffle holds everything it
+carries in memory). Without one, the
 fingerprints are combined in memory (``CombinePerKey``), all n of them (8 bytes each) held
 several times over."""
 
 from __future__ import annotations
 
-import struct
 import unicodedata
 import uuid
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from triehh_beam.beam.census_spill import merge_steps, write_spill
+from triehh_beam.beam.held import HeldRows
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind
@@ -223,37 +222,6 @@ def _split(part: _ShardPart, bounds_of) -> Iterator[Tuple[int, _ShardPart]]:
         yield int(index), (usable[a:b], unusable[c:d], lengths[c:d])
 
 
-# A spill file: the magic, the numbers of usable and unusable fingerprints (u, v), then u usable
-# fingerprints, v unusable ones and their v shortest lengths, all little-endian 64-bit.
-_SPILL_MAGIC = b"TRIEHHC1"
-_SPILL_HEADER = struct.Struct("<8sQQ")
-
-
-def _write_spill(path: str, part: _ShardPart) -> None:
-    usable, unusable, lengths = part
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(_SPILL_HEADER.pack(_SPILL_MAGIC, len(usable), len(unusable)))
-        for values, dtype in ((usable, "<u8"), (unusable, "<u8"), (lengths, "<i8")):
-            f.write(np.ascontiguousarray(values, dtype=dtype).tobytes())
-
-
-def _read_spill(path: str) -> _ShardPart:
-    """A spill file's part. Raises ValueError if it is not one, or not whole (a census that
-    silently read part of a file would count fewer users)."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        data = f.read()
-    if len(data) < _SPILL_HEADER.size:
-        raise ValueError(f"census spill file {path} is truncated")
-    magic, u, v = _SPILL_HEADER.unpack_from(data)
-    if magic != _SPILL_MAGIC or len(data) != _SPILL_HEADER.size + 8 * (u + 2 * v):
-        raise ValueError(f"census spill file {path} is not a whole census spill file")
-    start = _SPILL_HEADER.size  # views of ``data``: the merge copies them once, concatenated
-    usable = np.frombuffer(data, "<u8", u, start)
-    unusable = np.frombuffer(data, "<u8", v, start + 8 * u)
-    lengths = np.frombuffer(data, "<i8", v, start + 8 * (u + v))
-    return usable, unusable, lengths
-
-
 class _CensusPartsDoFn(beam.DoFn):
     """Classifies and fingerprints record batches (``_parts``); subclasses say what to emit."""
 
@@ -302,7 +270,7 @@ class _CensusBatchDoFn(_CensusPartsDoFn):
 @beam.typehints.with_output_types(Tuple[int, str])
 class _SpillCensusDoFn(_CensusPartsDoFn):
     """Batches -> ``(group, path)`` of spill files under ``prefix``: a bundle's parts are
-    buffered, and written once ``budget`` fingerprints are buffered or the bundle ends, one file
+    buffered, and written before the buffer would pass ``budget`` fingerprints or when the bundle ends, one file
     per non-empty group (its users distinct and sorted), named uniquely. A failed bundle's
     files are never emitted, so never read."""
 
@@ -312,46 +280,67 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
         self._prefix = prefix
         self._budget = budget
 
-    def start_bundle(self):
-        self._buffer: List[_ShardPart] = []
-        self._buffered = 0
+    def setup(self):
+        super().setup()
+        self._held = HeldRows()
 
-    def process(self, batch):
+    def start_bundle(self):
+        self._buffers: Dict[Any, Tuple[List[_ShardPart], List[int]]] = {}  # per window: parts, [fingerprints]
+
+    def process(self, batch, window=beam.DoFn.WindowParam):
         part = self._parts(batch)
         if part is None:
             return
-        self._buffer.append(part)
-        self._buffered += len(part[0]) + len(part[1])
-        if self._buffered >= self._budget:
-            yield from self._spill()
+        buffer, buffered = self._buffers.setdefault(window, ([], [0]))
+        size = len(part[0]) + len(part[1])
+        if buffered[0] and buffered[0] + size > self._budget:
+            yield from self._spill(buffer, buffered)
+        buffer.append(part)
+        buffered[0] += size
+        self._held.held(sum(b[1][0] for b in self._buffers.values()))
 
     def finish_bundle(self):
-        for group_path in self._spill():
-            yield WindowedValue(group_path, MIN_TIMESTAMP, [GlobalWindow()])
+        # Each window's files in that window (a bundle may hold several windows' batches).
+        for window, (buffer, buffered) in self._buffers.items():
+            for group_path in self._spill(buffer, buffered):
+                yield WindowedValue(group_path, window.max_timestamp(), [window])
+        self._buffers = {}
 
-    def _spill(self) -> Iterator[Tuple[int, str]]:
-        buffer, self._buffer, self._buffered = self._buffer, [], 0
+    def _spill(self, buffer: List[_ShardPart], buffered: List[int]) -> Iterator[Tuple[int, str]]:
+        """Writes and empties one window's buffer."""
         if not buffer:
             return
         merged = _merged(buffer)
-        del buffer
+        buffer.clear()
+        buffered[0] = 0
         for group, part in _split(merged, lambda f: _bounds(f, _GROUP_SHIFT, GROUPS)):
             path = FileSystems.join(self._prefix, f"census-{group:02d}-{uuid.uuid4().hex}.bin")
-            _write_spill(path, part)
+            write_spill(path, part)
             yield group, path
 
 
-def _group_census(group_paths: Tuple[int, Iterable[str]]) -> Census:
-    """One group's spill files -> its census. Its usable fingerprints (most of them) are held
-    about twice at most: the files' bytes are dropped once concatenated, then sorted in place."""
-    _, paths = group_paths
-    parts = [_read_spill(path) for path in sorted(set(paths))]
-    if not parts:
-        return _census_of(*_merged([]))
-    usable = np.concatenate([p[0] for p in parts])
-    unusable, lengths = _merged([(p[0][:0], p[1], p[2]) for p in parts])[1:]
-    del parts
-    return _census_of(distinct(usable, in_place=True), unusable, lengths)
+def _merge_group(paths: List[str], budget: int, held=None) -> Census:
+    """One group's spill files -> its census, from ``census_spill.merge_steps``' steps (a user
+    is in one step only, so the steps' censuses add up)."""
+    total = _census_of(*_merged([]))
+    for parts in merge_steps(paths, budget, held):
+        total = _add([total, _census_of(*_merged(parts))])
+    return total
+
+
+@beam.typehints.with_input_types(Tuple[int, Iterable[str]])
+@beam.typehints.with_output_types(Census)
+class _MergeGroupDoFn(beam.DoFn):
+    """``(group, its spill files)`` -> the group's ``Census`` (``_merge_group``)."""
+
+    def __init__(self, budget: int):
+        self._budget = budget
+
+    def setup(self):
+        self._held = HeldRows()
+
+    def process(self, group_paths):
+        yield _merge_group(list(group_paths[1]), self._budget, self._held)
 
 
 @beam.typehints.with_input_types(_ShardPart)
@@ -444,6 +433,6 @@ class TakeCensus(beam.PTransform):
                 batches
                 | "FingerprintAndSpill" >> beam.ParDo(spill)
                 | "SpillFilesPerGroup" >> beam.GroupByKey()
-                | "GroupCensuses" >> beam.Map(_group_census).with_output_types(Census)
+                | "GroupCensuses" >> beam.ParDo(_MergeGroupDoFn(self._spill_budget))
             )
         return per_part | "Total" >> beam.CombineGlobally(_add).with_output_types(Census)

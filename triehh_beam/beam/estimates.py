@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from triehh_beam.beam.sample_tables import first_of_each_user
 from triehh_beam.io.arrays import binary_buffers
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemTooLongError
@@ -122,11 +123,7 @@ class CountChoicesDoFn(beam.DoFn):
         table = table.take(pc.sort_indices(table, sort_keys=[("hash", "ascending"), ("user_id", "ascending")]))
         n = table.num_rows
         hashes = np.asarray(table.column("hash"))
-        user_ids = table.column("user_id").combine_chunks()
-        first = np.ones(n, dtype=bool)
-        if n > 1:
-            first[1:] = (hashes[1:] != hashes[:-1]) | ~np.asarray(
-                pc.equal(user_ids.slice(1), user_ids.slice(0, n - 1)), dtype=bool)
+        first = first_of_each_user(hashes, table.column("user_id").combine_chunks())
         firsts = np.flatnonzero(first)
         offsets = np.append(firsts, n).astype(np.int64)
         yield count_choices(targets, offsets, np.asarray(table.column("target"), dtype=np.int64),

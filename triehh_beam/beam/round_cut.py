@@ -1,13 +1,13 @@
 """The cut of a discovery's written candidates (a fresh run's first read, a resume's pass) to
-every round's sample, a round at a time (``CutRounds``): one element per round, and for it one
-DoFn reads the round's rows from the candidate files (``round_candidates``: row groups of other
-rounds skipped by their statistics), finds its bottom-m threshold (``sample_pass.add_candidates``:
-at most about 2m (rank, user) pairs held), reads them again keeping the rows at or below it, and
-builds and writes each shard's sample table (``beam.samples``) itself. Only file paths leave the
-DoFn, so a worker holds one round's sample at a time, never every round's candidates or sampled
-rows in a shuffle (which Beam's in-process runner keeps in memory); a distributed runner may cut
-rounds on different workers (their elements are reshuffled), but one round's sample is always one
-worker's. TrieHH++'s candidates are its samples already (the read kept exactly the ranks below its
+every round's sample (``CutRounds``): one element per round, planned from the candidate files'
+metadata. A round whose candidates fit the worker budget (``beam.held``) is cut by one DoFn: it
+reads the round's rows (``round_candidates``: row groups of other rounds skipped by their
+statistics), finds its bottom-m threshold (``sample_pass.add_candidates``), reads them again
+keeping the rows at or below it, and builds and writes each shard's sample table
+(``beam.samples``). A larger round is cut by rank buckets and groups of shards over many workers
+(``beam.round_split``), no step holding more than the budget. Only file paths leave either way,
+never candidates or sampled rows in a shuffle (which Beam's in-process runner keeps in memory).
+TrieHH++'s candidates are its samples already (the read kept exactly the ranks below its
 Bernoulli threshold). A round short of ``users_required`` users keeps nothing and says so in its
 ``RoundSample``, as ``sample_pass.SampleFromCandidates`` does, whose samples this equals.
 """
@@ -22,14 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
-from triehh_beam.beam import samples
 from triehh_beam.beam.candidates import ROUND_COLUMN, candidates_pattern
+from triehh_beam.beam.held import DEFAULT_BUDGET, HeldRows, check_budget
+from triehh_beam.beam.round_split import SPLIT_TAG, PlanRoundDoFn, ShardTables, SplitRounds
 from triehh_beam.beam.sample_pass import (RoundSample, add_candidates, sampled_shards, split_shards,
                                           threshold_of)
-from triehh_beam.beam.sample_tables import SampleTableBuilder
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import SmallestRanks
 from triehh_beam.protocol.encoding import ItemEncoder
@@ -74,50 +72,44 @@ class _CutRoundDoFn(beam.DoFn):
                  bernoulli_top: Optional[int], users_required: Optional[int], shards: int,
                  encoder: ItemEncoder, truncate: bool, samples_dir: str):
         self._pattern = pattern
-        self._keys = pass_keys  # derived keys only, never the seed
-        self._m = sample_size
-        self._top = bernoulli_top
-        self._required = users_required
-        self._shards = shards
-        self._encoder = encoder
-        self._truncate = truncate
-        self._dir = samples_dir
+        self._m, self._top, self._required, self._shards = sample_size, bernoulli_top, users_required, shards
+        self._writing = (pass_keys, encoder, truncate, samples_dir)  # derived keys only, never the seed
 
     def setup(self):
-        self._builder = SampleTableBuilder(self._encoder, self._truncate)
-        self._files = Metrics.counter(METRICS_NAMESPACE, "sample_files_written")
+        self._tables = ShardTables(*self._writing)
+        self._held = HeldRows()
 
     def _kept(self, round_index: int) -> Tuple[Dict[int, List[pa.RecordBatch]], Optional[int]]:
         """Per shard, the round's sampled rows; and the users its bottom-m drew (None: TrieHH++,
         counted from the tables)."""
         kept: Dict[int, List[pa.RecordBatch]] = {}
+        rows = 0  # the round's rows read: at most the budget (``PlanRoundDoFn``), all it holds
         if self._top is not None:
             for batch in round_candidates(self._pattern, round_index):
+                rows += batch.num_rows
+                self._held.held(rows)
                 ranks = batch.column("rank").to_numpy()
                 every_row = np.arange(batch.num_rows)
-                for (_, shard), rows in split_shards(round_index, batch, every_row, ranks, self._top, self._shards):
-                    kept.setdefault(shard, []).append(rows)
+                for (_, shard), part in split_shards(round_index, batch, every_row, ranks, self._top, self._shards):
+                    kept.setdefault(shard, []).append(part)
             return kept, None
         smallest = SmallestRanks(self._m)
         for batch in round_candidates(self._pattern, round_index):
+            rows += batch.num_rows
+            self._held.held(rows)
             add_candidates(smallest, batch)
         threshold = threshold_of(smallest)
         del smallest
         for batch in round_candidates(self._pattern, round_index):
-            for (_, shard), rows in sampled_shards((round_index, batch), threshold, self._required, self._shards):
-                kept.setdefault(shard, []).append(rows)
+            for (_, shard), part in sampled_shards((round_index, batch), threshold, self._required, self._shards):
+                kept.setdefault(shard, []).append(part)
         return kept, threshold[1]
 
     def process(self, round_index, records_ranked):
         kept, users = self._kept(round_index)
-        round_keys = self._keys.round_keys(round_index)
         tabled = 0
-        for shard in sorted(kept):
-            table = self._builder.build(round_keys, shard, kept.pop(shard))
-            tabled += table.num_rows
-            path = samples.part_path(self._dir, round_index, shard)
-            samples.write_sample_table(path, table)
-            self._files.inc()
+        for path, rows in self._tables.write(round_index, kept):
+            tabled += rows
             yield round_index, path
         drawn = RoundSample(round_index, tabled if users is None else users,
                             None if users is None else self._required, records_ranked)
@@ -137,21 +129,25 @@ class CutRounds(beam.PTransform):
       after: a PCollection that is complete once the candidates are written (``WriteCandidates``'s
         output, in the same job): the cut starts then. None: the pipeline's root (an earlier job
         wrote them).
+      budget: the rows one step may hold (``beam.held``): a round with more candidates is cut by
+        rank buckets and groups of shards (``beam.round_split``), its spill under ``spill_dir``
+        (default: ``<candidates_prefix>-cut``, deleted with the candidates).
 
     Raises ValueError for no rounds or rounds outside 1..L, both or neither of a sample size and a
-    probability, m < 1, or shards outside 1..256.
+    probability, m < 1, shards outside 1..256, or a budget below 2 rows.
 
     Input: the pipeline's root. Output: a dict of two PCollections, ``"tables"``: ``(round,
     path)`` of every sample table written, and ``"samples"``: one ``(round, RoundSample)`` per
     round. Counters: ``sample_files_written`` and, per round, ``round{r}.items_too_long`` and
-    ``round{r}.items_unencodable``.
+    ``round{r}.items_unencodable``; the distribution ``rows_held`` (``beam.held``).
     """
 
     def __init__(self, candidates_prefix: str, pass_keys: sampling.PassKeys, rounds: Sequence[int],
                  sample_size: Optional[int], encoder: ItemEncoder, truncate: bool, shards: int,
                  samples_dir: str, sample_probability: Optional[float] = None,
                  users_required: Optional[int] = None, records_ranked: Any = 0,
-                 after: Optional[beam.PCollection] = None):
+                 after: Optional[beam.PCollection] = None, budget: int = DEFAULT_BUDGET,
+                 spill_dir: Optional[str] = None):
         super().__init__()
         if (sample_size is None) == (sample_probability is None):
             raise ValueError("give a sample size (TrieHH) or a sample probability (TrieHH++), not both")
@@ -165,9 +161,14 @@ class CutRounds(beam.PTransform):
         self._rounds = sorted(set(int(r) for r in rounds))
         self._ranked = records_ranked
         self._after = after
-        self._cut = _CutRoundDoFn(candidates_pattern(candidates_prefix), pass_keys, sample_size,
-                                  None if top is None else max(top, 0), users_required, shards,
+        top = None if top is None else max(top, 0)
+        self._pattern = candidates_pattern(candidates_prefix)
+        self._budget = check_budget(budget)
+        self._cut = _CutRoundDoFn(self._pattern, pass_keys, sample_size, top, users_required, shards,
                                   encoder, truncate, samples_dir)
+        self._split = SplitRounds(pass_keys, sample_size, top, users_required, shards, encoder, truncate,
+                                  samples_dir, spill_dir or f"{candidates_prefix}-cut", self._budget,
+                                  records_ranked, SAMPLES_TAG)
 
     def expand(self, pbegin):
         if self._after is None:
@@ -178,9 +179,16 @@ class CutRounds(beam.PTransform):
                 | "AllWritten" >> beam.combiners.ToList()
                 | "Rounds" >> beam.FlatMap(lambda _, rounds: rounds, rounds=self._rounds).with_output_types(int)
             )
-        cut = (
+        planned = (
             rounds
             | "Spread" >> beam.Reshuffle()
-            | "CutEachRound" >> beam.ParDo(self._cut, self._ranked).with_outputs(SAMPLES_TAG, main="tables")
+            | "PlanEachRound" >> beam.ParDo(PlanRoundDoFn(self._pattern, self._budget)).with_outputs(
+                SPLIT_TAG, main="whole")
         )
-        return {"tables": cut.tables, "samples": cut[SAMPLES_TAG]}
+        cut = planned.whole | "CutEachRound" >> beam.ParDo(self._cut, self._ranked).with_outputs(
+            SAMPLES_TAG, main="tables")
+        split = planned[SPLIT_TAG] | "SplitRounds" >> self._split
+        return {
+            "tables": (cut.tables, split["tables"]) | "AllTables" >> beam.Flatten(),
+            "samples": (cut[SAMPLES_TAG], split[SAMPLES_TAG]) | "AllSamples" >> beam.Flatten(),
+        }

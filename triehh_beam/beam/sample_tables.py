@@ -19,7 +19,7 @@ from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import columnar, sampling, user_items
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
 
-__all__ = ["SampleTableBuilder", "encode_distinct", "round_counter"]
+__all__ = ["SampleTableBuilder", "encode_distinct", "first_of_each_user", "round_counter"]
 
 _CACHE_LIMIT = 1 << 17  # distinct items (and sequences) a worker remembers the encoding of
 
@@ -55,6 +55,16 @@ def encode_distinct(
     return sequences, too_long, unencodable
 
 
+def first_of_each_user(keys: np.ndarray, user_ids: pa.Array) -> np.ndarray:
+    """Rows sorted by (key, user id) -> whether each is its user's first (a key shared by two
+    users, a 2^-64 event, is still told apart by the id)."""
+    n = len(keys)
+    first = np.ones(n, dtype=bool)
+    if n > 1:
+        first[1:] = (keys[1:] != keys[:-1]) | ~np.asarray(pc.equal(user_ids.slice(1), user_ids.slice(0, n - 1)), dtype=bool)
+    return first
+
+
 class SampleTableBuilder:
     """The kept rows of one (round, shard) -> its sample table, one row per sampled user.
 
@@ -84,14 +94,8 @@ class SampleTableBuilder:
         # Rows by (rank, user): a user's rows are adjacent, and users come in rank order.
         table = table.take(pc.sort_indices(table, sort_keys=[("rank", "ascending"), ("user_id", "ascending")]))
         n = table.num_rows
-        ranks = np.asarray(table.column("rank"))
         user_ids = table.column("user_id").combine_chunks().cast(pa.binary())
-        new_user = np.ones(n, dtype=bool)
-        if n > 1:
-            new_user[1:] = (ranks[1:] != ranks[:-1]) | ~np.asarray(
-                pc.equal(user_ids.slice(1), user_ids.slice(0, n - 1)), dtype=bool
-            )
-        firsts = np.flatnonzero(new_user)
+        firsts = np.flatnonzero(first_of_each_user(np.asarray(table.column("rank")), user_ids))
         user_offsets = np.append(firsts, n).astype(np.int64)
 
         encoded = pc.dictionary_encode(table.column("item").combine_chunks())

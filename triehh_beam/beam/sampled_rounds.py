@@ -9,7 +9,7 @@ from round ``r - 1``'s result, each result its own element ``(r, RoundResult)``.
 
 from __future__ import annotations
 
-from typing import Collection, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
+from typing import Any, Collection, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -219,7 +219,7 @@ class RunSampledRound(beam.PTransform):
         return result | "Result" >> beam.Values().with_output_types(RoundResult)
 
 
-def _of_round(keyed: Tuple[int, pa.Table], round_index: int) -> bool:
+def _of_round(keyed: Tuple[int, Any], round_index: int) -> bool:
     return keyed[0] == round_index
 
 
@@ -243,8 +243,11 @@ class RunAllRounds(beam.PTransform):
         and the records the pass ranked: a round whose files hold fewer users than required is
         short, and keeps nothing.
       denied: the deny list's encoded sequences (none by default).
+      from_paths: the input is ``(round, sample table's path)``: each round reads its own tables
+        (so no step holds more than one table; a round's votes are spread over workers and
+        combined per prefix).
 
-    Input: ``(round, sample table)`` for the rounds. Output: one ``(round, RoundResult)`` per
+    Input: ``(round, sample table)`` (or its path) for the rounds. Output: one ``(round, RoundResult)`` per
     round, each its own element; ``per_round()`` returns them as a dict of PCollections.
     """
 
@@ -258,9 +261,11 @@ class RunAllRounds(beam.PTransform):
         users_required: Union[None, int, Mapping[int, int]] = None,
         records_ranked: Optional[int] = None,
         denied: Collection[Units] = frozenset(),
+        from_paths: bool = False,
     ):
         super().__init__()
         self._denied = frozenset(denied)
+        self._from_paths = from_paths
         if not 1 <= first_round <= last_round:
             raise ValueError(f"rounds {first_round}..{last_round} are not a range from 1")
         self._first = first_round
@@ -275,7 +280,7 @@ class RunAllRounds(beam.PTransform):
     def per_round(self) -> "RunAllRounds":
         """The same rounds, output as ``{round: PCollection[(round, RoundResult)]}``."""
         other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes,
-                             self._required, self._ranked, self._denied)
+                             self._required, self._ranked, self._denied, self._from_paths)
         other._split = True
         return other
 
@@ -286,11 +291,16 @@ class RunAllRounds(beam.PTransform):
         results = {}
         for r in range(self._first, self._last + 1):
             label = f"Round{r}"
-            tables = (
-                keyed_tables
-                | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
-                | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
-            )
+            tables = keyed_tables | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
+            if self._from_paths:  # each round reads its own tables, spread over workers
+                tables = (
+                    tables
+                    | f"{label}Paths" >> beam.Values().with_output_types(str)
+                    | f"{label}Spread" >> beam.Reshuffle()
+                    | f"{label}Read" >> beam.Map(samples.read_sample_table).with_output_types(pa.Table)
+                )
+            else:
+                tables = tables | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
             required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
                 r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied)

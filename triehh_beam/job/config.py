@@ -116,6 +116,8 @@ class DiscoveryConfig(DiscoverySettings):
             _check_declared_windows(self)
         if self.allowed_lateness < 0:
             raise ValueError(f"--allowed-lateness cannot be negative, got {self.allowed_lateness}")
+        if isinstance(self.worker_budget, bool) or not isinstance(self.worker_budget, int) or self.worker_budget < 2:
+            raise ValueError(f"--worker-budget must be an integer of at least 2 rows, got {self.worker_budget!r}")
         if not self.lease_seconds > 0:
             raise ValueError(f"--lease-seconds must be > 0, got {self.lease_seconds}")
         self.encoder  # validates unit_size and max_length

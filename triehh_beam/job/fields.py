@@ -264,6 +264,12 @@ class DiscoverySettings:
         "--keep-samples", "keep the sampled users' items (a private artefact in the state "
         "directory, deleted when the job ends by default)", _OPERATE, default=False, parse=None,
         example="true")
+    worker_budget: int = setting(
+        "--worker-budget", "the most rows (records, candidates, sampled rows or user fingerprints) "
+        "one step of a job holds in memory at once: larger stages spill to the private state "
+        "directory or split over workers, and the operator report's largest_rows_held says what "
+        "one step held; any value gives the same trie (default: %(default)s, a few hundred MB)",
+        _OPERATE, default=1 << 22, parse=int, metavar="ROWS", example="1000000")
     lease_seconds: float = setting(
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "
         "(default: %(default)s)", _OPERATE, default=6 * 3600, parse=float, example="600")

@@ -9,10 +9,11 @@ frequency estimates, and a whole-item release.
 from __future__ import annotations
 
 import json
+import math
 from typing import FrozenSet, Mapping, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
-import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
 from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, WriteCandidates
@@ -77,7 +78,7 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
     (
         records
         | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items,
-                                            spill_prefix=census_spill)
+                                            spill_prefix=census_spill, spill_budget=config.worker_budget)
         | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )
@@ -96,7 +97,7 @@ def build_first_pass(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: 
     records = build_census(pipeline, config, sampler, output_path, progress, as_of_millis, census_spill)
     (
         records
-        | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds)
+        | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds, config.worker_budget)
         | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
 
@@ -197,7 +198,8 @@ def build_sampling(
         bound = 2**64 - 1 if population is None else rank_prefilter_bound(population, plan.batch_size)
     written = (
         records
-        | "DrawCandidates" >> DrawCandidates(keys, rounds, CandidateBounds(rate_bound=bound, bundle_keep=0))
+        | "DrawCandidates" >> DrawCandidates(keys, rounds, CandidateBounds(rate_bound=bound, bundle_keep=0),
+                                             config.worker_budget)
         | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
     ranked = (
@@ -246,13 +248,46 @@ def _cut_and_run(pipeline, config: DiscoveryConfig, keys: PassKeys, plan: state_
         required = None if population is None else min(plan.batch_size, population)
     drawn = pipeline | "CutRounds" >> CutRounds(
         candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items,
-        shards=sample_pass.sample_shards(population=population, **sizes), samples_dir=samples_dir,
-        users_required=required, records_ranked=records_ranked, after=after, **sizes)
+        shards=_shards(config, _expected_users(population, **sizes), **sizes), samples_dir=samples_dir,
+        users_required=required, records_ranked=records_ranked, after=after, budget=config.worker_budget, **sizes)
     _summarise(drawn["samples"], summary_path)
     if run_rounds_into is not None:
-        results = drawn["tables"] | "RunRounds" >> RunRoundsFromFiles(
-            rounds[0], rounds[-1], plan.theta, frozenset({()}), drawn["samples"], denied)
-        results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(run_rounds_into, config.encoder))
+        _rounds_on_files(drawn["tables"], config, plan, rounds[0], frozenset({()}), run_rounds_into, denied,
+                         _expected_users(population, **sizes), sample_sizes=drawn["samples"])
+
+
+def _rounds_on_files(written, config: DiscoveryConfig, plan: state_pb2.PrivacyPlan, first_round: int,
+                     frontier: FrozenSet[Units], levels_dir: str, denied: FrozenSet[Units], expected_users: int,
+                     sample_sizes=None, users_required=None, records_ranked: Optional[int] = None) -> None:
+    """Rounds ``first_round``..L on their written tables (``(round, path)``), each level written
+    to ``levels_dir`` as its round completes: in order in one step (``RunRoundsFromFiles``) while
+    a round's sample fits the worker budget, else each round's tables voted over many workers
+    and combined per prefix (``RunAllRounds`` from paths: nothing below theta leaves the
+    combine). ``sample_sizes`` (the cut's) or ``users_required`` and ``records_ranked``: as
+    ``RunRoundsFromFiles``'s."""
+    if expected_users > config.worker_budget:
+        results = written | "RunRounds" >> sampled_rounds.RunAllRounds(
+            first_round, plan.max_length, plan.theta, frontier, sample_sizes=sample_sizes,
+            users_required=users_required, records_ranked=records_ranked, denied=denied, from_paths=True)
+    else:
+        results = written | "RunRounds" >> RunRoundsFromFiles(
+            first_round, plan.max_length, plan.theta, frontier, sample_sizes, denied, users_required, records_ranked)
+    results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(levels_dir, config.encoder))
+
+
+def _expected_users(population: Optional[int], sample_size: Optional[int], sample_probability: Optional[float]) -> int:
+    """A round's expected sample: m, or ``p_s * n`` (16 shards' worth when n is unknown)."""
+    if sample_probability is not None:
+        return math.ceil(sample_probability * population) if population else 16 * 16384
+    return sample_size
+
+
+def _shards(config: DiscoveryConfig, expected_users: int, sample_size: Optional[int],
+            sample_probability: Optional[float]) -> int:
+    """Sample tables per round: ``sample_pass.shard_count``'s, or more (up to 256) when a shard
+    of that many users could pass an eighth of the worker budget (a shard's rows are one step's)."""
+    return max(sample_pass.shard_count(max(1, expected_users)),
+               min(256, math.ceil(expected_users / max(1, config.worker_budget // 8))))
 
 
 def _summarise(drawn_samples, summary_path: str) -> None:
@@ -311,24 +346,32 @@ def build_rounds(
     progress: Optional[str] = None,
     denied: FrozenSet[Units] = frozenset(),
 ) -> None:
-    """Adds rounds ``first_round``..L on their samples, unrolled in one job, each level written to
-    ``levels_dir`` as soon as its round completes. ``users_required``: one for every round, or
-    per round (TrieHH++'s drawn sizes). ``progress``: as ``build_census`` (the sampled users
-    read); ``denied``: the deny list's sequences."""
-    tables = [
-        _reported(pipeline | f"ReadSample{r}" >> samples.ReadSampleTables(samples_dir, r), progress,
-                  f"ReportProgress{r}")
-        | f"KeyRound{r}" >> beam.Map(lambda table, r=r: (r, table)).with_output_types(Tuple[int, pa.Table])
-        for r in range(first_round, plan.max_length + 1)
-    ]
-    results = (
-        tables
-        | "AllSamples" >> beam.Flatten()
-        | "RunAllRounds" >> sampled_rounds.RunAllRounds(
-            first_round, plan.max_length, plan.theta, frontier,
-            users_required=users_required, records_ranked=records_ranked, denied=denied)
+    """Adds rounds ``first_round``..L on their samples (a resume's: drawn by an earlier job), on
+    the same bounded path as a fresh run's (``_rounds_on_files``: the tables are read by path,
+    one at a time), each level written to ``levels_dir`` as soon as its round completes.
+    ``users_required``: one for every round, or per round (TrieHH++'s drawn sizes).
+    ``progress``: unused (the rounds read their tables themselves); ``denied``: the deny list's
+    sequences."""
+    del progress
+    rounds = range(first_round, plan.max_length + 1)
+    written = (
+        pipeline
+        | "SamplePatterns" >> beam.Create([(r, samples.round_pattern(samples_dir, r)) for r in rounds])
+        | "MatchTables" >> beam.FlatMap(_tables_of).with_output_types(Tuple[int, str])
     )
-    results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(levels_dir, config.encoder))
+    if isinstance(users_required, Mapping):
+        expected = max(users_required.values(), default=0)
+    else:
+        expected = plan.batch_size if users_required is None else users_required
+    _rounds_on_files(written, config, plan, first_round, frontier, levels_dir, denied, expected,
+                     users_required=users_required, records_ranked=records_ranked)
+
+
+def _tables_of(round_and_pattern: Tuple[int, str]):
+    """``(round, pattern)`` -> ``(round, path)`` of every sample table matching it."""
+    round_index, pattern = round_and_pattern
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        yield round_index, metadata.path
 
 
 class _WriteLevelDoFn(beam.DoFn):

@@ -55,12 +55,18 @@ def now() -> str:
 
 
 def job_counters(result) -> Dict[str, int]:
-    """A finished job's counters in the ``triehh`` namespace, by name."""
+    """A finished job's counters in the ``triehh`` namespace, by name, and the largest value of
+    each distribution there as ``largest_<name>`` (``largest_rows_held``: ``beam.held``)."""
     counters: Dict[str, int] = {}
     query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
     for counter in query["counters"]:
         value = counter.committed if counter.committed is not None else counter.attempted
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
+    for distribution in query["distributions"]:  # the most rows one step held (``beam.held``)
+        value = distribution.committed if distribution.committed is not None else distribution.attempted
+        if value is not None and value.count:
+            name = f"largest_{distribution.key.metric.name}"
+            counters[name] = max(counters.get(name, 0), int(value.max))
     return counters
 
 

@@ -98,9 +98,12 @@ def read_transform(config: DiscoverySettings, dead_letter: bool = False,
     if as_of_millis is not None:
         raise ValueError("as_of_millis pins a BigQuery table, not files")
     from triehh_beam.beam.read import ReadRecordBatches
+    from triehh_beam.io.schema import DEFAULT_BATCH_SIZE
 
+    # Batches of at most a quarter of the worker budget: the steps after the read hold a few.
+    batch_size = min(DEFAULT_BATCH_SIZE, max(1, config.worker_budget // 4))
     return ReadRecordBatches(config.input_pattern, format=config.input_format, count_column=config.count_column,
-                             **common)
+                             batch_size=batch_size, **common)
 
 
 def pin(config: DiscoverySettings, now: Optional[float] = None) -> state_pb2.InputSnapshot:

@@ -205,7 +205,7 @@ def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_em
 
     (charge,) = Ledger(str(tmp_path / "ledger")).records()
     assert charge["estimate_epsilon"] == 0.5 and charge["window_start"] == released[0].split("=", 1)[1]
-    assert not (budget.dir / "out" / withheld).exists()
+    assert sorted(p.name for p in (budget.dir / "out" / withheld).iterdir()) == [windowed.REFUSED_MARKER]
     line = next(x for x in budget.output if x.startswith(f"window {withheld.split('=', 1)[1]}:"))
-    assert "nothing released" in line and "exceeds the remaining lifetime budget" in line
+    assert "nothing released" in line and "refused by the budget (a user over the population's lifetime)" in line
     assert "2 windows closed, 1 released" in "\n".join(budget.output)

@@ -120,3 +120,50 @@ def test_a_killed_open_ended_stream_restarts_at_the_first_unreleased_window(pubs
     status = json.loads((out / "_STREAM.json").read_text())
     assert status["state"] == "cancelled" and status["last_released_window"] == released[-1].split("=", 1)[1]
     assert status["declared_windows"] == f"{_instant(first)}.."
+
+
+@pytest.mark.slow
+def test_an_open_ended_stream_stops_when_the_budget_refuses_the_window_now_open(pubsub_emulator, subprocess_env,
+                                                                                 tmp_path):
+    from triehh_beam.job.config import DiscoveryConfig
+
+    env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=pubsub_emulator.host, PUBSUB_PROJECT_ID=pubsub_emulator.project)
+    paths = pubsub_emulator.topic("budget")
+    (tmp_path / "seed.bin").write_bytes(SEED)
+    first = math.ceil((time.time() + 6) / WINDOW) * WINDOW
+    plan = windowed.WindowedJob.for_config(DiscoveryConfig(
+        input_pattern="unused", output_dir=str(tmp_path / "probe"), epsilon=4.0, delta=1e-5, max_length=4,
+        window=WINDOW, windows=(first * 1_000_000, None), protocol="triehh++", seed=SEED), SEED).plan()
+    budget = 3.5 * plan.epsilon  # room for three windows a day
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "triehh_beam.cli", "stream", "--subscription", paths["subscription"],
+               "--output", str(out), "--seed-file", str(tmp_path / "seed.bin"), "--window", f"{WINDOW}s",
+               "--windows", f"{_instant(first)}..", "--protocol", "triehh++", "--epsilon", "4", "--delta", "1e-5",
+               "--max-length", "4", "--ledger", str(tmp_path / "ledger"), "--budget-epsilon", repr(budget),
+               "--budget-period", "1d"]
+    run = _Run(command, env)
+    stop = threading.Event()
+
+    def tick():  # empty messages keep the local runner's watermark moving
+        while not stop.wait(0.5):
+            pubsub_emulator.publisher.publish(paths["topic"], b"[]")
+
+    threading.Thread(target=tick, daemon=True).start()
+    try:
+        code = run.process.wait(timeout=180)
+    finally:
+        stop.set()
+    output = "\n".join(run.output)
+    assert code == 0, output
+    fourth = first + 3 * WINDOW
+    day_after = (fourth // 86400 + 1) * 86400
+    assert (f"the budget refuses window {_instant(fourth)}: stopping; the next window it allows starts at "
+            f"{_instant(day_after)}: run the same command then") in output, output
+    assert _released(out) == [windowed.window_dir_name((first + WINDOW * i) * 1_000_000) for i in range(3)]
+    refused = json.loads((out / windowed.window_dir_name(fourth * 1_000_000) / windowed.REFUSED_MARKER).read_text())
+    assert refused["refused_by"] == "budget" and refused["privacy_unit"]["unit"] == "a user per day"
+    assert len(Ledger(str(tmp_path / "ledger")).records()) == 3
+    status = json.loads((out / "_STREAM.json").read_text())
+    outcomes = [w["outcome"] for w in status["windows"]]
+    assert outcomes[:3] == ["empty"] * 3 and set(outcomes[3:]) <= {"refused by the budget"}, outcomes
+    assert status["spend_per_period"][0]["epsilon"] == pytest.approx(3 * plan.epsilon)

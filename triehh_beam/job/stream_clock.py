@@ -67,23 +67,26 @@ def graph_starts(job: WindowedJob, first: int) -> List[int]:
 
 
 class DueWindows:
-    """Decides every window once the clock reaches its start, in order, from ``first``."""
+    """Decides every window once the clock reaches its start, in order, from ``first``; a
+    refusal of a window still open when the run started, or opened since, stops the stream
+    (``refused_now``); one of a window that ended before is only published as refused."""
 
     def __init__(self, releases: WindowReleases, job: WindowedJob, first: int):
         self._releases = releases
         self._size = job.windows.size_micros
+        self._started = now_micros()
         self._starts: Iterator[int] = (s for s in job.declared_starts if s >= first)
         self._next = next(self._starts, None)
         self.refused_now: Optional[Decision] = None  # the budget refused the window open now
 
     def decide(self, now: int) -> List[Decision]:
-        """Decides the windows opened by ``now`` (microseconds) and not decided yet; notes a
-        refusal of the window still open (the stream then stops)."""
+        """Decides the windows opened by ``now`` (microseconds) and not decided yet; notes the
+        first refusal of a window open during this run (the stream then stops)."""
         decided = []
         while self._next is not None and self._next <= now:
             decision = self._releases.decide(self._next)
             decided.append(decision)
-            if decision.refused_by_budget and decision.start + self._size > now and self.refused_now is None:
+            if decision.refused_by_budget and decision.start + self._size > self._started and self.refused_now is None:
                 self.refused_now = decision
             self._next = next(self._starts, None)
         return decided

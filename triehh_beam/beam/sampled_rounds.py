@@ -162,7 +162,7 @@ class _VoteAndPrune(beam.PTransform):
             | "Vote" >> beam.ParDo(
                 _VoteTableDoFn(self._round, self._prefix, self._denied), frontier=beam.pvalue.AsSingleton(self._frontier)
             )
-            | f"PruneBelow({self._theta})" >> beam.CombineGlobally(MergeAndPruneCombineFn(self._theta))
+            | "PruneBelowTheta" >> beam.CombineGlobally(MergeAndPruneCombineFn(self._theta))
         )
         sizes = None if self._sizes is None else beam.pvalue.AsDict(self._sizes)
         return kept | "RoundResult" >> beam.Map(

@@ -318,7 +318,7 @@ class RunWindowRounds(beam.PTransform):
                 tables
                 | f"{label}Vote" >> beam.ParDo(
                     _VoteWindowTableDoFn(r, f"round{r}."), frontiers=window_view(beam.pvalue.AsList(frontier)))
-                | f"{label}PruneBelow({self._theta})" >> beam.CombineGlobally(
+                | f"{label}PruneBelowTheta" >> beam.CombineGlobally(
                     sampled_rounds.MergeAndPruneCombineFn(self._theta)).without_defaults()
             )
             result = kept | f"{label}Result" >> beam.Map(

@@ -379,7 +379,10 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
               wait_seconds=_DECISION_WAIT_SECONDS, starts=declared)
     releases = WindowReleases(job)
     due = stream_clock.DueWindows(releases, job, first)
-    due.decide(stream_clock.now_micros())  # every window already open: committed and charged before the graph runs
+    # A runner that only translates the graph (--dry_run=True) runs nothing: nothing is charged.
+    deciding = not options.get_all_options().get("dry_run")
+    if deciding:
+        due.decide(stream_clock.now_micros())  # every window already open: committed and charged before the graph runs
     status = stream_clock.StreamStatus(job, releases.ledger)
     seen = set()
     for report in windowed.read_window_reports(job):
@@ -399,7 +402,8 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     try:
         with _sigterm_interrupts():
             while True:
-                due.decide(stream_clock.now_micros())
+                if deciding:
+                    due.decide(stream_clock.now_micros())
                 for report in windowed.read_window_reports(job):
                     if report["window_start"] not in seen:
                         seen.add(report["window_start"])

@@ -56,6 +56,19 @@ def _messages(windows, message_format):
     return out
 
 
+class StreamRun:
+    """One ``triehh stream`` process, its output lines collected as they come."""
+
+    def __init__(self, command, env):
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.output = []
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self):
+        for line in self.process.stdout:
+            self.output.append(line.rstrip("\n"))
+
+
 class _Stream:
     """One ``triehh stream`` subprocess on its own topic, its output collected."""
 
@@ -68,13 +81,8 @@ class _Stream:
                    "--output", str(self.dir / "out"), "--seed-file", str(self.dir / "seed.bin"),
                    "--timestamp-attribute", "ts", "--message-format", message_format,
                    "--dead-letter", str(self.dir / "dead"), "--stop-after-windows", "2", *FLAGS, *extra]
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.output = []
-        threading.Thread(target=self._collect, daemon=True).start()
-
-    def _collect(self):
-        for line in self.process.stdout:
-            self.output.append(line.rstrip("\n"))
+        run = StreamRun(command, env)
+        self.process, self.output = run.process, run.output
 
     def publish(self, payload, event_ms):
         return self.emulator.publisher.publish(self.paths["topic"], payload, ts=str(event_ms))

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
 
+from tests.e2e.test_stream_emulator import StreamRun
 from tests.job.test_windowed import SEED
 from triehh_beam.job import windowed
 from triehh_beam.job.ledger import Ledger
@@ -27,19 +27,6 @@ WINDOW = 2  # seconds
 
 def _instant(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-class _Run:
-    """One ``triehh stream`` process; its output lines collected."""
-
-    def __init__(self, command, env):
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.output = []
-        threading.Thread(target=self._collect, daemon=True).start()
-
-    def _collect(self):
-        for line in self.process.stdout:
-            self.output.append(line.rstrip("\n"))
 
 
 def _released(out):
@@ -80,12 +67,12 @@ def test_a_killed_open_ended_stream_restarts_at_the_first_unreleased_window(pubs
     publisher = threading.Thread(target=publish, daemon=True)
     publisher.start()
     try:
-        killed = _Run(command, env)
+        killed = StreamRun(command, env)
         _wait_for(lambda: len(_released(out)) >= 3, 120, killed)
         killed.process.send_signal(signal.SIGKILL)
         killed.process.wait(timeout=30)
         time.sleep(2 * WINDOW)  # windows close while nothing runs
-        restarted = _Run(command, env)
+        restarted = StreamRun(command, env)
         _wait_for(lambda: sum(": released " in line for line in restarted.output) >= 4, 180, restarted)
         restarted.process.send_signal(signal.SIGTERM)
         code = restarted.process.wait(timeout=60)
@@ -141,7 +128,7 @@ def test_an_open_ended_stream_stops_when_the_budget_refuses_the_window_now_open(
                "--windows", f"{_instant(first)}..", "--protocol", "triehh++", "--epsilon", "4", "--delta", "1e-5",
                "--max-length", "4", "--ledger", str(tmp_path / "ledger"), "--budget-epsilon", repr(budget),
                "--budget-period", "1d"]
-    run = _Run(command, env)
+    run = StreamRun(command, env)
     stop = threading.Event()
 
     def tick():  # empty messages keep the local runner's watermark moving

@@ -136,7 +136,8 @@ class StreamStatus:
         spend = [{"period_start": rfc3339(k * period * 1_000_000), "epsilon": s.epsilon, "delta": s.delta}
                  for k, s in self.ledger.spent_per_period(self.ledger.records())] if period else []
         document = {
-            "kind": "triehh stream status", "state": state, "updated_at": rfc3339(now_micros()),
+            "kind": "triehh stream status", "state": state,
+            "updated_at": rfc3339(now_micros() // 1_000_000 * 1_000_000),
             "declared_windows": job.describe_declared(), "window_seconds": job.config.window,
             "allowed_lateness_seconds": job.config.allowed_lateness,
             "windows": [self.windows[k] for k in sorted(self.windows)],

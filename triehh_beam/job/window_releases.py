@@ -123,7 +123,8 @@ class WindowReleases:
 
     def _charge(self, store: StateStore, state: state_pb2.JobState, start: int) -> Decision:
         details = {"window_start": rfc3339(start), "window_end": rfc3339(self._interval(start)[1]),
-                   "time": jobs.now(), "mode": "window", "state_dir": self._job.config.resolved_state_dir}
+                   "time": jobs.now(), "mode": "window", "job_id": state.job_id,
+                   "input": self._job.config.input_pattern, "state_dir": self._job.config.resolved_state_dir}
         try:
             release.charge_committed(store, state, self.ledger, details, self._interval(start))
         except ledger_lib.BudgetExceededError:  # another job took the budget since ``fits``

@@ -32,7 +32,7 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.job.planning import check_before_census, plan_for_census
 from triehh_beam.job.window_privacy import privacy_unit
-from triehh_beam.job.state_store import StateError, StateStore
+from triehh_beam.job.state_store import StateStore
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, rounds, sampling
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric

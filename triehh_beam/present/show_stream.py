@@ -30,8 +30,8 @@ def _instant(text: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _amount(value) -> str:
-    return "unlimited" if value is None else f"{value:.6g}"
+def _amount(value, spec: str = ".6g") -> str:
+    return "unlimited" if value is None else format(value, spec)
 
 
 def stream_lines(status: dict, now: Optional[datetime.datetime] = None) -> List[str]:
@@ -47,7 +47,7 @@ def stream_lines(status: dict, now: Optional[datetime.datetime] = None) -> List[
              f"{status['allowed_lateness_seconds']} s after its end"]
     budget = status["budget"]
     if budget["unit"]:
-        lines.append(f"budget: epsilon {_amount(budget['epsilon'])}, delta {_amount(budget['delta'])} "
+        lines.append(f"budget: epsilon {_amount(budget['epsilon'])}, delta {_amount(budget['delta'], '.3g')} "
                      f"(the privacy unit: {budget['unit']})")
     else:
         lines.append("budget: none (each window is its own release; the privacy unit: a user per window)")
@@ -67,6 +67,6 @@ def stream_lines(status: dict, now: Optional[datetime.datetime] = None) -> List[
     lines += [f"  {w['window_start']}  {w['outcome']}" for w in windows[-_SHOWN_WINDOWS:]]
     if status["spend_per_period"]:
         lines.append("spend per period (every release on the population's ledger):")
-        lines += [f"  from {p['period_start']}: epsilon {_amount(p['epsilon'])}, delta {_amount(p['delta'])}"
+        lines += [f"  from {p['period_start']}: epsilon {_amount(p['epsilon'])}, delta {_amount(p['delta'], '.3g')}"
                   for p in status["spend_per_period"]]
     return lines

@@ -306,3 +306,25 @@ def test_the_ledger_command_shows_the_spend_per_period(tmp_path, capsys):
     assert document["per_period"][0]["remaining"]["epsilon"] == pytest.approx(0.5)
     assert cli.main(["ledger", "--ledger", str(tmp_path), "--budget-period", "soon"]) == 2
     assert "not a duration" in capsys.readouterr().err
+
+
+def test_scheduled_runs_under_a_daily_budget_stop_at_the_days_budget(records, tmp_path, capsys):
+    # Each run is charged at the instant it runs: all three dates run today, so today's period
+    # holds two spends of about 2.9995 and refuses the third (a run on another day would fit).
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\n'
+        'epsilon = 3.0\ndelta = 1e-6\nmax_length = 5\n\n'
+        f'[budget]\nledger = "{tmp_path / "ledger"}"\nepsilon = 7.0\nperiod = "1d"\n'
+    )
+    codes = [cli.main(["scheduled", "--config", str(config), "--date", d])
+             for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+    assert codes == [0, 0, 2]
+    err = capsys.readouterr()
+    assert "exceeds what is left of the budget per day for the day from" in err.err
+    spends = [json.loads(line) for line in err.out.splitlines() if '"scheduled_spend"' in line]
+    (today,) = spends[-1]["per_period"]
+    assert spends[-1]["budget"]["period"] == "1d" and today["remaining"]["epsilon"] == pytest.approx(
+        7.0 - today["spent"]["epsilon"]) and today["spent"]["epsilon"] > 5.9
+    charges = ledger.Ledger(str(tmp_path / "ledger")).records()
+    assert len(charges) == 2 and all(r["interval_start_us"] == r["interval_end_us"] for r in charges)

@@ -31,6 +31,8 @@ __all__ = [
     "RunAllRounds",
     "RunSampledRound",
     "frontier_after",
+    "frontier_of",
+    "of_round",
     "round_result",
     "vote_table",
 ]
@@ -219,11 +221,14 @@ class RunSampledRound(beam.PTransform):
         return result | "Result" >> beam.Values().with_output_types(RoundResult)
 
 
-def _of_round(keyed: Tuple[int, pa.Table], round_index: int) -> bool:
+def of_round(keyed: Tuple[int, pa.Table], round_index: int) -> bool:
+    """Whether a ``(round, table)`` element is of round ``round_index`` (the unrolled rounds'
+    filter, a batch job's or a window's)."""
     return keyed[0] == round_index
 
 
-def _frontier_of(keyed: Tuple[int, RoundResult]) -> FrozenSet[Units]:
+def frontier_of(keyed: Tuple[int, RoundResult]) -> FrozenSet[Units]:
+    """The next round's frontier from a ``(round, RoundResult)`` element."""
     return frontier_after(keyed[1])
 
 
@@ -288,13 +293,13 @@ class RunAllRounds(beam.PTransform):
             label = f"Round{r}"
             tables = (
                 keyed_tables
-                | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
+                | f"{label}Tables" >> beam.Filter(of_round, round_index=r)
                 | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
             )
             required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
                 r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied)
-            frontier = results[r] | f"{label}NextFrontier" >> beam.Map(_frontier_of).with_output_types(
+            frontier = results[r] | f"{label}NextFrontier" >> beam.Map(frontier_of).with_output_types(
                 FrozenSet[Prefix]
             )
         if self._split:

@@ -55,7 +55,7 @@ def _run_ledger(args) -> int:
         raise UsageError(str(err)) from None
     total = book.total(records)
     left = ledger.remaining(budget, total)
-    per_period = [(_period_start(k, period), spent, ledger.remaining(budget, spent))
+    per_period = [(ledger.period_start(k, period), spent, ledger.remaining(budget, spent))
                   for k, spent in book.spent_per_period(records)]
     if args.json:
         document = {
@@ -93,12 +93,6 @@ def _run_ledger(args) -> int:
         print(f"  remaining of the budget:   epsilon {_amount(left.epsilon, '.6g')}, delta {_amount(left.delta, '.3g')}")
     return 0
 
-
-def _period_start(k: int, period: int) -> str:
-    import datetime
-
-    instant = datetime.datetime.fromtimestamp(k * period, tz=datetime.timezone.utc)
-    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _amount(x: float, spec: str) -> str:

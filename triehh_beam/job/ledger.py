@@ -20,7 +20,7 @@ from triehh_beam.job import cas, record_log
 from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["Budget", "BudgetExceededError", "LEDGER_NAME", "Ledger", "Spend", "describe_period", "interval_of",
-           "periods_of", "plan_spend", "remaining"]
+           "period_start", "periods_of", "plan_spend", "remaining"]
 
 LEDGER_NAME = "ledger.jsonl"
 
@@ -79,6 +79,11 @@ def interval_of(record: dict) -> Optional[Tuple[int, int]]:
     if start is None or end is None:
         return None
     return int(start), int(end)
+
+
+def period_start(k: int, period: int) -> str:
+    """The start of period ``k`` of ``period`` seconds, RFC 3339 UTC (``2026-11-28T00:00:00Z``)."""
+    return _rfc3339(k * period * 1_000_000)
 
 
 def periods_of(interval: Tuple[int, int], period: int) -> range:
@@ -179,7 +184,7 @@ class Ledger:
             if spend.epsilon > left.epsilon or spend.delta > left.delta:
                 return (f"{what} (epsilon {spend.epsilon:.6g}, delta {spend.delta:.3g}) exceeds what is left of "
                         f"the budget per {describe_period(period)} for the {describe_period(period)} from "
-                        f"{_rfc3339(k * period * 1_000_000)} ({_describe(left)}; ledger {self.path})")
+                        f"{period_start(k, period)} ({_describe(left)}; ledger {self.path})")
         return None
 
     def fits(self, spend: Spend, interval: Optional[Tuple[int, int]] = None) -> bool:

@@ -133,7 +133,7 @@ class StreamStatus:
             lag = max(0.0, (now_micros() - job.windows.closes_at(start)) / 1e6)
         budget = job.config.budget
         period = budget.period
-        spend = [{"period_start": rfc3339(k * period * 1_000_000), "epsilon": s.epsilon, "delta": s.delta}
+        spend = [{"period_start": ledger_lib.period_start(k, period), "epsilon": s.epsilon, "delta": s.delta}
                  for k, s in self.ledger.spent_per_period(self.ledger.records())] if period else []
         document = {
             "kind": "triehh stream status", "state": state,

@@ -205,16 +205,21 @@ def test_a_lease_left_by_a_killed_run_of_this_machine_is_taken_over(records, tmp
 # ---- scheduled runs ----------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_path, capsys):
+def _three_scheduled_dates(records, tmp_path, budget_lines: str):
+    """Runs a schedule (epsilon 3 a date) on three dates; returns (its config file, exit codes)."""
     config = tmp_path / "job.toml"
     config.write_text(
         f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\n'
         'epsilon = 3.0\ndelta = 1e-6\nmax_length = 5\n\n'
-        f'[budget]\nledger = "{tmp_path / "ledger"}"\nepsilon = 7.0\n'
+        f'[budget]\nledger = "{tmp_path / "ledger"}"\n{budget_lines}'
     )
-    codes = [cli.main(["scheduled", "--config", str(config), "--date", d])
-             for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+    return config, [cli.main(["scheduled", "--config", str(config), "--date", d])
+                    for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+
+
+@pytest.mark.slow
+def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_path, capsys):
+    config, codes = _three_scheduled_dates(records, tmp_path, "epsilon = 7.0\n")
     assert codes == [0, 0, 2]
     # The refused date wrote nothing to the published tree (its state is not in it either).
     assert sorted(os.listdir(tmp_path / "runs")) == ["2026-11-01", "2026-11-02"]
@@ -311,14 +316,7 @@ def test_the_ledger_command_shows_the_spend_per_period(tmp_path, capsys):
 def test_scheduled_runs_under_a_daily_budget_stop_at_the_days_budget(records, tmp_path, capsys):
     # Each run is charged at the instant it runs: all three dates run today, so today's period
     # holds two spends of about 2.9995 and refuses the third (a run on another day would fit).
-    config = tmp_path / "job.toml"
-    config.write_text(
-        f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\n'
-        'epsilon = 3.0\ndelta = 1e-6\nmax_length = 5\n\n'
-        f'[budget]\nledger = "{tmp_path / "ledger"}"\nepsilon = 7.0\nperiod = "1d"\n'
-    )
-    codes = [cli.main(["scheduled", "--config", str(config), "--date", d])
-             for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+    _, codes = _three_scheduled_dates(records, tmp_path, 'epsilon = 7.0\nperiod = "1d"\n')
     assert codes == [0, 0, 2]
     err = capsys.readouterr()
     assert "exceeds what is left of the budget per day for the day from" in err.err

@@ -2,8 +2,8 @@
 event-time windows of 5,000 users each, many users per message, read by the streaming job in a
 subprocess; each released window equals the keyed simulation of its records with the keys of
 the window's committed release (its nonce, in the window's state); a late record and malformed
-messages are dead-lettered; a budget that fits one window releases one and withholds the other,
-saying why (that run with ``--estimate-frequencies``: its released window's estimates equal the
+messages are dead-lettered; a budget that fits one window releases one, publishes the other as
+refused and stops the stream, saying why (that run with ``--estimate-frequencies``: its released window's estimates equal the
 per-user reference with the same keys).
 
 Beam's Python DirectRunner takes its watermark from the wall clock (docs/stream_input.md), so
@@ -214,6 +214,8 @@ def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_em
     (charge,) = Ledger(str(tmp_path / "ledger")).records()
     assert charge["estimate_epsilon"] == 0.5 and charge["window_start"] == released[0].split("=", 1)[1]
     assert sorted(p.name for p in (budget.dir / "out" / withheld).iterdir()) == [windowed.REFUSED_MARKER]
-    line = next(x for x in budget.output if x.startswith(f"window {withheld.split('=', 1)[1]}:"))
-    assert "nothing released" in line and "refused by the budget (a user over the population's lifetime)" in line
-    assert "2 windows closed, 1 released" in "\n".join(budget.output)
+    # The budget refused the window while it was open: the stream stops once the window before it
+    # is released, saying that no later window fits a lifetime budget.
+    assert (f"the budget refuses window {withheld.split('=', 1)[1]}: stopping; no later window fits (change the "
+            "budget to continue)") in budget.output, "\n".join(budget.output)
+    assert "1 windows closed, 1 released" in "\n".join(budget.output)

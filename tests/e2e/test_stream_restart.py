@@ -97,7 +97,7 @@ def test_a_killed_open_ended_stream_restarts_at_the_first_unreleased_window(pubs
     assert len(unreleased) <= 3, (unreleased, released)
     for name in released:
         state = StateStore(str(tmp_path / "out.state" / "windows" / name)).load()
-        assert state.finished and state.release_charged
+        assert state.release_charged  # finished too, unless killed between its _RELEASED and its state commit
     # The stop names the first window its run had not seen released (one released as it stopped
     # may be the last on disk).
     stop_line = next(line for line in restarted.output if line.startswith("interrupted: "))

@@ -53,4 +53,5 @@ def test_two_plans_give_a_streaming_graph_the_same_step_names(tmp_path, offline)
         second = names(protocol, 2.0, 20000, f"{protocol}-b")
         assert first == second, sorted(first ^ second)
         assert any("PruneBelowTheta" in name for name in first)
-    assert offline == [] and not (tmp_path / "triehh-a" / "state" / "ledger.jsonl").exists()  # a dry run charges nothing
+    # A dry run charges nothing.
+    assert offline == [] and not (tmp_path / "triehh-a" / "state" / "ledger.jsonl").exists()

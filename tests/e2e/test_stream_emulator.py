@@ -3,8 +3,8 @@ event-time windows of 5,000 users each, many users per message, read by the stre
 subprocess; each released window equals the keyed simulation of its records with the keys of
 the window's committed release (its nonce, in the window's state); a late record and malformed
 messages are dead-lettered; a budget that fits one window releases one, publishes the other as
-refused and stops the stream, saying why (that run with ``--estimate-frequencies``: its released window's estimates equal the
-per-user reference with the same keys).
+refused and stops the stream, saying why (that run with ``--estimate-frequencies``: its released
+window's estimates equal the per-user reference with the same keys).
 
 Beam's Python DirectRunner takes its watermark from the wall clock (docs/stream_input.md), so
 the records' event times are set a few seconds ahead, in windows that close while the job

@@ -478,7 +478,8 @@ def test_a_daily_budget_for_three_windows_refuses_the_fourth_and_releases_the_ne
     day = 24 * HOUR
     d0 = T0 - 10 * HOUR  # 2025-11-23T00:00:00Z
     rng = np.random.default_rng(12)
-    batches = _batches(_population(1500, 1, "a"), d0 + 18 * HOUR, rng) + _batches(_population(1500, 2, "b"), d0 + day, rng)
+    batches = (_batches(_population(1500, 1, "a"), d0 + 18 * HOUR, rng)
+               + _batches(_population(1500, 2, "b"), d0 + day, rng))
     probe = _config(tmp_path / "probe", protocol="triehh++")
     spend = windowed.WindowedJob.for_config(probe, SEED).plan().epsilon
     config = _config(tmp_path, protocol="triehh++", window=6 * 3600, windows=(d0, d0 + 2 * day),

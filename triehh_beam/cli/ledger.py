@@ -67,8 +67,7 @@ def _run_ledger(args) -> int:
         if period is not None:
             del document["remaining"]  # a period budget has no lifetime remainder
             document["per_period"] = [
-                {"period_start": start, "spent": {"epsilon": _finite_or_none(s.epsilon), "delta": _finite_or_none(s.delta)},
-                 "remaining": {"epsilon": _finite_or_none(r.epsilon), "delta": _finite_or_none(r.delta)}}
+                {"period_start": start, "spent": _amounts_json(s), "remaining": _amounts_json(r)}
                 for start, s, r in per_period]
         print(json.dumps(document, indent=2))
         return 0
@@ -97,6 +96,10 @@ def _run_ledger(args) -> int:
 
 def _amount(x: float, spec: str) -> str:
     return format(x, spec) if math.isfinite(x) else "unlimited"
+
+
+def _amounts_json(spend) -> dict:
+    return {"epsilon": _finite_or_none(spend.epsilon), "delta": _finite_or_none(spend.delta)}
 
 
 def _finite_or_none(x: float):

@@ -243,10 +243,12 @@ class DiscoverySettings:
         mismatch="privacy ledger (state has {theirs!r})",
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
-        "--budget-epsilon", "epsilon budget of the population, enforced in --ledger: lifetime, or per --budget-period (default: unlimited)", _BUDGET,
+        "--budget-epsilon", "epsilon budget of the population, enforced in --ledger: lifetime, or per "
+        "--budget-period (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="epsilon", example="20")
     budget_delta: Optional[float] = setting(
-        "--budget-delta", "delta budget of the population, enforced in --ledger: lifetime, or per --budget-period (default: unlimited)", _BUDGET,
+        "--budget-delta", "delta budget of the population, enforced in --ledger: lifetime, or per "
+        "--budget-period (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="delta", example="1e-7")
     budget_period: Optional[int] = setting(
         "--budget-period", "make --budget-epsilon/--budget-delta a rolling budget: the most spent on "

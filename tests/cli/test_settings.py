@@ -29,6 +29,7 @@ COMPANIONS = {
     "bytes_encoding": {"item_kind": "bytes"},
     "budget_epsilon": {"ledger_dir": "private/ledger"},
     "budget_delta": {"ledger_dir": "private/ledger"},
+    "budget_period": {"ledger_dir": "private/ledger", "budget_epsilon": "20"},
     "accounting": {"protocol": "triehh++"},  # TrieHH refuses it: Theorem 1 is its only accounting
 }
 # Settings given instead of another one (validation refuses both).
@@ -139,7 +140,7 @@ def test_date_is_substituted_in_every_text_value_of_discovery(tmp_path):
     [
         ("[discovery]\ncolour = 'blue'\n", "unknown [discovery] key(s) colour (accepted: "),
         ("[budget]\nepsilon = 1\nlifetime = 2\n",
-         "unknown [budget] key(s) lifetime (accepted: delta, epsilon, ledger)"),
+         "unknown [budget] key(s) lifetime (accepted: delta, epsilon, ledger, period)"),
         ("[discovery]\nepsilon = 'lots'\n", "[discovery] epsilon: not a valid value 'lots'"),
         ("[discovery]\ntokenize = 'yes'\n", "[discovery] tokenize must be true or false"),
         ("[discovery]\nitem_type = 'float'\n", "[discovery] item_type must be one of text, bytes, int"),
@@ -195,6 +196,8 @@ def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_pa
         base["item_kind"] = COMPANIONS[item.name]["item_kind"]
     if item.name in ("theta", "batch_size"):
         base.update(theta=7, batch_size=99, allow_no_guarantee=True)
+    if item.name == "budget_period":  # a period is of a budget
+        base["budget_epsilon"] = 20.0
     if item.name == "accounting":  # started under the default, exact; resumed asking for the bound
         base["protocol"] = COMPANIONS["accounting"]["protocol"]
     started = DiscoveryConfig(**base)

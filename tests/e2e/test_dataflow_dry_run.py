@@ -125,7 +125,7 @@ def round_steps(r: int, m: int, theta: int):
         f"RunSampledRound({r})",
         f"RunSampledRound({r})/Frontier",
         f"RunSampledRound({r})/Round({r})/Vote",
-        f"RunSampledRound({r})/Round({r})/PruneBelow({theta})",
+        f"RunSampledRound({r})/Round({r})/PruneBelowTheta",
         f"RunSampledRound({r})/Round({r})/RoundResult",
         "ToJson",
         "Write",

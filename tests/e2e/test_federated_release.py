@@ -85,3 +85,15 @@ def test_an_output_that_is_a_file_is_refused_before_anything_is_charged(tmp_path
     with pytest.raises(ValueError, match="is not a directory"):
         federated.run_federated(config, source, lambda topic, messages: None, progress=lambda line: None)
     assert not (tmp_path / "ledger").exists()
+
+
+def test_a_federated_release_is_committed_then_charged_then_marked_charged(pubsub_emulator, tmp_path, monkeypatch):
+    from tests.release_events import check_order, record_events
+
+    _, _, registry, registry_path = _population(tmp_path, n=2000)
+    config = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
+    events = record_events(monkeypatch)
+    job_id, _ = _first_invitations(config, registry)
+    charged = check_order(events)
+    assert len(charged) == 1 and job_id in charged[0]
+    assert [r["record_id"] for r in Ledger(str(tmp_path / "ledger")).records()] == charged

@@ -33,3 +33,25 @@ def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, of
     unused = "SampleAllRounds/BottomM" if protocol == "triehh++" else "SampleAllRounds/ShardSampled"
     assert any(name.startswith(sampled) for name in names) and not any(name.startswith(unused) for name in names)
     assert ran.reports == [] and offline == []
+
+
+def test_two_plans_give_a_streaming_graph_the_same_step_names(tmp_path, offline):  # noqa: F811
+    """A running stream is updated in place (Dataflow's --update) only if its steps keep their
+    names: a plan's values (theta, m, p_s) are never in them. Two plans of TrieHH++ (p_s and tau
+    differ) and of TrieHH (m and theta differ) give the same names."""
+    def names(protocol, epsilon, population, where):
+        config = DiscoveryConfig(input_pattern="pubsub", output_dir=str(tmp_path / where / "out"), epsilon=epsilon,
+                                 delta=1e-10, max_length=4, window=3600, seed=bytes(range(32)),
+                                 state_dir=str(tmp_path / where / "state"), protocol=protocol, population=population,
+                                 windows=(1_763_892_000_000_000, None))
+        source = stream.StreamSource("projects/triehh-test/subscriptions/records", "json", "event_time")
+        ran = stream.run_stream(config, source, PipelineOptions(DATAFLOW_DRY_RUN), progress=lambda line: None)
+        return step_names(ran.result.job)
+
+    for protocol in ("triehh", "triehh++"):
+        first = names(protocol, 4.0, 5000, f"{protocol}-a")
+        second = names(protocol, 2.0, 20000, f"{protocol}-b")
+        assert first == second, sorted(first ^ second)
+        assert any("PruneBelowTheta" in name for name in first)
+    # A dry run charges nothing.
+    assert offline == [] and not (tmp_path / "triehh-a" / "state" / "ledger.jsonl").exists()

@@ -2,9 +2,9 @@
 event-time windows of 5,000 users each, many users per message, read by the streaming job in a
 subprocess; each released window equals the keyed simulation of its records with the keys of
 the window's committed release (its nonce, in the window's state); a late record and malformed
-messages are dead-lettered; a budget that fits one window releases one and withholds the other,
-saying why (that run with ``--estimate-frequencies``: its released window's estimates equal the
-per-user reference with the same keys).
+messages are dead-lettered; a budget that fits one window releases one, publishes the other as
+refused and stops the stream, saying why (that run with ``--estimate-frequencies``: its released
+window's estimates equal the per-user reference with the same keys).
 
 Beam's Python DirectRunner takes its watermark from the wall clock (docs/stream_input.md), so
 the records' event times are set a few seconds ahead, in windows that close while the job
@@ -56,6 +56,19 @@ def _messages(windows, message_format):
     return out
 
 
+class StreamRun:
+    """One ``triehh stream`` process, its output lines collected as they come."""
+
+    def __init__(self, command, env):
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.output = []
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self):
+        for line in self.process.stdout:
+            self.output.append(line.rstrip("\n"))
+
+
 class _Stream:
     """One ``triehh stream`` subprocess on its own topic, its output collected."""
 
@@ -68,13 +81,8 @@ class _Stream:
                    "--output", str(self.dir / "out"), "--seed-file", str(self.dir / "seed.bin"),
                    "--timestamp-attribute", "ts", "--message-format", message_format,
                    "--dead-letter", str(self.dir / "dead"), "--stop-after-windows", "2", *FLAGS, *extra]
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.output = []
-        threading.Thread(target=self._collect, daemon=True).start()
-
-    def _collect(self):
-        for line in self.process.stdout:
-            self.output.append(line.rstrip("\n"))
+        run = StreamRun(command, env)
+        self.process, self.output = run.process, run.output
 
     def publish(self, payload, event_ms):
         return self.emulator.publisher.publish(self.paths["topic"], payload, ts=str(event_ms))
@@ -205,7 +213,9 @@ def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_em
 
     (charge,) = Ledger(str(tmp_path / "ledger")).records()
     assert charge["estimate_epsilon"] == 0.5 and charge["window_start"] == released[0].split("=", 1)[1]
-    assert not (budget.dir / "out" / withheld).exists()
-    line = next(x for x in budget.output if x.startswith(f"window {withheld.split('=', 1)[1]}:"))
-    assert "nothing released" in line and "exceeds the remaining lifetime budget" in line
-    assert "2 windows closed, 1 released" in "\n".join(budget.output)
+    assert sorted(p.name for p in (budget.dir / "out" / withheld).iterdir()) == [windowed.REFUSED_MARKER]
+    # The budget refused the window while it was open: the stream stops once the window before it
+    # is released, saying that no later window fits a lifetime budget.
+    assert (f"the budget refuses window {withheld.split('=', 1)[1]}: stopping; no later window fits (change the "
+            "budget to continue)") in budget.output, "\n".join(budget.output)
+    assert "1 windows closed, 1 released" in "\n".join(budget.output)

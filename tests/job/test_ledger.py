@@ -44,6 +44,45 @@ def test_a_job_is_charged_once_and_spends_compose(tmp_path):
     assert len(book.records()) == 2
 
 
+DAY = 86400 * 1_000_000
+
+
+def test_a_period_budget_holds_for_every_period_a_release_touches(tmp_path):
+    book = ledger.Ledger(str(tmp_path), ledger.Budget(epsilon=3.0, period=86400))
+    hour = 3600 * 1_000_000
+    for i in range(3):  # three 1-hour windows of day 0, one epsilon each
+        book.charge(f"w{i}", ledger.Spend(1.0, 0.0), {}, interval=(i * hour, (i + 1) * hour))
+    with pytest.raises(ledger.BudgetExceededError, match="budget per day for the day from 1970-01-01T00:00:00Z"):
+        book.charge("w3", ledger.Spend(1.0, 0.0), {}, interval=(3 * hour, 4 * hour))
+    book.charge("w24", ledger.Spend(1.0, 0.0), {}, interval=(DAY, DAY + hour))  # day 1 has room
+    # A window across midnight counts in both days: day 0 is full.
+    assert not book.fits(ledger.Spend(1.0, 0.0), (DAY - hour, DAY + hour))
+    assert book.fits(ledger.Spend(2.0, 0.0), (DAY + hour, DAY + 2 * hour))
+    assert book.spent_per_period(book.records()) == [(0, (3.0, 0.0)), (1, (1.0, 0.0))]
+    assert book.spent() == (4.0, 0.0)  # the lifetime total is over the daily budget: it is no lifetime one
+
+
+def test_a_record_without_an_interval_counts_in_every_period_and_a_batch_charge_in_its_own(tmp_path):
+    book = ledger.Ledger(str(tmp_path), ledger.Budget(epsilon=3.0, period=86400))
+    record_log = tmp_path / ledger.LEDGER_NAME
+    record_log.write_text(json.dumps({"record_id": "old", "epsilon": 2.0, "delta": 0.0}) + "\n")
+    assert not book.fits(ledger.Spend(1.5, 0.0), (5 * DAY, 5 * DAY + 1))
+    book.charge("batch", ledger.Spend(1.0, 0.0), {})  # no interval: the instant of the charge
+    (record,) = [r for r in book.records() if r["record_id"] == "batch"]
+    assert record["interval_start_us"] == record["interval_end_us"]
+    assert abs(record["interval_start_us"] / 1e6 - __import__("time").time()) < 60
+    assert book.fits(ledger.Spend(1.0, 0.0), (5 * DAY, 5 * DAY + 1))  # another day: only "old" counts there
+
+
+@pytest.mark.parametrize("budget, message", [
+    (dict(period=86400), "--budget-period needs --budget-epsilon or --budget-delta"),
+    (dict(epsilon=1.0, period=0), "--budget-period must be a duration of at least 1 s"),
+])
+def test_a_bad_period_budget_is_refused_in_one_line(budget, message):
+    with pytest.raises(ValueError, match=message):
+        ledger.Budget(**budget)
+
+
 @pytest.mark.parametrize("protocol", ["triehh++", "sample-threshold"])
 def test_a_sample_and_threshold_charge_records_its_accounting(tmp_path, protocol):
     book = ledger.Ledger(str(tmp_path), ledger.Budget(epsilon=10.0))
@@ -166,16 +205,21 @@ def test_a_lease_left_by_a_killed_run_of_this_machine_is_taken_over(records, tmp
 # ---- scheduled runs ----------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_path, capsys):
+def _three_scheduled_dates(records, tmp_path, budget_lines: str):
+    """Runs a schedule (epsilon 3 a date) on three dates; returns (its config file, exit codes)."""
     config = tmp_path / "job.toml"
     config.write_text(
         f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\n'
         'epsilon = 3.0\ndelta = 1e-6\nmax_length = 5\n\n'
-        f'[budget]\nledger = "{tmp_path / "ledger"}"\nepsilon = 7.0\n'
+        f'[budget]\nledger = "{tmp_path / "ledger"}"\n{budget_lines}'
     )
-    codes = [cli.main(["scheduled", "--config", str(config), "--date", d])
-             for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+    return config, [cli.main(["scheduled", "--config", str(config), "--date", d])
+                    for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
+
+
+@pytest.mark.slow
+def test_scheduled_runs_write_dated_outputs_and_stop_at_the_budget(records, tmp_path, capsys):
+    config, codes = _three_scheduled_dates(records, tmp_path, "epsilon = 7.0\n")
     assert codes == [0, 0, 2]
     # The refused date wrote nothing to the published tree (its state is not in it either).
     assert sorted(os.listdir(tmp_path / "runs")) == ["2026-11-01", "2026-11-02"]
@@ -249,3 +293,36 @@ def test_job_graphs_are_only_submitted_to_a_runner_that_runs_nothing(records, tm
     with pytest.raises(ValueError, match="dry_run"):
         submit_job_graphs(config, PipelineOptions([]), population=3000)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_ledger_command_shows_the_spend_per_period(tmp_path, capsys):
+    book = ledger.Ledger(str(tmp_path), ledger.Budget(epsilon=3.0, period=86400))
+    for i, start in enumerate((0, 3600 * 1_000_000, DAY)):
+        book.charge(f"w{i}", ledger.Spend(1.25, 1e-9), {"time": "t"}, interval=(start, start + 3600 * 1_000_000))
+    assert cli.main(["ledger", "--ledger", str(tmp_path), "--budget-epsilon", "3", "--budget-period", "1d"]) == 0
+    out = capsys.readouterr().out
+    assert "spend per day (the budget's unit: a user per day):" in out
+    assert "from 1970-01-01T00:00:00Z: epsilon 2.5, delta 2e-09; remaining epsilon 0.5, delta unlimited" in out
+    assert "from 1970-01-02T00:00:00Z: epsilon 1.25, delta 1e-09; remaining epsilon 1.75, delta unlimited" in out
+    assert cli.main(["ledger", "--ledger", str(tmp_path), "--budget-epsilon", "3", "--budget-period", "1d",
+                     "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [p["period_start"] for p in document["per_period"]] == ["1970-01-01T00:00:00Z", "1970-01-02T00:00:00Z"]
+    assert document["per_period"][0]["remaining"]["epsilon"] == pytest.approx(0.5)
+    assert cli.main(["ledger", "--ledger", str(tmp_path), "--budget-period", "soon"]) == 2
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_scheduled_runs_under_a_daily_budget_stop_at_the_days_budget(records, tmp_path, capsys):
+    # Each run is charged at the instant it runs: all three dates run today, so today's period
+    # holds two spends of about 2.9995 and refuses the third (a run on another day would fit).
+    _, codes = _three_scheduled_dates(records, tmp_path, 'epsilon = 7.0\nperiod = "1d"\n')
+    assert codes == [0, 0, 2]
+    err = capsys.readouterr()
+    assert "exceeds what is left of the budget per day for the day from" in err.err
+    spends = [json.loads(line) for line in err.out.splitlines() if '"scheduled_spend"' in line]
+    (today,) = spends[-1]["per_period"]
+    assert spends[-1]["budget"]["period"] == "1d" and today["remaining"]["epsilon"] == pytest.approx(
+        7.0 - today["spent"]["epsilon"]) and today["spent"]["epsilon"] > 5.9
+    charges = ledger.Ledger(str(tmp_path / "ledger")).records()
+    assert len(charges) == 2 and all(r["interval_start_us"] == r["interval_end_us"] for r in charges)

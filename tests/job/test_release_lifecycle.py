@@ -153,3 +153,14 @@ def test_an_output_that_is_a_file_is_refused_before_anything_is_charged(populati
     assert not pathlib.Path(f"{target}.state", "MANIFEST.json").exists()
     assert target.read_text() == "{}"
 
+
+
+def test_a_batch_release_is_committed_then_charged_then_marked_charged(populations, tmp_path, monkeypatch):
+    from tests.release_events import check_order, record_events
+
+    events = record_events(monkeypatch)
+    plain, _ = populations
+    run_discovery(_config(plain, tmp_path / "out", epsilon=4.0, delta=1e-6))
+    committed = StateStore(f"{tmp_path / 'out'}.state").load()
+    assert check_order(events) == [committed.ledger_record]
+    assert [r["record_id"] for r in Ledger(f"{tmp_path / 'out'}.state").records()] == [committed.ledger_record]

@@ -39,3 +39,33 @@ def test_a_stop_the_declared_range_cannot_reach_is_refused():
     StreamSource("projects/p/subscriptions/s", stop_after_windows=3).check(config)
     with pytest.raises(ValueError, match=r"^--stop-after-windows 4 is more than the 3 windows --windows declares"):
         StreamSource("projects/p/subscriptions/s", stop_after_windows=4).check(config)
+
+
+def test_an_open_ended_range_parses_accepts_any_stop_and_stops_at_the_end_of_its_graph():
+    from triehh_beam.job.settings import parse_window_range
+
+    assert parse_window_range("1970-01-01T01:00:00Z..") == (HOUR, None)
+    with pytest.raises(ValueError, match="not a range of windows"):
+        parse_window_range("1970-01-01T01:00:00Z")
+    config = DiscoveryConfig(input_pattern="pubsub://projects/p/subscriptions/s", output_dir="out", epsilon=4.0,
+                             delta=1e-6, max_length=4, window=3600, windows=(HOUR, None), population=1000)
+    StreamSource("projects/p/subscriptions/s", stop_after_windows=10 ** 6).check(config)
+    assert stop_reason(5, 4, 200, None, open_ended=True) is None
+    assert "this run's 200 windows have closed: stopping; run the same command to continue" in stop_reason(
+        200, 200, 200, None, open_ended=True)
+    with pytest.raises(ValueError, match="is not a window boundary"):
+        DiscoveryConfig(input_pattern="x", output_dir="out", epsilon=4.0, delta=1e-6, max_length=4, window=3600,
+                        windows=(HOUR + 1_000_000, None), population=1000)
+
+
+def test_a_replay_over_files_refuses_an_open_ended_range(tmp_path):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from triehh_beam.job.stream import run_replay
+
+    config = DiscoveryConfig(input_pattern=str(tmp_path / "x.jsonl"), output_dir=str(tmp_path / "out"), epsilon=4.0,
+                             delta=1e-6, max_length=4, window=3600, windows=(HOUR, None), population=1000,
+                             timestamp_column="ts")
+    with pytest.raises(ValueError, match=r"--windows FROM.. \(open-ended\) is for triehh stream"):
+        run_replay(config, PipelineOptions([]))
+    assert not (tmp_path / "out").exists()

@@ -23,6 +23,7 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.planning import InfeasiblePlanError
 from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.window_releases import WindowReleases
 from triehh_beam.protocol import planner, sampling
 from triehh_beam.protocol.exact_accountant import release_delta
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
@@ -83,8 +84,15 @@ def _window_sampler(job, start):
     return Sampler(SEED, job.config.window_identity()).window_keys().sampler(start, _committed(job, start).release_nonce)
 
 
+def _decide(job):
+    """The driver's part: every declared window committed and charged (or refused), in order."""
+    releases = WindowReleases(job)
+    return [releases.decide(start) for start in job.declared_starts]
+
+
 def _run(config, batches):
     job = windowed.WindowedJob.for_config(config, config.seed)
+    _decide(job)
     sampler = Sampler(config.seed, config.window_identity())
     with make_pipeline(PipelineOptions([])) as p:
         records = (
@@ -181,9 +189,11 @@ def test_a_budget_for_one_window_releases_one_and_withholds_the_other(tmp_path):
     reports = windowed.read_window_reports(job)
     assert sorted(r["released"] for r in reports) == [False, True]
     withheld = next(r for r in reports if not r["released"])
-    assert "exceeds the remaining lifetime budget" in withheld["reason"]
+    assert withheld["reason"].startswith("refused by the budget (a user over the population's lifetime)")
     released_dirs = [d for d in os.listdir(tmp_path / "out") if (tmp_path / "out" / d / "_RELEASED").exists()]
-    assert len(released_dirs) == 1 and len(os.listdir(tmp_path / "out")) == 1
+    refused_dirs = [d for d in os.listdir(tmp_path / "out") if (tmp_path / "out" / d / "_REFUSED").exists()]
+    assert len(released_dirs) == 1 and len(refused_dirs) == 1 and len(os.listdir(tmp_path / "out")) == 2
+    assert os.listdir(tmp_path / "out" / refused_dirs[0]) == ["_REFUSED"]  # nothing else of it is published
     assert len(Ledger(config.resolved_ledger_dir).records()) == 1
 
 
@@ -244,6 +254,7 @@ def _streaming_run(config, events):
     from apache_beam.testing.test_stream import TestStream
 
     job = windowed.WindowedJob.for_config(config, config.seed)
+    _decide(job)
     sampler = Sampler(config.seed, config.window_identity())
     stream = TestStream()
     for event in events:
@@ -399,6 +410,7 @@ def test_records_outside_the_declared_windows_are_dropped_and_counted(tmp_path):
     batches = _batches(_population(2000, 1, "a"), T0, rng) + _batches(_population(30, 2, "b"), T0 + 2 * HOUR, rng)
     config = _config(tmp_path, protocol="triehh++", windows=(T0, T0 + HOUR))
     job = windowed.WindowedJob.for_config(config, config.seed)
+    _decide(job)
     sampler = Sampler(config.seed, config.window_identity())
     p = make_pipeline(PipelineOptions([]))
     gated = p | beam.Create(batches) | SplitIntoWindows(job.windows) | GateLateRecords(job.windows)
@@ -460,3 +472,40 @@ def test_a_restart_with_the_state_kept_reuses_the_windows_nonce_and_charges_once
     expected = simulate(population, config.encoder, plan.theta, plan.batch_size, _window_sampler(job, T0))
     trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes())
     assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels]
+
+
+def test_a_daily_budget_for_three_windows_refuses_the_fourth_and_releases_the_next_day(tmp_path):
+    day = 24 * HOUR
+    d0 = T0 - 10 * HOUR  # 2025-11-23T00:00:00Z
+    rng = np.random.default_rng(12)
+    batches = (_batches(_population(1500, 1, "a"), d0 + 18 * HOUR, rng)
+               + _batches(_population(1500, 2, "b"), d0 + day, rng))
+    probe = _config(tmp_path / "probe", protocol="triehh++")
+    spend = windowed.WindowedJob.for_config(probe, SEED).plan().epsilon
+    config = _config(tmp_path, protocol="triehh++", window=6 * 3600, windows=(d0, d0 + 2 * day),
+                     ledger_dir=str(tmp_path / "ledger"), budget_epsilon=3.5 * spend, budget_period=86400)
+    job = windowed.WindowedJob.for_config(config, SEED)
+    decisions = _decide(job)
+    assert [d.charged for d in decisions] == [True, True, True, False, True, True, True, False]
+    assert decisions[3].refused_by_budget and decisions[3].next_allowed == d0 + day
+    assert "refused by the budget (a user per day)" in decisions[3].reason
+    assert decisions[7].next_allowed == d0 + 2 * day
+    _run(config, batches)  # decides again (finds every decision) and publishes
+    out = tmp_path / "out"
+    released = sorted(d for d in os.listdir(out) if (out / d / "_RELEASED").exists())
+    refused = sorted(d for d in os.listdir(out) if (out / d / "_REFUSED").exists())
+    assert refused == [windowed.window_dir_name(d0 + 18 * HOUR), windowed.window_dir_name(d0 + 42 * HOUR)]
+    assert len(released) == 6 and not set(released) & set(refused)
+    marker = json.loads((out / refused[0] / "_REFUSED").read_text())
+    assert marker["refused_by"] == "budget" and marker["next_allowed_window"] == "2025-11-24T00:00:00Z"
+    assert os.listdir(out / refused[0]) == ["_REFUSED"]  # the day's 4th window had records: none published
+    charges = Ledger(config.resolved_ledger_dir).records()
+    assert len(charges) == 6  # the refused windows charged nothing
+    assert {r["window_start"] for r in charges}.isdisjoint({"2025-11-23T18:00:00Z", "2025-11-24T18:00:00Z"})
+    document = json.loads((out / windowed.window_dir_name(d0 + day) / "heavy_hitters.json").read_text())
+    unit = document["window"]["privacy_unit"]
+    assert unit["unit"] == "a user per day" and unit["budget_period_seconds"] == 86400
+    assert "a user active on k days is covered by k times that" in unit["meaning"]
+    reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
+    assert not reports["2025-11-23T18:00:00Z"]["released"]
+    assert reports["2025-11-24T00:00:00Z"]["released"]

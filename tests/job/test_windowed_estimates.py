@@ -77,9 +77,9 @@ def test_each_windows_estimates_equal_the_reference_with_the_windows_keys_charge
     events = []
     charge, release, write = ledger_lib.Ledger.charge_plan, windowed_estimates.release, outputs.write_outputs
 
-    def charge_plan(self, record_id, plan, details):
+    def charge_plan(self, record_id, plan, details, interval=None):
         events.append(("charge", details["window_start"]))
-        return charge(self, record_id, plan, details)
+        return charge(self, record_id, plan, details, interval)
 
     monkeypatch.setattr(ledger_lib.Ledger, "charge_plan", charge_plan)
     monkeypatch.setattr(windowed_estimates, "release", lambda *a: events.append(("estimate", len(a[1]))) or release(*a))
@@ -127,9 +127,12 @@ def test_a_window_that_is_not_released_spends_and_estimates_nothing(tmp_path):
     assert sorted(r["released"] for r in reports.values()) == [False, True]
     (start,) = [s for s in (T0, T0 + HOUR) if reports[windowed.rfc3339(s)]["released"]]
     (withheld,) = [r for r in reports.values() if not r["released"]]
-    assert "exceeds the remaining lifetime budget" in withheld["reason"]
+    assert withheld["reason"].startswith("refused by the budget (a user over the population's lifetime)")
     _check_window(tmp_path, config, start, first if start == T0 else second)
-    assert [p.name for p in (tmp_path / "out").iterdir()] == [windowed.window_dir_name(start)]
+    refused = T0 + HOUR if start == T0 else T0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        [windowed.window_dir_name(start), windowed.window_dir_name(refused)])
+    assert [p.name for p in (tmp_path / "out" / windowed.window_dir_name(refused)).iterdir()] == ["_REFUSED"]
     (record,) = Ledger(config.resolved_ledger_dir).records()
     assert record["window_start"] == windowed.rfc3339(start) and record["estimate_epsilon"] == EPSILON_EST
 
@@ -140,8 +143,9 @@ def test_a_budget_that_fits_the_discovery_but_not_the_estimates_releases_nothing
                      budget_epsilon=4.0 + EPSILON_EST / 2, windows=(T0, T0 + HOUR))
     job = _run(config, _batches(_population(3000, 1, "a"), T0, rng))
     (report,) = windowed.read_window_reports(job)
-    assert not report["released"] and "exceeds the remaining lifetime budget" in report["reason"]
-    assert not (tmp_path / "out").exists() and Ledger(config.resolved_ledger_dir).records() == []
+    assert not report["released"] and report["reason"].startswith("refused by the budget")
+    refused = tmp_path / "out" / windowed.window_dir_name(T0)
+    assert [p.name for p in refused.iterdir()] == ["_REFUSED"] and Ledger(config.resolved_ledger_dir).records() == []
 
 
 def test_streaming_windows_publish_the_estimates_of_the_reference(tmp_path):

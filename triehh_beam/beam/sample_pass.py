@@ -419,7 +419,7 @@ class SampleFromCandidates(beam.PTransform):
             (candidates | "RankAndUser" >> beam.Map(rank_and_user).with_output_types(Tuple[int, Optional[pa.RecordBatch]]),
              every_round)
             | "AllRounds" >> beam.Flatten()
-            | f"BottomM({self._m})" >> beam.CombinePerKey(BottomMCombineFn(self._m))
+            | "BottomM" >> beam.CombinePerKey(BottomMCombineFn(self._m))
         )
         tables = self._tables(
             candidates

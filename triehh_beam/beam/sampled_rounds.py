@@ -31,6 +31,8 @@ __all__ = [
     "RunAllRounds",
     "RunSampledRound",
     "frontier_after",
+    "frontier_of",
+    "of_round",
     "round_result",
     "vote_table",
 ]
@@ -162,7 +164,7 @@ class _VoteAndPrune(beam.PTransform):
             | "Vote" >> beam.ParDo(
                 _VoteTableDoFn(self._round, self._prefix, self._denied), frontier=beam.pvalue.AsSingleton(self._frontier)
             )
-            | f"PruneBelow({self._theta})" >> beam.CombineGlobally(MergeAndPruneCombineFn(self._theta))
+            | "PruneBelowTheta" >> beam.CombineGlobally(MergeAndPruneCombineFn(self._theta))
         )
         sizes = None if self._sizes is None else beam.pvalue.AsDict(self._sizes)
         return kept | "RoundResult" >> beam.Map(
@@ -219,11 +221,14 @@ class RunSampledRound(beam.PTransform):
         return result | "Result" >> beam.Values().with_output_types(RoundResult)
 
 
-def _of_round(keyed: Tuple[int, Any], round_index: int) -> bool:
+def of_round(keyed: Tuple[int, Any], round_index: int) -> bool:
+    """Whether a ``(round, table or path)`` element is of round ``round_index`` (the unrolled
+    rounds' filter, a batch job's or a window's)."""
     return keyed[0] == round_index
 
 
-def _frontier_of(keyed: Tuple[int, RoundResult]) -> FrozenSet[Units]:
+def frontier_of(keyed: Tuple[int, RoundResult]) -> FrozenSet[Units]:
+    """The next round's frontier from a ``(round, RoundResult)`` element."""
     return frontier_after(keyed[1])
 
 
@@ -291,7 +296,7 @@ class RunAllRounds(beam.PTransform):
         results = {}
         for r in range(self._first, self._last + 1):
             label = f"Round{r}"
-            tables = keyed_tables | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
+            tables = keyed_tables | f"{label}Tables" >> beam.Filter(of_round, round_index=r)
             if self._from_paths:  # each round reads its own tables, spread over workers
                 tables = (
                     tables
@@ -304,7 +309,7 @@ class RunAllRounds(beam.PTransform):
             required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
                 r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied)
-            frontier = results[r] | f"{label}NextFrontier" >> beam.Map(_frontier_of).with_output_types(
+            frontier = results[r] | f"{label}NextFrontier" >> beam.Map(frontier_of).with_output_types(
                 FrozenSet[Prefix]
             )
         if self._split:

@@ -92,6 +92,6 @@ class ReleaseWholeItems(beam.PTransform):
         return (
             tables
             | "ReportWholeItems" >> beam.ParDo(_ReportWholeItemsDoFn())
-            | f"ReleaseAtLeast({self._tau})" >> beam.CombineGlobally(_ThresholdCombineFn(self._tau))
+            | "ReleaseAtLeastTau" >> beam.CombineGlobally(_ThresholdCombineFn(self._tau))
             | "CountReleased" >> beam.Map(_count_released).with_output_types(_Release)
         )

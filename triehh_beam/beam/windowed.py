@@ -24,7 +24,7 @@ from triehh_beam.beam.windows import EventWindows, window_view
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import SmallestRanks
-from triehh_beam.protocol.encoding import ItemEncoder, Units
+from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
 
 __all__ = ["RunWindowRounds", "SampleEachWindow", "WindowPlan"]
@@ -284,14 +284,6 @@ def _result_of(kept_and_users, round_index: int, sizes: List[Tuple[int, RoundSam
     return sampled_rounds.round_result(kept_and_users, round_index, None, None, dict(sizes), f"round{round_index}.")
 
 
-def _of_round(keyed, round_index: int) -> bool:
-    return keyed[0] == round_index
-
-
-def _frontier_of(keyed: Tuple[int, RoundResult]) -> FrozenSet[Units]:
-    return sampled_rounds.frontier_after(keyed[1])
-
-
 class RunWindowRounds(beam.PTransform):
     """Rounds 1..L per window, unrolled: ``(round, sample table)`` per window -> one
     ``(round, RoundResult)`` per window and round that had a sample (a missing round kept
@@ -311,20 +303,20 @@ class RunWindowRounds(beam.PTransform):
             label = f"Round{r}"
             tables = (
                 keyed_tables
-                | f"{label}Tables" >> beam.Filter(_of_round, round_index=r)
+                | f"{label}Tables" >> beam.Filter(sampled_rounds.of_round, round_index=r)
                 | f"{label}Values" >> beam.Values()
             )
             kept = (
                 tables
                 | f"{label}Vote" >> beam.ParDo(
                     _VoteWindowTableDoFn(r, f"round{r}."), frontiers=window_view(beam.pvalue.AsList(frontier)))
-                | f"{label}PruneBelow({self._theta})" >> beam.CombineGlobally(
+                | f"{label}PruneBelowTheta" >> beam.CombineGlobally(
                     sampled_rounds.MergeAndPruneCombineFn(self._theta)).without_defaults()
             )
             result = kept | f"{label}Result" >> beam.Map(
                 _result_of, round_index=r, sizes=window_view(beam.pvalue.AsList(self._sizes)))
             results.append(result)
-            frontier = result | f"{label}NextFrontier" >> beam.Map(_frontier_of)
+            frontier = result | f"{label}NextFrontier" >> beam.Map(sampled_rounds.frontier_of)
         return tuple(results) | "Results" >> beam.Flatten()
 
 

@@ -1,7 +1,8 @@
 """``triehh ledger``: a population's privacy ledger (in a state directory or a shared
 ``--ledger``), one line per job and their basic sequential composition, or one JSON object; with
-a lifetime budget, what remains. An unreadable ledger or a bad budget exits with code 2 and one
-line on stderr."""
+a lifetime budget, what remains; with ``--budget-period``, the spend (and what remains) of every
+period a release touches. An unreadable ledger or a bad budget exits with code 2 and one line on
+stderr."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def register_ledger(subparsers) -> None:
     where.add_argument("--ledger", metavar="DIR", help="a shared ledger directory")
     parser.add_argument("--budget-epsilon", type=argtypes.epsilon, help="show what is left of this lifetime epsilon")
     parser.add_argument("--budget-delta", type=argtypes.delta, help="show what is left of this lifetime delta")
+    parser.add_argument("--budget-period", metavar="DURATION",
+                        help="the budget is per period of event time (1d: each UTC day): show the spend, and "
+                        "what is left, of every period a release touches")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=lambda args, extra: _run_ledger(args))
 
@@ -40,21 +44,32 @@ def _run_ledger(args) -> int:
     if "://" not in where and not os.path.isdir(where):  # a typo would read as an empty ledger
         raise UsageError(f"{flag} {where}: no such directory (give the directory a job's --ledger named, "
                          "or --state, its state directory)")
+    from triehh_beam.job.settings import parse_duration
+
     try:
-        budget = ledger.Budget(args.budget_epsilon, args.budget_delta)
+        period = None if args.budget_period is None else parse_duration(args.budget_period)
+        budget = ledger.Budget(args.budget_epsilon, args.budget_delta, period)
         book = ledger.Ledger(args.ledger or args.state, budget)
         records = book.records()
     except (ValueError, cas.CasError) as err:
         raise UsageError(str(err)) from None
     total = book.total(records)
     left = ledger.remaining(budget, total)
+    per_period = [(ledger.period_start(k, period), spent, ledger.remaining(budget, spent))
+                  for k, spent in book.spent_per_period(records)]
     if args.json:
-        print(json.dumps({
+        document = {
             "ledger": book.path,
             "records": records,
             "spent": {"epsilon": _finite_or_none(total.epsilon), "delta": _finite_or_none(total.delta)},
             "remaining": {"epsilon": _finite_or_none(left.epsilon), "delta": _finite_or_none(left.delta)},
-        }, indent=2))
+        }
+        if period is not None:
+            del document["remaining"]  # a period budget has no lifetime remainder
+            document["per_period"] = [
+                {"period_start": start, "spent": _amounts_json(s), "remaining": _amounts_json(r)}
+                for start, s, r in per_period]
+        print(json.dumps(document, indent=2))
         return 0
     print(f"privacy ledger {book.path}: {len(records)} job(s)")
     print(f"  {'time':<25} {'job':<10} {'epsilon':>10} {'delta':>10}  input")
@@ -68,13 +83,23 @@ def _run_ledger(args) -> int:
         print(f"  {r.get('time', ''):<25} {str(r.get('job_id', r.get('record_id')))[:8]:<10} "
               f"{eps:>10} {delta:>10}  {r.get('input', '')}{parts}")
     print(f"  total (basic composition): epsilon {total.epsilon:.6g}, delta {total.delta:.3g}")
-    if budget.limited:
+    if period is not None:
+        print(f"  spend per {ledger.describe_period(period)} (the budget's unit: {budget.unit}):")
+        for start, spent, remaining in per_period:
+            print(f"    from {start}: epsilon {_amount(spent.epsilon, '.6g')}, delta {_amount(spent.delta, '.3g')}; "
+                  f"remaining epsilon {_amount(remaining.epsilon, '.6g')}, delta {_amount(remaining.delta, '.3g')}")
+    elif budget.limited:
         print(f"  remaining of the budget:   epsilon {_amount(left.epsilon, '.6g')}, delta {_amount(left.delta, '.3g')}")
     return 0
 
 
+
 def _amount(x: float, spec: str) -> str:
     return format(x, spec) if math.isfinite(x) else "unlimited"
+
+
+def _amounts_json(spend) -> dict:
+    return {"epsilon": _finite_or_none(spend.epsilon), "delta": _finite_or_none(spend.delta)}
 
 
 def _finite_or_none(x: float):

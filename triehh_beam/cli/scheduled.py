@@ -63,6 +63,8 @@ CONFIG_EXAMPLE = """\
     ledger = "gs://private-bucket/triehh/ledgers/words"  # required with a budget: shared by every date
     epsilon = 12.0
     delta = 1e-8
+    # period = "1d"                                  # optional: a rolling budget, per day of the
+                                                     # runs' charges instead of a lifetime one
 
     [beam]                                           # optional: Beam pipeline options, passed through
     options = ["--runner=DataflowRunner", "--project=my-project", "--region=europe-west1",
@@ -271,9 +273,21 @@ def spend_summary(config: dict, date: str) -> dict:
         event.update(budget=None, note="no lifetime budget ([budget] epsilon and delta unset): the "
                                        "schedule's spend is totalled here, never limited")
     else:
-        budget = ledger_lib.Budget(*(None if v is None else float(v) for v in limits.values()))
-        event.update(budget=limits, remaining=_amounts(ledger_lib.remaining(budget, spent)))
+        from triehh_beam.job.settings import parse_duration
+
+        period_text = budget_section.get(config_lib.BY_NAME["budget_period"].key)
+        period = None if period_text is None else parse_duration(str(period_text))
+        budget = ledger_lib.Budget(*(None if v is None else float(v) for v in limits.values()), period)
+        if period is None:
+            event.update(budget=limits, remaining=_amounts(ledger_lib.remaining(budget, spent)))
+        else:  # a rolling budget: the spend, and what is left, of each period a charge touched
+            book = ledger_lib.Ledger(ledgers[0], budget) if ledgers else None
+            event.update(budget=dict(limits, period=str(period_text)), per_period=[
+                {"period_start": ledger_lib.period_start(k, period), "spent": _amounts(used),
+                 "remaining": _amounts(ledger_lib.remaining(budget, used))}
+                for k, used in (book.spent_per_period(records) if book else [])])
     return event
+
 
 
 def _amounts(spend) -> dict:

@@ -5,6 +5,7 @@ as a table, the frequent prefixes apart with why each stops, and the trie as a t
 ``--html`` also writes a one-file page with the trie drawn, ``--image`` the drawing alone. Reads
 only published files, never the private state. Exit codes: 0 shown; 2 no result at that path, or
 a file that is not one (one line on stderr saying what the file is and which file ``show`` wants).
+On a ``triehh stream`` output it shows the stream instead (``present.show_stream``).
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ def register_show(subparsers) -> None:
     )
     parser.add_argument("output", metavar="OUTPUT",
                         help="the --output directory of triehh discover (both files are read and "
-                             "checked against each other), or its heavy_hitters.json (shown in full: the "
-                             "trie is rebuilt from its items and prefixes) or trie.pb; any other file is "
-                             "refused in one line that says what it is")
+                             "checked against each other) or of triehh stream (its windows, lag and spend; "
+                             "each window's directory is a result of its own), or its heavy_hitters.json "
+                             "(shown in full: the trie is rebuilt from its items and prefixes) or trie.pb; "
+                             "any other file is refused in one line that says what it is")
     parser.add_argument("--html", metavar="PATH",
                         help="also write one self-contained HTML page: the tables and the trie drawn")
     parser.add_argument("--image", metavar="PATH",
@@ -48,7 +50,12 @@ def register_show(subparsers) -> None:
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    from triehh_beam.present import result as published, show
+    from triehh_beam.present import result as published, show, show_stream
+
+    status = show_stream.load_status(args.output)
+    if status is not None:  # a stream's output: its windows, lag and spend
+        print("\n".join(show_stream.stream_lines(status)))
+        return 0
 
     try:
         result = published.load_result(args.output)

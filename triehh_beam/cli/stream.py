@@ -39,8 +39,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "is dead-lettered")
     source.add_argument("--stop-after-windows", type=int, metavar="N", default=None,
                         help="end the job cleanly once N windows have closed, with records or not (tests, "
-                        "backfills); at most the windows --windows declares. Without it the job runs until "
-                        "cancelled or until every declared window has closed")
+                        "backfills); at most the windows --windows FROM..TO declares. Without it the job runs "
+                        "until stopped (Ctrl-C or SIGTERM: resumable), until every declared window has closed, "
+                        "or until the budget refuses the window now open")
 
 
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -93,10 +94,12 @@ def register_stream(subparsers) -> None:
         "stream",
         help="discover heavy hitters per event-time window of records read from Pub/Sub",
         description="One private TrieHH discovery per fixed event-time window of device records read "
-        "from a Pub/Sub subscription, for every window of the declared range --windows FROM..TO "
-        "(with records or not; TrieHH plans for --population N), each released to "
-        "OUTPUT/window=<start>/ once the window closes (its end plus --allowed-lateness), after its "
-        "spend is recorded in the ledger. Flags this "
+        "from a Pub/Sub subscription, for every window of the declared range --windows FROM..TO, or "
+        "from FROM on with --windows FROM.. (with records or not; TrieHH plans for --population N), "
+        "each released to OUTPUT/window=<start>/ once the window closes (its end plus "
+        "--allowed-lateness), its spend recorded in the ledger when the window opens (a rolling "
+        "budget: --budget-period). Started again with the same command, a stream resumes at the "
+        "first window not released; OUTPUT/_STREAM.json (triehh show OUTPUT) says how it goes. Flags this "
         "command does not know must be Beam pipeline options (--runner=DataflowRunner ...); the "
         "default runner is Beam's streaming DirectRunner, in process.",
     )

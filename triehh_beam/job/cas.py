@@ -23,6 +23,7 @@ import uuid
 from typing import Iterator, Optional, Union
 
 __all__ = [
+    "read_or_create",
     "CasError",
     "CasStore",
     "ContentionError",
@@ -396,6 +397,19 @@ class GcsCasStore(CasStore):
             ) from None
         except exceptions.PreconditionFailed as e:
             raise PreconditionFailed(self.location(name), expected_generation, detail=str(e.message)) from None
+
+
+def read_or_create(store: CasStore, name: str, make) -> bytes:
+    """The object ``name``'s bytes, created from ``make()`` if missing (by compare-and-swap:
+    when two runs race, both get the first one's)."""
+    found = store.read(name)
+    if found is None:
+        try:
+            store.create(name, make())
+        except PreconditionFailed:
+            pass  # another run created it first: use theirs
+        found = store.read(name)
+    return found.data
 
 
 def cas_store_for(path: str, client=None) -> CasStore:

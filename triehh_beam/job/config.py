@@ -159,12 +159,12 @@ def _check_declared_windows(config: DiscoveryConfig) -> None:
     first, last = config.windows
     size = config.window * 1_000_000
     for name, instant in (("FROM", first), ("TO", last)):
-        if instant % size:
+        if instant is not None and instant % size:
             aligned = _rfc3339(instant // size * size)
             raise ValueError(f"--windows: {name} {_rfc3339(instant)} is not a window boundary of "
                              f"--window {config.window}s (windows start at multiples of it since "
                              f"1970-01-01T00:00:00Z, e.g. {aligned})")
-    count = (last - first) // size
+    count = 0 if last is None else (last - first) // size  # FROM..: open-ended
     if count > MAX_DECLARED_WINDOWS:
         raise ValueError(f"--windows declares {count:,} windows, more than {MAX_DECLARED_WINDOWS:,}: "
                          "declare a shorter range or longer windows")

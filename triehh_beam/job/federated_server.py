@@ -195,30 +195,27 @@ class FederatedServer:
     # ---- the job ---------------------------------------------------------------------------
 
     def charge(self) -> None:
-        """Budget before release, before the first announcement (``job.release``): a new
-        release is charged under its own record id, then its plan, nonce and record id are
-        committed to the state (``StateStore``); a resume finds its charge in the ledger
+        """Budget before release, before the first announcement, in ``job.release``'s order: a
+        new release's plan, nonce and record id are committed to the state (``StateStore``), then
+        charged under its own record id, then committed marked charged; a resume charges a
+        release committed but not yet charged, and finds a charged one's charge in the ledger
         (refused in one line if it does not)."""
         ledger = release_lib.open_ledger(self.config)
         current = self.store.load()  # under the lease now: what another run committed meanwhile
         if (current is None) != (self.state is None) or (
                 current is not None and current.SerializeToString() != self.state.SerializeToString()):
             raise ValueError(f"{self.root} was changed by another run since this one read it: run again to resume it")
-        if self.state is not None:
-            release_lib.check_charged(ledger, self.state)
-            return
-        record_id = self.release.record_id(self.job_id)
-        release_lib.charge(ledger, record_id, self.plan, {
-            "job_id": self.job_id, "time": now_iso(), "mode": "federated",
-            "state_dir": self.config.resolved_state_dir})
-        state = state_pb2.JobState(job_id=self.job_id, input=self.config.input_spec(),
-                                   plan=self.plan, truncate_long_items=self.config.truncate_long_items,
-                                   created_at=now_iso(), ledger=self.config.resolved_ledger_dir)
-        self.release.record(state, record_id)
-        self.state = state
-        # The release, committed (a crash after the charge and before this leaves a charge with
-        # no state: spent, never published).
-        self.commit()
+        details = {"job_id": self.job_id, "time": now_iso(), "mode": "federated",
+                   "state_dir": self.config.resolved_state_dir}
+        if self.state is None:
+            state = state_pb2.JobState(job_id=self.job_id, input=self.config.input_spec(),
+                                       plan=self.plan, truncate_long_items=self.config.truncate_long_items,
+                                       created_at=now_iso(), ledger=self.config.resolved_ledger_dir)
+            self.release.record(state, self.release.record_id(self.job_id))
+            federated_state.progress_to_state(self.progress_doc, state)
+            self.state = release_lib.commit_then_charge(self.store, state, ledger, details)
+        else:
+            self.state = release_lib.charge_committed(self.store, self.state, ledger, details)
 
     def _select(self, round_index: int):
         if self.config.protocol is Protocol.TRIEHH_PP:

@@ -40,7 +40,7 @@ SAMPLE_AND_THRESHOLD = "sample-and-threshold"
 GROUPS = (
     "input and output",
     "privacy target",
-    "lifetime budget of the population (privacy ledger)",
+    "budget of the population (privacy ledger)",
     "operation",
     "items",
     "expert (experiments only)",
@@ -243,11 +243,19 @@ class DiscoverySettings:
         mismatch="privacy ledger (state has {theirs!r})",
         record=lambda c: c.resolved_ledger_dir, example="private/ledger")
     budget_epsilon: Optional[float] = setting(
-        "--budget-epsilon", "lifetime epsilon of the population, enforced in --ledger (default: unlimited)", _BUDGET,
+        "--budget-epsilon", "epsilon budget of the population, enforced in --ledger: lifetime, or per "
+        "--budget-period (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="epsilon", example="20")
     budget_delta: Optional[float] = setting(
-        "--budget-delta", "lifetime delta of the population, enforced in --ledger (default: unlimited)", _BUDGET,
+        "--budget-delta", "delta budget of the population, enforced in --ledger: lifetime, or per "
+        "--budget-period (default: unlimited)", _BUDGET,
         default=None, parse=float, section="budget", key="delta", example="1e-7")
+    budget_period: Optional[int] = setting(
+        "--budget-period", "make --budget-epsilon/--budget-delta a rolling budget: the most spent on "
+        "the releases touching any one period of event time (1d: each UTC day; a window's period is "
+        "its event-time interval, a batch job's the instant it is charged): the privacy unit becomes "
+        "a user per period (default: a lifetime budget)", _BUDGET, default=None, parse=parse_duration,
+        metavar="DURATION", section="budget", key="period", example="1d")
     verbose: bool = setting(
         "--verbose", "also show exact private counts (users, votes, dropped rows) in progress lines "
         "and events, marked private, and keep Beam's own log output (silenced on the in-process "
@@ -282,10 +290,11 @@ class DiscoverySettings:
         "--allowed-lateness", "a window closes (and is released) this long after its end; records "
         "arriving later are late: counted and dead-lettered, never in a result (default: 0)",
         _WINDOWS, default=0, parse=parse_duration, metavar="DURATION", example="10m")
-    windows: Optional[Tuple[int, int]] = setting(
+    windows: Optional[Tuple[int, Optional[int]]] = setting(
         "--windows", "the windows released, declared in advance: FROM..TO, RFC 3339 UTC instants "
         "aligned to --window; every window starting in [FROM, TO) is planned, charged and "
-        "released, an empty one too (an empty result); records outside are dropped and counted; "
+        "released, an empty one too (an empty result); FROM.. (triehh stream): every window from "
+        "FROM on, for as long as the stream runs; records outside are dropped and counted; "
         "required with --window", _WINDOWS, default=None, parse=parse_window_range, metavar="FROM..TO",
         example="2026-11-23T00:00:00Z..2026-11-24T00:00:00Z")
     timestamp_column: Optional[str] = setting(
@@ -319,7 +328,7 @@ class DiscoverySettings:
 
     @property
     def budget(self) -> ledger_lib.Budget:
-        return ledger_lib.Budget(self.budget_epsilon, self.budget_delta)
+        return ledger_lib.Budget(self.budget_epsilon, self.budget_delta, self.budget_period)
 
     @property
     def resolved_ledger_dir(self) -> str:

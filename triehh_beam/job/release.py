@@ -1,23 +1,30 @@
 """The lifecycle of a release (everything a job publishes under one ledger charge: a discovery, a
-whole-item release, a window, a federated job), the only owner of its keys and its charge: the
-caller plans and ``check_locations`` refuses what could not be written; ``Release.fresh`` draws a
-nonce from which, with the seed and the identity, every key derives (no two releases share
-randomness); the caller commits the plan, nonce and ledger record id; ``ensure_charged`` charges
-once, before anything is sampled or published, and refuses in one line a charged release whose
-ledger lacks its record. Only a resume reuses keys (``Release.of_state``).
+whole-item release, a window, a federated job), the only owner of its keys and its charge, in one
+order for every mode: the caller plans and ``check_locations`` refuses what could not be written;
+``Release.fresh`` draws a nonce (a window's is ``derived_nonce`` of its stream's committed one)
+from which, with the seed and the identity, every key derives (no two releases share randomness);
+the plan, nonce and ledger record id are committed to the state; ``ensure_charged`` charges once,
+then the state is committed marked charged (``commit_then_charge`` does all three), before anything
+is sampled or published; a charged release whose ledger lacks its record is refused in one line.
+Nothing here runs in a step a runner may retry: the driver calls it. Only a resume reuses keys
+(``Release.of_state``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+from typing import Optional, Tuple
+
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job import paths
 from triehh_beam.protocol import keyed_hash
 from triehh_beam.protocol.sampling import Sampler
 
-__all__ = ["LedgerMismatchError", "LocationError", "NONCE_BYTES", "Release", "charge", "check_charged",
-           "check_locations", "check_target", "ensure_charged", "fresh_nonce", "open_ledger", "record_id_of"]
+__all__ = ["LedgerMismatchError", "LocationError", "NONCE_BYTES", "Release", "charge_committed", "check_charged",
+           "check_locations", "check_target", "commit_then_charge", "derived_nonce", "ensure_charged", "fresh_nonce",
+           "open_ledger", "record_id_of"]
 
 NONCE_BYTES = 16
 
@@ -90,10 +97,23 @@ class Release:
 
 
 def fresh_nonce() -> bytes:
-    """A new release nonce, from the operating system's randomness. A windowed job draws each
-    window's where the window is planned, in its graph, which carries derived keys, never the
-    seed (``sampling.WindowKeys`` takes the nonce)."""
+    """A new release nonce, from the operating system's randomness, drawn by the driver (never in
+    a step a runner may retry)."""
     return os.urandom(NONCE_BYTES)
+
+
+def derived_nonce(base: bytes, name: str) -> bytes:
+    """The nonce of the release named ``name`` (a stream's window) of a job whose ``base`` nonce
+    (``fresh_nonce``, committed once by the job) is given: SHA-256 of both, so each name has its
+    own, and a retry or a restart of the job finds the same one without drawing anything.
+
+    Raises:
+      ValueError: a base nonce that is not ``NONCE_BYTES`` bytes.
+    """
+    if not isinstance(base, bytes) or len(base) != NONCE_BYTES:
+        raise ValueError(f"a base nonce is {NONCE_BYTES} bytes")
+    digest = hashlib.sha256(b"triehh-release-nonce\x00" + base + name.encode("utf-8")).digest()
+    return digest[:NONCE_BYTES]
 
 
 def record_id_of(name: str, nonce: bytes) -> str:
@@ -113,17 +133,6 @@ def check_target(ledger: ledger_lib.Ledger, config) -> None:
     ledger.check(ledger_lib.Spend(config.epsilon + (config.estimate_frequencies or 0.0), config.delta))
 
 
-def charge(ledger: ledger_lib.Ledger, record_id: str, plan, details: dict) -> None:
-    """Charges one release's plan under ``record_id`` (``Ledger.charge_plan``), atomically with
-    the budget check; a record id the ledger already holds is not charged twice (a resume). For
-    a caller that charges before it commits (a window's, a federated job's state).
-
-    Raises:
-      BudgetExceededError: the spend does not fit the population's budget.
-    """
-    ledger.charge_plan(record_id, plan, details)
-
-
 def check_charged(ledger: ledger_lib.Ledger, state) -> None:
     """Refuses to resume a release committed after its charge whose record ``ledger`` does not
     hold.
@@ -138,21 +147,55 @@ def check_charged(ledger: ledger_lib.Ledger, state) -> None:
             "(another state directory)")
 
 
-def ensure_charged(ledger: ledger_lib.Ledger, state, details: dict) -> bool:
+def ensure_charged(ledger: ledger_lib.Ledger, state, details: dict,
+                   interval: Optional[Tuple[int, int]] = None) -> bool:
     """Charges the release committed in ``state`` unless its state says it was charged; returns
     True when the caller must mark it charged (``release_charged``) in its next commit.
 
-    A release marked charged is checked: its record must be in the ledger.
+    A release marked charged is checked: its record must be in the ledger. ``interval`` is the
+    event-time interval ``[start, end)`` (microseconds) of what it releases, for a rolling
+    budget (``Ledger.charge``; default: the instant of the charge).
 
     Raises:
       BudgetExceededError: the spend does not fit (another job took the budget).
       LedgerMismatchError: a charged release's record is not in the ledger (one line).
     """
     if not state.release_charged:
-        ledger.charge_plan(state.ledger_record, state.plan, details)
+        ledger.charge_plan(state.ledger_record, state.plan, details, interval)
         return True
     check_charged(ledger, state)
     return False
+
+
+def charge_committed(store, state, ledger: ledger_lib.Ledger, details: dict,
+                     interval: Optional[Tuple[int, int]] = None):
+    """Charges the release committed in ``store`` as ``state`` once (``ensure_charged``), then
+    commits it marked charged; returns the state now committed.
+
+    Raises:
+      BudgetExceededError, LedgerMismatchError: as ``ensure_charged`` (nothing more committed).
+    """
+    if not ensure_charged(ledger, state, details, interval):
+        return state
+    marked = type(state)()
+    marked.CopyFrom(state)
+    marked.release_charged = True
+    store.commit(marked)
+    return marked
+
+
+def commit_then_charge(store, state, ledger: ledger_lib.Ledger, details: dict,
+                       interval: Optional[Tuple[int, int]] = None):
+    """The whole start of a new release, in the one order: commits ``state`` (its plan, and the
+    nonce and record id ``Release.record`` wrote) to ``store`` (a ``StateStore``), charges it,
+    commits it marked charged. A crash after the first commit resumes the release (the same
+    nonce) and charges it once; a refused charge leaves it committed and uncharged.
+
+    Raises:
+      BudgetExceededError: the spend does not fit; StateError: another run committed first.
+    """
+    store.commit(state)
+    return charge_committed(store, state, ledger, details, interval)
 
 
 def check_locations(output_dir: str, state_dir: str, options=None) -> None:

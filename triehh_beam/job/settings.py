@@ -209,13 +209,17 @@ def _utc_micros(text: str) -> int:
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def parse_window_range(text: str) -> Tuple[int, int]:
-    """``FROM..TO`` (RFC 3339 UTC instants) -> (FROM, TO) in microseconds since the epoch;
-    raises ValueError unless FROM is before TO."""
+def parse_window_range(text: str) -> Tuple[int, Optional[int]]:
+    """``FROM..TO`` (RFC 3339 UTC instants) -> (FROM, TO) in microseconds since the epoch, or
+    ``FROM..`` (open-ended) -> (FROM, None); raises ValueError unless FROM is before TO."""
     if text.count("..") != 1:
         raise ValueError(f"not a range of windows: {text!r} (write FROM..TO, e.g. "
-                         "2026-11-23T00:00:00Z..2026-11-24T00:00:00Z)")
-    first, last = (_utc_micros(part) for part in text.split(".."))
+                         "2026-11-23T00:00:00Z..2026-11-24T00:00:00Z, or FROM.. for every window from FROM on)")
+    first_text, last_text = text.split("..")
+    first = _utc_micros(first_text)
+    if not last_text.strip():
+        return first, None
+    last = _utc_micros(last_text)
     if first >= last:
         raise ValueError(f"--windows {text}: FROM must be before TO")
     return first, last

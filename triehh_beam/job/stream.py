@@ -7,9 +7,11 @@ window has closed, keeping every window already released."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import os
+import signal
 import threading
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -26,6 +28,8 @@ from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, Sp
 from triehh_beam.io.drops import bad_fraction
 from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job import cas, input_checks, leftovers, release, sources, windowed
+from triehh_beam.job import stream_clock
+from triehh_beam.job.window_releases import WindowReleases
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
@@ -75,6 +79,8 @@ class StreamSource:
     def check(self, config: DiscoveryConfig) -> None:
         """Refuses (ValueError, one line) a ``stop_after_windows`` the declared range cannot reach:
         only its windows close (with records or not), so the job would never stop."""
+        if config.windows[1] is None:  # FROM..: open-ended, any number of windows closes
+            return
         declared = declared_window_count(config)
         if self.stop_after_windows is not None and self.stop_after_windows > declared:
             raise ValueError(
@@ -90,12 +96,17 @@ def declared_window_count(config: DiscoveryConfig) -> int:
     return (last - first) // (config.window * 1_000_000)
 
 
-def stop_reason(closed: int, declared_closed: int, declared: int, stop_after: Optional[int]) -> Optional[str]:
+def stop_reason(closed: int, declared_closed: int, declared: int, stop_after: Optional[int],
+                open_ended: bool = False) -> Optional[str]:
     """Why a stream stops now, or None: ``stop_after`` windows have closed (with records or only
     empty messages: a window counts once it closes), or every declared window has (no other
-    window is ever released)."""
+    window is ever released); for ``FROM..``, every window of this run's graph has
+    (``declared``: ``stream_clock.GRAPH_WINDOWS``)."""
     if stop_after is not None and closed >= stop_after:
         return f"{closed} windows closed: stopping (--stop-after-windows)"
+    if declared_closed >= declared and open_ended:
+        return (f"this run's {declared:,} windows have closed: stopping; run the same command to continue "
+                "with the next")
     if declared_closed >= declared:
         return f"every declared window has closed ({declared}, --windows): stopping"
     return None
@@ -179,15 +190,7 @@ def job_seed(config: DiscoveryConfig, name: str = SEED_NAME) -> bytes:
     root = config.resolved_state_dir
     if cas.is_local(root):
         cas.make_private_dir(root)
-    store = cas.cas_store_for(root)
-    found = store.read(name)
-    if found is None:
-        try:
-            store.create(name, os.urandom(32))
-        except cas.PreconditionFailed:
-            pass  # another run of this job drew it first: use theirs
-        found = store.read(name)
-    return found.data
+    return cas.read_or_create(cas.cas_store_for(root), name, lambda: os.urandom(32))
 
 
 def _estimates_note(config: DiscoveryConfig) -> str:
@@ -225,15 +228,18 @@ def _late_rows(keyed) -> Iterator[Tuple[str, str, str]]:
         yield source, "late", json.dumps(record, ensure_ascii=False)
 
 
-def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_dead_letters: beam.PTransform):
-    """The gate, the per-window discovery, and every rejected or late record to the dead letter."""
+def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_dead_letters: beam.PTransform,
+              wait_seconds: float = 0.0, starts=None):
+    """The gate, the per-window discovery, and every rejected or late record to the dead letter;
+    ``wait_seconds``: how long a closed window waits for the driver's decision; ``starts``: the
+    graph's windows (``build_windowed_discovery``)."""
     sampler = Sampler(seed, job.config.window_identity())
     # A user holds an item only with a positive count: as in the batch census and rounds, a
     # record of count 0 is no record, so a window's n counts exactly the users it can sample.
     records = records | "DropZeroCounts" >> beam.ParDo(DropZeroCountsDoFn())
     gated = records | "GateLateRecords" >> GateLateRecords(job.windows)
     summaries = windowed.build_windowed_discovery(
-        gated["records"], job, sampler.window_keys(), sampler.census_key())
+        gated["records"], job, sampler.window_keys(), sampler.census_key(), wait_seconds, starts)
     windowed.note_admitted(gated[ADMITTED_TAG], job)
     late = gated[LATE_TAG] | "LateRecords" >> beam.FlatMap(_late_rows)
     (late, rejected) | "DeadLetters" >> beam.Flatten() | "WriteDeadLetters" >> write_dead_letters
@@ -263,6 +269,8 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     """``discover --window``: one discovery per window of the files' records, bounded."""
     if config.timestamp_column is None:
         raise ValueError("--window over files needs --timestamp-column (the records' event time)")
+    if config.windows is not None and config.windows[1] is None:
+        raise ValueError("--windows FROM.. (open-ended) is for triehh stream: over files, declare FROM..TO")
     root = config.resolved_state_dir
     windowed.WindowedJob.check(config)
     release.check_locations(config.output_dir, root, options)  # LocationError, before anything is made or charged
@@ -276,6 +284,9 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
         raise
     progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}{_estimates_note(config)}")
+    releases = WindowReleases(job)
+    for start in job.declared_starts:  # each committed and charged (or refused) before the graph runs
+        releases.decide(start)
     pipeline = runners.make_pipeline(options, root)
     # A file that cannot be read fails the job (RecordFormatError, naming it): nothing is skipped.
     read = pipeline | "ReadRecords" >> sources.read_transform(config, dead_letter=True)
@@ -286,6 +297,28 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     for report in reports:
         progress(describe_window(report, config.verbose))
     return WindowedRun(reports, "DONE", dead_letter)
+
+
+# How long a closed window's step waits for the driver's decision (made when the window opens).
+_DECISION_WAIT_SECONDS = 120.0
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (a scheduler's stop) is Ctrl-C: the stream stops cleanly, resumable (main thread
+    only: other threads cannot set signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _wait(result, ended: List[BaseException]) -> None:
@@ -331,8 +364,9 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     release.check_locations(config.output_dir, config.resolved_state_dir, options)  # before anything is made or charged
     seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
-    declared = list(job.declared_starts)
     dead_letter = _prepare(job, "dead-letter")
+    first = stream_clock.first_open_window(job)  # a restart resumes at the first window not released
+    declared = stream_clock.graph_starts(job, first)
     pipeline = stream_pipeline(options, config.resolved_state_dir)
     parsed = (
         pipeline
@@ -342,10 +376,22 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
             RecordColumns(config.user_column, config.item_column, config.count_column),
             timestamp_attribute=source.timestamp_attribute)
     )
-    _discover(parsed["records"], job, seed, parsed["rejected"], WriteStreamDeadLetters(dead_letter))
-    seen = {r["window_start"] for r in windowed.read_window_reports(job)}
-    progress(f"streaming from {source.subscription}: {config.window}-second windows, closing "
-             f"{config.allowed_lateness} s after their end; results in {config.output_dir}{_estimates_note(config)}")
+    _discover(parsed["records"], job, seed, parsed["rejected"], WriteStreamDeadLetters(dead_letter),
+              wait_seconds=_DECISION_WAIT_SECONDS, starts=declared)
+    releases = WindowReleases(job)
+    due = stream_clock.DueWindows(releases, job, first)
+    # A runner that only translates the graph (--dry_run=True) runs nothing: nothing is charged.
+    deciding = not options.get_all_options().get("dry_run")
+    if deciding:
+        due.decide(stream_clock.now_micros())  # every window already open: committed and charged before the graph runs
+    status = stream_clock.StreamStatus(job, releases.ledger)
+    seen = set()
+    for report in windowed.read_window_reports(job):
+        seen.add(report["window_start"])
+        status.note(report)
+    progress(f"streaming from {source.subscription}: {config.window}-second windows "
+             f"{job.describe_declared()}, from {rfc3339(first)}, closing {config.allowed_lateness} s after their "
+             f"end; results in {config.output_dir}{_estimates_note(config)}")
     result = pipeline.run()
     # The streaming DirectRunner's state stays RUNNING after its worker fails: wait on it in a
     # thread, whose end (and error) the loop below sees.
@@ -355,25 +401,37 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     closed: List[dict] = []
     state = "RUNNING"
     try:
-        while True:
-            for report in windowed.read_window_reports(job):
-                if report["window_start"] not in seen:
-                    seen.add(report["window_start"])
-                    closed.append(report)
-                    progress(describe_window(report, config.verbose))
-            why = stop_reason(len(closed), sum(1 for start in declared if rfc3339(start) in seen), len(declared),
-                              source.stop_after_windows)
-            if why:
-                progress(why)
-                state = cancel_job(result)
-                break
-            if not waiter.is_alive():
-                state = str(result.state).split(".")[-1]
-                break
-            time.sleep(poll_seconds)
+        with _sigterm_interrupts():
+            while True:
+                if deciding:
+                    due.decide(stream_clock.now_micros())
+                for report in windowed.read_window_reports(job):
+                    if report["window_start"] not in seen:
+                        seen.add(report["window_start"])
+                        closed.append(report)
+                        status.note(report)
+                        progress(describe_window(report, config.verbose))
+                status.write("running")
+                why = stop_reason(len(closed), sum(1 for start in declared if rfc3339(start) in seen), len(declared),
+                                  source.stop_after_windows, job.open_ended)
+                refused = due.refused_now
+                if why is None and refused is not None and all(
+                        rfc3339(start) in seen for start in declared if start < refused.start):
+                    why = stream_clock.describe_refusal(refused)
+                if why:
+                    progress(why)
+                    state = cancel_job(result)
+                    break
+                if not waiter.is_alive():
+                    state = str(result.state).split(".")[-1]
+                    break
+                time.sleep(poll_seconds)
     except KeyboardInterrupt:
-        progress("interrupted: cancelling the job; every released window is kept")
+        resume = next((start for start in declared if rfc3339(start) not in seen), None)
+        progress("interrupted: cancelling the job; every released window is kept"
+                 + (f"; run the same command to resume at window {rfc3339(resume)}" if resume is not None else ""))
         state = cancel_job(result)
+    status.write(state.lower())
     if ended and state != "CANCELLED":
         raise ended[0]
     return WindowedRun(closed, state, dead_letter, result)

@@ -1,20 +1,21 @@
 """One private discovery per event-time window of a declared range (``--windows``), as one Beam
 graph (streaming or bounded): every declared window, with records or not, gets a census, and
-``_DecideDoFn`` resumes its committed state or plans it, draws a release nonce, charges the
-ledger and commits, before anything of the window is sampled (the plan depends on public inputs
-only, so no window is withheld because of its n); the window's rounds run on keys of (seed,
-identity, window, nonce) and ``_ReleaseDoFn`` writes its output like ``discover``'s, then marks
-it released so it is never released again. Nothing of a window below the threshold is written
-anywhere.
+``_DecideDoFn`` reads the window's release, committed and charged by the driver before the window
+closes (``job.window_releases``: nothing random or charged in a step a runner may retry), or its
+refusal; the plan depends on public inputs only, so no window is withheld because of its n. The
+window's rounds run on keys of (seed, identity, window, nonce) and ``_ReleaseDoFn`` writes its
+output like ``discover``'s, then marks it released so it is never released again. Nothing of a
+window below the threshold is written anywhere.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
+import itertools
 import json
 import logging
-from typing import List, Optional, Tuple
+import time
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -26,12 +27,12 @@ from triehh_beam.beam import transforms
 from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
 from triehh_beam.beam.windowed_estimates import EstimateEachWindow
 from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
-from triehh_beam.job import ledger as ledger_lib
-from triehh_beam.job import outputs, release
+from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.job.planning import check_before_census, plan_for_census
-from triehh_beam.job.state_store import StateError, StateStore
+from triehh_beam.job.window_privacy import privacy_unit
+from triehh_beam.job.state_store import StateStore
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, rounds, sampling
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
@@ -41,7 +42,10 @@ from triehh_beam.protocol.sampling import Sampler
 from triehh_beam.protocol.trie import Trie
 
 __all__ = [
+    "REFUSED_MARKER",
     "RELEASED_MARKER",
+    "WITHHELD_NAME",
+    "WindowNotDecidedError",
     "WindowStateMismatchError",
     "WindowedJob",
     "build_windowed_discovery",
@@ -50,6 +54,10 @@ __all__ = [
 ]
 
 RELEASED_MARKER = "_RELEASED"
+#: A window the budget refused: published (charged nothing), with the next window it allows.
+REFUSED_MARKER = "_REFUSED"
+#: Beside a window's state: why the driver did not release it (private).
+WITHHELD_NAME = "withheld.json"
 _LOG = logging.getLogger(__name__)
 _NAMESPACE = "triehh"
 # The keyed uniform of a round's count of real users sampled (``sampling.real_users_sampled``).
@@ -58,6 +66,10 @@ _PHANTOMS = "phantoms"
 
 class WindowStateMismatchError(ValueError):
     """A window's committed state was planned with other settings than the resuming job's."""
+
+
+class WindowNotDecidedError(RuntimeError):
+    """A window closed before the driver committed and charged its release, or refused it."""
 
 
 def window_dir_name(start_micros: int) -> str:
@@ -89,9 +101,9 @@ class WindowedJob:
         if config.window is None:
             raise ValueError("a windowed job needs --window")
         if config.windows is None:
-            raise ValueError("--window needs --windows FROM..TO (RFC 3339 UTC, aligned to the window): "
-                             "every window of the range is released and charged, empty or not, so "
-                             "which windows are published never depends on the records")
+            raise ValueError("--window needs --windows FROM..TO or FROM.. (RFC 3339 UTC, aligned to the "
+                             "window): every window of the range is released and charged, empty or not, "
+                             "so which windows are published never depends on the records")
         if config.protocol is not Protocol.TRIEHH_PP and config.population is None:
             raise ValueError("TrieHH windows need --population N, a public lower bound of every window's "
                              "users (the plan may not depend on a window's n); or use --protocol "
@@ -124,14 +136,26 @@ class WindowedJob:
         return FileSystems.join(self.window_state_dir(start), outputs.OPERATOR_REPORT_NAME)
 
     @property
-    def declared_starts(self) -> range:
-        """The starts of the declared windows (``--windows FROM..TO``), oldest first."""
+    def open_ended(self) -> bool:
+        """``--windows FROM..``: every window from FROM on, for as long as the stream runs."""
+        return self.config.windows[1] is None
+
+    @property
+    def declared_starts(self) -> Iterable[int]:
+        """The starts of the declared windows (``--windows FROM..TO``), oldest first: a range,
+        or an endless count for ``FROM..``."""
         first, last = self.config.windows
+        if last is None:
+            return itertools.count(first, self.windows.size_micros)
         return range(first, last, self.windows.size_micros)
 
     def declares(self, start: int) -> bool:
         first, last = self.config.windows
-        return first <= start < last
+        return first <= start and (last is None or start < last)
+
+    def describe_declared(self) -> str:
+        first, last = self.config.windows
+        return f"{rfc3339(first)}..{'' if last is None else rfc3339(last)}"
 
     def plan(self) -> state_pb2.PrivacyPlan:
         """Every window's plan: from public inputs alone (TrieHH: for the declared population N,
@@ -159,71 +183,41 @@ def _records_in(batch) -> int:
 
 
 class _DecideDoFn(beam.DoFn):
-    """A declared window's census -> its ``WindowPlan``: the window's committed release if its
-    state holds one (a retried bundle, a restarted job: the same nonce, no second charge), else a
-    new release: the plan, a fresh nonce, the charge under a record id naming the nonce, and the
-    plan and nonce committed to the window's state, in that order, before anything of the window
-    is sampled."""
+    """A declared window's census -> its ``WindowPlan``: the release the driver committed and
+    charged (``window_releases``; a retried bundle, a restarted job: the same nonce, no charge
+    here), or the reason it withheld the window. Reads only; waits up to ``wait_seconds`` for a
+    window the driver has not decided yet.
 
-    def __init__(self, job: WindowedJob, window_keys: sampling.WindowKeys):
+    Raises:
+      WindowNotDecidedError: the driver did not decide the window in time.
+    """
+
+    def __init__(self, job: WindowedJob, window_keys: sampling.WindowKeys, wait_seconds: float = 0.0):
         self._job = job
         self._window_keys = window_keys
+        self._wait_seconds = wait_seconds
 
     def process(self, users: int, records: int, beam_window=beam.DoFn.WindowParam):
         job = self._job
         start = job.windows.start_of_window(beam_window)
-        def withheld(reason: str, detail: Optional[str] = None) -> WindowPlan:
-            return WindowPlan(start, False, users, records, reason=reason, detail=detail)
-
-        store = StateStore(job.window_state_dir(start))
-        state = store.load()
-        if state is not None and state.finished:
-            yield withheld("an earlier run already released this window (its state says so); it is never "
-                           "released twice")
-            return
-        ledger = release.open_ledger(job.config)
-        if state is not None:
-            if state.sampling_identity != job.config.window_identity().decode("ascii"):
-                raise WindowStateMismatchError(
-                    f"{job.window_state_dir(start)} holds window {rfc3339(start)} planned with other settings: "
-                    "resume it with the settings it was planned with, or give another --state-dir and --output")
-            release.check_charged(ledger, state)  # LedgerMismatchError: one line
-        elif job.released(start):
-            yield withheld("the output already holds a release of this window, whose state is gone: "
-                           "give another --output (nothing was charged)")
-            return
-        else:
-            try:
-                state = self._new_release(store, ledger, start)
-            except ledger_lib.BudgetExceededError as e:
-                yield withheld(f"withheld: {e}")
+        deadline = time.monotonic() + self._wait_seconds
+        while True:
+            state = StateStore(job.window_state_dir(start)).load()
+            if state is not None and state.finished:
+                yield WindowPlan(start, False, users, records, reason="an earlier run already released this window "
+                                 "(its state says so); it is never released twice")
                 return
-        yield self._plan_of(state, start, users, records)
-
-    def _new_release(self, store: StateStore, ledger: ledger_lib.Ledger, start: int) -> state_pb2.JobState:
-        job, config = self._job, self._job.config
-        plan = job.plan()
-        nonce = release.fresh_nonce()
-        record_id = release.record_id_of(f"{job.stream_id}/{window_dir_name(start)}", nonce)
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        details = {"window_start": rfc3339(start), "window_end": rfc3339(start + job.windows.size_micros),
-                   "time": now}
-        release.charge(ledger, record_id, plan, details)
-        state = state_pb2.JobState(
-            job_id=f"{job.stream_id}-{window_dir_name(start)}", created_at=now, plan=plan,
-            input=config.input_spec(), truncate_long_items=config.truncate_long_items,
-            sampling_identity=config.window_identity().decode("ascii"), ledger=config.resolved_ledger_dir,
-            release_nonce=nonce, ledger_record=record_id)
-        try:
-            store.commit(state)
-        except StateError:
-            # Another attempt at this window (a retried bundle) committed its release first: it
-            # is the window's. This attempt's charge stays in the ledger (charged, never used).
-            committed = StateStore(job.window_state_dir(start)).load()
-            if committed is None:
-                raise
-            return committed
-        return state
+            if state is not None and state.release_charged:
+                yield self._plan_of(state, start, users, records)
+                return
+            withheld = outputs.read_json(FileSystems.join(job.window_state_dir(start), WITHHELD_NAME))
+            if withheld is not None:
+                yield WindowPlan(start, False, users, records, reason=withheld["reason"])
+                return
+            if time.monotonic() >= deadline:
+                raise WindowNotDecidedError(f"window {rfc3339(start)} closed before the driver committed and "
+                                            "charged its release (window_releases.WindowReleases.decide)")
+            time.sleep(0.2)
 
     def _plan_of(self, state: state_pb2.JobState, start: int, users: int, records: int) -> WindowPlan:
         job = self._job
@@ -293,7 +287,6 @@ def _window_document(job: WindowedJob, start: int) -> dict:
     """The published window section: the window, the declared range, and what its guarantee
     assumes of the window's users (publishable: settings only, never the window's n)."""
     config = job.config
-    first, last = config.windows
     if config.protocol is Protocol.TRIEHH_PP:
         planned = ("the plan does not depend on the window's number of users; every window of the declared "
                    "range is released, with records or not")
@@ -303,7 +296,8 @@ def _window_document(job: WindowedJob, start: int) -> dict:
                    "nothing made up the difference (they never vote), one with more samples m of its users; "
                    "every window of the declared range is released, with records or not")
     return {"start": rfc3339(start), "end": rfc3339(start + job.windows.size_micros),
-            "declared_windows": f"{rfc3339(first)}..{rfc3339(last)}", "planned": planned}
+            "declared_windows": job.describe_declared(), "planned": planned,
+            "privacy_unit": privacy_unit(config, job.plan())}
 
 
 class _ReleaseDoFn(beam.DoFn):
@@ -364,20 +358,32 @@ class _ReleaseDoFn(beam.DoFn):
 
 
 class _KeepDeclaredDoFn(beam.DoFn):
-    """Drops the batches of windows outside the declared range, counting their records (a
-    private total: ``window.records_outside_declared_windows``)."""
+    """Drops the batches of windows outside the graph's windows (``first`` to ``last``
+    inclusive, declared), counting their records (a private total:
+    ``window.records_outside_declared_windows``)."""
 
-    def __init__(self, job: WindowedJob):
+    def __init__(self, job: WindowedJob, first: int, last: int):
         self._job = job
+        self._first, self._last = first, last
 
     def setup(self):
         self._outside = Metrics.counter(_NAMESPACE, "window.records_outside_declared_windows")
 
     def process(self, batch, beam_window=beam.DoFn.WindowParam):
-        if self._job.declares(self._job.windows.start_of_window(beam_window)):
+        if self._first <= self._job.windows.start_of_window(beam_window) <= self._last:
             yield batch
         else:
             self._outside.inc(batch.num_rows)
+
+
+class _FirstPaneDoFn(beam.DoFn):
+    """A window's census as its first pane only: a streaming runner fires a window again when
+    an element reaches it behind the watermark (a restarted stream's ticks of windows that closed
+    while it was down), and a window is decided and released once."""
+
+    def process(self, element, pane=beam.DoFn.PaneInfoParam):
+        if pane.index == 0:
+            yield element
 
 
 def _at_window(start: int, job: WindowedJob):
@@ -385,7 +391,8 @@ def _at_window(start: int, job: WindowedJob):
     return TimestampedValue(0, Timestamp(micros=start + job.windows.lateness_micros))
 
 
-def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key):
+def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key, wait_seconds: float = 0.0,
+                             starts: Optional[Sequence[int]] = None):
     """Adds the per-window discovery downstream of ``records`` (``pa.RecordBatch`` in
     ``job.windows.window_fn()``, each window's in batches of its own, as ``GateLateRecords``
     outputs them); returns the per-window summaries (private).
@@ -393,13 +400,20 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
     ``window_keys`` is ``Sampler.window_keys()`` and ``census_key`` a ``CensusKey``, both derived
     from the seed (the graph never carries the seed). Records of windows outside the declared
     range are dropped (counted); every declared window gets a census (0 users when it has no
-    record), so every declared window is planned, charged and published.
+    record), so every declared window is published, as the driver decided it
+    (``window_releases``: charged, or refused) before it closes; ``wait_seconds``: how long a
+    closed window waits for that decision (a stream's driver decides as the clock goes).
+    ``starts``: the windows of this graph, consecutive and declared (default: every declared
+    window of a ``FROM..TO`` range; an open-ended stream's driver gives the next ones).
     """
     config = job.config
-    records = records | "KeepDeclaredWindows" >> beam.ParDo(_KeepDeclaredDoFn(job))
+    starts = list(job.declared_starts if starts is None else starts)
+    if not starts or any(not job.declares(s) for s in (starts[0], starts[-1])):
+        raise ValueError("a windowed graph has at least one window, all declared")
+    records = records | "KeepDeclaredWindows" >> beam.ParDo(_KeepDeclaredDoFn(job, starts[0], starts[-1]))
     declared = (
         records.pipeline
-        | "DeclaredWindows" >> beam.Create(list(job.declared_starts))
+        | "DeclaredWindows" >> beam.Create(starts)
         | "AtWindowStarts" >> beam.Map(_at_window, job=job)
         | "IntoDeclaredWindows" >> beam.WindowInto(job.windows.window_fn())
     )
@@ -409,13 +423,15 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key)
         | "UnionPerShard" >> beam.CombinePerKey(transforms.UnionSizeCombineFn())
         | "ShardSizes" >> beam.Values()
     )
-    users = (shard_sizes, declared) | "EveryDeclaredWindow" >> beam.Flatten() | "DistinctUsers" >> beam.CombineGlobally(
-        sum).without_defaults()
+    users = ((shard_sizes, declared) | "EveryDeclaredWindow" >> beam.Flatten()
+             | "DistinctUsers" >> beam.CombineGlobally(sum).without_defaults()
+             | "FirstUsersPane" >> beam.ParDo(_FirstPaneDoFn()))
     rows = records | "RowsPerBatch" >> beam.Map(_records_in)
-    counted = (rows, declared) | "RowsOfEveryDeclaredWindow" >> beam.Flatten() | "Records" >> beam.CombineGlobally(
-        sum).without_defaults()
+    counted = ((rows, declared) | "RowsOfEveryDeclaredWindow" >> beam.Flatten()
+               | "Records" >> beam.CombineGlobally(sum).without_defaults()
+               | "FirstRecordsPane" >> beam.ParDo(_FirstPaneDoFn()))
     plans = users | "PlanAndCharge" >> beam.ParDo(
-        _DecideDoFn(job, window_keys), window_view(beam.pvalue.AsSingleton(counted)))
+        _DecideDoFn(job, window_keys, wait_seconds), window_view(beam.pvalue.AsSingleton(counted)))
     drawn = records | "SampleAllRounds" >> SampleEachWindow(
         job.windows, window_keys, config.max_length, plans, config.encoder, config.truncate_long_items,
         sample_probability=job.sample_probability)

@@ -319,17 +319,16 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
                progress: Callable[[str], None] = print, poll_seconds: float = 1.0) -> WindowedRun:
     """``triehh stream``: windows of the subscription's records until cancelled (or
     ``source.stop_after_windows`` have closed)."""
-    from apache_beam.io.gcp.pubsub import ReadFromPubSub
-
     from triehh_beam.beam.messages import ParseMessages, WriteStreamDeadLetters
+    from triehh_beam.job import stream_source
 
-    # Beam checks the subscription's names here (ValueError), before anything is made.
-    read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
+    stream_source.check_subscription(source.subscription)  # before anything is made
     windowed.WindowedJob.check(config)
     source.check(config)
     release.check_locations(config.output_dir, config.resolved_state_dir)  # before anything is made or charged
     seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
+    read = stream_source.read_messages(options, job, source.subscription, source.timestamp_attribute)
     declared = list(job.declared_starts)
     dead_letter = _prepare(job, "dead-letter")
     pipeline = stream_pipeline(options)

@@ -162,7 +162,7 @@ class ReadPubsubMessages(beam.PTransform):
 
     def __init__(self, subscription: str, window_micros: int, timestamp_attribute: Optional[str],
                  settled: Callable[[int], bool], status: Optional[Callable[[dict], None]] = None,
-                 max_messages: int = 1000, ack_deadline_s: int = 120):
+                 max_messages: int = 1000, ack_deadline_s: int = 30):
         super().__init__()
         if window_micros < 1:
             raise ValueError(f"window_micros must be positive, got {window_micros}")

@@ -41,6 +41,10 @@ class Pulled:
 class PullReader:
     """Pulls one subscription and acknowledges what it was told is durable.
 
+    ``read_through`` stays unset for the first ack deadline after the reader starts: a previous
+    reader of the subscription (a killed run) may still lease messages that long, and the
+    subscription is read through only once they are redelivered.
+
     Args:
       subscription: ``projects/P/subscriptions/S``.
       max_messages: the most messages per pull; a pull that returns fewer means the backlog
@@ -54,7 +58,7 @@ class PullReader:
       ValueError: ``max_messages`` < 1, or an ack deadline outside Pub/Sub's 10..600 s.
     """
 
-    def __init__(self, subscription: str, max_messages: int = 1000, ack_deadline_s: int = 120,
+    def __init__(self, subscription: str, max_messages: int = 1000, ack_deadline_s: int = 30,
                  pull_timeout: float = 2.0, clock: Callable[[], float] = time.time,
                  subscriber: Optional[pubsub_v1.SubscriberClient] = None):
         if max_messages < 1:
@@ -72,13 +76,15 @@ class PullReader:
         self._held: Dict[object, List[str]] = {}  # key -> ack ids of its messages, not yet acked
         self._ids: Dict[object, Set[str]] = {}  # key -> message ids passed on under it
         self._extended_at = clock()
+        self._leases_lapse_at = clock() + ack_deadline_s  # a previous reader's, at the latest
         self.pulled = 0
         self.duplicates = 0
         self.acknowledged = 0
 
     def pull(self) -> List[Pulled]:
         """One synchronous pull (nothing on a blip or a quiet deadline); advances ``read_through``
-        to the time it was sent when it returned fewer than ``max_messages``."""
+        to the time it was sent when it returned fewer than ``max_messages`` (and was sent after a
+        previous reader's leases lapsed)."""
         sent = self._clock()
         try:
             response = self.client.pull(subscription=self.subscription, max_messages=self.max_messages,
@@ -88,7 +94,7 @@ class PullReader:
             received = []
         except api_exceptions.ServiceUnavailable:  # a blip: the backlog is unknown, keep the mark
             return []
-        if len(received) < self.max_messages:
+        if len(received) < self.max_messages and sent >= self._leases_lapse_at:
             self.read_through = max(self.read_through or sent, sent)
         self._lease([r.ack_id for r in received])  # the subscription's own deadline may be short
         self.pulled += len(received)

@@ -39,32 +39,32 @@ class _Clock:
         return self.now
 
 
-def test_a_backlog_holds_read_through_until_a_pull_returns_less_than_it_asked(pubsub_emulator):
+def test_read_through_is_the_oldest_unread_publish_time_and_waits_for_a_killed_readers_leases(pubsub_emulator):
     paths = pubsub_emulator.topic("through")
     _publish(pubsub_emulator, paths["topic"], 25)
-    clock = _Clock(1000.0)
+    clock = _Clock(time.time())
     reader = PullReader(paths["subscription"], max_messages=10, ack_deadline_s=30, clock=clock)
     try:
-        seen = []
-        while len(seen) < 20:  # full pulls: the backlog is not read yet
+        # Within the first ack deadline a killed reader's leases may still hide messages: the
+        # subscription is not read through, whatever the pulls bring.
+        first = reader.pull()
+        assert len(first) == 10 and reader.read_through is None
+        clock.now += 31
+        seen, marks = list(first), []
+        while len(seen) < 25:  # the backlog: each pull's oldest message is how far it is read
             batch = reader.pull()
             seen.extend(batch)
-            assert reader.read_through is None, len(seen)
-            clock.now += 1
-        # The last 5 (or nothing), within the first ack deadline: a killed reader's leases may
-        # still hide messages, so the subscription is not read through yet.
-        clock.now = 1029.0
-        seen.extend(_drain(reader))
-        assert reader.read_through is None
-        clock.now = 1100.0
-        assert reader.pull() == []  # sent at 1100, after the leases lapsed, brought less than 10
-        assert reader.read_through == 1100.0
+            if batch:
+                assert reader.read_through == max(marks + [min(m.publish_micros for m in batch) / 1e6])
+                marks.append(reader.read_through)
+        assert reader.read_through < time.time()
+        assert reader.pull() == []  # empty: read through the time it was sent
+        assert reader.read_through == clock.now
         assert len({m.message_id for m in seen}) == 25
-        clock.now = 1050.0  # a later pull never moves it back
+        clock.now -= 100  # a later pull never moves it back
         reader.pull()
-        assert reader.read_through == 1100.0
+        assert reader.read_through == clock.now + 100
     finally:
-        reader.settle(reader.held_keys)
         reader.close()
 
 

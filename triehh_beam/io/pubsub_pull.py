@@ -1,8 +1,8 @@
 """A pull-and-acknowledge reader of one Pub/Sub subscription, without Beam: the client half of the
 product's own unbounded read (``beam.pubsub_source``). ``PullReader.pull`` makes one synchronous
-pull and keeps how far the subscription has been read (``read_through``: the time a pull was sent
-that returned less than it asked for, so every message published before then had been
-delivered); ``hold`` keeps a delivered message unacknowledged under a key (the event-time window
+pull and keeps how far the subscription has been read (``read_through``: the publish time of the
+oldest message a pull brought, or the time an empty pull was sent: every message published
+before then had been delivered, the service delivering the oldest first); ``hold`` keeps a delivered message unacknowledged under a key (the event-time window
 it belongs to) and says whether its message id is new under that key, so a redelivery is passed
 on once; ``settle`` acknowledges every message of keys whose records are durable (the window
 released), ``extend`` renews the ack deadline of the messages held. ``count_backlog`` counts, for
@@ -47,8 +47,7 @@ class PullReader:
 
     Args:
       subscription: ``projects/P/subscriptions/S``.
-      max_messages: the most messages per pull; a pull that returns fewer means the backlog
-        was read when it was sent.
+      max_messages: the most messages per pull.
       ack_deadline_s: the deadline given to every held message (renewed by ``extend``).
       pull_timeout: the deadline of a pull that waits for messages, in seconds.
       clock: seconds since the epoch (injected by tests).
@@ -82,9 +81,10 @@ class PullReader:
         self.acknowledged = 0
 
     def pull(self) -> List[Pulled]:
-        """One synchronous pull (nothing on a blip or a quiet deadline); advances ``read_through``
-        to the time it was sent when it returned fewer than ``max_messages`` (and was sent after a
-        previous reader's leases lapsed)."""
+        """One synchronous pull (nothing on a blip or a quiet deadline). Once a previous reader's
+        leases have lapsed, advances ``read_through`` to the oldest publish time it brought, or
+        to the time it was sent if it brought nothing. (Not to the time of a pull that brought
+        less than it asked for: the service caps a response's bytes, so a backlog can remain.)"""
         sent = self._clock()
         try:
             response = self.client.pull(subscription=self.subscription, max_messages=self.max_messages,
@@ -94,12 +94,14 @@ class PullReader:
             received = []
         except api_exceptions.ServiceUnavailable:  # a blip: the backlog is unknown, keep the mark
             return []
-        if len(received) < self.max_messages and sent >= self._leases_lapse_at:
-            self.read_through = max(self.read_through or sent, sent)
         self._lease([r.ack_id for r in received])  # the subscription's own deadline may be short
         self.pulled += len(received)
-        return [Pulled(r.message.message_id, r.message.data, dict(r.message.attributes),
-                       _micros(r.message.publish_time), r.ack_id) for r in received]
+        pulled = [Pulled(r.message.message_id, r.message.data, dict(r.message.attributes),
+                         _micros(r.message.publish_time), r.ack_id) for r in received]
+        if sent >= self._leases_lapse_at:
+            through = min(m.publish_micros for m in pulled) / 1e6 if pulled else sent
+            self.read_through = through if self.read_through is None else max(self.read_through, through)
+        return pulled
 
     def hold(self, key: object, message: Pulled) -> bool:
         """Keeps ``message`` unacknowledged under ``key``; True if its id is new under ``key``

@@ -1,0 +1,251 @@
+"""``triehh stream`` on Prism through the Pub/Sub emulator, with the product's own read: two
+windows equal to their keyed simulation; a burst published inside one window, several times
+what the stream reads in a window, counted whole in that window and none of it late (the backlog
+holds the watermark back); and a stream killed with SIGKILL and started again with the same
+command, whose windows each count every published record exactly once (unacknowledged messages
+are redelivered to the second run and counted once).
+
+Prism binds every network interface, so each test runs its body in a network namespace with
+only loopback (``unshare -n``, as root), the emulator started inside it: the outer test runs
+pytest again there on the ``_inside`` test of the same name, which skips anywhere else. The
+binary is ``$TRIEHH_PRISM`` (default ``/root/.cache/triehh-prism/bin/prism``); without it, or
+without ``unshare``, the tests skip with one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Dict, List, Optional
+
+import pytest
+
+from tests.job.test_windowed import SEED
+from triehh_beam.job import windowed
+from triehh_beam.proto import stream_pb2 as pb
+
+PRISM = os.environ.get("TRIEHH_PRISM", "/root/.cache/triehh-prism/bin/prism")
+INSIDE = os.environ.get("TRIEHH_IN_NETNS") == "1"
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+FLAGS = ["--epsilon", "4", "--delta", "1e-5", "--max-length", "6", "--timestamp-attribute", "ts",
+         "--message-format", "proto"]
+
+inside_only = pytest.mark.skipif(not INSIDE, reason="runs inside its outer test's network namespace")
+
+
+def _run_inside(name: str, subprocess_env: Dict[str, str], timeout: float) -> None:
+    """Runs ``name`` + ``_inside`` in a new network namespace with only loopback."""
+    if not os.path.exists(PRISM):
+        pytest.skip(f"no Prism binary at {PRISM} (set TRIEHH_PRISM)")
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare for a loopback-only network namespace (Prism binds every interface)")
+    test = f"{pathlib.Path(__file__).relative_to(REPO_ROOT)}::{name}_inside"
+    command = f"ip link set lo up && exec {sys.executable} -m pytest -p no:xdist -p no:cacheprovider -q -rs {test}"
+    env = dict(subprocess_env, TRIEHH_IN_NETNS="1", TRIEHH_PRISM=PRISM)
+    done = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-6000:] + done.stderr[-3000:]
+
+
+def _instant(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _payload(records) -> bytes:
+    return pb.DeviceRecords(records=[pb.DeviceRecord(user_id=u, text=i) for u, i in records]).SerializeToString()
+
+
+class _Stream:
+    """``triehh stream`` on Prism in its own process group; its lines collected, and the first
+    report of each window kept as it appears (a later run may rewrite it)."""
+
+    def __init__(self, emulator, work: pathlib.Path, subscription: str, window: int, lateness: int,
+                 first: float, windows: int, population: int):
+        self.work = work
+        self.command = [
+            sys.executable, "-m", "triehh_beam.cli", "stream", "--subscription", subscription,
+            "--output", str(work / "out"), "--seed-file", str(work / "seed.bin"), "--dead-letter", str(work / "dead"),
+            "--window", f"{window}s", "--allowed-lateness", f"{lateness}s",
+            "--windows", f"{_instant(first)}..{_instant(first + windows * window)}", "--population", str(population),
+            *FLAGS, "--runner", "PrismRunner", "--prism_location", PRISM]
+        (work / "seed.bin").write_bytes(SEED)
+        self.env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PUBSUB_EMULATOR_HOST=emulator.host,
+                        PUBSUB_PROJECT_ID=emulator.project)
+        self.lines: List[str] = []
+        self.reports: Dict[str, dict] = {}
+        self.process: Optional[subprocess.Popen] = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def start(self) -> "_Stream":
+        self.process = subprocess.Popen(self.command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, start_new_session=True)
+        process = self.process
+        threading.Thread(target=lambda: self.lines.extend(line.rstrip("\n") for line in process.stdout),
+                         daemon=True).start()
+        return self
+
+    def _watch(self) -> None:
+        root = self.work / "out.state" / "windows"
+        while not self._stop.wait(0.1):
+            for path in root.glob("window=*/operator_report.json") if root.exists() else ():
+                name = path.parent.name
+                if name not in self.reports:
+                    try:
+                        self.reports[name] = json.loads(path.read_text())
+                    except ValueError:  # (written atomically: never partial, but be safe)
+                        pass
+
+    def status(self) -> dict:
+        path = self.work / "out.state" / "source_status.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)  # the driver, Prism and its worker
+        self.process.wait()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            raise AssertionError("triehh stream did not end:\n" + "\n".join(self.lines[-60:]))
+        time.sleep(0.5)  # the watcher's last look
+        return code
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def late_letters(self) -> int:
+        return sum(len(p.read_text().splitlines()) for p in (self.work / "dead").rglob("late/*.jsonl"))
+
+
+def _wait_until(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {seconds} s")
+        time.sleep(0.1)
+
+
+# ---- a burst inside one window ---------------------------------------------------------------
+
+BURST_WINDOW = 2
+BURST_RECORDS = 600_000
+BURST_PER_MESSAGE = 500
+
+
+@pytest.mark.slow
+def test_a_burst_inside_one_window_is_counted_in_it(subprocess_env):
+    _run_inside("test_a_burst_inside_one_window_is_counted_in_it", subprocess_env, timeout=420)
+
+
+@inside_only
+def test_a_burst_inside_one_window_is_counted_in_it_inside(pubsub_emulator, tmp_path):
+    paths = pubsub_emulator.topic("burst")
+    # The stream starts first and reads its quiet subscription through (one ack deadline, 30 s),
+    # so the burst is read by a stream whose watermark already follows the clock.
+    base = math.ceil((time.time() + 45) / BURST_WINDOW) * BURST_WINDOW
+    stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], BURST_WINDOW, 1, base, 2, BURST_RECORDS).start()
+    try:
+        payloads = [_payload([(f"u{j}", f"w{j % 7}") for j in range(k, k + BURST_PER_MESSAGE)])
+                    for k in range(0, BURST_RECORDS, BURST_PER_MESSAGE)]
+        _wait_until(lambda: stream.status().get("read_through"), 90, "read-through subscription")
+        while time.time() < base:
+            time.sleep(0.01)
+        started = time.time()
+        futures = [pubsub_emulator.publisher.publish(paths["topic"], payload, ts=str(base * 1000 + k % 1000))
+                   for k, payload in enumerate(payloads)]
+        for future in futures:
+            future.result(timeout=60)
+        published = time.time()
+        messages = len(futures)
+        # Published before the window's close (end + lateness): every record belongs in it.
+        assert published < base + BURST_WINDOW + 1, f"publishing took {published - started:.1f} s"
+        _wait_until(lambda: stream.status().get("messages_pulled", 0) >= messages, 300, "burst read")
+        read_all = time.time()
+        assert stream.wait(300) == 0, "\n".join(stream.lines[-40:])
+    finally:
+        stream.close()
+    # The backlog was several times what the stream reads in one window (the reading took at
+    # least three windows' time), yet the window counted all of it and nothing was late.
+    assert read_all - started >= 3 * BURST_WINDOW, f"read in {read_all - started:.1f} s: not a backlog"
+    first = windowed.window_dir_name(base * 1_000_000)
+    report = stream.reports[first]
+    assert report["released"] and report["input"]["records"] == BURST_RECORDS, report
+    assert stream.late_letters() == 0
+    assert (tmp_path / "out" / first / windowed.RELEASED_MARKER).exists()
+
+
+# ---- SIGKILL and restart ---------------------------------------------------------------------
+
+KILL_WINDOW = 3
+KILL_WINDOWS = 20
+KILL_RATE = 1000  # records per second
+KILL_PER_MESSAGE = 100
+
+
+@pytest.mark.slow
+def test_a_killed_stream_restarted_counts_every_record_once(subprocess_env):
+    _run_inside("test_a_killed_stream_restarted_counts_every_record_once", subprocess_env, timeout=480)
+
+
+@inside_only
+def test_a_killed_stream_restarted_counts_every_record_once_inside(pubsub_emulator, tmp_path):
+    paths = pubsub_emulator.topic("restart")
+    base = math.ceil((time.time() + 5) / KILL_WINDOW) * KILL_WINDOW
+    end = base + KILL_WINDOWS * KILL_WINDOW
+    published: Dict[int, int] = {}  # window start -> records published with event times in it
+    stop = threading.Event()
+
+    def publish():  # records stamped with the time they are published, KILL_RATE a second
+        sent, k = 0, 0
+        while not stop.is_set():
+            now = time.time()
+            if now >= end:
+                break
+            if now < base or sent > (now - base) * KILL_RATE:
+                time.sleep(0.01)
+                continue
+            start = int(now) // KILL_WINDOW * KILL_WINDOW
+            records = [(f"u{k}-{i}", f"w{i % 5}") for i in range(KILL_PER_MESSAGE)]
+            pubsub_emulator.publisher.publish(paths["topic"], _payload(records), ts=str(int(now * 1000))).result(30)
+            published[start] = published.get(start, 0) + KILL_PER_MESSAGE
+            sent += KILL_PER_MESSAGE
+            k += 1
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], KILL_WINDOW, 1, base, KILL_WINDOWS, 300).start()
+    publisher.start()
+    try:
+        # Killed once its first windows are released, with later ones still open: their
+        # messages are pulled and leased, never acknowledged.
+        _wait_until(lambda: len(stream.reports) >= 2, 200, "released window")
+        stream.kill()
+        killed_with = set(stream.reports)
+        assert len(killed_with) < KILL_WINDOWS, "every window closed before the kill"
+        stream.start()  # the same command
+        assert stream.wait(300) == 0, "\n".join(stream.lines[-40:])
+    finally:
+        stop.set()
+        stream.close()
+    publisher.join()
+    names = {windowed.window_dir_name(start * 1_000_000): n for start, n in published.items()}
+    assert len(names) == KILL_WINDOWS and set(stream.reports) == set(names)
+    for name, records in names.items():
+        report = stream.reports[name]
+        assert report["released"], (name, report)
+        assert report["input"]["records"] == records, (name, report["input"], records, sorted(killed_with))
+        assert (tmp_path / "out" / name / windowed.RELEASED_MARKER).exists()

@@ -132,11 +132,11 @@ class _Stream:
         return sum(len(p.read_text().splitlines()) for p in (self.work / "dead").rglob("late/*.jsonl"))
 
 
-def _wait_until(condition, seconds: float, what: str) -> None:
+def _wait_until(condition, seconds: float, what: str, stream: _Stream) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {seconds} s")
+        if time.monotonic() > deadline or stream.process.poll() is not None:
+            raise AssertionError(f"no {what} within {seconds} s (or the stream ended); it said:\n" + "\n".join(stream.lines[-40:]))
         time.sleep(0.1)
 
 
@@ -162,7 +162,7 @@ def test_a_burst_inside_one_window_is_counted_in_it_inside(pubsub_emulator, tmp_
     try:
         payloads = [_payload([(f"u{j}", f"w{j % 7}") for j in range(k, k + BURST_PER_MESSAGE)])
                     for k in range(0, BURST_RECORDS, BURST_PER_MESSAGE)]
-        _wait_until(lambda: stream.status().get("read_through"), 90, "read-through subscription")
+        _wait_until(lambda: stream.status().get("read_through"), 90, "read-through subscription", stream)
         while time.time() < base:
             time.sleep(0.01)
         started = time.time()
@@ -174,7 +174,7 @@ def test_a_burst_inside_one_window_is_counted_in_it_inside(pubsub_emulator, tmp_
         messages = len(futures)
         # Published before the window's close (end + lateness): every record belongs in it.
         assert published < base + BURST_WINDOW + 1, f"publishing took {published - started:.1f} s"
-        _wait_until(lambda: stream.status().get("messages_pulled", 0) >= messages, 300, "burst read")
+        _wait_until(lambda: stream.status().get("messages_pulled", 0) >= messages, 300, "burst read", stream)
         read_all = time.time()
         assert stream.wait(300) == 0, "\n".join(stream.lines[-40:])
     finally:
@@ -227,12 +227,12 @@ def test_a_killed_stream_restarted_counts_every_record_once_inside(pubsub_emulat
             k += 1
 
     publisher = threading.Thread(target=publish, daemon=True)
-    stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], KILL_WINDOW, 1, base, KILL_WINDOWS, 300).start()
+    stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], KILL_WINDOW, 1, base, KILL_WINDOWS, 2000).start()
     publisher.start()
     try:
         # Killed once its first windows are released, with later ones still open: their
         # messages are pulled and leased, never acknowledged.
-        _wait_until(lambda: len(stream.reports) >= 2, 200, "released window")
+        _wait_until(lambda: len(stream.reports) >= 2, 200, "released window", stream)
         stream.kill()
         killed_with = set(stream.reports)
         assert len(killed_with) < KILL_WINDOWS, "every window closed before the kill"

@@ -1,14 +1,15 @@
 """The product's own unbounded Pub/Sub read (docs/stream_input.md, "The source"): a splittable DoFn
 over ``io.pubsub_pull.PullReader`` that any portable runner (Prism, Flink) can run. Its watermark
-is how far the subscription has been read (a backlog holds it back), each message is held
-unacknowledged under the event-time window it belongs to until that window is settled (its
+is how far the subscription has been read (a backlog holds it back), and never passes the close
+of a window before the one before it is settled (windows close one at a time); each message is
+held unacknowledged under the event-time window it belongs to until that window is settled (its
 result committed), and a redelivered message is passed on once per window."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
@@ -18,6 +19,7 @@ from apache_beam.utils.shared import Shared
 from apache_beam.utils.timestamp import Timestamp
 
 from triehh_beam.beam.messages import event_time
+from triehh_beam.beam.windows import EventWindows
 from triehh_beam.io.pubsub_pull import Pulled, PullReader
 
 __all__ = ["ReadPubsubMessages"]
@@ -53,16 +55,21 @@ class _Reader:
     def __init__(self, subscription: str, max_messages: int, ack_deadline_s: int):
         self.pull = PullReader(subscription, max_messages=max_messages, ack_deadline_s=ack_deadline_s)
         self.settled = set()
+        self.next_open: Optional[int] = None  # the first declared window not settled yet
         self.checked_at = 0.0
+        self.cap: Optional[int] = None  # the watermark's bound (``_watermark_cap``)
         self.reported_at = 0.0
 
 
 class _PullDoFn(beam.DoFn):
     """A subscription's name -> its messages (``PubsubMessage``, stamped with their publish time)."""
 
-    def __init__(self, window_micros: int, timestamp_attribute: Optional[str], settled: Callable[[int], bool],
-                 status: Optional[Callable[[dict], None]], max_messages: int, ack_deadline_s: int):
-        self._window = window_micros
+    def __init__(self, windows: EventWindows, declared: Tuple[int, Optional[int]], timestamp_attribute: Optional[str],
+                 settled: Callable[[int], bool], status: Optional[Callable[[dict], None]], max_messages: int,
+                 ack_deadline_s: int):
+        self._windows = windows
+        self._window = windows.size_micros
+        self._declared = declared
         self._attribute = timestamp_attribute
         self._is_settled = settled
         self._status = status
@@ -91,6 +98,16 @@ class _PullDoFn(beam.DoFn):
             reader.settled.add(start)
         return start in reader.settled
 
+    def _watermark_cap(self, reader: _Reader) -> Optional[int]:
+        """The close of the first declared window not yet settled (None: every one is): the
+        watermark lets that window close, never the next, until it is settled."""
+        first, last = self._declared
+        start = first if reader.next_open is None else reader.next_open
+        while (last is None or start < last) and self._settled(reader, start):
+            start += self._window
+        reader.next_open = start
+        return None if last is not None and start >= last else self._windows.closes_at(start)
+
     @beam.DoFn.unbounded_per_element()
     def process(self, subscription: str, tracker=beam.DoFn.RestrictionParam(_Endless()),
                 estimator=beam.DoFn.WatermarkEstimatorParam(ManualWatermarkEstimator.default_provider())):
@@ -115,9 +132,11 @@ class _PullDoFn(beam.DoFn):
         if now - reader.checked_at >= _SETTLE_EVERY_S:
             reader.checked_at = now
             pull.settle([start for start in pull.held_keys if self._settled(reader, start)])
+            reader.cap = self._watermark_cap(reader)
         pull.extend()
         if pull.read_through is not None:
-            mark = Timestamp(micros=int(pull.read_through * 1_000_000))
+            through = int(pull.read_through * 1_000_000)
+            mark = Timestamp(micros=through if reader.cap is None else min(through, reader.cap))
             current = estimator.current_watermark()
             if current is None or mark > current:
                 estimator.set_watermark(mark)
@@ -146,7 +165,9 @@ class ReadPubsubMessages(beam.PTransform):
 
     Args:
       subscription: ``projects/P/subscriptions/S``.
-      window_micros: the event-time windows the messages are held under.
+      windows: the event-time windows the messages are held under (and their close).
+      declared: ``(first window start, end of the last or None)``, microseconds: the windows
+        that close one at a time, in order.
       timestamp_attribute: the attribute holding a message's event time (as ``ParseMessages``
         reads it); None, or a message without it: its publish time.
       settled: ``settled(window_start_micros)``: True once that window's records are durable
@@ -157,17 +178,18 @@ class ReadPubsubMessages(beam.PTransform):
       max_messages, ack_deadline_s: as ``PullReader``'s.
 
     Output: ``PubsubMessage`` elements (data, attributes, message id), timestamped with their
-    publish time; the watermark is the time up to which the subscription has been read.
+    publish time; the watermark is the time up to which the subscription has been read, held
+    at the close of the first declared window not yet settled. (Prism 2.77, given several
+    windows closing in one watermark step, ran a round's vote before the previous round's
+    per-window side input was filled: an empty frontier, a silently short result.)
     """
 
-    def __init__(self, subscription: str, window_micros: int, timestamp_attribute: Optional[str],
-                 settled: Callable[[int], bool], status: Optional[Callable[[dict], None]] = None,
-                 max_messages: int = 1000, ack_deadline_s: int = 30):
+    def __init__(self, subscription: str, windows: EventWindows, declared: Tuple[int, Optional[int]],
+                 timestamp_attribute: Optional[str], settled: Callable[[int], bool],
+                 status: Optional[Callable[[dict], None]] = None, max_messages: int = 1000, ack_deadline_s: int = 30):
         super().__init__()
-        if window_micros < 1:
-            raise ValueError(f"window_micros must be positive, got {window_micros}")
         self._subscription = subscription
-        self._dofn = _PullDoFn(window_micros, timestamp_attribute, settled, status, max_messages, ack_deadline_s)
+        self._dofn = _PullDoFn(windows, declared, timestamp_attribute, settled, status, max_messages, ack_deadline_s)
 
     def expand(self, pbegin):
         return (

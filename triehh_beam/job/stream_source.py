@@ -84,5 +84,5 @@ def read_messages(options: PipelineOptions, job, subscription: str,
 
     if not uses_own_read(options):
         return check_subscription(subscription)
-    return ReadPubsubMessages(subscription, job.windows.size_micros, timestamp_attribute,
+    return ReadPubsubMessages(subscription, job.windows, tuple(job.config.windows), timestamp_attribute,
                               WindowSettled(job), SourceStatus(status_path(job)))

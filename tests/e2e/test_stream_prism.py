@@ -1,5 +1,6 @@
-"""``triehh stream`` on Prism through the Pub/Sub emulator, with the product's own read: two
-windows equal to their keyed simulation; a burst published inside one window, several times
+"""``triehh stream`` on Prism through the Pub/Sub emulator, with the product's own read: a backlog
+of eight windows read after they ended, each equal to its keyed simulation (they close one at a
+time: closed together, Prism gave six of them an empty frontier); a burst published inside one window, several times
 what the stream reads in a window, counted whole in that window and none of it late (the backlog
 holds the watermark back); and a stream killed with SIGKILL and started again with the same
 command, whose windows each count every published record exactly once (unacknowledged messages
@@ -27,9 +28,15 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from tests.job.test_windowed import SEED
+from tests.job.test_windowed import SEED, _population
 from triehh_beam.job import windowed
+from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.state_store import StateStore
 from triehh_beam.proto import stream_pb2 as pb
+from triehh_beam.protocol import planner
+from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.trie import Trie
+from triehh_beam.reference.simulation import simulate
 
 PRISM = os.environ.get("TRIEHH_PRISM", "/root/.cache/triehh-prism/bin/prism")
 INSIDE = os.environ.get("TRIEHH_IN_NETNS") == "1"
@@ -138,6 +145,57 @@ def _wait_until(condition, seconds: float, what: str, stream: _Stream) -> None:
         if time.monotonic() > deadline or stream.process.poll() is not None:
             raise AssertionError(f"no {what} within {seconds} s (or the stream ended); it said:\n" + "\n".join(stream.lines[-40:]))
         time.sleep(0.1)
+
+
+# ---- a backlog of windows -------------------------------------------------------------------
+
+BACKLOG_WINDOW = 3
+BACKLOG_WINDOWS = 8
+BACKLOG_USERS = 2000
+
+
+@pytest.mark.slow
+def test_a_backlog_of_windows_each_equals_its_keyed_simulation(subprocess_env):
+    _run_inside("test_a_backlog_of_windows_each_equals_its_keyed_simulation", subprocess_env, timeout=420)
+
+
+@inside_only
+def test_a_backlog_of_windows_each_equals_its_keyed_simulation_inside(pubsub_emulator, tmp_path):
+    paths = pubsub_emulator.topic("backlog")
+    # Every window ended before the stream starts: the whole backlog is read, then the windows
+    # close (one ack deadline after the start, when a killed run's leases would have lapsed).
+    base = math.floor((time.time() - 60) / BACKLOG_WINDOW) * BACKLOG_WINDOW
+    populations = [_population(BACKLOG_USERS, 10 + k, f"w{k}-") for k in range(BACKLOG_WINDOWS)]
+    futures = []
+    for k, population in enumerate(populations):
+        records = [(user, item) for user, items in population.items() for item in items]
+        for i in range(0, len(records), 100):
+            futures.append(pubsub_emulator.publisher.publish(
+                paths["topic"], _payload(records[i:i + 100]), ts=str((base + k * BACKLOG_WINDOW) * 1000 + i)))
+    for future in futures:
+        future.result(timeout=60)
+    stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], BACKLOG_WINDOW, 1, base, BACKLOG_WINDOWS,
+                     BACKLOG_USERS).start()
+    try:
+        assert stream.wait(300) == 0, "\n".join(stream.lines[-40:])
+    finally:
+        stream.close()
+    plan = planner.plan(BACKLOG_USERS, 4.0, 1e-5, 6)
+    config = DiscoveryConfig(input_pattern="unused", output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-5,
+                             max_length=6, window=BACKLOG_WINDOW, seed=SEED, population=BACKLOG_USERS,
+                             windows=(base * 1_000_000, (base + BACKLOG_WINDOWS * BACKLOG_WINDOW) * 1_000_000))
+    keys = Sampler(SEED, config.window_identity()).window_keys()
+    for k, population in enumerate(populations):
+        start = (base + k * BACKLOG_WINDOW) * 1_000_000
+        name = windowed.window_dir_name(start)
+        report = stream.reports[name]
+        assert report["released"] and report["input"]["records"] == BACKLOG_USERS, report
+        nonce = StateStore(str(tmp_path / "out.state" / "windows" / name)).load().release_nonce
+        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, keys.sampler(start, nonce))
+        trie = Trie.from_bytes((tmp_path / "out" / name / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], name
+        assert expected.heavy_hitters  # (a window given an empty frontier would find none)
+    assert stream.late_letters() == 0
 
 
 # ---- a burst inside one window ---------------------------------------------------------------

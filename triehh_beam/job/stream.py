@@ -352,8 +352,10 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     waiter.start()
     closed: List[dict] = []
     state = "RUNNING"
+    lag = stream_source.LagWatch(job, progress)
     try:
         while True:
+            lag()
             for report in windowed.read_window_reports(job):
                 if report["window_start"] not in seen:
                     seen.add(report["window_start"])
@@ -374,4 +376,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
         state = cancel_job(result)
     if ended and state != "CANCELLED":
         raise ended[0]
+    unread = stream_source.describe_unread(options, job, source.subscription)
+    if unread:
+        progress(unread)
     return WindowedRun(closed, state, dead_letter, result)

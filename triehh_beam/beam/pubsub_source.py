@@ -24,7 +24,7 @@ from triehh_beam.io.pubsub_pull import Pulled, PullReader
 
 __all__ = ["ReadPubsubMessages"]
 
-_SETTLE_EVERY_S = 1.0  # how often held windows are asked whether they are settled
+_SETTLE_EVERY_S = 0.25  # how often held windows are asked whether they are settled (a file's existence)
 _STATUS_EVERY_S = 2.0  # how often the reader's status is reported
 
 

@@ -95,7 +95,11 @@ def register_stream(subparsers) -> None:
         "OUTPUT/window=<start>/ once the window closes (its end plus --allowed-lateness), after its "
         "spend is recorded in the ledger. Flags this "
         "command does not know must be Beam pipeline options (--runner=DataflowRunner ...); the "
-        "default runner is Beam's streaming DirectRunner, in process.",
+        "default runner is Beam's streaming DirectRunner, in process, with Beam's Pub/Sub read (its "
+        "watermark follows the clock). On Prism (--runner PrismRunner --prism_location PATH) and other "
+        "portable runners the stream reads with its own Pub/Sub read: a backlog holds windows open "
+        "until it is read, and a message is acknowledged only once its window is released, so a "
+        "killed stream restarted with the same command loses and repeats nothing.",
     )
     _add_arguments(parser)
     parser.set_defaults(handler=run, accepts_beam_args=True)

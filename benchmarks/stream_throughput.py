@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Streaming discovery through the Pub/Sub emulator (issue 12): how many records per second get
 in, and how long after a window closes its result is released, on Beam's Python
-BundleBasedDirectRunner (the default of ``triehh stream``).
+BundleBasedDirectRunner (the default of ``triehh stream``, Beam's native read) or, with
+``--runner prism``, on Prism with the product's own read (run the script inside ``unshare -n``:
+Prism binds every interface).
 
 Two measurements, each against a fresh topic of one emulator (started here, on loopback):
 
@@ -20,6 +22,7 @@ Usage (from the repository root)::
 
   python benchmarks/stream_throughput.py
   python benchmarks/stream_throughput.py --kinds job --window-users 100000 --per-message 1000
+  unshare -n sh -c 'ip link set lo up && python benchmarks/stream_throughput.py --kinds job --runner prism'
 """
 
 from __future__ import annotations

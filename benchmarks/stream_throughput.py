@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Streaming discovery through the Pub/Sub emulator (issue 12): how many records per second get
 in, and how long after a window closes its result is released, on Beam's Python
-BundleBasedDirectRunner (the default of ``triehh stream``).
+BundleBasedDirectRunner (the default of ``triehh stream``, Beam's native read) or, with
+``--runner prism``, on Prism with the product's own read (run the script inside ``unshare -n``:
+Prism binds every interface).
 
 Two measurements, each against a fresh topic of one emulator (started here, on loopback):
 
@@ -20,6 +22,7 @@ Usage (from the repository root)::
 
   python benchmarks/stream_throughput.py
   python benchmarks/stream_throughput.py --kinds job --window-users 100000 --per-message 1000
+  unshare -n sh -c 'ip link set lo up && python benchmarks/stream_throughput.py --kinds job --runner prism'
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
@@ -163,7 +166,7 @@ def _cancel(result, emulator: PubsubEmulator, topic: str) -> None:
 
 
 def measure_job(emulator: PubsubEmulator, users: int, per_message: int, window: int, lateness: int,
-                message_format: str, work: pathlib.Path) -> Dict:
+                message_format: str, work: pathlib.Path, runner_args: Sequence[str] = ()) -> Dict:
     paths = emulator.topic("job")
     (work / "seed.bin").write_bytes(_SEED)
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, PUBSUB_EMULATOR_HOST=emulator.host, PUBSUB_PROJECT_ID=emulator.project)
@@ -175,7 +178,7 @@ def measure_job(emulator: PubsubEmulator, users: int, per_message: int, window: 
                "--output", str(work / "out"), "--seed-file", str(work / "seed.bin"), "--window", f"{window}s",
                "--allowed-lateness", f"{lateness}s", "--epsilon", "4", "--delta", "1e-8", "--max-length", "10",
                "--timestamp-attribute", "ts", "--message-format", message_format, "--dead-letter", str(work / "dead"),
-               "--stop-after-windows", "2", "--windows", declared, "--population", str(users)]
+               "--stop-after-windows", "2", "--windows", declared, "--population", str(users), *runner_args]
     lines: List[tuple] = []
     started = time.time()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -231,7 +234,7 @@ def measure_job(emulator: PubsubEmulator, users: int, per_message: int, window: 
         })
     ingest_s = (sentinel_at - first_line) if sentinel_at else None
     return {
-        "kind": "job", "format": message_format, "users_per_window": users, "records_per_message": per_message,
+        "kind": "job", "runner": "prism" if runner_args else "direct", "format": message_format, "users_per_window": users, "records_per_message": per_message,
         "window_s": window, "lateness_s": lateness, "exit_code": process.returncode,
         "publish_s": round(published - started, 2),
         "ingest_s": round(ingest_s, 2) if ingest_s else None,
@@ -252,6 +255,12 @@ def main(argv=None) -> int:
     parser.add_argument("--window", type=int, default=30, help="seconds")
     parser.add_argument("--lateness", type=int, default=2, help="seconds")
     parser.add_argument("--job-format", default="json")
+    parser.add_argument("--runner", choices=("direct", "prism"), default="direct",
+                        help="the job's runner: the in-process streaming DirectRunner (Beam's native read) or "
+                             "Prism (the product's read; run the script inside `unshare -n`, Prism binds every "
+                             "interface)")
+    parser.add_argument("--prism", default=os.environ.get("TRIEHH_PRISM", "/root/.cache/triehh-prism/bin/prism"),
+                        help="the Prism binary (default: $TRIEHH_PRISM, else %(default)s)")
     parser.add_argument("--out", help="also write the results here as JSON")
     args = parser.parse_args(argv)
     # A SIGTERM unwinds the contexts, so the emulator (its own process group) is stopped too.
@@ -275,8 +284,9 @@ def main(argv=None) -> int:
         if "job" in kinds:
             work = pathlib.Path(tmp) / "job"
             work.mkdir()
+            runner_args = ["--runner", "PrismRunner", "--prism_location", args.prism] if args.runner == "prism" else []
             result = measure_job(emulator, args.window_users, args.per_message, args.window, args.lateness,
-                                 args.job_format, work)
+                                 args.job_format, work, runner_args)
             print(json.dumps(result), flush=True)
             results.append(result)
     if args.out:

@@ -71,8 +71,9 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.beam import prism, runners
 
     try:
+        stream.check_runner(PipelineOptions(list(beam_args)))
         options = runners.with_local_prism(PipelineOptions(list(beam_args)))  # Prism: the local binary
-    except prism.PrismNotFoundError as e:
+    except (prism.PrismNotFoundError, ValueError) as e:
         return fail(str(e))
     if not config.verbose and runners.uses_in_process_runner(options):
         # As for discover: Beam logs a worker's error with its traceback before it reaches us.
@@ -101,7 +102,11 @@ def register_stream(subparsers) -> None:
         "budget: --budget-period). Started again with the same command, a stream resumes at the "
         "first window not released; OUTPUT/_STREAM.json (triehh show OUTPUT) says how it goes. Flags this "
         "command does not know must be Beam pipeline options (--runner=DataflowRunner ...); the "
-        "default runner is Beam's streaming DirectRunner, in process.",
+        "default runner is Beam's streaming DirectRunner, in process, with Beam's Pub/Sub read (its "
+        "watermark follows the clock). On other portable runners (Flink's) the stream reads with its "
+        "own Pub/Sub read: a backlog holds windows open until it is read, and a message is "
+        "acknowledged only once its window is released. --runner PrismRunner is refused for streams "
+        "(docs/stream_input.md says why).",
     )
     _add_arguments(parser)
     parser.set_defaults(handler=run, accepts_beam_args=True)

@@ -5,8 +5,8 @@ of dropped rows (``drops``), opening and decompressing files (``streams``), matc
 patterns (``files``), reading one file (``reader``), records that arrive as rows (``rows``:
 BigQuery's; ``bigquery``: table names and the time-travel query that pins a table), writing test
 files (``write``), and Pub/Sub outside Beam: topics, a batching publisher and a pull loop
-(``pubsub``), the federated messages' attributes (``federated_attributes``) and the local
-emulator (``pubsub_emulator``). ``triehh_beam.beam.read`` (and ``triehh_beam.beam.bigquery``)
+(``pubsub``), the stream's pull-and-acknowledge reader (``pubsub_pull``), the federated
+messages' attributes (``federated_attributes``) and the local emulator (``pubsub_emulator``). ``triehh_beam.beam.read`` (and ``triehh_beam.beam.bigquery``)
 wrap it in PTransforms. The names below are imported from their modules on first use (PEP 562):
 ``files`` and ``streams`` open paths through Beam's ``FileSystems``, and a module that needs
 only ``schema`` (the ``triehh`` tool's parser does) should not pay for importing Beam.

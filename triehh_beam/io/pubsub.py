@@ -6,7 +6,7 @@ messages and waiting until every one is stored (``BatchPublisher``, which raises
 each explicitly (``PullLoop``: synchronous pulls on a thread, stoppable). The clients honour
 ``PUBSUB_EMULATOR_HOST``. Every call to the service has a timeout: a host that does not answer
 is a one-line ``PubsubUnavailableError`` naming it, never a hang. Beam jobs read Pub/Sub with
-Beam's own ``ReadFromPubSub``.
+``beam.pubsub_source`` (over ``pubsub_pull``) or, on Dataflow, Beam's own ``ReadFromPubSub``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from google.cloud import pubsub_v1
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "bounded_retry",
     "BatchPublisher",
     "PublishError",
     "PubsubUnavailableError",
@@ -88,7 +89,8 @@ _RETRYABLE = (
 )
 
 
-def _retry(timeout: float) -> api_retry.Retry:
+def bounded_retry(timeout: float) -> api_retry.Retry:
+    """The client's retry of transient errors, given up after ``timeout`` seconds."""
     return api_retry.Retry(predicate=api_retry.if_exception_type(*_RETRYABLE),
                            initial=0.1, maximum=2.0, multiplier=2.0, timeout=timeout)
 
@@ -136,7 +138,7 @@ def ensure_topic(topic: str, publisher: Optional[pubsub_v1.PublisherClient] = No
       PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
     """
     client = publisher or pubsub_v1.PublisherClient()
-    return _done_unless(lambda: client.create_topic(name=topic, retry=_retry(timeout), timeout=timeout),
+    return _done_unless(lambda: client.create_topic(name=topic, retry=bounded_retry(timeout), timeout=timeout),
                         api_exceptions.AlreadyExists, f"creating {topic}", timeout)
 
 
@@ -159,17 +161,17 @@ def ensure_subscription(
         raise ValueError(f"the ack deadline must be 10 to 600 seconds, got {ack_deadline_seconds}")
     client = subscriber or pubsub_v1.SubscriberClient()
     request = {"name": subscription, "topic": topic, "ack_deadline_seconds": ack_deadline_seconds}
-    if _done_unless(lambda: client.create_subscription(request=request, retry=_retry(timeout), timeout=timeout),
+    if _done_unless(lambda: client.create_subscription(request=request, retry=bounded_retry(timeout), timeout=timeout),
                     api_exceptions.AlreadyExists, f"creating {subscription}", timeout):
         return True
-    existing = _answer(lambda: client.get_subscription(subscription=subscription, retry=_retry(timeout),
+    existing = _answer(lambda: client.get_subscription(subscription=subscription, retry=bounded_retry(timeout),
                                                        timeout=timeout), f"reading {subscription}", timeout)
     if existing.topic != topic:
         raise ValueError(f"{subscription} exists on {existing.topic}, not on {topic}")
     if existing.ack_deadline_seconds != ack_deadline_seconds:
         update = {"subscription": {"name": subscription, "ack_deadline_seconds": ack_deadline_seconds},
                   "update_mask": {"paths": ["ack_deadline_seconds"]}}
-        _answer(lambda: client.update_subscription(request=update, retry=_retry(timeout), timeout=timeout),
+        _answer(lambda: client.update_subscription(request=update, retry=bounded_retry(timeout), timeout=timeout),
                 f"updating {subscription}", timeout)
     return False
 
@@ -185,7 +187,7 @@ def check_subscription(subscription: str, subscriber: Optional[pubsub_v1.Subscri
     client = subscriber or pubsub_v1.SubscriberClient()
     try:
         return _look_up(
-            lambda: client.get_subscription(subscription=subscription, retry=_retry(timeout), timeout=timeout).topic,
+            lambda: client.get_subscription(subscription=subscription, retry=bounded_retry(timeout), timeout=timeout).topic,
             subscription, "subscription name (projects/P/subscriptions/S)",
             f"the subscription {subscription} does not exist: create it on the topic the devices' reports are "
             "published to", timeout)
@@ -203,7 +205,7 @@ def topic_subscriptions(topic: str, publisher: Optional[pubsub_v1.PublisherClien
       ValueError: the topic does not exist, or the name is not a topic's.
     """
     client = publisher or pubsub_v1.PublisherClient()
-    return _look_up(lambda: list(client.list_topic_subscriptions(topic=topic, retry=_retry(timeout), timeout=timeout)),
+    return _look_up(lambda: list(client.list_topic_subscriptions(topic=topic, retry=bounded_retry(timeout), timeout=timeout)),
                     topic, "topic name (projects/P/topics/T)", f"the topic {topic} does not exist", timeout)
 
 
@@ -215,7 +217,7 @@ def delete_subscription(subscription: str, subscriber: Optional[pubsub_v1.Subscr
       PubsubUnavailableError: the service did not answer within ``timeout`` seconds.
     """
     client = subscriber or pubsub_v1.SubscriberClient()
-    return _done_unless(lambda: client.delete_subscription(subscription=subscription, retry=_retry(timeout),
+    return _done_unless(lambda: client.delete_subscription(subscription=subscription, retry=bounded_retry(timeout),
                                                            timeout=timeout),
                         api_exceptions.NotFound, f"deleting {subscription}", timeout)
 
@@ -240,7 +242,7 @@ class BatchPublisher:
         self.timeout = timeout
         self.client = client or pubsub_v1.PublisherClient(
             batch_settings=pubsub_v1.types.BatchSettings(max_messages=max_messages, max_latency=max_latency),
-            publisher_options=pubsub_v1.types.PublisherOptions(retry=_retry(timeout), timeout=timeout),
+            publisher_options=pubsub_v1.types.PublisherOptions(retry=bounded_retry(timeout), timeout=timeout),
         )
         self._condition = threading.Condition()
         self._pending = 0
@@ -390,7 +392,7 @@ class PullLoop:
         if self._thread is not None:
             raise RuntimeError(f"the pull loop of {self.subscription} is already running")
         try:
-            self.client.get_subscription(subscription=self.subscription, retry=_retry(self.timeout),
+            self.client.get_subscription(subscription=self.subscription, retry=bounded_retry(self.timeout),
                                          timeout=self.timeout)
         except api_exceptions.NotFound as e:
             raise ValueError(f"no subscription {self.subscription} at {service_host()}") from e
@@ -410,10 +412,10 @@ class PullLoop:
             nacks, self._nacks = self._nacks, []
         for start in range(0, len(acks), 1000):  # a request holds at most a few thousand ids
             self.client.acknowledge(subscription=self.subscription, ack_ids=acks[start:start + 1000],
-                                    retry=_retry(self.timeout), timeout=self.timeout)
+                                    retry=bounded_retry(self.timeout), timeout=self.timeout)
         for start in range(0, len(nacks), 1000):
             self.client.modify_ack_deadline(subscription=self.subscription, ack_ids=nacks[start:start + 1000],
-                                            ack_deadline_seconds=0, retry=_retry(self.timeout), timeout=self.timeout)
+                                            ack_deadline_seconds=0, retry=bounded_retry(self.timeout), timeout=self.timeout)
 
     def _pull(self) -> list:
         try:

@@ -349,21 +349,35 @@ def stream_pipeline(options: PipelineOptions, log_dir: Optional[str] = None) -> 
     return runners.make_pipeline(options, log_dir)
 
 
+def check_runner(options: PipelineOptions) -> None:
+    """Refuses a runner a stream cannot be trusted on.
+
+    Raises:
+      ValueError: ``--runner PrismRunner`` (one line, saying why).
+    """
+    if runners.uses_prism(options):
+        raise ValueError(
+            "stream refuses --runner PrismRunner: Prism 2.77 can hand a streaming window's side inputs (its "
+            "plan, thresholds, frontiers) to its rounds before they are filled, so a window could be released "
+            "short (docs/stream_input.md); run the stream on the default runner, Dataflow or Flink (batch "
+            "discovery and windowed replays run on Prism)")
+
+
 def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineOptions,
                progress: Callable[[str], None] = print, poll_seconds: float = 1.0) -> WindowedRun:
     """``triehh stream``: windows of the subscription's records until cancelled (or
     ``source.stop_after_windows`` have closed)."""
-    from apache_beam.io.gcp.pubsub import ReadFromPubSub
-
     from triehh_beam.beam.messages import ParseMessages, WriteStreamDeadLetters
+    from triehh_beam.job import stream_source
 
-    # Beam checks the subscription's names here (ValueError), before anything is made.
-    read = ReadFromPubSub(subscription=source.subscription, with_attributes=True)
+    check_runner(options)  # before anything is made
+    stream_source.check_subscription(source.subscription)
     windowed.WindowedJob.check(config)
     source.check(config)
     release.check_locations(config.output_dir, config.resolved_state_dir, options)  # before anything is made or charged
     seed = job_seed(config)
     job = windowed.WindowedJob.for_config(config, seed)
+    read = stream_source.read_messages(options, job, source.subscription, source.timestamp_attribute)
     dead_letter = _prepare(job, "dead-letter")
     first = stream_clock.first_open_window(job)  # a restart resumes at the first window not released
     declared = stream_clock.graph_starts(job, first)
@@ -400,9 +414,11 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     waiter.start()
     closed: List[dict] = []
     state = "RUNNING"
+    lag = stream_source.LagWatch(job, progress)
     try:
         with _sigterm_interrupts():
             while True:
+                lag()
                 if deciding:
                     due.decide(stream_clock.now_micros())
                 for report in windowed.read_window_reports(job):
@@ -434,4 +450,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     status.write(state.lower())
     if ended and state != "CANCELLED":
         raise ended[0]
+    unread = stream_source.describe_unread(options, job, source.subscription)
+    if unread:
+        progress(unread)
     return WindowedRun(closed, state, dead_letter, result)

@@ -57,11 +57,14 @@ class _SelectCombineFn(beam.CombineFn):
 
     def add_input(self, accumulator, partial):
         counts, users = accumulator
-        return PartitionCounter.merge([counts, partial[0]]), users + partial[1]
+        return PartitionCounter.add(counts, partial[0]), users + partial[1]
 
     def merge_accumulators(self, accumulators):
         accumulators = list(accumulators)
-        return PartitionCounter.merge(a[0] for a in accumulators), sum(a[1] for a in accumulators)
+        merged = accumulators[0][0]
+        for counts, _ in accumulators[1:]:
+            PartitionCounter.add(merged, counts)
+        return merged, sum(a[1] for a in accumulators)
 
     def extract_output(self, accumulator):
         counts, users = accumulator

@@ -9,19 +9,20 @@ releases never share them."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from fractions import Fraction
-from typing import Dict, Iterable, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from triehh_beam.protocol import columnar, keyed_hash
 from triehh_beam.protocol.discrete_laplace import KeyedBits, TwoSidedGeometric
 from triehh_beam.protocol.encoding import Units
-from triehh_beam.protocol.frequency_estimates import target_label
-from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
+from triehh_beam.protocol.partition_selection import PartitionSelectionPlan, keep_probabilities
 
-__all__ = ["PartitionCounter", "SelectionKeys", "contributions", "count_contributions", "keyed_coin",
-           "more_uniforms"]
+__all__ = ["PartitionCounter", "SelectionKeys", "contributions", "count_contributions", "item_label",
+           "keyed_coin", "more_uniforms"]
 
 _COIN_PURPOSE = b"partition-selection/coin/v1"
 _NOISE_PURPOSE = b"partition-selection/noise/v1"
@@ -49,30 +50,46 @@ class SelectionKeys:
         return cls(keyed_hash.derive_key(seed, _COIN_PURPOSE, identity),
                    keyed_hash.derive_key(seed, _NOISE_PURPOSE, identity))
 
+    def coin_words(self, items: Sequence[Units]) -> np.ndarray:
+        """The first 64 bits of each item's coin (uint64): SipHash-2-4 of its label, in one batch."""
+        return keyed_hash.siphash24_batch(self.coin_key, *keyed_hash.pack_messages(item_label(i) for i in items))
+
     def coin_bits(self, item: Units) -> KeyedBits:
-        return KeyedBits(self.coin_key, target_label(item))
+        """The bits of the item's coin after its first 64 (``coin_words``): needed only on a tie."""
+        return KeyedBits(self.coin_key, item_label(item))
 
     def noise_bits(self, item: Units) -> KeyedBits:
-        return KeyedBits(self.noise_key, target_label(item))
+        return KeyedBits(self.noise_key, item_label(item))
 
 
-def keyed_coin(bits: KeyedBits, probability: float) -> bool:
+def item_label(item: Units) -> bytes:
+    """An item's canonical bytes, injective: the JSON list of its units (text units as text,
+    byte units as hex, marked apart)."""
+    if all(isinstance(u, str) for u in item):
+        return json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return b"b" + json.dumps([bytes(u).hex() for u in item], separators=(",", ":")).encode("ascii")
+
+
+def keyed_coin(first: int, bits: Callable[[], KeyedBits], probability: float) -> bool:
     """True with probability exactly ``probability`` (a float in [0, 1], taken as its exact
-    binary value): the stream is the binary expansion of a uniform U, compared with p 64 bits
-    at a time; almost always one block decides."""
+    binary value) for a uniform U whose binary expansion starts with the 64 bits ``first`` and
+    goes on with ``bits()``'s stream: U < p, compared 64 bits at a time; ``first`` decides
+    unless it equals p's first 64 bits (probability 2^-64)."""
     if not 0.0 <= probability <= 1.0:
         raise ValueError(f"a probability is in [0, 1], got {probability!r}")
-    rest = Fraction(probability)
-    while rest > 0:
+    rest, drawn, stream = Fraction(probability), int(first), None
+    while True:
         scaled = rest * 2**64
         whole = int(scaled)  # floor: rest < 1 after the first step, and <= 1 before
         if whole >= 2**64:
             return True  # p = 1
-        drawn = bits.bits(64)
         if drawn != whole:
             return drawn < whole
         rest = scaled - whole
-    return False  # U's bits equal p's so far and p's remaining bits are 0: U >= p
+        if rest == 0:
+            return False  # U's bits equal all of p's: U >= p
+        stream = stream or bits()
+        drawn = stream.bits(64)
 
 
 def _mix(words: np.ndarray) -> np.ndarray:
@@ -155,21 +172,39 @@ class PartitionCounter:
     def merge(accumulators: Iterable[Mapping[Units, int]]) -> Dict[Units, int]:
         merged: Dict[Units, int] = {}
         for counts in accumulators:
-            for sequence, count in counts.items():
-                merged[sequence] = merged.get(sequence, 0) + count
+            PartitionCounter.add(merged, counts)
         return merged
 
-    def kept(self, item: Units, users: int) -> bool:
-        """The item's keyed coin: True with probability ``pi(users)``."""
-        return keyed_coin(self.keys.coin_bits(item), self.plan.keep_probability(users))
+    @staticmethod
+    def add(accumulator: Dict[Units, int], counts: Mapping[Units, int]) -> Dict[Units, int]:
+        """``counts`` added into ``accumulator`` in place; returns it."""
+        get = accumulator.get
+        for sequence, count in counts.items():
+            accumulator[sequence] = get(sequence, 0) + count
+        return accumulator
+
+    def kept(self, items: Sequence[Units], users: Sequence[int]) -> np.ndarray:
+        """Each item's keyed coin: True with probability ``pi(users)``, exactly (``keyed_coin``,
+        its first 64 bits compared for every item at once; only a tie goes on bit by bit)."""
+        table = keep_probabilities(self.plan.item_epsilon, self.plan.item_delta)
+        position = np.minimum(np.asarray(users, dtype=np.int64), len(table)) - 1
+        # floor(pi(n) 2^64) per table entry, exactly (2^64 - 1 stands for pi = 1, kept below).
+        heads = np.array([min(int(Fraction(p) * 2**64), 2**64 - 1) for p in table], dtype=np.uint64)
+        words = self.keys.coin_words(items)
+        head = heads[position]
+        kept = (words < head) | (position == len(table) - 1)  # pi(N) = 1: kept surely
+        for i in np.flatnonzero((words == head) & ~kept).tolist():  # probability 2^-64 each
+            kept[i] = keyed_coin(int(words[i]), functools.partial(self.keys.coin_bits, items[i]), table[position[i]])
+        return kept
 
     def extract_released(self, counts: Mapping[Units, int]) -> Tuple[Released, ...]:
         """The kept items, sorted by sequence, each with its noisy count (None without counts);
         the exact counts, and every dropped item, stay in the accumulator."""
+        items = sorted(item for item, users in counts.items() if users > 0)
+        users = [int(counts[item]) for item in items]
         released = []
-        for item in sorted(counts):
-            users = int(counts[item])
-            if users > 0 and self.kept(item, users):
-                noisy = None if self._noise is None else users + self._noise.sample(self.keys.noise_bits(item))
+        for item, n, kept in zip(items, users, self.kept(items, users)):
+            if kept:
+                noisy = None if self._noise is None else n + self._noise.sample(self.keys.noise_bits(item))
                 released.append((item, noisy))
         return tuple(released)

@@ -72,7 +72,8 @@ def _privacy_line(plan, verbose: bool) -> str:
     if protocol is Protocol.PARTITION_SELECTION:
         counts = f"counts epsilon {plan.estimate_epsilon:.4g}" if plan.estimate_epsilon else "no counts"
         return (f"privacy: ({plan.epsilon + plan.estimate_epsilon:.4g}, {plan.delta:.3g})-DP, user level, one "
-                f"release (optimal partition selection: up to {plan.max_items_per_user} items per user, selection "
+                f"release (optimal partition selection: up to {plan.max_items_per_user} "
+                f"item{'s' if plan.max_items_per_user > 1 else ''} per user, selection "
                 f"epsilon {plan.epsilon:.4g}, {counts}){_population_note(plan, verbose)}")
     if protocol is Protocol.WHOLE_ITEMS:
         return (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "

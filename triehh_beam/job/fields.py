@@ -151,7 +151,7 @@ class DiscoverySettings:
         "sampled with probability p_s, items reported by at least tau released with their count "
         "(epsilon <= 1); partition-selection: one release of whole items at the central optimum, "
         "every user contributing up to --max-items-per-user items, each item kept with the optimal "
-        "probability for its users, its count noised (docs/protocol.md §6); --theta, --batch-size "
+        "probability for its users, its count noised (docs/protocol.md §7); --theta, --batch-size "
         "and --rule are TrieHH's",
         _TARGET, default=Protocol.TRIEHH, choices=tuple(p.value for p in Protocol), identity="plan.protocol",
         record=lambda c: Protocol(c.protocol).value, example=Protocol.TRIEHH_PP.value)

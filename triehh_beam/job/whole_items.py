@@ -136,6 +136,9 @@ def run_release(driver: DiscoveryJob, state: state_pb2.JobState) -> Tuple[state_
     """Charges, releases (once) and publishes a whole-item job whose plan is committed in
     ``state``: (the final state, ``heavy_hitters.json``'s path, the operator report's path)."""
     driver.announce_plan(state.plan)
+    advice = partition_outputs.central_advice(state.plan)  # never changes what runs
+    if advice is not None:
+        driver.say("advice", advice)
     # Budget before release: charged (once per job) before the pass can release anything.
     state = driver.charge(state)
     if not state.HasField("release"):

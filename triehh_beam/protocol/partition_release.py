@@ -1,4 +1,4 @@
-"""The release of ``--protocol partition-selection`` (docs/protocol.md §6), columnar and keyed:
+"""The release of ``--protocol partition-selection`` (docs/protocol.md §7), columnar and keyed:
 ``contributions`` bounds each user to k distinct items drawn by local frequency with its keyed
 uniform; ``PartitionCounter`` merges the counts of contributing users and lets out, through
 ``extract_released`` only, the items its keyed coins keep (probability ``pi(n)``), each with its

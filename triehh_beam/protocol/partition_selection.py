@@ -1,4 +1,4 @@
-"""Optimal partition selection (``--protocol partition-selection``, docs/protocol.md §6): the
+"""Optimal partition selection (``--protocol partition-selection``, docs/protocol.md §7): the
 (epsilon, delta)-DP release of whole items at the central optimum. Each user contributes up to
 ``k`` distinct items; an item with ``n`` contributing users is kept with probability ``pi(n)``, the
 largest any (epsilon/k, delta/k)-DP keep-or-drop decision can give (Desfontaines, Voss, Gipson and

@@ -15,7 +15,7 @@ class Protocol(enum.StrEnum):
     of at least tau (the slides' Lemmas 1-2); ``WHOLE_ITEMS`` is one such sample-and-threshold
     release of whole items, with no trie; ``PARTITION_SELECTION`` releases whole items at the
     central optimum: every user contributes up to k items, and an item with n contributing users
-    is kept with the optimal probability pi(n) (docs/protocol.md §6), its count with noise.
+    is kept with the optimal probability pi(n) (docs/protocol.md §7), its count with noise.
     """
 
     TRIEHH = "triehh"

@@ -402,9 +402,12 @@ def build_whole_item_release(
     keys; ``plan.sample_probability`` is 1) every user contributes and the items are kept by
     their keyed coins, each written with its noisy count (null without counts)."""
     records = _read_counted_records(pipeline, config, output_path, progress, as_of_millis)
+    # Partition selection reads every user: tables of ~128k users (each table encodes its users'
+    # distinct items once, so fewer, larger tables repeat less of the vocabulary).
+    shards = None if selection is None else max(1, min(256, -(-(population or 1) // 131072)))
     drawn = records | "SampleOnce" >> sample_pass.SampleAllRounds(
         keys, [1], sample_size=None, population=population, encoder=config.encoder, truncate=False,
-        sample_probability=plan.sample_probability)
+        sample_probability=plan.sample_probability, shards=shards)
     release = (ReleaseWholeItems(plan.theta) if selection is None else ReleasePartitions(*selection))
     (
         drawn["tables"]

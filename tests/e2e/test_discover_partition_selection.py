@@ -85,8 +85,7 @@ def _tally(users, encoder, k, identity):
 def _simulated(users, state, encoder):
     plan = state.plan
     k = plan.max_items_per_user
-    share = 1.0 if not plan.estimate_epsilon else plan.epsilon / (plan.epsilon + plan.estimate_epsilon)
-    counter = PartitionCounter(PartitionSelectionPlan(plan.epsilon + plan.estimate_epsilon, plan.delta, k, share),
+    counter = PartitionCounter(PartitionSelectionPlan(EPSILON, DELTA, k, plan.selection_share),
                                SelectionKeys.derive(SEED, keyed_identity(state)))
     tally = _tally(users, encoder, k, keyed_identity(state))
     return tally, {encoder.decode(s): c for s, c in counter.extract_released(tally)}

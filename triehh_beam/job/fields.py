@@ -185,7 +185,10 @@ class DiscoverySettings:
         "--selection-share", "--protocol partition-selection: the share of --epsilon the selection "
         "spends; the rest adds two-sided geometric noise to the released items' counts (1: items "
         "only, no counts) (default: %(default)s)", _TARGET, default=DEFAULT_SELECTION_SHARE,
-        parse=float, metavar="F", example="1")
+        parse=float, metavar="F", identity="plan.selection_share",
+        record=lambda c: c.selection_share if Protocol(c.protocol).selects_partitions else 0.0,
+        mismatch="selection share (state has {theirs!r}, asked {ours!r}; 0: not partition selection)",
+        example="1")
     deny_list: Tuple[str, ...] = setting(
         "--deny-list", "earlier runs' heavy_hitters.json (comma-separate several; local or gs://): a "
         "sampled user whose chosen item is on them chooses among its other items, or abstains; the "

@@ -91,14 +91,14 @@ def _plan_partition_selection(config: DiscoveryConfig, population: int) -> state
         target_epsilon=config.epsilon, target_delta=config.delta, theta=1, epsilon=chosen.selection_epsilon,
         delta=chosen.delta, sample_probability=1.0, round_epsilon=chosen.item_epsilon, round_delta=chosen.item_delta,
         accounting=recorded_accounting(config), basic_delta=chosen.delta, composition="basic",
-        estimate_epsilon=planned_count_epsilon(config), max_items_per_user=chosen.max_items)
+        estimate_epsilon=planned_count_epsilon(config), max_items_per_user=chosen.max_items,
+        selection_share=chosen.selection_share)
 
 
 def selection_plan(plan: state_pb2.PrivacyPlan) -> PartitionSelectionPlan:
     """The ``PartitionSelectionPlan`` a recorded partition-selection plan holds."""
-    epsilon = plan.epsilon + plan.estimate_epsilon
-    share = 1.0 if not plan.estimate_epsilon else plan.epsilon / epsilon
-    return PartitionSelectionPlan(epsilon, plan.delta, int(plan.max_items_per_user), share)
+    return plan_partition_selection(plan.target_epsilon, plan.target_delta, int(plan.max_items_per_user),
+                                    plan.selection_share)
 
 
 def check_before_census(config: DiscoveryConfig) -> None:

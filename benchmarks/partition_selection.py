@@ -25,25 +25,18 @@ import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+# PipelineDP's run: the evaluate rival's own call (``pipelinedp_rival.select_partitions``: the
+# LocalBackend, truncated geometric, one partition per user) on the Parquet file's rows.
 _PIPELINEDP = r"""
-import json, operator, sys, time
-started = time.monotonic()
+import json, sys, time
 import pyarrow.parquet as pq
 import pipeline_dp
+from triehh_beam.reference.pipelinedp_rival import select_partitions
 path, epsilon, delta = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 imported = time.monotonic()
 table = pq.read_table(path)
 rows = list(zip(table.column("user_id").to_pylist(), table.column("item").to_pylist()))
-accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=epsilon, total_delta=delta)
-engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
-params = pipeline_dp.SelectPartitionsParams(
-    max_partitions_contributed=1,
-    partition_selection_strategy=pipeline_dp.PartitionSelectionStrategy.TRUNCATED_GEOMETRIC)
-extractors = pipeline_dp.DataExtractors(privacy_id_extractor=operator.itemgetter(0),
-                                        partition_extractor=operator.itemgetter(1))
-selected = engine.select_partitions(rows, params, extractors)
-accountant.compute_budgets()
-items = sorted(selected)
+items = sorted(select_partitions(rows, epsilon, delta))
 print(json.dumps({"items": items, "work_seconds": time.monotonic() - imported}))
 """
 

@@ -13,6 +13,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
+from triehh_beam.beam.whole_items import ReleaseCombineFn, count_released
 from triehh_beam.protocol.partition_release import PartitionCounter, SelectionKeys, count_contributions
 from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
 
@@ -44,38 +45,6 @@ class _ContributeDoFn(beam.DoFn):
         yield count_contributions(users, uniforms, self._max_items), users.users
 
 
-@beam.typehints.with_input_types(_Partial)
-@beam.typehints.with_output_types(_Release)
-class _SelectCombineFn(beam.CombineFn):
-    """Partial counts -> (kept items with noisy counts, users); nothing else leaves."""
-
-    def __init__(self, plan: PartitionSelectionPlan, keys: SelectionKeys):
-        self._core = PartitionCounter(plan, keys)
-
-    def create_accumulator(self):
-        return self._core.create(), 0
-
-    def add_input(self, accumulator, partial):
-        counts, users = accumulator
-        return PartitionCounter.add(counts, partial[0]), users + partial[1]
-
-    def merge_accumulators(self, accumulators):
-        accumulators = list(accumulators)
-        merged = accumulators[0][0]
-        for counts, _ in accumulators[1:]:
-            PartitionCounter.add(merged, counts)
-        return merged, sum(a[1] for a in accumulators)
-
-    def extract_output(self, accumulator):
-        counts, users = accumulator
-        return list(self._core.extract_released(counts)), users
-
-
-def _count_released(release: _Release) -> _Release:
-    Metrics.counter(_NAMESPACE, "items_released").inc(len(release[0]))
-    return release
-
-
 class ReleasePartitions(beam.PTransform):
     """``(round, sample table)`` elements of every user -> ONE ``(released, users)``.
 
@@ -94,6 +63,7 @@ class ReleasePartitions(beam.PTransform):
         return (
             tables
             | "Contribute" >> beam.ParDo(_ContributeDoFn(self._plan.max_items))
-            | "SelectPartitions" >> beam.CombineGlobally(_SelectCombineFn(self._plan, self._keys))
-            | "CountReleased" >> beam.Map(_count_released).with_output_types(_Release)
+            | "SelectPartitions" >> beam.CombineGlobally(
+                ReleaseCombineFn(PartitionCounter(self._plan, self._keys))).with_output_types(_Release)
+            | "CountReleased" >> beam.Map(count_released).with_output_types(_Release)
         )

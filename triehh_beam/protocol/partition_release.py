@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import json
 from fractions import Fraction
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from triehh_beam.protocol import columnar, keyed_hash
 from triehh_beam.protocol.discrete_laplace import KeyedBits, TwoSidedGeometric
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.partition_selection import PartitionSelectionPlan, keep_probabilities
+from triehh_beam.protocol.whole_items import WholeItemCounter
 
 __all__ = ["PartitionCounter", "SelectionKeys", "contributions", "count_contributions", "item_label",
            "keyed_coin", "more_uniforms"]
@@ -164,24 +165,10 @@ class PartitionCounter:
         noise = plan.count_noise_epsilon
         self._noise = TwoSidedGeometric(noise) if noise else None
 
-    @staticmethod
-    def create() -> Dict[Units, int]:
-        return {}
-
-    @staticmethod
-    def merge(accumulators: Iterable[Mapping[Units, int]]) -> Dict[Units, int]:
-        merged: Dict[Units, int] = {}
-        for counts in accumulators:
-            PartitionCounter.add(merged, counts)
-        return merged
-
-    @staticmethod
-    def add(accumulator: Dict[Units, int], counts: Mapping[Units, int]) -> Dict[Units, int]:
-        """``counts`` added into ``accumulator`` in place; returns it."""
-        get = accumulator.get
-        for sequence, count in counts.items():
-            accumulator[sequence] = get(sequence, 0) + count
-        return accumulator
+    # The counts' create / add / merge: whole items' (``WholeItemCounter``), only the way out differs.
+    create = staticmethod(WholeItemCounter.create)
+    add = staticmethod(WholeItemCounter.add)
+    merge = staticmethod(WholeItemCounter.merge)
 
     def kept(self, items: Sequence[Units], users: Sequence[int]) -> np.ndarray:
         """Each item's keyed coin: True with probability ``pi(users)``, exactly (``keyed_coin``,

@@ -109,7 +109,8 @@ def test_partition_selection_noise_of_half_the_scale_is_found_violated(monkeypat
     # The planted bug: the counts' noise at half its scale (epsilon doubled to 1.96): P[E|D] =
     # 0.123, P[E|D'] = 0.877 against the claim's e * P[E|D] + 1e-3. 120 runs per population
     # refute it with probability 98.6% (exact binomial sum over the audit's Clopper-Pearson test);
-    # the same audit of the correct noise would be refuted with probability 0.08%.
+    # the same audit of the correct noise would be refuted with probability 0.08%. Measured
+    # 2026-11-28: 15/120 on D, 105/120 on D', refuted; 240 releases in 41 min 39 s at load 13-15.
     monkeypatch.setattr(partition_release, "TwoSidedGeometric", lambda epsilon: TwoSidedGeometric(2 * epsilon))
     result = run_audit(AuditConfig(runs=120, **PARTITION_AUDIT), synthetic_population(20, seed=11))
     print(format_audit(result))

@@ -41,6 +41,8 @@ def test_the_report_shows_the_rival(records, tmp_path, capsys):
     printed = capsys.readouterr().out
     rows = [line for line in printed.splitlines() if "PipelineDP partition selection ε=1" in line]
     assert len(rows) == 1 and "1.000" in rows[0]  # every top-6 item has >= 100 holders
+    ours = [line for line in printed.splitlines() if "triehh-beam partition selection ε=1" in line]
+    assert len(ours) == 1 and "1.000" in ours[0]  # the product's own, on the same rows and budget
     result = json.loads((output / "evaluation.json").read_text(encoding="utf-8"))
     assert result["parameters"]["rivals"] == ["exact", "pipelinedp"]
     [configuration] = result["rivals"]["pipelinedp"]["configurations"]
@@ -48,6 +50,7 @@ def test_the_report_shows_the_rival(records, tmp_path, capsys):
     assert all(set(run["heavy_hitters"]) == set(POPULATION) - {"rare"} for run in configuration["runs"])
     page = (output / "report.html").read_text(encoding="utf-8")
     assert "PipelineDP partition selection ε=1" in page and "truncated geometric" in page
+    assert "triehh-beam partition selection ε=1" in page
 
 
 def test_without_pipeline_dp_one_line_names_the_extra(records, tmp_path, capsys, monkeypatch):

@@ -31,6 +31,8 @@ COMPANIONS = {
     "budget_delta": {"ledger_dir": "private/ledger"},
     "budget_period": {"ledger_dir": "private/ledger", "budget_epsilon": "20"},
     "accounting": {"protocol": "triehh++"},  # TrieHH refuses it: Theorem 1 is its only accounting
+    "max_items_per_user": {"protocol": "partition-selection"},  # the other protocols refuse them
+    "selection_share": {"protocol": "partition-selection"},
 }
 # Settings given instead of another one (validation refuses both).
 INSTEAD_OF = {"query": "input_pattern"}
@@ -177,7 +179,10 @@ def _state_of(config: DiscoveryConfig) -> state_pb2.JobState:
                                  target_delta=config.delta, theta=config.theta or 7,
                                  batch_size=config.batch_size or 99,
                                  protocol=config.recorded(config_lib.BY_NAME["protocol"]),
-                                 accounting=config.recorded(config_lib.BY_NAME["accounting"]))
+                                 accounting=config.recorded(config_lib.BY_NAME["accounting"]),
+                                 estimate_epsilon=config.recorded(config_lib.BY_NAME["estimate_frequencies"]),
+                                 max_items_per_user=config.recorded(config_lib.BY_NAME["max_items_per_user"]),
+                                 selection_share=config.recorded(config_lib.BY_NAME["selection_share"]))
     return state_pb2.JobState(
         secret_seed=config.seed, input=config.input_spec(), plan=plan,
         truncate_long_items=config.truncate_long_items, trie=Trie.empty(config.encoder).to_proto(),
@@ -198,8 +203,8 @@ def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_pa
         base.update(theta=7, batch_size=99, allow_no_guarantee=True)
     if item.name == "budget_period":  # a period is of a budget
         base["budget_epsilon"] = 20.0
-    if item.name == "accounting":  # started under the default, exact; resumed asking for the bound
-        base["protocol"] = COMPANIONS["accounting"]["protocol"]
+    if item.name in ("accounting", "max_items_per_user", "selection_share"):  # their protocol's
+        base["protocol"] = COMPANIONS[item.name]["protocol"]
     started = DiscoveryConfig(**base)
     if item.name == "seed":
         changed_value = OTHER_SEED

@@ -111,3 +111,14 @@ def test_two_windowed_replays_of_the_same_records_are_independent(tmp_path):
     result = run_audit(config, synthetic_population(1500, seed=2), workspace=str(tmp_path))
     assert result["event"]["hits_d_prime"] == 4
     assert result["event"]["hits_d"] == 4
+
+
+def test_a_partition_selection_audit_runs_the_real_pipeline_and_is_inconclusive(tmp_path):
+    from tests.evaluation.test_audit_planted import PARTITION_AUDIT
+
+    result = run_audit(AuditConfig(runs=2, **PARTITION_AUDIT), synthetic_population(20, seed=11))
+    assert result["verdict"] == "inconclusive" and result["releases"] == 4
+    assert result["claim"] == {"epsilon": pytest.approx(1.0), "delta": 1e-3, "accounting": "optimal-selection"}
+    assert result["job"]["selection_share"] == 0.02 and "--selection-share 0.02" in format_audit(result)
+    with pytest.raises(AuditError, match="--selection-share is --protocol partition-selection's"):
+        AuditConfig(protocol="triehh++", selection_share=0.5)

@@ -89,3 +89,30 @@ def test_a_threshold_one_below_the_exact_plan_is_found_violated(monkeypatch):
     assert result["claim"]["delta"] == pytest.approx(plan.delta) and result["claim"]["epsilon"] == 0.5
     assert result["verdict"] == "violated", format_audit(result)
     assert result["event"]["hits_d"] == 0 and result["directions"][0]["refuted"]
+
+
+#: The partition-selection audit (issue 41): (1, 1e-3) with 2% of epsilon on the selection, so
+#: the counts' noise is two-sided geometric of epsilon 0.98; D has 250 holders of the target 'z'
+#: (kept surely: pi reaches 1 at 241 holders at (0.02, 1e-3)), D' 251; the event is a count of at
+#: least 251. Correct noise: P[E|D] = a/(1+a) = 0.273, P[E|D'] = 1/(1+a) = 0.727, a = e^-0.98.
+PARTITION_AUDIT = dict(protocol="partition-selection", epsilon=1.0, delta=1e-3, max_length=3, selection_share=0.02,
+                       target="z", target_holders=250, event="estimate-at-least", at_least=251, seed=11)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("TRIEHH_LONG_AUDITS"),
+                    reason="240 partition-selection releases, 10-40 min: run with TRIEHH_LONG_AUDITS=1")
+def test_partition_selection_noise_of_half_the_scale_is_found_violated(monkeypatch):
+    from triehh_beam.protocol import partition_release
+    from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
+
+    # The planted bug: the counts' noise at half its scale (epsilon doubled to 1.96): P[E|D] =
+    # 0.123, P[E|D'] = 0.877 against the claim's e * P[E|D] + 1e-3. 120 runs per population
+    # refute it with probability 98.6% (exact binomial sum over the audit's Clopper-Pearson test);
+    # the same audit of the correct noise would be refuted with probability 0.08%. Measured
+    # 2026-11-28: 15/120 on D, 105/120 on D', refuted; 240 releases in 41 min 39 s at load 13-15.
+    monkeypatch.setattr(partition_release, "TwoSidedGeometric", lambda epsilon: TwoSidedGeometric(2 * epsilon))
+    result = run_audit(AuditConfig(runs=120, **PARTITION_AUDIT), synthetic_population(20, seed=11))
+    print(format_audit(result))
+    assert result["claim"]["epsilon"] == pytest.approx(1.0) and result["claim"]["accounting"] == "optimal-selection"
+    assert result["verdict"] == "violated", format_audit(result)

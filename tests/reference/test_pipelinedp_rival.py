@@ -211,3 +211,9 @@ def test_evaluation_runs_the_rival_per_epsilon_and_run(small_input):
         assert configuration["released"]["values"] == [len(r["heavy_hitters"]) for r in runs]
         # "toolong" does not fit L = 4 but central selection finds it: recall@7 is 1.
         assert [b["recall"]["mean"] for b in configuration["metrics"]] == [1.0, 1.0]
+        # triehh-beam's partition selection on the same rows and budget: the same keep probability,
+        # so here the same items in every run (kept surely from 100 holders, "rare" almost never).
+        ours = configuration["partition_selection"]
+        assert [set(h) for h in ours["heavy_hitters"]] == [set(POPULATION) - {"rare"}] * 3
+        assert ours["released"]["values"] == configuration["released"]["values"]
+        assert [b["recall"]["mean"] for b in ours["metrics"]] == [1.0, 1.0]

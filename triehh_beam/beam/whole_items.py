@@ -14,7 +14,7 @@ from apache_beam.metrics import Metrics
 from triehh_beam.beam import samples
 from triehh_beam.protocol.whole_items import WholeItemCounter, count_whole_items
 
-__all__ = ["ReleaseWholeItems"]
+__all__ = ["ReleaseCombineFn", "ReleaseWholeItems", "count_released"]
 
 _NAMESPACE = "triehh"
 _Sequence = Tuple[Union[str, bytes], ...]
@@ -45,30 +45,35 @@ class _ReportWholeItemsDoFn(beam.DoFn):
 
 
 @beam.typehints.with_input_types(_Partial)
-@beam.typehints.with_output_types(_Release)
-class _ThresholdCombineFn(beam.CombineFn):
-    """Partial counts -> (released items with counts, users); counts below tau never leave."""
+class ReleaseCombineFn(beam.CombineFn):
+    """Partial counts -> (released items, users): the counts merged in place and let out only
+    through ``core.extract_released`` (``WholeItemCounter``: counts below tau never leave;
+    ``PartitionCounter``: only the kept items, with noise)."""
 
-    def __init__(self, tau: int):
-        self._core = WholeItemCounter(tau)
+    def __init__(self, core):
+        self._core = core
 
     def create_accumulator(self):
         return self._core.create(), 0
 
     def add_input(self, accumulator, partial):
         counts, users = accumulator
-        return WholeItemCounter.merge([counts, partial[0]]), users + partial[1]
+        return self._core.add(counts, partial[0]), users + partial[1]
 
     def merge_accumulators(self, accumulators):
         accumulators = list(accumulators)
-        return WholeItemCounter.merge(a[0] for a in accumulators), sum(a[1] for a in accumulators)
+        merged = accumulators[0][0]  # the first accumulator may be modified
+        for counts, _ in accumulators[1:]:
+            self._core.add(merged, counts)
+        return merged, sum(a[1] for a in accumulators)
 
     def extract_output(self, accumulator):
         counts, users = accumulator
         return list(self._core.extract_released(counts)), users
 
 
-def _count_released(release: _Release) -> _Release:
+def count_released(release):
+    """The ``items_released`` counter (a total), the release passed on."""
     Metrics.counter(_NAMESPACE, "items_released").inc(len(release[0]))
     return release
 
@@ -92,6 +97,7 @@ class ReleaseWholeItems(beam.PTransform):
         return (
             tables
             | "ReportWholeItems" >> beam.ParDo(_ReportWholeItemsDoFn())
-            | "ReleaseAtLeastTau" >> beam.CombineGlobally(_ThresholdCombineFn(self._tau))
-            | "CountReleased" >> beam.Map(_count_released).with_output_types(_Release)
+            | "ReleaseAtLeastTau" >> beam.CombineGlobally(
+                ReleaseCombineFn(WholeItemCounter(self._tau))).with_output_types(_Release)
+            | "CountReleased" >> beam.Map(count_released).with_output_types(_Release)
         )

@@ -43,6 +43,9 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
                      help="L in units, the end marker included (default: %(default)s)")
     job.add_argument("--estimate-frequencies", type=float, default=None, metavar="EPSILON_EST",
                      help="release noisy estimates too (TrieHH, TrieHH++), their epsilon added to the claim")
+    job.add_argument("--selection-share", type=float, default=None, metavar="F",
+                     help="--protocol partition-selection: the share of epsilon its selection spends (default: "
+                          "discover's)")
     job.add_argument("--window", action="store_true",
                      help="audit discover --window 1h: --runs windows in one replay per population (one Beam job "
                           "each, much faster per release) instead of --runs batch jobs")
@@ -111,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             estimate_frequencies=args.estimate_frequencies, runs=args.runs, target=args.target,
             target_holders=args.target_holders, event=args.event,
             at_least=args.at_least, releases=args.releases, window=args.window, seed=args.seed,
-            confidence=args.confidence, violation=args.violation)
+            confidence=args.confidence, violation=args.violation, selection_share=args.selection_share)
         users, read = _users_of(args)
         result = audit.run_audit(config, users, progress)
     except (FileNotFoundError, RecordFormatError, InfeasiblePlanError, ValueError) as e:

@@ -72,7 +72,15 @@ def register_plan(subparsers) -> None:
                              "sample-and-threshold (docs/protocol.md section 2), tau and the "
                              "per-round sample p_s, each round (epsilon/L, delta/L); with "
                              "--compare-units both unless one is named; 'sample-threshold': one "
-                             "release of whole items with their counts, tau and p_s")
+                             "release of whole items with their counts, tau and p_s; "
+                             "'partition-selection': one release of whole items at the central optimum, "
+                             "beside what every protocol needs and the trust model each fits")
+    parser.add_argument("--max-items-per-user", type=argtypes.positive_int, default=None, metavar="K",
+                        help="with --protocol partition-selection: the distinct items each user contributes "
+                             "(default 1)")
+    parser.add_argument("--selection-share", type=argtypes.finite_float, default=None, metavar="F",
+                        help="with --protocol partition-selection: the share of epsilon the selection spends, "
+                             "in (0, 1]; the rest noises the counts (default 0.5)")
     parser.add_argument("--accounting", choices=("exact", "bound"), default=None,
                         help="for one plan of triehh++ or sample-threshold: 'exact' (default) certifies "
                              "each release by its exact delta (docs/protocol.md section 2, Exact "
@@ -147,6 +155,11 @@ def _run_plan(args) -> int:
         parameters.PrivacyTarget(args.population, args.epsilon, args.delta, args.max_length)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if args.protocol is Protocol.PARTITION_SELECTION:
+        return _run_partition_selection_plan(args)
+    for flag, given in (("--max-items-per-user", args.max_items_per_user), ("--selection-share", args.selection_share)):
+        if given is not None:
+            raise UsageError(f"{flag} is --protocol partition-selection's: add it, or leave {flag} out")
     _check_accounting(args)
     if args.protocol is Protocol.WHOLE_ITEMS:
         return _run_whole_items_plan(args)
@@ -255,6 +268,29 @@ def _run_whole_items_plan(args) -> int:
     report = plan_whole_items.plan_report(args.population, args.epsilon, args.delta, args.max_length,
                                           args.unit_size, 1 / args.items_per_user, args.accounting or "exact")
     print(json.dumps(report, indent=2) if args.json else plan_whole_items.format_plan(report))
+    return 0
+
+
+def _run_partition_selection_plan(args) -> int:
+    from triehh_beam.cli import plan_partition_selection
+    from triehh_beam.protocol.partition_selection import DEFAULT_MAX_ITEMS, DEFAULT_SELECTION_SHARE
+
+    for flag, given in (("--plot", args.plot), ("--rule", args.rule != "authors"), ("--accounting", args.accounting),
+                        ("--compare-units", args.compare_units or args.unit_size == "auto"),
+                        ("--item-length", args.item_length is not None), ("--items-per-user", args.items_per_user != 1),
+                        ("--find-frequency", args.find_frequency is not None),
+                        ("--estimate-frequencies", args.estimate_frequencies is not None)):
+        if given:
+            raise UsageError(f"{flag} has no meaning with --protocol partition-selection (one release of whole "
+                             "items at the central optimum: --max-items-per-user, --selection-share)")
+    try:
+        report = plan_partition_selection.plan_report(
+            args.population, args.epsilon, args.delta, args.max_length, args.unit_size,
+            args.max_items_per_user or DEFAULT_MAX_ITEMS,
+            DEFAULT_SELECTION_SHARE if args.selection_share is None else args.selection_share)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    print(json.dumps(report, indent=2) if args.json else plan_partition_selection.format_plan(report))
     return 0
 
 

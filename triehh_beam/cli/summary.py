@@ -69,6 +69,12 @@ def _population_note(plan, verbose: bool) -> str:
 
 def _privacy_line(plan, verbose: bool) -> str:
     protocol = _protocol(plan)
+    if protocol is Protocol.PARTITION_SELECTION:
+        counts = f"counts epsilon {plan.estimate_epsilon:.4g}" if plan.estimate_epsilon else "no counts"
+        return (f"privacy: ({plan.epsilon + plan.estimate_epsilon:.4g}, {plan.delta:.3g})-DP, user level, one "
+                f"release (optimal partition selection: up to {plan.max_items_per_user} "
+                f"item{'s' if plan.max_items_per_user > 1 else ''} per user, selection "
+                f"epsilon {plan.epsilon:.4g}, {counts}){_population_note(plan, verbose)}")
     if protocol is Protocol.WHOLE_ITEMS:
         return (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
                 f"tau={plan.theta}, p_s={100 * plan.sample_probability:.6g}%, {plan.accounting or 'bound'} "
@@ -166,10 +172,28 @@ def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None
     say(_privacy_line(plan, config.verbose))
 
 
+def _print_partitions(result, elapsed: float, config, say: Callable[[str], None]) -> None:
+    """A partition-selection release: its items, most counted first, with the noisy count and
+    its 95% interval when it publishes counts (``present.show_release``'s table)."""
+    from triehh_beam.io.files import read_file
+    from triehh_beam.present.show_release import whole_item_lines
+
+    document = json.loads(read_file(result.output_path))
+    lines = whole_item_lines({**document, "released": document["released"][:SCREENFUL]}, config.encoder)
+    say("")
+    say(f"released {len(document['released'])} items (optimal partition selection, one pass), {elapsed:.1f} s"
+        f"{f'; the first {SCREENFUL}' if len(document['released']) > SCREENFUL else ''}:")
+    for line in lines[2:]:
+        say(line)
+    say(_privacy_line(result.plan, config.verbose))
+
+
 def print_summary(result, elapsed: float, config, say: Callable[[str], None]) -> None:
     """The end of a discovery (``job.driver.DiscoveryResult``) on the console, then the input
     warnings (``input_warnings``) on stderr, last, where they are seen."""
-    if _protocol(result.plan) is Protocol.WHOLE_ITEMS:
+    if _protocol(result.plan) is Protocol.PARTITION_SELECTION:
+        _print_partitions(result, elapsed, config, say)
+    elif _protocol(result.plan) is Protocol.WHOLE_ITEMS:
         _print_whole_items(result, elapsed, config, say)
     else:
         _print_trie(result, elapsed, config, say)

@@ -75,6 +75,8 @@ class AuditConfig:
         Beam job each), instead of ``runs`` batch jobs.
       seed: the public seed of the audit's seed file (the secret seed of every release).
       confidence: of the verdict; violation: the excess probability whose runs are reported.
+      selection_share: ``--protocol partition-selection``'s share of epsilon for the selection
+        (None: its default); refused with another protocol.
 
     Raises:
       AuditError: a value out of range or a combination the audit cannot run.
@@ -95,6 +97,7 @@ class AuditConfig:
     seed: int = 0
     confidence: float = 0.95
     violation: float = 0.1
+    selection_share: Optional[float] = None
 
     def __post_init__(self):
         try:
@@ -119,6 +122,8 @@ class AuditConfig:
         if self.resolved_event == AT_LEAST and not (self.estimate_frequencies or not self.protocol.grows_trie):
             raise AuditError("estimate-at-least needs published numbers: --estimate-frequencies, or "
                              "--protocol sample-threshold (its counts)")
+        if self.selection_share is not None and not self.protocol.selects_partitions:
+            raise AuditError("--selection-share is --protocol partition-selection's")
         if self.window and not self.protocol.grows_trie:
             raise AuditError("--window runs a trie per window: use --protocol triehh or triehh++")
         if not 0 < self.confidence < 1:
@@ -228,7 +233,8 @@ def _config(config: AuditConfig, space: _Workspace, window: bool, windows: int =
         state_dir=space.state, ledger_dir=space.ledger, seed=config.secret_seed, protocol=config.protocol.value,
         epsilon=config.epsilon, delta=config.delta, max_length=config.max_length,
         estimate_frequencies=config.estimate_frequencies,
-        window=WINDOW_SECONDS if window else None, timestamp_column="ts" if window else None)
+        window=WINDOW_SECONDS if window else None, timestamp_column="ts" if window else None,
+        **({} if config.selection_share is None else {"selection_share": config.selection_share}))
 
 
 def _release(config: AuditConfig, space: _Workspace, users: Users) -> Outcome:
@@ -396,7 +402,8 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
         "violated": test.violated,
         "job": {"protocol": config.protocol.value, "epsilon": config.epsilon, "delta": config.delta,
                 "max_length": config.max_length, "estimate_frequencies": config.estimate_frequencies,
-                "window": WINDOW_SECONDS if config.window else None, "releases_per_run": config.releases},
+                "window": WINDOW_SECONDS if config.window else None, "releases_per_run": config.releases,
+                "selection_share": config.selection_share},
         "claim": {"epsilon": epsilon, "delta": delta, "accounting": _accounting(outcomes)},
         "population": {"users": len(users), "target": target, "target_user": TARGET_USER,
                        "target_holders": config.target_holders},
@@ -433,6 +440,7 @@ def format_audit(result: dict) -> str:
         f"privacy audit of the real pipeline: discover --protocol {job['protocol']} --epsilon {job['epsilon']:g} "
         f"--delta {job['delta']:g} --max-length {job['max_length']}"
         + (f" --estimate-frequencies {job['estimate_frequencies']:g}" if job["estimate_frequencies"] else "")
+        + (f" --selection-share {job['selection_share']:g}" if job.get("selection_share") else "")
         + (" --window 1h" if job["window"] else ""),
         f"  populations   D: {result['population']['users']:,} users"
         + (f", {holders:,} of them holding only the target" if holders else "")

@@ -1,6 +1,7 @@
 """The rivals TrieHH is evaluated against, on the same input and truth: the exact, non-private
 top-K (the ceiling), PEM (ε-LDP, ``reference.pem``) at each ε and K, and PipelineDP's central
-partition selection at each (ε, δ) (``reference.pipelinedp_rival``), each as its block of
+partition selection at each (ε, δ) (``reference.pipelinedp_rival``) with the product's own
+``--protocol partition-selection`` beside it on the same rows and budget, each as its block of
 ``evaluation.json``'s ``rivals``."""
 
 from __future__ import annotations
@@ -75,10 +76,30 @@ def pem_rival(config: EvaluationConfig, users_items: Mapping[bytes, Mapping[str,
     return {"n_bytes": n_bytes, "configurations": by_epsilon}
 
 
+def _ours_on_the_same_rows(users, epsilon: float, delta: float, seeds: Sequence[bytes]) -> List[Tuple[str, ...]]:
+    """``--protocol partition-selection``'s release (k = 1, the whole ε on the selection: the
+    budget PipelineDP's selection spends) on each run's rows, PipelineDP's own (one item per
+    user, ``one_item_per_user``), its coins keyed from the run's seed: the product's keyed
+    counter (``PartitionCounter``), as its pipeline runs it. Sorted items per run."""
+    from triehh_beam.protocol.partition_release import PartitionCounter, SelectionKeys
+    from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
+
+    plan = PartitionSelectionPlan(epsilon, delta, 1, 1.0)
+    released = []
+    for seed in seeds:
+        counts: Dict[Tuple[str, ...], int] = collections.Counter(
+            (item,) for _, item in pipelinedp_rival.one_item_per_user(users, seed))
+        keys = SelectionKeys.derive(hashlib.blake2b(seed, digest_size=32).digest(), b"evaluate/partition-selection")
+        released.append(tuple(sorted(item for (item,), _ in PartitionCounter(plan, keys).extract_released(counts))))
+    return released
+
+
 def pipelinedp_rival_block(config: EvaluationConfig, users_items, encoder: ItemEncoder, truth: Mapping[str, int],
                            seeds: Sequence[bytes], advance) -> dict:
     """PipelineDP's partition selection at each ε and the evaluation's δ, run ``j`` drawing each
-    user's item with TrieHH's run seed ``j``; ``advance(label)`` after each run."""
+    user's item with TrieHH's run seed ``j``, and beside it (``partition_selection``) the
+    product's ``--protocol partition-selection`` on the same rows at the same budget;
+    ``advance(label)`` after each PipelineDP run."""
     # The same normalised items as the truth, whatever their length: central partition
     # selection has no item limit.
     users = pipelinedp_rival.normalised_users(users_items, encoder)
@@ -89,6 +110,9 @@ def pipelinedp_rival_block(config: EvaluationConfig, users_items, encoder: ItemE
 
         runs = pipelinedp_rival.run(users, epsilon, config.delta, seeds, on_run)
         released = [len(run.heavy_hitters) for run in runs]
+        started = time.monotonic()
+        ours = _ours_on_the_same_rows(users, epsilon, config.delta, seeds)
+        ours_seconds = time.monotonic() - started
         by_epsilon.append({
             "epsilon": epsilon,
             "delta": config.delta,
@@ -98,6 +122,16 @@ def pipelinedp_rival_block(config: EvaluationConfig, users_items, encoder: ItemE
             "runs": [{"run": j, "seed": seeds[j].hex(), "contributors": run.contributors,
                       "heavy_hitters": list(run.heavy_hitters), "seconds": round(run.seconds, 3)}
                      for j, run in enumerate(runs)],
+            "partition_selection": {
+                "note": "triehh-beam's --protocol partition-selection (k = 1, --selection-share 1: the same budget) "
+                        "on the same rows, its keyed coins from the run's seed; the same optimal keep probability, "
+                        "so the same number of items in expectation",
+                "released": dict(mean_ci([len(r) for r in ours], config.confidence, bounds=(0.0, math.inf)),
+                                 values=[len(r) for r in ours]),
+                "metrics": metric_block(ours, truth, config.top_k, config.confidence),
+                "seconds": round(ours_seconds, 3),
+                "heavy_hitters": [list(r) for r in ours],
+            },
         })
     return {
         "library": pipelinedp_rival.library_version(),

@@ -21,6 +21,7 @@ from triehh_beam.job.settings import Setting, read_seed_file, setting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.partition_selection import plan_partition_selection
 from triehh_beam.protocol.protocols import Protocol
 
 __all__ = [
@@ -74,6 +75,7 @@ class DiscoveryConfig(DiscoverySettings):
             object.__setattr__(self, "protocol", Protocol.parse(self.protocol))  # a name given as text
         except ValueError as e:
             raise ValueError(f"--protocol: {e}") from None
+        _check_partition_selection(self)
         if self.protocol.samples_by_probability:
             _check_sample_and_threshold(self)
         elif self.accounting is not None:
@@ -186,6 +188,24 @@ def _check_estimates(config: DiscoveryConfig) -> None:
         raise ValueError(f"--estimate-frequencies must be a positive epsilon, got {value!r}")
 
 
+def _check_partition_selection(config: DiscoveryConfig) -> None:
+    """Refuses partition selection's settings with another protocol, and bad values of them or
+    ``--accounting`` with it (its keep probability is exact: there is nothing to choose)."""
+    if not config.protocol.selects_partitions:
+        for name in ("max_items_per_user", "selection_share"):
+            if getattr(config, name) != BY_NAME[name].default:
+                raise ValueError(f"{BY_NAME[name].flag} is --protocol {Protocol.PARTITION_SELECTION}'s: drop it, "
+                                 f"or use that protocol")
+        return
+    if config.accounting is not None:
+        raise ValueError(f"--accounting chooses how sample-and-threshold is certified; --protocol "
+                         f"{config.protocol} keeps each item with the optimal probability, exact: drop it")
+    try:
+        plan_partition_selection(config.epsilon, config.delta, config.max_items_per_user, config.selection_share)
+    except ValueError as e:
+        raise ValueError(f"--protocol {config.protocol}: {e} (--max-items-per-user, --selection-share)") from None
+
+
 def _check_deny_list(config: DiscoveryConfig) -> None:
     """Refuses ``--deny-list`` with ``--window`` (not built there) and with a protocol whose
     vote it was not written for (TrieHH and TrieHH++ only)."""
@@ -216,7 +236,7 @@ def _check_sample_and_threshold(config: DiscoveryConfig) -> None:
         return
     for name, why in _NOT_FOR_WHOLE_ITEMS:
         if getattr(config, name) != BY_NAME[name].default:
-            raise ValueError(f"{BY_NAME[name].flag} {why}; --protocol sample-threshold releases whole "
+            raise ValueError(f"{BY_NAME[name].flag} {why}; --protocol {protocol} releases whole "
                              "items once, with their counts (README: Whole-item sample-and-threshold)")
 
 

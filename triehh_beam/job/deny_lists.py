@@ -140,6 +140,8 @@ def _plan_bound(privacy: Mapping[str, Any]) -> Tuple[Optional[int], str]:
     protocol = privacy.get("protocol")
     if protocol not in tuple(Protocol):
         raise _NotARelease(f"its plan names protocol {protocol!r}, none this product runs")
+    if Protocol(protocol).selects_partitions:
+        raise _NotARelease(f"a {protocol} release is not a deny list yet (its items need no trie to deny)")
     if not isinstance(privacy.get("guarantee"), str) or not isinstance(privacy.get("rule"), str):
         raise _NotARelease("its privacy block has no guarantee or rule")
     public = privacy.get("population_public")

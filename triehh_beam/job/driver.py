@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.job import estimates as estimates_lib
 from triehh_beam.job import lease as lease_lib
-from triehh_beam.job import leftovers, levels, outputs, passes, sources, whole_items
+from triehh_beam.job import leftovers, levels, outputs, partition_outputs, passes, sources, whole_items
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.discovery_job import ConfigMismatchError, DiscoveryJob, copy_state
@@ -286,6 +286,9 @@ class Driver(DiscoveryJob):
         advice = outputs.unit_advice_message(plan, self.config)  # issue 16; never changes what runs
         if advice is not None:
             self.say("advice", advice[0], private=advice[1])
+        central = partition_outputs.central_advice(plan)  # issue 41: the central optimum, if it finds more
+        if central is not None:
+            self.say("advice", central)
         # Budget before release: charged (once per release) before any round can release anything.
         state = self.charge(state)
         trie = Trie.from_proto(state.trie)

@@ -138,6 +138,9 @@ class FederatedServer:
         if config.deny_list:
             raise ValueError("--deny-list is not available for federated jobs: each device would need "
                              "the list with the announcement (not built)")
+        if config.protocol.selects_partitions:
+            raise ValueError(f"--protocol {config.protocol} is central only: every user contributes its items, so "
+                             "the server would need every device's raw vote; use --protocol triehh or triehh++")
         if not config.protocol.grows_trie:
             raise ValueError("--protocol sample-threshold is not available for federated jobs yet (one report "
                              "per sampled device, not built): use --protocol triehh or triehh++")

@@ -18,6 +18,7 @@ from triehh_beam.job.paths import canonical_path, canonical_pattern
 from triehh_beam.job.settings import Setting, parse_duration, parse_window_range, read_seed_file, setting
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.partition_selection import DEFAULT_MAX_ITEMS, DEFAULT_SELECTION_SHARE
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import ACCOUNTINGS, BOUND, DEFAULT_ACCOUNTING
 
@@ -28,8 +29,10 @@ __all__ = [
     "DiscoverySettings",
     "ENCODING",
     "GROUPS",
+    "OPTIMAL_SELECTION",
     "SAMPLE_AND_THRESHOLD",
     "SETTINGS",
+    "planned_count_epsilon",
     "recorded_accounting",
 ]
 
@@ -63,9 +66,16 @@ ENCODING = "trie.encoding"
 _IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT, _WINDOWS = GROUPS
 
 
+#: The accounting a partition-selection plan records: the optimal keep probability, exact by construction.
+OPTIMAL_SELECTION = "optimal-selection"
+
+
 def recorded_accounting(config: "DiscoverySettings") -> str:
     """The accounting a new job's plan records: the one asked for (exact by default) under
-    sample-and-threshold, "" under TrieHH (Theorem 1 has one)."""
+    sample-and-threshold, ``OPTIMAL_SELECTION`` under partition selection, "" under TrieHH
+    (Theorem 1 has one)."""
+    if Protocol(config.protocol).selects_partitions:
+        return OPTIMAL_SELECTION
     if Protocol(config.protocol).samples_by_probability:
         return config.accounting or DEFAULT_ACCOUNTING
     return ""
@@ -76,6 +86,15 @@ def _recorded_rule(config: "DiscoverySettings") -> str:
     if Protocol(config.protocol).samples_by_probability:
         return SAMPLE_AND_THRESHOLD
     return config.rule if config.theta is None else "fixed"
+
+
+def planned_count_epsilon(config: "DiscoverySettings") -> float:
+    """The epsilon of the noise on the counts a job's plan records (``plan.estimate_epsilon``):
+    --estimate-frequencies, or partition selection's share of --epsilon for its counts."""
+    if Protocol(config.protocol).selects_partitions:
+        share = config.selection_share
+        return 0.0 if share >= 1 else config.epsilon - config.epsilon * share
+    return config.estimate_frequencies or 0.0
 
 
 def _text_or_empty(name: str) -> Callable[["DiscoverySettings"], Any]:
@@ -130,7 +149,10 @@ class DiscoverySettings:
         "sample-and-threshold, each user sampled with probability p_s per round and tau votes "
         "kept (docs/protocol.md §2); sample-threshold: one release of whole items, each user "
         "sampled with probability p_s, items reported by at least tau released with their count "
-        "(epsilon <= 1); --theta, --batch-size and --rule are TrieHH's",
+        "(epsilon <= 1); partition-selection: one release of whole items at the central optimum, "
+        "every user contributing up to --max-items-per-user items, each item kept with the optimal "
+        "probability for its users, its count noised (docs/protocol.md §7); --theta, --batch-size "
+        "and --rule are TrieHH's",
         _TARGET, default=Protocol.TRIEHH, choices=tuple(p.value for p in Protocol), identity="plan.protocol",
         record=lambda c: Protocol(c.protocol).value, example=Protocol.TRIEHH_PP.value)
     accounting: Optional[str] = setting(
@@ -148,8 +170,24 @@ class DiscoverySettings:
         "this epsilon (spent on top of --epsilon: the ledger is charged epsilon + EPSILON_EST, delta "
         "unchanged; docs/protocol.md section 5) (default: none)", _TARGET, default=None,
         parse=float, metavar="EPSILON_EST", identity="plan.estimate_epsilon",
-        record=lambda c: c.estimate_frequencies or 0.0,
+        record=lambda c: planned_count_epsilon(c),
         mismatch="frequency estimates' epsilon (state has {theirs!r}, asked {ours!r}; 0: none)",
+        example="1")
+    max_items_per_user: int = setting(
+        "--max-items-per-user", "--protocol partition-selection: the distinct items each user "
+        "contributes at most, drawn by local frequency with a keyed uniform; the selection and the "
+        "counts split their epsilon and delta over them (default: %(default)s)", _TARGET,
+        default=DEFAULT_MAX_ITEMS, parse=int, metavar="K", identity="plan.max_items_per_user",
+        record=lambda c: c.max_items_per_user if Protocol(c.protocol).selects_partitions else 0,
+        mismatch="items per user (state has {theirs!r}, asked {ours!r}; 0: not partition selection)",
+        example="3")
+    selection_share: float = setting(
+        "--selection-share", "--protocol partition-selection: the share of --epsilon the selection "
+        "spends; the rest adds two-sided geometric noise to the released items' counts (1: items "
+        "only, no counts) (default: %(default)s)", _TARGET, default=DEFAULT_SELECTION_SHARE,
+        parse=float, metavar="F", identity="plan.selection_share",
+        record=lambda c: c.selection_share if Protocol(c.protocol).selects_partitions else 0.0,
+        mismatch="selection share (state has {theirs!r}, asked {ours!r}; 0: not partition selection)",
         example="1")
     deny_list: Tuple[str, ...] = setting(
         "--deny-list", "earlier runs' heavy_hitters.json (comma-separate several; local or gs://): a "

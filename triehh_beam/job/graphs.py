@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, transforms
 from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, WriteCandidates
 from triehh_beam.beam.estimates import EstimateFrequencies
+from triehh_beam.beam.partitions import ReleasePartitions
 from triehh_beam.beam.whole_items import ReleaseWholeItems
 from triehh_beam.beam.round_cut import CutRounds
 from triehh_beam.beam.rounds_from_files import RunRoundsFromFiles
@@ -30,6 +31,8 @@ from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
+from triehh_beam.protocol.partition_release import SelectionKeys
+from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
 from triehh_beam.protocol.sampling import PassKeys, Sampler, bernoulli_threshold, rank_prefilter_bound
 
 __all__ = [
@@ -430,6 +433,7 @@ def build_whole_item_release(
     output_path: str,
     progress: Optional[str] = None,
     as_of_millis: Optional[int] = None,
+    selection: Optional[Tuple[PartitionSelectionPlan, SelectionKeys]] = None,
 ) -> None:
     """Adds whole-item sample-and-threshold's one pass: the records read once, each user kept with
     probability ``plan.sample_probability`` by its round-1 rank (``keys``: ``pass_keys(1)``), the
@@ -437,14 +441,20 @@ def build_whole_item_release(
     JSON line to ``output_path``: ``{"released": [[units as hex, count], ...], "users_sampled": k,
     "records": records ranked}`` (counts >= tau only). ``population`` only sizes the shards.
     Files that cannot be read are written as the census writes them; ``progress`` and
-    ``as_of_millis``: as ``build_census``."""
+    ``as_of_millis``: as ``build_census``. With ``selection`` (partition selection's plan and
+    keys; ``plan.sample_probability`` is 1) every user contributes and the items are kept by
+    their keyed coins, each written with its noisy count (null without counts)."""
     records = _read_counted_records(pipeline, config, output_path, progress, as_of_millis)
+    # Partition selection reads every user: tables of ~128k users (each table encodes its users'
+    # distinct items once, so fewer, larger tables repeat less of the vocabulary).
+    shards = None if selection is None else max(1, min(256, -(-(population or 1) // 131072)))
     drawn = records | "SampleOnce" >> sample_pass.SampleAllRounds(
         keys, [1], sample_size=None, population=population, encoder=config.encoder, truncate=False,
-        sample_probability=plan.sample_probability)
+        sample_probability=plan.sample_probability, shards=shards)
+    release = (ReleaseWholeItems(plan.theta) if selection is None else ReleasePartitions(*selection))
     (
         drawn["tables"]
-        | "ReleaseWholeItems" >> ReleaseWholeItems(plan.theta)
+        | "ReleaseWholeItems" >> release
         | "ToJson" >> beam.Map(_release_json, encoder=config.encoder,
                                drawn=beam.pvalue.AsSingleton(drawn["samples"]))
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")

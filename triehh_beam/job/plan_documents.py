@@ -43,6 +43,11 @@ def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) ->
     """A TrieHH++ (or whole-item) plan in one line; n (private unless declared public) with
     ``population``."""
     n = f"n={plan.population:,} " if population else ""
+    if plan.protocol == Protocol.PARTITION_SELECTION:
+        counts = (f"counts epsilon={plan.estimate_epsilon:.4g}" if plan.estimate_epsilon else "no counts")
+        return (f"partition selection, whole items, one release: {n}k={plan.max_items_per_user} items per user, "
+                f"items up to L-1={plan.max_length - 1} units: selection epsilon={plan.epsilon:.4g} "
+                f"delta={plan.delta:.3g}, {counts} (target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
     if plan.protocol == Protocol.WHOLE_ITEMS:
         return (f"sample-and-threshold, whole items, one release: {n}tau={plan.theta} "
                 f"p_s={100 * plan.sample_probability:.6g}% items up to "
@@ -58,8 +63,8 @@ def _estimates_part(plan: state_pb2.PrivacyPlan, achieved: bool) -> str:
     """The frequency estimates' spend, to append to a plan's line ("" without them): the total
     target epsilon (public), or with ``achieved`` the total achieved epsilon (a function of n
     for TrieHH)."""
-    if not plan.estimate_epsilon:
-        return ""
+    if not plan.estimate_epsilon or plan.protocol == Protocol.PARTITION_SELECTION:
+        return ""  # (partition selection: its counts are part of its own line)
     if plan.no_guarantee:
         return f"; + frequency estimates epsilon_est={plan.estimate_epsilon:.4g}"
     total = (plan.epsilon if achieved else plan.target_epsilon) + plan.estimate_epsilon
@@ -96,7 +101,7 @@ def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[s
     names the unit size alone, which moves with n only where the 90% holders of two unit sizes
     cross a factor FAR. None for integer items (units of bits) and for theta and m fixed by
     hand."""
-    if plan.no_guarantee or config.encoder.kind == ItemKind.INT or plan.protocol == Protocol.WHOLE_ITEMS:
+    if plan.no_guarantee or config.encoder.kind == ItemKind.INT or not Protocol(plan.protocol).grows_trie:
         return None  # (whole items: no trie, no unit trade-off)
     advice = discover_advice(plan.population, plan.target_epsilon, plan.target_delta, config.unit_size,
                              plan.max_length, protocol=config.protocol,
@@ -134,6 +139,8 @@ def _describe_discovery(plan: state_pb2.PrivacyPlan) -> str:
 def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
     """The whole plan, n and m included: the operator report's and a dry run's (private); with
     frequency estimates, their epsilon and the totals (basic composition)."""
+    if plan.protocol == Protocol.PARTITION_SELECTION:
+        return _partition_selection_document(plan)
     document = _sample_threshold_document(plan) if _samples_by_probability(plan) else _triehh_document(plan)
     if plan.estimate_epsilon:
         guaranteed = not plan.no_guarantee
@@ -231,11 +238,47 @@ def _sample_threshold_document(plan: state_pb2.PrivacyPlan) -> dict:
     }
 
 
+PARTITION_SELECTION_GUARANTEE = (
+    "(epsilon, delta)-DP with user-level adjacency (optimal partition selection, one release; "
+    "Desfontaines et al., PETS 2022): every user contributes up to max_items_per_user distinct items; "
+    "an item with n contributing users is kept with probability pi(n), the optimal "
+    "(item_epsilon, item_delta)-DP decision, item_epsilon = selection_epsilon / max_items_per_user, "
+    "item_delta = delta / max_items_per_user; each kept item's count carries two-sided geometric noise "
+    "of count_epsilon / max_items_per_user; selection and counts compose (basic) to "
+    "(selection_epsilon + count_epsilon, delta)"
+)
+
+
+def _partition_selection_document(plan: state_pb2.PrivacyPlan) -> dict:
+    """A partition-selection plan as a document: nothing in it depends on n but n itself."""
+    return {
+        "protocol": plan.protocol,
+        "guarantee": PARTITION_SELECTION_GUARANTEE,
+        "accounting": plan.accounting,
+        "epsilon": plan.epsilon + plan.estimate_epsilon,
+        "delta": plan.delta,
+        "selection_epsilon": plan.epsilon,
+        "count_epsilon": plan.estimate_epsilon,
+        "item_epsilon": plan.round_epsilon,
+        "item_delta": plan.round_delta,
+        "max_items_per_user": plan.max_items_per_user,
+        "composition": "basic",
+        "target_epsilon": plan.target_epsilon,
+        "target_delta": plan.target_delta,
+        "sample_probability": plan.sample_probability,
+        "population": plan.population,
+        "max_length": plan.max_length,
+        "population_public": population_is_public(plan),
+    }
+
+
 # The plan's fields that are functions of n (and of nothing fixed before the census): gamma is
 # m / sqrt(n) or the rule's sqrt(n)-scaled design value, the achieved epsilon is Theorem 1's at
 # m / n. Published only when n is declared public.
 N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta", "total_epsilon")
 
+
+_PROTOCOL_NAMES = {Protocol.TRIEHH_PP: "TrieHH++", Protocol.PARTITION_SELECTION: "partition selection"}
 
 #: Who the guarantee of a central job (discover, stream) trusts, published with every plan.
 CENTRAL_TRUST_MODEL = (
@@ -256,7 +299,7 @@ def published_plan_document(plan: state_pb2.PrivacyPlan, trust_model: str = CENT
     if _samples_by_probability(plan):
         del document["population"]
         document["note"] = ("n is not published (declare it public with --population to publish it); "
-                            f"{'TrieHH++' if plan.protocol == Protocol.TRIEHH_PP else 'sample-and-threshold'}'s "
+                            f"{_PROTOCOL_NAMES.get(plan.protocol, 'sample-and-threshold')}'s "
                             "parameters and guarantee do not depend on it")
         return document
     for name in N_DEPENDENT:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import dataclasses
 
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.fields import SAMPLE_AND_THRESHOLD, recorded_accounting
+from triehh_beam.job.fields import SAMPLE_AND_THRESHOLD, planned_count_epsilon, recorded_accounting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import planner, privacy
+from triehh_beam.protocol.partition_selection import PartitionSelectionPlan, plan_partition_selection
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.whole_items import plan_whole_items
 
 __all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "plan_for", "plan_for_census",
-           "protocol_of"]
+           "protocol_of", "selection_plan"]
 
 
 class PopulationError(ValueError):
@@ -80,6 +81,26 @@ def _plan_sample_threshold(config: DiscoveryConfig, population: int) -> state_pb
     )
 
 
+def _plan_partition_selection(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
+    """Partition selection's plan (``plan_partition_selection``: always feasible), as the job
+    records it: every user contributes (p_s = 1), any item with a contributing user is a
+    candidate (theta = 1), epsilon is the selection's and estimate_epsilon the counts'."""
+    chosen = plan_partition_selection(config.epsilon, config.delta, config.max_items_per_user, config.selection_share)
+    return state_pb2.PrivacyPlan(
+        protocol=config.protocol, rule=SAMPLE_AND_THRESHOLD, population=population, max_length=config.max_length,
+        target_epsilon=config.epsilon, target_delta=config.delta, theta=1, epsilon=chosen.selection_epsilon,
+        delta=chosen.delta, sample_probability=1.0, round_epsilon=chosen.item_epsilon, round_delta=chosen.item_delta,
+        accounting=recorded_accounting(config), basic_delta=chosen.delta, composition="basic",
+        estimate_epsilon=planned_count_epsilon(config), max_items_per_user=chosen.max_items,
+        selection_share=chosen.selection_share)
+
+
+def selection_plan(plan: state_pb2.PrivacyPlan) -> PartitionSelectionPlan:
+    """The ``PartitionSelectionPlan`` a recorded partition-selection plan holds."""
+    return plan_partition_selection(plan.target_epsilon, plan.target_delta, int(plan.max_items_per_user),
+                                    plan.selection_share)
+
+
 def check_before_census(config: DiscoveryConfig) -> None:
     """Refuses, before any record is read, a target that no population size makes feasible:
     TrieHH++'s and whole items' (their plans do not depend on n). TrieHH's needs the census.
@@ -87,7 +108,7 @@ def check_before_census(config: DiscoveryConfig) -> None:
     Raises:
       InfeasiblePlanError: as ``plan_for``.
     """
-    if config.protocol.samples_by_probability:
+    if config.protocol.samples_by_probability and not config.protocol.selects_partitions:
         _plan_sample_threshold(config, 0)
 
 
@@ -102,6 +123,8 @@ def plan_for(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
       InfeasiblePlanError: the target cannot be met, fixed values spend more than the target,
         or fixed values give no guarantee and ``allow_no_guarantee`` is not set.
     """
+    if config.protocol.selects_partitions:
+        return _plan_partition_selection(config, population)
     if config.protocol.samples_by_probability:
         return _plan_sample_threshold(config, population)
     recorded = state_pb2.PrivacyPlan(
@@ -175,5 +198,5 @@ def plan_for_census(config: DiscoveryConfig, counted: int) -> state_pb2.PrivacyP
 def _with_estimates(plan: state_pb2.PrivacyPlan, config: DiscoveryConfig) -> state_pb2.PrivacyPlan:
     """``plan`` with the frequency estimates' epsilon (``--estimate-frequencies``), spent on top
     of the discovery's by basic composition (``ledger.plan_spend``)."""
-    plan.estimate_epsilon = config.estimate_frequencies or 0.0
+    plan.estimate_epsilon = planned_count_epsilon(config)  # partition selection: its counts' share
     return plan

@@ -16,12 +16,14 @@ from typing import List, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from triehh_beam.job import graphs, outputs, passes, sources
+from triehh_beam.job import graphs, outputs, partition_outputs, passes, sources
 from triehh_beam.job.discovery_job import DiscoveryJob, copy_state
 from triehh_beam.job.paths import canonical_path
+from triehh_beam.job.planning import protocol_of, selection_plan
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.count_intervals import LEVEL
+from triehh_beam.protocol.partition_release import SelectionKeys
 from triehh_beam.protocol.whole_items import estimate, estimate_interval
 
 __all__ = ["ESTIMATE_INTERVAL_NOTE", "ESTIMATE_NOTE", "ESTIMATE_QUANTITY", "STOP_REASON", "published_document",
@@ -56,13 +58,23 @@ ESTIMATE_NOTE = (
 
 
 def released(state: state_pb2.JobState, encoder: ItemEncoder) -> List[Tuple[Units, int]]:
-    """The committed release as (sequence, count), most reported first (ties: canonical order)."""
-    items = [(tuple(encoder.unit_from_bytes(u) for u in item.units), int(item.count))
+    """The committed release as (sequence, count), most reported first (ties: canonical order);
+    partition selection's count is its noisy count (0 for each item when it publishes none)."""
+    items = [(tuple(encoder.unit_from_bytes(u) for u in item.units),
+              int(item.noisy_count) if item.HasField("noisy_count") else int(item.count))
              for item in state.release.items]
     return sorted(items, key=lambda pair: (-pair[1], pair[0]))
 
 
 def published_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
+    """``heavy_hitters.json`` of a whole-item job (``partition_outputs.published_document`` for
+    partition selection)."""
+    if protocol_of(state.plan).selects_partitions:
+        return partition_outputs.published_document(state, released(state, encoder), encoder)
+    return _sample_threshold_document(state, encoder)
+
+
+def _sample_threshold_document(state: state_pb2.JobState, encoder: ItemEncoder) -> dict:
     """``heavy_hitters.json`` of a whole-item job: discover's top-level shape (``heavy_hitters``,
     an empty ``frequent_prefixes``, the privacy block, the encoding), plus ``released``: per
     item its ``count`` (>= tau), ``estimate`` and the 95% ``interval`` of its weighted users
@@ -95,18 +107,28 @@ def _release_pass(job: DiscoveryJob, state: state_pb2.JobState) -> state_pb2.Who
     """
     config = job.config
     path = FileSystems.join(config.resolved_state_dir, "census", f"release-{uuid.uuid4().hex}.json")
-    keys = job.sampler(state).pass_keys(1)  # round 1's keys: the sample and the choice
+    sampler = job.sampler(state)
+    keys = sampler.pass_keys(1)  # round 1's keys: the sample and the choice
+    selection = None
+    if protocol_of(state.plan).selects_partitions:  # its coins and noise: the release's own keys
+        selection = (selection_plan(state.plan), SelectionKeys.derive(sampler.seed, sampler.identity))
     population = job.population(state)
     started = time.monotonic()
     document, counters = passes.run_checked_pass(config, job.jobs, state, lambda p, reported: (
         graphs.build_whole_item_release(p, config, keys, state.plan, population, path, progress=reported,
-                                        as_of_millis=sources.pinned_at(state.input_snapshot))),
+                                        as_of_millis=sources.pinned_at(state.input_snapshot),
+                                        selection=selection)),
         "release", path, passes.RELEASE)
     release = state_pb2.WholeItemRelease(users_sampled=document["users_sampled"], records_ranked=document["records"],
                                          elapsed_seconds=time.monotonic() - started)
     release.counters.update(counters)
     for units, count in document["released"]:
-        release.items.add(units=[bytes.fromhex(u) for u in units], count=int(count))
+        item = release.items.add(units=[bytes.fromhex(u) for u in units])
+        if selection is None:
+            item.count = int(count)
+        elif count is not None:  # partition selection: its noisy count, or none
+            item.noisy_count = int(count)
+            item.count = max(0, int(count))
     return release
 
 
@@ -114,17 +136,23 @@ def run_release(driver: DiscoveryJob, state: state_pb2.JobState) -> Tuple[state_
     """Charges, releases (once) and publishes a whole-item job whose plan is committed in
     ``state``: (the final state, ``heavy_hitters.json``'s path, the operator report's path)."""
     driver.announce_plan(state.plan)
+    advice = partition_outputs.central_advice(state.plan)  # never changes what runs
+    if advice is not None:
+        driver.say("advice", advice)
     # Budget before release: charged (once per job) before the pass can release anything.
     state = driver.charge(state)
     if not state.HasField("release"):
         driver.check_input(state, "(before the release)")
-        driver.say("release_start", "release: sampling users and counting their whole items in one pass")
+        driver.say("release_start", "release: every user contributing, items kept by their keyed coins, in one pass"
+                   if protocol_of(state.plan).selects_partitions else
+                   "release: sampling users and counting their whole items in one pass")
         release = _release_pass(driver, state)
         state = copy_state(state)
         state.release.CopyFrom(release)
         state.rounds_completed = 1
         state.finished = True
-        state.stop_reason = STOP_REASON
+        state.stop_reason = (partition_outputs.STOP_REASON if protocol_of(state.plan).selects_partitions
+                             else STOP_REASON)
         driver.store.commit(state)  # committed before anything is published
         driver.say("release_done", f"release: done, {len(release.items):,} items released, "
                     f"{release.elapsed_seconds:.1f} s", items_released=len(release.items),

@@ -56,6 +56,10 @@ def summary_rows(result: dict, name: str = "recall") -> List[Tuple[str, str, Lis
     for config in result["rivals"].get("pipelinedp", {}).get("configurations", ()):
         rows.append((f"PipelineDP partition selection ε={config['epsilon']:g} "
                      f"({config['released']['mean']:,.0f} items released)", central(config), cells(config)))
+        ours = config.get("partition_selection")
+        if ours:  # triehh-beam's --protocol partition-selection on the same rows and budget
+            rows.append((f"triehh-beam partition selection ε={config['epsilon']:g} "
+                         f"({ours['released']['mean']:,.0f} items released)", central(config), cells(ours)))
     exact = result["rivals"].get("exact")
     if exact:
         rows.append(("exact top-K", "none", cells(exact)))

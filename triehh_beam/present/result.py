@@ -378,5 +378,6 @@ def load_result(path: str) -> PublishedResult:
 
 
 def is_whole_item_release(document: Optional[Mapping]) -> bool:
-    """A ``--protocol sample-threshold`` result: released items with counts, no trie."""
-    return bool(document) and document.get("privacy", {}).get("protocol") == Protocol.WHOLE_ITEMS
+    """A ``--protocol sample-threshold`` (or ``partition-selection``) result: released items, no trie."""
+    return bool(document) and document.get("privacy", {}).get("protocol") in (
+        Protocol.WHOLE_ITEMS, Protocol.PARTITION_SELECTION)

@@ -23,6 +23,7 @@ from triehh_beam.present.result import (
 from triehh_beam.present.show_release import whole_item_lines
 from triehh_beam.present.text import columns, wrap
 from triehh_beam.protocol.encoding import ItemKind, Units
+from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.trie import RadixNode, Trie
 
 __all__ = [
@@ -129,7 +130,11 @@ def summary_lines(result: PublishedResult) -> List[str]:
         else:
             target = (f"within the target ({privacy['target_epsilon']:.4g}, "
                       f"{privacy['target_delta']:.3g})-DP, user level")
-        if is_whole_item_release(document):
+        if privacy.get("protocol") == Protocol.PARTITION_SELECTION:
+            lines.append(f"privacy: {target}; one partition-selection release: up to "
+                         f"{privacy.get('max_items_per_user')} items per user, selection epsilon "
+                         f"{privacy.get('selection_epsilon'):.4g}, counts epsilon {privacy.get('count_epsilon'):.4g}")
+        elif is_whole_item_release(document):
             lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: tau="
                          f"{privacy.get('tau', privacy.get('theta'))}, p_s={100 * float(privacy.get('sample_probability') or 0):.4g}%")
         else:

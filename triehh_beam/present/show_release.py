@@ -26,6 +26,8 @@ def whole_item_lines(document: Mapping, encoder: ItemEncoder) -> List[str]:
     and, when published, the 95% interval of the weighted users (all published: the theorem
     covers the thresholded counts)."""
     released = document.get("released", [])
+    if released and "estimate" not in released[0]:  # partition selection: noisy counts, or items alone
+        return _partition_lines(document, encoder)
     intervals = bool(released) and all("interval" in entry for entry in released)
     lines = ["", f"{len(released)} item{'' if len(released) == 1 else 's'} released (most reported first):"]
     rows = [("#", "item", "count", "estimate") + (("95% interval",) if intervals else ())] + [
@@ -38,4 +40,22 @@ def whole_item_lines(document: Mapping, encoder: ItemEncoder) -> List[str]:
         lines += [""] + wrap(f"estimates: {quantity}.", indent="")
     if document.get("estimate_note"):
         lines += [""] + wrap(document["estimate_note"], indent="")
+    return lines
+
+
+def _partition_lines(document: Mapping, encoder: ItemEncoder) -> List[str]:
+    """A partition-selection release's items, most counted first, with the noisy count and its
+    95% interval when the release publishes counts."""
+    released = document["released"]
+    counts = "count" in released[0]
+    lines = ["", f"{len(released)} item{'' if len(released) == 1 else 's'} released"
+             f"{' (most counted first)' if counts else ''}:"]
+    rows = [("#", "item") + (("noisy count", "95% interval") if counts else ())] + [
+        (str(i), _released_text(entry["item"], encoder))
+        + ((f"{entry['count']:,}", f"{entry['interval'][0]:,} to {entry['interval'][1]:,}") if counts else ())
+        for i, entry in enumerate(released, start=1)]
+    lines += columns(rows, "><" + (">>" if counts else ""))
+    note = document.get("estimates", {}).get("interval_note")
+    if note:
+        lines += [""] + wrap(note + ".", indent="")
     return lines

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PrivacyPlan(_message.Message):
-    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta", "accounting", "basic_delta", "pld_delta", "composition", "estimate_epsilon")
+    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta", "accounting", "basic_delta", "pld_delta", "composition", "estimate_epsilon", "max_items_per_user", "selection_share")
     RULE_FIELD_NUMBER: _ClassVar[int]
     POPULATION_FIELD_NUMBER: _ClassVar[int]
     MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,8 @@ class PrivacyPlan(_message.Message):
     PLD_DELTA_FIELD_NUMBER: _ClassVar[int]
     COMPOSITION_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITEMS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_SHARE_FIELD_NUMBER: _ClassVar[int]
     rule: str
     population: int
     max_length: int
@@ -54,7 +56,9 @@ class PrivacyPlan(_message.Message):
     pld_delta: float
     composition: str
     estimate_epsilon: float
-    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ..., accounting: _Optional[str] = ..., basic_delta: _Optional[float] = ..., pld_delta: _Optional[float] = ..., composition: _Optional[str] = ..., estimate_epsilon: _Optional[float] = ...) -> None: ...
+    max_items_per_user: int
+    selection_share: float
+    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ..., accounting: _Optional[str] = ..., basic_delta: _Optional[float] = ..., pld_delta: _Optional[float] = ..., composition: _Optional[str] = ..., estimate_epsilon: _Optional[float] = ..., max_items_per_user: _Optional[int] = ..., selection_share: _Optional[float] = ...) -> None: ...
 
 class InputSpec(_message.Message):
     __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids", "query")
@@ -271,12 +275,14 @@ class DenyList(_message.Message):
 class WholeItemRelease(_message.Message):
     __slots__ = ("items", "users_sampled", "records_ranked", "counters", "elapsed_seconds")
     class Item(_message.Message):
-        __slots__ = ("units", "count")
+        __slots__ = ("units", "count", "noisy_count")
         UNITS_FIELD_NUMBER: _ClassVar[int]
         COUNT_FIELD_NUMBER: _ClassVar[int]
+        NOISY_COUNT_FIELD_NUMBER: _ClassVar[int]
         units: _containers.RepeatedScalarFieldContainer[bytes]
         count: int
-        def __init__(self, units: _Optional[_Iterable[bytes]] = ..., count: _Optional[int] = ...) -> None: ...
+        noisy_count: int
+        def __init__(self, units: _Optional[_Iterable[bytes]] = ..., count: _Optional[int] = ..., noisy_count: _Optional[int] = ...) -> None: ...
     class CountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]

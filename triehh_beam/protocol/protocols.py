@@ -1,4 +1,4 @@
-"""The three protocols a job can run, as one type, with what each implies (docs/protocol.md)."""
+"""The protocols a job can run, as one type, with what each implies (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,15 @@ class Protocol(enum.StrEnum):
     ``TRIEHH`` samples m of n users per round and keeps prefixes with at least theta votes
     (Theorem 1); ``TRIEHH_PP`` samples each user with probability p_s per round and keeps counts
     of at least tau (the slides' Lemmas 1-2); ``WHOLE_ITEMS`` is one such sample-and-threshold
-    release of whole items, with no trie.
+    release of whole items, with no trie; ``PARTITION_SELECTION`` releases whole items at the
+    central optimum: every user contributes up to k items, and an item with n contributing users
+    is kept with the optimal probability pi(n) (docs/protocol.md §7), its count with noise.
     """
 
     TRIEHH = "triehh"
     TRIEHH_PP = "triehh++"
     WHOLE_ITEMS = "sample-threshold"
+    PARTITION_SELECTION = "partition-selection"
 
     @classmethod
     def parse(cls, value: str) -> Protocol:
@@ -36,13 +39,20 @@ class Protocol(enum.StrEnum):
     @property
     def samples_by_probability(self) -> bool:
         """Users are sampled independently with probability p_s and counts kept at tau: nothing
-        in the plan depends on n, and the exact accountant applies (``--accounting``)."""
+        in the plan depends on n. Partition selection counts as such a protocol with p_s = 1
+        (every user contributes) and no tau (the keep probability replaces it)."""
         return self is not Protocol.TRIEHH
 
     @property
     def grows_trie(self) -> bool:
         """Rounds extend a trie of prefixes (False: one release of whole items)."""
-        return self is not Protocol.WHOLE_ITEMS
+        return self not in (Protocol.WHOLE_ITEMS, Protocol.PARTITION_SELECTION)
+
+    @property
+    def selects_partitions(self) -> bool:
+        """Items kept by the optimal keep probability of their contributing users, not by a
+        sample and a threshold: central only (the server reads every user's items)."""
+        return self is Protocol.PARTITION_SELECTION
 
     @property
     def threshold_name(self) -> str:

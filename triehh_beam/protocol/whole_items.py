@@ -97,11 +97,18 @@ class WholeItemCounter:
         return {}
 
     @staticmethod
+    def add(accumulator: Dict[Units, int], counts: Mapping[Units, int]) -> Dict[Units, int]:
+        """``counts`` added into ``accumulator`` in place; returns it."""
+        get = accumulator.get
+        for sequence, count in counts.items():
+            accumulator[sequence] = get(sequence, 0) + count
+        return accumulator
+
+    @staticmethod
     def merge(accumulators: Iterable[Mapping[Units, int]]) -> Dict[Units, int]:
         merged: Dict[Units, int] = {}
         for counts in accumulators:
-            for sequence, count in counts.items():
-                merged[sequence] = merged.get(sequence, 0) + count
+            WholeItemCounter.add(merged, counts)
         return merged
 
     def extract_released(self, counts: Mapping[Units, int]) -> Tuple[Released, ...]:

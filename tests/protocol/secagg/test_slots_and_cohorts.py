@@ -19,7 +19,7 @@ def test_slots_order_one_hot_and_counts():
 
 
 def test_round_candidates_extend_the_frontier_by_each_unit_and_the_end():
-    slots = round_candidates([(b"0",), (b"1",)], [b"0", b"1"], text=False)
+    slots = round_candidates([(b"0",), (b"1",)], [b"0", b"1"], b"")
     assert slots.candidates == ((b"0", b""), (b"0", b"0"), (b"0", b"1"), (b"1", b""), (b"1", b"0"), (b"1", b"1"))
     assert slots.length == 8
 

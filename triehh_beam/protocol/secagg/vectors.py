@@ -9,7 +9,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
-from triehh_beam.protocol.encoding import EOS_BYTES, EOS_TEXT, Units
+from triehh_beam.protocol.encoding import Units
 
 __all__ = ["CandidateSlots", "round_candidates"]
 
@@ -79,10 +79,9 @@ class CandidateSlots:
         return {c: int(summed[i]) for i, c in enumerate(self.candidates) if summed[i]}
 
 
-def round_candidates(frontier: Iterable[Units], units: Iterable, text: bool) -> CandidateSlots:
-    """Every extension of every frontier prefix by one of ``units`` or by the end marker: the
-    candidates of a round whose units come from a known alphabet (bits, bytes, a declared
-    character set)."""
-    eos = EOS_TEXT if text else EOS_BYTES
+def round_candidates(frontier: Iterable[Units], units: Iterable, eos) -> CandidateSlots:
+    """Every extension of every frontier prefix by one of ``units`` or by the end marker
+    ``eos`` (the encoder's): the candidates of a round whose units come from a known alphabet
+    (bits, bytes, a declared character set)."""
     alphabet = tuple(dict.fromkeys(tuple(units) + (eos,)))
     return CandidateSlots(tuple(tuple(p) + (u,) for p in frontier for u in alphabet))

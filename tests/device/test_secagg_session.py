@@ -33,21 +33,26 @@ def _round(devices=60, seed=7, policy=CohortPolicy(max_size=20, min_size=5), dro
     announcement = RoundAnnouncement(JOB, 2, encoder, frontier, 1_790_000_000_000)
     clients = [DeviceClient({rng.choice(WORDS): 1 + rng.randrange(3), rng.choice(WORDS): 1}) for _ in range(devices)]
     invitations = [Invitation(JOB, 2, b"device-%d" % i, rng.randbytes(16), rng.getrandbits(64)) for i in range(devices)]
-    sessions = {inv.token: SecureVoteSession(c, announcement, inv, random.Random(seed * 1000 + i).randbytes)
-                for i, (c, inv) in enumerate(zip(clients, invitations))}
     plain = {inv.token: c.respond(announcement, inv) for c, inv in zip(clients, invitations)}
     slots = round_candidates(frontier, list(ALPHABET), encoder.eos)
     server = SecureRound(JOB, 2, [inv.token for inv in invitations], policy, slots,
                          tuple(u.encode() for u in ALPHABET))
     seen = []  # every byte the server received
-    requests = server.setups()
-    gone = set()
+    requests = server.setups({inv.token: inv.to_bytes() for inv in invitations})
+    client_of = {inv.token: (i, c) for i, (c, inv) in enumerate(zip(clients, invitations))}
+    sessions, gone = {}, set()
     for phase in Phase:
         gone |= set((drops or {}).get(phase, ()))
         for token, request in requests:
             if token in gone:
                 continue
-            report = sessions[token].handle_bytes(request)
+            if phase is Phase.KEYS:
+                i, client = client_of[token]
+                sessions[token] = SecureVoteSession(client, announcement, SecAggRequest.from_bytes(request),
+                                                    random.Random(seed * 1000 + i).randbytes)
+                report = sessions[token].keys()
+            else:
+                report = sessions[token].handle_bytes(request)
             seen.append(report)
             assert server.add(report) == "counted"
         requests = server.close_phase()
@@ -112,7 +117,7 @@ def test_reports_are_labelled():
     server, plain, _, _, _ = _round(devices=10, policy=CohortPolicy(max_size=10, min_size=5))
     token = sorted(plain)[0]
     other = SecureRound(JOB, 2, sorted(plain), CohortPolicy(max_size=10, min_size=5), server.slots)
-    setup = dict(other.setups())[token]
+    setup = dict(other.setups({t: b"inv" for t in plain}))[token]
     assert SecAggRequest.from_bytes(setup).phase.index == 1
     assert other.add(b"\x08\x09") == "malformed"
     assert other.kinds["malformed"] == 1

@@ -56,7 +56,8 @@ class SecureVoteSession:
     What a port implements (docs/federated_protocol.md, "Secure aggregation", has the wire
     format and the cryptography):
 
-    1. On the **setup** request (its token the invitation's): compute the vote as
+    1. On the **setup** request (the invitation inside it, its token the request's; a secure
+       round sends no invitation outside a setup): compute the vote as
        ``DeviceClient`` does (steps 1-5 of its docstring), the round's slots (``vote_slots``:
        every frontier prefix extended by each alphabet unit and by the end marker, sorted
        unit by unit by their bytes, then ``other`` for a vote that is not a candidate, then
@@ -79,53 +80,64 @@ class SecureVoteSession:
     Args:
       client: the device's records.
       announcement: the round's announcement (a vote round's or the estimate round's).
-      invitation: this device's invitation to it.
+      setup: the server's setup request to this device (its invitation inside).
       random_bytes: the source of every secret (``os.urandom``; a seeded one only in tests).
 
     Raises:
-      InvitationMismatchError: as ``DeviceClient.respond``.
+      FederatedFormatError: a request that is not a setup, an invitation inside it that does
+        not parse, or slots that do not match the round.
+      InvitationMismatchError: as ``DeviceClient.respond``, or an invitation whose token is not
+        the setup's.
     """
 
     def __init__(self, client: DeviceClient, announcement: Union[RoundAnnouncement, EstimateAnnouncement],
-                 invitation: Invitation, random_bytes: Callable[[int], bytes] = os.urandom):
-        report = client.respond(announcement, invitation)  # the vote, with every check respond makes
-        self._vote = report.prefix
-        self._announcement, self._invitation, self._random = announcement, invitation, random_bytes
-        self._device: Optional[SecAggDevice] = None
+                 setup: SecAggRequest, random_bytes: Callable[[int], bytes] = os.urandom):
+        phase = setup.phase
+        if not isinstance(phase, Setup):
+            raise FederatedFormatError("<SecAggRequest>", f"a session starts with a setup, got {type(phase).__name__}")
+        invitation = Invitation.from_bytes(phase.invitation, "the setup's invitation")
+        if (invitation.job_id, invitation.round_index, invitation.token) != (setup.job_id, setup.round_index,
+                                                                           setup.token):
+            raise InvitationMismatchError("the setup's invitation is for another job, round or token")
+        vote = client.respond(announcement, invitation).prefix  # the vote, with every check respond makes
+        slots = vote_slots(announcement, phase)
+        self._invitation = invitation
+        context = CohortContext(invitation.job_id, invitation.round_index, phase.cohort)
+        self._device = SecAggDevice(context, phase.index, phase.size, phase.threshold, slots.one_hot(vote),
+                                    random_bytes)
+
+    @property
+    def invitation(self) -> Invitation:
+        return self._invitation
 
     def _reply(self, phase) -> bytes:
         inv = self._invitation
         return SecAggReport(inv.job_id, inv.round_index, inv.token, phase).to_bytes()
 
+    def keys(self) -> bytes:
+        """The serialized answer to the setup: the device's two public keys."""
+        return self._reply(Keys(*self._device.advertise()))
+
     def handle(self, request: SecAggRequest) -> bytes:
-        """The serialized report answering ``request``.
+        """The serialized report answering a roster, inbox or survivors request.
 
         Raises:
           InvitationMismatchError: a request for another job, round or token.
-          FederatedFormatError: a setup whose slots do not match the round.
-          SecAggProtocolError: a request out of order or that the protocol refuses.
+          SecAggProtocolError: a request out of order (a second setup included) or that the
+            protocol refuses.
         """
         inv = self._invitation
         if (request.job_id, request.round_index, request.token) != (inv.job_id, inv.round_index, inv.token):
             raise InvitationMismatchError("a secure-aggregation request for another job, round or invitation")
         phase = request.phase
-        if isinstance(phase, Setup):
-            if self._device is not None:
-                raise SecAggProtocolError("a second setup")
-            slots = vote_slots(self._announcement, phase)
-            context = CohortContext(inv.job_id, inv.round_index, phase.cohort)
-            self._device = SecAggDevice(context, phase.index, phase.size, phase.threshold,
-                                        slots.one_hot(self._vote), self._random)
-            return self._reply(Keys(*self._device.advertise()))
-        if self._device is None:
-            raise SecAggProtocolError("a request before the setup")
         if isinstance(phase, Roster):
             return self._reply(Shares(tuple(self._device.share(phase.keys()).items())))
         if isinstance(phase, Inbox):
             return self._reply(Masked.of(self._device.mask(dict(phase.shares))))
-        assert isinstance(phase, Survivors)
-        answer = self._device.unmask(phase.indices)
-        return self._reply(Unmask(tuple((owner, kind, share) for owner, (kind, share) in answer.items())))
+        if isinstance(phase, Survivors):
+            answer = self._device.unmask(phase.indices)
+            return self._reply(Unmask(tuple((owner, kind, share) for owner, (kind, share) in answer.items())))
+        raise SecAggProtocolError("a second setup for one invitation")
 
     def handle_bytes(self, request: bytes) -> bytes:
         """``handle`` on serialized bytes (``SecAggRequest.from_bytes``'s refusals too)."""

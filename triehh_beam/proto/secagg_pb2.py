@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etriehh_beam/proto/secagg.proto\x12\x0btriehh_beam\"Q\n\x0cSecAggMember\x12\r\n\x05index\x18\x01 \x01(\r\x12\x19\n\x11\x63ipher_public_key\x18\x02 \x01(\x0c\x12\x17\n\x0fmask_public_key\x18\x03 \x01(\x0c\"4\n\x10SecAggCiphertext\x12\x0c\n\x04peer\x18\x01 \x01(\r\x12\x12\n\nciphertext\x18\x02 \x01(\x0c\"\x9f\x01\n\x11SecAggUnmaskShare\x12\r\n\x05owner\x18\x01 \x01(\r\x12\x31\n\x04kind\x18\x02 \x01(\x0e\x32#.triehh_beam.SecAggUnmaskShare.Kind\x12\r\n\x05share\x18\x03 \x01(\x0c\"9\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tSELF_MASK\x10\x01\x12\x0c\n\x08MASK_KEY\x10\x02\"\xb0\x04\n\rSecAggRequest\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\x0c\x12\x31\n\x05setup\x18\x05 \x01(\x0b\x32 .triehh_beam.SecAggRequest.SetupH\x00\x12\x33\n\x06roster\x18\x06 \x01(\x0b\x32!.triehh_beam.SecAggRequest.RosterH\x00\x12\x31\n\x05inbox\x18\x07 \x01(\x0b\x32 .triehh_beam.SecAggRequest.InboxH\x00\x12\x39\n\tsurvivors\x18\x08 \x01(\x0b\x32$.triehh_beam.SecAggRequest.SurvivorsH\x00\x1ah\n\x05Setup\x12\x0e\n\x06\x63ohort\x18\x01 \x01(\r\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0c\n\x04size\x18\x03 \x01(\r\x12\x11\n\tthreshold\x18\x04 \x01(\r\x12\x10\n\x08\x61lphabet\x18\x05 \x03(\x0c\x12\r\n\x05slots\x18\x06 \x01(\r\x1a\x34\n\x06Roster\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.triehh_beam.SecAggMember\x1a\x36\n\x05Inbox\x12-\n\x06shares\x18\x01 \x03(\x0b\x32\x1d.triehh_beam.SecAggCiphertext\x1a\x1c\n\tSurvivors\x12\x0f\n\x07indices\x18\x01 \x03(\rB\x07\n\x05phase\"\xf8\x03\n\x0cSecAggReport\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\x0c\x12.\n\x04keys\x18\x05 \x01(\x0b\x32\x1e.triehh_beam.SecAggReport.KeysH\x00\x12\x32\n\x06shares\x18\x06 \x01(\x0b\x32 .triehh_beam.SecAggReport.SharesH\x00\x12\x32\n\x06masked\x18\x07 \x01(\x0b\x32 .triehh_beam.SecAggReport.MaskedH\x00\x12\x32\n\x06unmask\x18\x08 \x01(\x0b\x32 .triehh_beam.SecAggReport.UnmaskH\x00\x1a:\n\x04Keys\x12\x19\n\x11\x63ipher_public_key\x18\x01 \x01(\x0c\x12\x17\n\x0fmask_public_key\x18\x02 \x01(\x0c\x1a\x37\n\x06Shares\x12-\n\x06shares\x18\x01 \x03(\x0b\x32\x1d.triehh_beam.SecAggCiphertext\x1a\x18\n\x06Masked\x12\x0e\n\x06vector\x18\x01 \x01(\x0c\x1a\x38\n\x06Unmask\x12.\n\x06shares\x18\x01 \x03(\x0b\x32\x1e.triehh_beam.SecAggUnmaskShareB\x07\n\x05phaseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etriehh_beam/proto/secagg.proto\x12\x0btriehh_beam\"Q\n\x0cSecAggMember\x12\r\n\x05index\x18\x01 \x01(\r\x12\x19\n\x11\x63ipher_public_key\x18\x02 \x01(\x0c\x12\x17\n\x0fmask_public_key\x18\x03 \x01(\x0c\"4\n\x10SecAggCiphertext\x12\x0c\n\x04peer\x18\x01 \x01(\r\x12\x12\n\nciphertext\x18\x02 \x01(\x0c\"\x9f\x01\n\x11SecAggUnmaskShare\x12\r\n\x05owner\x18\x01 \x01(\r\x12\x31\n\x04kind\x18\x02 \x01(\x0e\x32#.triehh_beam.SecAggUnmaskShare.Kind\x12\r\n\x05share\x18\x03 \x01(\x0c\"9\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tSELF_MASK\x10\x01\x12\x0c\n\x08MASK_KEY\x10\x02\"\xc4\x04\n\rSecAggRequest\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\x0c\x12\x31\n\x05setup\x18\x05 \x01(\x0b\x32 .triehh_beam.SecAggRequest.SetupH\x00\x12\x33\n\x06roster\x18\x06 \x01(\x0b\x32!.triehh_beam.SecAggRequest.RosterH\x00\x12\x31\n\x05inbox\x18\x07 \x01(\x0b\x32 .triehh_beam.SecAggRequest.InboxH\x00\x12\x39\n\tsurvivors\x18\x08 \x01(\x0b\x32$.triehh_beam.SecAggRequest.SurvivorsH\x00\x1a|\n\x05Setup\x12\x0e\n\x06\x63ohort\x18\x01 \x01(\r\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0c\n\x04size\x18\x03 \x01(\r\x12\x11\n\tthreshold\x18\x04 \x01(\r\x12\x10\n\x08\x61lphabet\x18\x05 \x03(\x0c\x12\r\n\x05slots\x18\x06 \x01(\r\x12\x12\n\ninvitation\x18\x07 \x01(\x0c\x1a\x34\n\x06Roster\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.triehh_beam.SecAggMember\x1a\x36\n\x05Inbox\x12-\n\x06shares\x18\x01 \x03(\x0b\x32\x1d.triehh_beam.SecAggCiphertext\x1a\x1c\n\tSurvivors\x12\x0f\n\x07indices\x18\x01 \x03(\rB\x07\n\x05phase\"\xf8\x03\n\x0cSecAggReport\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bround_index\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\x0c\x12.\n\x04keys\x18\x05 \x01(\x0b\x32\x1e.triehh_beam.SecAggReport.KeysH\x00\x12\x32\n\x06shares\x18\x06 \x01(\x0b\x32 .triehh_beam.SecAggReport.SharesH\x00\x12\x32\n\x06masked\x18\x07 \x01(\x0b\x32 .triehh_beam.SecAggReport.MaskedH\x00\x12\x32\n\x06unmask\x18\x08 \x01(\x0b\x32 .triehh_beam.SecAggReport.UnmaskH\x00\x1a:\n\x04Keys\x12\x19\n\x11\x63ipher_public_key\x18\x01 \x01(\x0c\x12\x17\n\x0fmask_public_key\x18\x02 \x01(\x0c\x1a\x37\n\x06Shares\x12-\n\x06shares\x18\x01 \x03(\x0b\x32\x1d.triehh_beam.SecAggCiphertext\x1a\x18\n\x06Masked\x12\x0e\n\x06vector\x18\x01 \x01(\x0c\x1a\x38\n\x06Unmask\x12.\n\x06shares\x18\x01 \x03(\x0b\x32\x1e.triehh_beam.SecAggUnmaskShareB\x07\n\x05phaseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,23 +40,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SECAGGUNMASKSHARE_KIND']._serialized_start=287
   _globals['_SECAGGUNMASKSHARE_KIND']._serialized_end=344
   _globals['_SECAGGREQUEST']._serialized_start=347
-  _globals['_SECAGGREQUEST']._serialized_end=907
+  _globals['_SECAGGREQUEST']._serialized_end=927
   _globals['_SECAGGREQUEST_SETUP']._serialized_start=654
-  _globals['_SECAGGREQUEST_SETUP']._serialized_end=758
-  _globals['_SECAGGREQUEST_ROSTER']._serialized_start=760
-  _globals['_SECAGGREQUEST_ROSTER']._serialized_end=812
-  _globals['_SECAGGREQUEST_INBOX']._serialized_start=814
-  _globals['_SECAGGREQUEST_INBOX']._serialized_end=868
-  _globals['_SECAGGREQUEST_SURVIVORS']._serialized_start=870
-  _globals['_SECAGGREQUEST_SURVIVORS']._serialized_end=898
-  _globals['_SECAGGREPORT']._serialized_start=910
-  _globals['_SECAGGREPORT']._serialized_end=1414
-  _globals['_SECAGGREPORT_KEYS']._serialized_start=1206
-  _globals['_SECAGGREPORT_KEYS']._serialized_end=1264
-  _globals['_SECAGGREPORT_SHARES']._serialized_start=1266
-  _globals['_SECAGGREPORT_SHARES']._serialized_end=1321
-  _globals['_SECAGGREPORT_MASKED']._serialized_start=1323
-  _globals['_SECAGGREPORT_MASKED']._serialized_end=1347
-  _globals['_SECAGGREPORT_UNMASK']._serialized_start=1349
-  _globals['_SECAGGREPORT_UNMASK']._serialized_end=1405
+  _globals['_SECAGGREQUEST_SETUP']._serialized_end=778
+  _globals['_SECAGGREQUEST_ROSTER']._serialized_start=780
+  _globals['_SECAGGREQUEST_ROSTER']._serialized_end=832
+  _globals['_SECAGGREQUEST_INBOX']._serialized_start=834
+  _globals['_SECAGGREQUEST_INBOX']._serialized_end=888
+  _globals['_SECAGGREQUEST_SURVIVORS']._serialized_start=890
+  _globals['_SECAGGREQUEST_SURVIVORS']._serialized_end=918
+  _globals['_SECAGGREPORT']._serialized_start=930
+  _globals['_SECAGGREPORT']._serialized_end=1434
+  _globals['_SECAGGREPORT_KEYS']._serialized_start=1226
+  _globals['_SECAGGREPORT_KEYS']._serialized_end=1284
+  _globals['_SECAGGREPORT_SHARES']._serialized_start=1286
+  _globals['_SECAGGREPORT_SHARES']._serialized_end=1341
+  _globals['_SECAGGREPORT_MASKED']._serialized_start=1343
+  _globals['_SECAGGREPORT_MASKED']._serialized_end=1367
+  _globals['_SECAGGREPORT_UNMASK']._serialized_start=1369
+  _globals['_SECAGGREPORT_UNMASK']._serialized_end=1425
 # @@protoc_insertion_point(module_scope)

@@ -46,20 +46,22 @@ class SecAggUnmaskShare(_message.Message):
 class SecAggRequest(_message.Message):
     __slots__ = ("schema_version", "job_id", "round_index", "token", "setup", "roster", "inbox", "survivors")
     class Setup(_message.Message):
-        __slots__ = ("cohort", "index", "size", "threshold", "alphabet", "slots")
+        __slots__ = ("cohort", "index", "size", "threshold", "alphabet", "slots", "invitation")
         COHORT_FIELD_NUMBER: _ClassVar[int]
         INDEX_FIELD_NUMBER: _ClassVar[int]
         SIZE_FIELD_NUMBER: _ClassVar[int]
         THRESHOLD_FIELD_NUMBER: _ClassVar[int]
         ALPHABET_FIELD_NUMBER: _ClassVar[int]
         SLOTS_FIELD_NUMBER: _ClassVar[int]
+        INVITATION_FIELD_NUMBER: _ClassVar[int]
         cohort: int
         index: int
         size: int
         threshold: int
         alphabet: _containers.RepeatedScalarFieldContainer[bytes]
         slots: int
-        def __init__(self, cohort: _Optional[int] = ..., index: _Optional[int] = ..., size: _Optional[int] = ..., threshold: _Optional[int] = ..., alphabet: _Optional[_Iterable[bytes]] = ..., slots: _Optional[int] = ...) -> None: ...
+        invitation: bytes
+        def __init__(self, cohort: _Optional[int] = ..., index: _Optional[int] = ..., size: _Optional[int] = ..., threshold: _Optional[int] = ..., alphabet: _Optional[_Iterable[bytes]] = ..., slots: _Optional[int] = ..., invitation: _Optional[bytes] = ...) -> None: ...
     class Roster(_message.Message):
         __slots__ = ("members",)
         MEMBERS_FIELD_NUMBER: _ClassVar[int]

@@ -10,7 +10,7 @@ from triehh_beam.protocol.secagg.messages import (
     CIPHERTEXT_BYTES, Inbox, Keys, Masked, Roster, SecAggReport, SecAggRequest, Setup, Shares, Survivors, Unmask)
 
 TOKEN = bytes(range(16))
-REQUESTS = [Setup(0, 2, 5, 4, (b"a", b"b"), 13), Roster(((2, b"c" * 32, b"m" * 32), (1, b"C" * 32, b"M" * 32))),
+REQUESTS = [Setup(0, 2, 5, 4, (b"a", b"b"), 13, b"invitation"), Roster(((2, b"c" * 32, b"m" * 32), (1, b"C" * 32, b"M" * 32))),
             Inbox(((3, b"x" * CIPHERTEXT_BYTES),)), Survivors((4, 1, 2))]
 REPORTS = [Keys(b"c" * 32, b"m" * 32), Shares(((1, b"y" * CIPHERTEXT_BYTES), (3, b"z" * CIPHERTEXT_BYTES))),
            Masked(bytes(range(12))), Unmask(((1, ShareKind.SELF_MASK, b"s" * 44), (2, ShareKind.MASK_KEY, b"k" * 44)))]
@@ -34,11 +34,11 @@ def test_masked_values_are_little_endian_words():
 
 
 @pytest.mark.parametrize("build, match", [
-    (lambda: Setup(0, 6, 5, 4, (), 3), "index"), (lambda: Setup(0, 1, 5, 1, (), 3), "threshold"),
-    (lambda: Setup(0, 1, 5, 2, (b"a", b"a"), 3), "distinct"), (lambda: Roster(((1, b"c", b"m" * 32),)), "32 bytes"),
+    (lambda: Setup(0, 6, 5, 4, (), 3, b"i"), "index"), (lambda: Setup(0, 1, 5, 1, (), 3, b"i"), "threshold"),
+    (lambda: Setup(0, 1, 5, 2, (b"a", b"a"), 3, b"i"), "distinct"), (lambda: Setup(0, 1, 5, 2, (), 3, b""), "invitation"), (lambda: Roster(((1, b"c", b"m" * 32),)), "32 bytes"),
     (lambda: Survivors((1, 1)), "repeated"), (lambda: Inbox(((1, b"x"),)), "ciphertext"),
     (lambda: Masked(b"abc"), "multiple of 4"), (lambda: Unmask(((1, ShareKind.SELF_MASK, b"s"),)), "44 bytes"),
-    (lambda: SecAggReport("job", 3, TOKEN, Setup(0, 1, 5, 2, (), 3)), "phase"),
+    (lambda: SecAggReport("job", 3, TOKEN, Setup(0, 1, 5, 2, (), 3, b"i")), "phase"),
     (lambda: SecAggRequest("job", 3, b"short", Survivors((1,))), "token"),
 ])
 def test_inconsistent_values_are_refused(build, match):

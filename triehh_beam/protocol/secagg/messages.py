@@ -68,8 +68,11 @@ class Setup:
     threshold: int
     alphabet: Tuple[bytes, ...]
     slots: int
+    invitation: bytes = dataclasses.field(repr=False)
 
     def __post_init__(self):
+        if not isinstance(self.invitation, bytes) or not self.invitation:
+            _fail("a setup carries the device's invitation")
         check_bounded("<SecAgg>", "cohort", self.cohort, 0, _U32)
         check_bounded("<SecAgg>", "size", self.size, 2, _U32)
         check_bounded("<SecAgg>", "index", self.index, 1, self.size + 1)
@@ -202,7 +205,8 @@ class SecAggRequest:
         p = self.phase
         if isinstance(p, Setup):
             message.setup.CopyFrom(secagg_pb2.SecAggRequest.Setup(
-                cohort=p.cohort, index=p.index, size=p.size, threshold=p.threshold, alphabet=p.alphabet, slots=p.slots))
+                cohort=p.cohort, index=p.index, size=p.size, threshold=p.threshold, alphabet=p.alphabet, slots=p.slots,
+                invitation=p.invitation))
         elif isinstance(p, Roster):
             message.roster.members.extend(secagg_pb2.SecAggMember(index=i, cipher_public_key=c, mask_public_key=m)
                                           for i, c, m in p.members)
@@ -226,7 +230,7 @@ class SecAggRequest:
         try:
             if which == "setup":
                 s = message.setup
-                phase = Setup(s.cohort, s.index, s.size, s.threshold, tuple(s.alphabet), s.slots)
+                phase = Setup(s.cohort, s.index, s.size, s.threshold, tuple(s.alphabet), s.slots, s.invitation)
             elif which == "roster":
                 phase = Roster(tuple((m.index, m.cipher_public_key, m.mask_public_key) for m in message.roster.members))
             elif which == "inbox":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -75,13 +75,14 @@ class SecureRound:
     def _request(self, token: bytes, phase) -> Tuple[bytes, bytes]:
         return token, SecAggRequest(self.job_id, self.round_index, token, phase).to_bytes()
 
-    def setups(self) -> List[Tuple[bytes, bytes]]:
-        """(token, request bytes): every selected device's setup."""
+    def setups(self, invitations: Mapping[bytes, bytes]) -> List[Tuple[bytes, bytes]]:
+        """(token, request bytes): every selected device's setup, carrying its serialized
+        invitation (``invitations``: token -> bytes)."""
         out = []
         for c, cohort in enumerate(self.cohorts):
             for i, token in enumerate(cohort.tokens):
                 out.append(self._request(token, Setup(c, i + 1, len(cohort.tokens), cohort.server.threshold,
-                                                      self.alphabet, self.slots.length)))
+                                                      self.alphabet, self.slots.length, invitations[token])))
         return out
 
     def add(self, data: bytes) -> str:

@@ -45,6 +45,9 @@ def _secure_arguments(group) -> None:
     group.add_argument("--cohort-minimum", type=int, default=10, metavar="N",
                        help="secure aggregation: the smallest cohort, and the fewest devices whose sum is ever "
                        "unmasked (default: %(default)s)")
+    group.add_argument("--cohort-threshold", type=float, default=None, metavar="FRACTION",
+                       help="secure aggregation: the fraction of a cohort needed at every exchange (default: 2/3; "
+                       "at most 1/2 protects only from a server that follows the protocol)")
     group.add_argument("--secure-alphabet", default=None, metavar="CHARACTERS",
                        help="secure aggregation: the characters a unit may be; a vote for any other is lost "
                        "(default: a-z and 0-9)")
@@ -61,10 +64,13 @@ def secure_option(args: argparse.Namespace):
     from triehh_beam.protocol.secagg.cohorts import CohortPolicy
 
     if not args.secure_aggregation:
-        if args.secure_alphabet is not None or args.cohort_size != 500 or args.cohort_minimum != 10:
-            raise ValueError("--cohort-size, --cohort-minimum and --secure-alphabet need --secure-aggregation")
+        if (args.secure_alphabet is not None or args.cohort_threshold is not None or args.cohort_size != 500
+                or args.cohort_minimum != 10):
+            raise ValueError("--cohort-size, --cohort-minimum, --cohort-threshold and --secure-alphabet need "
+                             "--secure-aggregation")
         return None
-    policy = CohortPolicy(max_size=args.cohort_size, min_size=args.cohort_minimum)
+    fraction = CohortPolicy().fraction if args.cohort_threshold is None else args.cohort_threshold
+    policy = CohortPolicy(max_size=args.cohort_size, min_size=args.cohort_minimum, fraction=fraction)
     return SecureAggregation(policy, args.secure_alphabet if args.secure_alphabet is not None else DEFAULT_ALPHABET)
 
 

@@ -150,7 +150,7 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: Federate
                                                 estimates)
     outputs.write_outputs(config.output_dir, state, trie,
                           extra={"federated": federated_outputs.published_section(
-                              config, estimates is not None, source.secure is not None)},
+                              config, estimates is not None, source.secure)},
                           trust_model=(federated_outputs.TRUST_MODEL_SECURE if source.secure is not None
                                        else federated_outputs.TRUST_MODEL))
     report = {

@@ -16,7 +16,7 @@ from triehh_beam.protocol.federated_tally import ESTIMATE_KINDS, KINDS
 from triehh_beam.protocol.secagg.round import KINDS as SECURE_KINDS
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["DEVICE_ASSUMPTION", "SERVER_SEES_SECURE", "TRUST_MODEL", "TRUST_MODEL_SECURE", "ESTIMATES_WITH_DROPOUTS", "ROUND_CLOSE", "SERVER_SEES", "SERVER_SEES_ESTIMATES",
+__all__ = ["DEVICE_ASSUMPTION", "SECURE_MAJORITY", "SECURE_MINORITY", "SERVER_SEES_SECURE", "TRUST_MODEL", "TRUST_MODEL_SECURE", "ESTIMATES_WITH_DROPOUTS", "ROUND_CLOSE", "SERVER_SEES", "SERVER_SEES_ESTIMATES",
            "console_guarantee", "dropout_guarantee", "label_totals", "published_section", "state_for_outputs"]
 
 #: The published statement of what federated frequency estimates estimate.
@@ -59,15 +59,27 @@ SERVER_SEES_SECURE = (
     "Secure aggregation (Bonawitz et al. 2017, the semi-honest protocol with dropout recovery, within "
     "each cohort of a round's selected devices): the server sees, per round and cohort, only the sum of "
     "the one-hot votes of the cohort's devices that finished, at least the cohort's threshold of them "
-    "(a majority, and never fewer than the minimum cohort size), hence counts below theta and which "
+    "(never fewer than the minimum cohort size), hence counts below theta and which "
     "devices took part, but never one device's vote and no link of a vote to a token: from each device "
     "it receives only public keys, shares encrypted to other devices, a masked vector and unmasking "
     "shares. This holds against a server that follows the protocol, even with up to threshold - 1 "
-    "devices of a cohort colluding with it. A server that deviates (lies about who dropped out) still "
-    "cannot recover both masks of an honest device, since each device reveals one kind of share per "
-    "peer and the threshold is a majority, unless it also controls devices it enrolled itself (Sybils): "
-    "devices are not authenticated to one another here. A cohort that falls below its threshold at any "
-    "exchange is dropped whole: its votes are lost, never unmasked."
+    "devices of a cohort colluding with it. A cohort that falls below its threshold at any exchange is "
+    "dropped whole: its votes are lost, never unmasked."
+)
+
+#: What a majority threshold adds (``--cohort-threshold`` above 1/2), and what it does not.
+SECURE_MAJORITY = (
+    "The threshold is a majority of each cohort, so a server that deviates (lies about who dropped out) "
+    "still cannot recover both masks of an honest device (each device reveals one kind of share per "
+    "peer), unless it also controls devices it enrolled itself (Sybils): devices are not authenticated "
+    "to one another here."
+)
+
+#: What a threshold of at most half a cohort leaves open.
+SECURE_MINORITY = (
+    "The threshold is at most half of each cohort: a server that deviates (tells some devices that a "
+    "device dropped out and others that it did not) could recover both of its masks and so its vote; "
+    "devices trust the server to follow the protocol."
 )
 
 #: The privacy block's trust model of a release whose rounds ran under secure aggregation.
@@ -131,17 +143,20 @@ def state_for_outputs(config: DiscoveryConfig, job_id: str, plan: state_pb2.Priv
     return state
 
 
-def published_section(config: DiscoveryConfig, estimated: bool = False, secure: bool = False) -> dict:
+def published_section(config: DiscoveryConfig, estimated: bool = False, secure=None) -> dict:
     """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
     stay in the operator report); ``estimated``: the job released frequency estimates;
-    ``secure``: its rounds ran under secure aggregation."""
-    if secure:
+    ``secure``: the ``SecureAggregation`` its rounds ran under, or None."""
+    if secure is not None:
         return {
             "mode": ("federated with secure aggregation: devices kept their records; each round the server "
                      "learned only each cohort's sum of one-hot votes; the guarantee assumes honest, "
                      "non-colluding devices, one per person"),
             "trust_model": DEVICE_ASSUMPTION,
-            "server_sees": SERVER_SEES_SECURE,
+            "server_sees": SERVER_SEES_SECURE + " " + (
+                SECURE_MAJORITY if secure.policy.majority else SECURE_MINORITY),
+            "cohorts": {"max_size": secure.policy.max_size, "min_size": secure.policy.min_size,
+                        "threshold_fraction": round(secure.policy.fraction, 6), "alphabet": secure.alphabet},
             "guarantee_with_dropouts": dropout_guarantee(config) + (
                 " Under secure aggregation a device that drops out of a later exchange is either still in "
                 "its cohort's sum (it sent its masked vote) or not; a cohort below its threshold is dropped "

@@ -43,11 +43,13 @@ def test_split_is_balanced_and_within_bounds(total):
 def test_threshold_is_a_majority_with_a_floor():
     policy = CohortPolicy(max_size=100, min_size=10, fraction=2 / 3)
     assert [policy.threshold(n) for n in (10, 12, 15, 30, 99, 100)] == [10, 10, 10, 20, 66, 67]
+    assert policy.majority and not CohortPolicy(fraction=0.5).majority
+    assert CohortPolicy(max_size=100, min_size=10, fraction=0.4).threshold(60) == 24
 
 
 def test_too_few_devices_and_bad_policies_are_refused():
     with pytest.raises(TooFewDevicesError, match="9 selected devices"):
         CohortPolicy(max_size=100, min_size=10).split(list(range(9)))
-    for kwargs in [dict(min_size=1), dict(max_size=10, min_size=6), dict(fraction=0.5), dict(fraction=1.1)]:
+    for kwargs in [dict(min_size=1), dict(max_size=10, min_size=6), dict(fraction=0), dict(fraction=1.1)]:
         with pytest.raises(ValueError):
             CohortPolicy(**kwargs)

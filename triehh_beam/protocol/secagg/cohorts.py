@@ -1,6 +1,6 @@
 """Cohorts: a round's selected devices split, in a fixed order, into groups of at most
 ``max_size`` and at least ``min_size`` devices, each run as one secure aggregation with threshold
-``max(min_size, ceil(fraction * size))``: the server never unmasks a sum over fewer devices than
+``max(min_size, ceil(fraction * size))`` (at most ``size``): the server never unmasks a sum over fewer devices than
 that, and a cohort whose survivors fall below it is dropped whole."""
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ class CohortPolicy:
       max_size: the largest cohort (key agreement and sharing cost a device O(max_size)).
       min_size: the smallest cohort, and the fewest devices whose sum is ever unmasked
         (>= 2, at most max_size // 2, so a balanced split never goes below it).
-      fraction: a cohort of n needs ceil(fraction * n) devices at every phase (in (1/2, 1]:
-        a majority, so no two disjoint sets of survivors can both recover a device's secrets).
+      fraction: a cohort of n needs ceil(fraction * n) devices at every phase, in (0, 1]. Above
+        1/2 (``majority``) no two disjoint sets of devices can both recover a device's secrets,
+        which protects a device even from a server that lies about who dropped out; at or below
+        it, only from a server that follows the protocol.
 
     Raises:
       ValueError: a value outside its range.
@@ -44,8 +46,13 @@ class CohortPolicy:
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         if not 2 <= self.min_size <= self.max_size // 2:
             raise ValueError(f"min_size {self.min_size} must be in [2, max_size // 2 = {self.max_size // 2}]")
-        if isinstance(self.fraction, bool) or not isinstance(self.fraction, (int, float)) or not 0.5 < self.fraction <= 1:
-            raise ValueError(f"fraction {self.fraction!r} must be in (1/2, 1]")
+        if isinstance(self.fraction, bool) or not isinstance(self.fraction, (int, float)) or not 0 < self.fraction <= 1:
+            raise ValueError(f"the cohort threshold {self.fraction!r} must be a fraction in (0, 1]")
+
+    @property
+    def majority(self) -> bool:
+        """Whether every threshold is more than half its cohort."""
+        return self.fraction > 0.5
 
     def threshold(self, size: int) -> int:
         """The devices a cohort of ``size`` needs at every phase."""

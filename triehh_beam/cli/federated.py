@@ -144,6 +144,8 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         source = federated.FederatedSource(registry, args.announce_topic, args.reports_subscription,
                                            args.round_deadline, args.report_goal, args.drain_seconds,
                                            secure=secure_option(args))
+        if source.secure is not None:  # again by the server; here before anything is built
+            source.secure.check(config.encoder, bool(config.estimate_frequencies))
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (RegistryError, ValueError, OSError) as e:
         return _fail("serve", str(e))
@@ -182,6 +184,8 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         faults = fleet_run.fleet_options(dropout=args.dropout, duplicate=args.duplicate, late=args.late,
                                          malformed=args.malformed, latency=args.latency, seed=args.fleet_seed)
         secure = secure_option(args)
+        if secure is not None:
+            secure.check(config.encoder, bool(config.estimate_frequencies))
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))

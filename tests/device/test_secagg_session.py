@@ -114,7 +114,9 @@ def test_the_server_never_receives_a_plaintext_vote_encoding():
 
 
 def test_reports_are_labelled():
-    server, plain, _, _, _ = _round(devices=10, policy=CohortPolicy(max_size=10, min_size=5))
+    server, plain, _, seen, _ = _round(devices=10, policy=CohortPolicy(max_size=10, min_size=5))
+    assert server.add(seen[0]) == "duplicate"  # a second copy of a keys report, after the round
+    assert server.kinds["duplicate"] == 1 and server.kinds["counted"] == 40
     token = sorted(plain)[0]
     other = SecureRound(JOB, 2, sorted(plain), CohortPolicy(max_size=10, min_size=5), server.slots)
     setup = dict(other.setups({t: b"inv" for t in plain}))[token]

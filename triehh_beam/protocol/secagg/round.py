@@ -26,7 +26,8 @@ from triehh_beam.protocol.secagg.vectors import CandidateSlots
 __all__ = ["KINDS", "SecureRound"]
 
 #: One label per report: ``counted`` (a device's first report of the phase being collected),
-#: ``duplicate``, ``out_of_phase`` (a report of another phase: too late or too early),
+#: ``duplicate`` (a second report of one device for one exchange, whenever it comes),
+#: ``out_of_phase`` (a first report of another exchange: too late or too early),
 #: ``cohort_dropped`` (its cohort already failed), ``not_selected`` (a token the round did not
 #: issue), ``late`` and ``unannounced`` (another round), ``other_job``, ``malformed``.
 KINDS = ("counted", "duplicate", "out_of_phase", "cohort_dropped", "not_selected", "late", "unannounced",
@@ -69,7 +70,8 @@ class SecureRound:
             self.cohorts.append(_Cohort(context, members, server))
             self._where.update({t: (c, i + 1) for i, t in enumerate(members)})
         self.phase: Optional[Phase] = Phase.KEYS  # the phase whose reports are collected; None when done
-        self._reports: Dict[bytes, object] = {}
+        self._reports: Dict[bytes, object] = {}  # the phase being collected: token -> its report's payload
+        self._seen: set = set()  # (token, report type) of every well-formed report of the round
         self.kinds: collections.Counter = collections.Counter()
 
     def _request(self, token: bytes, phase) -> Tuple[bytes, bytes]:
@@ -103,12 +105,14 @@ class SecureRound:
         where = self._where.get(report.token)
         if where is None:
             return "not_selected"
+        seen = (report.token, type(report.phase))
+        if seen in self._seen:
+            return "duplicate"
+        self._seen.add(seen)
         if self.phase is None or not isinstance(report.phase, _REPORT[self.phase]):
             return "out_of_phase"
         if self.cohorts[where[0]].failure is not None:
             return "cohort_dropped"
-        if report.token in self._reports:
-            return "duplicate"
         self._reports[report.token] = report.phase
         return "counted"
 

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import outputs
-from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation
@@ -129,11 +129,7 @@ def _close_phase(server, secure: SecureRound, phase: Phase, asked: frozenset, lo
         close, why = heard_at[0], "every answer the simulated fleet sends in time"
     else:
         close, why = deadline, "deadline" if asked else "no device asked"
-    ordered = sorted(pool, key=lambda m: (m.time_micros, m.message_id))
-    for message in ordered:
-        if message.time_micros <= close:
-            secure.add(message.data)
-    return close, why, [m for m in ordered if m.time_micros > close]
+    return close, why, count_until(pool, close, secure.add)
 
 
 def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,

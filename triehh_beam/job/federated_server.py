@@ -20,7 +20,7 @@ from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import federated_state, outputs
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
 from triehh_beam.job.federated_secagg import SecureAggregation, is_secagg_report, run_secure_round
 from triehh_beam.job.planning import plan_for_census
 from triehh_beam.job.state_store import StateStore
@@ -334,11 +334,7 @@ class FederatedServer:
             close, why = heard_at[0], "every report the simulated fleet sends in time"
         else:
             close, why = deadline, "deadline" if goal else "no device selected"
-        ordered = sorted(pool, key=lambda m: (m.time_micros, m.message_id))
-        for message in ordered:
-            if message.time_micros <= close:
-                tally.add(message.data)
-        return close, why, [m for m in ordered if m.time_micros > close]
+        return close, why, count_until(pool, close, tally.add)
 
     def waits_for(self, deadline_millis: int, who: str) -> str:
         """What a round waits for, said when it is announced (``who``: the devices invited)."""

@@ -7,7 +7,7 @@ them with ``FederatedFormatError``."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple, Union
+from typing import ClassVar, Optional, Tuple, Union
 
 import numpy as np
 
@@ -178,30 +178,71 @@ RequestPhase = Union[Setup, Roster, Inbox, Survivors]
 ReportPhase = Union[Keys, Shares, Masked, Unmask]
 
 
-def _check_common(cls_name, job_id, round_index, token, phase, kinds) -> None:
-    source = f"<{cls_name}>"
-    check_header(source, job_id, round_index)
-    check_token(source, token)
-    if not isinstance(phase, kinds):
-        raise FederatedFormatError(source, f"a phase of {', '.join(k.__name__ for k in kinds)}, got {type(phase).__name__}")
-
-
 @dataclasses.dataclass(frozen=True)
-class SecAggRequest:
-    """Server -> one device: one phase of the device's run, tied to its invitation's token."""
+class _SecAggMessage:
+    """What both messages share: the header (job, round, token), one phase, the version, and
+    the parse with its refusals; a subclass names its phases and writes and reads them."""
 
     job_id: str
     round_index: int
     token: bytes = dataclasses.field(repr=False)
-    phase: RequestPhase
+    phase: object
+
+    _PHASES: ClassVar[tuple] = ()
+    _PROTO: ClassVar[type] = type(None)
 
     def __post_init__(self):
-        _check_common("SecAggRequest", self.job_id, self.round_index, self.token, self.phase,
-                      (Setup, Roster, Inbox, Survivors))
+        source = f"<{type(self).__name__}>"
+        check_header(source, self.job_id, self.round_index)
+        check_token(source, self.token)
+        if not isinstance(self.phase, self._PHASES):
+            raise FederatedFormatError(source, f"a phase of {', '.join(k.__name__ for k in self._PHASES)}, got "
+                                       f"{type(self.phase).__name__}")
 
     def to_bytes(self) -> bytes:
-        message = secagg_pb2.SecAggRequest(schema_version=SCHEMA_VERSION, job_id=self.job_id,
-                                           round_index=self.round_index, token=self.token)
+        """The serialized message (deterministic: equal messages, equal bytes)."""
+        message = self._PROTO(schema_version=SCHEMA_VERSION, job_id=self.job_id, round_index=self.round_index,
+                              token=self.token)
+        self._write_phase(message)
+        return serialize_message(message)
+
+    def _write_phase(self, message) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def _read_phase(cls, message, which: str, source: str):
+        raise NotImplementedError
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: Optional[str] = None):
+        """Parses and checks serialized bytes (untrusted: the server drops and counts a device's
+        report this refuses).
+
+        Raises:
+          FederatedFormatError: bytes that do not parse, another schema version, no phase, or
+            any value the phase's checks refuse (the message names ``source``).
+        """
+        source = source or f"<{cls.__name__} bytes>"
+        message = parse_message(cls._PROTO, data, source)
+        check_version(source, message.schema_version, (SCHEMA_VERSION,))
+        which = message.WhichOneof("phase")
+        if which is None:
+            raise FederatedFormatError(source, "no phase (truncated or corrupt)")
+        try:
+            phase = cls._read_phase(message, which, source)
+        except FederatedFormatError as error:
+            raise FederatedFormatError(source, error.problem) from None
+        return build_checked(cls, source, message.job_id, message.round_index, message.token, phase)
+
+
+@dataclasses.dataclass(frozen=True)
+class SecAggRequest(_SecAggMessage):
+    """Server -> one device: one phase of the device's run, tied to its invitation's token."""
+
+    _PHASES: ClassVar[tuple] = (Setup, Roster, Inbox, Survivors)
+    _PROTO: ClassVar[type] = secagg_pb2.SecAggRequest
+
+    def _write_phase(self, message) -> None:
         p = self.phase
         if isinstance(p, Setup):
             message.setup.CopyFrom(secagg_pb2.SecAggRequest.Setup(
@@ -217,47 +258,27 @@ class SecAggRequest:
         else:
             message.survivors.indices.extend(p.indices)
             message.survivors.SetInParent()
-        return serialize_message(message)
 
     @classmethod
-    def from_bytes(cls, data: bytes, source: str = "<SecAggRequest bytes>") -> "SecAggRequest":
-        """Parses and checks a request; raises FederatedFormatError naming ``source``."""
-        message = parse_message(secagg_pb2.SecAggRequest, data, source)
-        check_version(source, message.schema_version, (SCHEMA_VERSION,))
-        which = message.WhichOneof("phase")
-        if which is None:
-            raise FederatedFormatError(source, "no phase (truncated or corrupt)")
-        try:
-            if which == "setup":
-                s = message.setup
-                phase = Setup(s.cohort, s.index, s.size, s.threshold, tuple(s.alphabet), s.slots, s.invitation)
-            elif which == "roster":
-                phase = Roster(tuple((m.index, m.cipher_public_key, m.mask_public_key) for m in message.roster.members))
-            elif which == "inbox":
-                phase = Inbox(tuple((c.peer, c.ciphertext) for c in message.inbox.shares))
-            else:
-                phase = Survivors(tuple(message.survivors.indices))
-        except FederatedFormatError as error:
-            raise FederatedFormatError(source, error.problem) from None
-        return build_checked(cls, source, message.job_id, message.round_index, message.token, phase)
+    def _read_phase(cls, message, which: str, source: str) -> RequestPhase:
+        if which == "setup":
+            s = message.setup
+            return Setup(s.cohort, s.index, s.size, s.threshold, tuple(s.alphabet), s.slots, s.invitation)
+        if which == "roster":
+            return Roster(tuple((m.index, m.cipher_public_key, m.mask_public_key) for m in message.roster.members))
+        if which == "inbox":
+            return Inbox(tuple((c.peer, c.ciphertext) for c in message.inbox.shares))
+        return Survivors(tuple(message.survivors.indices))
 
 
 @dataclasses.dataclass(frozen=True)
-class SecAggReport:
+class SecAggReport(_SecAggMessage):
     """Device -> server: the device's answer to one request."""
 
-    job_id: str
-    round_index: int
-    token: bytes = dataclasses.field(repr=False)
-    phase: ReportPhase
+    _PHASES: ClassVar[tuple] = (Keys, Shares, Masked, Unmask)
+    _PROTO: ClassVar[type] = secagg_pb2.SecAggReport
 
-    def __post_init__(self):
-        _check_common("SecAggReport", self.job_id, self.round_index, self.token, self.phase,
-                      (Keys, Shares, Masked, Unmask))
-
-    def to_bytes(self) -> bytes:
-        message = secagg_pb2.SecAggReport(schema_version=SCHEMA_VERSION, job_id=self.job_id,
-                                          round_index=self.round_index, token=self.token)
+    def _write_phase(self, message) -> None:
         p = self.phase
         if isinstance(p, Keys):
             message.keys.CopyFrom(secagg_pb2.SecAggReport.Keys(cipher_public_key=p.cipher_public_key,
@@ -271,29 +292,15 @@ class SecAggReport:
             message.unmask.shares.extend(secagg_pb2.SecAggUnmaskShare(owner=o, kind=int(k), share=s)
                                          for o, k, s in p.shares)
             message.unmask.SetInParent()
-        return serialize_message(message)
 
     @classmethod
-    def from_bytes(cls, data: bytes, source: str = "<SecAggReport bytes>") -> "SecAggReport":
-        """Parses and checks a report; raises FederatedFormatError naming ``source`` (the server
-        drops and counts what this refuses: a device's message is untrusted)."""
-        message = parse_message(secagg_pb2.SecAggReport, data, source)
-        check_version(source, message.schema_version, (SCHEMA_VERSION,))
-        which = message.WhichOneof("phase")
-        if which is None:
-            raise FederatedFormatError(source, "no phase (truncated or corrupt)")
-        try:
-            if which == "keys":
-                phase = Keys(message.keys.cipher_public_key, message.keys.mask_public_key)
-            elif which == "shares":
-                phase = Shares(tuple((c.peer, c.ciphertext) for c in message.shares.shares))
-            elif which == "masked":
-                phase = Masked(message.masked.vector)
-            else:
-                kinds = [s.kind for s in message.unmask.shares]
-                if any(k not in (ShareKind.SELF_MASK, ShareKind.MASK_KEY) for k in kinds):
-                    raise FederatedFormatError(source, "an unmasking share of unknown kind")
-                phase = Unmask(tuple((s.owner, s.kind, s.share) for s in message.unmask.shares))
-        except FederatedFormatError as error:
-            raise FederatedFormatError(source, error.problem) from None
-        return build_checked(cls, source, message.job_id, message.round_index, message.token, phase)
+    def _read_phase(cls, message, which: str, source: str) -> ReportPhase:
+        if which == "keys":
+            return Keys(message.keys.cipher_public_key, message.keys.mask_public_key)
+        if which == "shares":
+            return Shares(tuple((c.peer, c.ciphertext) for c in message.shares.shares))
+        if which == "masked":
+            return Masked(message.masked.vector)
+        if any(s.kind not in (ShareKind.SELF_MASK, ShareKind.MASK_KEY) for s in message.unmask.shares):
+            raise FederatedFormatError(source, "an unmasking share of unknown kind")
+        return Unmask(tuple((s.owner, s.kind, s.share) for s in message.unmask.shares))

@@ -18,7 +18,7 @@ from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation
-from triehh_beam.protocol.secagg.cohorts import CohortPolicy
+from triehh_beam.protocol.secagg.cohorts import CohortPolicy, TooFewDevicesError
 from triehh_beam.protocol.secagg.messages import SecAggReport
 from triehh_beam.protocol.secagg.round import KINDS, SecureRound
 from triehh_beam.protocol.secagg.server import Phase
@@ -66,6 +66,16 @@ class SecureAggregation:
             if problem or encoder.normalize(unit) != unit:
                 raise ValueError(f"--secure-alphabet character {unit!r} is not a unit of this encoding "
                                  f"({problem or 'not normalised'})")
+
+    def check_selection(self, expected: float) -> None:
+        """Refuses a plan that selects fewer devices per round than one cohort's minimum.
+
+        Raises:
+          ValueError: ``expected`` (m, or n * p_s) below ``--cohort-minimum``.
+        """
+        if expected < self.policy.min_size:
+            raise ValueError(f"the plan selects {expected:,.1f} devices per round, fewer than one cohort's minimum "
+                             f"(--cohort-minimum {self.policy.min_size}): no round could be aggregated securely")
 
     def round(self, job_id: str, step: rounds.NextRound, tokens, encoder: ItemEncoder) -> SecureRound:
         slots = round_candidates(step.frontier, list(self.alphabet), encoder.eos)
@@ -149,7 +159,17 @@ def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,
         raise ValueError(f"round {r} of {server.job_id} was announced under secure aggregation before this run "
                          "stopped: re-running it would unmask the same votes twice over different devices, so it "
                          "is not resumable; start a new job (another --output or --state-dir)")
-    secure = secure_options.round(server.job_id, step, selection.tokens, server.encoder)
+    try:
+        secure = secure_options.round(server.job_id, step, selection.tokens, server.encoder)
+    except TooFewDevicesError:  # TrieHH++'s Bernoulli selection fell below one cohort: nothing to sum
+        server.progress(f"round {r}: {len(selection):,} devices selected, fewer than one cohort's minimum "
+                        f"({secure_options.policy.min_size}): nothing announced, nothing kept")
+        record = {"round": r, "closed_by": "fewer selected devices than one cohort", "close_micros": _now_millis() * 1000,
+                  "frontier_size": len(step.frontier), "kept": [], "selected": len(selection), "goal": 0,
+                  "labels": {k: 0 for k in KINDS},
+                  "secure_aggregation": {"cohorts": 0, "unmasked": 0, "dropped_by_phase": {},
+                                         "devices_in_dropped_cohorts": len(selection), "devices_summed": 0}}
+        return [], record, pool, len(selection)
     deadline, goal = server.announce(step, selection, invite=False)
     device_of = dict(zip(selection.tokens, selection.device_ids))
     invitations = {token: Invitation(server.job_id, r, device, token, int(word)).to_bytes()

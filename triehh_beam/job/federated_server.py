@@ -154,6 +154,10 @@ class FederatedServer:
         self.encoder = config.encoder
         self.plan = plan_for_census(config, len(source.registry))
         check_report_goal(source.report_goal, self.plan.no_guarantee)
+        if source.secure is not None:
+            expected = (self.plan.sample_probability * len(source.registry) if config.protocol is Protocol.TRIEHH_PP
+                        else self.plan.batch_size)
+            source.secure.check_selection(expected)
         self.store = StateStore(self.path(RELEASE_NAME))
         self.state = self.store.load()
         if self.state is None:  # a new release: its nonce drawn now, committed after its charge

@@ -144,3 +144,11 @@ def test_the_server_refuses_calls_out_of_order_and_shares_that_do_not_recover_a_
     responses[1][3] = (kind, bytes([share[0] ^ 1]) + share[1:])
     with pytest.raises(CohortFailedError, match="mask key|inconsistent|prime"):
         server.unmask(responses)
+
+
+def test_a_roster_with_an_unusable_key_is_refused_as_a_protocol_error():
+    devices = _devices(3, 2, seed=4)
+    roster = {d.index: d.advertise() for d in devices}
+    roster[3] = (bytes(32), roster[3][1])  # a small-order cipher key for device 3
+    with pytest.raises(SecAggProtocolError, match="unusable"):
+        devices[0].share(roster)

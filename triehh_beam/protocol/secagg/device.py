@@ -67,6 +67,14 @@ def unpack_shares(plaintext: bytes, sender: int, receiver: int) -> Tuple[bytes, 
     return plaintext[8:8 + half], plaintext[8 + half:]
 
 
+def _agree(private: bytes, peer_public: bytes, context: CohortContext, purpose: bytes) -> bytes:
+    """``agree``, a peer key it refuses (small order, wrong length) refused as a protocol error."""
+    try:
+        return agree(private, peer_public, context, purpose)
+    except SecAggCryptoError as error:
+        raise SecAggProtocolError(str(error)) from None
+
+
 def pair_sign(own: int, other: int) -> int:
     """+1 when ``own`` adds the pair's mask (the lower index), -1 when it subtracts it."""
     return 1 if own < other else -1
@@ -150,7 +158,7 @@ class SecAggDevice:
         for other in members:
             if other == self.index:
                 continue
-            key = agree(self._cipher_keys.private, roster[other][0], self.context, SHARE_PURPOSE)
+            key = _agree(self._cipher_keys.private, roster[other][0], self.context, SHARE_PURPOSE)
             out[other] = seal_shares(key, self.context, self.index, other,
                                      pack_shares(self.index, other, key_shares[other], seed_shares[other]))
         return out
@@ -169,7 +177,7 @@ class SecAggDevice:
         for sender, ciphertext in received.items():
             if sender == self.index or sender not in self._roster:
                 raise SecAggProtocolError(f"shares from {sender}, who is not another advertised device")
-            key = agree(self._cipher_keys.private, self._roster[sender][0], self.context, SHARE_PURPOSE)
+            key = _agree(self._cipher_keys.private, self._roster[sender][0], self.context, SHARE_PURPOSE)
             try:
                 plaintext = open_shares(key, self.context, sender, self.index, ciphertext)
             except SecAggCryptoError as error:
@@ -179,7 +187,7 @@ class SecAggDevice:
         masked = self._vector + expand_mask(self._seed, len(self._vector))
         for other in self._sharers:
             if other != self.index:
-                seed = agree(self._mask_keys.private, self._roster[other][1], self.context, MASK_PURPOSE)
+                seed = _agree(self._mask_keys.private, self._roster[other][1], self.context, MASK_PURPOSE)
                 pairwise = expand_mask(seed, len(self._vector))
                 masked = masked + pairwise if pair_sign(self.index, other) > 0 else masked - pairwise
         self._vector = np.zeros(0, dtype=np.uint32)  # the plaintext is not kept past masking

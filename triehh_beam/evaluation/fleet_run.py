@@ -247,6 +247,11 @@ def main(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, r
              f"; {len(summary.estimates)} frequency estimates"
              + ("" if summary.estimates_equal_to_central is None else
                 f", equal to central: {'yes' if summary.estimates_equal_to_central else 'no'}")))
+    print(federated_outputs.console_guarantee(summary.estimates is not None, summary.secure_aggregation is not None))
+    if not verbose:
+        print(f"published: {summary.output}; message counts (private): --verbose, or the operator report "
+              f"{summary.report}")
+        return 0
     if summary.secure_aggregation is not None:
         lost = summary.secure_aggregation
         print(f"secure aggregation: {lost['unmasked']:,} of {lost['cohorts']:,} cohorts unmasked; "
@@ -255,11 +260,6 @@ def main(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, r
                  if lost["dropped_by_phase"] else "")
               + f"with {lost['devices_in_dropped_cohorts']:,} devices; {lost['devices_summed']:,} devices summed "
               "(private: counts)")
-    print(federated_outputs.console_guarantee(summary.estimates is not None, summary.secure_aggregation is not None))
-    if not verbose:
-        print(f"published: {summary.output}; message counts (private): --verbose, or the operator report "
-              f"{summary.report}")
-        return 0
     print("fleet sent (private, simulated): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.sent.items())))
     print("server counted (private): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.received.items()) if v)
           + f"; redelivered {summary.redelivered:,}; never read {summary.unread:,}")

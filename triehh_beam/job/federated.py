@@ -6,7 +6,9 @@ by their keyed ranks, announces the frontier, and counts the reports a streaming
 or the deadline passed; each closed round is committed, so a crash resumes it. With
 ``--estimate-frequencies`` an estimate round follows (``federated_estimates``). The published
 output is ``discover``'s plus a ``federated`` section; every count is in the private operator
-report. The guarantee assumes honest, non-colluding devices (``federated_outputs``).
+report. The guarantee assumes honest, non-colluding devices (``federated_outputs``). With
+``--secure-aggregation`` (``FederatedSource.secure``) each round's votes are summed per cohort under
+secure aggregation (``federated_secagg``): the server never sees one device's vote.
 """
 
 from __future__ import annotations

@@ -18,6 +18,16 @@ SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "p
     (["--budget_epsilon", "5"], "--budget_epsilon"),
     (["--estimate-frequencies", "0"], "--estimate-frequencies must be a positive epsilon, got 0.0"),
     (["--report-goal", "0.9"], "--report-goal 0.9 would close a round before its deadline"),
+    (["--cohort-size", "50"], "--cohort-size, --cohort-minimum, --cohort-threshold and --secure-alphabet need "
+                              "--secure-aggregation"),
+    (["--secure-aggregation", "--cohort-minimum", "1"], "min_size 1 must be in [2, max_size // 2 = 250]"),
+    (["--secure-aggregation", "--cohort-threshold", "0"], "the cohort threshold 0.0 must be a fraction in (0, 1]"),
+    (["--secure-aggregation", "--secure-alphabet", "aba"], "--secure-alphabet must be distinct characters"),
+    (["--secure-aggregation", "--estimate-frequencies", "1"], "--secure-aggregation with --estimate-frequencies "
+                                                              "is not built"),
+    (["--secure-aggregation", "--case-fold", "--secure-alphabet", "aB"],
+     "--secure-alphabet character 'B' is not a unit of this encoding (not normalised)"),
+    (["--secure-aggregation", "--unit-size", "2"], "--secure-aggregation needs text items of one-character units"),
 ])
 def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags, message):
     registry = tmp_path / "registry.txt"
@@ -36,6 +46,7 @@ def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags
     (["--dropout", "1.5"], "--dropout is a probability in [0, 1], got 1.5"),
     (["--latency=-1"], "--latency must be >= 0 seconds"),
     (["--report-goal", "0.5"], "--report-goal 0.5 would close a round before its deadline"),
+    (["--secure-alphabet", "ab"], "need --secure-aggregation"),
 ])
 def test_a_simulate_mistake_is_one_line(tmp_path, capsys, flags, message):
     records = tmp_path / "records.jsonl"

@@ -23,3 +23,11 @@ def test_the_default_document_holds_no_exact_count_nor_the_central_estimates():
 def test_verbose_adds_them():
     document = _summary().document(counts=True)
     assert document["central_estimates"] == {'"a"': 1287} and document["received"] == {"voted": 5}
+
+
+def test_the_secure_aggregation_counts_are_private_too():
+    summary = _summary()
+    summary.secure_aggregation = {"cohorts": 3, "unmasked": 2, "dropped_by_phase": {"masked": 1},
+                                  "devices_in_dropped_cohorts": 40, "devices_summed": 70}
+    assert "secure_aggregation" not in summary.document()
+    assert summary.document(counts=True)["secure_aggregation"]["dropped_by_phase"] == {"masked": 1}

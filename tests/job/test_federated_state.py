@@ -39,6 +39,18 @@ def test_the_progress_round_trips_through_a_committed_state(tmp_path):
     assert federated_state.progress_from_state(read) == progress
 
 
+def test_a_secure_round_s_cohort_counts_round_trip(tmp_path):
+    progress = _progress()
+    progress["rounds"][1]["secure_aggregation"] = {
+        "cohorts": 3, "unmasked": 2, "devices_in_dropped_cohorts": 100, "devices_summed": 170,
+        "dropped_by_phase": {"masked": 1}}
+    state = state_pb2.JobState(job_id="federated-x", created_at=progress["created_at"],
+                               plan=state_pb2.PrivacyPlan(theta=12, batch_size=300))
+    federated_state.progress_to_state(progress, state)
+    assert federated_state.progress_from_state(state) == progress
+    assert dict(state.federated.rounds[1].secure_aggregation)["dropped_masked"] == 1
+
+
 def test_a_state_without_an_estimate_round_or_end_has_neither(tmp_path):
     progress = _progress()
     del progress["estimate"], progress["finished"]

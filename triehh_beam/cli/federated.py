@@ -14,7 +14,7 @@ from typing import Sequence
 
 from triehh_beam.job import config as config_lib
 
-__all__ = ["register_federated"]
+__all__ = ["register_federated", "secure_option"]
 
 # Settings of jobs that read records (a federated server reads none: devices keep them).
 _NOT_FOR_FEDERATED = ("input_pattern", "query", "input_format", "timestamp_column", "rounds_per_job",
@@ -36,6 +36,44 @@ def _round_arguments(group) -> None:
                        "guarantee: an early close would let one device's report cut off another's)")
 
 
+def _secure_arguments(group) -> None:
+    group.add_argument("--secure-aggregation", action="store_true",
+                       help="the server sees only each cohort's sum of votes, never one device's vote (Bonawitz "
+                       "et al.'s secure aggregation: three more exchanges per round, each up to --round-deadline)")
+    group.add_argument("--cohort-size", type=int, default=500, metavar="N",
+                       help="secure aggregation: the largest cohort (default: %(default)s)")
+    group.add_argument("--cohort-minimum", type=int, default=10, metavar="N",
+                       help="secure aggregation: the smallest cohort, and the fewest devices whose sum is ever "
+                       "unmasked (default: %(default)s)")
+    group.add_argument("--cohort-threshold", type=float, default=None, metavar="FRACTION",
+                       help="secure aggregation: the fraction of a cohort needed at every exchange (default: 2/3; "
+                       "at most 1/2 protects only from a server that follows the protocol)")
+    group.add_argument("--secure-alphabet", default=None, metavar="CHARACTERS",
+                       help="secure aggregation: the characters a unit may be; a vote for any other is lost "
+                       "(default: a-z and 0-9)")
+
+
+def secure_option(args: argparse.Namespace):
+    """The ``SecureAggregation`` the flags ask for, or None.
+
+    Raises:
+      ValueError: a cohort bound or alphabet out of range, or a secure-aggregation flag without
+        ``--secure-aggregation``.
+    """
+    from triehh_beam.job.federated_secagg import DEFAULT_ALPHABET, SecureAggregation
+    from triehh_beam.protocol.secagg.cohorts import CohortPolicy
+
+    if not args.secure_aggregation:
+        if (args.secure_alphabet is not None or args.cohort_threshold is not None or args.cohort_size != 500
+                or args.cohort_minimum != 10):
+            raise ValueError("--cohort-size, --cohort-minimum, --cohort-threshold and --secure-alphabet need "
+                             "--secure-aggregation")
+        return None
+    fraction = CohortPolicy().fraction if args.cohort_threshold is None else args.cohort_threshold
+    policy = CohortPolicy(max_size=args.cohort_size, min_size=args.cohort_minimum, fraction=fraction)
+    return SecureAggregation(policy, args.secure_alphabet if args.secure_alphabet is not None else DEFAULT_ALPHABET)
+
+
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     groups = config_lib.add_arguments(parser, skip=_NOT_FOR_FEDERATED)
     source = groups[config_lib.GROUPS[0]]
@@ -50,6 +88,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="after the last round, keep reading reports this long (counted as late; "
                         "default: %(default)s)")
     _round_arguments(source)
+    _secure_arguments(source)
 
 
 def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +96,7 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     config_lib.add_arguments(parser, skip=skip)
     fleet = parser.add_argument_group("the simulated fleet")
     _round_arguments(fleet)
+    _secure_arguments(fleet)
     for name, default, what in (
             ("--dropout", 0.0, "selected devices that never report"),
             ("--duplicate", 0.0, "reports sent twice"),
@@ -102,7 +142,10 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         config = config_lib.config_from_values(vars(args), input_pattern=args.devices)
         registry = read_registry(args.devices, config.user_column)
         source = federated.FederatedSource(registry, args.announce_topic, args.reports_subscription,
-                                           args.round_deadline, args.report_goal, args.drain_seconds)
+                                           args.round_deadline, args.report_goal, args.drain_seconds,
+                                           secure=secure_option(args))
+        if source.secure is not None:  # again by the server; here before anything is built
+            source.secure.check(config.encoder, bool(config.estimate_frequencies))
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (RegistryError, ValueError, OSError) as e:
         return _fail("serve", str(e))
@@ -124,7 +167,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     print(f"federated job {result.job_id}: {len(result.rounds)} rounds, "
           f"{len(result.trie.heavy_hitters()):,} heavy hitters in {result.output}; "
           f"counts (private) in {result.report_path}", flush=True)
-    print(federated_outputs.console_guarantee(result.estimate is not None), flush=True)
+    print(federated_outputs.console_guarantee(result.estimate is not None, args.secure_aggregation), flush=True)
     return 0
 
 
@@ -140,6 +183,9 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         config = config_lib.config_from_values(vars(args))
         faults = fleet_run.fleet_options(dropout=args.dropout, duplicate=args.duplicate, late=args.late,
                                          malformed=args.malformed, latency=args.latency, seed=args.fleet_seed)
+        secure = secure_option(args)
+        if secure is not None:
+            secure.check(config.encoder, bool(config.estimate_frequencies))
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))
@@ -150,7 +196,7 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
     try:
         return fleet_run.main(config, faults, args.round_deadline, args.report_goal, list(beam_args), args.json,
-                             config.verbose)
+                             config.verbose, secure)
     except (InfeasiblePlanError, RecordFormatError, FileNotFoundError, ValueError) as e:
         return _fail("simulate", str(e))
     except PubsubUnavailableError as e:

@@ -25,29 +25,34 @@ from typing import Counter, Dict, List, Mapping, Optional, Tuple, Union
 
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.evaluation.fleet_faults import FleetOptions, corrupt_report, device_fate
+from triehh_beam.evaluation.fleet_secagg import SecureDevices, phase_of
 from triehh_beam.evaluation.population import Population
 from triehh_beam.io import federated_attributes as fa
 from triehh_beam.io import pubsub
 from triehh_beam.protocol.encoding import Item
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement
 from triehh_beam.protocol.federated_estimate import EstimateAnnouncement, read_announcement
+from triehh_beam.protocol.secagg.messages import SecAggRequest
 
 __all__ = ["COUNTS", "SimulatedFleet"]
 
 #: What ``SimulatedFleet.counts`` reports (every key always present).
 COUNTS = (
     "announcements",   # distinct round announcements received
-    "invitations",     # distinct invitations received for devices of the fleet
-    "reports",         # well-formed reports published (first copies; abstentions and late included)
+    "invitations",     # distinct invitations received for devices of the fleet (secure rounds: setups)
+    "secagg_requests", # distinct secure-aggregation requests received (setups included)
+    "reports",         # well-formed reports published (first copies; abstentions and late included;
+                       # secure rounds: one per exchange answered)
     "abstentions",     # of the reports, those that abstain
     "late",            # of the reports, those sent after the close on purpose (the late fault: after the
                        # deadline, or after the server heard all the others, ``heard_from_all``)
     "after_deadline",  # of the messages published, those sent after their round's deadline
     "duplicates",      # second copies of reports
     "malformed",       # corrupt messages sent instead of a report
-    "dropped",         # invited devices that never answer (the dropout fault)
+    "dropped",         # invited devices that never answer (the dropout fault; secure rounds: at an exchange)
     "unannounced",     # invitations given up: their announcement never came
-    "refused",         # invitations the device refused (unparseable, or not matching the announcement)
+    "refused",         # invitations the device refused (unparseable, or not matching the announcement;
+                       # secure rounds: requests refused or to a device that stopped)
     "unknown_device",  # invitations for a device the fleet does not have
     "redelivered",     # messages Pub/Sub delivered again (ignored)
     "bad_messages",    # messages on the announce topic that are neither (bad attributes or body)
@@ -73,6 +78,7 @@ class _Send:
 class _Round:
     announcement: Union[RoundAnnouncement, EstimateAnnouncement]
     deadline_mono: float
+    received_mono: float = 0.0
 
 
 class SimulatedFleet:
@@ -126,6 +132,7 @@ class SimulatedFleet:
         self._scheduler_error: Optional[BaseException] = None
         self._pull: Optional[pubsub.PullLoop] = None
         self._publisher: Optional[pubsub.BatchPublisher] = None
+        self._secure = SecureDevices(options)
 
     @classmethod
     def from_population(cls, population: Population, announce_topic: str, reports_topic: str,
@@ -219,7 +226,7 @@ class SimulatedFleet:
     def _idle(self) -> bool:  # under the lock
         return not (self._heap or self._waiting or self._publishing or self._answering)
 
-    def heard_from_all(self, job_id: str, round_index: int, invited: int) -> bool:
+    def heard_from_all(self, job_id: str, round_index: int, invited: int, phase: Optional[int] = None) -> bool:
         """Whether the server has heard every answer the fleet will send round ``round_index`` of
         ``job_id`` before its deadline: all ``invited`` invitations received, none waiting for its
         announcement or being answered, and every answer not late by its fate (reports, second
@@ -230,10 +237,12 @@ class SimulatedFleet:
 
         Once True, the round is closed for the fleet: its late devices answer ``late_margin_s``
         plus their latency from now (after the server's close), not after the announced deadline.
+        Under secure aggregation the same holds per exchange (``phase``: 0 to 3, ``invited`` the
+        devices asked in it).
         """
-        key = (job_id, round_index)
+        key = (job_id, round_index) if phase is None else (job_id, round_index, phase)
         with self._condition:
-            if (self._invited[key] < invited or key in self._waiting or self._answering or self._owed[key]
+            if (self._invited[key] < invited or (job_id, round_index) in self._waiting or self._answering or self._owed[key]
                     or self._publisher is None or self._publisher.pending):
                 return False
             now, moved = time.monotonic(), False
@@ -270,6 +279,8 @@ class SimulatedFleet:
                 self._on_announcement(envelope, message.data)
             elif envelope.kind == fa.INVITATION:
                 self._on_invitation(envelope, message.data)
+            elif envelope.kind == fa.SECAGG:
+                self._on_secagg(envelope, message.data)
             else:  # a report on the announce topic
                 self._count("bad_messages")
         message.ack()
@@ -288,7 +299,7 @@ class SimulatedFleet:
             self._count("bad_messages")
             return
         now = time.monotonic()
-        state = _Round(announcement, now + (announcement.deadline_millis / 1000.0 - time.time()))
+        state = _Round(announcement, now + (announcement.deadline_millis / 1000.0 - time.time()), now)
         with self._condition:
             self._rounds[key] = state
             self._counts["announcements"] += 1
@@ -324,18 +335,50 @@ class SimulatedFleet:
             self._answering += 1
         self._answer(state, device_id, invitation, time.monotonic())
 
+    def _on_secagg(self, envelope: fa.Envelope, data: bytes) -> None:
+        device_id = envelope.device
+        if device_id not in self.devices:
+            self._count("unknown_device")
+            return
+        key = (envelope.job_id, envelope.round_index)
+        try:
+            request = SecAggRequest.from_bytes(data, f"the secure-aggregation request of {device_id!r}")
+        except FederatedFormatError:
+            self._count("refused")
+            return
+        phase = phase_of(request)
+        if (key, device_id, phase) in self._seen:
+            self._count("redelivered")
+            return
+        self._seen.add((key, device_id, phase))
+        with self._condition:
+            self._counts["secagg_requests"] += 1
+            self._counts["invitations"] += phase == 0
+            self._invited[key + (phase,)] += 1
+            state = self._rounds.get(key)
+            if state is None:
+                self._waiting.setdefault(key, []).append((time.monotonic(), device_id, request))
+                self._condition.notify_all()
+                return
+            self._answering += 1
+        self._answer(state, device_id, request, time.monotonic())
+
     def _client(self, device_id: bytes) -> DeviceClient:
         client = self._clients.get(device_id)
         if client is None:
             client = self._clients[device_id] = DeviceClient(self.devices[device_id], device_id)
         return client
 
-    def _answer(self, state: _Round, device_id: bytes, invitation: Invitation, ready: float) -> None:
+    def _answer(self, state: _Round, device_id: bytes, invitation: Union[Invitation, SecAggRequest],
+                ready: float) -> None:
         """Schedules what the device the invitation was routed to sends (or counts that it never
         will); the caller counted it in ``_answering``."""
         sends: List[_Send] = []
         try:
-            sends = self._sends(state, device_id, invitation, ready)
+            if isinstance(invitation, SecAggRequest):
+                sends = self._secure_sends(state, device_id, invitation, ready)
+            else:
+                sends = self._sends(state, device_id, invitation, ready)
         finally:
             with self._condition:
                 for send in sends:
@@ -370,6 +413,29 @@ class SimulatedFleet:
         sends = [_Send(due, next(self._seq), data, attributes, kinds, deadline_wall, key, owed, fate.latency_s)]
         if fate.fate == "duplicate":
             sends.append(_Send(due + self.options.duplicate_delay_s, next(self._seq), data, attributes,
+                               ("duplicates",), deadline_wall, key, owed))
+        return sends
+
+    def _secure_sends(self, state: _Round, device_id: bytes, request: SecAggRequest, ready: float) -> List[_Send]:
+        """What the device answers a secure-aggregation request, and when; counts silence."""
+        answer = self._secure.answer(self._client(device_id), state.announcement, device_id, request)
+        if answer.data is None:
+            self._count(answer.silent)
+            return []
+        fate, phase = answer.fate, phase_of(request)
+        kinds: Tuple[str, ...] = ("malformed",) if fate.fate == "malformed" else ("reports",)
+        due = ready + fate.latency_s
+        deadline_wall = state.announcement.deadline_millis / 1000.0 if phase == 0 else float("inf")
+        if fate.fate == "late":  # after the exchange closes: a round deadline after it opened
+            opened = state.received_mono if phase == 0 else ready
+            due = max(ready, opened + (state.deadline_mono - state.received_mono) + self.options.late_margin_s)
+            due += fate.latency_s
+            kinds += ("late",)
+        attributes = fa.report_attributes(request.job_id, request.round_index)
+        key, owed = (request.job_id, request.round_index, phase), fate.fate != "late"
+        sends = [_Send(due, next(self._seq), answer.data, attributes, kinds, deadline_wall, key, owed, fate.latency_s)]
+        if fate.fate == "duplicate":
+            sends.append(_Send(due + self.options.duplicate_delay_s, next(self._seq), answer.data, attributes,
                                ("duplicates",), deadline_wall, key, owed))
         return sends
 

@@ -14,14 +14,15 @@ import dataclasses
 import hashlib
 import itertools
 import math
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.federated import FederatedFormatError, VoteReport
 
-__all__ = ["FATES", "DeviceFate", "FleetOptions", "check_fate_probabilities", "corrupt_report", "device_fate"]
+__all__ = ["FATES", "DeviceFate", "FleetOptions", "check_fate_probabilities", "corrupt_bytes", "corrupt_report",
+           "device_fate"]
 
 #: The fates of an invited device, in the order their probabilities are laid out on [0, 1).
 FATES = ("dropout", "malformed", "late", "duplicate", "none")
@@ -129,11 +130,14 @@ def _word(text: bytes) -> int:
     return int.from_bytes(hashlib.sha256(text).digest()[:8], "little")
 
 
-def device_fate(options: FleetOptions, job_id: str, round_index: int, device_id: bytes) -> DeviceFate:
-    """The fate of ``device_id`` invited to round ``round_index`` of ``job_id``: a function of
+def device_fate(options: FleetOptions, job_id: str, round_index: int, device_id: bytes,
+                phase: Optional[int] = None) -> DeviceFate:
+    """The fate of ``device_id`` invited to round ``round_index`` of ``job_id`` (under secure
+    aggregation: asked in exchange ``phase``, 0 to 3, each drawn independently): a function of
     these and ``options`` only (a ``Generator`` seeded with the fleet seed, hashes of the job
-    and device ids, and the round)."""
-    rng = np.random.default_rng([options.seed, _word(job_id.encode("utf-8")), round_index, _word(device_id)])
+    and device ids, the round and the exchange)."""
+    words = [options.seed, _word(job_id.encode("utf-8")), round_index, _word(device_id)]
+    rng = np.random.default_rng(words if phase is None else words + [phase + 1])
     u_fate, u_kind, u_where = rng.random(3).tolist()
     z = float(rng.standard_normal())
     fate = FATES[bisect.bisect_right(options.edges, u_fate)]
@@ -150,6 +154,12 @@ def _refused(data: bytes, encoder: ItemEncoder) -> bool:
 
 
 def corrupt_report(report: bytes, encoder: ItemEncoder, corruption: tuple) -> bytes:
+    """Corrupt bytes in place of a serialized ``VoteReport`` (``corrupt_bytes`` with the report
+    parser of the round's ``encoder``)."""
+    return corrupt_bytes(report, corruption, lambda data: _refused(data, encoder))
+
+
+def corrupt_bytes(report: bytes, corruption: tuple, refused: Callable[[bytes], bool]) -> bytes:
     """Corrupt bytes in place of a serialized report: truncated, or one bit flipped.
 
     A flip can leave a report that still parses (a flipped token byte, a unit flipped into
@@ -158,22 +168,22 @@ def corrupt_report(report: bytes, encoder: ItemEncoder, corruption: tuple) -> by
     at the same place, and every truncation is refused (a report's answer is its last field).
 
     Args:
-      report: the serialized ``VoteReport``.
-      encoder: the round's encoder (to check the result as the server will).
+      report: the serialized report.
       corruption: ``DeviceFate.corruption``.
+      refused: whether the server's parser refuses given bytes.
 
     Raises:
-      AssertionError: a corruption the parser accepts (never, for reports ``VoteReport.to_bytes``
-        writes).
+      AssertionError: a corruption the parser accepts (never, for reports whose last field is
+        their answer, as every federated report's is).
     """
     kind, where = corruption
     if kind >= 0.5:
         bit = int(where * 8 * len(report))
         flipped = bytearray(report)
         flipped[bit // 8] ^= 1 << (bit % 8)
-        if _refused(bytes(flipped), encoder):
+        if refused(bytes(flipped)):
             return bytes(flipped)
     cut = report[:int(where * len(report))]  # 0 to len - 1 bytes
-    if not _refused(cut, encoder):
+    if not refused(cut):
         raise AssertionError(f"a truncated report to {len(cut)} of {len(report)} bytes still parses")
     return cut

@@ -50,7 +50,7 @@ def fleet_options(dropout: float = 0.0, duplicate: float = 0.0, late: float = 0.
 # Private, shown only on request: the exact message counts (functions of who was sampled and
 # voted), and the central reference's estimates, released with the same keyed noise as the
 # federated ones, so that their difference is the exact count of non-reporting devices per target.
-_PRIVATE_COUNTS = ("sent", "received", "redelivered", "unread", "central_estimates")
+_PRIVATE_COUNTS = ("sent", "received", "redelivered", "unread", "central_estimates", "secure_aggregation")
 
 
 @dataclasses.dataclass
@@ -72,6 +72,7 @@ class SimulationSummary:
     unread: int
     output: str
     report: str
+    secure_aggregation: Optional[dict] = None  # cohorts unmasked and dropped, devices lost (private)
 
     def document(self, counts: bool = False) -> dict:
         """The summary as JSON; the exact message counts (private) only with ``counts``."""
@@ -110,9 +111,10 @@ def _central_config(config: DiscoveryConfig, seed: bytes, work: str) -> Discover
 
 
 def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, report_goal: float,
-             beam_args: List[str], progress=print, compare: bool = True) -> SimulationSummary:
+             beam_args: List[str], progress=print, compare: bool = True, secure=None) -> SimulationSummary:
     """Runs the fleet, the server and (``compare``) the central reference; see the module
-    docstring. Without the reference, the summary's central fields are empty (None)."""
+    docstring. Without the reference, the summary's central fields are empty (None).
+    ``secure``: a ``SecureAggregation`` to run every round under, or None."""
     from triehh_beam.evaluation.fleet import SimulatedFleet
     from triehh_beam.evaluation.population import load_population
     from triehh_beam.io import pubsub
@@ -139,7 +141,7 @@ def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: floa
         # The fleet injects the faults, so it knows when the server has heard every device it will:
         # a round closes then (no report cut off), not at a deadline no dropout can meet.
         source = federated.FederatedSource(registry, announce, server_sub, round_deadline, report_goal,
-                                           heard_from_all=fleet.heard_from_all)
+                                           secure=secure, heard_from_all=fleet.heard_from_all)
         _write_registry(registry, registry_path, config)
         options = PipelineOptions(list(beam_args) + [f"--project={_PROJECT}"])
         started = time.monotonic()
@@ -179,7 +181,14 @@ def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: floa
         seconds=round(elapsed, 2),
         sent=sent, received=received, redelivered=result.redelivered,
         unread=max(0, _published(sent) - sum(received.values())),
-        output=result.output, report=result.report_path)
+        output=result.output, report=result.report_path,
+        secure_aggregation=None if secure is None else _secure_totals(result.rounds))
+
+
+def _secure_totals(records: List[dict]) -> dict:
+    from triehh_beam.job.federated import secure_totals
+
+    return secure_totals(records)
 
 
 def _read(path: str) -> bytes:
@@ -219,13 +228,14 @@ def _write_registry(registry: Registry, path: str, config: DiscoveryConfig) -> N
 
 
 def main(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, report_goal: float,
-         beam_args: List[str], as_json: bool, verbose: bool = False) -> int:
+         beam_args: List[str], as_json: bool, verbose: bool = False, secure=None) -> int:
     """Runs ``simulate`` and prints its summary; the exact message counts only when ``verbose``
     (marked private, as every count on the console), always in the operator report."""
     from triehh_beam.job import federated_outputs
 
     summary = simulate(config, faults, round_deadline, report_goal, beam_args,
-                       progress=(lambda line: None) if as_json else (lambda line: print(line, flush=True)))
+                       progress=(lambda line: None) if as_json else (lambda line: print(line, flush=True)),
+                       secure=secure)
     if as_json:
         print(json.dumps(summary.document(counts=verbose), sort_keys=True))
         return 0
@@ -237,11 +247,19 @@ def main(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, r
              f"; {len(summary.estimates)} frequency estimates"
              + ("" if summary.estimates_equal_to_central is None else
                 f", equal to central: {'yes' if summary.estimates_equal_to_central else 'no'}")))
-    print(federated_outputs.console_guarantee(summary.estimates is not None))
+    print(federated_outputs.console_guarantee(summary.estimates is not None, summary.secure_aggregation is not None))
     if not verbose:
         print(f"published: {summary.output}; message counts (private): --verbose, or the operator report "
               f"{summary.report}")
         return 0
+    if summary.secure_aggregation is not None:
+        lost = summary.secure_aggregation
+        print(f"secure aggregation: {lost['unmasked']:,} of {lost['cohorts']:,} cohorts unmasked; "
+              f"{lost['cohorts'] - lost['unmasked']:,} dropped whole "
+              + ("(" + ", ".join(f"{n} at {p}" for p, n in sorted(lost["dropped_by_phase"].items())) + ") "
+                 if lost["dropped_by_phase"] else "")
+              + f"with {lost['devices_in_dropped_cohorts']:,} devices; {lost['devices_summed']:,} devices summed "
+              "(private: counts)")
     print("fleet sent (private, simulated): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.sent.items())))
     print("server counted (private): " + ", ".join(f"{k} {v:,}" for k, v in sorted(summary.received.items()) if v)
           + f"; redelivered {summary.redelivered:,}; never read {summary.unread:,}")

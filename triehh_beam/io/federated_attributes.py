@@ -4,7 +4,8 @@ attributes only route them without parsing a body. The announce topic carries on
 ``kind=announcement`` message per round (``job``, ``round``) and one ``kind=invitation`` per
 selected device (``job``, ``round``, ``device``: the device id as UTF-8 text, so that a fleet or
 a push endpoint dispatches on it); the reports topic carries ``kind=report`` (``job``,
-``round``), and no device id. Attributes are text: the round in decimal digits.
+``round``), and no device id. A secure-aggregation round sends ``kind=secagg`` requests to
+one device each (``job``, ``round``, ``device``) in place of invitations. Attributes are text: the round in decimal digits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "REPORT",
     "SERVER_STOP",
     "ROUND",
+    "SECAGG",
     "Envelope",
     "EnvelopeError",
     "announcement_attributes",
@@ -29,11 +31,16 @@ __all__ = [
     "invitation_attributes",
     "read_attributes",
     "report_attributes",
+    "secagg_attributes",
 ]
 
 KIND, JOB, ROUND, DEVICE = "kind", "job", "round", "device"
 ANNOUNCEMENT, INVITATION, REPORT = "announcement", "invitation", "report"
-KINDS = (ANNOUNCEMENT, INVITATION, REPORT)
+#: A secure-aggregation request (``protocol.secagg.messages.SecAggRequest``) to one device: like an
+#: invitation, it names the device.
+SECAGG = "secagg"
+KINDS = (ANNOUNCEMENT, INVITATION, REPORT, SECAGG)
+_ADDRESSED = (INVITATION, SECAGG)
 #: The kind of the one message a federated server sends its own reports subscription when it
 #: stops its collector (it ends the collector's current pull); never a report, never logged.
 SERVER_STOP = "server-stop"
@@ -90,6 +97,11 @@ def invitation_attributes(job_id: str, round_index: int, device_id: bytes) -> Di
     return {**_common(INVITATION, job_id, round_index), DEVICE: device_text(device_id)}
 
 
+def secagg_attributes(job_id: str, round_index: int, device_id: bytes) -> Dict[str, str]:
+    """The attributes of a secure-aggregation request to ``device_id`` in round ``round_index``."""
+    return {**_common(SECAGG, job_id, round_index), DEVICE: device_text(device_id)}
+
+
 def report_attributes(job_id: str, round_index: int) -> Dict[str, str]:
     """The attributes of a report for round ``round_index``."""
     return _common(REPORT, job_id, round_index)
@@ -112,6 +124,7 @@ def read_attributes(attributes: Mapping[str, str]) -> Envelope:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise EnvelopeError(f"a {kind} whose round attribute is {text!r}, not a round number from 1")
     device = attributes.get(DEVICE)
-    if (kind == INVITATION) != (device is not None) or device == "":
-        raise EnvelopeError(f"a {kind} with device attribute {device!r}: invitations, and only they, name a device")
+    if (kind in _ADDRESSED) != (device is not None) or device == "":
+        raise EnvelopeError(f"a {kind} with device attribute {device!r}: invitations and secure-aggregation "
+                            "requests, and only they, name a device")
     return Envelope(kind, job_id, int(text), None if device is None else device.encode("utf-8"))

@@ -6,7 +6,9 @@ by their keyed ranks, announces the frontier, and counts the reports a streaming
 or the deadline passed; each closed round is committed, so a crash resumes it. With
 ``--estimate-frequencies`` an estimate round follows (``federated_estimates``). The published
 output is ``discover``'s plus a ``federated`` section; every count is in the private operator
-report. The guarantee assumes honest, non-colluding devices (``federated_outputs``).
+report. The guarantee assumes honest, non-colluding devices (``federated_outputs``). With
+``--secure-aggregation`` (``FederatedSource.secure``) each round's votes are summed per cohort under
+secure aggregation (``federated_secagg``): the server never sees one device's vote.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from triehh_beam.job.federated_server import (RELEASE_NAME, SEED_NAME, Federated
                                               check_report_goal, federated_identity, federated_job_id, now_iso)
 
 __all__ = ["FederatedResult", "FederatedSource", "Publish", "RELEASE_NAME", "check_report_goal", "federated_identity",
-           "federated_job_id", "run_federated"]
+           "federated_job_id", "run_federated", "secure_totals"]
 
 
 @dataclasses.dataclass
@@ -149,8 +151,10 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: Federate
     state = federated_outputs.state_for_outputs(config, server.job_id, server.plan, trie, records, stop_reason,
                                                 estimates)
     outputs.write_outputs(config.output_dir, state, trie,
-                          extra={"federated": federated_outputs.published_section(config, estimates is not None)},
-                          trust_model=federated_outputs.TRUST_MODEL)
+                          extra={"federated": federated_outputs.published_section(
+                              config, estimates is not None, source.secure)},
+                          trust_model=(federated_outputs.TRUST_MODEL_SECURE if source.secure is not None
+                                       else federated_outputs.TRUST_MODEL))
     report = {
         "private": outputs.PRIVATE_NOTE,
         "job_id": server.job_id,
@@ -164,6 +168,7 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: Federate
         "log_lines_unreadable": log.unreadable_lines,
         "stop_reason": stop_reason,
         "guarantee_with_dropouts": federated_outputs.dropout_guarantee(config),
+        "secure_aggregation": secure_totals(records) if source.secure is not None else None,
     }
     outputs.write_json(report_path, report, private=True)
     # Finished before the log goes: a rerun then returns the result instead of reading a log
@@ -174,6 +179,20 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: Federate
     log.delete()
     return FederatedResult(trie, server.job_id, config.output_dir, report_path, records, after, log.redelivered,
                            estimate, server.release)
+
+
+def secure_totals(records: List[dict]) -> dict:
+    """The job's cohorts under secure aggregation (private): unmasked, dropped per exchange, the
+    devices lost with the dropped cohorts."""
+    totals = {"cohorts": 0, "unmasked": 0, "dropped_by_phase": {}, "devices_in_dropped_cohorts": 0,
+              "devices_summed": 0}
+    for record in records:
+        secure = record.get("secure_aggregation", {})
+        for key in ("cohorts", "unmasked", "devices_in_dropped_cohorts", "devices_summed"):
+            totals[key] += secure.get(key, 0)
+        for phase, n in secure.get("dropped_by_phase", {}).items():
+            totals["dropped_by_phase"][phase] = totals["dropped_by_phase"].get(phase, 0) + n
+    return totals
 
 
 def _read(path: str) -> bytes:

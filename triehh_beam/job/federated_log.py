@@ -9,11 +9,11 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-from typing import List, NamedTuple, Set
+from typing import Callable, List, NamedTuple, Set
 
 from apache_beam.io.filesystems import FileSystems
 
-__all__ = ["LoggedMessage", "ReportLog"]
+__all__ = ["LoggedMessage", "ReportLog", "count_until"]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -24,6 +24,16 @@ class LoggedMessage(NamedTuple):
     time_micros: int
     message_id: str
     data: bytes
+
+
+def count_until(pool: List[LoggedMessage], close: int, add: Callable[[bytes], object]) -> List[LoggedMessage]:
+    """Gives ``add`` the body of every message of ``pool`` published by ``close`` (microseconds),
+    in publish order; returns the messages published after it (the next close's)."""
+    ordered = sorted(pool, key=lambda m: (m.time_micros, m.message_id))
+    for message in ordered:
+        if message.time_micros <= close:
+            add(message.data)
+    return [m for m in ordered if m.time_micros > close]
 
 
 def _micros(when: datetime.datetime) -> int:

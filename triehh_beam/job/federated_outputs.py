@@ -13,9 +13,10 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.federated_tally import ESTIMATE_KINDS, KINDS
+from triehh_beam.protocol.secagg.round import KINDS as SECURE_KINDS
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["DEVICE_ASSUMPTION", "TRUST_MODEL", "ESTIMATES_WITH_DROPOUTS", "ROUND_CLOSE", "SERVER_SEES", "SERVER_SEES_ESTIMATES",
+__all__ = ["DEVICE_ASSUMPTION", "SECURE_MAJORITY", "SECURE_MINORITY", "SERVER_SEES_SECURE", "TRUST_MODEL", "TRUST_MODEL_SECURE", "ESTIMATES_WITH_DROPOUTS", "ROUND_CLOSE", "SERVER_SEES", "SERVER_SEES_ESTIMATES",
            "console_guarantee", "dropout_guarantee", "label_totals", "published_section", "state_for_outputs"]
 
 #: The published statement of what federated frequency estimates estimate.
@@ -53,6 +54,37 @@ SERVER_SEES = (
     "What is published (the trie) is the only output the (epsilon, delta) guarantee covers."
 )
 
+#: What the server sees under secure aggregation (``--secure-aggregation``).
+SERVER_SEES_SECURE = (
+    "Secure aggregation (Bonawitz et al. 2017, the semi-honest protocol with dropout recovery, within "
+    "each cohort of a round's selected devices): the server sees, per round and cohort, only the sum of "
+    "the one-hot votes of the cohort's devices that finished, at least the cohort's threshold of them "
+    "(never fewer than the minimum cohort size), hence counts below theta and which "
+    "devices took part, but never one device's vote and no link of a vote to a token: from each device "
+    "it receives only public keys, shares encrypted to other devices, a masked vector and unmasking "
+    "shares. This holds against a server that follows the protocol, even with up to threshold - 1 "
+    "devices of a cohort colluding with it. A cohort that falls below its threshold at any exchange is "
+    "dropped whole: its votes are lost, never unmasked."
+)
+
+#: What a majority threshold adds (``--cohort-threshold`` above 1/2), and what it does not.
+SECURE_MAJORITY = (
+    "The threshold is a majority of each cohort, so a server that deviates (lies about who dropped out) "
+    "still cannot recover both masks of an honest device (each device reveals one kind of share per "
+    "peer), unless it also controls devices it enrolled itself (Sybils): devices are not authenticated "
+    "to one another here."
+)
+
+#: What a threshold of at most half a cohort leaves open.
+SECURE_MINORITY = (
+    "The threshold is at most half of each cohort: a server that deviates (tells some devices that a "
+    "device dropped out and others that it did not) could recover both of its masks and so its vote; "
+    "devices trust the server to follow the protocol."
+)
+
+#: The privacy block's trust model of a release whose rounds ran under secure aggregation.
+TRUST_MODEL_SECURE = TRUST_MODEL + " The server saw only per-cohort sums of votes (secure aggregation)."
+
 #: What the estimate round adds to what the server sees.
 SERVER_SEES_ESTIMATES = (
     "In the estimate round every enrolled device is invited, and the server sees each reporting "
@@ -85,10 +117,12 @@ def dropout_guarantee(config: DiscoveryConfig) -> str:
     )
 
 
-def console_guarantee(estimated: bool = False) -> str:
+def console_guarantee(estimated: bool = False, secure: bool = False) -> str:
     """The guarantee's one line for ``serve``'s and ``simulate``'s console."""
     seen = ("each selected device's vote, and in the estimate round each reporting device's chosen leaf, "
             "linked to its token" if estimated else "each selected device's vote linked to its token")
+    if secure:
+        seen = "only each cohort's sum of votes (secure aggregation), never one device's vote"
     return ("guarantee: (epsilon, delta) on what is published, assuming honest, non-colluding devices and "
             f"one enrolled device per person; the server saw {seen} (heavy_hitters.json: federated)")
 
@@ -109,9 +143,25 @@ def state_for_outputs(config: DiscoveryConfig, job_id: str, plan: state_pb2.Priv
     return state
 
 
-def published_section(config: DiscoveryConfig, estimated: bool = False) -> dict:
+def published_section(config: DiscoveryConfig, estimated: bool = False, secure=None) -> dict:
     """What ``heavy_hitters.json`` adds for a federated job (how rounds closed, and every count,
-    stay in the operator report); ``estimated``: the job released frequency estimates."""
+    stay in the operator report); ``estimated``: the job released frequency estimates;
+    ``secure``: the ``SecureAggregation`` its rounds ran under, or None."""
+    if secure is not None:
+        return {
+            "mode": ("federated with secure aggregation: devices kept their records; each round the server "
+                     "learned only each cohort's sum of one-hot votes; the guarantee assumes honest, "
+                     "non-colluding devices, one per person"),
+            "trust_model": DEVICE_ASSUMPTION,
+            "server_sees": SERVER_SEES_SECURE + " " + (
+                SECURE_MAJORITY if secure.policy.majority else SECURE_MINORITY),
+            "cohorts": {"max_size": secure.policy.max_size, "min_size": secure.policy.min_size,
+                        "threshold_fraction": round(secure.policy.fraction, 6), "alphabet": secure.alphabet},
+            "guarantee_with_dropouts": dropout_guarantee(config) + (
+                " Under secure aggregation a device that drops out of a later exchange is either still in "
+                "its cohort's sum (it sent its masked vote) or not; a cohort below its threshold is dropped "
+                "whole, which like any dropout lowers the votes, never the privacy."),
+        }
     section = {
         "mode": ("federated: devices kept their records and sent one vote (or an abstention) per round, "
                  "which the server saw linked to the device's token"
@@ -130,7 +180,7 @@ def published_section(config: DiscoveryConfig, estimated: bool = False) -> dict:
 def label_totals(result) -> Dict[str, int]:
     """Every label's count over the whole job (private): rounds, the estimate round (its own
     labels ``counted`` and ``off_target`` beside the rounds') and the drain after them."""
-    totals = {kind: 0 for kind in KINDS + ESTIMATE_KINDS}
+    totals = {kind: 0 for kind in KINDS + ESTIMATE_KINDS + SECURE_KINDS}
     for record in result.rounds + ([result.estimate] if result.estimate else []):
         for kind, n in record["labels"].items():
             totals[kind] += n

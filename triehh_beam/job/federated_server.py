@@ -20,7 +20,8 @@ from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import federated_state, outputs
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
+from triehh_beam.job.federated_secagg import SecureAggregation, is_secagg_report, run_secure_round
 from triehh_beam.job.planning import plan_for_census
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.proto import state_pb2
@@ -60,10 +61,12 @@ class FederatedSource:
       quiet_seconds, catch_up_seconds: once a round's close is decided, the log is read until
         no message arrived for ``quiet_seconds`` (at most ``catch_up_seconds``), so reports
         Pub/Sub accepted before the close but not yet written by the collector still count.
+      secure: run every round under secure aggregation (``job.federated_secagg``), or None.
       heard_from_all: only for a simulated fleet, which injects the faults and so knows which
         devices will answer: ``(job id, round, devices invited) -> True`` once every answer it
         will send before the deadline is published (``SimulatedFleet.heard_from_all``); the
         round then closes at once, cutting off no report the deadline would have counted.
+        Under secure aggregation it is also asked per exchange (``phase=`` 0 to 3).
     """
 
     registry: Registry
@@ -75,6 +78,7 @@ class FederatedSource:
     poll_seconds: float = 0.5
     quiet_seconds: float = 2.0
     catch_up_seconds: float = 60.0
+    secure: Optional[SecureAggregation] = None
     heard_from_all: Optional[Callable[[str, int, int], bool]] = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
@@ -144,6 +148,8 @@ class FederatedServer:
         if not config.protocol.grows_trie:
             raise ValueError("--protocol sample-threshold is not available for federated jobs yet (one report "
                              "per sampled device, not built): use --protocol triehh or triehh++")
+        if source.secure is not None:
+            source.secure.check(config.encoder, bool(config.estimate_frequencies))
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
         self.identity = federated_identity(config)
@@ -151,6 +157,10 @@ class FederatedServer:
         self.encoder = config.encoder
         self.plan = plan_for_census(config, len(source.registry))
         check_report_goal(source.report_goal, self.plan.no_guarantee)
+        if source.secure is not None:
+            expected = (self.plan.sample_probability * len(source.registry) if config.protocol is Protocol.TRIEHH_PP
+                        else self.plan.batch_size)
+            source.secure.check_selection(expected)
         self.store = StateStore(self.path(RELEASE_NAME))
         self.state = self.store.load()
         if self.state is None:  # a new release: its nonce drawn now, committed after its charge
@@ -226,9 +236,9 @@ class FederatedServer:
                                 probability=self.plan.sample_probability)
         return select_round(self.sampler, self.source.registry, round_index, batch_size=self.plan.batch_size)
 
-    def announce(self, step: rounds.NextRound, selection) -> Tuple[int, int]:
-        """Publishes the round's announcement and invitations; returns (deadline, goal). The
-        deadline is recorded before the first publication, so a resumed round keeps it."""
+    def announce(self, step: rounds.NextRound, selection, invite: bool = True) -> Tuple[int, int]:
+        """Publishes the round's announcement and (``invite``) invitations; returns (deadline,
+        goal). The deadline is recorded before the first publication, so a resumed round keeps it."""
         r = step.index
         goal = math.ceil(self.source.report_goal * len(selection))
         path = self.path(f"round={r:03d}", "announced.json")
@@ -245,6 +255,8 @@ class FederatedServer:
                                          too_long="truncate" if self.config.truncate_long_items else "drop")
         self.publish(self.source.announce_topic,
                      [(announcement.to_bytes(), attributes.announcement_attributes(self.job_id, r))])
+        if not invite:  # secure aggregation: each invitation travels inside its device's setup
+            return deadline, goal
         invitations = [
             (Invitation(job_id=self.job_id, round_index=r, device_id=device, token=token,
                         choice_word=int(word)).to_bytes(),
@@ -326,11 +338,7 @@ class FederatedServer:
             close, why = heard_at[0], "every report the simulated fleet sends in time"
         else:
             close, why = deadline, "deadline" if goal else "no device selected"
-        ordered = sorted(pool, key=lambda m: (m.time_micros, m.message_id))
-        for message in ordered:
-            if message.time_micros <= close:
-                tally.add(message.data)
-        return close, why, [m for m in ordered if m.time_micros > close]
+        return close, why, count_until(pool, close, tally.add)
 
     def waits_for(self, deadline_millis: int, who: str) -> str:
         """What a round waits for, said when it is announced (``who``: the devices invited)."""
@@ -349,6 +357,31 @@ class FederatedServer:
         self.store.commit(state)
         self.state = state
 
+    def _plain_round(self, step: rounds.NextRound, selection, log: ReportLog, pool: List[LoggedMessage]):
+        """A round without secure aggregation: invitations out, one report per device counted.
+        Returns (kept prefixes, the round's record, the messages after its close, reports)."""
+        r = step.index
+        deadline, goal = self.announce(step, selection)
+        self.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to the "
+                      f"selected devices; {self.waits_for(deadline, 'selected')}")
+        tally = RoundTally(self.job_id, r, self.encoder, step.frontier, selection.token_set(), self.plan.theta)
+        close, closed_by, pool = self.close_round(r, selection.token_set(), tally, log, pool, deadline, goal)
+        kept = tally.kept()
+        record = {"round": r, "closed_by": closed_by, "close_micros": close, "frontier_size": len(step.frontier),
+                  "kept": [outputs.units_to_json(p, self.encoder) for p in kept],
+                  "selected": len(selection), "goal": goal, "labels": tally.label_counts()}
+        return kept, record, pool, tally.reported
+
+    def _close(self, record: dict, kept, selected: int, reported: int) -> Optional[str]:
+        """Commits a closed round's record; returns why the job stops (no device reported)."""
+        self.progress_doc["rounds"].append(record)
+        self.commit()  # the level, committed
+        self.progress(f"round {record['round']}: closed ({record['closed_by']}); {len(kept):,} prefixes kept")
+        if selected and not reported:
+            return (f"no selected device reported in round {record['round']} before it closed: check that the "
+                    "announce topic's messages reach the devices")
+        return None
+
     def run(self, log: ReportLog) -> Tuple[Trie, List[dict], str, List[LoggedMessage]]:
         progress_doc = self.progress_doc
         trie = Trie.empty(self.encoder)
@@ -364,22 +397,13 @@ class FederatedServer:
         while isinstance(step, rounds.NextRound):
             r = step.index
             selection = self._select(r)
-            deadline, goal = self.announce(step, selection)
-            self.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to the "
-                          f"selected devices; {self.waits_for(deadline, 'selected')}")
-            tally = RoundTally(self.job_id, r, self.encoder, step.frontier, selection.token_set(), self.plan.theta)
-            close, closed_by, pool = self.close_round(r, selection.token_set(), tally, log, pool, deadline, goal)
-            kept = tally.kept()
-            record = {"round": r, "closed_by": closed_by, "close_micros": close, "frontier_size": len(step.frontier),
-                      "kept": [outputs.units_to_json(p, self.encoder) for p in kept],
-                      "selected": len(selection), "goal": goal, "labels": tally.label_counts(),
-                      "closed_at": now_iso()}
-            progress_doc["rounds"].append(record)
-            self.commit()  # the level, committed
-            self.progress(f"round {r}: closed ({closed_by}); {len(kept):,} prefixes kept")
-            if len(selection) and not tally.reported:
-                stop_reason = (f"no selected device reported in round {r} before it closed: check that the "
-                               "announce topic's messages reach the devices")
+            if self.source.secure is not None:
+                kept, record, pool, reported = run_secure_round(self, step, selection, log, pool)
+            else:
+                kept, record, pool, reported = self._plain_round(step, selection, log, pool)
+            record["closed_at"] = now_iso()
+            stop_reason = self._close(record, kept, len(selection), reported)
+            if stop_reason:
                 break
             trie, step = rounds.apply_round(trie, step, kept, self.config.max_length)
         return trie, progress_doc["rounds"], stop_reason or step.describe(), pool
@@ -393,6 +417,12 @@ class FederatedServer:
         else:
             self._wait_for(log, pool, lambda: time.monotonic() >= until)
         tally = RoundTally(self.job_id, last_round + 1, self.encoder, (), frozenset(), self.plan.theta)
+        late = 0
         for message in sorted(pool, key=lambda m: (m.time_micros, m.message_id)):
-            tally.add(message.data)
-        return tally.label_counts()
+            if self.source.secure is not None and is_secagg_report(message.data, self.job_id):
+                late += 1  # an exchange's answer after its round closed
+            else:
+                tally.add(message.data)
+        counts = tally.label_counts()
+        counts["late"] += late
+        return counts

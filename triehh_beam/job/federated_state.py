@@ -19,16 +19,26 @@ def _round_to_proto(record: dict) -> state_pb2.FederatedRound:
         frontier_size=record.get("frontier_size", 0), selected=record.get("selected", record.get("invited", 0)),
         goal=record["goal"], closed_at=record["closed_at"], targets=record.get("targets", 0))
     message.labels.update(record["labels"])
+    secure = record.get("secure_aggregation")
+    if secure:
+        message.secure_aggregation.update({k: v for k, v in secure.items() if isinstance(v, int)})
+        message.secure_aggregation.update({f"dropped_{phase}": n for phase, n in secure["dropped_by_phase"].items()})
     for prefix in record.get("kept", ()):
         message.kept.append(vote_pb2.Prefix(units=[bytes.fromhex(u) for u in prefix]))
     return message
 
 
 def _round_from_proto(message: state_pb2.FederatedRound) -> dict:
-    return {"round": message.round_index, "closed_by": message.closed_by, "close_micros": message.close_micros,
-            "frontier_size": message.frontier_size, "kept": [[u.hex() for u in p.units] for p in message.kept],
-            "selected": message.selected, "goal": message.goal, "labels": dict(message.labels),
-            "closed_at": message.closed_at}
+    record = {"round": message.round_index, "closed_by": message.closed_by, "close_micros": message.close_micros,
+              "frontier_size": message.frontier_size, "kept": [[u.hex() for u in p.units] for p in message.kept],
+              "selected": message.selected, "goal": message.goal, "labels": dict(message.labels),
+              "closed_at": message.closed_at}
+    if message.secure_aggregation:
+        counts = dict(message.secure_aggregation)
+        dropped = {k[len("dropped_"):]: v for k, v in counts.items() if k.startswith("dropped_")}
+        record["secure_aggregation"] = {**{k: v for k, v in counts.items() if not k.startswith("dropped_")},
+                                        "dropped_by_phase": dict(sorted(dropped.items()))}
+    return record
 
 
 def _estimates_to_proto(document: dict) -> state_pb2.FrequencyEstimates:

@@ -144,8 +144,15 @@ class RoundSummary(_message.Message):
     def __init__(self, round_index: _Optional[int] = ..., frontier_size: _Optional[int] = ..., prefixes_kept: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class FederatedRound(_message.Message):
-    __slots__ = ("round_index", "closed_by", "close_micros", "frontier_size", "selected", "goal", "labels", "closed_at", "kept", "targets")
+    __slots__ = ("round_index", "closed_by", "close_micros", "frontier_size", "selected", "goal", "labels", "closed_at", "kept", "targets", "secure_aggregation")
     class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class SecureAggregationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +169,7 @@ class FederatedRound(_message.Message):
     CLOSED_AT_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
+    SECURE_AGGREGATION_FIELD_NUMBER: _ClassVar[int]
     round_index: int
     closed_by: str
     close_micros: int
@@ -172,7 +180,8 @@ class FederatedRound(_message.Message):
     closed_at: str
     kept: _containers.RepeatedCompositeFieldContainer[_vote_pb2.Prefix]
     targets: int
-    def __init__(self, round_index: _Optional[int] = ..., closed_by: _Optional[str] = ..., close_micros: _Optional[int] = ..., frontier_size: _Optional[int] = ..., selected: _Optional[int] = ..., goal: _Optional[int] = ..., labels: _Optional[_Mapping[str, int]] = ..., closed_at: _Optional[str] = ..., kept: _Optional[_Iterable[_Union[_vote_pb2.Prefix, _Mapping]]] = ..., targets: _Optional[int] = ...) -> None: ...
+    secure_aggregation: _containers.ScalarMap[str, int]
+    def __init__(self, round_index: _Optional[int] = ..., closed_by: _Optional[str] = ..., close_micros: _Optional[int] = ..., frontier_size: _Optional[int] = ..., selected: _Optional[int] = ..., goal: _Optional[int] = ..., labels: _Optional[_Mapping[str, int]] = ..., closed_at: _Optional[str] = ..., kept: _Optional[_Iterable[_Union[_vote_pb2.Prefix, _Mapping]]] = ..., targets: _Optional[int] = ..., secure_aggregation: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class FederatedProgress(_message.Message):
     __slots__ = ("registry_sha256", "devices", "rounds", "estimate_round", "after_last_round", "redelivered", "finished_at")

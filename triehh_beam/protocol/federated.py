@@ -78,7 +78,8 @@ def check_header(source: str, job_id, round_index, upper: Optional[int] = None) 
         raise FederatedFormatError(source, f"round_index {round_index} does not fit 32 bits")
 
 
-def _check_token(source: str, token) -> None:
+def check_token(source: str, token) -> None:
+    """A 16-byte token; raises FederatedFormatError."""
     if not isinstance(token, bytes) or len(token) != TOKEN_BYTES:
         shown = f"{len(token)} bytes" if isinstance(token, (bytes, bytearray)) else type(token).__name__
         raise FederatedFormatError(source, f"the token must be {TOKEN_BYTES} bytes, got {shown}")
@@ -305,7 +306,7 @@ class Invitation:
         check_header(source, self.job_id, self.round_index)
         if not isinstance(self.device_id, bytes) or not self.device_id:
             raise FederatedFormatError(source, f"the device id must be non-empty bytes, got {self.device_id!r}")
-        _check_token(source, self.token)
+        check_token(source, self.token)
         check_bounded(source, "choice_word", self.choice_word, 0, 2**64)
 
     def to_bytes(self) -> bytes:
@@ -360,7 +361,7 @@ class VoteReport:
         if self.prefix is not None:
             object.__setattr__(self, "prefix", _prefix_tuple(source, self.prefix))
         check_header(source, self.job_id, self.round_index)
-        _check_token(source, self.token)
+        check_token(source, self.token)
         if self.prefix is not None:
             if self.estimate and not self.prefix:
                 raise FederatedFormatError(source, "an estimate report's target has at least one unit")
@@ -404,7 +405,7 @@ class VoteReport:
         check_version(source, message.schema_version)
         estimate = message.schema_version == ESTIMATE_SCHEMA_VERSION
         check_header(source, message.job_id, message.round_index, None if estimate else encoder.max_length)
-        _check_token(source, message.token)
+        check_token(source, message.token)
         answer = message.WhichOneof("answer")
         if answer is None:
             raise FederatedFormatError(source, "neither a prefix nor an abstention (truncated or corrupt)")

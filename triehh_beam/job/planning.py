@@ -13,7 +13,7 @@ import dataclasses
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.fields import SAMPLE_AND_THRESHOLD, recorded_accounting
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol import planner, privacy
+from triehh_beam.protocol import parameters, planner, privacy
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.whole_items import plan_whole_items
@@ -82,13 +82,17 @@ def _plan_sample_threshold(config: DiscoveryConfig, population: int) -> state_pb
 
 def check_before_census(config: DiscoveryConfig) -> None:
     """Refuses, before any record is read, a target that no population size makes feasible:
-    TrieHH++'s and whole items' (their plans do not depend on n). TrieHH's needs the census.
+    TrieHH++'s and whole items' (their plans do not depend on n), and TrieHH's for a public
+    ``--population`` (the plan for it, crowding guard included). TrieHH's for a private n needs
+    the census (which counts users and reads nothing else before the plan).
 
     Raises:
       InfeasiblePlanError: as ``plan_for``.
     """
     if config.protocol.samples_by_probability:
         _plan_sample_threshold(config, 0)
+    elif config.population is not None and config.window is None:
+        plan_for(config, config.population)
 
 
 def plan_for(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
@@ -126,6 +130,15 @@ def plan_for(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
     except privacy.PrivacyConditionError as e:
         if not config.allow_no_guarantee:
             raise InfeasiblePlanError(_Refusal(f"fixed theta and batch size give no DP guarantee: {e}"))
+        recorded.no_guarantee = True
+        return recorded
+    # Refused (or, for an experiment, run with no guarantee) where crowding shows Theorem 1 false
+    # or too close to false to trust at these values (parameters.crowding_violation).
+    _, crowded = parameters.crowding_violation(population, config.theta, config.batch_size, config.max_length,
+                                               guarantee.delta)
+    if crowded:
+        if not config.allow_no_guarantee:
+            raise InfeasiblePlanError(_Refusal(f"fixed theta = {config.theta} and m = {config.batch_size}: {crowded}"))
         recorded.no_guarantee = True
         return recorded
     # Refused, not recorded: the job would charge the ledger more than the target it was given.

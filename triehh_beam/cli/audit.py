@@ -43,6 +43,11 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
                      help="L in units, the end marker included (default: %(default)s)")
     job.add_argument("--estimate-frequencies", type=float, default=None, metavar="EPSILON_EST",
                      help="release noisy estimates too (TrieHH, TrieHH++), their epsilon added to the claim")
+    job.add_argument("--theta", type=argtypes.positive_int, default=None,
+                     help="with --batch-size: run TrieHH at this fixed theta (with --allow-no-guarantee) and "
+                          "test Theorem 1's claim for it at D's n, over the rounds the event observes")
+    job.add_argument("--batch-size", type=argtypes.positive_int, default=None, metavar="M",
+                     help="TrieHH's fixed m, with --theta")
     job.add_argument("--window", action="store_true",
                      help="audit discover --window 1h: --runs windows in one replay per population (one Beam job "
                           "each, much faster per release) instead of --runs batch jobs")
@@ -59,7 +64,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
                             "(default: %(default)s)")
     audit.add_argument("--event", choices=EVENTS, default=None,
                        help="published: the target published; estimate-at-least: its estimate (or count) >= "
-                            "--at-least; differs: the second release differs from the first (--releases 2) "
+                            "--at-least; differs: the second release differs from the first (--releases 2); "
+                            "nothing-published: the release publishes nothing (round 1 keeps no prefix) "
                             "(default: differs with --releases 2, else published)")
     audit.add_argument("--at-least", type=float, default=None, metavar="T", help="t of estimate-at-least")
     audit.add_argument("--releases", type=int, choices=(1, 2), default=1,
@@ -111,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             estimate_frequencies=args.estimate_frequencies, runs=args.runs, target=args.target,
             target_holders=args.target_holders, event=args.event,
             at_least=args.at_least, releases=args.releases, window=args.window, seed=args.seed,
-            confidence=args.confidence, violation=args.violation)
+            confidence=args.confidence, violation=args.violation, theta=args.theta, batch_size=args.batch_size)
         users, read = _users_of(args)
         result = audit.run_audit(config, users, progress)
     except (FileNotFoundError, RecordFormatError, InfeasiblePlanError, ValueError) as e:

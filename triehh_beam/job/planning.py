@@ -19,7 +19,7 @@ from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.whole_items import plan_whole_items
 
 __all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "plan_for", "plan_for_census",
-           "protocol_of"]
+           "protocol_of", "window_coverage"]
 
 
 class PopulationError(ValueError):
@@ -190,3 +190,13 @@ def _with_estimates(plan: state_pb2.PrivacyPlan, config: DiscoveryConfig) -> sta
     of the discovery's by basic composition (``ledger.plan_spend``)."""
     plan.estimate_epsilon = config.estimate_frequencies or 0.0
     return plan
+
+
+def window_coverage(plan: state_pb2.PrivacyPlan) -> int:
+    """The most users a TrieHH window planned for a declared population N may hold with the plan's
+    guarantee: m^2. Below N the window is sampled as one of N (phantom users who hold nothing);
+    from N to m^2 Theorem 1's conditions hold at the window's n (gamma = m/sqrt(n) >= 1, the
+    others only ease as n grows) with a smaller epsilon and the same delta, and the crowding bound
+    falls with n at a fixed m. Above m^2 gamma < 1: no guarantee, which every window's document
+    states alike, whatever its n (``windowed``)."""
+    return plan.batch_size * plan.batch_size

@@ -186,8 +186,9 @@ class DiscoveryJob:
         counted, counters, read = self.census(release.sampler(), candidates, leased=True)  # under the lease
         self.say(
             "census_done",
-            f"census: done, {time.monotonic() - started:.1f} s",
-            private=(f"{counted.users:,} users; {describe_drops(counters)}{describe_item_counters(counters)}",
+            "census: done",  # its duration depends on the records: private, as the counts
+            private=(f"{time.monotonic() - started:.1f} s; {counted.users:,} users; "
+                     f"{describe_drops(counters)}{describe_item_counters(counters)}",
                      {"population": counted.users, "input": counters}),
         )
         counters = self.check_census(counted, counters)

@@ -67,7 +67,7 @@ def _values(item, tmp_path):
 
 
 def _from_discover(values, output) -> DiscoveryConfig:
-    argv = ["discover", "--output", output]
+    argv = ["discover", "--protocol", "triehh", "--output", output]
     for name, text in values.items():
         argv += _flag(config_lib.BY_NAME[name], text)
     args, extra = cli.build_parser().parse_known_args(argv)
@@ -197,7 +197,7 @@ def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_pa
         base.update(theta=7, batch_size=99, allow_no_guarantee=True)
     if item.name == "accounting":  # started under the default, exact; resumed asking for the bound
         base["protocol"] = COMPANIONS["accounting"]["protocol"]
-    started = DiscoveryConfig(**base)
+    started = DiscoveryConfig(**{"protocol": "triehh", **base})
     if item.name == "seed":
         changed_value = OTHER_SEED
     elif item.name == "deny_list":  # its value names a file the job reads

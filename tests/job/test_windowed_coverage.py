@@ -10,6 +10,7 @@ import json
 import numpy as np
 
 from tests.job.test_windowed import HOUR, T0, _batches, _config, _run
+from triehh_beam.beam.windows import rfc3339
 from triehh_beam.job import windowed
 from triehh_beam.job.planning import InfeasiblePlanError, plan_for_census, window_coverage
 from triehh_beam.protocol import planner
@@ -51,3 +52,5 @@ def test_a_window_above_m_squared_is_published_alike_and_claims_nothing_it_lacks
     flags = [reports[w].get("above_guaranteed_users") for w in sorted(reports)]
     assert flags == [False, True]  # private: the operator's report only
     assert "above_guaranteed_users" not in json.dumps(documents)
+    # created_at is the window's close in event time, not the wall time after its census.
+    assert [d["created_at"] for d in documents] == [rfc3339(job.windows.closes_at(s)) for s in (T0, T0 + HOUR)]

@@ -210,7 +210,10 @@ class _DecideDoFn(beam.DoFn):
                    "time": now}
         release.charge(ledger, record_id, plan, details)
         state = state_pb2.JobState(
-            job_id=f"{job.stream_id}-{window_dir_name(start)}", created_at=now, plan=plan,
+            # Not the wall time, which follows the window's census (its duration depends on the
+            # records): the window's close in event time, public and the same on every run.
+            job_id=f"{job.stream_id}-{window_dir_name(start)}", plan=plan,
+            created_at=rfc3339(job.windows.closes_at(start)),
             input=config.input_spec(), truncate_long_items=config.truncate_long_items,
             sampling_identity=config.window_identity().decode("ascii"), ledger=config.resolved_ledger_dir,
             release_nonce=nonce, ledger_record=record_id)

@@ -182,7 +182,7 @@ class DiscoveryJob:
                      "round's candidates in the same read", input=config.source)
         else:
             self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
-        started = time.monotonic()
+        started, created_at = time.monotonic(), jobs.now()  # the start, not after the census (its length is private)
         counted, counters, read = self.census(release.sampler(), candidates, leased=True)  # under the lease
         self.say(
             "census_done",
@@ -198,7 +198,7 @@ class DiscoveryJob:
             plan=plan_for_census(config, counted.users),
             truncate_long_items=config.truncate_long_items,
             trie=Trie.empty(self.encoder).to_proto(),
-            created_at=jobs.now(),
+            created_at=created_at,
             census_counters=counters,
             ledger=config.resolved_ledger_dir,
             input_snapshot=read,

@@ -135,7 +135,8 @@ def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: floa
     registry_path = FileSystems.join(config.resolved_state_dir, "registry.txt")
     server_config = dataclasses.replace(config, input_pattern=registry_path)
     progress(f"simulated fleet: {len(registry):,} devices from {config.input_pattern}" if config.population
-             else f"simulated fleet: the devices of {config.input_pattern} (their number is private: --verbose)")
+             else f"simulated fleet: the devices of {config.input_pattern} (their number is private: "
+                  "--json --verbose)")
     run = uuid.uuid4().hex[:12]
     with _pubsub_host():
         announce = f"projects/{_PROJECT}/topics/triehh-announce-{run}"

@@ -33,7 +33,8 @@ COMPANIONS = {
 }
 # Settings given instead of another one (validation refuses both).
 INSTEAD_OF = {"query": "input_pattern"}
-BASE = {"input_pattern": "records/day.jsonl", "epsilon": "4", "delta": "1e-6", "max_length": "5"}
+# TrieHH, so that its own settings (theta, batch_size, rule) are accepted; not the default (TrieHH++).
+BASE = {"input_pattern": "records/day.jsonl", "epsilon": "4", "delta": "1e-6", "max_length": "5", "protocol": "triehh"}
 IDS = [item.name for item in SETTINGS]
 
 
@@ -67,7 +68,7 @@ def _values(item, tmp_path):
 
 
 def _from_discover(values, output) -> DiscoveryConfig:
-    argv = ["discover", "--protocol", "triehh", "--output", output]
+    argv = ["discover", "--output", output]
     for name, text in values.items():
         argv += _flag(config_lib.BY_NAME[name], text)
     args, extra = cli.build_parser().parse_known_args(argv)
@@ -197,7 +198,8 @@ def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_pa
         base.update(theta=7, batch_size=99, allow_no_guarantee=True)
     if item.name == "accounting":  # started under the default, exact; resumed asking for the bound
         base["protocol"] = COMPANIONS["accounting"]["protocol"]
-    started = DiscoveryConfig(**{"protocol": "triehh", **base})
+    # Started as TrieHH (its settings apply), or under the default when the protocol is what changes.
+    started = DiscoveryConfig(**{"protocol": "triehh++" if item.name == "protocol" else "triehh", **base})
     if item.name == "seed":
         changed_value = OTHER_SEED
     elif item.name == "deny_list":  # its value names a file the job reads

@@ -262,7 +262,7 @@ def test_a_budget_that_fits_only_the_discovery_is_refused_before_reading(records
 def test_the_dry_run_shows_the_total(records, tmp_path):
     lines = []
     report = dry_run(_config(records, tmp_path / "out", estimate_frequencies=1.0), progress=lines.append)
-    plan = report["plan", "--protocol", "triehh"]
+    plan = report["plan"]
     assert plan["estimate_epsilon"] == 1.0
     assert report["would_spend"]["epsilon"] == pytest.approx(plan["epsilon"] + 1.0)
     assert any("frequency estimates 1" in line for line in lines if line.startswith("would spend"))

@@ -120,7 +120,7 @@ def test_dry_run_plans_without_rounds_state_or_charge(records, tmp_path, capsys)
     assert _discover(records, tmp_path / "out", "--dry-run", "--log-format", "json") == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["event"] == "dry_run" and report["files"] == [records]
-    assert report["plan", "--protocol", "triehh"]["population"] == 3000 and report["fits_budget"]
+    assert report["plan"]["population"] == 3000 and report["fits_budget"]
     assert report["would_spend"]["epsilon"] <= 3
     state = tmp_path / "out.state"
     assert not (state / "MANIFEST.json").exists()

@@ -183,8 +183,8 @@ def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--accounting", "bound"], "--accounting chooses how sample-and-threshold is certified; TrieHH's plan is "
-                                "certified by Theorem 1"),
+    (["--accounting", "bound", "--protocol", "triehh"], "--accounting chooses how sample-and-threshold is "
+                                                        "certified; TrieHH's plan is certified by Theorem 1"),
     (["--accounting", "exact", "--protocol", "triehh"], "TrieHH's plan is certified by Theorem 1"),
     (["--accounting", "bound", "--protocol", "triehh++", "--compare-units"],
      "--accounting is for one plan: --compare-units plans TrieHH++ with exact accounting"),

@@ -194,7 +194,7 @@ def test_a_declared_population_is_published_with_the_triehh_pp_plan():
     assert published_plan_document(plan)["population"] == 5000
 
 
-@pytest.mark.parametrize("other", [[], ["--protocol", "triehh"]])
+@pytest.mark.parametrize("other", [["--protocol", "triehh"]])  # (no flag: TrieHH++, the default since issue 38)
 def test_a_resume_under_the_other_protocol_is_refused(runs, population, other):
     _, seed_file, _ = population
     output = runs["per_round_output"]

@@ -32,10 +32,10 @@ def test_ctrl_c_prints_one_line_with_the_command_that_resumes_to_the_same_trie(t
                                                          "zzzzzz": 40})
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
-    flags = ["--input", str(records), "--epsilon", "4", "--delta", "1e-6", "--max-length", "8",
-             "--seed-file", str(seed)]
+    flags = ["--protocol", "triehh", "--input", str(records), "--epsilon", "4", "--delta", "1e-6",
+             "--max-length", "8", "--seed-file", str(seed)]
     interrupted = tmp_path / "interrupted"
-    run = _triehh(["discover", "--protocol", "triehh", *flags, "--output", str(interrupted)])
+    run = _triehh(["discover", *flags, "--output", str(interrupted)])
     for line in run.stdout:
         if line.startswith("round 1/"):
             run.send_signal(signal.SIGINT)
@@ -55,7 +55,7 @@ def test_ctrl_c_prints_one_line_with_the_command_that_resumes_to_the_same_trie(t
     assert "resum" in out  # the driver says it resumed rather than started anew
 
     fresh = tmp_path / "fresh"
-    whole = _triehh(["discover", "--protocol", "triehh", *flags, "--output", str(fresh)])
+    whole = _triehh(["discover", *flags, "--output", str(fresh)])
     _, err = whole.communicate(timeout=300)
     assert whole.returncode == 0, err
     assert _trie(interrupted) == _trie(fresh)

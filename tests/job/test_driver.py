@@ -265,7 +265,9 @@ def pipeline_runs(zipf_population, compute_once):
             announced = []
 
             def progress(line, store=store, announced=announced):
-                match = re.match(r"round (\d+)/\d+: .* kept (\d+) prefix(?:es)?,", line)
+                # A round run on its own (not in the samples' job): nothing after "prefixes" (its
+                # duration is private since issue 38, shown only with --verbose).
+                match = re.match(r"round (\d+)/\d+: .* kept (\d+) prefix(?:es)?$", line)
                 if match:
                     published = store.load()
                     announced.append(dict(

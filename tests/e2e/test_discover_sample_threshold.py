@@ -254,7 +254,7 @@ def test_the_same_target_is_a_plan_under_exact_accounting(population, tmp_path):
 
 
 def test_accounting_with_triehh_is_refused_in_one_line(population, tmp_path):
-    code, stdout, err = _discover(population[0], tmp_path / "out", "--accounting", "exact")
+    code, stdout, err = _discover(population[0], tmp_path / "out", "--accounting", "exact", "--protocol", "triehh")
     assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1
     assert "--accounting chooses how sample-and-threshold is certified; --protocol triehh is certified by " \
            "Theorem 1" in err

@@ -86,7 +86,7 @@ def test_a_bad_registry_is_refused(tmp_path, capsys, content, message):
     registry = tmp_path / "registry.txt"
     registry.write_bytes(content)
     (tmp_path / "seed.bin").write_bytes(SEED)
-    code = main(["federated", "serve", "--protocol", "triehh", "--devices", str(registry), "--announce-topic", f"{PROJECT}/topics/t",
+    code = main(["federated", "serve", "--devices", str(registry), "--announce-topic", f"{PROJECT}/topics/t",
                  "--reports-subscription", f"{PROJECT}/subscriptions/s", "--output", str(tmp_path / "out"),
                  "--seed-file", str(tmp_path / "seed.bin"), "--epsilon", "8", "--delta", "1e-6", "--max-length", "8",
                  "--round-deadline", "60", "--project", "test-project"])

@@ -30,7 +30,8 @@ def _one(devices: int, work: str, epsilon: float, max_length: int) -> dict:
     records = os.path.join(work, f"records-{devices}.parquet")
     pq.write_table(pq.read_table(DEMO_POPULATION_PATH).slice(0, devices), records)
     config = DiscoveryConfig(input_pattern=records, output_dir=os.path.join(work, f"out-{devices}"),
-                             epsilon=epsilon, delta=1e-6, max_length=max_length, seed=os.urandom(32))
+                             epsilon=epsilon, delta=1e-6, max_length=max_length, seed=os.urandom(32),
+                             protocol="triehh")
     summary = fleet_run.simulate(config, fleet_run.fleet_options(latency=0.05), 600.0, 1.0, [], progress=lambda _: None,
                                  compare=False)
     received = sum(summary.received.values())

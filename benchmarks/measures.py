@@ -210,7 +210,7 @@ def _config(manifest: Dict, plan: Dict, rounds_per_job: str = "1"):
     return DiscoveryConfig(
         input_pattern=manifest["pattern"], output_dir=output_dir(manifest), epsilon=plan["epsilon"],
         delta=plan["delta"], max_length=plan["max_length"], input_format="parquet", seed=SEED,
-        rounds_per_job=rounds_per_job)
+        rounds_per_job=rounds_per_job, protocol="triehh")
 
 
 def _recorded_plan(plan: Dict):

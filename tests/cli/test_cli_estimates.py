@@ -107,7 +107,7 @@ def test_discover_prints_the_estimates_and_show_tables_them(tmp_path, make_popul
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
     out = tmp_path / "out"
-    code = main(["discover", "--input", records, "--output", str(out), *TARGET, "--seed-file", str(seed),
+    code = main(["discover", "--protocol", "triehh", "--input", records, "--output", str(out), *TARGET, "--seed-file", str(seed),
                  "--estimate-frequencies", "2"])
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -127,7 +127,7 @@ def test_discover_prints_the_estimates_and_show_tables_them(tmp_path, make_popul
 
 
 def test_plan_shows_the_estimates_interval_and_the_total(capsys):
-    base = ["plan", "--population", "200000", "--epsilon", "4", "--delta", "1e-10", "--max-length", "10"]
+    base = ["plan", "--protocol", "triehh", "--population", "200000", "--epsilon", "4", "--delta", "1e-10", "--max-length", "10"]
     assert main(base + ["--estimate-frequencies", "1"]) == 0
     text = capsys.readouterr().out
     assert "total target epsilon      5 (epsilon + estimate epsilon" in text

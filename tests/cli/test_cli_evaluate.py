@@ -62,3 +62,10 @@ def test_max_length_counts_units_as_in_discover(tmp_path):
         flags[:-1] + ["2,3", "--output", str(tmp_path / "e")]))
     assert several.max_characters == 18  # 9 units of 2 characters
     assert [several.encoder(k).max_length for k in (2, 3)] == [10, 7]  # ceil(18 / 3) + 1
+
+
+def test_help_says_its_runs_are_measurements_not_private_releases(capsys):
+    # issue 38: evaluate uses a public seed, a fixed nonce and no charge on any input.
+    assert main(["evaluate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "measurements, not private releases" in text and "no ledger charge" in text

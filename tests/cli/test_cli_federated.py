@@ -33,7 +33,7 @@ def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags
     registry = tmp_path / "registry.txt"
     registry.write_text("a\nb\n")
     before = set(tmp_path.iterdir())
-    code = main(["federated", "serve", "--devices", str(registry), "--output", str(tmp_path / "out"), *SERVE,
+    code = main(["federated", "serve", "--protocol", "triehh", "--devices", str(registry), "--output", str(tmp_path / "out"), *SERVE,
                  *TARGET, *flags])
     err = capsys.readouterr().err
     assert code == 2, err
@@ -51,7 +51,7 @@ def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags
 def test_a_simulate_mistake_is_one_line(tmp_path, capsys, flags, message):
     records = tmp_path / "records.jsonl"
     records.write_text('{"user_id": 1, "item": "a"}\n')
-    code = main(["federated", "simulate", "--input", str(records), "--output", str(tmp_path / "out"), *TARGET,
+    code = main(["federated", "simulate", "--protocol", "triehh", "--input", str(records), "--output", str(tmp_path / "out"), *TARGET,
                  *flags])
     err = capsys.readouterr().err
     assert code == 2, err
@@ -59,7 +59,7 @@ def test_a_simulate_mistake_is_one_line(tmp_path, capsys, flags, message):
 
 
 def test_serve_needs_its_registry_and_topics(capsys):
-    assert main(["federated", "serve", "--output", "out", *TARGET]) == 2
+    assert main(["federated", "serve", "--protocol", "triehh", "--output", "out", *TARGET]) == 2
     assert capsys.readouterr().err.strip() == (
         "triehh federated serve: error: the following arguments are required: --devices, --announce-topic, "
         "--reports-subscription (see triehh federated serve --help)")

@@ -35,8 +35,8 @@ def test_ctrl_c_prints_one_line_with_the_command_that_resumes_to_the_same_trie(t
                                                          "zzzzzz": 40})
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
-    flags = ["--input", str(records), "--epsilon", "4", "--delta", "1e-6", "--max-length", "8",
-             "--seed-file", str(seed)]
+    flags = ["--protocol", "triehh", "--input", str(records), "--epsilon", "4", "--delta", "1e-6",
+             "--max-length", "8", "--seed-file", str(seed)]
     interrupted = tmp_path / "interrupted"
     run = _triehh(["discover", *flags, "--output", str(interrupted)])
     for line in run.stdout:

@@ -53,7 +53,7 @@ def test_a_dry_run_or_a_refused_run_leaves_nothing_behind(inputs, tmp_path, case
     values = {"many": inputs / "many.jsonl", "few": inputs / "few.jsonl", "bad": inputs / "bad.jsonl",
               "work": tmp_path}
     flags = [flag.format(**values) for flag in flags]
-    assert main(["discover", *flags, "--output", str(tmp_path / "out"), *TARGET]) == expected
+    assert main(["discover", "--protocol", "triehh", *flags, "--output", str(tmp_path / "out"), *TARGET]) == expected
     assert "Traceback" not in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # no output: that part holds already
     left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))

@@ -11,9 +11,9 @@ import pytest
 from triehh_beam import cli
 from triehh_beam.protocol import planner, utility
 
-FEASIBLE = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-10",
+FEASIBLE = ["plan", "--protocol", "triehh", "--population", "100000", "--epsilon", "4", "--delta", "1e-10",
             "--max-length", "10"]
-INFEASIBLE = ["plan", "--population", "1e4", "--epsilon", "1", "--delta", "1e-8",
+INFEASIBLE = ["plan", "--protocol", "triehh", "--population", "1e4", "--epsilon", "1", "--delta", "1e-8",
               "--max-length", "10"]
 
 
@@ -98,7 +98,7 @@ def test_infeasible_plan_text(capsys):
     assert "INFEASIBLE" in out
     assert "THETACEIL" in out and "gamma >= 1 fails" in out
     assert "lower theta to 9" in out and "3.215e-06" in out
-    assert "raise epsilon to 1.28" in out
+    assert "raise epsilon to 1.3 " in out  # 1.28 (m = 100) fails the crowding guard (docs/protocol.md)
     assert "collect at least n = 16141" in out
     assert "Worst-case discovery" not in out
 
@@ -118,12 +118,12 @@ def test_infeasible_plan_json(capsys):
 
 
 def test_rule_option(capsys):
-    code, out, _ = _run(capsys, ["plan", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
+    code, out, _ = _run(capsys, ["plan", "--protocol", "triehh", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
                                  "--max-length", "10", "--rule", "corollary1", "--json"])
     assert code == 0
     data = json.loads(out)
     assert data["rule"] == "corollary1" and data["theta"] == 10  # Corollary 1's floor
-    code, out, _ = _run(capsys, ["plan", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
+    code, out, _ = _run(capsys, ["plan", "--protocol", "triehh", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
                                  "--max-length", "10", "--json"])
     assert json.loads(out)["theta"] == 7  # the exact smallest theta
 
@@ -160,14 +160,14 @@ def test_invalid_arguments_exit_2_with_one_line(capsys, change, message):
 
 
 def test_missing_arguments_and_command(capsys):
-    code, _, err = _run(capsys, ["plan", "--population", "100"])
+    code, _, err = _run(capsys, ["plan", "--protocol", "triehh", "--population", "100"])
     assert code == 2 and err.count("\n") == 1 and "required" in err
     code, _, err = _run(capsys, [])
     assert code == 2 and err.count("\n") == 1
 
 
 def test_help_exits_0(capsys):
-    code, out, _ = _run(capsys, ["plan", "--help"])
+    code, out, _ = _run(capsys, ["plan", "--protocol", "triehh", "--help"])
     assert code == 0
     assert "--unit-size" in out and "units of K characters" in out
 
@@ -186,9 +186,21 @@ def test_python_dash_m(tmp_path):
                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "INFEASIBLE" in ok.stdout and ok.stderr == ""
-    bad = subprocess.run([sys.executable, "-m", "triehh_beam.cli", "plan", "--population", "0",
+    bad = subprocess.run([sys.executable, "-m", "triehh_beam.cli", "plan", "--protocol", "triehh", "--population", "0",
                           "--epsilon", "1", "--delta", "1e-8", "--max-length", "10"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert bad.returncode == 2
     assert bad.stdout == "" and bad.stderr.count("\n") == 1
     assert "Traceback" not in bad.stderr and "--population" in bad.stderr
+
+
+def test_the_default_protocol_is_triehh_pp_with_exact_accounting(capsys):
+    # issue 38: the default is the protocol certified exactly; TrieHH is --protocol triehh.
+    code, out, _ = _run(capsys, ["plan", "-n", "100000", "--epsilon", "2", "--delta", "1e-8", "--max-length", "4",
+                                 "--json"])
+    data = json.loads(out)
+    assert code == 0 and data["protocol"] == "triehh++" and data["accounting"] == "exact"
+    from triehh_beam.job.config import BY_NAME
+    from triehh_beam.protocol.protocols import DEFAULT_PROTOCOL, Protocol
+
+    assert DEFAULT_PROTOCOL is Protocol.TRIEHH_PP and BY_NAME["protocol"].default is DEFAULT_PROTOCOL

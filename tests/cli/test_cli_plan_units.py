@@ -100,6 +100,8 @@ def test_wrong_combinations_fail_in_one_line(capsys, extra, message):
 
 
 def test_one_unit_plans_as_before(capsys):
-    # Without --compare-units the default protocol is still TrieHH's plan.
+    # Without --compare-units one plan: the default protocol's (TrieHH++ since issue 38), or TrieHH's.
     code, out, _ = _run(capsys, BASE + ["--json"])
+    assert code == 0 and json.loads(out)["protocol"] == "triehh++" and "compare_units" not in json.loads(out)
+    code, out, _ = _run(capsys, BASE + ["--protocol", "triehh", "--json"])
     assert code == 0 and json.loads(out)["theta"] == 12 and "compare_units" not in json.loads(out)

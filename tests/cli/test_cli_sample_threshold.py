@@ -149,14 +149,14 @@ def test_plan_several_items_per_user_thins_the_votes(capsys):
     assert st.discovery_probability(count - 1, p * 0.5, report["tau"], 4) < 0.9
 
 
-def test_default_plan_mentions_triehh_plus_plus_in_one_line(capsys):
-    code, out, _ = _run(capsys, PLAN)
+def test_triehh_plan_mentions_triehh_plus_plus_in_one_line(capsys):
+    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh"])
     assert code == 0
     out = " ".join(out.split())  # the line is wrapped
     expected = plan_sample_threshold(4, 1e-8, 4)
     assert f"TrieHH++ (sample-and-threshold) at the same target needs {expected.holders:,} holders" in out
-    code, out, _ = _run(capsys, PLAN + ["--json"])
-    assert "TrieHH++" not in out  # the JSON is TrieHH's plan only
+    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh", "--json"])
+    assert '"protocol": "triehh++"' not in out  # the JSON is TrieHH's plan only
 
 
 def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta(capsys, tmp_path):
@@ -183,8 +183,8 @@ def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--accounting", "bound"], "--accounting chooses how sample-and-threshold is certified; TrieHH's plan is "
-                                "certified by Theorem 1"),
+    (["--accounting", "bound", "--protocol", "triehh"], "--accounting chooses how sample-and-threshold is "
+                                                        "certified; TrieHH's plan is certified by Theorem 1"),
     (["--accounting", "exact", "--protocol", "triehh"], "TrieHH's plan is certified by Theorem 1"),
     (["--accounting", "bound", "--protocol", "triehh++", "--compare-units"],
      "--accounting is for one plan: --compare-units plans TrieHH++ with exact accounting"),

@@ -19,7 +19,7 @@ def published(tmp_path_factory, make_population):
     records = make_population(2000, max_chars=3, vocabulary=60, exponent=1.5).write(directory, name="users")
     (directory / "seed.bin").write_bytes(SEED)
     output = directory / "out"
-    code = main(["discover", "--input", records, "--output", str(output), *TARGET,
+    code = main(["discover", "--protocol", "triehh", "--input", records, "--output", str(output), *TARGET,
                  "--seed-file", str(directory / "seed.bin")])
     assert code == 0
     document = json.loads((output / "heavy_hitters.json").read_text(encoding="utf-8"))

@@ -31,7 +31,7 @@ DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z", "--popula
      "stream refuses --runner PrismRunner"),
 ])
 def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, capsys, flags, message):
-    code = main(["stream", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),
+    code = main(["stream", "--protocol", "triehh", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),
                  "--state-dir", str(tmp_path / "state"), *TARGET, *flags])
     err = capsys.readouterr().err
     assert code == 2, err
@@ -47,7 +47,7 @@ def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, cap
 ])
 def test_the_source_is_a_subscription_and_a_known_message_format(tmp_path, capsys, flags, message):
     try:
-        code = main(["stream", "--output", str(tmp_path / "out"), "--window", "1h", *TARGET, *flags])
+        code = main(["stream", "--protocol", "triehh", "--output", str(tmp_path / "out"), "--window", "1h", *TARGET, *flags])
     except SystemExit as e:  # argparse's own errors
         code = e.code
     err = capsys.readouterr().err
@@ -58,7 +58,7 @@ def test_the_source_is_a_subscription_and_a_known_message_format(tmp_path, capsy
 
 def test_a_subscription_beam_refuses_is_one_line_too(tmp_path, capsys):
     # Our check accepts the shape; Beam's refuses a project id of one letter.
-    code = main(["stream", "--subscription", "projects/p/subscriptions/s", "--output", str(tmp_path / "out"),
+    code = main(["stream", "--protocol", "triehh", "--subscription", "projects/p/subscriptions/s", "--output", str(tmp_path / "out"),
                  "--state-dir", str(tmp_path / "state"), "--window", "1h", *TARGET, *DECLARED])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
@@ -68,6 +68,6 @@ def test_a_subscription_beam_refuses_is_one_line_too(tmp_path, capsys):
 
 def test_the_stream_takes_no_whole_input_refusals(tmp_path, capsys):
     for flag in ("--max-bad-fraction", "--max-unusable-fraction"):
-        code = main(["stream", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"), "--window", "1h",
+        code = main(["stream", "--protocol", "triehh", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"), "--window", "1h",
                      *TARGET, flag, "0.1"])
         assert code == 2 and flag in capsys.readouterr().err

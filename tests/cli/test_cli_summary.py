@@ -27,7 +27,7 @@ def test_a_discovery_lists_a_screenful_and_says_where_the_rest_is(tmp_path, seed
     # run is a fresh release, so one may be missed, and its first letter kept as a frequent prefix.
     records = write_holders(str(tmp_path / "records.jsonl"), {c + "z": 400 for c in string.ascii_lowercase})
     output = tmp_path / "out"
-    assert main(["discover", "--input", records, "--output", str(output), "--epsilon", "8", "--delta", "1e-6",
+    assert main(["discover", "--protocol", "triehh", "--input", records, "--output", str(output), "--epsilon", "8", "--delta", "1e-6",
                  "--max-length", "3", "--seed-file", seed_file]) == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
@@ -49,7 +49,7 @@ def test_a_discovery_lists_a_screenful_and_says_where_the_rest_is(tmp_path, seed
 def test_a_notable_share_of_unusable_input_is_a_warning_in_words(tmp_path, seed_file, capsys):
     # A third of the users hold only an item of 8 letters, too long for L = 4 (3 letters and the end).
     records = write_holders(str(tmp_path / "records.jsonl"), {"ab": 3000, "abcdefgh": 1500})
-    assert main(["discover", "--input", records, "--output", str(tmp_path / "out"), "--epsilon", "4",
+    assert main(["discover", "--protocol", "triehh", "--input", records, "--output", str(tmp_path / "out"), "--epsilon", "4",
                  "--delta", "1e-6", "--max-length", "4", "--seed-file", seed_file]) == 0
     out, err = capsys.readouterr()
     warnings = [line for line in err.splitlines() if line.startswith("WARNING")]

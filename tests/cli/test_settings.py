@@ -36,7 +36,8 @@ COMPANIONS = {
 }
 # Settings given instead of another one (validation refuses both).
 INSTEAD_OF = {"query": "input_pattern"}
-BASE = {"input_pattern": "records/day.jsonl", "epsilon": "4", "delta": "1e-6", "max_length": "5"}
+# TrieHH, so that its own settings (theta, batch_size, rule) are accepted; not the default (TrieHH++).
+BASE = {"input_pattern": "records/day.jsonl", "epsilon": "4", "delta": "1e-6", "max_length": "5", "protocol": "triehh"}
 IDS = [item.name for item in SETTINGS]
 
 
@@ -205,7 +206,8 @@ def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_pa
         base["budget_epsilon"] = 20.0
     if item.name in ("accounting", "max_items_per_user", "selection_share"):  # their protocol's
         base["protocol"] = COMPANIONS[item.name]["protocol"]
-    started = DiscoveryConfig(**base)
+    # Started as TrieHH (its settings apply), or under the default when the protocol is what changes.
+    started = DiscoveryConfig(**{"protocol": "triehh++" if item.name == "protocol" else "triehh", **base})
     if item.name == "seed":
         changed_value = OTHER_SEED
     elif item.name == "deny_list":  # its value names a file the job reads

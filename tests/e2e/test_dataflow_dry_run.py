@@ -466,7 +466,7 @@ def test_the_flex_launcher_turns_template_parameters_into_a_discover_command():
     ]
     # The real `triehh discover` parser accepts the result: the flags are its flags, the rest
     # are passed to Beam unchanged.
-    args, extra = cli.build_parser().parse_known_args(["discover", *discover_args, *beam_args])
+    args, extra = cli.build_parser().parse_known_args(["discover", "--protocol", "triehh", *discover_args, *beam_args])
     assert extra == beam_args
     config = config_from_args(args)
     assert (config.input_pattern, config.output_dir, config.state_dir) == (

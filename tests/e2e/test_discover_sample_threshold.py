@@ -194,7 +194,7 @@ def test_a_declared_population_is_published_with_the_triehh_pp_plan():
     assert published_plan_document(plan)["population"] == 5000
 
 
-@pytest.mark.parametrize("other", [[], ["--protocol", "triehh"]])
+@pytest.mark.parametrize("other", [["--protocol", "triehh"]])  # (no flag: TrieHH++, the default since issue 38)
 def test_a_resume_under_the_other_protocol_is_refused(runs, population, other):
     _, seed_file, _ = population
     output = runs["per_round_output"]
@@ -254,7 +254,7 @@ def test_the_same_target_is_a_plan_under_exact_accounting(population, tmp_path):
 
 
 def test_accounting_with_triehh_is_refused_in_one_line(population, tmp_path):
-    code, stdout, err = _discover(population[0], tmp_path / "out", "--accounting", "exact")
+    code, stdout, err = _discover(population[0], tmp_path / "out", "--accounting", "exact", "--protocol", "triehh")
     assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1
     assert "--accounting chooses how sample-and-threshold is certified; --protocol triehh is certified by " \
            "Theorem 1" in err

@@ -34,7 +34,8 @@ def _simulate(tmp_path, env, records, *extra):
                *FLAGS, "--estimate-frequencies", EPSILON_EST, *extra]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**summary, **summary.pop("private")}  # --verbose: the private fields, marked as such
 
 
 def _estimates_of(document):

@@ -17,7 +17,7 @@ DEADLINE_S = 60.0
 def test_simulate_with_dropouts_closes_each_round_once_the_fleet_has_answered(pubsub_emulator, tmp_path):
     records = _records(tmp_path / "records.parquet", 2000)
     config = DiscoveryConfig(input_pattern=records, output_dir=str(tmp_path / "out"), epsilon=8.0, delta=1e-6,
-                             max_length=8, seed=SEED)
+                             max_length=8, seed=SEED, protocol="triehh")
     lines = []
     summary = fleet_run.simulate(config, fleet_run.fleet_options(dropout=0.3, late=0.05, seed=3), DEADLINE_S, 1.0, [],
                                  progress=lines.append, compare=False)

@@ -79,7 +79,7 @@ def _seed(label: str) -> bytes:
 
 def _config(pattern, output_dir, seed: bytes, **fields) -> DiscoveryConfig:
     return DiscoveryConfig(
-        input_pattern=str(pattern), output_dir=str(output_dir), seed=seed, epsilon=EPSILON, delta=DELTA, **fields
+        input_pattern=str(pattern), output_dir=str(output_dir), seed=seed, epsilon=EPSILON, delta=DELTA, **{"protocol": "triehh", **fields}
     )
 
 
@@ -127,7 +127,7 @@ def _assert_equals_keyed_simulation(output_dir, simulated):
 
 def _discover(capsys, *flags):
     """``triehh discover`` in-process: (exit code, stdout, stderr)."""
-    code = main(["discover", *flags])
+    code = main(["discover", "--protocol", "triehh", *flags])
     out, err = capsys.readouterr()
     return code, out, err
 

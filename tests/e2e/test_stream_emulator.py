@@ -77,7 +77,7 @@ class _Stream:
         self.dir.mkdir()
         (self.dir / "seed.bin").write_bytes(SEED)
         self.paths = emulator.topic(name)
-        command = [sys.executable, "-m", "triehh_beam.cli", "stream", "--subscription", self.paths["subscription"],
+        command = [sys.executable, "-m", "triehh_beam.cli", "stream", "--protocol", "triehh", "--subscription", self.paths["subscription"],
                    "--output", str(self.dir / "out"), "--seed-file", str(self.dir / "seed.bin"),
                    "--timestamp-attribute", "ts", "--message-format", message_format,
                    "--dead-letter", str(self.dir / "dead"), "--stop-after-windows", "2", *FLAGS, *extra]
@@ -116,7 +116,7 @@ def _declared(base: int):
 def _window_sampler(stream_dir, flags, start_micros):
     """The sampler of the committed release of a stream's window (its state's nonce)."""
     config = DiscoveryConfig(input_pattern="unused", output_dir=str(stream_dir / "out"), epsilon=4.0, delta=1e-5,
-                             max_length=6, window=WINDOW, seed=SEED, **flags)
+                             max_length=6, window=WINDOW, seed=SEED, **{"protocol": "triehh", **flags})
     state = StateStore(str(stream_dir / "out.state" / "windows" / windowed.window_dir_name(start_micros))).load()
     return config, Sampler(SEED, config.window_identity()).window_keys().sampler(start_micros, state.release_nonce)
 

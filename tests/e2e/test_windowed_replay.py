@@ -59,13 +59,13 @@ def test_discover_window_releases_each_window_as_its_own_discovery(tmp_path):
     seed_file = tmp_path / "seed.bin"
     seed_file.write_bytes(SEED)
     out = tmp_path / "out"
-    args = ["discover", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
+    args = ["discover", "--protocol", "triehh", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
             "--max-length", "6", "--window", "1h", "--timestamp-column", "ts", "--seed-file", str(seed_file),
             *TRIEHH_WINDOWS]
     assert main(args) == 0
     config = DiscoveryConfig(input_pattern=str(records), output_dir=str(out), epsilon=4.0, delta=1e-5,
                              max_length=6, window=3600, timestamp_column="ts", seed=SEED, windows=WINDOWS,
-                             population=2500)
+                             population=2500, protocol="triehh")
     plan = planner.plan(2500, 4.0, 1e-5, 6)
     for start, population in ((T0, first), (T0 + HOUR, second)):
         released = out / windowed.window_dir_name(start)
@@ -85,7 +85,7 @@ def test_discover_window_with_triehh_plus_plus_releases_each_window_as_its_keyed
     seed_file = tmp_path / "seed.bin"
     seed_file.write_bytes(SEED)
     out = tmp_path / "out"
-    args = ["discover", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
+    args = ["discover", "--protocol", "triehh", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
             "--max-length", "6", "--window", "1h", "--timestamp-column", "ts", "--seed-file", str(seed_file),
             "--protocol", "triehh++", *DECLARED]
     assert main(args) == 0
@@ -134,7 +134,7 @@ def test_discover_window_with_triehh_plus_plus_refuses_an_infeasible_target_unre
 def test_discover_window_refuses_what_it_cannot_do(tmp_path, capsys, flags, message):
     records = tmp_path / "records.jsonl"
     records.write_text('{"user_id": "u", "item": "the", "ts": 0}\n')
-    code = main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+    code = main(["discover", "--protocol", "triehh", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
                  "--delta", "1e-5", "--max-length", "6"] + flags)
     assert code == 2
     assert message in capsys.readouterr().err
@@ -148,7 +148,7 @@ def test_discover_window_names_its_dead_letters_by_kind_counts_only_when_verbose
     bad = ["{not json", json.dumps({"user_id": "v", "item": "the", "count": -1, "ts": 5}),
            json.dumps({"user_id": "w", "item": "the", "count": "x", "ts": 6})]
     records.write_text("\n".join(good + bad) + "\n")
-    args = ["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+    args = ["discover", "--protocol", "triehh", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
             "--delta", "1e-5", "--max-length", "6", "--window", "1h", "--timestamp-column", "ts",
             "--max-bad-fraction", "1", "--dead-letter", str(tmp_path / "dead.jsonl"), "--protocol", "triehh++",
             "--windows", "1970-01-01T00:00:00Z..1970-01-01T01:00:00Z"]
@@ -177,7 +177,7 @@ def test_discover_window_refuses_bad_input_before_any_window_is_charged(tmp_path
         lines += ["{broken"] * 2000  # 40% of the rows
     rng.shuffle(lines)
     records.write_text("\n".join(lines) + "\n")
-    args = ["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+    args = ["discover", "--protocol", "triehh", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
             "--delta", "1e-5", "--max-length", "6", "--window", "1h", "--timestamp-column", "ts",
             "--ledger", str(tmp_path / "ledger"), *TRIEHH_WINDOWS, *extra]
     assert main(args) == 2
@@ -187,7 +187,7 @@ def test_discover_window_refuses_bad_input_before_any_window_is_charged(tmp_path
 
 
 def _replay_args(records, out, *extra):
-    return ["discover", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
+    return ["discover", "--protocol", "triehh", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-5",
             "--max-length", "6", "--window", "1h", "--timestamp-column", "ts", *TRIEHH_WINDOWS, *extra]
 
 
@@ -245,7 +245,7 @@ def test_records_of_count_zero_are_no_records_as_in_discover(tmp_path):
     assert main(_replay_args(records, tmp_path / "out", "--seed-file", str(seed_file))) == 0
     report = windowed.read_window_reports(windowed.WindowedJob.for_config(
         DiscoveryConfig(input_pattern=str(records), output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-5,
-                        max_length=6, window=3600, timestamp_column="ts", windows=WINDOWS, population=2500),
+                        max_length=6, window=3600, timestamp_column="ts", windows=WINDOWS, population=2500, protocol="triehh"),
         SEED))[0]
     assert report["input"]["distinct_users"] == len(population)  # the 2,000 zero-count users are not n
     assert report["privacy"]["population"] == 2500  # planned for the declared population
@@ -266,7 +266,7 @@ def test_discover_window_publishes_each_windows_estimates_and_no_exact_count(tmp
     assert console.out.count("heavy hitters with frequency estimates") == 2
     config = DiscoveryConfig(input_pattern=str(records), output_dir=str(out), epsilon=4.0, delta=1e-5,
                              max_length=6, window=3600, timestamp_column="ts", seed=SEED, estimate_frequencies=0.5,
-                             windows=WINDOWS, population=2500)
+                             windows=WINDOWS, population=2500, protocol="triehh")
     hidden = set()
     for start, population in ((T0, first), (T0 + HOUR, second)):
         sampler = _window_sampler(config, tmp_path / "out.state", start)
@@ -334,7 +334,7 @@ def test_two_replays_of_one_window_and_one_more_user_are_two_releases_with_their
         nonces.append(_nonce(tmp_path / "state", T0))
         config = DiscoveryConfig(input_pattern=str(tmp_path / name), output_dir=str(tmp_path / out), epsilon=4.0,
                                  delta=1e-5, max_length=6, window=3600, timestamp_column="ts", seed=SEED,
-                                 estimate_frequencies=1.0, windows=WINDOWS, population=2500)
+                                 estimate_frequencies=1.0, windows=WINDOWS, population=2500, protocol="triehh")
         keys.append(window_estimate_keys(Sampler(SEED, config.window_identity()).window_keys(), T0, nonces[-1]))
         shutil.rmtree(tmp_path / "state")
     charges = Ledger(str(tmp_path / "ledger")).records()

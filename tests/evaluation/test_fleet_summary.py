@@ -15,14 +15,28 @@ def _summary() -> SimulationSummary:
 
 def test_the_default_document_holds_no_exact_count_nor_the_central_estimates():
     document = _summary().document()
-    assert document["estimates"] == {'"a"': 893} and document["estimates_equal_to_central"] is False
+    assert document["estimates"] == {'"a"': 893}
     for private in ("sent", "received", "redelivered", "unread", "central_estimates"):
         assert private not in document
 
 
-def test_verbose_adds_them():
-    document = _summary().document(counts=True)
+def test_the_central_comparison_and_a_private_n_are_private():
+    # The central run releases the same records with the federated release's keys: its heavy
+    # hitters, the recall against them and the equality checks are a second release no ledger
+    # covers; and "devices" is the exact n unless --population declared it public.
+    document = _summary().document()
+    for private in ("central_heavy_hitters", "recall_vs_central", "trie_equal_to_central",
+                    "estimates_equal_to_central", "devices", "seconds"):
+        assert private not in document, private
+    public = SimulationSummary(**{**_summary().__dict__, "population_public": True}).document()
+    assert public["devices"] == 10 and "recall_vs_central" not in public
+
+
+def test_verbose_adds_them_marked_private():
+    document = _summary().document(counts=True)["private"]
     assert document["central_estimates"] == {'"a"': 1287} and document["received"] == {"voted": 5}
+    assert document["central_heavy_hitters"] == ["a"] and document["devices"] == 10
+    assert "never publish" in document["note"]
 
 
 def test_the_secure_aggregation_counts_are_private_too():

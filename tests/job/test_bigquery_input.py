@@ -53,11 +53,11 @@ def _config(tmp_path, **fields) -> DiscoveryConfig:
     values = dict(input_pattern=TABLE, output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-10,
                   max_length=MAX_LENGTH, seed=SEED)
     values.update(fields)
-    return DiscoveryConfig(**values)
+    return DiscoveryConfig(**{"protocol": "triehh", **values})
 
 
 def _parse(argv):
-    args, extra = cli.build_parser().parse_known_args(["discover", "--output", "out", "--epsilon", "4",
+    args, extra = cli.build_parser().parse_known_args(["discover", "--protocol", "triehh", "--output", "out", "--epsilon", "4",
                                                        "--delta", "1e-9", "--max-length", "5", *argv])
     assert extra == []
     return discover.config_from_args(args)
@@ -88,7 +88,7 @@ def test_a_table_and_a_query_are_settings_of_discover():
 ], ids=["both", "neither", "empty-query", "two-part-table", "two-tables", "format", "timestamps", "window"])
 def test_conflicting_or_malformed_sources_are_refused_in_one_line_with_exit_2(tmp_path, capsys, argv, message):
     output = tmp_path / "out"
-    code = cli.main(["discover", "--output", str(output), "--epsilon", "4", "--delta", "1e-9",
+    code = cli.main(["discover", "--protocol", "triehh", "--output", str(output), "--epsilon", "4", "--delta", "1e-9",
                      "--max-length", "5", *argv])
     err = capsys.readouterr().err
     assert code == 2
@@ -226,7 +226,7 @@ def test_without_credentials_a_bigquery_job_is_refused_before_it_starts(tmp_path
     """Beam's BigQuery client, given no credentials, opens an interactive OAuth flow and waits
     for a browser: the job is refused before, in one line, leaving nothing behind."""
     output = tmp_path / "out"
-    code = cli.main(["discover", *source, "--output", str(output), "--epsilon", "4", "--delta", "1e-9",
+    code = cli.main(["discover", "--protocol", "triehh", *source, "--output", str(output), "--epsilon", "4", "--delta", "1e-9",
                      "--max-length", "5", *(["--dry-run"] if plan_only else [])])
     err = capsys.readouterr().err
     assert code == 2 and no_credentials, err
@@ -236,7 +236,7 @@ def test_without_credentials_a_bigquery_job_is_refused_before_it_starts(tmp_path
 
 
 def test_dataflow_dry_run_option_is_refused_with_the_way_to_validate_graphs(tmp_path, capsys, offline):
-    code = cli.main(["discover", "--input", TABLE, "--output", str(tmp_path / "out"), "--epsilon", "4",
+    code = cli.main(["discover", "--protocol", "triehh", "--input", TABLE, "--output", str(tmp_path / "out"), "--epsilon", "4",
                      "--delta", "1e-9", "--max-length", "5", *DATAFLOW_DRY_RUN])
     err = capsys.readouterr().err
     assert code == 2 and "submit_job_graphs" in err and "Traceback" not in err

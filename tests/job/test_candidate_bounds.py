@@ -20,7 +20,7 @@ def _config(**fields) -> DiscoveryConfig:
     values = dict(input_pattern="in.parquet", output_dir="/tmp/candidate-bounds-out", epsilon=4.0, delta=1e-8,
                   max_length=10)
     values.update(fields)
-    return DiscoveryConfig(**values)
+    return DiscoveryConfig(**{"protocol": "triehh", **values})
 
 
 @pytest.mark.parametrize("epsilon, delta, max_length", [(4.0, 1e-8, 10), (1.0, 1e-6, 6), (8.0, 1e-12, 12)])

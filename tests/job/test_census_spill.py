@@ -73,7 +73,7 @@ def _expected(rows, max_length) -> Census:
 
 def _config(tmp_path, pattern) -> DiscoveryConfig:
     return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(tmp_path / "out"), seed=SEED,
-                           epsilon=6.0, delta=1e-5, max_length=6)
+                           epsilon=6.0, delta=1e-5, max_length=6, protocol="triehh")
 
 
 def _left(config) -> list:

@@ -109,7 +109,7 @@ def test_discover_refuses_a_bad_list_in_one_line_before_anything_is_spent(tmp_pa
     write_records(str(records), [(f"u{i}", "to", 1) for i in range(200)])
     raw = tmp_path / "words.txt"
     raw.write_text("to\nof\n")
-    code = cli.main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+    code = cli.main(["discover", "--protocol", "triehh", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
                      "--delta", "1e-8", "--max-length", "4", "--deny-list", f"{raw}"])
     assert code == 2
     err = capsys.readouterr().err
@@ -128,7 +128,7 @@ def test_a_dry_run_reads_and_checks_the_list(tmp_path, capsys):
     records = tmp_path / "records.jsonl"
     write_records(str(records), [(f"u{i}", "to", 1) for i in range(2000)])
     released = _release(tmp_path / "earlier.json", ["to", "of"])
-    args = ["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
+    args = ["discover", "--protocol", "triehh", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "4",
             "--delta", "1e-8", "--max-length", "4", "--dry-run", "--deny-list"]
     assert cli.main(args + [released]) == 0
     assert "deny list: 2 earlier heavy hitters from 1 file" in capsys.readouterr().out
@@ -200,7 +200,7 @@ def whole_item_release(tmp_path_factory):
     root = tmp_path_factory.mktemp("whole")
     records = root / "records.jsonl"
     write_records(str(records), [(f"u{i}", ["to", "of", "in"][i % 3], 1) for i in range(6000)])
-    assert cli.main(["discover", "--input", str(records), "--output", str(root / "out"), "--epsilon", "1",
+    assert cli.main(["discover", "--protocol", "triehh", "--input", str(records), "--output", str(root / "out"), "--epsilon", "1",
                      "--delta", "1e-6", "--max-length", "4", "--protocol", "sample-threshold",
                      "--population", "6000"]) == 0
     return json.loads((root / "out" / "heavy_hitters.json").read_text())

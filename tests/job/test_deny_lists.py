@@ -43,7 +43,7 @@ def many_items(tmp_path_factory):
 def _config(path, output_dir, label, **fields) -> DiscoveryConfig:
     values = dict(epsilon=6.0, delta=1e-5, max_length=6)
     values.update(fields)
-    return DiscoveryConfig(input_pattern=str(path), output_dir=str(output_dir), seed=_seed(label), **values)
+    return DiscoveryConfig(input_pattern=str(path), output_dir=str(output_dir), seed=_seed(label), **{"protocol": "triehh", **values})
 
 
 def _clear(output_dir) -> None:

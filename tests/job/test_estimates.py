@@ -70,7 +70,7 @@ def records(tmp_path_factory) -> pathlib.Path:
 def _config(records, out, **overrides) -> DiscoveryConfig:
     fields = dict(epsilon=EPSILON, delta=DELTA, max_length=L, seed=SEED, estimate_frequencies=0.1)
     fields.update(overrides)
-    return DiscoveryConfig(input_pattern=str(records), output_dir=str(out), **fields)
+    return DiscoveryConfig(input_pattern=str(records), output_dir=str(out), **{"protocol": "triehh", **fields})
 
 
 def _document(out) -> dict:
@@ -273,12 +273,12 @@ def test_the_setting_is_validated_with_or_without_windows():
     for window in ({}, dict(window=3600, timestamp_column="t")):
         for bad in (0.0, -1.0, float("inf"), float("nan")):
             with pytest.raises(ValueError, match="--estimate-frequencies"):
-                DiscoveryConfig(**base, **window, estimate_frequencies=bad)
+                DiscoveryConfig(**{"protocol": "triehh", **base}, **window, estimate_frequencies=bad)
     # Windowed jobs estimate each released window (tests/job/test_windowed_estimates.py).
-    windowed = DiscoveryConfig(**base, estimate_frequencies=1.0, window=3600, timestamp_column="t")
+    windowed = DiscoveryConfig(**{"protocol": "triehh", **base}, estimate_frequencies=1.0, window=3600, timestamp_column="t")
     assert b"estimate_frequencies" in windowed.window_identity()
     # Part of the identity: a job with estimates samples apart from the same job without them.
-    without = json.loads(DiscoveryConfig(**base).sampling_identity())
-    given = json.loads(DiscoveryConfig(**base, estimate_frequencies=1.0).sampling_identity())
+    without = json.loads(DiscoveryConfig(**{"protocol": "triehh", **base}).sampling_identity())
+    given = json.loads(DiscoveryConfig(**{"protocol": "triehh", **base}, estimate_frequencies=1.0).sampling_identity())
     assert (without["estimate_frequencies"], given["estimate_frequencies"]) == (None, 1.0)
     assert config_lib.BY_NAME["estimate_frequencies"].identity == "plan.estimate_epsilon"

@@ -51,7 +51,7 @@ def population(tmp_path_factory):
 
 def _argv(population, out, mode="1"):
     return [
-        "discover", "--input", str(population / "part-*.jsonl"), "--output", str(out),
+        "discover", "--protocol", "triehh", "--input", str(population / "part-*.jsonl"), "--output", str(out),
         "--epsilon", "6", "--delta", "1e-5", "--max-length", str(MAX_LENGTH),
         "--seed-file", str(population / "seed.bin"), "--rounds-per-job", mode,
     ]

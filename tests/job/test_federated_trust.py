@@ -20,7 +20,7 @@ def _config(tmp_path, **changes) -> DiscoveryConfig:
     registry_path = tmp_path / "registry.txt"
     registry_path.write_bytes(b"".join(b"device-%d\n" % i for i in range(4000)))
     return DiscoveryConfig(input_pattern=str(registry_path), output_dir=str(tmp_path / "out"), epsilon=8.0,
-                           delta=1e-6, max_length=8, seed=SEED, ledger_dir=str(tmp_path / "ledger"), **changes)
+                           delta=1e-6, max_length=8, seed=SEED, ledger_dir=str(tmp_path / "ledger"), **{"protocol": "triehh", **changes})
 
 
 def _registry() -> Registry:

@@ -120,7 +120,7 @@ def test_a_discovery_reads_and_writes_gs(gcs_emulator, gcs_emulator_client):
         max_length=8,
         theta=1,
         batch_size=3,
-        allow_no_guarantee=True,
+        allow_no_guarantee=True, protocol="triehh"
     )
     result = run_discovery(config)
     assert result.output_path == f"gs://{gcs_emulator}/out/heavy_hitters.json"
@@ -154,7 +154,7 @@ def test_a_rewritten_gcs_object_is_refused_by_its_generation(gcs_emulator, gcs_e
     config = DiscoveryConfig(
         input_pattern=f"gs://{gcs_emulator}/changing/*.jsonl", output_dir=f"gs://{gcs_emulator}/changing-out",
         state_dir=f"gs://{gcs_emulator}/private/changing-state",  # required on gs://
-        epsilon=1.0, delta=1e-6, max_length=8, theta=1, batch_size=3, allow_no_guarantee=True,
+        epsilon=1.0, delta=1e-6, max_length=8, theta=1, batch_size=3, allow_no_guarantee=True, protocol="triehh"
     )
 
     class Stop(Exception):

@@ -34,7 +34,7 @@ def _stop_after_round_1(line: str) -> None:
 def _config(pattern, output, **overrides) -> DiscoveryConfig:
     fields = dict(epsilon=EPSILON, delta=DELTA, max_length=L, seed=SEED)
     fields.update(overrides)
-    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **fields)
+    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **{"protocol": "triehh", **fields})
 
 
 def _stopped_after_round_1(config: DiscoveryConfig):
@@ -94,7 +94,7 @@ def test_resuming_after_half_the_input_was_deleted_is_refused_with_exit_2(four_t
     with pytest.raises(InputChangedError, match=f"{deleted} is gone"):
         run_discovery(config)
     resumed = subprocess.run(
-        [sys.executable, "-m", "triehh_beam.cli", "discover", "--input", pattern, "--output", config.output_dir,
+        [sys.executable, "-m", "triehh_beam.cli", "discover", "--protocol", "triehh", "--input", pattern, "--output", config.output_dir,
          "--epsilon", str(EPSILON), "--delta", str(DELTA), "--max-length", str(L)],
         capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=240,
     )

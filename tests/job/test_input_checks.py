@@ -14,7 +14,7 @@ from triehh_beam.protocol import planner
 def _config(**overrides) -> DiscoveryConfig:
     fields = dict(input_pattern="records.jsonl", output_dir="out", epsilon=4.0, delta=1e-6, max_length=10)
     fields.update(overrides)
-    return DiscoveryConfig(**fields)
+    return DiscoveryConfig(**{"protocol": "triehh", **fields})
 
 
 def _counters(read, bad=0):

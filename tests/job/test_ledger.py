@@ -133,7 +133,7 @@ def test_racing_jobs_never_overspend_the_budget(tmp_path):
 
 def _discover(records, out, *extra):
     return cli.main([
-        "discover", "--input", records, "--output", str(out), "--epsilon", "3", "--delta", "1e-6",
+        "discover", "--protocol", "triehh", "--input", records, "--output", str(out), "--epsilon", "3", "--delta", "1e-6",
         "--max-length", "5", *extra,
     ])
 
@@ -289,7 +289,7 @@ def test_job_graphs_are_only_submitted_to_a_runner_that_runs_nothing(records, tm
 
     from triehh_beam.job.driver import DiscoveryConfig, submit_job_graphs
 
-    config = DiscoveryConfig(records, str(tmp_path / "out"), 3.0, 1e-6, 5)
+    config = DiscoveryConfig(records, str(tmp_path / "out"), 3.0, 1e-6, 5, protocol="triehh")
     with pytest.raises(ValueError, match="dry_run"):
         submit_job_graphs(config, PipelineOptions([]), population=3000)
     assert not (tmp_path / "out").exists()

@@ -37,7 +37,7 @@ def records(tmp_path_factory):
 def _config(pattern, output, **overrides) -> DiscoveryConfig:
     fields = dict(epsilon=4.0, delta=1e-6, max_length=6, seed=SEED)
     fields.update(overrides)
-    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **fields)
+    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **{"protocol": "triehh", **fields})
 
 
 def _tree(root: pathlib.Path) -> list:

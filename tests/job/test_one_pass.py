@@ -81,7 +81,7 @@ def populations(tmp_path_factory):
 def _config(path, output_dir, seed, **fields) -> DiscoveryConfig:
     values = dict(epsilon=6.0, delta=1e-5, max_length=6)
     values.update(fields)
-    return DiscoveryConfig(input_pattern=str(path), output_dir=str(output_dir), seed=seed, **values)
+    return DiscoveryConfig(input_pattern=str(path), output_dir=str(output_dir), seed=seed, **{"protocol": "triehh", **values})
 
 
 def _encoder(config: DiscoveryConfig) -> ItemEncoder:

@@ -58,7 +58,7 @@ def _stop_after_round_1(line: str) -> None:
 def _config(pattern, output, **overrides) -> DiscoveryConfig:
     fields = dict(epsilon=4.0, delta=1e-6, max_length=L, seed=SEED)
     fields.update(overrides)
-    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **fields)
+    return DiscoveryConfig(input_pattern=str(pattern), output_dir=str(output), **{"protocol": "triehh", **fields})
 
 
 def _remove(path: pathlib.Path) -> None:

@@ -190,7 +190,7 @@ def test_a_discovery_reports_the_census_the_pass_and_the_rounds(tmp_path, make_p
     # One job per round, so that a round's own job reports too (the default runs them all in the
     # cut's job, reported as "sampling").
     config = DiscoveryConfig(input_pattern=pattern, output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-6,
-                             max_length=4, verbose=verbose, rounds_per_job="1")
+                             max_length=4, verbose=verbose, rounds_per_job="1", protocol="triehh")
     lines, events = [], []
     run_discovery(config, ticks=lines.append, events=events.append)
     shown = [line for line in lines if line is not None]

@@ -34,7 +34,7 @@ RANDOM_FIELDS = ("job_id", "created_at")
 def _config(records: str, root: pathlib.Path, **overrides) -> DiscoveryConfig:
     return DiscoveryConfig(
         input_pattern=records, output_dir=str(root / "out"), state_dir=str(root / "state"),
-        seed=SEED, epsilon=EPSILON, delta=DELTA, max_length=L, **overrides)
+        seed=SEED, epsilon=EPSILON, delta=DELTA, max_length=L, **{"protocol": "triehh", **overrides})
 
 
 def _published(root: pathlib.Path) -> dict:
@@ -167,7 +167,7 @@ def test_a_public_population_larger_than_the_input_is_refused(neighbours, tmp_pa
 
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
-    code = main(["discover", "--input", str(neighbours["whole"] / "records.parquet"), "--output", str(tmp_path / "out"),
+    code = main(["discover", "--protocol", "triehh", "--input", str(neighbours["whole"] / "records.parquet"), "--output", str(tmp_path / "out"),
                  "--epsilon", str(EPSILON), "--delta", str(DELTA), "--max-length", str(L),
                  "--seed-file", str(seed), "--population", str(N + 1)])
     err = capsys.readouterr().err

@@ -40,7 +40,7 @@ def populations(english_words, tmp_path_factory):
 
 
 def _config(records, output, **fields) -> DiscoveryConfig:
-    return DiscoveryConfig(input_pattern=records, output_dir=str(output), seed=SEED, max_length=6, **fields)
+    return DiscoveryConfig(input_pattern=records, output_dir=str(output), seed=SEED, max_length=6, **{"protocol": "triehh", **fields})
 
 
 def _clear(output) -> None:
@@ -142,7 +142,7 @@ def test_an_output_that_is_a_file_is_refused_before_anything_is_charged(populati
     target.write_text("{}")
     ledger = tmp_path / "ledger"
     done = subprocess.run(
-        [sys.executable, "-m", "triehh_beam.cli", "discover", "--input", plain, "--output", str(target),
+        [sys.executable, "-m", "triehh_beam.cli", "discover", "--protocol", "triehh", "--input", plain, "--output", str(target),
          "--epsilon", "4", "--delta", "1e-6", "--max-length", "6", "--ledger", str(ledger)],
         capture_output=True, text=True, cwd=tmp_path, timeout=300, env=subprocess_env)
     assert done.returncode == 2, done.stderr

@@ -46,7 +46,7 @@ def _config(records, output, **overrides) -> DiscoveryConfig:
     fields = dict(input_pattern=records, output_dir=str(output), epsilon=1.0, delta=1e-6, max_length=2,
                   theta=1, batch_size=M, allow_no_guarantee=True, seed=SEED)
     fields.update(overrides)
-    return DiscoveryConfig(**fields)
+    return DiscoveryConfig(**{"protocol": "triehh", **fields})
 
 
 def _round_one_sample(output) -> frozenset:

@@ -32,7 +32,7 @@ def records(tmp_path_factory):
 def _config(records, output, **overrides) -> DiscoveryConfig:
     fields = dict(input_pattern=records, output_dir=str(output), epsilon=3.0, delta=1e-6, max_length=6, seed=SEED)
     fields.update(overrides)
-    return DiscoveryConfig(**fields)
+    return DiscoveryConfig(**{"protocol": "triehh", **fields})
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def _as_written_by_0_1_0(state_dir) -> None:
 
 def test_a_state_written_by_0_1_0_is_refused_in_one_line_naming_the_version(records, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["discover", "--input", records, "--output", str(out), "--epsilon", "3", "--delta", "1e-6",
+    argv = ["discover", "--protocol", "triehh", "--input", records, "--output", str(out), "--epsilon", "3", "--delta", "1e-6",
             "--max-length", "6"]
     assert cli.main(argv) == 0
     assert StateStore(str(out) + ".state").load().written_by  # this release records itself

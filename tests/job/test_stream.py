@@ -30,7 +30,7 @@ def test_the_stream_stops_after_n_windows_or_the_declared_range(closed, declared
 
 def _config(hours: int) -> DiscoveryConfig:
     return DiscoveryConfig(input_pattern="pubsub://projects/p/subscriptions/s", output_dir="out", epsilon=4.0,
-                           delta=1e-6, max_length=4, window=3600, windows=(0, hours * HOUR), population=1000)
+                           delta=1e-6, max_length=4, window=3600, windows=(0, hours * HOUR), population=1000, protocol="triehh")
 
 
 def test_a_stop_the_declared_range_cannot_reach_is_refused():

@@ -18,7 +18,7 @@ def _config(**fields) -> DiscoveryConfig:
     values = dict(input_pattern="in.jsonl", output_dir="out", epsilon=4.0, delta=1e-6,
                   max_length=10, seed=SEED)
     values.update(fields)
-    return DiscoveryConfig(**values)
+    return DiscoveryConfig(**{"protocol": "triehh", **values})
 
 
 def test_a_private_population_keeps_the_frequencies_private():
@@ -65,7 +65,7 @@ def records(tmp_path_factory, make_population):
 def test_discover_prints_the_advice_after_its_plan_marked_private(records, tmp_path, capsys):
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
-    code = main(["discover", "--input", records, "--output", str(tmp_path / "out"), "--epsilon", "4",
+    code = main(["discover", "--protocol", "triehh", "--input", records, "--output", str(tmp_path / "out"), "--epsilon", "4",
                  "--delta", "1e-6", "--max-length", "10", "--seed-file", str(seed), "--verbose"])
     out, err = capsys.readouterr()
     assert code == 0, err

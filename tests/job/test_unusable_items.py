@@ -48,7 +48,7 @@ def urls(tmp_path_factory):
 def _config(records, output, **overrides) -> DiscoveryConfig:
     fields = dict(epsilon=4.0, delta=1e-6, max_length=L, seed=SEED)
     fields.update(overrides)
-    return DiscoveryConfig(input_pattern=str(records), output_dir=str(output), **fields)
+    return DiscoveryConfig(input_pattern=str(records), output_dir=str(output), **{"protocol": "triehh", **fields})
 
 
 def test_a_population_without_usable_items_is_refused_before_any_budget_is_spent(urls, tmp_path):

@@ -71,7 +71,7 @@ def _config(tmp_path, **overrides):
     if overrides.get("protocol") != "triehh++":
         values["population"] = 2000
     values.update(overrides)
-    return DiscoveryConfig(**values)
+    return DiscoveryConfig(**{"protocol": "triehh", **values})
 
 
 def _committed(job, start):

@@ -25,7 +25,7 @@ def test_users_with_only_zero_counts_are_not_counted_or_sampled(tmp_path):
     records.write_text("".join(json.dumps({"user_id": u, "item": w, "count": c}) + "\n" for u, w, c in rows))
     config = DiscoveryConfig(input_pattern=str(records), output_dir=str(tmp_path / "out"), seed=SEED,
                              epsilon=1.0, delta=1e-6, max_length=6, theta=3, batch_size=40,
-                             allow_no_guarantee=True)
+                             allow_no_guarantee=True, protocol="triehh")
     result = run_discovery(config)
     state = StateStore(config.resolved_state_dir).load()
     assert state.plan.population == 60  # n: the users who hold something

@@ -116,8 +116,11 @@ def test_raise_epsilon_missing_when_no_epsilon_works():
 def test_raise_epsilon_example_numbers():
     result = plan(10**4, 1.0, 1e-8, 10)
     alt = {a.kind: a for a in result.alternatives}["raise_epsilon"]
-    assert alt.target_epsilon == 1.28 and alt.step == pytest.approx(0.01)
-    assert (alt.theta, alt.batch_size) == (12, 100)
+    # 1.28 (theta = 12, m = 100) meets Theorem 1's conditions, but the crowding guard refuses
+    # it (delta >= 1.28e-9 at n = 10^4, above 0.1 * delta(12) / 10 = 2.3e-11): 1.3 (m = 101) is the first.
+    assert alt.target_epsilon == 1.3 and alt.step == pytest.approx(0.01)
+    assert "crowding guard fails" in plan(10**4, 1.28, 1e-8, 10).reason
+    assert (alt.theta, alt.batch_size) == (12, 101)
 
 
 

@@ -22,10 +22,10 @@ SLIDES_TABLE = {
     1e5: (14, 14, 14),
 }
 # One cell of the slides cannot be reproduced by the formula they state: at n = 5000, eps = 2,
-# the delta-driven theta is 11 and THETACEIL = sqrt(5000) (1 - e^-0.2) = 12.82 >= 11, so the
-# plan is feasible (m = 82, gamma = 1.16 >= 1). No L makes this cell infeasible while keeping
-# n = 2e4, eps = 1 feasible, so it is not a different L either. We keep the formula and pin
-# what it gives for that cell below.
+# the delta-driven theta is 11 and THETACEIL = sqrt(5000) (1 - e^-0.2) = 12.82 >= 11, so
+# Theorem 1's conditions hold (m = 82, gamma = 1.16 >= 1). No L makes this cell infeasible while
+# keeping n = 2e4, eps = 1 feasible, so it is not a different L either. The plan is refused all
+# the same, by the crowding guard (protocol.crowding), as pinned below.
 IRREPRODUCIBLE = {(5e3, 2)}
 
 
@@ -38,10 +38,12 @@ def test_theta_table_from_the_slides(rule, n, eps_index):
     result = plan(n, eps, 1 / n**2, 10, rule)
     expected = SLIDES_TABLE[n][eps_index]
     if (n, eps) in IRREPRODUCIBLE:
-        assert expected is None  # the slides say infeasible ...
-        assert result.feasible and result.theta == 11  # ... the stated formula says feasible:
+        assert expected is None  # the slides say infeasible; Theorem 1's conditions hold ...
+        assert result.theta == 11 and result.batch_size == 82
         assert result.theta_ceiling == pytest.approx(12.818, abs=1e-3)
-        assert result.batch_size == 82
+        # ... and the crowding guard refuses it: delta >= 3.8e-10 > 0.1 * delta(11) / 10 = 2.8e-10.
+        assert not result.feasible and "crowding guard fails" in result.reason
+        assert result.crowding_delta == pytest.approx(3.79e-10, rel=1e-2)
         return
     if expected is None:
         assert not result.feasible

@@ -46,6 +46,11 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--selection-share", type=float, default=None, metavar="F",
                      help="--protocol partition-selection: the share of epsilon its selection spends (default: "
                           "discover's)")
+    job.add_argument("--theta", type=argtypes.positive_int, default=None,
+                     help="with --batch-size: run TrieHH at this fixed theta (with --allow-no-guarantee) and "
+                          "test Theorem 1's claim for it at D's n, over the rounds the event observes")
+    job.add_argument("--batch-size", type=argtypes.positive_int, default=None, metavar="M",
+                     help="TrieHH's fixed m, with --theta")
     job.add_argument("--window", action="store_true",
                      help="audit discover --window 1h: --runs windows in one replay per population (one Beam job "
                           "each, much faster per release) instead of --runs batch jobs")
@@ -62,7 +67,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
                             "(default: %(default)s)")
     audit.add_argument("--event", choices=EVENTS, default=None,
                        help="published: the target published; estimate-at-least: its estimate (or count) >= "
-                            "--at-least; differs: the second release differs from the first (--releases 2) "
+                            "--at-least; differs: the second release differs from the first (--releases 2); "
+                            "nothing-published: the release publishes nothing (round 1 keeps no prefix) "
                             "(default: differs with --releases 2, else published)")
     audit.add_argument("--at-least", type=float, default=None, metavar="T", help="t of estimate-at-least")
     audit.add_argument("--releases", type=int, choices=(1, 2), default=1,
@@ -114,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
             estimate_frequencies=args.estimate_frequencies, runs=args.runs, target=args.target,
             target_holders=args.target_holders, event=args.event,
             at_least=args.at_least, releases=args.releases, window=args.window, seed=args.seed,
-            confidence=args.confidence, violation=args.violation, selection_share=args.selection_share)
+            confidence=args.confidence, violation=args.violation, selection_share=args.selection_share,
+            theta=args.theta, batch_size=args.batch_size)
         users, read = _users_of(args)
         result = audit.run_audit(config, users, progress)
     except (FileNotFoundError, RecordFormatError, InfeasiblePlanError, ValueError) as e:

@@ -247,7 +247,10 @@ def register_evaluate(subparsers) -> None:
         description="Runs TrieHH R times per epsilon and unit size on an input (through the real "
         "pipeline, or the keyed simulation with --engine simulate), PEM and the exact top-K (and "
         "PipelineDP's partition selection with --rivals pipelinedp) on the same input, and writes "
-        "evaluation.json, plots and report.html. Flags this command does not know are Beam "
+        "evaluation.json, plots and report.html. Its runs are measurements, not private releases: "
+        "a public seed, a fixed nonce and no ledger charge, on any input (BigQuery too), and the "
+        "exact top-K it compares with is the raw data's; run it on synthetic or public data, never "
+        "publish what it says about private data. Flags this command does not know are Beam "
         "pipeline options.",
     )
     add_evaluate_arguments(parser)

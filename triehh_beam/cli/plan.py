@@ -15,7 +15,7 @@ from triehh_beam.cli import argtypes
 from triehh_beam.cli.argtypes import UsageError
 from triehh_beam.cli.plan_text import PROBABILITIES, header, holders_table, row, wrap
 from triehh_beam.protocol import parameters
-from triehh_beam.protocol.protocols import Protocol
+from triehh_beam.protocol.protocols import DEFAULT_PROTOCOL, Protocol
 
 __all__ = ["register_plan"]
 
@@ -25,12 +25,15 @@ def register_plan(subparsers) -> None:
     """Adds ``plan`` to the ``triehh`` tool."""
     parser = subparsers.add_parser(
         "plan",
-        help="choose theta and the batch size for a privacy target (Theorem 1)",
+        help="plan a privacy target: TrieHH++'s p_s and tau (default) or TrieHH's theta and m",
         description=(
-            "Choose the vote threshold theta and the per-round batch size m that make a TrieHH "
-            "run (epsilon, delta)-DP for N users (Theorem 1), and show the worst-case "
-            "frequency needed to be discovered (Proposition 1). Infeasible targets are "
-            "reported as such, with the alternatives that exist."
+            "Plan a discovery for a privacy target (epsilon, delta) over N users and show how many "
+            "holders an item needs to be discovered. By default TrieHH++ (--protocol triehh++): the "
+            "per-round sample p_s and threshold tau, certified exactly. With --protocol triehh: the "
+            "vote threshold theta and the per-round batch size m of the paper's Theorem 1 (unproven "
+            "for fixed-size sampling: plans whose crowding lower bound on delta exceeds a tenth of "
+            "delta per round are refused) and the worst-case frequency of Proposition 1. Infeasible "
+            "targets are reported as such, with the alternatives that exist."
         ),
     )
     parser.add_argument("--population", "-n", type=argtypes.population, required=True, metavar="N",
@@ -68,13 +71,14 @@ def register_plan(subparsers) -> None:
                              "user votes for one of its items, drawn by its share, so holders "
                              "count for less (default 1: one item per user)")
     parser.add_argument("--protocol", choices=[p.value for p in Protocol], type=Protocol.parse, default=None,
-                        help="'triehh' (default): theta and m by Theorem 1; 'triehh++': "
-                             "sample-and-threshold (docs/protocol.md section 2), tau and the "
-                             "per-round sample p_s, each round (epsilon/L, delta/L); with "
-                             "--compare-units both unless one is named; 'sample-threshold': one "
-                             "release of whole items with their counts, tau and p_s; "
-                             "'partition-selection': one release of whole items at the central optimum, "
-                             "beside what every protocol needs and the trust model each fits")
+                        help="'triehh++' (default): sample-and-threshold (docs/protocol.md section 2), "
+                             "tau and the per-round sample p_s, certified exactly; 'triehh': theta and m "
+                             "by the paper's Theorem 1 (unproven for fixed-size sampling; plans the "
+                             "crowding bound refutes are refused); with --compare-units both unless one "
+                             "is named; 'sample-threshold': one release of whole items with their "
+                             "counts, tau and p_s; 'partition-selection': one release of whole items at "
+                             "the central optimum, beside what every protocol needs and the trust model "
+                             "each fits")
     parser.add_argument("--max-items-per-user", type=argtypes.positive_int, default=None, metavar="K",
                         help="with --protocol partition-selection: the distinct items each user contributes "
                              "(default 1)")
@@ -170,7 +174,7 @@ def _run_plan(args) -> int:
     if args.find_frequency is not None:
         raise UsageError("--find-frequency recommends a unit size: use it with --compare-units "
                          "(or --unit-size auto)")
-    if args.protocol is Protocol.TRIEHH_PP:
+    if (args.protocol or DEFAULT_PROTOCOL) is Protocol.TRIEHH_PP:
         return _run_sample_threshold_plan(args)
     report = _plan_report(args)
     estimates = _estimates_report(args.epsilon, args.estimate_frequencies)
@@ -207,7 +211,7 @@ def _check_accounting(args) -> None:
     """Refuses ``--accounting`` where it would be ignored (a given flag is never dropped silently)."""
     if args.accounting is None:
         return
-    if args.protocol is None or not args.protocol.samples_by_probability:
+    if not (args.protocol or DEFAULT_PROTOCOL).samples_by_probability:
         raise UsageError("--accounting chooses how sample-and-threshold is certified; TrieHH's plan is "
                          "certified by Theorem 1: drop it, or add --protocol triehh++ or sample-threshold")
     if args.compare_units or args.unit_size == "auto":
@@ -363,7 +367,10 @@ def _format_plan(r: dict) -> str:
             row("achieved epsilon", f"{_num(r['epsilon'], 6)} (Theorem 1 at m = {m}; "
                                     f"target {_num(r['target_epsilon'], 6)})"),
             row("achieved delta", f"{_num(r['delta'])} (target {_num(r['target_delta'])})"),
+            row("crowding bound", ("delta >= " + (_num(r["crowding_delta"]) if r["crowding_delta"] else "0 (below 1e-308)")
+                                   + " for one round (the guard: at most a tenth of delta/L)")),
         ]
+        lines += wrap(f"note: {r['theorem1']}", "  ", break_on_hyphens=True)
         for note in r["notes"]:
             lines += wrap(f"note: {note}", "  ", break_on_hyphens=True)
         worst = " = L, the worst case" if r["item_length_is_worst_case"] else ""
@@ -408,7 +415,8 @@ def _format_plan(r: dict) -> str:
         "Why:",
     ]
     lines += wrap(r["reason"], "  ", break_on_hyphens=True)
-    lines += ["", "Alternatives (each certified by Theorem 1):"]
+    lines += wrap(f"note: {r['theorem1']}", "  ", break_on_hyphens=True)
+    lines += ["", "Alternatives (each certified by Theorem 1 and passing the crowding guard):"]
     if not r["alternatives"]:
         lines.append("  none")
     for i, alt in enumerate(r["alternatives"], 1):

@@ -21,7 +21,7 @@ from triehh_beam.cli import discover
 from triehh_beam.job import config as config_lib
 from triehh_beam.job import paths
 from triehh_beam.job.config import DiscoveryConfig, Setting
-from triehh_beam.protocol.protocols import Protocol
+from triehh_beam.protocol.protocols import DEFAULT_PROTOCOL, Protocol
 
 __all__ = [
     "CONFIG_EXAMPLE",
@@ -140,7 +140,7 @@ def load_config(path: str) -> dict:
         # Refused here, not on the second date: the first date has no earlier result, so its
         # run would pass with an empty list and every later one fail.
         discovery = config["discovery"]
-        protocol = discovery.get("protocol", Protocol.TRIEHH.value)
+        protocol = discovery.get("protocol", DEFAULT_PROTOCOL.value)
         if protocol not in [p.value for p in Protocol if p.grows_trie]:
             raise ConfigError(f"{path}: [discovery] {DENY_EARLIER_RUNS} works with protocol triehh and "
                               f"triehh++, not {protocol}")

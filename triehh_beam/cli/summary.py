@@ -123,8 +123,8 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
              f"; the top {SCREENFUL} by estimate" if estimates else
              f"; the first {SCREENFUL} found (TrieHH publishes no counts)")
     say("")
-    say(f"discovered {len(entries)} heavy hitters in {result.rounds_run} rounds ({result.stop_reason}), "
-        f"{elapsed:.1f} s{which}:")
+    say(f"discovered {len(entries)} heavy hitters in {result.rounds_run} rounds ({result.stop_reason})"
+        + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "") + f"{which}:")
     if estimates and top:
         say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
             f"by its share of its records: the holders when each holds one; noise of epsilon_est="
@@ -156,8 +156,9 @@ def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None
     plan = result.plan
     released = json.loads(read_file(result.output_path))["released"]
     say("")
-    say(f"released {len(released)} items (whole-item sample-and-threshold, one pass), {elapsed:.1f} s"
-        f"{f'; the {SCREENFUL} most reported' if len(released) > SCREENFUL else ''}:")
+    say(f"released {len(released)} items (whole-item sample-and-threshold, one pass)"
+        + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "")
+        + f"{f'; the {SCREENFUL} most reported' if len(released) > SCREENFUL else ''}:")
     if released:
         # result.heavy_hitters: the decoded items, in the published order (most reported first)
         texts = [published.ordered_items([value], config.encoder)[0].text for value in result.heavy_hitters[:SCREENFUL]]

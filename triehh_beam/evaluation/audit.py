@@ -38,8 +38,8 @@ from triehh_beam.reference.audit_stats import ClaimTest, runs_to_refute, test_cl
 __all__ = ["AuditConfig", "AuditError", "EVENTS", "Outcome", "format_audit", "run_audit", "synthetic_population"]
 
 FORMAT = "triehh-beam/audit/v2"
-PUBLISHED, AT_LEAST, DIFFERS = "published", "estimate-at-least", "differs"
-EVENTS = (PUBLISHED, AT_LEAST, DIFFERS)
+PUBLISHED, AT_LEAST, DIFFERS, NOTHING = "published", "estimate-at-least", "differs", "nothing-published"
+EVENTS = (PUBLISHED, AT_LEAST, DIFFERS, NOTHING)
 TARGET_USER = "triehh-audit-target-user"
 HOLDER_PREFIX = "triehh-audit-holder-"
 PRIME = "D'"
@@ -77,6 +77,9 @@ class AuditConfig:
       confidence: of the verdict; violation: the excess probability whose runs are reported.
       selection_share: ``--protocol partition-selection``'s share of epsilon for the selection
         (None: its default); refused with another protocol.
+      theta, batch_size: TrieHH's fixed theta and m (both or neither), run with
+        ``--allow-no-guarantee``; the claim tested is Theorem 1's for them at D's n over the rounds
+        the event observes (``nothing-published``: round 1, L = 1; else max_length).
 
     Raises:
       AuditError: a value out of range or a combination the audit cannot run.
@@ -98,6 +101,8 @@ class AuditConfig:
     confidence: float = 0.95
     violation: float = 0.1
     selection_share: Optional[float] = None
+    theta: Optional[int] = None
+    batch_size: Optional[int] = None
 
     def __post_init__(self):
         try:
@@ -132,6 +137,11 @@ class AuditConfig:
             raise AuditError(f"violation must be in (0, 1], got {self.violation}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise AuditError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if (self.theta is None) != (self.batch_size is None):
+            raise AuditError("--theta and --batch-size fix TrieHH's plan together: give both or neither")
+        if self.theta is not None and (self.protocol is not Protocol.TRIEHH or self.window):
+            raise AuditError("--theta and --batch-size are TrieHH's, batch releases only: use --protocol triehh "
+                             "without --window")
 
     @property
     def resolved_event(self) -> str:
@@ -219,6 +229,16 @@ class _Workspace:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def _theorem1_claim(config: AuditConfig, users: int) -> Tuple[float, float, str]:
+    """Theorem 1's (epsilon, delta) for the fixed values at D's n, over the rounds the event observes."""
+    from triehh_beam.protocol.privacy import theorem1
+
+    rounds = 1 if config.resolved_event == NOTHING else config.max_length
+    claim = theorem1(users, config.theta, rounds, batch_size=config.batch_size)
+    return claim.epsilon, claim.delta, (f"Theorem 1 at n = {users}, theta = {config.theta}, m = {config.batch_size}, "
+                                        f"L = {rounds} (the rounds the event observes)")
+
+
 def _config(config: AuditConfig, space: _Workspace, window: bool, windows: int = 0, population: int = 0):
     """The discovery of one release (``window``: of one replay of ``windows`` windows declared
     from ``_T0``; TrieHH windows planned for the declared ``population``, D's size, a lower bound
@@ -233,6 +253,8 @@ def _config(config: AuditConfig, space: _Workspace, window: bool, windows: int =
         state_dir=space.state, ledger_dir=space.ledger, seed=config.secret_seed, protocol=config.protocol.value,
         epsilon=config.epsilon, delta=config.delta, max_length=config.max_length,
         estimate_frequencies=config.estimate_frequencies,
+        **({} if config.theta is None else dict(theta=config.theta, batch_size=config.batch_size,
+                                                allow_no_guarantee=True)),  # the claim is the audit's
         window=WINDOW_SECONDS if window else None, timestamp_column="ts" if window else None,
         **({} if config.selection_share is None else {"selection_share": config.selection_share}))
 
@@ -306,6 +328,8 @@ def _hit(config: AuditConfig, target: str, outcome: Outcome, first: Optional[Out
         return outcome.document != first.document
     if event == PUBLISHED:
         return target in outcome.items
+    if event == NOTHING:
+        return not outcome.items
     value = outcome.items.get(target)
     return value is not None and value >= config.at_least
 
@@ -393,18 +417,22 @@ def run_audit(config: AuditConfig, users: Optional[Users] = None, progress: Opti
         if workspace is None:
             shutil.rmtree(root, ignore_errors=True)
     seconds = time.monotonic() - started
-    epsilon = max(o.epsilon for o in outcomes)
-    delta = max(o.delta for o in outcomes)
+    if config.theta is not None:
+        epsilon, delta, source = _theorem1_claim(config, len(users))
+    else:
+        epsilon, delta, source = max(o.epsilon for o in outcomes), max(o.delta for o in outcomes), None
     test = test_claim(hits["D'"], config.runs, hits["D"], config.runs, epsilon, delta, config.confidence)
     return {
         "format": FORMAT,
         "verdict": "violated" if test.violated else "inconclusive",
         "violated": test.violated,
         "job": {"protocol": config.protocol.value, "epsilon": config.epsilon, "delta": config.delta,
+                "theta": config.theta, "batch_size": config.batch_size,
                 "max_length": config.max_length, "estimate_frequencies": config.estimate_frequencies,
                 "window": WINDOW_SECONDS if config.window else None, "releases_per_run": config.releases,
                 "selection_share": config.selection_share},
-        "claim": {"epsilon": epsilon, "delta": delta, "accounting": _accounting(outcomes)},
+        "claim": {"epsilon": epsilon, "delta": delta, "accounting": _accounting(outcomes),
+                  **({"source": source} if source else {})},
         "population": {"users": len(users), "target": target, "target_user": TARGET_USER,
                        "target_holders": config.target_holders},
         "event": {"name": config.resolved_event, "at_least": config.at_least,
@@ -424,6 +452,7 @@ _EVENT_TEXT = {
     PUBLISHED: "the target {target!r} is published (a heavy hitter or frequent prefix)",
     AT_LEAST: "the target {target!r}'s published estimate (or count) is at least {at_least:g}",
     DIFFERS: "the second release's published file differs from the first's (the same paths, released twice)",
+    NOTHING: "nothing is published (round 1 keeps no prefix)",
 }
 
 
@@ -441,12 +470,15 @@ def format_audit(result: dict) -> str:
         f"--delta {job['delta']:g} --max-length {job['max_length']}"
         + (f" --estimate-frequencies {job['estimate_frequencies']:g}" if job["estimate_frequencies"] else "")
         + (f" --selection-share {job['selection_share']:g}" if job.get("selection_share") else "")
+        + (f" --theta {job['theta']} --batch-size {job['batch_size']} --allow-no-guarantee"
+           if job.get("theta") is not None else "")
         + (" --window 1h" if job["window"] else ""),
         f"  populations   D: {result['population']['users']:,} users"
         + (f", {holders:,} of them holding only the target" if holders else "")
         + f"; D': D plus one user holding only {result['population']['target']!r}",
-        f"  claim         epsilon={claim['epsilon']:.4g} delta={claim['delta']:.3g} (as the releases published it"
-        + (f", {claim['accounting']} accounting)" if claim.get("accounting") else ")"),
+        f"  claim         epsilon={claim['epsilon']:.4g} delta={claim['delta']:.3g} "
+        + (f"({claim['source']})" if claim.get("source") else "(as the releases published it"
+           + (f", {claim['accounting']} accounting)" if claim.get("accounting") else ")")),
         f"  runs          {how}: {result['releases']:,} releases, {result['seconds']:.1f} s "
         f"({result['seconds_per_release']:.2f} s per release)",
         "  event         " + _EVENT_TEXT[event["name"]].format(target=result["population"]["target"],

@@ -57,7 +57,7 @@ def _discovery_config(config: EvaluationConfig, protocol: Protocol, unit_size: i
     """The ``DiscoveryConfig`` of one pipeline-engine run (its identity keys the run's draws)."""
     from triehh_beam.job.driver import DiscoveryConfig
 
-    extra = {"rule": config.rule} if protocol is Protocol.TRIEHH else {"protocol": protocol.value}
+    extra = {"protocol": protocol.value, **({"rule": config.rule} if protocol is Protocol.TRIEHH else {})}
     if protocol.grows_trie:
         extra.update(unit_size=unit_size, truncate_long_items=config.truncate_long_items)
     return DiscoveryConfig(

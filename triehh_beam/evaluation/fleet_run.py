@@ -50,7 +50,12 @@ def fleet_options(dropout: float = 0.0, duplicate: float = 0.0, late: float = 0.
 # Private, shown only on request: the exact message counts (functions of who was sampled and
 # voted), and the central reference's estimates, released with the same keyed noise as the
 # federated ones, so that their difference is the exact count of non-reporting devices per target.
-_PRIVATE_COUNTS = ("sent", "received", "redelivered", "unread", "central_estimates", "secure_aggregation")
+_PRIVATE_COUNTS = ("sent", "received", "redelivered", "unread", "central_estimates", "secure_aggregation",
+                  "seconds")  # and the time
+# Private too: the central run releases the same records with the federated release's keys (so
+# that "same trie" checks the federated path), a second release of them that no ledger covers.
+_PRIVATE_CENTRAL = ("central_heavy_hitters", "trie_equal_to_central", "recall_vs_central",
+                    "estimates_equal_to_central")
 
 
 @dataclasses.dataclass
@@ -73,13 +78,17 @@ class SimulationSummary:
     output: str
     report: str
     secure_aggregation: Optional[dict] = None  # cohorts unmasked and dropped, devices lost (private)
+    population_public: bool = False
 
     def document(self, counts: bool = False) -> dict:
-        """The summary as JSON; the exact message counts (private) only with ``counts``."""
+        """The summary as JSON; the exact message counts, the central comparison and (n not
+        public) the number of devices, all private, only with ``counts``, under ``private``."""
         document = dataclasses.asdict(self)
-        if not counts:
-            for key in _PRIVATE_COUNTS:
-                document.pop(key)
+        private = {key: document.pop(key) for key in _PRIVATE_COUNTS + _PRIVATE_CENTRAL}
+        if not self.population_public:
+            private["devices"] = document.pop("devices")
+        if counts:
+            document["private"] = {"note": "operator only, never publish", **private}
         return document
 
 
@@ -128,7 +137,9 @@ def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: floa
     registry = Registry.from_ids(users)
     registry_path = FileSystems.join(config.resolved_state_dir, "registry.txt")
     server_config = dataclasses.replace(config, input_pattern=registry_path)
-    progress(f"simulated fleet: {len(registry):,} devices from {config.input_pattern}")
+    progress(f"simulated fleet: {len(registry):,} devices from {config.input_pattern}" if config.population
+             else f"simulated fleet: the devices of {config.input_pattern} (their number is private: "
+                  "--json --verbose)")
     run = uuid.uuid4().hex[:12]
     with _pubsub_host():
         announce = f"projects/{_PROJECT}/topics/triehh-announce-{run}"
@@ -172,6 +183,7 @@ def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: floa
     received = federated_outputs.label_totals(result)
     return SimulationSummary(
         job_id=result.job_id, devices=len(registry), rounds=len(result.rounds),
+        population_public=config.population is not None,
         heavy_hitters=sorted(found, key=str),
         central_heavy_hitters=None if truth is None else sorted(truth, key=str),
         trie_equal_to_central=same_trie,
@@ -240,16 +252,17 @@ def main(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, r
         print(json.dumps(summary.document(counts=verbose), sort_keys=True))
         return 0
     recall = "n/a" if summary.recall_vs_central is None else f"{summary.recall_vs_central:.3f}"
-    print(f"federated: {len(summary.heavy_hitters)} heavy hitters in {summary.rounds} rounds "
-          f"({summary.seconds:.1f} s); central: {len(summary.central_heavy_hitters)}; recall vs central "
-          f"{recall}; same trie: {'yes' if summary.trie_equal_to_central else 'no'}"
-          + ("" if summary.estimates is None else
-             f"; {len(summary.estimates)} frequency estimates"
-             + ("" if summary.estimates_equal_to_central is None else
-                f", equal to central: {'yes' if summary.estimates_equal_to_central else 'no'}")))
+    print(f"federated: {len(summary.heavy_hitters)} heavy hitters in {summary.rounds} rounds"
+          + ("" if summary.estimates is None else f"; {len(summary.estimates)} frequency estimates"))
+    if verbose:  # the central run reuses the federated release's keys: a second release, private
+        print(f"central comparison (private, {summary.seconds:.1f} s): central {len(summary.central_heavy_hitters or [])}; "
+              f"recall vs central {recall}; same trie: {'yes' if summary.trie_equal_to_central else 'no'}"
+              + ("" if summary.estimates_equal_to_central is None else
+                 f"; estimates equal to central: {'yes' if summary.estimates_equal_to_central else 'no'}"))
     print(federated_outputs.console_guarantee(summary.estimates is not None, summary.secure_aggregation is not None))
     if not verbose:
-        print(f"published: {summary.output}; message counts (private): --verbose, or the operator report "
+        print(f"published: {summary.output}; the central comparison and message counts (private): --verbose; "
+              "the counts also in the operator report "
               f"{summary.report}")
         return 0
     if summary.secure_aggregation is not None:

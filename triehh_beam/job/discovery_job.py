@@ -182,12 +182,13 @@ class DiscoveryJob:
                      "round's candidates in the same read", input=config.source)
         else:
             self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
-        started = time.monotonic()
+        started, created_at = time.monotonic(), jobs.now()  # the start, not after the census (its length is private)
         counted, counters, read = self.census(release.sampler(), candidates, leased=True)  # under the lease
         self.say(
             "census_done",
-            f"census: done, {time.monotonic() - started:.1f} s",
-            private=(f"{counted.users:,} users; {describe_drops(counters)}{describe_item_counters(counters)}",
+            "census: done",  # its duration depends on the records: private, as the counts
+            private=(f"{time.monotonic() - started:.1f} s; {counted.users:,} users; "
+                     f"{describe_drops(counters)}{describe_item_counters(counters)}",
                      {"population": counted.users, "input": counters}),
         )
         counters = self.check_census(counted, counters)
@@ -197,7 +198,7 @@ class DiscoveryJob:
             plan=plan_for_census(config, counted.users),
             truncate_long_items=config.truncate_long_items,
             trie=Trie.empty(self.encoder).to_proto(),
-            created_at=jobs.now(),
+            created_at=created_at,
             census_counters=counters,
             ledger=config.resolved_ledger_dir,
             input_snapshot=read,

@@ -197,8 +197,8 @@ class Driver(DiscoveryJob):
                                        if not (k.startswith("round") and ".items_" not in k)})
         state.samples.elapsed_seconds = elapsed
         self.store.commit(state)
-        self.say("sampling_done", f"sampling: done, {elapsed:.1f} s",
-                  private=(f"users sampled per round {list(state.samples.users_sampled)}",
+        self.say("sampling_done", "sampling: done",  # its duration depends on the records: private
+                  private=(f"{elapsed:.1f} s; users sampled per round {list(state.samples.users_sampled)}",
                            {"users_sampled": list(state.samples.users_sampled), "metrics": counters}))
         return state
 
@@ -388,8 +388,8 @@ class Driver(DiscoveryJob):
             "round",
             f"round {round_index}/{plan.max_length}: frontier {len(frontier):,}, "
             f"kept {len(kept):,} prefix{'' if len(kept) == 1 else 'es'}"
-            + (" (run in the samples' job)" if ran_earlier else f", {elapsed:.1f} s"),
-            private=(f"users sampled {counters.get('users_sampled', 0):,}, "
+            + (" (run in the samples' job)" if ran_earlier else ""),
+            private=(("" if ran_earlier else f"{elapsed:.1f} s; ") + f"users sampled {counters.get('users_sampled', 0):,}, "
                      f"votes {counters.get('votes_cast', 0):,}", {"metrics": counters}),
             round=round_index,
             max_rounds=plan.max_length,
@@ -426,8 +426,8 @@ class Driver(DiscoveryJob):
         state.estimates.CopyFrom(released)
         self.store.commit(state)
         self.say("estimates_done", f"estimates: done, {len(released.items):,} estimates "
-                  f"(noise +-{released.half_width:,} at 95%; the published intervals add the users' draws), "
-                  f"{time.monotonic() - started:.1f} s",
+                  f"(noise +-{released.half_width:,} at 95%; the published intervals add the users' draws)",
+                  private=(f"{time.monotonic() - started:.1f} s", {"seconds": time.monotonic() - started}),
                   estimates=len(released.items), half_width=released.half_width)
         return state
 

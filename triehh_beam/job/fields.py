@@ -19,7 +19,7 @@ from triehh_beam.job.settings import Setting, parse_duration, parse_window_range
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.partition_selection import DEFAULT_MAX_ITEMS, DEFAULT_SELECTION_SHARE
-from triehh_beam.protocol.protocols import Protocol
+from triehh_beam.protocol.protocols import DEFAULT_PROTOCOL, Protocol
 from triehh_beam.protocol.sample_threshold_planner import ACCOUNTINGS, BOUND, DEFAULT_ACCOUNTING
 
 __all__ = [
@@ -145,16 +145,17 @@ class DiscoverySettings:
         mismatch="public population (state has {theirs!r}, asked {ours!r}; 0: none declared)",
         example="4000")
     protocol: Protocol = setting(
-        "--protocol", "triehh: bottom-m samples and Theorem 1's theta (default); triehh++: "
-        "sample-and-threshold, each user sampled with probability p_s per round and tau votes "
-        "kept (docs/protocol.md §2); sample-threshold: one release of whole items, each user "
-        "sampled with probability p_s, items reported by at least tau released with their count "
-        "(epsilon <= 1); partition-selection: one release of whole items at the central optimum, "
+        "--protocol", "triehh++ (default): sample-and-threshold, each user sampled with probability "
+        "p_s per round and tau votes kept, certified exactly (docs/protocol.md §2); triehh: the "
+        "paper's bottom-m samples and Theorem 1's theta (Theorem 1 is unproven for fixed-size "
+        "sampling; plans it fails near are refused); sample-threshold: one release of whole items, "
+        "each user sampled with probability p_s, items reported by at least tau released with their "
+        "count (epsilon <= 1); partition-selection: one release of whole items at the central optimum, "
         "every user contributing up to --max-items-per-user items, each item kept with the optimal "
         "probability for its users, its count noised (docs/protocol.md §7); --theta, --batch-size "
         "and --rule are TrieHH's",
-        _TARGET, default=Protocol.TRIEHH, choices=tuple(p.value for p in Protocol), identity="plan.protocol",
-        record=lambda c: Protocol(c.protocol).value, example=Protocol.TRIEHH_PP.value)
+        _TARGET, default=DEFAULT_PROTOCOL, choices=tuple(p.value for p in Protocol), identity="plan.protocol",
+        record=lambda c: Protocol(c.protocol).value, example=Protocol.TRIEHH.value)
     accounting: Optional[str] = setting(
         "--accounting", "how --protocol triehh++ and sample-threshold certify (epsilon, delta): exact "
         "(each release's exact delta, worst case over the other holders; docs/protocol.md §2) or bound "

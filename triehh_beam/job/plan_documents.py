@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemKind
 from triehh_beam.protocol.protocols import Protocol
+from triehh_beam.protocol.privacy import THEOREM1_STATUS
 from triehh_beam.protocol.unit_advice import discover_advice
 
 __all__ = [
@@ -165,6 +166,7 @@ def _triehh_document(plan: state_pb2.PrivacyPlan) -> dict:
             if guaranteed
             else "none: theta and batch size were fixed outside Theorem 1's conditions"
         ),
+        "theorem1": THEOREM1_STATUS,
         "epsilon": plan.epsilon if guaranteed else None,
         "delta": plan.delta if guaranteed else None,
         "target_epsilon": plan.target_epsilon,

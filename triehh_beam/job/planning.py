@@ -13,14 +13,14 @@ import dataclasses
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.fields import SAMPLE_AND_THRESHOLD, planned_count_epsilon, recorded_accounting
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol import planner, privacy
+from triehh_beam.protocol import parameters, planner, privacy
 from triehh_beam.protocol.partition_selection import PartitionSelectionPlan, plan_partition_selection
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.whole_items import plan_whole_items
 
 __all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "plan_for", "plan_for_census",
-           "protocol_of", "selection_plan"]
+           "protocol_of", "selection_plan", "window_coverage"]
 
 
 class PopulationError(ValueError):
@@ -103,13 +103,17 @@ def selection_plan(plan: state_pb2.PrivacyPlan) -> PartitionSelectionPlan:
 
 def check_before_census(config: DiscoveryConfig) -> None:
     """Refuses, before any record is read, a target that no population size makes feasible:
-    TrieHH++'s and whole items' (their plans do not depend on n). TrieHH's needs the census.
+    TrieHH++'s and whole items' (their plans do not depend on n), and TrieHH's for a public
+    ``--population`` (the plan for it, crowding guard included). TrieHH's for a private n needs
+    the census (which counts users and reads nothing else before the plan).
 
     Raises:
       InfeasiblePlanError: as ``plan_for``.
     """
     if config.protocol.samples_by_probability and not config.protocol.selects_partitions:
         _plan_sample_threshold(config, 0)
+    elif config.population is not None and config.window is None:
+        plan_for(config, config.population)
 
 
 def plan_for(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
@@ -149,6 +153,15 @@ def plan_for(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
     except privacy.PrivacyConditionError as e:
         if not config.allow_no_guarantee:
             raise InfeasiblePlanError(_Refusal(f"fixed theta and batch size give no DP guarantee: {e}"))
+        recorded.no_guarantee = True
+        return recorded
+    # Refused (or, for an experiment, run with no guarantee) where crowding shows Theorem 1 false
+    # or too close to false to trust at these values (parameters.crowding_violation).
+    _, crowded = parameters.crowding_violation(population, config.theta, config.batch_size, config.max_length,
+                                               guarantee.delta)
+    if crowded:
+        if not config.allow_no_guarantee:
+            raise InfeasiblePlanError(_Refusal(f"fixed theta = {config.theta} and m = {config.batch_size}: {crowded}"))
         recorded.no_guarantee = True
         return recorded
     # Refused, not recorded: the job would charge the ledger more than the target it was given.
@@ -200,3 +213,13 @@ def _with_estimates(plan: state_pb2.PrivacyPlan, config: DiscoveryConfig) -> sta
     of the discovery's by basic composition (``ledger.plan_spend``)."""
     plan.estimate_epsilon = planned_count_epsilon(config)  # partition selection: its counts' share
     return plan
+
+
+def window_coverage(plan: state_pb2.PrivacyPlan) -> int:
+    """The most users a TrieHH window planned for a declared population N may hold with the plan's
+    guarantee: m^2. Below N the window is sampled as one of N (phantom users who hold nothing);
+    from N to m^2 Theorem 1's conditions hold at the window's n (gamma = m/sqrt(n) >= 1, the
+    others only ease as n grows) with a smaller epsilon and the same delta, and the crowding bound
+    falls with n at a fixed m. Above m^2 gamma < 1: no guarantee, which every window's document
+    states alike, whatever its n (``windowed``)."""
+    return plan.batch_size * plan.batch_size

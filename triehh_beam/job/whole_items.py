@@ -154,9 +154,9 @@ def run_release(driver: DiscoveryJob, state: state_pb2.JobState) -> Tuple[state_
         state.stop_reason = (partition_outputs.STOP_REASON if protocol_of(state.plan).selects_partitions
                              else STOP_REASON)
         driver.store.commit(state)  # committed before anything is published
-        driver.say("release_done", f"release: done, {len(release.items):,} items released, "
-                    f"{release.elapsed_seconds:.1f} s", items_released=len(release.items),
-                    private=(f"users sampled {release.users_sampled:,}, reports "
+        driver.say("release_done", f"release: done, {len(release.items):,} items released",
+                    items_released=len(release.items),  # the duration depends on the records: private
+                    private=(f"{release.elapsed_seconds:.1f} s; users sampled {release.users_sampled:,}, reports "
                              f"{release.counters.get('whole_item_reports', 0):,}",
                              {"users_sampled": release.users_sampled, "metrics": dict(release.counters)}))
     output_dir = canonical_path(driver.config.output_dir)

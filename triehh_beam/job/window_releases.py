@@ -114,7 +114,10 @@ class WindowReleases:
             return self._refuse(start)
         config = job.config
         state = state_pb2.JobState(
-            job_id=f"{job.stream_id}-{window_dir_name(start)}", created_at=jobs.now(), plan=self._plan,
+            # created_at: the window's close in event time, public and the same on every run
+            # (not a wall time, which a census's duration would follow).
+            job_id=f"{job.stream_id}-{window_dir_name(start)}", created_at=rfc3339(job.windows.closes_at(start)),
+            plan=self._plan,
             input=config.input_spec(), truncate_long_items=config.truncate_long_items,
             sampling_identity=config.window_identity().decode("ascii"), ledger=config.resolved_ledger_dir,
             release_nonce=self.nonce(start), ledger_record=record_id)

@@ -30,7 +30,7 @@ from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.protocols import Protocol
-from triehh_beam.job.planning import check_before_census, plan_for_census
+from triehh_beam.job.planning import check_before_census, plan_for_census, window_coverage
 from triehh_beam.job.window_privacy import privacy_unit
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.proto import state_pb2
@@ -291,9 +291,12 @@ def _window_document(job: WindowedJob, start: int) -> dict:
         planned = ("the plan does not depend on the window's number of users; every window of the declared "
                    "range is released, with records or not")
     else:
-        planned = (f"planned for a declared population of {config.population:,} users per window (a public "
-                   "lower bound, not a count): a window with fewer users is sampled as if users holding "
-                   "nothing made up the difference (they never vote), one with more samples m of its users; "
+        covered = window_coverage(job.plan())
+        planned = (f"planned for a declared population of {config.population:,} users per window (not a "
+                   "count): a window with fewer users is sampled as if users holding nothing made up the "
+                   f"difference (they never vote), one with more samples m of its users; the guarantee holds "
+                   f"for a window of at most {covered:,} users (m^2: Theorem 1 needs m/sqrt(n) >= 1), and a "
+                   "window with more has none, which this document, the same in every window, cannot say; "
                    "every window of the declared range is released, with records or not")
     return {"start": rfc3339(start), "end": rfc3339(start + job.windows.size_micros),
             "declared_windows": job.describe_declared(), "planned": planned,
@@ -322,6 +325,8 @@ class _ReleaseDoFn(beam.DoFn):
             "detail": plan.detail,
             "input": {"distinct_users": plan.population, "records": plan.records},
         }
+        if job.sample_probability is None and plan.released:  # TrieHH: n above m^2 has no guarantee
+            report["above_guaranteed_users"] = plan.population > window_coverage(job.plan())
         summary = {"window_start": rfc3339(start), "released": plan.released, "reason": plan.reason}
         if plan.released:
             store = StateStore(job.window_state_dir(start))

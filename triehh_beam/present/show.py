@@ -138,8 +138,9 @@ def summary_lines(result: PublishedResult) -> List[str]:
             lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: tau="
                          f"{privacy.get('tau', privacy.get('theta'))}, p_s={100 * float(privacy.get('sample_probability') or 0):.4g}%")
         else:
-            lines.append(f"privacy: {target}; theta={privacy.get('theta')}, L={encoder.max_length}, "
-                         f"rule {privacy.get('rule')}")
+            threshold = (f"tau={privacy['tau']}, p_s={100 * float(privacy.get('sample_probability') or 0):.4g}%"
+                         if privacy.get("tau") is not None else f"theta={privacy.get('theta')}")
+            lines.append(f"privacy: {target}; {threshold}, L={encoder.max_length}, rule {privacy.get('rule')}")
         if privacy.get("estimate_epsilon"):
             lines.append(f"         + frequency estimates, epsilon_est={privacy['estimate_epsilon']:.4g} "
                          f"(total target epsilon {privacy['total_target_epsilon']:.4g}, basic composition)")

@@ -7,6 +7,7 @@ raise the population."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Callable, List, Optional, Tuple
@@ -15,6 +16,7 @@ from triehh_beam.protocol.parameters import (
     MAX_POPULATION,
     Evaluation,
     batch_size_for,
+    crowding_violation,
     delta_theta,
     evaluate,
     evaluate_rule,
@@ -22,7 +24,7 @@ from triehh_beam.protocol.parameters import (
     theta_ceiling,
 )
 from triehh_beam.protocol.privacy import theorem1_delta
-from triehh_beam.protocol.search import first_true
+from triehh_beam.protocol.search import first_true, first_true_doubling
 
 __all__ = ["ALTERNATIVE_KINDS", "Alternative", "alternatives_for"]
 
@@ -246,18 +248,62 @@ def _lower_epsilon(
                   f"and the batch shrinks", n, value, delta, ev)
 
 
+def _past_crowding(candidate: int, theta: int, max_length: int, epsilon: float, delta: float,
+                   last_with_m_at_most: Callable[[int], int]) -> int:
+    """The first n >= ``candidate`` from which the crowding guard refuses no batch size m.
+
+    The bound is largest at a plateau's first n (it falls with n at a fixed m) and periodic in m
+    (largest where theta - 1 divides m - 1), falling from period to period: the answer is the
+    start of the first period of theta - 1 clean plateaus, found by doubling and bisection over
+    m, then confirmed over one more period (scanned one plateau at a time from there).
+    """
+    period = max(1, theta - 1)
+    last_with_m_at_most = functools.lru_cache(maxsize=None)(last_with_m_at_most)
+
+    @functools.lru_cache(maxsize=None)
+    def crowded(m: int) -> bool:
+        start = max(candidate, last_with_m_at_most(m - 1) + 1)
+        return last_with_m_at_most(m) >= start and crowding_violation(
+            start, theta, m, max_length, theorem1_delta(theta))[1] is not None
+
+    def clean_from(m: int) -> bool:
+        return not any(crowded(k) for k in range(m, m + period))
+
+    first_m = batch_size_for(candidate, epsilon, max_length, theta)
+    if clean_from(first_m):
+        m = first_m
+    else:
+        hi = first_true_doubling(clean_from, first_m, first_m + period,
+                                 batch_size_for(MAX_POPULATION, epsilon, max_length, theta))
+        if hi is None:
+            return MAX_POPULATION + 1
+        m = hi
+    clean, k = 0, m
+    while clean < 2 * period:
+        if crowded(k):
+            m, clean = k + 1, 0
+        else:
+            clean += 1
+        k += 1
+    return max(candidate, last_with_m_at_most(m - 1) + 1)
+
+
 def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> _Found:
     """Keep (epsilon, delta); the smallest N such that every population >= N works.
 
-    theta does not depend on n, and the only condition that does is gamma >= 1, i.e.
-    m(n)^2 >= n with m(n) = floor(n s / theta) nondecreasing. Because m is floored, feasibility
-    can flicker just above the continuous bound (theta/s)^2; the answer is the end of the
-    flicker: N - 1 is infeasible and everything from N on is feasible.
+    theta does not depend on n; the conditions that do are gamma >= 1, i.e. m(n)^2 >= n with
+    m(n) = floor(n s / theta) nondecreasing, and the crowding guard (``_past_crowding``). Because
+    m is floored, feasibility can flicker just above the continuous bound (theta/s)^2; the answer
+    is the end of the flicker: N - 1 is infeasible and everything from N on is feasible.
     """
     theta = rule_theta(rule, epsilon, delta, max_length)
 
     def feasible(pop: int) -> bool:
         return evaluate(pop, epsilon, delta, max_length, theta).feasible
+
+    def feasible_but_crowding(pop: int) -> bool:  # every condition but the crowding guard
+        ev = evaluate(pop, epsilon, delta, max_length, theta)
+        return ev.feasible or (ev.crowded and len(ev.violations) == 1)
 
     def m_of(pop: int) -> int:
         return batch_size_for(pop, epsilon, max_length, theta)
@@ -278,10 +324,13 @@ def _raise_population(rule: str, n: int, epsilon: float, delta: float, max_lengt
         k -= 1
     candidate = last_with_m_at_most(k) + 1 if k > 0 else 1
     # Confirm with the plan's own test; move to the nearest tight point if floats disagree.
+    while not feasible_but_crowding(candidate):
+        candidate += 1
+    while candidate > 1 and feasible_but_crowding(candidate - 1):
+        candidate -= 1
+    candidate = _past_crowding(candidate, theta, max_length, epsilon, delta, last_with_m_at_most)
     while not feasible(candidate):
         candidate += 1
-    while candidate > 1 and feasible(candidate - 1):
-        candidate -= 1
     if candidate > MAX_POPULATION:
         return None, "no population up to 2^53 works"
     # The first n that works at all: the first n of the first plateau m(n) = k with n <= k^2.

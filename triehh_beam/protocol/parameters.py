@@ -12,8 +12,10 @@ from fractions import Fraction
 from typing import Optional, Tuple
 
 from triehh_beam.protocol.checks import check_int, check_real
+from triehh_beam.protocol.crowding import CrowdingBound, neighbours_bound
 from triehh_beam.protocol.privacy import (
     DPGuarantee,
+    log_theorem1_delta,
     delta_fraction,
     epsilon_from_ratio,
     exact,
@@ -22,12 +24,14 @@ from triehh_beam.protocol.privacy import (
 )
 
 __all__ = [
+    "CROWDING_SHARE",
     "MAX_POPULATION",
     "RULES",
     "Evaluation",
     "PrivacyTarget",
     "batch_size_for",
     "check_rule",
+    "crowding_violation",
     "delta_theta",
     "evaluate",
     "evaluate_rule",
@@ -40,6 +44,11 @@ RULES = ("authors", "corollary1")
 # Populations are handled as Python ints but enter float formulas (n * s / theta, sqrt(n)):
 # above 2^53 consecutive integers are no longer distinct floats.
 MAX_POPULATION = 2**53
+
+# A TrieHH plan is refused when the crowding lower bound on one round's delta (protocol.crowding)
+# exceeds this share of Theorem 1's delta per round (delta / L): Theorem 1 is then shown false, or
+# too close to false to trust, for fixed-size sampling at that plan.
+CROWDING_SHARE = 0.1
 
 # e^(epsilon/L) overflows a float a little above 709; far below that the plan is already
 # meaningless (theta >= e^(epsilon/L) - 1 would need more users than exist).
@@ -154,31 +163,60 @@ def _design_gamma(n: int, epsilon: float, max_length: int, theta: int) -> float:
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """One theta evaluated for a target: its floored batch size, the rule's gamma, the conditions
-    that fail (empty when feasible) and, when feasible, what Theorem 1 gives."""
+    that fail (empty when feasible), when feasible what Theorem 1 gives, and the crowding lower
+    bound at (n, theta, m) (None where Theorem 1 does not apply); ``crowded``: the crowding guard
+    failed."""
 
     theta: int
     batch_size: int
     gamma: float
     violations: Tuple[str, ...]
     guarantee: Optional[DPGuarantee]
+    crowding: Optional[CrowdingBound] = None
+    crowded: bool = False
 
     @property
     def feasible(self) -> bool:
         return not self.violations
 
 
-def evaluate(n: int, epsilon: float, delta: float, max_length: int, theta: int) -> Evaluation:
+def crowding_violation(n: int, theta: int, batch_size: int, max_length: int,
+                       delta: float) -> Tuple[CrowdingBound, Optional[str]]:
+    """The crowding lower bound of one round at (n, theta, m) and, when it exceeds
+    ``CROWDING_SHARE`` of ``delta / L`` (Theorem 1's delta per round; 0: Theorem 1's delta at
+    theta, underflowed), the line that says so."""
+    bound = neighbours_bound(n, theta, batch_size)
+    per_round = delta / max_length
+    # In logs: both can underflow (Theorem 1's delta below 1e-308 from theta ~ 170 on).
+    log_delta = math.log(delta) if delta > 0 else log_theorem1_delta(theta)
+    if bound.log_delta <= math.log(CROWDING_SHARE) + log_delta - math.log(max_length):
+        return bound, None
+    return bound, (f"The crowding guard fails: with m = {batch_size:,} fixed seats one user can push every "
+                   f"prefix below theta = {theta}, so delta >= {bound.delta:.3g} for n = {n:,} "
+                   f"(> {CROWDING_SHARE:g} x Theorem 1's delta per round, {per_round:.3g}); Theorem 1 "
+                   "is unproven for fixed-size sampling: use --protocol triehh++ (certified exactly), or plan for more "
+                   "users")
+
+
+def evaluate(n: int, epsilon: float, delta: float, max_length: int, theta: int,
+             batch_size: Optional[int] = None) -> Evaluation:
     """The feasibility test every plan and every alternative goes through.
 
-    Feasible iff Theorem 1's conditions hold at the floored m and the guarantee it gives is
-    within the target (delta(theta) <= delta, epsilon <= target).
+    Feasible iff Theorem 1's conditions hold at the floored m (or ``batch_size``, when given),
+    the guarantee it gives is within the target (delta(theta) <= delta, epsilon <= target), and
+    the crowding guard passes (``crowding_violation``).
     """
-    m = batch_size_for(n, epsilon, max_length, theta)
+    m = batch_size_for(n, epsilon, max_length, theta) if batch_size is None else batch_size
     gamma = _design_gamma(n, epsilon, max_length, theta)
     violations = list(theorem1_violations(n, theta, batch_size=m))
-    guarantee = None
+    guarantee = crowding = None
+    crowded = False
     if not violations:
         guarantee = theorem1(n, theta, max_length, batch_size=m)
+        crowding, crowded_line = crowding_violation(n, theta, m, max_length, guarantee.delta)
+        if crowded_line:
+            violations.append(crowded_line)
+            crowded = True
         if guarantee.delta > delta:
             violations.append(
                 f"delta(theta) <= delta fails "
@@ -190,7 +228,7 @@ def evaluate(n: int, epsilon: float, delta: float, max_length: int, theta: int) 
             )
         if violations:
             guarantee = None
-    return Evaluation(theta, m, gamma, tuple(violations), guarantee)
+    return Evaluation(theta, m, gamma, tuple(violations), guarantee, crowding, crowded)
 
 
 def _rule_theta(rule: str, epsilon: float, delta: float, max_length: int) -> int:
@@ -198,5 +236,7 @@ def _rule_theta(rule: str, epsilon: float, delta: float, max_length: int) -> int
 
 
 def evaluate_rule(rule: str, n: int, epsilon: float, delta: float, max_length: int) -> Evaluation:
-    """``evaluate`` at the theta ``rule`` picks (arguments already validated)."""
+    """``evaluate`` at the theta ``rule`` picks (arguments already validated). A theta raised to
+    e^(epsilon/L) - 1 leaves m/theta small, so the crowding guard caps the raise: such a plan is
+    refused, and the alternatives offer to spend less (``alternatives``: lower_epsilon)."""
     return evaluate(n, epsilon, delta, max_length, _rule_theta(rule, epsilon, delta, max_length))

@@ -43,6 +43,8 @@ class Plan:
       reason: why the target is infeasible (None when feasible).
       alternatives: when infeasible, the ways out that exist (see ``Alternative``).
       notes: remarks (e.g. an alternative that does not exist, and why).
+      crowding_delta: the crowding lower bound on one round's delta at (n, theta, m)
+        (``protocol.crowding``; None where Theorem 1's conditions fail).
     """
 
     feasible: bool
@@ -61,6 +63,7 @@ class Plan:
     reason: Optional[str] = None
     alternatives: Tuple[Alternative, ...] = ()
     notes: Tuple[str, ...] = ()
+    crowding_delta: Optional[float] = None
 
     def __post_init__(self):
         check_rule(self.rule)
@@ -82,6 +85,7 @@ class Plan:
         out["alternatives"] = [a.to_dict() for a in self.alternatives]
         out["notes"] = list(self.notes)
         out["sampling_rate"] = self.sampling_rate
+        out["theorem1"] = privacy.THEOREM1_STATUS
         return out
 
 
@@ -128,6 +132,7 @@ def plan(
         batch_size=ev.batch_size,
         effective_gamma=ev.batch_size / math.sqrt(n),
         theta_ceiling=ceiling,
+        crowding_delta=None if ev.crowding is None else ev.crowding.delta,
     )
     notes: List[str] = []
     theta_for_delta = delta_theta(rule, delta)

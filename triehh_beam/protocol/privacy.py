@@ -14,16 +14,26 @@ from typing import Iterable, List, Optional, Tuple, Union
 from triehh_beam.protocol.checks import ConditionError, check_int, check_real
 
 __all__ = [
+    "THEOREM1_STATUS",
     "DPGuarantee",
     "PrivacyConditionError",
     "compose",
     "delta_fraction",
     "epsilon_from_ratio",
     "exact",
+    "log_theorem1_delta",
     "theorem1",
     "theorem1_delta",
     "theorem1_violations",
 ]
+
+
+# What every TrieHH plan and release says of its guarantee (docs/protocol.md §1, Privacy).
+THEOREM1_STATUS = (
+    "Theorem 1 is the paper's bound, unproven for fixed-size sampling (m of n users): it is false "
+    "near m ~ theta (n = 36, theta = 5, m = 6: one more user empties a round with probability 0.0225 "
+    "> its delta 0.0125); plans whose crowding lower bound exceeds a tenth of delta per round are "
+    "refused; TrieHH++ (--protocol triehh++) is certified exactly")
 
 
 class PrivacyConditionError(ConditionError):
@@ -90,8 +100,12 @@ def theorem1_delta(theta: int) -> float:
     theta = check_int("theta", theta, 4)
     if theta <= 1000:
         return float(delta_fraction(theta))
-    log_delta = math.log(theta - 2) - math.log(theta - 3) - math.lgamma(theta + 1)
-    return math.exp(log_delta)  # underflows to 0.0, which is what it is
+    return math.exp(log_theorem1_delta(theta))  # underflows to 0.0, which is what it is
+
+
+def log_theorem1_delta(theta: int) -> float:
+    """``ln delta(theta)``, finite where ``delta(theta)`` underflows (theta >= 4; unchecked)."""
+    return math.log(theta - 2) - math.log(theta - 3) - math.lgamma(theta + 1)
 
 
 @functools.lru_cache(maxsize=4096)

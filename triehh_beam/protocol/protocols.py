@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Protocol"]
+__all__ = ["DEFAULT_PROTOCOL", "Protocol"]
 
 
 class Protocol(enum.StrEnum):
@@ -58,3 +58,8 @@ class Protocol(enum.StrEnum):
     def threshold_name(self) -> str:
         """What the threshold is called in plans and outputs: "theta" or "tau"."""
         return "tau" if self.samples_by_probability else "theta"
+
+
+#: The protocol every command runs when none is named: the one certified exactly (TrieHH++, its
+#: exact accountant); TrieHH's Theorem 1 is the paper's bound, unproven for fixed-size sampling.
+DEFAULT_PROTOCOL = Protocol.TRIEHH_PP

@@ -44,4 +44,4 @@ def test_the_secure_aggregation_counts_are_private_too():
     summary.secure_aggregation = {"cohorts": 3, "unmasked": 2, "dropped_by_phase": {"masked": 1},
                                   "devices_in_dropped_cohorts": 40, "devices_summed": 70}
     assert "secure_aggregation" not in summary.document()
-    assert summary.document(counts=True)["secure_aggregation"]["dropped_by_phase"] == {"masked": 1}
+    assert summary.document(counts=True)["private"]["secure_aggregation"]["dropped_by_phase"] == {"masked": 1}

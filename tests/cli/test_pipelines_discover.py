@@ -59,7 +59,7 @@ def test_the_beam_entry_point_equals_triehh_discover(records, tmp_path, seed_fil
     by_beam.rename(by_cli)
     pathlib.Path(f"{by_beam}.state").rename(f"{by_cli}.state")
     monkeypatch.setattr(Release, "fresh", classmethod(lambda cls, seed, identity: cls(seed, identity, nonce)))
-    assert cli.main(["discover", "--protocol", "triehh", "--input", records, "--output", str(by_beam), "--epsilon", "4",
+    assert cli.main(["discover", "--input", records, "--output", str(by_beam), "--epsilon", "4",
                      "--delta", "1e-6", "--max-length", "4", "--seed-file", seed_file]) == 0
     capsys.readouterr()
     published = _published(by_beam)

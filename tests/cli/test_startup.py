@@ -17,7 +17,8 @@ ROOT = pathlib.Path(triehh_beam.__file__).parents[1]
 # Beam costs about 1.1 s to import here and SciPy's stats 0.4 s (python -X importtime): a parser
 # that imported them answered `triehh --help` in 2.2 s.
 HEAVY = ("apache_beam", "scipy", "matplotlib", "dp_accounting", "pipeline_dp", "mkdocs", "tqdm")
-# What a plain central discovery (TrieHH, the authors' rule, in-process runner) never needs: Beam
+# What a plain central discovery (TrieHH, the authors' rule, in-process runner; TrieHH++'s exact
+# accounting needs dp_accounting) never needs: Beam
 # it does, and scipy.special (the rank prefilter, its plan's unit advice: protocol.distributions),
 # never scipy.stats (0.5-0.9 s to import); tqdm comes with Beam's BigQuery client.
 NOT_IN_A_DISCOVERY = ("matplotlib", "dp_accounting", "pipeline_dp", "mkdocs", "scipy.stats")
@@ -92,7 +93,7 @@ def test_a_plain_discovery_imports_no_plots_accountant_rival_or_docs(tmp_path):
     pq.write_table(pa.table({"user_id": [f"u{i}" for i in range(100)],
                              "item": ["the"] * 60 + ["to"] * 25 + [f"w{i}" for i in range(15)]}), records)
     report = _imported_after(["discover", "--input", str(records), "--output", str(tmp_path / "out"),
-                              "--epsilon", "6", "--delta", "1e-3", "--max-length", "4"],
+                              "--epsilon", "6", "--delta", "1e-3", "--max-length", "4", "--protocol", "triehh"],
                              watched=NOT_IN_A_DISCOVERY + ("apache_beam",))
     assert report["code"] == 0, report["err"]
     assert "\ndiscovered " in report["out"]  # (a fresh seed: how many varies)

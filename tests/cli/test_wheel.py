@@ -40,7 +40,7 @@ def test_the_wheel_holds_triehh_beam_and_its_commands_and_no_pipelines(tmp_path)
                  if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"triehh_beam", "triehh_beam_siphash"}
     assert "triehh_beam/cli/pipeline.py" in names and "triehh_beam/data/demo_words.parquet" in names
-    assert "triehh = triehh_beam.cli:main" in commands
+    assert "triehh = triehh_beam.cli:entry" in commands
     assert "triehh-pipeline = triehh_beam.cli.pipeline:main" in commands
 
 

@@ -250,7 +250,8 @@ def _config(records: str, output: pathlib.Path) -> DiscoveryConfig:
         seed=SEED,
         theta=5,
         batch_size=100,
-        allow_no_guarantee=True,  # 200 users cannot meet Theorem 1; the plan is fixed for the test, protocol="triehh"
+        allow_no_guarantee=True,  # 200 users cannot meet Theorem 1; the plan is fixed for the test
+        protocol="triehh",
     )
 
 

@@ -284,7 +284,11 @@ def test_evaluate_command_end_to_end_with_the_simulation(tmp_path, capsys):
     assert "recall@2" in printed and "PEM" in printed and "exact top-K" in printed
     with open(os.path.join(out, "evaluation.json"), encoding="utf-8") as f:
         result = json.load(f)
-    assert {(c["epsilon"], c["unit_size"]) for c in result["triehh"]} == {(4, 1), (4, 2), (8, 1), (8, 2)}
+    # TrieHH at epsilon 8, unit size 2 (L = 3): its plan's m is within the crowding guard's reach
+    # (Theorem 1 unproven there), so it is listed as infeasible and skipped, not run.
+    assert {(c["epsilon"], c["unit_size"]) for c in result["triehh"]} == {(4, 1), (4, 2), (8, 1)}
+    assert [(c["epsilon"], c["unit_size"]) for c in result["infeasible"]] == [(8, 2)]
+    assert "crowding" in result["infeasible"][0]["reason"]
     assert {c["max_length"] for c in result["triehh"]} == {4, 3}
     # --max-length 4 counts units of the smallest unit size (1): items of up to 3 characters.
     assert result["parameters"]["max_length"] == 4 and result["parameters"]["max_characters"] == 3

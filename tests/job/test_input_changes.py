@@ -197,7 +197,7 @@ def test_input_unreadable_in_the_sampling_pass_is_one_line_and_exit_2_on_every_r
     command = [
         sys.executable, "-c", _CORRUPT_THEN_DISCOVER, str(records),
         "discover", "--input", str(records), "--output", str(tmp_path / "out"),
-        "--epsilon", "1", "--delta", "1e-6", "--max-length", "4", "--theta", "1", "--batch-size", "3",
+        "--epsilon", "1", "--delta", "1e-6", "--max-length", "4", "--protocol", "triehh", "--theta", "1", "--batch-size", "3",
         "--allow-no-guarantee", *runner,
     ]
     run = subprocess.run(command, capture_output=True, text=True, env=subprocess_env, cwd=tmp_path, timeout=240)

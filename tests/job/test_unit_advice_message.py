@@ -65,13 +65,13 @@ def records(tmp_path_factory, make_population):
 def test_discover_prints_the_advice_after_its_plan_marked_private(records, tmp_path, capsys):
     seed = tmp_path / "seed.bin"
     seed.write_bytes(SEED)
-    code = main(["discover", "--protocol", "triehh", "--input", records, "--output", str(tmp_path / "out"), "--epsilon", "4",
+    code = main(["discover", "--protocol", "triehh++", "--input", records, "--output", str(tmp_path / "out"), "--epsilon", "4",
                  "--delta", "1e-6", "--max-length", "10", "--seed-file", str(seed), "--verbose"])
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
-    advice = unit_advice.discover_advice(2000, 4.0, 1e-6, 1, 10)
+    advice = unit_advice.discover_advice(2000, 4.0, 1e-6, 1, 10, protocol="triehh++")
     assert lines[at + 1] == f"{advice.line(with_figures=False)} [private: {advice.detail()}]"
 
 

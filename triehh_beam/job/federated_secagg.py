@@ -162,7 +162,8 @@ def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,
     try:
         secure = secure_options.round(server.job_id, step, selection.tokens, server.encoder)
     except TooFewDevicesError:  # TrieHH++'s Bernoulli selection fell below one cohort: nothing to sum
-        server.progress(f"round {r}: {len(selection):,} devices selected, fewer than one cohort's minimum "
+        # (How many were selected is private under TrieHH++'s Bernoulli selection: the state has it.)
+        server.progress(f"round {r}: fewer devices selected than one cohort's minimum "
                         f"({secure_options.policy.min_size}): nothing announced, nothing kept")
         record = {"round": r, "closed_by": "fewer selected devices than one cohort", "close_micros": _now_millis() * 1000,
                   "frontier_size": len(step.frontier), "kept": [], "selected": len(selection), "goal": 0,
@@ -175,7 +176,8 @@ def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,
     invitations = {token: Invitation(server.job_id, r, device, token, int(word)).to_bytes()
                    for device, token, word in zip(selection.device_ids, selection.tokens, selection.choice_words)}
     requests = secure.setups(invitations)
-    server.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to {len(secure.cohorts):,} "
+    # Not how many cohorts: that bounds how many devices were selected, which is private.
+    server.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to the selected devices' "
                     f"cohorts; {server.waits_for(deadline, 'selected')} (then three more exchanges)")
     phases, reported, close = [], 0, 0
     for phase in Phase:

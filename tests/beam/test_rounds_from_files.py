@@ -1,7 +1,8 @@
-"""Rounds on written sample tables in one DoFn (``rounds_from_files.RunRoundsFromFiles``): the same
-``(round, RoundResult)`` for every round, and the same per-round counters, as ``RunAllRounds`` on
-the same tables in memory: several shards, every item kind, a deny list, a round whose sample is
-short (it keeps nothing) and a frontier that dies out."""
+"""Rounds on written sample tables (``rounds_from_files.RunRoundsFromFiles``: each round's tables read
+by path and its votes combined per prefix, in one group or several): the same ``(round,
+RoundResult)`` for every round, and the same per-round counters, as ``RunAllRounds`` on the same
+tables in memory in one group: several shards, every item kind, a deny list, a path delivered
+twice, a round whose sample is short (it keeps nothing) and a frontier that dies out."""
 
 from __future__ import annotations
 
@@ -40,12 +41,12 @@ def _in_memory(written, drawn, encoder, theta, denied):
     return dict(_COLLECTED[key]), counters
 
 
-def _from_files(written, drawn, encoder, theta, denied):
+def _from_files(written, drawn, encoder, theta, denied, groups):
     def build(p):
-        paths = p | "Paths" >> beam.Create(written)
+        paths = p | "Paths" >> beam.Create(written + written[:1])  # one path twice: voted once
         sizes = p | "Sizes" >> beam.Create(drawn)
         results = paths | rounds_from_files.RunRoundsFromFiles(1, encoder.max_length, theta, frozenset({()}),
-                                                               sizes, denied)
+                                                               sizes, denied, prefix_groups=groups)
         return _collect(results, "from-files")
 
     key, counters = _run(build)
@@ -53,18 +54,18 @@ def _from_files(written, drawn, encoder, theta, denied):
 
 
 CASES = [
-    # kind, m, population given (short rounds when it exceeds the users), shards, theta, deny list
-    ("text", 120, 300, 3, 4, False),
-    ("bytes", 200, 300, 1, 3, True),
-    ("int", 150, 300, 2, 5, False),
-    ("text", 250, 400, 2, 4, True),  # 300 users but 400 said: every round is short
-    ("text", 60, 300, 2, 61, False),  # theta above m, any count: round 1 keeps nothing, the frontier dies
+    # kind, m, population given (short rounds when it exceeds the users), shards, theta, deny list, groups
+    ("text", 120, 300, 3, 4, False, 5),
+    ("bytes", 200, 300, 1, 3, True, 1),
+    ("int", 150, 300, 2, 5, False, 3),
+    ("text", 250, 400, 2, 4, True, 2),  # 300 users but 400 said: every round is short
+    ("text", 60, 300, 2, 61, False, 1),  # theta above m, any count: round 1 keeps nothing, the frontier dies
 ]
 
 
-@pytest.mark.parametrize("kind, m, population, shards, theta, with_deny_list", CASES)
+@pytest.mark.parametrize("kind, m, population, shards, theta, with_deny_list, groups", CASES)
 def test_the_same_results_and_counters_as_every_round_unrolled(tmp_path, kind, m, population, shards, theta,
-                                                                with_deny_list):
+                                                                with_deny_list, groups):
     encoder = ENCODERS[kind]
     batches = _batches(_population(kind, seed=m), kind)
     keys = Sampler(bytes(range(32)), b"rounds from files").pass_keys(encoder.max_length)
@@ -74,7 +75,7 @@ def test_the_same_results_and_counters_as_every_round_unrolled(tmp_path, kind, m
         first = encoder.encode({"text": "ab", "bytes": b"\x01\x02", "int": 0}[kind])
         denied = frozenset({first[:1]})
     expected, expected_counters = _in_memory(written, drawn, encoder, theta, denied)
-    results, counters = _from_files(written, drawn, encoder, theta, denied)
+    results, counters = _from_files(written, drawn, encoder, theta, denied, groups)
     assert results == expected and sorted(results) == list(range(1, encoder.max_length + 1))
     assert counters == expected_counters
     short = population > 300

@@ -1,7 +1,8 @@
 """Rounds on their samples: ``RunSampledRound`` turns one round's sample tables (``beam.samples``)
-into its ``rounds.RoundResult``, voting columnar (``protocol.columnar``, one call per table) and
-merging the per-prefix counts and pruning them at theta inside one combine
-(``counting.PrefixCounter``: nothing below theta leaves it, not as an element nor as a metric);
+into its ``rounds.RoundResult``, voting columnar (``protocol.columnar``, one call per table, tables
+spread over workers) and merging the per-prefix counts and pruning them at theta in a combine per
+prefix (``prefix_combine.PruneByPrefix``: nothing below theta leaves it, not as an element nor as a
+metric);
 ``RunAllRounds`` unrolls rounds ``first..last`` in one graph, round ``r``'s frontier a side input
 from round ``r - 1``'s result, each result its own element ``(r, RoundResult)``. A deny list
 (``denied``, encoded sequences) acts in the vote only, never on the samples.
@@ -16,10 +17,11 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
+from triehh_beam.beam.held import HeldRows
+from triehh_beam.beam.prefix_combine import MergeAndPruneCombineFn, PartialVotes, Prefix, PruneByPrefix, split_by_prefix
 from triehh_beam.beam.sample_pass import RoundSample
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.protocol import columnar
-from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import Units, is_terminated
 from triehh_beam.protocol.rounds import RoundResult
 
@@ -36,11 +38,6 @@ __all__ = [
     "round_result",
     "vote_table",
 ]
-
-Prefix = Tuple[Union[str, bytes], ...]
-# (prefix -> votes of one table, users in it): private counts, consumed only by
-# ``MergeAndPruneCombineFn``.
-PartialVotes = Tuple[Dict[Prefix, int], int]
 
 
 def frontier_after(result: RoundResult) -> FrozenSet[Units]:
@@ -78,46 +75,26 @@ class RoundCounters:
 
 
 @beam.typehints.with_input_types(pa.Table, frontier=FrozenSet[Prefix])
-@beam.typehints.with_output_types(PartialVotes)
+@beam.typehints.with_output_types(Tuple[int, PartialVotes])
 class _VoteTableDoFn(beam.DoFn):
-    """One sample table -> its per-prefix votes (private) and users, columnar."""
+    """One sample table -> its per-prefix votes (private) and users, columnar, split into
+    ``groups`` by prefix (``prefix_combine.split_by_prefix``)."""
 
-    def __init__(self, round_index: int, prefix: str, denied: FrozenSet[Units] = frozenset()):
+    def __init__(self, round_index: int, prefix: str, denied: FrozenSet[Units] = frozenset(), groups: int = 1):
         self._round = round_index
         self._prefix = prefix
         self._denied = frozenset(denied)
+        self._groups = groups
 
     def setup(self):
         self._counters = RoundCounters(self._prefix)
+        self._held = HeldRows("vote")
 
     def process(self, table, frontier):
+        self._held.held(table.num_rows)  # one table (a shard's users) at a time
         votes = vote_table(table, frontier, self._round, self._denied)
         self._counters.count(votes, bool(self._denied))
-        yield votes.counts, votes.users
-
-
-@beam.typehints.with_input_types(PartialVotes)
-@beam.typehints.with_output_types(Tuple[List[Prefix], int])
-class MergeAndPruneCombineFn(beam.CombineFn):
-    """Partial counts -> (kept prefixes sorted, users); counts never leave (``PrefixCounter``)."""
-
-    def __init__(self, theta: int):
-        self._core = PrefixCounter(theta)
-
-    def create_accumulator(self):
-        return self._core.create(), 0
-
-    def add_input(self, accumulator, partial):
-        counts, users = accumulator
-        return PrefixCounter.merge([counts, partial[0]]), users + partial[1]
-
-    def merge_accumulators(self, accumulators):
-        accumulators = list(accumulators)
-        return PrefixCounter.merge(a[0] for a in accumulators), sum(a[1] for a in accumulators)
-
-    def extract_output(self, accumulator):
-        counts, users = accumulator
-        return self._core.extract_kept(counts), users
+        yield from split_by_prefix((votes.counts, votes.users), self._groups)
 
 
 def round_result(
@@ -147,9 +124,10 @@ class _VoteAndPrune(beam.PTransform):
     one-element PCollection; ``sample_sizes`` None or a PCollection of ``(round, RoundSample)``."""
 
     def __init__(self, round_index, theta, frontier, users_required, records_ranked, sample_sizes, counter_prefix,
-                 denied: Collection[Units] = frozenset()):
+                 denied: Collection[Units] = frozenset(), groups: int = 1):
         super().__init__()
         self._denied = frozenset(denied)
+        self._groups = groups
         self._round = round_index
         self._theta = theta
         self._frontier = frontier
@@ -162,9 +140,10 @@ class _VoteAndPrune(beam.PTransform):
         kept = (
             tables
             | "Vote" >> beam.ParDo(
-                _VoteTableDoFn(self._round, self._prefix, self._denied), frontier=beam.pvalue.AsSingleton(self._frontier)
+                _VoteTableDoFn(self._round, self._prefix, self._denied, self._groups),
+                frontier=beam.pvalue.AsSingleton(self._frontier),
             )
-            | "PruneBelowTheta" >> beam.CombineGlobally(MergeAndPruneCombineFn(self._theta))
+            | "PruneBelowTheta" >> PruneByPrefix(self._theta)
         )
         sizes = None if self._sizes is None else beam.pvalue.AsDict(self._sizes)
         return kept | "RoundResult" >> beam.Map(
@@ -189,6 +168,8 @@ class RunSampledRound(beam.PTransform):
       users_required: ``min(m, n)`` (from the sampling pass), or None.
       records_ranked: the records the sampling pass ranked, or None.
       denied: the deny list's encoded sequences (none by default).
+      prefix_groups: the groups the votes are merged in (``prefix_combine.prefix_groups``: one
+        group's prefixes are one step's rows), 1 by default.
 
     ``users_sampled`` is the number of rows of the tables. A result whose sample is short keeps
     nothing.
@@ -202,9 +183,11 @@ class RunSampledRound(beam.PTransform):
         users_required: Optional[int] = None,
         records_ranked: Optional[int] = None,
         denied: Collection[Units] = frozenset(),
+        prefix_groups: int = 1,
     ):
         super().__init__()
         self._denied = frozenset(denied)
+        self._groups = _checked_groups(prefix_groups)
         if round_index < 1:
             raise ValueError(f"rounds are numbered from 1, got {round_index}")
         self._round = round_index
@@ -216,9 +199,15 @@ class RunSampledRound(beam.PTransform):
     def expand(self, tables):
         frontier = tables.pipeline | "Frontier" >> beam.Create([self._frontier]).with_output_types(FrozenSet[Prefix])
         result = tables | f"Round({self._round})" >> _VoteAndPrune(
-            self._round, self._theta, frontier, self._required, self._ranked, None, "", self._denied
+            self._round, self._theta, frontier, self._required, self._ranked, None, "", self._denied, self._groups
         )
         return result | "Result" >> beam.Values().with_output_types(RoundResult)
+
+
+def _checked_groups(groups: int) -> int:
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"prefix groups must be an integer of at least 1, got {groups!r}")
+    return groups
 
 
 def of_round(keyed: Tuple[int, Any], round_index: int) -> bool:
@@ -249,8 +238,10 @@ class RunAllRounds(beam.PTransform):
         short, and keeps nothing.
       denied: the deny list's encoded sequences (none by default).
       from_paths: the input is ``(round, sample table's path)``: each round reads its own tables
-        (so no step holds more than one table; a round's votes are spread over workers and
-        combined per prefix).
+        (so no step holds more than one table).
+      prefix_groups: the groups each round's votes are merged in, one per key of a combine per
+        prefix (``prefix_combine.prefix_groups`` of the round's users and the worker budget), 1
+        by default.
 
     Input: ``(round, sample table)`` (or its path) for the rounds. Output: one ``(round, RoundResult)`` per
     round, each its own element; ``per_round()`` returns them as a dict of PCollections.
@@ -267,10 +258,12 @@ class RunAllRounds(beam.PTransform):
         records_ranked: Optional[int] = None,
         denied: Collection[Units] = frozenset(),
         from_paths: bool = False,
+        prefix_groups: int = 1,
     ):
         super().__init__()
         self._denied = frozenset(denied)
         self._from_paths = from_paths
+        self._groups = _checked_groups(prefix_groups)
         if not 1 <= first_round <= last_round:
             raise ValueError(f"rounds {first_round}..{last_round} are not a range from 1")
         self._first = first_round
@@ -285,7 +278,7 @@ class RunAllRounds(beam.PTransform):
     def per_round(self) -> "RunAllRounds":
         """The same rounds, output as ``{round: PCollection[(round, RoundResult)]}``."""
         other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes,
-                             self._required, self._ranked, self._denied, self._from_paths)
+                             self._required, self._ranked, self._denied, self._from_paths, self._groups)
         other._split = True
         return other
 
@@ -297,18 +290,18 @@ class RunAllRounds(beam.PTransform):
         for r in range(self._first, self._last + 1):
             label = f"Round{r}"
             tables = keyed_tables | f"{label}Tables" >> beam.Filter(of_round, round_index=r)
-            if self._from_paths:  # each round reads its own tables, spread over workers
+            if self._from_paths:  # each round reads its own tables, each once, spread over workers
                 tables = (
                     tables
                     | f"{label}Paths" >> beam.Values().with_output_types(str)
-                    | f"{label}Spread" >> beam.Reshuffle()
+                    | f"{label}Spread" >> beam.Distinct().with_output_types(str)
                     | f"{label}Read" >> beam.Map(samples.read_sample_table).with_output_types(pa.Table)
                 )
             else:
                 tables = tables | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
             required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
-                r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied)
+                r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied, self._groups)
             frontier = results[r] | f"{label}NextFrontier" >> beam.Map(frontier_of).with_output_types(
                 FrozenSet[Prefix]
             )

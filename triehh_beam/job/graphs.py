@@ -19,6 +19,7 @@ from triehh_beam.beam import census, sample_pass, sampled_rounds, samples, trans
 from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates, WriteCandidates
 from triehh_beam.beam.estimates import EstimateFrequencies
 from triehh_beam.beam.partitions import ReleasePartitions
+from triehh_beam.beam.prefix_combine import prefix_groups
 from triehh_beam.beam.whole_items import ReleaseWholeItems
 from triehh_beam.beam.round_cut import CutRounds
 from triehh_beam.beam.rounds_from_files import RunRoundsFromFiles
@@ -230,8 +231,8 @@ def build_sampling_from_candidates(
     """Adds the cut of a first pass's candidates to every round's sample (``plan``'s m of
     ``population`` users, or TrieHH++'s p_s), a round at a time (``round_cut.CutRounds``),
     written and summarised as ``build_sampling`` writes them (``records``: ``records_ranked``),
-    the rounds run too with ``run_rounds_into``, in order in one DoFn once every table is
-    written (``rounds_from_files.RunRoundsFromFiles``)."""
+    the rounds run too with ``run_rounds_into``, in order, each on its written tables
+    (``rounds_from_files.RunRoundsFromFiles``: a combine per prefix)."""
     _cut_and_run(pipeline, config, keys, plan, list(range(1, plan.max_length + 1)), population, candidates_prefix,
                  samples_dir, summary_path, run_rounds_into, records_ranked, denied)
 
@@ -263,18 +264,13 @@ def _rounds_on_files(written, config: DiscoveryConfig, plan: state_pb2.PrivacyPl
                      frontier: FrozenSet[Units], levels_dir: str, denied: FrozenSet[Units], expected_users: int,
                      sample_sizes=None, users_required=None, records_ranked: Optional[int] = None) -> None:
     """Rounds ``first_round``..L on their written tables (``(round, path)``), each level written
-    to ``levels_dir`` as its round completes: in order in one step (``RunRoundsFromFiles``) while
-    a round's sample fits the worker budget, else each round's tables voted over many workers
-    and combined per prefix (``RunAllRounds`` from paths: nothing below theta leaves the
-    combine). ``sample_sizes`` (the cut's) or ``users_required`` and ``records_ranked``: as
-    ``RunRoundsFromFiles``'s."""
-    if expected_users > config.worker_budget:
-        results = written | "RunRounds" >> sampled_rounds.RunAllRounds(
-            first_round, plan.max_length, plan.theta, frontier, sample_sizes=sample_sizes,
-            users_required=users_required, records_ranked=records_ranked, denied=denied, from_paths=True)
-    else:
-        results = written | "RunRounds" >> RunRoundsFromFiles(
-            first_round, plan.max_length, plan.theta, frontier, sample_sizes, denied, users_required, records_ranked)
+    to ``levels_dir`` as its round completes: each round's tables voted over workers and its votes
+    combined per prefix in groups that keep within the worker budget (``RunRoundsFromFiles``,
+    ``prefix_combine.prefix_groups``: nothing below theta leaves the combine). ``sample_sizes``
+    (the cut's) or ``users_required`` and ``records_ranked``: as ``RunRoundsFromFiles``'s."""
+    results = written | "RunRounds" >> RunRoundsFromFiles(
+        first_round, plan.max_length, plan.theta, frontier, sample_sizes, denied, users_required, records_ranked,
+        prefix_groups=prefix_groups(expected_users, config.worker_budget))
     results | "WriteLevels" >> beam.ParDo(_WriteLevelDoFn(levels_dir, config.encoder))
 
 
@@ -283,6 +279,15 @@ def _expected_users(population: Optional[int], sample_size: Optional[int], sampl
     if sample_probability is not None:
         return math.ceil(sample_probability * population) if population else 16 * 16384
     return sample_size
+
+
+def _round_users(plan: state_pb2.PrivacyPlan, users_required: Optional[int]) -> int:
+    """A round's users as its plan expects them: required, m, or ``p_s * n``."""
+    if users_required:
+        return users_required
+    if Protocol(plan.protocol).samples_by_probability:
+        return math.ceil(plan.sample_probability * plan.population)
+    return plan.batch_size
 
 
 def _shards(config: DiscoveryConfig, expected_users: int, sample_size: Optional[int],
@@ -330,7 +335,7 @@ def build_sampled_round(
         _reported(pipeline | "ReadSample" >> samples.ReadSampleTables(samples_dir, round_index), progress)
         | f"RunSampledRound({round_index})" >> sampled_rounds.RunSampledRound(
             round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked,
-            denied=denied)
+            denied=denied, prefix_groups=prefix_groups(_round_users(plan, users_required), config.worker_budget))
         | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=config.encoder)
         | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
     )

@@ -18,7 +18,7 @@ Inputs and what they are:
 - Assumed (flags or constants): the worker budget (the product's default), the bytes a worker
   holds per candidate row (fitted at 10^8), that a cut split by rank buckets costs three times
   the whole cut (it reads the candidates about three times), that one table's votes reach at most
-  10^4 prefixes (the rounds' only shuffle when a round is combined over workers), Dataflow's
+  10^4 prefixes (every round's partial counts are shuffled to its combine per prefix), Dataflow's
   slowdown against this machine's in-process runner (--overhead, default 3: the Python SDK
   harness, remote storage, no fused in-memory shuffle), n1-standard-4 workers (4 vCPU, 15 GB,
   250 GB disk), and the published Dataflow batch prices below.
@@ -35,6 +35,8 @@ from typing import Dict, List
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from triehh_beam.beam.prefix_combine import prefix_groups
 
 # Measured (benchmarks/README.md, "Latest figures" and "10^8 records", 2026-11-27).
 MEASURED = {
@@ -103,6 +105,13 @@ def model(n: int, budget: int, overhead: float, c: Dict[str, float], candidate_b
     split = candidates_per_round > budget  # the cut by rank buckets and groups of shards
     shards = max(min(256, math.ceil(m / 16384)), min(256, math.ceil(m / max(1, budget // 8))))
 
+    # Every round: each table voted alone, its partial counts (at most PREFIXES_PER_TABLE distinct
+    # prefixes, or its users) shuffled to the groups of prefix_combine.prefix_groups, each group
+    # merged alone (its distinct prefixes at most its votes, within a quarter of the budget).
+    groups = prefix_groups(m, budget)
+    table_prefixes = min(PREFIXES_PER_TABLE, math.ceil(m / shards))
+    group_prefixes = math.ceil(min(m, shards * table_prefixes) / groups)
+
     def held_mb(rows):
         return RSS_AFTER_IMPORTS_MB + min(rows, budget) * c["held_bytes_per_row"] / 2**20
 
@@ -120,9 +129,10 @@ def model(n: int, budget: int, overhead: float, c: Dict[str, float], candidate_b
          "read_gb": cand_gb * (3 if split else 2), "shuffled_gb": 0.0,
          "written_gb": sample_gb + (cand_gb if split else 0), "worker_mb": held_mb(candidates_per_round),
          "cpu_s": cut_cpu * 0.9},
-        {"stage": "rounds (" + ("per-prefix combine over shards" if m > budget else "in order, one step") + ")",
-         "read_gb": sample_gb, "shuffled_gb": 0.0 if m <= budget else ROUNDS * shards * PREFIXES_PER_TABLE * 16 / 1e9,
-         "written_gb": 0.0, "worker_mb": held_mb(math.ceil(m / shards)), "cpu_s": cut_cpu * 0.1},
+        {"stage": f"rounds (tables over workers, a combine per prefix in {groups} group{'s' * (groups > 1)})",
+         "read_gb": sample_gb, "shuffled_gb": ROUNDS * shards * table_prefixes * 16 / 1e9,
+         "written_gb": 0.0, "worker_mb": held_mb(max(math.ceil(m / shards), group_prefixes)),
+         "cpu_s": cut_cpu * 0.1},
     ]
     for s in stages:
         s.update(n=n, m=m, theta=theta)

@@ -123,7 +123,7 @@ class _CandidatesDoFn(beam.DoFn):
 
     def setup(self):
         self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
-        self._held = HeldRows()
+        self._held = HeldRows("candidates")
 
     def start_bundle(self):
         self._windows: Dict[Any, _WindowRows] = {}  # a bundle's rows kept per window

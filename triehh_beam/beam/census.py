@@ -282,7 +282,7 @@ class _SpillCensusDoFn(_CensusPartsDoFn):
 
     def setup(self):
         super().setup()
-        self._held = HeldRows()
+        self._held = HeldRows("census_spill")
 
     def start_bundle(self):
         self._buffers: Dict[Any, Tuple[List[_ShardPart], List[int]]] = {}  # per window: parts, [fingerprints]
@@ -337,7 +337,7 @@ class _MergeGroupDoFn(beam.DoFn):
         self._budget = budget
 
     def setup(self):
-        self._held = HeldRows()
+        self._held = HeldRows("census_merge")
 
     def process(self, group_paths):
         yield _merge_group(list(group_paths[1]), self._budget, self._held)

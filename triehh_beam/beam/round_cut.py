@@ -77,7 +77,7 @@ class _CutRoundDoFn(beam.DoFn):
 
     def setup(self):
         self._tables = ShardTables(*self._writing)
-        self._held = HeldRows()
+        self._held = HeldRows("cut_whole")
 
     def _kept(self, round_index: int) -> Tuple[Dict[int, List[pa.RecordBatch]], Optional[int]]:
         """Per shard, the round's sampled rows; and the users its bottom-m drew (None: TrieHH++,

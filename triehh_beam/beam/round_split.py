@@ -168,7 +168,7 @@ class PlanRoundDoFn(beam.DoFn):
         self._budget = budget
 
     def setup(self):
-        self._held = HeldRows()
+        self._held = HeldRows("cut_plan")
 
     def process(self, round_index):
         paths = sorted(m.path for m in FileSystems.match([self._pattern])[0].metadata_list)
@@ -230,7 +230,7 @@ class _SplitRoundDoFn(beam.DoFn):
         self._half = max(1, budget // 2)
 
     def setup(self):
-        self._held = HeldRows()
+        self._held = HeldRows("cut_buckets")
 
     def process(self, element):
         round_index, path, edges = element
@@ -263,7 +263,7 @@ class _CountBucketDoFn(beam.DoFn):
     """``((round, bucket), its spill files)`` -> ``(round, BucketCount)``."""
 
     def setup(self):
-        self._held = HeldRows()
+        self._held = HeldRows("cut_count")
 
     def process(self, element):
         (round_index, bucket), paths = element
@@ -292,7 +292,7 @@ class _ResolveRoundDoFn(beam.DoFn):
         self._tag = samples_tag
 
     def setup(self):
-        self._held = HeldRows()
+        self._held = HeldRows("cut_resolve")
 
     def _threshold(self, buckets) -> Tuple[Optional[Tuple[int, bytes]], int, int]:
         """(largest sampled pair, users sampled, the last bucket it reaches)."""
@@ -363,7 +363,7 @@ class _BuildShardsDoFn(beam.DoFn):
 
     def setup(self):
         self._tables = ShardTables(*self._writing)
-        self._held = HeldRows()
+        self._held = HeldRows("cut_shards")
 
     def _rows(self, round_index, batch, top, threshold):
         if threshold is None:  # TrieHH++: every candidate is sampled

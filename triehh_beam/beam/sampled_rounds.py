@@ -2,9 +2,8 @@
 into its ``rounds.RoundResult``, voting columnar (``protocol.columnar``, one call per table, tables
 spread over workers) and merging the per-prefix counts and pruning them at theta in a combine per
 prefix (``prefix_combine.PruneByPrefix``: nothing below theta leaves it, not as an element nor as a
-metric);
-``RunAllRounds`` unrolls rounds ``first..last`` in one graph, round ``r``'s frontier a side input
-from round ``r - 1``'s result, each result its own element ``(r, RoundResult)``. A deny list
+metric); ``RunAllRounds`` unrolls rounds ``first..last`` in one graph, round ``r``'s frontier a side
+input from round ``r - 1``'s result, each result its own element ``(r, RoundResult)``. A deny list
 (``denied``, encoded sequences) acts in the vote only, never on the samples.
 """
 
@@ -18,7 +17,8 @@ from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
 from triehh_beam.beam.held import HeldRows
-from triehh_beam.beam.prefix_combine import MergeAndPruneCombineFn, PartialVotes, Prefix, PruneByPrefix, split_by_prefix
+from triehh_beam.beam.prefix_combine import (MergeAndPruneCombineFn, PartialVotes, Prefix, PruneByPrefix,
+                                             split_by_prefix)
 from triehh_beam.beam.sample_pass import RoundSample
 from triehh_beam.beam.transforms import METRICS_NAMESPACE
 from triehh_beam.protocol import columnar

@@ -301,21 +301,22 @@ class DiscoverySettings:
         "runner otherwise): such logs are operator data, never to be published", _OPERATE,
         default=False, parse=None, example="true")
     rounds_per_job: str = setting(
-        "--rounds-per-job", "all: every round in one job after the first read, in order in one step "
-        "that reads one round's sample at a time, each level written to the state as its round "
-        "completes (one job start: what every runner wants, Dataflow most); 1: one Beam job per "
-        "round, each round's vote spread over that job's workers (for samples of tens of "
-        "millions of users on a distributed runner). Both give the same trie (default: "
+        "--rounds-per-job", "all: every round in one job after the first read, in order, each "
+        "round's sample tables voted over the job's workers and its votes combined per prefix, "
+        "each level written to the state as its round completes (one job start: what every "
+        "runner wants, Dataflow most); 1: one Beam job per round, voted the same way (a job start "
+        "per round). Both give the same trie (default: "
         "%(default)s)", _OPERATE, default="all", choices=("1", "all"), example="1")
     keep_samples: bool = setting(
         "--keep-samples", "keep the sampled users' items (a private artefact in the state "
         "directory, deleted when the job ends by default)", _OPERATE, default=False, parse=None,
         example="true")
     worker_budget: int = setting(
-        "--worker-budget", "the most rows (records, candidates, sampled rows or user fingerprints) "
-        "one step of a job holds in memory at once: larger stages spill to the private state "
-        "directory or split over workers, and the operator report's largest_rows_held says what "
-        "one step held; any value gives the same trie (default: %(default)s, a few hundred MB)",
+        "--worker-budget", "the most rows (records, candidates, sampled rows, user fingerprints "
+        "or a round's prefixes) one step of a job holds in memory at once: larger stages spill to "
+        "the private state directory or split over workers, and the operator report's "
+        "largest_rows_held says what one step held (and each worker's peak memory, "
+        "worker_peak_rss_mb); any value gives the same trie (default: %(default)s, a few hundred MB)",
         _OPERATE, default=1 << 22, parse=int, metavar="ROWS", example="1000000")
     lease_seconds: float = setting(
         "--lease-seconds", "how long a run holds the state directory's lease between renewals "

@@ -20,7 +20,10 @@ seconds, peak RSS and the machine's other load around it.
   discovery      ``run_discovery`` with ``--rounds-per-job 1``: the first read, the cut, one job
                  per round.
   discovery_all  the same with ``--rounds-per-job all`` (the default): the first read, then one
-                 job cuts the samples and runs every round.
+                 job cuts the samples and runs every round. Both report each job's worker
+                 processes' peak RSS from the operator report (``worker_peak_rss_mb``; 2 workers
+                 with ``--pipeline-arg=--direct_running_mode=multi_processing
+                 --pipeline-arg=--direct_num_workers=2``).
   process        the whole ``triehh discover`` command in a new process (interpreter start-up
                  and imports included), default flags (``--rounds-per-job all``).
   startup        the same command on 1,000 records: its fixed cost.
@@ -401,6 +404,8 @@ def _discovery(manifest: Dict, args, rounds_per_job: str) -> Dict:
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     marks.append(("end", seconds, cpu))
     trie_digest = _file_digest(os.path.join(config.output_dir, "trie.pb"))
+    with open(os.path.join(config.resolved_state_dir, "operator_report.json")) as f:
+        workers = json.load(f)["worker_peak_rss_mb"]  # each job's worker processes, by host:pid
     for done in (config.output_dir, config.resolved_state_dir):
         shutil.rmtree(done, ignore_errors=True)
 
@@ -424,6 +429,7 @@ def _discovery(manifest: Dict, args, rounds_per_job: str) -> Dict:
         "heavy_hitters": len(result.heavy_hitters),
         "heavy_hitters_digest": hashlib.sha256("\n".join(result.heavy_hitters).encode()).hexdigest()[:16],
         "trie_digest": trie_digest,
+        "worker_peak_rss_mb": workers,
         "plan": {"n": result.plan.population, "m": result.plan.batch_size, "theta": result.plan.theta},
         "rows": manifest["records"],
     }

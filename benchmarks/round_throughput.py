@@ -307,6 +307,16 @@ def markdown_tables(rows: List[Dict]) -> str:
                 peak += f" [{_get(row, k, 'peak_rss_children_mb'):.0f}]"
             cells.append(peak)
         out.append("| " + " | ".join([f"{row['records']:,}", str(row["items_per_user"]), _fmt(after, ".0f")] + cells) + " |")
+    workers = [(row, k, _get(row, k, "worker_peak_rss_mb")) for row in rows for k in ("discovery", "discovery_all")]
+    if any(peaks for _, _, peaks in workers):
+        out += ["", "Each Beam job's worker processes, peak RSS in MB (the operator report's "
+                "`worker_peak_rss_mb`, one figure per process):", "",
+                "| records | kind | first read | cut (and rounds) | round jobs |", "|---:|---|---|---|---|"]
+        for row, kind, peaks in workers:
+            if peaks:
+                cells = [", ".join(str(mb) for mb in peaks.get(job, {}).values()) or "-" for job in ("census", "sampling")]
+                rounds = "; ".join(f"{r}: " + ", ".join(map(str, p.values())) for r, p in peaks.get("rounds", {}).items())
+                out.append(f"| {row['records']:,} | {kind} | " + " | ".join(cells) + f" | {rounds or '-'} |")
     return "\n".join(out)
 
 

@@ -31,7 +31,7 @@ from triehh_beam.job.graphs import (build_census, build_rounds, build_sampled_ro
 from triehh_beam.job.input_checks import BadInputError, UnusableItemsError
 from triehh_beam.job.input_files import InputChangedError
 from triehh_beam.job import jobs as jobs_lib
-from triehh_beam.job.jobs import split_round_counters, submit_job_graphs
+from triehh_beam.job.jobs import job_wide_counters, split_round_counters, submit_job_graphs
 from triehh_beam.job.paths import canonical_path
 from triehh_beam.job.planning import InfeasiblePlanError, PopulationError, check_before_census, protocol_of
 from triehh_beam.job.state_store import MANIFEST_NAME
@@ -227,7 +227,10 @@ class Driver(DiscoveryJob):
             self._levels_dir(state), users_required=self._round_required(state, range(first_round, last + 1)),
             records_ranked=state.samples.records_ranked, progress=reported, denied=self.denied),
             f"rounds {first_round}-{last}", _sampled(state, range(first_round, last + 1)), unit="users")
-        return split_round_counters(counters)
+        by_round = split_round_counters(counters)
+        # The job's rows held and its workers' peak memory: reported with the first round it ran.
+        by_round.setdefault(first_round, {}).update(job_wide_counters(counters))
+        return by_round
 
     def _level(self, state: state_pb2.JobState, round_index: int) -> Optional[RoundResult]:
         """Round ``round_index``'s level, written by an earlier job of this one, if it is usable:

@@ -21,7 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from triehh_beam.beam import runners, transforms
+from triehh_beam.beam import held, runners, transforms
 from triehh_beam.beam.candidates import CandidateBounds
 from triehh_beam.beam.census import Census
 from triehh_beam.job import graphs, input_files, levels, planning, sources
@@ -38,6 +38,7 @@ __all__ = [
     "JobRunner",
     "PROGRESS_EVENT_SECONDS",
     "job_counters",
+    "job_wide_counters",
     "now",
     "read_single_output",
     "split_round_counters",
@@ -56,7 +57,8 @@ def now() -> str:
 
 def job_counters(result) -> Dict[str, int]:
     """A finished job's counters in the ``triehh`` namespace, by name, and the largest value of
-    each distribution there as ``largest_<name>`` (``largest_rows_held``: ``beam.held``)."""
+    each distribution there as ``largest_<name>`` (``largest_rows_held``: ``beam.held``), but each
+    worker's peak memory as itself (``worker_peak_rss_mb.<host>:<pid>``, in MB: ``beam.held``)."""
     counters: Dict[str, int] = {}
     query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
     for counter in query["counters"]:
@@ -65,7 +67,9 @@ def job_counters(result) -> Dict[str, int]:
     for distribution in query["distributions"]:  # the most rows one step held (``beam.held``)
         value = distribution.committed if distribution.committed is not None else distribution.attempted
         if value is not None and value.count:
-            name = f"largest_{distribution.key.metric.name}"
+            name = distribution.key.metric.name
+            if not name.startswith(f"{held.PEAK_METRIC}."):  # a worker's peak keeps its name
+                name = f"largest_{name}"
             counters[name] = max(counters.get(name, 0), int(value.max))
     return counters
 
@@ -130,6 +134,13 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
             f"the input changed while the census read it: {change}; no round was run")
     before.records = records
     return counted, counters, before
+
+
+def job_wide_counters(counters: Dict[str, int]) -> Dict[str, int]:
+    """A job's counters that are of no one round: the most rows its steps held
+    (``largest_rows_held...``) and its workers' peak memory (``worker_peak_rss_mb.<worker>``)."""
+    return {name: value for name, value in counters.items()
+            if name.startswith((f"largest_{held.HELD_METRIC}", f"{held.PEAK_METRIC}."))}
 
 
 def split_round_counters(counters: Dict[str, int]) -> Dict[int, Dict[str, int]]:

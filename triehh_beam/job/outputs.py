@@ -15,6 +15,7 @@ from typing import List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
+from triehh_beam.beam.held import PEAK_METRIC
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction
 from triehh_beam.job import cas, sources
 # The plan's words and documents, written into every output (and used from here by callers).
@@ -43,6 +44,7 @@ __all__ = [
     "estimates_from_json",
     "estimates_to_json",
     "operator_report",
+    "worker_peaks",
     "plan_document",
     "population_is_public",
     "published_document",
@@ -162,6 +164,9 @@ def published_document(state: state_pb2.JobState, trie: Trie, trust_model: str =
         "heavy_hitters": [json_value(v, encoder) for v in trie.heavy_hitters()],
         "frequent_prefixes": [json_prefix(p, encoder) for p in trie.frequent_prefix_sequences()],
         "rounds_run": len(state.rounds),
+        # Per job, each worker process's peak resident memory in MB (``<host>:<pid>``: the
+        # in-process runner's one process, or each of --direct_num_workers' processes).
+        "worker_peak_rss_mb": _jobs_memory(state),
         "stop_reason": state.stop_reason,
         "privacy": published_plan_document(state.plan, trust_model),
         "encoding": encoding_document(state, encoder),
@@ -247,6 +252,22 @@ def _add_estimates(document: dict, estimates: state_pb2.FrequencyEstimates, trie
     }
 
 
+def worker_peaks(counters) -> dict:
+    """``{worker: peak resident MB}`` from one job's counters (``beam.held``'s
+    ``worker_peak_rss_mb.<host>:<pid>``)."""
+    prefix = f"{PEAK_METRIC}."
+    return {name[len(prefix):]: value for name, value in counters.items() if name.startswith(prefix)}
+
+
+def _jobs_memory(state: state_pb2.JobState) -> dict:
+    """Each Beam job's workers' peak memory: the first read (census), the sampling job (the cut,
+    with every round in the default mode), and a job of rounds under the first round it ran."""
+    memory = {"census": worker_peaks(state.census_counters), "sampling": worker_peaks(state.samples.counters)}
+    rounds = {str(r.round_index): worker_peaks(r.counters) for r in state.rounds}
+    memory["rounds"] = {r: peaks for r, peaks in rounds.items() if peaks}
+    return memory
+
+
 def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
     """The private operator report: every count the job made (see ``PRIVATE_NOTE``)."""
     counters = dict(state.census_counters)
@@ -295,6 +316,9 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
             for r in state.rounds
         ],
         "rounds_run": len(state.rounds),
+        # Per job, each worker process's peak resident memory in MB (``<host>:<pid>``: the
+        # in-process runner's one process, or each of --direct_num_workers' processes).
+        "worker_peak_rss_mb": _jobs_memory(state),
         "stop_reason": state.stop_reason,
         **({"deny_list": {"files": list(state.deny_list.files), "items": state.deny_list.items,
                           "digest": state.deny_list.digest, "items_digest": state.deny_list.items_digest}}

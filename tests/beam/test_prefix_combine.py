@@ -61,7 +61,7 @@ def _prune(partials, groups):
         pipeline
         | beam.Create(partials, reshuffle=False)
         | beam.FlatMap(split_by_prefix, groups=groups)
-        | PruneByPrefix(THETA)
+        | PruneByPrefix(THETA, groups)
         | beam.ParDo(_Collect(key))
     )
     result = pipeline.run()

@@ -125,18 +125,27 @@ class _GatherKeptCombineFn(beam.CombineFn):
 @beam.typehints.with_input_types(GroupedVotes)
 @beam.typehints.with_output_types(Tuple[List[Prefix], int])
 class PruneByPrefix(beam.PTransform):
-    """``(group, PartialVotes)`` -> one ``(kept prefixes sorted, users)``, also for no input.
+    """``(group, PartialVotes)`` of ``groups`` groups -> one ``(kept prefixes sorted, users)``,
+    also for no input.
 
-    Each group is merged and pruned on its own after a ``GroupByKey`` (not a lifted
+    With several groups each is merged and pruned on its own after a ``GroupByKey`` (not a lifted
     ``CombinePerKey``, whose pre-combine would hold every group a bundle meets at once), so a
-    worker holds one group's prefixes; the kept ones of every group are gathered and sorted.
+    worker holds one group's prefixes, and the kept ones of every group are gathered and sorted;
+    one group (a round whose votes fit) is one ``CombineGlobally``, a stage fewer.
     """
 
-    def __init__(self, theta: int):
+    def __init__(self, theta: int, groups: int = 1):
         super().__init__()
         self._theta = theta
+        self._groups = groups
 
     def expand(self, grouped):
+        if self._groups == 1:
+            return (
+                grouped
+                | "Votes" >> beam.Values().with_output_types(PartialVotes)
+                | "MergeAndPrune" >> beam.CombineGlobally(MergeAndPruneCombineFn(self._theta, report_held=True))
+            )
         return (
             grouped
             | "GroupByPrefix" >> beam.GroupByKey()

@@ -143,7 +143,7 @@ class _VoteAndPrune(beam.PTransform):
                 _VoteTableDoFn(self._round, self._prefix, self._denied, self._groups),
                 frontier=beam.pvalue.AsSingleton(self._frontier),
             )
-            | "PruneBelowTheta" >> PruneByPrefix(self._theta)
+            | "PruneBelowTheta" >> PruneByPrefix(self._theta, self._groups)
         )
         sizes = None if self._sizes is None else beam.pvalue.AsDict(self._sizes)
         return kept | "RoundResult" >> beam.Map(
@@ -287,14 +287,15 @@ class RunAllRounds(beam.PTransform):
             FrozenSet[Prefix]
         )
         results = {}
+        if self._from_paths:  # each table once, spread over workers by its path
+            keyed_tables = keyed_tables | "EachTableOnce" >> beam.Distinct().with_output_types(Tuple[int, str])
         for r in range(self._first, self._last + 1):
             label = f"Round{r}"
             tables = keyed_tables | f"{label}Tables" >> beam.Filter(of_round, round_index=r)
-            if self._from_paths:  # each round reads its own tables, each once, spread over workers
+            if self._from_paths:  # each round reads its own tables
                 tables = (
                     tables
                     | f"{label}Paths" >> beam.Values().with_output_types(str)
-                    | f"{label}Spread" >> beam.Distinct().with_output_types(str)
                     | f"{label}Read" >> beam.Map(samples.read_sample_table).with_output_types(pa.Table)
                 )
             else:

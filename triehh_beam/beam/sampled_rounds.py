@@ -74,23 +74,28 @@ class RoundCounters:
             self._only_denied.inc(votes.users_only_denied)
 
 
-@beam.typehints.with_input_types(pa.Table, frontier=FrozenSet[Prefix])
+@beam.typehints.with_input_types(Union[pa.Table, str], frontier=FrozenSet[Prefix])
 @beam.typehints.with_output_types(Tuple[int, PartialVotes])
 class _VoteTableDoFn(beam.DoFn):
-    """One sample table -> its per-prefix votes (private) and users, columnar, split into
-    ``groups`` by prefix (``prefix_combine.split_by_prefix``)."""
+    """One sample table (or, ``from_paths``, its path: read here, so that no table crosses a
+    stage) -> its per-prefix votes (private) and users, columnar, split into ``groups`` by prefix
+    (``prefix_combine.split_by_prefix``)."""
 
-    def __init__(self, round_index: int, prefix: str, denied: FrozenSet[Units] = frozenset(), groups: int = 1):
+    def __init__(self, round_index: int, prefix: str, denied: FrozenSet[Units] = frozenset(), groups: int = 1,
+                 from_paths: bool = False):
         self._round = round_index
         self._prefix = prefix
         self._denied = frozenset(denied)
         self._groups = groups
+        self._from_paths = from_paths
 
     def setup(self):
         self._counters = RoundCounters(self._prefix)
         self._held = HeldRows("vote")
 
     def process(self, table, frontier):
+        if self._from_paths:
+            table = samples.read_sample_table(table)
         self._held.held(table.num_rows)  # one table (a shard's users) at a time
         votes = vote_table(table, frontier, self._round, self._denied)
         self._counters.count(votes, bool(self._denied))
@@ -124,10 +129,11 @@ class _VoteAndPrune(beam.PTransform):
     one-element PCollection; ``sample_sizes`` None or a PCollection of ``(round, RoundSample)``."""
 
     def __init__(self, round_index, theta, frontier, users_required, records_ranked, sample_sizes, counter_prefix,
-                 denied: Collection[Units] = frozenset(), groups: int = 1):
+                 denied: Collection[Units] = frozenset(), groups: int = 1, from_paths: bool = False):
         super().__init__()
         self._denied = frozenset(denied)
         self._groups = groups
+        self._from_paths = from_paths
         self._round = round_index
         self._theta = theta
         self._frontier = frontier
@@ -140,7 +146,7 @@ class _VoteAndPrune(beam.PTransform):
         kept = (
             tables
             | "Vote" >> beam.ParDo(
-                _VoteTableDoFn(self._round, self._prefix, self._denied, self._groups),
+                _VoteTableDoFn(self._round, self._prefix, self._denied, self._groups, self._from_paths),
                 frontier=beam.pvalue.AsSingleton(self._frontier),
             )
             | "PruneBelowTheta" >> PruneByPrefix(self._theta, self._groups)
@@ -292,17 +298,14 @@ class RunAllRounds(beam.PTransform):
         for r in range(self._first, self._last + 1):
             label = f"Round{r}"
             tables = keyed_tables | f"{label}Tables" >> beam.Filter(of_round, round_index=r)
-            if self._from_paths:  # each round reads its own tables
-                tables = (
-                    tables
-                    | f"{label}Paths" >> beam.Values().with_output_types(str)
-                    | f"{label}Read" >> beam.Map(samples.read_sample_table).with_output_types(pa.Table)
-                )
+            if self._from_paths:  # each round's vote reads its own tables
+                tables = tables | f"{label}Paths" >> beam.Values().with_output_types(str)
             else:
                 tables = tables | f"{label}Values" >> beam.Values().with_output_types(pa.Table)
             required = self._required.get(r) if isinstance(self._required, Mapping) else self._required
             results[r] = tables | label >> _VoteAndPrune(
-                r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied, self._groups)
+                r, self._theta, frontier, required, self._ranked, self._sizes, f"round{r}.", self._denied, self._groups,
+                self._from_paths)
             frontier = results[r] | f"{label}NextFrontier" >> beam.Map(frontier_of).with_output_types(
                 FrozenSet[Prefix]
             )

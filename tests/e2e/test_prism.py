@@ -69,9 +69,11 @@ def _run(tmp_path, args, env, runner: str) -> subprocess.CompletedProcess:
 
 
 def _stable(document):
-    """A JSON document without its job id, times and durations."""
+    """A JSON document without its job id, times and durations, nor its workers' memory (each
+    process's own: ``worker_peak_rss_mb`` and its per-worker counters)."""
     if isinstance(document, dict):
-        return {k: _stable(v) for k, v in document.items() if k not in _UNSTABLE}
+        return {k: _stable(v) for k, v in document.items()
+                if k not in _UNSTABLE and not k.startswith("worker_peak_rss_mb")}
     if isinstance(document, list):
         return [_stable(v) for v in document]
     return document

@@ -1,9 +1,9 @@
 """The per-worker memory budget of a job's bounded steps, in rows (records, candidates, sample
-rows, fingerprints or a round's prefixes) one step holds at once (``DEFAULT_BUDGET``), and what each
-such step reports of it: ``HeldRows``, a Beam distribution ``rows_held`` in the product's namespace
-whose maximum is the most rows any DoFn instance held (a test or the operator report checks it
-against the budget), and beside it the peak resident memory of the worker process it ran in, one
-distribution per worker, ``worker_peak_rss_mb.<host>:<pid>`` (``worker_peak_mb``).
+rows, fingerprints, or a group of a round's prefixes) one step holds at once (``DEFAULT_BUDGET``), and
+what each such step reports of it: ``HeldRows``, a Beam distribution ``rows_held`` in the product's
+namespace whose maximum is the most rows any DoFn instance held (a test or the operator report
+checks it against the budget), and beside it the peak resident memory of the worker process it ran
+in, one distribution per worker, ``worker_peak_rss_mb.<host>:<pid>`` (``worker_peak_mb``).
 """
 
 from __future__ import annotations

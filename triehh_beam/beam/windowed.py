@@ -144,8 +144,10 @@ def _rank_and_user(candidates) -> Tuple[int, Tuple[WindowPlan, pa.RecordBatch]]:
 
 
 class _WindowThresholdDoFn(beam.DoFn):
-    """A round's (rank, user) candidates in one window -> ``(round, (threshold, users))``, its
-    bottom-K_r, for the round's record keys."""
+    """A round's (rank, user) candidates in one window -> its bottom-K_r threshold
+    (``sample_pass.threshold_of``: the largest sampled (rank, user), users sampled) keyed by
+    ``(round, record key)`` for every record key; nothing when the round requires nobody or
+    drew nobody."""
 
     def process(self, keyed):
         round_index, parts = keyed

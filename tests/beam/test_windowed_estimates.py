@@ -49,13 +49,11 @@ def test_each_window_releases_the_reference_of_its_own_records_with_its_keys():
         batches = p | "Batches" >> beam.Create(
             [TimestampedValue(b, Timestamp(micros=start + 1)) for start, population in populations.items()
              for b in _batches(population, "text")]).with_output_types(pa.RecordBatch) | "BatchesIntoWindows" >> beam.WindowInto(windows.window_fn())
-        leaves = p | "Leaves" >> beam.Create(
-            [TimestampedValue(targets, Timestamp(micros=start)) for start, targets in LEAVES.items()]
-        ).with_output_types(EstimateTargets) | "LeavesIntoWindows" >> beam.WindowInto(windows.window_fn())
-        plans = p | "Plans" >> beam.Create(
-            [TimestampedValue(WindowPlan(start, True, 0, 0, nonce=nonce), Timestamp(micros=start))
-             for start, nonce in NONCES.items()]) | "PlansIntoWindows" >> beam.WindowInto(windows.window_fn())
-        released = batches | EstimateEachWindow(WINDOW_KEYS, 0.5, leaves, plans, ENCODER, shards=3)
+        given = p | "PlansAndLeaves" >> beam.Create(
+            [TimestampedValue((WindowPlan(start, True, 0, 0, nonce=nonce), LEAVES.get(start, EstimateTargets(()))),
+                              Timestamp(micros=start))
+             for start, nonce in NONCES.items()]) | "IntoWindows" >> beam.WindowInto(windows.window_fn())
+        released = batches | EstimateEachWindow(WINDOW_KEYS, 0.5, given, ENCODER, shards=3)
         assert_that(released | beam.Map(lambda e: (e.targets, e.estimates, e.half_width)),
                     equal_to([(e.targets, e.estimates, e.half_width) for e in expected]))
     # A leaf nobody in its window holds: noise around 0.

@@ -25,10 +25,6 @@ DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z", "--popula
     (["--window", "1h", "--windows", "2025-11-23T10:00Z"], "not a range of windows"),
     (["--window", "1h", *DECLARED, "--stop-after-windows", "15"],
      "--stop-after-windows 15 is more than the 14 windows --windows declares"),
-    # Prism 2.77 can read a window's side inputs before they are filled (docs/stream_input.md).
-    (["--window", "1h", *DECLARED, "--runner", "PrismRunner"], "stream refuses --runner PrismRunner"),
-    (["--window", "1h", *DECLARED, "--runner=PrismRunner", "--prism_location", "/bin/true"],
-     "stream refuses --runner PrismRunner"),
 ])
 def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, capsys, flags, message):
     code = main(["stream", "--protocol", "triehh", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),

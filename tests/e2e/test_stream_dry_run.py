@@ -1,5 +1,6 @@
 """``triehh stream`` on Dataflow, offline: the whole streaming graph (Pub/Sub read, the late-record
-gate with its timer, per-window census, plan and charge, sampling pass, rounds and release)
+gate with its timer, per-window census, plan and charge, sampling pass, rounds and release, the
+window's values meeting its records by key)
 translates to a streaming Dataflow job with ``--dry_run=True``, reaching nothing off loopback."""
 
 import pytest
@@ -25,12 +26,12 @@ def test_the_streaming_graph_translates_to_a_streaming_dataflow_job(tmp_path, of
     assert job.proto.type_ == apiclient.dataflow.JobType.JOB_TYPE_STREAMING
     names = step_names(job)
     for step in ("ReadFromPubSub", "ParseMessages", "GateLateRecords/UntilClose", "GateLateRecords/Panes",
-                 "KeepDeclaredWindows", "DeclaredWindows", "PlanAndCharge",
-                 "SampleAllRounds/RankAllRounds", "Rounds/Round4Vote", "Release", "WriteDeadLetters"):
+                 "KeepDeclaredWindows", "Census/DeclaredWindows", "PlanAndCharge", "SampleAllRounds/MeetPlan",
+                 "SampleAllRounds/RankAllRounds", "Rounds/Vote", "ChainRounds", "Release", "WriteDeadLetters"):
         assert any(name == step or name.startswith(step + "/") for name in names), step
     # TrieHH's bottom-m per window, or TrieHH++'s Bernoulli sample (no bottom-m at all).
-    sampled = "SampleAllRounds/ShardSampled" if protocol == "triehh++" else "SampleAllRounds/BottomM"
-    unused = "SampleAllRounds/BottomM" if protocol == "triehh++" else "SampleAllRounds/ShardSampled"
+    sampled = "SampleAllRounds/UsersPerRound" if protocol == "triehh++" else "SampleAllRounds/BottomM"
+    unused = "SampleAllRounds/BottomM" if protocol == "triehh++" else "SampleAllRounds/UsersPerRound"
     assert any(name.startswith(sampled) for name in names) and not any(name.startswith(unused) for name in names)
     assert ran.reports == [] and offline == []
 

@@ -35,7 +35,7 @@ def _decide_do_fn(job, start):
     do_fn = windowed._DecideDoFn(job, Sampler(SEED, job.config.window_identity()).window_keys())
     beam_window = IntervalWindow(Timestamp(micros=start + job.windows.lateness_micros),
                                  Timestamp(micros=start + job.windows.lateness_micros + job.windows.size_micros))
-    return list(do_fn.process(1000, 1200, beam_window=beam_window))
+    return list(do_fn.process((1000, 1200), beam_window=beam_window))
 
 
 def test_a_retried_decision_and_a_retried_bundle_find_one_nonce_and_one_charge(tmp_path, monkeypatch):

@@ -450,7 +450,7 @@ def test_a_restart_with_the_state_kept_reuses_the_windows_nonce_and_charges_once
     batches = _batches(population, T0, rng)
     config = _config(tmp_path, windows=(T0, T0 + HOUR))
 
-    def crash(self, plan, results, estimates=()):
+    def crash(self, window):
         raise RuntimeError("the job died after the window was charged and committed")
 
     with monkeypatch.context() as patched:
@@ -509,3 +509,29 @@ def test_a_daily_budget_for_three_windows_refuses_the_fourth_and_releases_the_ne
     reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
     assert not reports["2025-11-23T18:00:00Z"]["released"]
     assert reports["2025-11-24T00:00:00Z"]["released"]
+
+
+@pytest.mark.parametrize("overrides", [{}, {"protocol": "triehh++", "estimate_frequencies": 0.5}])
+def test_the_windowed_graph_reads_no_side_input(tmp_path, overrides):
+    """A window's plan, thresholds, frontiers, leaves and counts meet its records by key in
+    groupings: no step reads a side input, which Prism 2.77 hands to a streaming step before it
+    is filled (docs/stream_input.md). Fails on the graph of f7bd3e6 (plan, thresholds, frontier,
+    sizes, results and estimates were side inputs)."""
+    from apache_beam.portability import common_urns
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    config = _config(tmp_path, **overrides)
+    job = windowed.WindowedJob.for_config(config, config.seed)
+    sampler = Sampler(config.seed, config.window_identity())
+    p = beam.Pipeline()
+    gated = p | beam.Create([]).with_output_types(pa.RecordBatch) | SplitIntoWindows(job.windows) | GateLateRecords(
+        job.windows)
+    windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
+    pardos = {}
+    for transform in p.to_runner_api().components.transforms.values():
+        if transform.spec.urn == common_urns.primitives.PAR_DO.urn:
+            payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
+            pardos[transform.unique_name] = list(payload.side_inputs)
+    assert any("PlanAndCharge" in name for name in pardos) and any("KeepSampled" in n or "RankAllRounds" in n
+                                                                   for n in pardos)
+    assert {name: sides for name, sides in pardos.items() if sides} == {}

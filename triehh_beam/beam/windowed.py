@@ -1,17 +1,21 @@
 """A whole TrieHH or TrieHH++ discovery per event-time window, in one graph: the sampling pass and
 the L rounds of ``beam.sample_pass`` / ``beam.sampled_rounds``, composed from their public
 building blocks, with what a batch job knows before it builds its graph (n, m, the keys) arriving
-per window as that window's ``WindowPlan`` side input; each window samples with its own keys
-(``sampling.WindowKeys``), round ``r``'s frontier is the window's round ``r - 1`` result, and a
-window whose plan is not released draws nothing. A TrieHH window planned for a declared
-population N samples ``plan.real_sample_sizes[r - 1]`` of its real users in round r
-(``sampling.real_users_sampled``).
+per window as that window's ``WindowPlan``. A window's values meet its records by key in a
+grouping (``window_join.MeetGiven``), never as a per-window side input, and travel on in the
+elements: a streaming runner need not hold a step back until a side input is filled. Each window
+samples with its own keys (``sampling.WindowKeys``); its rounds vote in parallel, each on every
+prefix of its length, and ``chain_rounds`` keeps of round ``r`` only the prefixes that extend
+round ``r - 1``'s frontier, which is exactly what round ``r`` voting on that frontier keeps (a
+user's choice of item does not depend on the frontier). A window whose plan is not released draws
+nothing. A TrieHH window planned for a declared population N samples
+``plan.real_sample_sizes[r - 1]`` of its real users in round r (``sampling.real_users_sampled``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -20,15 +24,15 @@ import pyarrow as pa
 from triehh_beam.beam import sample_pass, sampled_rounds
 from triehh_beam.beam.sample_pass import RoundSample
 from triehh_beam.beam.sample_tables import SampleTableBuilder
-from triehh_beam.beam.windows import EventWindows, window_view
+from triehh_beam.beam.window_join import GIVEN, MAIN, RECORD_KEYS, MeetGiven, fan_out, record_key
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import SmallestRanks
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
 
-__all__ = ["RunWindowRounds", "SampleEachWindow", "WindowPlan"]
-
+__all__ = ["ChainWindowRounds", "RunWindowRounds", "SampleEachWindow", "WindowPlan", "chain_rounds",
+           "results_by_round"]
 
 
 class WindowPlan(NamedTuple):
@@ -90,78 +94,87 @@ class _WindowKeysCache:
         return keys
 
 
-class _RankWindowDoFn(beam.DoFn):
-    """A window's batch -> per round, its rows under the window's prefilter bound (TrieHH), or
-    exactly its rows ranked at most ``top`` (TrieHH++: below the Bernoulli threshold), ranked
-    with the window's keys; nothing for a window that is not released."""
+def _released_plan(plan: WindowPlan) -> Iterable[Tuple[int, WindowPlan]]:
+    if plan.released:
+        yield from fan_out(plan, range(RECORD_KEYS))
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, max_rounds: int,
-                 top: Optional[int] = None):
-        self._windows = windows
+
+class _RankWindowDoFn(beam.DoFn):
+    """A window's record batches of one key and its plan -> per round, the rows under the
+    window's prefilter bound (TrieHH: ``((round, key), (plan, rows))``), or exactly the rows
+    ranked at most ``top`` split by shard (TrieHH++: ``((round, shard), (plan, rows))``),
+    ranked with the window's keys; nothing for a window that is not released."""
+
+    def __init__(self, window_keys: sampling.WindowKeys, max_rounds: int, top: Optional[int] = None):
         self._keys = _WindowKeysCache(window_keys, max_rounds)
         self._max_rounds = max_rounds
         self._top = top
 
-    def process(self, batch, plan):
-        if batch.num_rows == 0 or not plan.released:
+    def process(self, met):
+        key, plan, batches = met
+        if plan is None or (self._top is not None and self._top < 0):  # p_s below 2^-64: nobody
             return
-        if self._top is None:
-            bound = np.uint64(sampling.rank_prefilter_bound(plan.population, plan.sample_size))
-        elif self._top < 0:  # a Bernoulli sample of probability below 2^-64: nobody
-            return
-        else:
-            bound = np.uint64(self._top)
-        ranks = self._keys(plan).ranks_all(*binary_buffers(batch.column("user_id")))
+        bound = sampling.rank_prefilter_bound(plan.population, plan.sample_size) if self._top is None else self._top
         bounds = {round_index: int(bound) for round_index in range(1, self._max_rounds + 1)}
-        yield from sample_pass.candidates_by_round(batch, ranks, bounds)
+        shards = sample_pass.shard_count(max(1, math.ceil(plan.sample_probability * plan.population)))
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            ranks = self._keys(plan).ranks_all(*binary_buffers(batch.column("user_id")))
+            for round_index, rows in sample_pass.candidates_by_round(batch, ranks, bounds):
+                if self._top is None:
+                    yield (round_index, key), (plan, rows)
+                    continue
+                rank = np.asarray(rows.column("rank"))
+                for shard_key, kept in sample_pass.split_shards(round_index, rows, np.arange(rows.num_rows), rank,
+                                                                self._top, shards):
+                    yield shard_key, (plan, kept)
+
+
+def _users_sampled(threshold) -> Iterable[Tuple[int, int]]:
+    """A round's threshold (fanned out to its record keys) -> ``(round, users sampled)``, once."""
+    (round_index, key), (_, users) = threshold
+    if key == 0:
+        yield round_index, users
+
+
+def _rank_and_user(candidates) -> Tuple[int, Tuple[WindowPlan, pa.RecordBatch]]:
+    (round_index, _), (plan, rows) = candidates
+    return round_index, (plan, sample_pass.rank_and_user((round_index, rows))[1])
 
 
 class _WindowThresholdDoFn(beam.DoFn):
-    """A round's (rank, user) candidates in one window -> its bottom-K_r threshold and size."""
+    """A round's (rank, user) candidates in one window -> its bottom-K_r threshold
+    (``sample_pass.threshold_of``: the largest sampled (rank, user), users sampled) keyed by
+    ``(round, record key)`` for every record key; nothing when the round requires nobody or
+    drew nobody."""
 
-    def process(self, keyed, plan):
+    def process(self, keyed):
         round_index, parts = keyed
-        required = plan.users_required(round_index)
-        if not required:
-            return
-        smallest = SmallestRanks(required)
-        for part in parts:
+        smallest = None
+        for plan, part in parts:
+            required = plan.users_required(round_index)
+            if not required:
+                return
+            smallest = smallest or SmallestRanks(required)
             if part.num_rows:
                 sample_pass.add_candidates(smallest, part)
         threshold = sample_pass.threshold_of(smallest)
         if threshold[0] is not None:
-            yield round_index, threshold
+            yield from fan_out(threshold, ((round_index, key) for key in range(RECORD_KEYS)))
 
 
-@beam.typehints.with_input_types(Tuple[int, pa.RecordBatch], thresholds=Any, plan=Any)
-@beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
 class _KeepWindowSampledDoFn(beam.DoFn):
-    """``sample_pass.sampled_shards`` with the window's required users and shards."""
+    """``sample_pass.sampled_shards`` with the window's threshold, required users and shards."""
 
-    def process(self, candidates, thresholds, plan):
-        threshold = thresholds.get(candidates[0], (None, 0))
-        yield from sample_pass.sampled_shards(candidates, threshold, plan.users_required(candidates[0]),
-                                              sample_pass.shard_count(plan.sample_size))
-
-
-@beam.typehints.with_input_types(Tuple[int, pa.RecordBatch], plan=Any)
-@beam.typehints.with_output_types(Tuple[Tuple[int, int], pa.RecordBatch])
-class _ShardWindowBernoulliDoFn(beam.DoFn):
-    """TrieHH++: every candidate row is sampled, split by shard of [0, top_rank] (one shard per
-    ~16,384 of the window's expected sample)."""
-
-    def __init__(self, top_rank: int):
-        self._top = top_rank
-
-    def process(self, candidates, plan):
-        round_index, batch = candidates
-        shards = sample_pass.shard_count(max(1, math.ceil(plan.sample_probability * plan.population)))
-        ranks = np.asarray(batch.column("rank"))
-        yield from sample_pass.split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, shards)
+    def process(self, met):
+        (round_index, _), threshold, candidates = met
+        for plan, rows in candidates:
+            yield from ((shard_key, (plan, kept)) for shard_key, kept in sample_pass.sampled_shards(
+                (round_index, rows), threshold or (None, 0), plan.users_required(round_index),
+                sample_pass.shard_count(plan.sample_size)))
 
 
-@beam.typehints.with_input_types(Tuple[Tuple[int, int], Iterable[pa.RecordBatch]], plan=Any)
-@beam.typehints.with_output_types(Tuple[int, pa.Table])
 class _BuildWindowTableDoFn(beam.DoFn):
     """The kept rows of one (round, shard) of a window -> its sample table, the choice uniforms
     under the window's keys (``SampleTableBuilder``)."""
@@ -174,26 +187,17 @@ class _BuildWindowTableDoFn(beam.DoFn):
     def setup(self):
         self._builder = SampleTableBuilder(self._encoder, self._truncate)
 
-    def process(self, keyed, plan):
-        (round_index, shard), batches = keyed
-        yield round_index, self._builder.build(self._window_keys(plan).round_keys(round_index), shard, batches)
-
-
-def _round_sample(keyed, plan: WindowPlan) -> Tuple[int, RoundSample]:
-    round_index, (_, users) = keyed
-    return round_index, RoundSample(round_index, users, plan.users_required(round_index), plan.records)
-
-
-def _bernoulli_round_sample(keyed: Tuple[int, int], plan: WindowPlan) -> Tuple[int, RoundSample]:
-    round_index, users = keyed
-    return round_index, RoundSample(round_index, users, None, plan.records)  # its size is random
+    def process(self, keyed):
+        (round_index, shard), rows = keyed
+        rows = list(rows)
+        keys = self._window_keys(rows[0][0]).round_keys(round_index)
+        yield round_index, self._builder.build(keys, shard, (batch for _, batch in rows))
 
 
 class SampleEachWindow(beam.PTransform):
     """Windowed record batches -> every round's sample tables per window, in one pass.
 
     Args:
-      windows: the job's ``EventWindows``.
       window_keys: ``Sampler.window_keys()`` (derived; the graph never carries the seed).
       max_rounds: L.
       plans: the per-window ``WindowPlan`` PCollection (one element per window).
@@ -201,123 +205,148 @@ class SampleEachWindow(beam.PTransform):
       sample_probability: TrieHH++'s p_s (the graph's, as every window's plan records it): each
         round's sample is the Bernoulli one; None: TrieHH's bottom-m of each window's plan.
 
-    Output: ``{"tables": (round, pa.Table), "samples": (round, RoundSample)}``, per window.
+    Output: ``{"tables": (round, pa.Table), "samples": (round, users sampled)}``, per window.
     """
 
-    def __init__(self, windows: EventWindows, window_keys: sampling.WindowKeys, max_rounds: int, plans,
-                 encoder: ItemEncoder, truncate: bool = False, sample_probability: Optional[float] = None):
+    def __init__(self, window_keys: sampling.WindowKeys, max_rounds: int, plans, encoder: ItemEncoder,
+                 truncate: bool = False, sample_probability: Optional[float] = None):
         super().__init__()
         self._probability = sample_probability
-        self._windows = windows
         self._keys = window_keys
         self._max_rounds = max_rounds
         self._plans = plans
         self._encoder = encoder
         self._truncate = truncate
 
-    def _plan(self):
-        return window_view(beam.pvalue.AsSingleton(self._plans))
-
     def _build_tables(self, sampled):
         return (
             sampled
             | "GroupPerShard" >> beam.GroupByKey()
             | "BuildSampleTables" >> beam.ParDo(
-                _BuildWindowTableDoFn(self._keys, self._max_rounds, self._encoder, self._truncate),
-                self._plan())
+                _BuildWindowTableDoFn(self._keys, self._max_rounds, self._encoder, self._truncate))
         )
-
-    def _expand_bernoulli(self, batches):
-        top = sampling.bernoulli_threshold(self._probability) - 1  # ranks below the threshold
-        candidates = batches | "RankAllRounds" >> beam.ParDo(
-            _RankWindowDoFn(self._windows, self._keys, self._max_rounds, top), self._plan())
-        tables = self._build_tables(
-            candidates | "ShardSampled" >> beam.ParDo(_ShardWindowBernoulliDoFn(max(top, 0)), plan=self._plan()))
-        sizes = (
-            tables
-            | "UsersPerTable" >> beam.Map(sample_pass.table_users)
-            | "UsersPerRound" >> beam.CombinePerKey(sum)
-            | "RoundSamples" >> beam.Map(_bernoulli_round_sample, plan=self._plan())
-        )
-        return {"tables": tables, "samples": sizes}
 
     def expand(self, batches):
+        met = {
+            GIVEN: self._plans | "PlanPerRecordKey" >> beam.FlatMap(_released_plan),
+            MAIN: batches | "KeyRecords" >> beam.Map(record_key),
+        } | "MeetPlan" >> MeetGiven()
         if self._probability is not None:
-            return self._expand_bernoulli(batches)
-        candidates = batches | "RankAllRounds" >> beam.ParDo(
-            _RankWindowDoFn(self._windows, self._keys, self._max_rounds), self._plan())
+            top = sampling.bernoulli_threshold(self._probability) - 1  # ranks below the threshold
+            tables = self._build_tables(met | "RankAllRounds" >> beam.ParDo(
+                _RankWindowDoFn(self._keys, self._max_rounds, top)))
+            sizes = (
+                tables
+                | "UsersPerTable" >> beam.Map(sample_pass.table_users)
+                | "UsersPerRound" >> beam.CombinePerKey(sum)
+            )
+            return {"tables": tables, "samples": sizes}
+        candidates = met | "RankAllRounds" >> beam.ParDo(_RankWindowDoFn(self._keys, self._max_rounds))
         thresholds = (
             candidates
-            | "RankAndUser" >> beam.Map(sample_pass.rank_and_user)
+            | "RankAndUser" >> beam.Map(_rank_and_user)
             | "PerRound" >> beam.GroupByKey()
-            | "BottomM" >> beam.ParDo(_WindowThresholdDoFn(), plan=self._plan())
+            | "BottomM" >> beam.ParDo(_WindowThresholdDoFn())
         )
-        tables = self._build_tables(
-            candidates
-            | "KeepSampled" >> beam.ParDo(
-                _KeepWindowSampledDoFn(), thresholds=window_view(beam.pvalue.AsDict(thresholds)), plan=self._plan()))
-        sizes = thresholds | "RoundSamples" >> beam.Map(_round_sample, plan=self._plan())
+        sampled = {GIVEN: thresholds, MAIN: candidates} | "MeetThresholds" >> MeetGiven()
+        tables = self._build_tables(sampled | "KeepSampled" >> beam.ParDo(_KeepWindowSampledDoFn()))
+        sizes = (
+            thresholds
+            | "UsersSampled" >> beam.FlatMap(_users_sampled)
+        )
         return {"tables": tables, "samples": sizes}
 
 
-@beam.typehints.with_input_types(pa.Table, frontiers=Any)
-@beam.typehints.with_output_types(sampled_rounds.PartialVotes)
-class _VoteWindowTableDoFn(beam.DoFn):
+class _EveryPrefix:
+    """A frontier that holds every prefix: a round votes on all prefixes of its length, and
+    ``chain_rounds`` keeps those that extend the previous round's frontier."""
+
+    def __contains__(self, prefix) -> bool:
+        return True
+
+
+def _vote_table(keyed: Tuple[int, pa.Table]) -> Tuple[int, sampled_rounds.PartialVotes]:
     """One sample table of a window -> its private per-prefix votes and users
-    (``sampled_rounds.vote_table``); the frontier is round ``r - 1``'s result, if any (a window
-    whose previous round left no result has an empty frontier)."""
-
-    def __init__(self, round_index: int, prefix: str):
-        self._round = round_index
-        self._prefix = prefix
-
-    def setup(self):
-        self._counters = sampled_rounds.RoundCounters(self._prefix)
-
-    def process(self, table, frontiers):
-        votes = sampled_rounds.vote_table(table, frontiers[0] if frontiers else frozenset(), self._round)
-        self._counters.count(votes, with_deny_list=False)
-        yield votes.counts, votes.users
-
-
-def _result_of(kept_and_users, round_index: int, sizes: List[Tuple[int, RoundSample]]) -> Tuple[int, RoundResult]:
-    return sampled_rounds.round_result(kept_and_users, round_index, None, None, dict(sizes), f"round{round_index}.")
+    (``sampled_rounds.vote_table``) on every prefix of the round's length (no vote counters:
+    without a frontier they would count votes that ``chain_rounds`` drops)."""
+    round_index, table = keyed
+    votes = sampled_rounds.vote_table(table, _EveryPrefix(), round_index)
+    return round_index, (votes.counts, votes.users)
 
 
 class RunWindowRounds(beam.PTransform):
-    """Rounds 1..L per window, unrolled: ``(round, sample table)`` per window -> one
-    ``(round, RoundResult)`` per window and round that had a sample (a missing round kept
-    nothing). ``sample_sizes`` is ``SampleEachWindow``'s ``"samples"``."""
+    """Rounds 1..L per window, each on every prefix of its length: ``(round, sample table)`` per
+    window -> ``(round, (prefixes with at least theta votes, users))`` per window and round that
+    had a sample (``chain_rounds`` makes them the rounds' results)."""
 
-    def __init__(self, max_rounds: int, theta: int, sample_sizes):
+    def __init__(self, theta: int):
         super().__init__()
-        self._max_rounds = max_rounds
         self._theta = theta
-        self._sizes = sample_sizes
 
     def expand(self, keyed_tables):
-        frontier = keyed_tables.pipeline | "FirstFrontier" >> beam.Create([frozenset({()})]).with_output_types(
-            FrozenSet[sampled_rounds.Prefix])
-        results = []
-        for r in range(1, self._max_rounds + 1):
-            label = f"Round{r}"
-            tables = (
-                keyed_tables
-                | f"{label}Tables" >> beam.Filter(sampled_rounds.of_round, round_index=r)
-                | f"{label}Values" >> beam.Values()
-            )
-            kept = (
-                tables
-                | f"{label}Vote" >> beam.ParDo(
-                    _VoteWindowTableDoFn(r, f"round{r}."), frontiers=window_view(beam.pvalue.AsList(frontier)))
-                | f"{label}PruneBelowTheta" >> beam.CombineGlobally(
-                    sampled_rounds.MergeAndPruneCombineFn(self._theta)).without_defaults()
-            )
-            result = kept | f"{label}Result" >> beam.Map(
-                _result_of, round_index=r, sizes=window_view(beam.pvalue.AsList(self._sizes)))
-            results.append(result)
-            frontier = result | f"{label}NextFrontier" >> beam.Map(sampled_rounds.frontier_of)
-        return tuple(results) | "Results" >> beam.Flatten()
+        return (
+            keyed_tables
+            | "Vote" >> beam.Map(_vote_table)
+            | "PruneBelowTheta" >> beam.CombinePerKey(sampled_rounds.MergeAndPruneCombineFn(self._theta))
+        )
+
+
+def chain_rounds(plan: WindowPlan, kept: Dict[int, Tuple[List, int]], sampled: Dict[int, int]
+                 ) -> List[Tuple[int, RoundResult]]:
+    """A window's ``(round, RoundResult)`` from its rounds' prefixes with at least theta votes
+    and users sampled: round ``r`` keeps the prefixes whose length-``r - 1`` prefix is on round
+    ``r - 1``'s frontier (round 1's is the empty prefix; a round without result opens none)."""
+    results: List[Tuple[int, RoundResult]] = []
+    frontier = frozenset({()})
+    for round_index in sorted(kept):
+        if results and results[-1][0] != round_index - 1 or not results and round_index != 1:
+            frontier = frozenset()
+        prefixes, users = kept[round_index]
+        extending = [p for p in prefixes if p[:round_index - 1] in frontier]
+        sizes = {round_index: RoundSample(round_index, sampled[round_index], plan.users_required(round_index),
+                                          plan.records)} if round_index in sampled else None
+        results.append(sampled_rounds.round_result((extending, users), round_index, None, None, sizes,
+                                                   f"round{round_index}."))
+        frontier = sampled_rounds.frontier_after(results[-1][1])
+    return results
+
+
+def _tagged(tag: str):
+    return lambda element: (0, (tag, element))
+
+
+def _chained(met) -> Iterable[Tuple[WindowPlan, List[Tuple[int, RoundResult]]]]:
+    _, plan, elements = met
+    kept: Dict[int, Tuple[List, int]] = {}
+    sampled: Dict[int, int] = {}
+    for tag, (round_index, value) in elements:
+        into = kept if tag == "kept" else sampled
+        if round_index in into:
+            raise ValueError(f"round {round_index} has two results in one window")
+        into[round_index] = value
+    if plan is None:
+        raise ValueError("a window's rounds ran without its plan")
+    yield plan, chain_rounds(plan, kept, sampled) if plan.released else []
+
+
+class ChainWindowRounds(beam.PTransform):
+    """A window's plan, its rounds' kept prefixes (``RunWindowRounds``) and users sampled
+    (``SampleEachWindow``'s ``"samples"``) -> ``(plan, [(round, RoundResult)])``, once per window
+    with a plan: the three meet in one grouping per window."""
+
+    def __init__(self, kept, sampled):
+        super().__init__()
+        self._kept = kept
+        self._sampled = sampled
+
+    def expand(self, plans):
+        main = (
+            (self._kept | "TagKept" >> beam.Map(_tagged("kept")),
+             self._sampled | "TagSampled" >> beam.Map(_tagged("sampled")))
+            | "RoundsOfWindow" >> beam.Flatten()
+        )
+        return ({GIVEN: plans | "PlanOfWindow" >> beam.Map(lambda plan: (0, plan)), MAIN: main}
+                | "MeetPlan" >> MeetGiven() | "Chain" >> beam.FlatMap(_chained))
 
 
 def results_by_round(results: Iterable[Tuple[int, RoundResult]]) -> Dict[int, RoundResult]:

@@ -1,8 +1,7 @@
 """Event-time windows of a windowed discovery and the gate that keeps late records out of them
 (docs/protocol.md §1, "Windows"): ``GateLateRecords`` passes each window's on-time records on,
-in batches, and sends records that arrive after the window closed to its ``late`` output;
-``SplitIntoWindows`` cuts timestamped batches into one batch per window, and ``window_view``
-makes a per-window side input safe for the empty bundles of streaming runners."""
+in batches, and sends records that arrive after the window closed to its ``late`` output,
+and ``SplitIntoWindows`` cuts timestamped batches into one batch per window."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
-from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
+from apache_beam.utils.timestamp import Duration, Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "GateLateRecords",
     "SplitIntoWindows",
     "rfc3339",
-    "window_view",
 ]
 
 _NAMESPACE = "triehh"
@@ -75,29 +73,6 @@ class EventWindows:
     def start_of_window(self, beam_window: window.IntervalWindow) -> int:
         """The start of the event-time window a downstream (moved) Beam window holds."""
         return int(beam_window.start.micros) - self.lateness_micros
-
-
-class _TolerantMapping:
-    """A side input's window mapping that also accepts the ``None`` window of an empty bundle."""
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    def __call__(self, main_window):
-        if main_window is None:  # an empty bundle reads nothing: any ready window will do
-            return window.IntervalWindow(MIN_TIMESTAMP, MIN_TIMESTAMP + Duration(micros=1))
-        return self._inner(main_window)
-
-
-def window_view(view: beam.pvalue.AsSideInput) -> beam.pvalue.AsSideInput:
-    """``view`` (``AsList``, ``AsSingleton``...) made safe for empty bundles.
-
-    Beam 2.77's Python DirectRunner maps the main input's window onto the side input's for
-    every bundle, and an empty bundle (streaming mode sends them) has no window: the mapping
-    fails with ``'NoneType' object has no attribute 'max_timestamp'``. Returns ``view``.
-    """
-    view._window_mapping_fn = _TolerantMapping(view._window_mapping_fn)
-    return view
 
 
 @beam.typehints.with_input_types(pa.RecordBatch)

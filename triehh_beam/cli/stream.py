@@ -71,7 +71,6 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.beam import prism, runners
 
     try:
-        stream.check_runner(PipelineOptions(list(beam_args)))
         options = runners.with_local_prism(PipelineOptions(list(beam_args)))  # Prism: the local binary
     except (prism.PrismNotFoundError, ValueError) as e:
         return fail(str(e))
@@ -105,8 +104,8 @@ def register_stream(subparsers) -> None:
         "default runner is Beam's streaming DirectRunner, in process, with Beam's Pub/Sub read (its "
         "watermark follows the clock). On other portable runners (Flink's) the stream reads with its "
         "own Pub/Sub read: a backlog holds windows open until it is read, and a message is "
-        "acknowledged only once its window is released. --runner PrismRunner is refused for streams "
-        "(docs/stream_input.md says why).",
+        "acknowledged only once its window is released; --runner PrismRunner runs a local Prism with "
+        "that read (docs/stream_input.md).",
     )
     _add_arguments(parser)
     parser.set_defaults(handler=run, accepts_beam_args=True)

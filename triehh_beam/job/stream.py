@@ -349,20 +349,6 @@ def stream_pipeline(options: PipelineOptions, log_dir: Optional[str] = None) -> 
     return runners.make_pipeline(options, log_dir)
 
 
-def check_runner(options: PipelineOptions) -> None:
-    """Refuses a runner a stream cannot be trusted on.
-
-    Raises:
-      ValueError: ``--runner PrismRunner`` (one line, saying why).
-    """
-    if runners.uses_prism(options):
-        raise ValueError(
-            "stream refuses --runner PrismRunner: Prism 2.77 can hand a streaming window's side inputs (its "
-            "plan, thresholds, frontiers) to its rounds before they are filled, so a window could be released "
-            "short (docs/stream_input.md); run the stream on the default runner, Dataflow or Flink (batch "
-            "discovery and windowed replays run on Prism)")
-
-
 def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineOptions,
                progress: Callable[[str], None] = print, poll_seconds: float = 1.0) -> WindowedRun:
     """``triehh stream``: windows of the subscription's records until cancelled (or
@@ -370,7 +356,6 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     from triehh_beam.beam.messages import ParseMessages, WriteStreamDeadLetters
     from triehh_beam.job import stream_source
 
-    check_runner(options)  # before anything is made
     stream_source.check_subscription(source.subscription)
     windowed.WindowedJob.check(config)
     source.check(config)

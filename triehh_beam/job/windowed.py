@@ -20,13 +20,13 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
 
-from triehh_beam.beam import transforms
-from triehh_beam.beam.windowed import RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round
+from triehh_beam.beam.window_census import CensusEachWindow
+from triehh_beam.beam.window_join import GIVEN, MAIN, MeetGiven
+from triehh_beam.beam.windowed import (
+    ChainWindowRounds, RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round)
 from triehh_beam.beam.windowed_estimates import EstimateEachWindow
-from triehh_beam.beam.windows import EventWindows, rfc3339, window_view
+from triehh_beam.beam.windows import EventWindows, rfc3339
 from triehh_beam.job import outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.protocols import Protocol
@@ -178,10 +178,6 @@ class WindowedJob:
         return self.plan().sample_probability
 
 
-def _records_in(batch) -> int:
-    return batch.num_rows
-
-
 class _DecideDoFn(beam.DoFn):
     """A declared window's census -> its ``WindowPlan``: the release the driver committed and
     charged (``window_releases``; a retried bundle, a restarted job: the same nonce, no charge
@@ -197,7 +193,8 @@ class _DecideDoFn(beam.DoFn):
         self._window_keys = window_keys
         self._wait_seconds = wait_seconds
 
-    def process(self, users: int, records: int, beam_window=beam.DoFn.WindowParam):
+    def process(self, census: Tuple[int, int], beam_window=beam.DoFn.WindowParam):
+        users, records = census
         job = self._job
         start = job.windows.start_of_window(beam_window)
         deadline = time.monotonic() + self._wait_seconds
@@ -261,10 +258,12 @@ def _trie_of(job: WindowedJob, results: List[Tuple[int, RoundResult]],
     return trie, state
 
 
-def _leaves_of(results: List[Tuple[int, RoundResult]], job: WindowedJob) -> EstimateTargets:
-    """A window's discovered leaves (its trie's heavy hitters and frequent prefixes), from its
-    rounds' results: what its frequency estimates count."""
-    return EstimateTargets.from_trie(_trie_of(job, results)[0])
+def _leaves_of(chained: Tuple[WindowPlan, List[Tuple[int, RoundResult]]], job: WindowedJob
+               ) -> Tuple[WindowPlan, EstimateTargets]:
+    """A window's plan and discovered leaves (its trie's heavy hitters and frequent prefixes),
+    from its rounds' results: what its frequency estimates count."""
+    plan, results = chained
+    return plan, EstimateTargets.from_trie(_trie_of(job, results)[0])
 
 
 def _released_estimates(job: WindowedJob, trie: Trie, estimates: List[FrequencyEstimates]
@@ -304,14 +303,15 @@ def _window_document(job: WindowedJob, start: int) -> dict:
 
 
 class _ReleaseDoFn(beam.DoFn):
-    """A window's plan and round results -> its published result (if released), its state
-    committed as finished, and its private report; outputs one summary (private: it holds n)
-    per window."""
+    """A window's ``(plan, round results, estimates)`` -> its published result (if released),
+    its state committed as finished, and its private report; outputs one summary (private: it
+    holds n) per window."""
 
     def __init__(self, job: WindowedJob):
         self._job = job
 
-    def process(self, plan: WindowPlan, results, estimates=()):
+    def process(self, window: Tuple[WindowPlan, List[Tuple[int, RoundResult]], List[FrequencyEstimates]]):
+        plan, results, estimates = window
         job = self._job
         start = plan.start
         report = {
@@ -381,21 +381,6 @@ class _KeepDeclaredDoFn(beam.DoFn):
             self._outside.inc(batch.num_rows)
 
 
-class _FirstPaneDoFn(beam.DoFn):
-    """A window's census as its first pane only: a streaming runner fires a window again when
-    an element reaches it behind the watermark (a restarted stream's ticks of windows that closed
-    while it was down), and a window is decided and released once."""
-
-    def process(self, element, pane=beam.DoFn.PaneInfoParam):
-        if pane.index == 0:
-            yield element
-
-
-def _at_window(start: int, job: WindowedJob):
-    """A declared window's census element: 0, in the (moved) window downstream of the gate."""
-    return TimestampedValue(0, Timestamp(micros=start + job.windows.lateness_micros))
-
-
 def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key, wait_seconds: float = 0.0,
                              starts: Optional[Sequence[int]] = None):
     """Adds the per-window discovery downstream of ``records`` (``pa.RecordBatch`` in
@@ -416,42 +401,38 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key,
     if not starts or any(not job.declares(s) for s in (starts[0], starts[-1])):
         raise ValueError("a windowed graph has at least one window, all declared")
     records = records | "KeepDeclaredWindows" >> beam.ParDo(_KeepDeclaredDoFn(job, starts[0], starts[-1]))
-    declared = (
-        records.pipeline
-        | "DeclaredWindows" >> beam.Create(starts)
-        | "AtWindowStarts" >> beam.Map(_at_window, job=job)
-        | "IntoDeclaredWindows" >> beam.WindowInto(job.windows.window_fn())
-    )
-    shard_sizes = (
-        records
-        | "DistinctFingerprints" >> beam.ParDo(transforms.DistinctFingerprintsDoFn(census_key))
-        | "UnionPerShard" >> beam.CombinePerKey(transforms.UnionSizeCombineFn())
-        | "ShardSizes" >> beam.Values()
-    )
-    users = ((shard_sizes, declared) | "EveryDeclaredWindow" >> beam.Flatten()
-             | "DistinctUsers" >> beam.CombineGlobally(sum).without_defaults()
-             | "FirstUsersPane" >> beam.ParDo(_FirstPaneDoFn()))
-    rows = records | "RowsPerBatch" >> beam.Map(_records_in)
-    counted = ((rows, declared) | "RowsOfEveryDeclaredWindow" >> beam.Flatten()
-               | "Records" >> beam.CombineGlobally(sum).without_defaults()
-               | "FirstRecordsPane" >> beam.ParDo(_FirstPaneDoFn()))
-    plans = users | "PlanAndCharge" >> beam.ParDo(
-        _DecideDoFn(job, window_keys, wait_seconds), window_view(beam.pvalue.AsSingleton(counted)))
+    census = records | "Census" >> CensusEachWindow(job.windows, census_key, starts)
+    plans = census | "PlanAndCharge" >> beam.ParDo(_DecideDoFn(job, window_keys, wait_seconds))
     drawn = records | "SampleAllRounds" >> SampleEachWindow(
-        job.windows, window_keys, config.max_length, plans, config.encoder, config.truncate_long_items,
+        window_keys, config.max_length, plans, config.encoder, config.truncate_long_items,
         sample_probability=job.sample_probability)
-    results = drawn["tables"] | "Rounds" >> RunWindowRounds(config.max_length, job.theta, drawn["samples"])
-    side = {"results": window_view(beam.pvalue.AsList(results))}
+    kept = drawn["tables"] | "Rounds" >> RunWindowRounds(job.theta)
+    chained = plans | "ChainRounds" >> ChainWindowRounds(kept, drawn["samples"])
     if config.estimate_frequencies:
-        leaves = (
-            results
-            | "WindowResults" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
-            | "WindowLeaves" >> beam.Map(_leaves_of, job=job)
-        )
         released = records | "EstimateFrequencies" >> EstimateEachWindow(
-            window_keys, config.estimate_frequencies, leaves, plans, config.encoder, config.truncate_long_items)
-        side["estimates"] = window_view(beam.pvalue.AsList(released))
-    return plans | "Release" >> beam.ParDo(_ReleaseDoFn(job), **side)
+            window_keys, config.estimate_frequencies, chained | "WindowLeaves" >> beam.Map(_leaves_of, job=job),
+            config.encoder, config.truncate_long_items)
+        windows = ({GIVEN: chained | "ChainedOfWindow" >> beam.Map(_keyed_once), MAIN: released
+                    | "EstimatesOfWindow" >> beam.Map(_keyed_once)}
+                   | "MeetEstimates" >> MeetGiven() | "WithEstimates" >> beam.Map(_with_estimates))
+    else:
+        windows = chained | "WithoutEstimates" >> beam.Map(_without_estimates)
+    return windows | "Release" >> beam.ParDo(_ReleaseDoFn(job))
+
+
+def _keyed_once(element):
+    return 0, element
+
+
+def _with_estimates(met):
+    _, chained, estimates = met
+    if chained is None:
+        raise ValueError("a window's estimates have no rounds")
+    return chained[0], chained[1], list(estimates)
+
+
+def _without_estimates(chained):
+    return chained[0], chained[1], []
 
 
 class _NoteAdmittedDoFn(beam.DoFn):

@@ -36,7 +36,7 @@ def test_a_discovery_lists_a_screenful_and_says_where_the_rest_is(tmp_path, seed
     assert len(found) > SCREENFUL  # not vacuous: more than a screenful was found
     head = next(i for i, line in enumerate(lines) if line.startswith("discovered "))
     assert lines[head].startswith(f"discovered {len(found)} heavy hitters in ")
-    assert lines[head].endswith(f"; the first {SCREENFUL} found (TrieHH publishes no counts):")
+    assert lines[head].endswith(f"; the first {SCREENFUL} found (the rounds publish no counts; --estimate-frequencies adds them):")
     listed = lines[head + 1:head + 1 + SCREENFUL]
     assert listed == [f"  {word}" for word in sorted(found)[:SCREENFUL]]
     also = "" if not prefixes else (f"; they and the {prefixes} frequent prefix{'' if prefixes == 1 else 'es'} "

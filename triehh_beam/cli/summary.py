@@ -121,7 +121,7 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
     top = entries[:SCREENFUL]
     which = ("" if len(entries) <= SCREENFUL else
              f"; the top {SCREENFUL} by estimate" if estimates else
-             f"; the first {SCREENFUL} found (TrieHH publishes no counts)")
+             f"; the first {SCREENFUL} found (the rounds publish no counts; --estimate-frequencies adds them)")
     say("")
     say(f"discovered {len(entries)} heavy hitters in {result.rounds_run} rounds ({result.stop_reason})"
         + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "") + f"{which}:")

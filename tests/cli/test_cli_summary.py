@@ -88,3 +88,11 @@ def test_rejected_rows_warn_naming_their_reasons():
     [line] = input_warnings(_report(dropped={"malformed": 300, "missing_user": 10}), 10, 1, False)
     assert line.startswith("WARNING: more than a quarter of the rows were rejected (malformed, missing_user)")
     assert "--dead-letter" in line and "300" not in line
+
+
+def test_a_few_rejected_rows_are_noted_never_silent():
+    # One 50 MB item among 1,000 rows was dropped with no line at all; still no count.
+    [line] = input_warnings(_report(dropped={"oversized_item": 1, "malformed": 0}), 10, 1, False)
+    assert line.startswith("note: a few rows were rejected (oversized_item: an item over --max-item-bytes)")
+    assert "malformed" not in line and "--dead-letter" in line and not re.search(r"\b1\b", line)
+    assert input_warnings(_report(dropped={"malformed": 0}), 10, 1, False) == []

@@ -21,6 +21,10 @@ _SHARES = ((0.75, "more than three quarters"), (0.5, "more than half"), (0.25, "
            (0.1, "more than a tenth"), (0.05, "more than 1 in 20"))
 
 
+# The reasons a row is rejected that its name alone does not explain to a new user.
+_REJECTED = {"oversized_item": "an item over --max-item-bytes", "oversized_user": "a user id over --max-user-bytes"}
+
+
 def share_in_words(part: int, whole: int) -> Optional[str]:
     """``part / whole`` in words a person notices ("more than half"), or None below 1 in 20."""
     if whole <= 0:
@@ -46,12 +50,19 @@ def input_warnings(report: dict, max_length: int, unit_size: int, truncated: boo
             what.append(f"{mute} of the users hold no usable item and could not vote")
         lines.append(f"WARNING: {'; '.join(what)}: raise --max-length or --unit-size (triehh plan "
                      "--compare-units shows what each finds); exact counts in the operator report")
-    rejected = share_in_words(sum(document.get("dropped", {}).values()), records)
+    dropped = {reason: count for reason, count in document.get("dropped", {}).items() if count}
+    rejected = share_in_words(sum(dropped.values()), records)
+    reasons = ", ".join(f"{reason}: {_REJECTED[reason]}" if reason in _REJECTED else reason
+                        for reason in sorted(dropped))
     if rejected:
-        lines.append(f"WARNING: {rejected} of the rows were rejected ({', '.join(sorted(document['dropped']))}): "
+        lines.append(f"WARNING: {rejected} of the rows were rejected ({reasons}): "
                      "--dead-letter PATH writes them; check --format and the column flags; exact counts "
                      "in the operator report")
+    elif dropped:  # a few rows: a note, never silence (a 50 MB item vanished without a line)
+        lines.append(f"note: a few rows were rejected ({reasons}); --dead-letter PATH writes them; exact "
+                     "counts in the operator report")
     return lines
+
 
 
 def _protocol(plan) -> Protocol:

@@ -70,7 +70,7 @@ def test_share_in_words(part, whole, words):
     assert share_in_words(part, whole) == words
 
 
-def _report(records=1000, users=800, too_long=0, mute=0, dropped=None):
+def _report(records=800, users=800, too_long=0, mute=0, dropped=None):
     return {"input": {"records_read": records, "distinct_users": users, "items_too_long": too_long,
                       "users_without_usable_item": mute, "dropped": dropped or {}}}
 
@@ -96,3 +96,15 @@ def test_a_few_rejected_rows_are_noted_never_silent():
     assert line.startswith("note: a few rows were rejected (oversized_item: an item over --max-item-bytes)")
     assert "malformed" not in line and "--dead-letter" in line and not re.search(r"\b1\b", line)
     assert input_warnings(_report(dropped={"malformed": 0}), 10, 1, False) == []
+
+
+def test_more_records_than_users_notes_that_users_may_hold_several_items():
+    # 3 items per user: a holder of several counts for less; one record each (or a few extra,
+    # or extra rows that were rejected) says nothing; partition selection bounds k items itself.
+    [line] = input_warnings(_report(records=2400, users=800), 10, 1, False)
+    assert line.startswith("note: the input holds more records than users") and "--items-per-user" in line
+    assert "2400" not in line and "2,400" not in line
+    assert input_warnings(_report(records=830, users=800), 10, 1, False) == []
+    assert input_warnings(_report(records=2400, users=800), 10, 1, False, one_vote_per_user=False) == []
+    assert not any(line.startswith("note: the input holds")
+                   for line in input_warnings(_report(records=1200, users=800, dropped={"malformed": 400}), 10, 1, False))

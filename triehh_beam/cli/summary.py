@@ -32,13 +32,26 @@ def share_in_words(part: int, whole: int) -> Optional[str]:
     return next((words for share, words in _SHARES if part / whole > share), None)
 
 
-def input_warnings(report: dict, max_length: int, unit_size: int, truncated: bool) -> List[str]:
+_SEVERAL_RECORDS = (
+    "note: the input holds more records than users (by more than 1 in 20), so users may hold several "
+    "items: a sampled user votes for one of its items per round, drawn by its share of its records, so an "
+    "item counts each holder of several for less than one (estimates are weighted users, fewer than the "
+    "holders); triehh plan --items-per-user K plans for it")
+
+
+def input_warnings(report: dict, max_length: int, unit_size: int, truncated: bool,
+                   one_vote_per_user: bool = True) -> List[str]:
     """One warning line per notable share of the input that could not be used, from the private
     operator report's ``input`` block: items too long for the trie's depth (users left unable to
-    vote) and rejected rows. Words, not counts: a count of the input is private."""
+    vote) and rejected rows; and, for protocols where a user gives one item (``one_vote_per_user``),
+    a note when records outnumber users (users may hold several items). Words, not counts: a
+    count of the input is private."""
     document = report.get("input", {})
     records, users = document.get("records_read", 0), document.get("distinct_users", 0)
     lines = []
+    kept = records - sum(document.get("dropped", {}).values())
+    if one_vote_per_user and share_in_words(kept - users, users):
+        lines.append(_SEVERAL_RECORDS)
     too_long = share_in_words(document.get("items_too_long", 0), records)
     mute = share_in_words(document.get("users_without_usable_item", 0), users)
     if too_long or mute:
@@ -224,4 +237,5 @@ def input_warnings_of(result, config) -> List[str]:
         report = json.loads(read_file(result.report_path))
     except (OSError, ValueError):
         return []
-    return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items)
+    return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items,
+                          one_vote_per_user=not config.protocol.selects_partitions)

@@ -2,7 +2,8 @@
 privacy plan for them, a release's keys, and then one ``RunRound`` per round on the in-process
 runner until the trie stops growing; prints each round and the heavy hitters found.
 
-Run it: ``python examples/own_pipeline.py`` (about a minute on one core; nothing is downloaded).
+Run it: ``python examples/own_pipeline.py [WORKDIR]`` (about a minute on one core; nothing is
+downloaded); each round's result is kept in WORKDIR when given.
 The records are generated here, so the script is self-contained; in your pipeline they would
 come from ``ReadRecordBatches("gs://bucket/records/*.parquet")`` or any source of Arrow batches
 with columns ``user_id`` (binary), ``item`` and ``count``.
@@ -11,9 +12,11 @@ with columns ``user_id`` (binary), ``item`` and ``count``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
+import pathlib
 import tempfile
 from typing import Dict, List
 
@@ -94,6 +97,9 @@ def main(argv=None) -> None:
     parser.add_argument("--users", type=int, default=4000)
     parser.add_argument("--population-seed", type=int, default=7)
     parser.add_argument("--epsilon", type=float, default=4.0)
+    parser.add_argument("workdir", nargs="?", type=pathlib.Path,
+                        help="where each round's result is written and kept, as the other examples take "
+                             "one (default: a temporary directory, deleted at the end)")
     args = parser.parse_args(argv)
 
     users = population(args.users, args.population_seed)
@@ -106,7 +112,12 @@ def main(argv=None) -> None:
 
     trie = Trie.empty(encoder)
     step = rounds.next_round(trie)
-    with tempfile.TemporaryDirectory() as workdir:
+    with contextlib.ExitStack() as stack:
+        if args.workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory())
+        else:
+            args.workdir.mkdir(parents=True, exist_ok=True)
+            workdir = str(args.workdir)
         while isinstance(step, rounds.NextRound):
             result = run_round(batches, sampler, step, plan, encoder, len(users), workdir)
             shown = " ".join(sorted(show(encoder, p) for p in result.kept))

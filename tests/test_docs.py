@@ -137,3 +137,14 @@ def test_the_site_builds_strictly(tmp_path):
         assert f'id="triehh_beam.beam.{name}"' in api, name
     for name in triehh_beam.__all__:
         assert re.search(rf'id="triehh_beam\.[\w.]*\.{name}"', api), name
+
+
+def test_every_evaluation_row_states_its_guarantee():
+    # The demo's recall table's privacy column: an (epsilon, delta) for every TrieHH row, as
+    # `triehh evaluate`'s report writes it (unit sizes 2 and 3 read only "central").
+    page = (DOCS / "evaluation.md").read_text()
+    table = page[page.index("### Recall@K: mean over 10 runs"):].split("\n\n")[1]
+    rows = [line.split("|") for line in table.splitlines() if line.startswith("| TrieHH")]
+    assert len(rows) == 12
+    guarantee = re.compile(r"^\(\d+\.\d\d, [\d.e-]+\)-DP, central$")
+    assert [row[1] for row in rows if not guarantee.match(row[2].strip())] == []

@@ -220,8 +220,10 @@ def test_a_bad_seed_file_is_refused(records, tmp_path, seed, capsys):
         (["--budget_epsilon=5"], "unknown argument --budget_epsilon", "did you mean --budget-epsilon?"),
         (["--max-lenght", "4"], "unknown argument --max-lenght", "did you mean --max-length?"),
         (["--runner=DirectRunner", "--no_such_beam_flag=1"], "unknown argument --no_such_beam_flag", ""),
+        # Closer to Beam's --runner than to triehh's --rule, which it used to suggest.
+        (["--runer=DataflowRunner"], "unknown argument --runer", "did you mean --runner, a Beam pipeline option?"),
     ],
-    ids=["typo-ledger", "beam-spelling-of-a-setting", "typo-setting", "after-a-beam-flag"],
+    ids=["typo-ledger", "beam-spelling-of-a-setting", "typo-setting", "after-a-beam-flag", "typo-beam-flag"],
 )
 def test_an_argument_neither_triehh_nor_beam_defines_is_refused(records, tmp_path, flags, named, hint, capsys):
     # Beam used to drop these with a warning and the job ran without them (here: its budget).

@@ -36,7 +36,7 @@ def test_a_discovery_lists_a_screenful_and_says_where_the_rest_is(tmp_path, seed
     assert len(found) > SCREENFUL  # not vacuous: more than a screenful was found
     head = next(i for i, line in enumerate(lines) if line.startswith("discovered "))
     assert lines[head].startswith(f"discovered {len(found)} heavy hitters in ")
-    assert lines[head].endswith(f"; the first {SCREENFUL} found (TrieHH publishes no counts):")
+    assert lines[head].endswith(f"; the first {SCREENFUL} found (the rounds publish no counts; --estimate-frequencies adds them):")
     listed = lines[head + 1:head + 1 + SCREENFUL]
     assert listed == [f"  {word}" for word in sorted(found)[:SCREENFUL]]
     also = "" if not prefixes else (f"; they and the {prefixes} frequent prefix{'' if prefixes == 1 else 'es'} "
@@ -70,7 +70,7 @@ def test_share_in_words(part, whole, words):
     assert share_in_words(part, whole) == words
 
 
-def _report(records=1000, users=800, too_long=0, mute=0, dropped=None):
+def _report(records=800, users=800, too_long=0, mute=0, dropped=None):
     return {"input": {"records_read": records, "distinct_users": users, "items_too_long": too_long,
                       "users_without_usable_item": mute, "dropped": dropped or {}}}
 
@@ -88,3 +88,23 @@ def test_rejected_rows_warn_naming_their_reasons():
     [line] = input_warnings(_report(dropped={"malformed": 300, "missing_user": 10}), 10, 1, False)
     assert line.startswith("WARNING: more than a quarter of the rows were rejected (malformed, missing_user)")
     assert "--dead-letter" in line and "300" not in line
+
+
+def test_a_few_rejected_rows_are_noted_never_silent():
+    # One 50 MB item among 1,000 rows was dropped with no line at all; still no count.
+    [line] = input_warnings(_report(dropped={"oversized_item": 1, "malformed": 0}), 10, 1, False)
+    assert line.startswith("note: a few rows were rejected (oversized_item: an item over --max-item-bytes)")
+    assert "malformed" not in line and "--dead-letter" in line and not re.search(r"\b1\b", line)
+    assert input_warnings(_report(dropped={"malformed": 0}), 10, 1, False) == []
+
+
+def test_more_records_than_users_notes_that_users_may_hold_several_items():
+    # 3 items per user: a holder of several counts for less; one record each (or a few extra,
+    # or extra rows that were rejected) says nothing; partition selection bounds k items itself.
+    [line] = input_warnings(_report(records=2400, users=800), 10, 1, False)
+    assert line.startswith("note: the input holds more records than users") and "--items-per-user" in line
+    assert "2400" not in line and "2,400" not in line
+    assert input_warnings(_report(records=830, users=800), 10, 1, False) == []
+    assert input_warnings(_report(records=2400, users=800), 10, 1, False, one_vote_per_user=False) == []
+    assert not any(line.startswith("note: the input holds")
+                   for line in input_warnings(_report(records=1200, users=800, dropped={"malformed": 400}), 10, 1, False))

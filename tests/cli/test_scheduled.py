@@ -67,9 +67,12 @@ def test_private_locations_beside_the_output_load(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text(BASE.format(root="gs://public/words") + 'state_dir = "gs://private/words"\n'
                     '[budget]\nledger = "gs://private/ledger"\n[beam]\noptions = ["--temp_location=gs://private/tmp"]\n')
-    scheduled.load_config(str(path))
+    loaded = scheduled.load_config(str(path))
+    assert (loaded["discovery"]["state_dir"], loaded["budget"]["ledger"], loaded["beam"]["options"]) == (
+        "gs://private/words", "gs://private/ledger", ["--temp_location=gs://private/tmp"])
     path.write_text(BASE.format(root="runs") + 'state_dir = "runs-private"\n')  # a sibling, not inside
-    scheduled.load_config(str(path))
+    loaded = scheduled.load_config(str(path))
+    assert (loaded["discovery"]["output_root"], loaded["discovery"]["state_dir"]) == ("runs", "runs-private")
 
 
 def _spend_events(out: str):

@@ -26,12 +26,12 @@ def _script_module():
     return module
 
 
-def test_the_script_finds_the_simulations_trie_for_the_same_records_plan_and_keys():
+def test_the_script_finds_the_simulations_trie_for_the_same_records_plan_and_keys(tmp_path):
     users, population_seed, epsilon = 3000, 11, 4.0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--users", str(users), "--population-seed", str(population_seed),
-         "--epsilon", str(epsilon)],
+         "--epsilon", str(epsilon), str(tmp_path / "work")],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
@@ -46,6 +46,9 @@ def test_the_script_finds_the_simulations_trie_for_the_same_records_plan_and_key
     assert f"m = {plan.batch_size} users per round, theta = {plan.theta} votes" in lines[0]
     rounds = re.findall(r"^round (\d+): (\d+) prefixes kept, (\d+) users sampled: ?(.*)$", run.stdout, re.MULTILINE)
     assert len(rounds) == expected.rounds_run
+    # Each round's result kept in the work directory given, as the other examples take one.
+    assert sorted(p.name for p in (tmp_path / "work").glob("round-*.json")) == sorted(
+        f"round-{index}.json" for index, _, _, _ in rounds)
     for (index, kept, sampled, shown), stats in zip(rounds, expected.round_stats):
         assert (int(index), int(kept), int(sampled)) == (stats.round_index, stats.prefixes_kept, stats.users_sampled)
     levels = expected.levels + (frozenset(),) * (expected.rounds_run - len(expected.levels))

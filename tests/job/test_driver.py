@@ -251,8 +251,8 @@ def zipf_population(make_population):
 def pipeline_runs(zipf_population, compute_once):
     """One run_discovery per PIPELINE_SEEDS entry, with what the published state held at the
     moment each round was announced (progress line ``round r/L: ...``). The first runs one Beam
-    job per round (the default); the other nine run every round in the sampling pass's job
-    (``rounds_per_job="all"``: 2 Beam jobs instead of 8, most of a run's time), so that both
+    job per round (``rounds_per_job="1"``); the other nine run every round in the sampling pass's
+    job (``rounds_per_job="all"``, the default: 2 Beam jobs instead of 8), so that both
     modes are held to the keyed simulation here (tests/job/test_one_pass.py shows the two give
     byte-identical tries)."""
 

@@ -204,3 +204,13 @@ def test_an_infeasible_choice_is_far_from_a_feasible_one():
 def test_no_advice_for_what_the_planners_do_not_plan():
     assert ua.discover_advice(100_000, 4, 1e-8, 1, 10, rule="fixed") is None
     assert ua.discover_advice(100_000, 4, 1e-8, 1, 10, protocol="pem") is None
+
+
+def test_advice_for_whole_items_says_so():
+    # n = 1,000, epsilon = 4, delta = 1e-10: the advice is the whole item (--unit-size 9, the
+    # items' 9 characters, --max-length 2); the flags alone would not say that means whole items.
+    advice = ua.discover_advice(1_000, 4, 1e-10, 1, 10)
+    assert advice.recommended.whole_item
+    for with_figures in (False, True):
+        line = advice.line(with_figures=with_figures)
+        assert f"--max-length {advice.recommended.max_length} (one unit per item: whole items)" in line, line

@@ -6,6 +6,7 @@ rejected records and unreadable files can be output for the driver to handle."""
 from __future__ import annotations
 
 import copy
+import os
 from typing import Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
@@ -334,4 +335,12 @@ class WriteDeadLetters(beam.PTransform):
             write = beam.io.WriteToText(self._path, num_shards=1, shard_name_template="")
         else:
             write = beam.io.WriteToText(self._path, num_shards=self._num_shards)
-        return lines | "Write" >> write
+        return lines | "Write" >> write | "OwnerOnly" >> beam.Map(_owner_only)
+
+
+def _owner_only(path: str) -> str:
+    """Makes a written local dead-letter file owner-only (0600: it holds raw records), whatever
+    the umask gave it; a ``scheme://`` object is left to its bucket's access control."""
+    if "://" not in path and os.path.exists(path):
+        os.chmod(path, 0o600)
+    return path

@@ -161,6 +161,7 @@ def make_pipeline(options: PipelineOptions, log_dir: Optional[str] = None) -> be
         prism.send_log_to(os.path.join(log_dir, RUNNER_LOG_NAME))
     return beam.Pipeline(options=with_local_prism(options))
 
+
 def unknown_pipeline_args(argv: Sequence[str]) -> List[str]:
     """The names of the arguments of ``argv`` that no ``PipelineOptions`` class defines.
 
@@ -177,6 +178,19 @@ def unknown_pipeline_args(argv: Sequence[str]) -> List[str]:
 
     PipelineOptions(list(argv)).get_all_options(add_extra_args_fn=parse, retain_unknown_options=True)
     return [token.split("=", 1)[0] for token in unknown if token.startswith("-")] or unknown
+
+
+def pipeline_flags() -> List[str]:
+    """Every flag a ``PipelineOptions`` class loaded in the process defines (``--runner``,
+    ``--project``, ...), from Beam's own parser, as ``unknown_pipeline_args`` reads it."""
+    flags: List[str] = []
+
+    def collect(parser) -> None:
+        flags.extend(flag for action in parser._actions for flag in action.option_strings
+                     if flag.startswith("--"))
+
+    PipelineOptions([]).get_all_options(add_extra_args_fn=collect, retain_unknown_options=True)
+    return flags
 
 
 def describe_unknown(names: Sequence[str], own: str = "triehh") -> str:

@@ -60,16 +60,22 @@ class ArgumentParser(argparse.ArgumentParser):
         """Every option string this parser defines (``--epsilon``, ``-n``, ...)."""
         return [flag for action in self._actions for flag in action.option_strings]
 
-    def unknown_flag_message(self, tokens: Sequence[str]) -> Optional[str]:
+    def unknown_flag_message(self, tokens: Sequence[str], beam_flags: Sequence[str] = ()) -> Optional[str]:
         """The one-line refusal of the first flag in ``tokens`` this parser does not define that
-        is close to one it does (a typo, not a Beam option), or None."""
+        is close to one it does (a typo, not a Beam option), or None. With ``beam_flags`` (Beam's
+        pipeline options, for a command that passes them on) a typo closer to one of those is
+        named as that one (``--runer``: ``--runner``, not ``--rule``)."""
         own = self.own_flags()
         for token in tokens:
             if not token.startswith("--") or token.split("=", 1)[0] in own:
                 continue
             close = closest_flag(token, own)
-            if close is not None:
-                return f"unknown argument {token.split('=', 1)[0]} (did you mean {close}?)"
+            if close is None:
+                continue
+            either = closest_flag(token, [*own, *beam_flags])
+            if either not in own:
+                close = f"{either}, a Beam pipeline option"
+            return f"unknown argument {token.split('=', 1)[0]} (did you mean {close}?)"
         return None
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 (argparse API)
@@ -77,8 +83,11 @@ class ArgumentParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message):  # noqa: D102 (argparse API)
-        typo = self.unknown_flag_message(getattr(self, "_tokens", ()))
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {typo or message} (see {self.prog} --help)\n")
+        self.refuse(self.unknown_flag_message(getattr(self, "_tokens", ())) or message)
+
+    def refuse(self, line: str) -> None:
+        """Exits with ``line`` as the one-line error, as it is (``error`` looks for a typo first)."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {line} (see {self.prog} --help)\n")
 
 
 def list_of(kind: Callable[[str], Any], name: str, check: Callable[[Any], bool],

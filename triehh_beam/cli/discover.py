@@ -272,7 +272,7 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
     released = sum(1 for r in ran.reports if r["released"])
     if not as_json:
         letters = stream.describe_dead_letters(stream.count_dead_letters(ran.dead_letter), config.verbose)
-        say(f"{len(ran.reports)} windows, {released} released; dead letters: {letters} "
+        say(f"{len(ran.reports)} window{'' if len(ran.reports) == 1 else 's'}, {released} released; dead letters: {letters} "
             f"(private, in {ran.dead_letter})")
     return 0
 

@@ -21,6 +21,10 @@ _SHARES = ((0.75, "more than three quarters"), (0.5, "more than half"), (0.25, "
            (0.1, "more than a tenth"), (0.05, "more than 1 in 20"))
 
 
+# The reasons a row is rejected that its name alone does not explain to a new user.
+_REJECTED = {"oversized_item": "an item over --max-item-bytes", "oversized_user": "a user id over --max-user-bytes"}
+
+
 def share_in_words(part: int, whole: int) -> Optional[str]:
     """``part / whole`` in words a person notices ("more than half"), or None below 1 in 20."""
     if whole <= 0:
@@ -28,13 +32,26 @@ def share_in_words(part: int, whole: int) -> Optional[str]:
     return next((words for share, words in _SHARES if part / whole > share), None)
 
 
-def input_warnings(report: dict, max_length: int, unit_size: int, truncated: bool) -> List[str]:
+_SEVERAL_RECORDS = (
+    "note: the input holds more records than users (by more than 1 in 20), so users may hold several "
+    "items: a sampled user votes for one of its items per round, drawn by its share of its records, so an "
+    "item counts each holder of several for less than one (estimates are weighted users, fewer than the "
+    "holders); triehh plan --items-per-user K plans for it")
+
+
+def input_warnings(report: dict, max_length: int, unit_size: int, truncated: bool,
+                   one_vote_per_user: bool = True) -> List[str]:
     """One warning line per notable share of the input that could not be used, from the private
     operator report's ``input`` block: items too long for the trie's depth (users left unable to
-    vote) and rejected rows. Words, not counts: a count of the input is private."""
+    vote) and rejected rows; and, for protocols where a user gives one item (``one_vote_per_user``),
+    a note when records outnumber users (users may hold several items). Words, not counts: a
+    count of the input is private."""
     document = report.get("input", {})
     records, users = document.get("records_read", 0), document.get("distinct_users", 0)
     lines = []
+    kept = records - sum(document.get("dropped", {}).values())
+    if one_vote_per_user and share_in_words(kept - users, users):
+        lines.append(_SEVERAL_RECORDS)
     too_long = share_in_words(document.get("items_too_long", 0), records)
     mute = share_in_words(document.get("users_without_usable_item", 0), users)
     if too_long or mute:
@@ -46,12 +63,19 @@ def input_warnings(report: dict, max_length: int, unit_size: int, truncated: boo
             what.append(f"{mute} of the users hold no usable item and could not vote")
         lines.append(f"WARNING: {'; '.join(what)}: raise --max-length or --unit-size (triehh plan "
                      "--compare-units shows what each finds); exact counts in the operator report")
-    rejected = share_in_words(sum(document.get("dropped", {}).values()), records)
+    dropped = {reason: count for reason, count in document.get("dropped", {}).items() if count}
+    rejected = share_in_words(sum(dropped.values()), records)
+    reasons = ", ".join(f"{reason}: {_REJECTED[reason]}" if reason in _REJECTED else reason
+                        for reason in sorted(dropped))
     if rejected:
-        lines.append(f"WARNING: {rejected} of the rows were rejected ({', '.join(sorted(document['dropped']))}): "
+        lines.append(f"WARNING: {rejected} of the rows were rejected ({reasons}): "
                      "--dead-letter PATH writes them; check --format and the column flags; exact counts "
                      "in the operator report")
+    elif dropped:  # a few rows: a note, never silence (a 50 MB item vanished without a line)
+        lines.append(f"note: a few rows were rejected ({reasons}); --dead-letter PATH writes them; exact "
+                     "counts in the operator report")
     return lines
+
 
 
 def _protocol(plan) -> Protocol:
@@ -121,7 +145,7 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
     top = entries[:SCREENFUL]
     which = ("" if len(entries) <= SCREENFUL else
              f"; the top {SCREENFUL} by estimate" if estimates else
-             f"; the first {SCREENFUL} found (TrieHH publishes no counts)")
+             f"; the first {SCREENFUL} found (the rounds publish no counts; --estimate-frequencies adds them)")
     say("")
     say(f"discovered {len(entries)} heavy hitters in {result.rounds_run} rounds ({result.stop_reason})"
         + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "") + f"{which}:")
@@ -213,4 +237,5 @@ def input_warnings_of(result, config) -> List[str]:
         report = json.loads(read_file(result.report_path))
     except (OSError, ValueError):
         return []
-    return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items)
+    return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items,
+                          one_vote_per_user=not config.protocol.selects_partitions)

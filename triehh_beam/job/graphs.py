@@ -133,7 +133,7 @@ def _reported(pcollection, progress: Optional[str], label: str = "ReportProgress
 
 
 def unreadable_path(census_output_path: str) -> str:
-    """Where ``build_census`` (or ``build_round``) writes the files it could not read."""
+    """Where ``build_census`` or ``build_first_pass`` writes the files it could not read."""
     return census_output_path + ".unreadable.jsonl"
 
 

@@ -118,6 +118,7 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
         build = lambda p, reported: graphs.build_first_pass(p, config, sampler, keys, bounds, path, prefix, reported,
                                                            as_of_millis=as_of, census_spill=spill)
     try:
+        make_private_dir(os.path.dirname(spill))  # census/: os.makedirs would give it the umask's mode
         make_private_dir(spill)
         counters = jobs.run(build, "census", estimate, estimated=not exact)
         unreadable = read_single_output(graphs.unreadable_path(path))

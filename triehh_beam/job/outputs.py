@@ -331,7 +331,10 @@ def write_json(path: str, document: dict, private: bool) -> None:
     directory (``private``: owner-only, as everything in a state directory)."""
     directory = path.rsplit("/", 1)[0]
     if directory and not FileSystems.exists(directory):
-        FileSystems.mkdirs(directory)
+        if private:
+            cas.make_private_dir(directory)  # owner-only locally; remote paths: mkdirs below
+        if not FileSystems.exists(directory):
+            FileSystems.mkdirs(directory)
     write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"), private=private)
 
 

@@ -122,13 +122,17 @@ class WindowedRun:
     result: object = None  # Beam's PipelineResult (a Dataflow dry run's holds the job)
 
 
+def _rounds(count: int) -> str:
+    return f"{count} round{'' if count == 1 else 's'}"
+
+
 def describe_window(report: dict, verbose: bool = False) -> str:
     """One progress line for a closed window (no count unless ``verbose``: then marked private)."""
     start = report["window_start"]
     if report["released"]:
         estimated = " with frequency estimates" if report.get("privacy", {}).get("estimate_epsilon") else ""
         line = (f"window {start}: released {report.get('heavy_hitters', 0)} heavy hitters{estimated}, "
-                f"{len(report.get('rounds', []))} rounds -> {report.get('published_to')}")
+                f"{_rounds(len(report.get('rounds', [])))} -> {report.get('published_to')}")
     else:
         line = f"window {start}: nothing released: {report['reason']}"
     if report.get("records_admitted_after_close"):
@@ -259,9 +263,13 @@ def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed:
     counted, counters, _ = jobs_lib.take_census(config, jobs, sampler)
     counters = {**counters, "distinct_users": counted.users, "users_without_usable_item": counted.unusable_users}
     input_checks.check_census(config, counters, counted, counted.users)
-    if counted.unusable_users or bad_fraction(counters):
-        progress("input: some rows are bad or some users hold no usable item, within the limits "
-                 "(--max-bad-fraction, --max-unusable-fraction); see the dead letter")
+    if bad_fraction(counters):
+        progress("input: some rows are bad, within --max-bad-fraction; see the dead letter")
+    if counted.unusable_users:
+        # Not a bad row: the dead letter holds none of these users (their rows parsed).
+        progress("input: some users hold no usable item (only items longer than --max-length allows, or that "
+                 "cannot be encoded), within --max-unusable-fraction; they are sampled but never vote"
+                 + (f" [private: {input_checks.describe_unusable(config, counted)}]" if config.verbose else ""))
 
 
 def run_replay(config: DiscoveryConfig, options: PipelineOptions,

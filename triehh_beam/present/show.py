@@ -1,7 +1,7 @@
 """A discovery's published result as text for a person (``triehh show``): a summary of the job,
 the heavy hitters as a table, the frequent prefixes apart with why each stopped, and the trie's
 radix view (``render_tree``); a whole-item release shows its released items instead
-(``show_release``). TrieHH publishes no counts, so nothing here is a ranking by frequency: entries
+(``show_release``). The rounds publish no counts, so nothing here is a ranking by frequency: entries
 are listed in the order the discovery found them (``ORDER``), with each entry's noisy estimate
 and 95% interval beside it when the job released frequency estimates.
 """
@@ -39,7 +39,7 @@ __all__ = [
 
 # How entries are listed, said once for the command's help, the text and the HTML page.
 ORDER = (
-    "TrieHH publishes no counts, so this is not a ranking by frequency: entries are listed in "
+    "The rounds publish no counts (TrieHH and TrieHH++ alike), so this is not a ranking by frequency: entries are listed in "
     "the order the discovery found them, by round (an item of k units is found in round k+1, "
     "when its end is kept), then alphabetically ignoring case, then by code point"
 )

@@ -115,8 +115,10 @@ class UnitOption:
 
     @property
     def flags(self) -> str:
-        """The ``discover`` flags that select this row: ``--unit-size K --max-length L``."""
-        return f"--unit-size {self.unit_size} --max-length {self.max_length}"
+        """The ``discover`` flags that select this row: ``--unit-size K --max-length L``, and
+        what they mean when one unit holds the whole item."""
+        whole = " (one unit per item: whole items)" if self.whole_item else ""
+        return f"--unit-size {self.unit_size} --max-length {self.max_length}{whole}"
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)

@@ -17,11 +17,18 @@ Two measurements, each against a fresh topic of one emulator (started here, on l
   through the graph before it pulls again). Delay: each window's ``_RELEASED`` marker against
   its close (end + allowed lateness) on the wall clock. Empty messages every 0.5 s keep the
   watermark moving, as a live stream would.
+* ``sustained``: ``triehh stream`` in a subprocess on an open-ended range while records are
+  published at a steady rate (each stamped with the time it is sent, P records per message),
+  for each rate of ``--rates`` over ``--sustain-windows`` windows: per window, the records
+  published and counted, those dead-lettered late, and its ``_RELEASED`` marker against its
+  close; the job's CPU seconds. A rate is sustained when every window counts what was
+  published into it, none late.
 
 Usage (from the repository root)::
 
   python benchmarks/stream_throughput.py
   python benchmarks/stream_throughput.py --kinds job --window-users 100000 --per-message 1000
+  python benchmarks/stream_throughput.py --kinds sustained --rates 2000,5000,10000 --per-message 100
   unshare -n sh -c 'ip link set lo up && python benchmarks/stream_throughput.py --kinds job --runner prism'
 """
 
@@ -244,9 +251,84 @@ def measure_job(emulator: PubsubEmulator, users: int, per_message: int, window: 
     }
 
 
+# ---- sustained: triehh stream fed at a steady rate ----------------------------------------
+
+
+def _publish_steadily(emulator: PubsubEmulator, topic: str, first: float, until: float, rate: int,
+                      per_message: int, window: int, published: Dict[int, int]) -> None:
+    """``rate`` records a second from ``first`` to ``until`` (seconds), stamped with the time each
+    message is sent; ``published`` receives the records per window start."""
+    sent = 0
+    words = _words(10_000, 7)
+    while time.time() < until:
+        now = time.time()
+        if now < first or sent >= (now - first) * rate:
+            time.sleep(0.002)
+            continue
+        records = [(f"u{sent + j}", words[(sent + j) % len(words)]) for j in range(per_message)]
+        emulator.publisher.publish(topic, _payload(records, "json"), ts=str(int(now * 1000)))
+        start = int(now) // window * window
+        published[start] = published.get(start, 0) + per_message
+        sent += per_message
+
+
+def measure_sustained(emulator: PubsubEmulator, rate: int, per_message: int, window: int, lateness: int,
+                      windows: int, work: pathlib.Path) -> Dict:
+    paths = emulator.topic("sustained")
+    work.mkdir(parents=True)
+    (work / "seed.bin").write_bytes(_SEED)
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, PUBSUB_EMULATOR_HOST=emulator.host, PUBSUB_PROJECT_ID=emulator.project)
+    first = math.ceil((time.time() + 12) / window) * window
+    command = [sys.executable, "-m", "triehh_beam.cli", "stream", "--subscription", paths["subscription"],
+               "--output", str(work / "out"), "--seed-file", str(work / "seed.bin"), "--window", f"{window}s",
+               "--allowed-lateness", f"{lateness}s", "--protocol", "triehh++", "--epsilon", "4", "--delta", "1e-8",
+               "--max-length", "10", "--timestamp-attribute", "ts", "--dead-letter", str(work / "dead"),
+               "--windows", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(first)) + "..",
+               "--stop-after-windows", str(windows)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
+    published: Dict[int, int] = {}
+    publisher = threading.Thread(target=_publish_steadily, daemon=True, args=(
+        emulator, paths["topic"], first, first + windows * window, rate, per_message, window, published))
+    publisher.start()
+    try:
+        process.wait(timeout=windows * window + 600)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise SystemExit("triehh stream did not end within 10 minutes of its last window")
+    publisher.join()
+    job_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    late: Dict[str, int] = {}
+    for path in (work / "dead").glob("late/*.jsonl"):
+        for line in path.read_text().splitlines():
+            name = line.split("late for ", 1)[1].split('"', 1)[0] if "late for " in line else "?"
+            late[name] = late.get(name, 0) + 1
+    rows = []
+    for k in range(windows):
+        start = first + k * window
+        name = f"window={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(start))}"
+        marker = work / "out" / name / "_RELEASED"
+        report = work / "out.state" / "windows" / name / "operator_report.json"
+        counted = json.loads(report.read_text())["input"]["records"] if report.exists() else None
+        rows.append({"window": name, "published": published.get(start, 0), "counted": counted,
+                     "late": late.get(name, 0),
+                     "release_after_close_s": round(marker.stat().st_mtime - (start + window + lateness), 2)
+                     if marker.exists() else None})
+    return {"kind": "sustained", "rate": rate, "records_per_message": per_message, "window_s": window,
+            "lateness_s": lateness, "exit_code": process.returncode,
+            "sustained": all(r["counted"] == r["published"] and not r["late"] for r in rows),
+            "job_cpu_s": round(job_cpu.ru_utime + job_cpu.ru_stime - before.ru_utime - before.ru_stime, 1),
+            "windows": rows}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kinds", default="ingest,job", help="ingest, job, or both (default: %(default)s)")
+    parser.add_argument("--kinds", default="ingest,job",
+                        help="ingest, job and/or sustained, comma-separated (default: %(default)s)")
+    parser.add_argument("--rates", default="2000,5000,10000",
+                        help="sustained: records per second, comma-separated (default: %(default)s)")
+    parser.add_argument("--sustain-windows", type=int, default=4, help="sustained: windows per rate")
     parser.add_argument("--ingest-records", type=int, default=200_000)
     parser.add_argument("--ingest-sizes", default="100,1000", help="records per message, comma-separated")
     parser.add_argument("--formats", default="json,proto")
@@ -289,6 +371,12 @@ def main(argv=None) -> int:
                                  args.job_format, work, runner_args)
             print(json.dumps(result), flush=True)
             results.append(result)
+        if "sustained" in kinds:
+            for rate in map(int, args.rates.split(",")):
+                result = measure_sustained(emulator, rate, args.per_message, args.window, args.lateness,
+                                           args.sustain_windows, pathlib.Path(tmp) / f"sustained-{rate}")
+                print(json.dumps(result), flush=True)
+                results.append(result)
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(results, indent=1))
     return 0

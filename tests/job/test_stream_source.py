@@ -3,7 +3,8 @@ the in-process DirectRunner keep Beam's native read, every other runner the prod
 is settled once its operator report exists, or when it is outside the declared range; a source
 behind the clock by more than a window and its lateness is reported at most once a minute, never
 from a previous run's status; and a stopped stream counts the messages it left unread (against
-the emulator), nothing acknowledged."""
+the emulator), nothing acknowledged. How far behind, and every count of messages, is private: on
+the console only under --verbose (marked private), and in the state directory."""
 
 from __future__ import annotations
 
@@ -63,11 +64,12 @@ def _write_status(job, **status):
     stream_source.SourceStatus(stream_source.status_path(job))(status)
 
 
-def test_a_source_behind_the_clock_says_so_once_a_minute(tmp_path):
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_source_behind_the_clock_says_so_once_a_minute(tmp_path, verbose):
     job = _job(tmp_path)
     said, now = [], [1000.0]
     _write_status(job, read_through=900.0, messages_held=5, updated=999.0)  # a previous run's
-    watch = stream_source.LagWatch(job, said.append, clock=lambda: now[0])
+    watch = stream_source.LagWatch(job, said.append, clock=lambda: now[0], verbose=verbose)
     watch()
     assert said == []
     _write_status(job, read_through=995.0, messages_held=5, updated=1001.0)
@@ -77,7 +79,11 @@ def test_a_source_behind_the_clock_says_so_once_a_minute(tmp_path):
     _write_status(job, read_through=990.0, messages_held=7, updated=1007.0)
     now[0] = 1010.0  # 20 s behind
     watch()
-    assert len(said) == 1 and "20 s behind the clock" in said[0] and "7 messages read and held" in said[0]
+    assert len(said) == 1 and said[0].startswith("behind: the subscription's read is more than a window")
+    if verbose:
+        assert "[private: read through 1970-01-01T00:16:30Z, 20 s behind; 7 messages read and held" in said[0]
+    else:  # the default line holds no count and no figure that depends on the records
+        assert not any(ch.isdigit() for ch in said[0]), said[0]
     now[0] = 1060.0
     watch()
     assert len(said) == 1  # at most once a minute
@@ -86,17 +92,30 @@ def test_a_source_behind_the_clock_says_so_once_a_minute(tmp_path):
     assert len(said) == 2
 
 
-def test_a_stopped_stream_counts_what_it_left_unread(pubsub_emulator, tmp_path):
+def test_a_stopped_stream_counts_what_it_left_unread_privately(pubsub_emulator, tmp_path):
     paths = pubsub_emulator.topic("unread")
     for i in range(7):
         pubsub_emulator.publish(paths["topic"], b"x%d" % i)
     job = _job(tmp_path)
+    private = tmp_path / "out.state" / stream_source.UNREAD_NAME
     line = stream_source.describe_unread(PipelineOptions([]), job, paths["subscription"])
-    assert line == f"left 7 messages unread in {paths['subscription']}"
-    # The product's read: what it held unacknowledged (its last status) is said too.
+    # The default line says where the count is, never the count.
+    assert line == (f"unread messages stay in {paths['subscription']} for the next run (how many is private: "
+                    f"--verbose, or {private})")
+    assert json.loads(private.read_text())["messages_unread"] == 7
+    assert private.stat().st_mode & 0o077 == 0  # owner-only
+    line = stream_source.describe_unread(PipelineOptions([]), job, paths["subscription"], verbose=True)
+    assert line == f"unread messages stay in {paths['subscription']} for the next run [private: 7 left unread]"
+    # The product's read: what it held unacknowledged (its last status) is said too, privately.
     _write_status(job, read_through=1.0, messages_held=3, updated=2.0)
+    line = stream_source.describe_unread(PipelineOptions(["--runner", "PrismRunner"]), job, paths["subscription"],
+                                         verbose=True)
+    assert line.startswith(f"unread messages stay in {paths['subscription']} for the next run [private: 7 left "
+                           "unread, and 3 read but not acknowledged")
     line = stream_source.describe_unread(PipelineOptions(["--runner", "PrismRunner"]), job, paths["subscription"])
-    assert line.startswith(f"left 7 messages unread in {paths['subscription']}, and 3 read but not acknowledged")
+    named = line.replace(str(private), "").replace(paths["subscription"], "")
+    assert not any(ch.isdigit() for ch in named), line
+    assert json.loads(private.read_text())["messages_read_not_acknowledged"] == 3
     assert stream_source.describe_unread(PipelineOptions(["--runner", "DataflowRunner"]), job, "x") is None
     reader = PullReader(paths["subscription"])  # nothing was acknowledged by counting
     try:

@@ -5,12 +5,14 @@ as a table, the frequent prefixes apart with why each stops, and the trie as a t
 ``--html`` also writes a one-file page with the trie drawn, ``--image`` the drawing alone. Reads
 only published files, never the private state. Exit codes: 0 shown; 2 no result at that path, or
 a file that is not one (one line on stderr saying what the file is and which file ``show`` wants).
-On a ``triehh stream`` output it shows the stream instead (``present.show_stream``).
+On a ``triehh stream`` output it shows the stream instead (``present.show_stream``), with the lag
+of its last release, operator-only, from the stream's private state directory when it can read it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from triehh_beam.cli.argtypes import UsageError
@@ -37,7 +39,8 @@ def register_show(subparsers) -> None:
     )
     parser.add_argument("output", metavar="OUTPUT",
                         help="the --output directory of triehh discover (both files are read and "
-                             "checked against each other) or of triehh stream (its windows, lag and spend; "
+                             "checked against each other) or of triehh stream (its windows and spend, and the lag from "
+                             "its state directory; "
                              "each window's directory is a result of its own), or its heavy_hitters.json "
                              "(shown in full: the trie is rebuilt from its items and prefixes) or trie.pb; "
                              "any other file is refused in one line that says what it is")
@@ -46,6 +49,9 @@ def register_show(subparsers) -> None:
     parser.add_argument("--image", metavar="PATH",
                         help="also write the trie drawn, as PNG (or SVG when PATH ends in .svg)")
     parser.add_argument("--no-tree", action="store_true", help="print the tables without the text tree")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="a stream's private state directory (default OUTPUT.state): show reads the lag of "
+                             "its last release there (operator-only: it depends on the records), when it can")
     parser.set_defaults(handler=lambda args, extra: _run_show(args))
 
 
@@ -53,8 +59,9 @@ def _run_show(args: argparse.Namespace) -> int:
     from triehh_beam.present import result as published, show, show_stream
 
     status = show_stream.load_status(args.output)
-    if status is not None:  # a stream's output: its windows, lag and spend
-        print("\n".join(show_stream.stream_lines(status)))
+    if status is not None:  # a stream's output: its windows and spend, and (operator-only) its lag
+        state_dir = args.state_dir or os.path.abspath(args.output.rstrip("/")) + ".state"
+        print("\n".join(show_stream.stream_lines(status, show_stream.load_operator_status(state_dir))))
         return 0
 
     try:

@@ -407,7 +407,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     waiter.start()
     closed: List[dict] = []
     state = "RUNNING"
-    lag = stream_source.LagWatch(job, progress)
+    lag = stream_source.LagWatch(job, progress, verbose=config.verbose)
     try:
         with _sigterm_interrupts():
             while True:
@@ -443,7 +443,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     status.write(state.lower())
     if ended and state != "CANCELLED":
         raise ended[0]
-    unread = stream_source.describe_unread(options, job, source.subscription)
+    unread = stream_source.describe_unread(options, job, source.subscription, config.verbose)
     if unread:
         progress(unread)
     return WindowedRun(closed, state, dead_letter, result)

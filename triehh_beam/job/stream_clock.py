@@ -3,8 +3,9 @@ its start, in order (``WindowReleases.decide``: committed and charged, or refuse
 charged and published, and when, depends only on the settings and the clock; it picks the
 windows a run's graph holds (from the first window not yet released, so a restart resumes
 there); it stops when the budget refuses the window now open; and it writes the stream's
-public status (``STATUS_NAME``: each window released, empty or refused, the lag of the last
-release, the spend per period) for ``triehh show``.
+status for ``triehh show``: public in its output (``STATUS_NAME``: each window released, empty
+or refused, the spend per period), private in its state directory (``OPERATOR_STATUS_NAME``:
+the lag of the last release and when each was seen, which depend on the records).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.window_releases import Decision, WindowReleases
 from triehh_beam.job.windowed import REFUSED_MARKER, RELEASED_MARKER, WITHHELD_NAME, WindowedJob, window_dir_name
 
-__all__ = ["GRAPH_WINDOWS", "STATUS_NAME", "DueWindows", "StreamStatus", "describe_refusal", "first_open_window",
+__all__ = ["GRAPH_WINDOWS", "OPERATOR_STATUS_NAME", "STATUS_NAME", "DueWindows", "StreamStatus", "describe_refusal", "first_open_window",
            "graph_starts", "now_micros"]
 
 #: How many windows an open-ended stream's graph holds (each gets a census, empty or not); a
@@ -31,6 +32,8 @@ __all__ = ["GRAPH_WINDOWS", "STATUS_NAME", "DueWindows", "StreamStatus", "descri
 GRAPH_WINDOWS = 200
 #: The stream's public status in its output (``triehh show OUT``).
 STATUS_NAME = "_STREAM.json"
+#: Its private part in the state directory: the lag and when each window was released.
+OPERATOR_STATUS_NAME = "stream_status.json"
 
 
 def now_micros() -> int:
@@ -101,15 +104,21 @@ def describe_refusal(decision: Decision) -> str:
 
 @dataclasses.dataclass
 class StreamStatus:
-    """The stream's public status, rewritten in its output as windows close (``STATUS_NAME``):
-    settings and outcomes only (a window's heavy hitters count is in its published result)."""
+    """The stream's status, rewritten as windows close. Public, in its output (``STATUS_NAME``):
+    what depends only on the settings, the clock's schedule and the ledger (each window's bounds
+    and outcome, the budget, the spend per period; a window's heavy hitters are in its published
+    result). Private, in its state directory (``OPERATOR_STATUS_NAME``): when each window's
+    release was seen and the lag of the last one behind the clock, which depend on how long the
+    window's records took to process, so on how many there were."""
 
     job: WindowedJob
     ledger: ledger_lib.Ledger
     windows: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    noted_at: Dict[str, str] = dataclasses.field(default_factory=dict)
+    _written: Optional[bytes] = None
 
     def note(self, report: dict) -> None:
-        """Adds a closed window from its report (only its public outcome)."""
+        """Adds a closed window from its report: its public outcome, and (private) when."""
         start = report["window_start"]
         if report["released"]:
             outcome = "released" if report.get("heavy_hitters") else "empty"
@@ -117,35 +126,47 @@ class StreamStatus:
             outcome = "refused by the budget"
         else:
             outcome = "not released"
-        self.windows[start] = {"window_start": start, "outcome": outcome,
-                               "noted_at": rfc3339(now_micros() // 1_000_000 * 1_000_000)}
+        self.windows[start] = {"window_start": start, "outcome": outcome}
+        self.noted_at[start] = _second(now_micros())
 
     def write(self, state: str) -> None:
-        """Writes the status document (``state``: running, stopped ...)."""
+        """Writes the public status document (when it changed) and the private one (``state``:
+        running, stopped ...)."""
         job = self.job
         released = [w for w in self.windows.values() if w["outcome"] in ("released", "empty")]
         last = max((w["window_start"] for w in released), default=None)
-        lag = None
-        if last is not None:
-            from triehh_beam.job.settings import parse_window_range
-
-            start = parse_window_range(f"{last}..")[0]
-            lag = max(0.0, (now_micros() - job.windows.closes_at(start)) / 1e6)
         budget = job.config.budget
         period = budget.period
         spend = [{"period_start": ledger_lib.period_start(k, period), "epsilon": s.epsilon, "delta": s.delta}
                  for k, s in self.ledger.spent_per_period(self.ledger.records())] if period else []
         document = {
             "kind": "triehh stream status", "state": state,
-            "updated_at": rfc3339(now_micros() // 1_000_000 * 1_000_000),
             "declared_windows": job.describe_declared(), "window_seconds": job.config.window,
             "allowed_lateness_seconds": job.config.allowed_lateness,
             "windows": [self.windows[k] for k in sorted(self.windows)],
             "last_released_window": last,
-            "lag_seconds": lag,  # the clock's lead on the last released window's close
             "budget": {"unit": budget.unit if budget.limited else None, "epsilon": budget.epsilon,
                        "delta": budget.delta, "period_seconds": period},
             "spend_per_period": spend,
         }
-        outputs.write_atomically(FileSystems.join(job.config.output_dir, STATUS_NAME),
-                                 (json.dumps(document, indent=2) + "\n").encode("utf-8"))
+        data = (json.dumps(document, indent=2) + "\n").encode("utf-8")
+        if data != self._written:
+            outputs.write_atomically(FileSystems.join(job.config.output_dir, STATUS_NAME), data)
+            self._written = data
+        lag = None
+        if last is not None:
+            from triehh_beam.job.settings import parse_window_range
+
+            start = parse_window_range(f"{last}..")[0]
+            lag = max(0.0, (now_micros() - job.windows.closes_at(start)) / 1e6)
+        outputs.write_json(FileSystems.join(job.config.resolved_state_dir, OPERATOR_STATUS_NAME), {
+            "kind": "triehh stream operator status",
+            "note": "private (operator only): these times depend on how long each window's records took to process",
+            "state": state, "updated_at": _second(now_micros()), "last_released_window": last,
+            "lag_seconds": lag,  # the clock's lead on the last released window's close
+            "noted_at": {k: self.noted_at[k] for k in sorted(self.noted_at)},
+        }, private=True)
+
+
+def _second(micros: int) -> str:
+    return rfc3339(micros // 1_000_000 * 1_000_000)

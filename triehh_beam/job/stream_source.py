@@ -3,7 +3,9 @@ Dataflow's native ``ReadFromPubSub``; Beam's in-process streaming DirectRunner, 
 native read (that runner cannot advance a splittable DoFn's watermark); every other runner
 (Prism, Flink, a portable job service), the product's ``ReadPubsubMessages``, whose messages are
 acknowledged once their window's operator report is committed, and whose status (lag, messages
-held) is kept in the state directory for the driver to show."""
+held) is kept in the state directory for the driver to show. How many messages a stream read,
+holds or left unread is a function of the private number of records: the console names them
+only under ``--verbose``, marked private, and the state directory keeps them."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from triehh_beam.job import outputs
 
 __all__ = [
     "STATUS_NAME",
+    "UNREAD_NAME",
     "LagWatch",
     "SourceStatus",
     "WindowSettled",
@@ -28,10 +31,13 @@ __all__ = [
     "read_messages",
     "read_status",
     "status_path",
+    "unread_path",
     "uses_own_read",
 ]
 
 STATUS_NAME = "source_status.json"
+#: What a stopped stream left in its subscription (private, in the state directory).
+UNREAD_NAME = "unread_messages.json"
 
 
 def uses_own_read(options: PipelineOptions) -> bool:
@@ -95,12 +101,15 @@ def read_messages(options: PipelineOptions, job, subscription: str,
 class LagWatch:
     """Called at each poll of the driver: says (through ``progress``, at most once a minute) when
     the source's read of the subscription is behind the clock by more than a window and its
-    allowed lateness, with how far it has read and how many messages it holds."""
+    allowed lateness; how far, and how many messages it holds, only when ``verbose`` (private:
+    both depend on how many records there are)."""
 
-    def __init__(self, job, progress: Callable[[str], None], clock: Callable[[], float] = time.time):
+    def __init__(self, job, progress: Callable[[str], None], clock: Callable[[], float] = time.time,
+                 verbose: bool = False):
         self._job = job
         self._progress = progress
         self._clock = clock
+        self._verbose = verbose
         self._said_at: Optional[float] = None
         self._since = clock()
 
@@ -113,16 +122,27 @@ class LagWatch:
         limit = (self._job.windows.size_micros + self._job.windows.lateness_micros) / 1e6
         if behind > limit and (self._said_at is None or now - self._said_at >= 60):
             self._said_at = now
-            through = rfc3339(int(status["read_through"] * 1e6) // 1000 * 1000)
-            self._progress(f"behind: the subscription is read through {through}, {behind:,.0f} s behind the clock "
-                           f"(more than a window and its lateness); {status.get('messages_held', 0):,} messages "
-                           "read and held until their windows are released")
+            line = "behind: the subscription's read is more than a window and its lateness behind the clock"
+            if self._verbose:
+                through = rfc3339(int(status["read_through"] * 1e6) // 1000 * 1000)
+                line += (f" [private: read through {through}, {behind:,.0f} s behind; "
+                         f"{status.get('messages_held', 0):,} messages read and held until their windows are released]")
+            else:
+                line += " (how far, and how much it holds: --verbose, private)"
+            self._progress(line)
 
 
-def describe_unread(options: PipelineOptions, job, subscription: str, seconds: float = 5.0) -> Optional[str]:
-    """What a stopped stream left in its subscription: the messages still unread (counted for up
+def unread_path(job) -> str:
+    return FileSystems.join(job.config.resolved_state_dir, UNREAD_NAME)
+
+
+def describe_unread(options: PipelineOptions, job, subscription: str, verbose: bool = False,
+                    seconds: float = 5.0) -> Optional[str]:
+    """What a stopped stream says of its subscription: the messages still unread (counted for up
     to ``seconds``, nothing acknowledged) and those its read held unacknowledged (delivered again
-    to the next run). None on Dataflow, whose service reports its subscription's backlog."""
+    to the next run) stay there for the next run. Their counts are private: written to
+    ``UNREAD_NAME`` in the state directory, and in the line only when ``verbose`` (marked
+    private). None on Dataflow, whose service reports its subscription's backlog."""
     from google.api_core import exceptions as api_exceptions
 
     from triehh_beam.io import pubsub_pull
@@ -134,9 +154,16 @@ def describe_unread(options: PipelineOptions, job, subscription: str, seconds: f
         count, complete = pubsub_pull.count_backlog(subscription, seconds=seconds)
     except (PubsubUnavailableError, api_exceptions.GoogleAPICallError) as e:
         return f"could not count the messages left unread in {subscription}: {type(e).__name__}: {e}"
-    text = f"left {'' if complete else 'at least '}{count:,} messages unread in {subscription}"
     held = (read_status(job) or {}).get("messages_held", 0) if uses_own_read(options) else 0
+    path = unread_path(job)
+    outputs.write_json(path, {"subscription": subscription, "messages_unread": count, "complete": complete,
+                              "messages_read_not_acknowledged": held,
+                              "note": "private: how many messages there are depends on the records"}, private=True)
+    text = f"unread messages stay in {subscription} for the next run"
+    if not verbose:
+        return text + f" (how many is private: --verbose, or {path})"
+    text += f" [private: {'' if complete else 'at least '}{count:,} left unread"
     if held:
         text += (f", and {held:,} read but not acknowledged (their windows were not released; Pub/Sub delivers "
                  "them again to the next run, which counts each once)")
-    return text
+    return text + "]"

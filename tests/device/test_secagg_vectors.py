@@ -15,6 +15,7 @@ from tests.vectors.secagg_generate import VECTORS, build_vectors
 from triehh_beam.device import DeviceClient
 from triehh_beam.device.secagg import SecureVoteSession
 from triehh_beam.protocol.federated import RoundAnnouncement
+from triehh_beam.protocol.secagg.device import SecAggProtocolError
 from triehh_beam.protocol.secagg.messages import SecAggRequest
 
 DOCUMENT = json.loads(VECTORS.read_text())
@@ -43,3 +44,20 @@ def test_every_device_replays_to_the_committed_reports(index):
 def test_the_sum_is_the_plaintext_votes_of_the_devices_that_masked():
     slots = [tuple(c) for c in DOCUMENT["slots"]]
     assert sum(DOCUMENT["sum"]) == 3 and len(DOCUMENT["sum"]) == len(slots) + 2  # device 4 dropped
+
+
+def test_a_one_byte_change_in_a_committed_report_is_caught():
+    device = DOCUMENT["devices"][0]
+    requests = [bytes.fromhex(e["request"]) for e in device["exchanges"]]
+    expected = [bytes.fromhex(e["report"]) for e in device["exchanges"]]
+    expected[2] = expected[2][:-1] + bytes([expected[2][-1] ^ 1])  # the masked vector's last byte
+    got = _replay(device, requests)
+    assert [i for i, (g, e) in enumerate(zip(got, expected)) if g != e] == [2]
+
+
+def test_a_one_byte_change_in_an_inbox_ciphertext_is_refused():
+    device = DOCUMENT["devices"][0]
+    requests = [bytes.fromhex(e["request"]) for e in device["exchanges"]]
+    requests[2] = requests[2][:-1] + bytes([requests[2][-1] ^ 1])  # the last ciphertext's GCM tag
+    with pytest.raises(SecAggProtocolError, match="do not authenticate"):
+        _replay(device, requests)

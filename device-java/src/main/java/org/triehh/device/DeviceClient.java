@@ -77,6 +77,14 @@ public final class DeviceClient {
    *     (or the reverse)
    */
   public byte[] respond(Announcement announcement, Invitation invitation) throws Refusal {
+    return report(invitation, answer(announcement, invitation));
+  }
+
+  /**
+   * What the device answers {@code invitation} with: the prefix it votes for (in the estimate
+   * round, the target it names), or null to abstain; the same checks as {@link #respond}.
+   */
+  UnitSequence answer(Announcement announcement, Invitation invitation) throws Refusal {
     if (invitation.isEstimate() != announcement.isEstimate()) {
       throw mismatch("an invitation and an announcement of different kinds of round");
     }
@@ -88,10 +96,9 @@ public final class DeviceClient {
     }
     double u = uniform(invitation.choiceWord());
     List<Map.Entry<UnitSequence, BigInteger>> weighted = weightedSequences(announcement.encoder, announcement.truncate);
-    UnitSequence answer = announcement.isEstimate()
+    return announcement.isEstimate()
         ? estimateChoice(announcement.targets, weighted, u)
         : vote(weighted, announcement.frontier, (int) announcement.roundIndex(), u);
-    return report(invitation, answer);
   }
 
   private static Refusal mismatch(String problem) {

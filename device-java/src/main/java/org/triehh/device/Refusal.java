@@ -18,7 +18,13 @@ public final class Refusal extends Exception {
     /** Parses, but a field is missing, out of range or inconsistent. */
     INVALID,
     /** The invitation does not belong with the announcement or with this device. */
-    MISMATCH;
+    MISMATCH,
+    /**
+     * A secure-aggregation request the protocol does not allow at this point: out of order, too
+     * few devices (below the threshold), keys or shares that do not check. It ends the device's
+     * run of the round.
+     */
+    PROTOCOL;
 
     /** The kind's name in the vectors and in logs: {@code malformed}, {@code version}, ... */
     public String code() {
@@ -29,7 +35,9 @@ public final class Refusal extends Exception {
   /** Which message is refused. */
   public enum Message {
     ANNOUNCEMENT,
-    INVITATION;
+    INVITATION,
+    /** A secure-aggregation request ({@code SecAggRequest}, {@link SecureVoteSession}). */
+    SECAGG;
 
     public String code() {
       return name().toLowerCase(java.util.Locale.ROOT);

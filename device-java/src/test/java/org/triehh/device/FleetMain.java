@@ -22,7 +22,10 @@ import java.util.Map;
  * <p>Usage: {@code FleetMain <records.tsv>}, the file one record a line:
  * {@code <device id hex> TAB <t|b|i> TAB <item: UTF-8 hex, bytes hex, or decimal> TAB <count>}.
  * Then on stdin, one request a line: {@code <device id hex> <announcement hex> <invitation hex>};
- * on stdout, one answer a line: {@code R <report hex>}, or {@code X <refusal code>}.
+ * on stdout, one answer a line: {@code R <report hex>}, or {@code X <refusal code>}. Under secure
+ * aggregation: {@code S <session> <device id hex> <announcement hex> <setup hex>} starts a
+ * {@link SecureVoteSession} (answer: its keys) and {@code H <session> <request hex>} answers a
+ * later request of it ({@code <session>} is any name the caller gives a device's run of a round).
  */
 public final class FleetMain {
   private FleetMain() {}
@@ -46,10 +49,17 @@ public final class FleetMain {
     BufferedWriter out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.US_ASCII));
     out.write("ready " + devices.size() + "\n");
     out.flush();
+    Map<String, SecureVoteSession> sessions = new HashMap<>();
     for (String line = in.readLine(); line != null; line = in.readLine()) {
       String[] f = line.split(" ");
-      DeviceClient device = devices.get(f[0]);
       String answer;
+      if (f[0].equals("S") || f[0].equals("H")) {
+        answer = secure(f, devices, sessions, hex);
+        out.write(answer + "\n");
+        out.flush();
+        continue;
+      }
+      DeviceClient device = devices.get(f[0]);
       if (device == null) {
         answer = "X unknown-device";
       } else {
@@ -61,6 +71,25 @@ public final class FleetMain {
       }
       out.write(answer + "\n");
       out.flush();
+    }
+  }
+
+  private static String secure(String[] f, Map<String, DeviceClient> devices, Map<String, SecureVoteSession> sessions,
+      HexFormat hex) {
+    try {
+      if (f[0].equals("S")) {
+        DeviceClient device = devices.get(f[2]);
+        if (device == null) {
+          return "X unknown-device";
+        }
+        SecureVoteSession session = SecureVoteSession.start(device, hex.parseHex(f[3]), hex.parseHex(f[4]));
+        sessions.put(f[1], session);
+        return "R " + hex.formatHex(session.keys());
+      }
+      SecureVoteSession session = sessions.get(f[1]);
+      return session == null ? "X unknown-session" : "R " + hex.formatHex(session.handle(hex.parseHex(f[2])));
+    } catch (Refusal refusal) {
+      return "X " + refusal.code();
     }
   }
 }

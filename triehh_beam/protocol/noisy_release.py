@@ -4,7 +4,6 @@ alphabet (``candidate_units``) and by the end marker, where the encoding allows 
 by the end marker, a prefix ending in a short unit only by it); ``release_round`` adds to every candidate's
 vote count its own discrete Laplace draw (``TwoSidedGeometric``, exact) and returns only the
 candidates whose noisy count reaches the round's threshold, with that noisy count.
-
 Candidates nobody voted for are not drawn one by one (a frontier of 100 prefixes over 18,279
 units of three letters is 1.8 million of them): each is kept independently with probability
 ``q = P(Z >= T)``, so the kept ones are the successes of a Bernoulli(q) process over the

@@ -3,7 +3,6 @@ round; each public candidate (a frontier prefix extended by a unit of the declar
 by the end marker) gets its vote count plus discrete Laplace noise of parameter ``eps_r``
 (``P(Z = z)`` proportional to ``exp(-eps_r |z|)``), and a candidate whose noisy count reaches
 the round's threshold grows the trie.
-
 One user's votes change one count by one per round (add/remove adjacency): each round is the
 discrete Laplace mechanism on a histogram over a public domain, ``eps_r``-DP, and the threshold
 and the dropped candidates are post-processing. The L rounds compose adaptively; ``plan_noisy_rounds``
@@ -12,7 +11,6 @@ by two accountants: dp_accounting's PLD of the discrete Laplace mechanism (tight
 and zCDP (``eps_r``-DP is ``eps_r^2 / 2``-zCDP; L rounds ``L eps_r^2 / 2``, read at delta by
 ``rho + 2 sqrt(rho ln(1/delta))``); it keeps the one that certifies less epsilon, hence allows
 less noise (PLD, in every case tried: zCDP's conversion is loose for pure-DP mechanisms).
-
 The threshold is no privacy parameter: it bounds false prefixes. A candidate nobody voted for
 is kept with probability ``q(T) = P(Z >= T) = a^T / (1 + a)``, ``a = e^-eps_r``; a round with C
 candidates keeps ``C q(T)`` of them in expectation at most, so ``threshold(C)`` is the smallest

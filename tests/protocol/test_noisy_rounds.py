@@ -160,3 +160,15 @@ def test_the_release_is_keyed_reproducible_and_never_below_its_threshold():
     assert dropped  # the threshold bites: those candidates, and their counts, are nowhere
     with pytest.raises(ValueError, match="outside"):
         release_round({("zz", "a"): 3}, frontier, units, 1, plan, _keys(1))
+
+
+def test_holders_for_a_release_multiply_the_rounds_keep_probabilities():
+    plan = plan_noisy_rounds(0.5, 1e-8, 4)
+    rounds = [18_278, 100 * 18_279, 100 * 18_279, 100 * 18_279]
+    thresholds = [plan.threshold(c) for c in rounds]
+    for p in (0.5, 0.9):
+        c = plan.holders_for(p, rounds)
+        keep = lambda h: math.prod(  # noqa: E731 (summed from the pmf: an independent tail)
+            math.fsum(plan.noise.pmf(z) for z in range(t - h, t - h + 4000)) for t in thresholds)
+        assert keep(c) >= p > keep(c - 1), (p, c)
+    assert plan.holders_for(0.9, rounds) > plan.holders_needed(100 * 18_279, 0.9)  # four rounds to clear, not one

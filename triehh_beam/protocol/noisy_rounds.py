@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Tuple
+from typing import Sequence, Tuple
 
 from triehh_beam.protocol.checks import check_int, check_real
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
@@ -149,6 +149,25 @@ class NoisyRoundsPlan:
             raise ValueError(f"a release probability is in (0, 1), got {release_probability!r}")
         threshold, c = self.threshold(candidates), 0
         while at_least(self.round_epsilon, threshold - c) < release_probability:
+            c += 1
+        return c
+
+    def holders_for(self, probability: float, candidates: Sequence[int]) -> int:
+        """The holders an item needs to be released with probability at least ``probability``
+        when nothing else shares its prefixes (the worst case): the smallest c with
+        ``prod_r P(c + Z >= T_r) >= probability``, T_r the threshold of round r's
+        ``candidates[r]`` (one per round the item needs, its end marker's included).
+
+        Raises:
+          ValueError: a probability outside (0, 1), or no rounds.
+        """
+        if not 0 < probability < 1:
+            raise ValueError(f"a release probability is in (0, 1), got {probability!r}")
+        if not candidates:
+            raise ValueError("an item needs at least one round")
+        thresholds = [self.threshold(c) for c in candidates]
+        c = 0
+        while math.prod(at_least(self.round_epsilon, t - c) for t in thresholds) < probability:
             c += 1
         return c
 

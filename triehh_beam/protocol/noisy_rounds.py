@@ -143,14 +143,9 @@ class NoisyRoundsPlan:
         return guess
 
     def holders_needed(self, candidates: int, release_probability: float) -> int:
-        """The votes a candidate needs to reach the round's threshold with probability at least
-        ``release_probability`` (one round): the smallest c with ``P(c + Z >= T) >= p``."""
-        if not 0 < release_probability < 1:
-            raise ValueError(f"a release probability is in (0, 1), got {release_probability!r}")
-        threshold, c = self.threshold(candidates), 0
-        while at_least(self.round_epsilon, threshold - c) < release_probability:
-            c += 1
-        return c
+        """The votes a candidate needs to reach one round's threshold with probability at least
+        ``release_probability``: ``holders_for`` of that round alone."""
+        return self.holders_for(release_probability, [candidates])
 
     def holders_for(self, probability: float, candidates: Sequence[int]) -> int:
         """The holders an item needs to be released with probability at least ``probability``
@@ -170,11 +165,6 @@ class NoisyRoundsPlan:
         while math.prod(at_least(self.round_epsilon, t - c) for t in thresholds) < probability:
             c += 1
         return c
-
-    def describe(self) -> Tuple[str, ...]:
-        return (f"noisy prefix rounds: discrete Laplace of parameter {self.round_epsilon:.4g} per round "
-                f"(scale {1 / self.round_epsilon:.3g}), {self.rounds} rounds composed by {self.accountant} "
-                f"to epsilon {self.certified_epsilon:.4g} at delta {self.delta:g}",)
 
 
 def plan_noisy_rounds(epsilon: float, delta: float, rounds: int, false_prefixes: float = 1.0,

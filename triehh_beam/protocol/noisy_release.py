@@ -27,8 +27,9 @@ from triehh_beam.protocol.discrete_laplace import KeyedBits
 from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.noisy_rounds import NoisyRoundsPlan, false_release_probability
 from triehh_beam.protocol.partition_release import item_label
+from triehh_beam.protocol.whole_items import WholeItemCounter
 
-__all__ = ["NoisyRoundKeys", "candidate_units", "release_round", "round_candidates"]
+__all__ = ["NoisyRoundCounter", "NoisyRoundKeys", "candidate_units", "release_round", "round_candidates"]
 
 _NOISE_PURPOSE = b"noisy-rounds/noise/v1"
 _GAPS_PURPOSE = b"noisy-rounds/gaps/v1"
@@ -149,3 +150,30 @@ def release_round(votes: Mapping[Units, int], frontier: Sequence[Units], units: 
             continue
         released[candidate] = threshold + _nonnegative_tail(plan, keys.noise_bits(round_index, candidate))
     return released
+
+
+class NoisyRoundCounter:
+    """create / add / merge for one round's votes per candidate, the release on the way out
+    (``release_round``): what a combine holds, so no vote count leaves it.
+
+    Args:
+      plan, keys: the release's plan and noise keys.
+      frontier, units: the round's public frontier and units; round_index: the round.
+    """
+
+    def __init__(self, plan: NoisyRoundsPlan, keys: NoisyRoundKeys, frontier: Sequence[Units],
+                 units: Sequence[str], round_index: int):
+        if not frontier:
+            raise ValueError("a round extends a frontier of at least one prefix")
+        self.plan, self.keys, self.round_index = plan, keys, round_index
+        self.frontier, self.units = tuple(sorted(frontier)), tuple(units)
+
+    # The counts' create / add / merge: whole items' (``WholeItemCounter``), only the way out differs.
+    create = staticmethod(WholeItemCounter.create)
+    add = staticmethod(WholeItemCounter.add)
+    merge = staticmethod(WholeItemCounter.merge)
+
+    def extract_released(self, counts: Mapping[Units, int]) -> Tuple[Tuple[Units, int], ...]:
+        """The kept candidates with their noisy counts, sorted; the votes stay in the accumulator."""
+        kept = release_round(counts, self.frontier, self.units, self.round_index, self.plan, self.keys)
+        return tuple(sorted(kept.items()))

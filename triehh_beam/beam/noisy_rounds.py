@@ -8,7 +8,7 @@ published); the number of users read is n, private, and leaves only in the combi
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Sequence, Tuple, Union
+from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -22,15 +22,14 @@ from triehh_beam.protocol.noisy_rounds import NoisyRoundsPlan
 
 __all__ = ["ReleaseNoisyRound"]
 
-_Sequence = Tuple[Union[str, bytes], ...]
-# (candidate -> votes of one table, users in it): private, consumed only by the combine
-_Partial = Tuple[Dict[_Sequence, int], int]
-# (released (candidate, noisy count) pairs sorted, users): kept candidates only
-_Release = Tuple[List[Tuple[_Sequence, int]], int]
+# A table's (candidate -> votes, users): private, consumed only by the combine; the combine's
+# (released (candidate, noisy count) pairs, users): kept candidates only.
+_Votes = Tuple[Dict[Units, int], int]
+_Kept = Tuple[List[Tuple[Units, int]], int]
 
 
 @beam.typehints.with_input_types(Tuple[int, pa.Table])
-@beam.typehints.with_output_types(_Partial)
+@beam.typehints.with_output_types(_Votes)
 class _VoteDoFn(beam.DoFn):
     """One sample table of the round -> its votes per candidate (private) and users, columnar."""
 
@@ -67,6 +66,6 @@ class ReleaseNoisyRound(beam.PTransform):
         return (
             tables
             | "Vote" >> beam.ParDo(_VoteDoFn(frozenset(counter.frontier), counter.round_index, frozenset(counter.units)))
-            | "ReleaseNoisy" >> beam.CombineGlobally(ReleaseCombineFn(counter)).with_output_types(_Release)
-            | "CountReleased" >> beam.Map(count_released).with_output_types(_Release)
+            | "ReleaseNoisy" >> beam.CombineGlobally(ReleaseCombineFn(counter)).with_output_types(_Kept)
+            | "CountReleased" >> beam.Map(count_released).with_output_types(_Kept)
         )

@@ -29,6 +29,8 @@ DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z", "--popula
     (["--window", "1h", *DECLARED, "--runner", "PrismRunner"], "stream refuses --runner PrismRunner"),
     (["--window", "1h", *DECLARED, "--runner=PrismRunner", "--prism_location", "/bin/true"],
      "stream refuses --runner PrismRunner"),
+    # issue 41: central and batch only
+    (["--window", "1h", *DECLARED, "--protocol", "noisy-rounds"], "--protocol noisy-rounds: --window is not available"),
 ])
 def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, capsys, flags, message):
     code = main(["stream", "--protocol", "triehh", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),

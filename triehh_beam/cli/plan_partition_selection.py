@@ -13,14 +13,14 @@ from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["TRUST_MODELS", "compare_protocols", "format_plan", "plan_report"]
 
-#: The noisy prefix rounds (docs/protocol.md §8): planned and measured, not yet a discover protocol.
-NOISY_ROUNDS = "noisy-rounds"
+#: The noisy prefix rounds (docs/protocol.md §8).
+NOISY_ROUNDS = Protocol.NOISY_ROUNDS
 #: The alphabet and frontier the noisy rounds' row assumes: a-z, 100 prefixes per round.
 NOISY_ALPHABET, NOISY_FRONTIER = "abcdefghijklmnopqrstuvwxyz", 100
 
 #: Which ways in each protocol fits (docs/privacy.md, "The protocols side by side").
 TRUST_MODELS = {
-    NOISY_ROUNDS: "central only (benchmarks/noisy_rounds.py; not yet in discover)",
+    NOISY_ROUNDS: "central only (discover)",
     Protocol.PARTITION_SELECTION: "central only (discover)",
     Protocol.WHOLE_ITEMS: "central (discover)",
     Protocol.TRIEHH_PP: "central or federated",

@@ -27,10 +27,14 @@ from typing import Sequence, Tuple
 from triehh_beam.protocol.checks import check_int, check_real
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 
-__all__ = ["ACCOUNTANTS", "NoisyRoundsPlan", "at_least", "false_release_probability", "plan_noisy_rounds",
+__all__ = ["ACCOUNTANTS", "DEFAULT_ALPHABET", "DEFAULT_FALSE_PREFIXES", "NoisyRoundsPlan", "at_least", "false_release_probability", "plan_noisy_rounds",
            "pld_epsilon", "zcdp_epsilon"]
 
 ACCOUNTANTS = ("pld", "zcdp")
+#: The candidates' characters when none are declared (discover's --alphabet).
+DEFAULT_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+#: The expected false prefixes a release keeps at most when none is declared (--false-prefixes).
+DEFAULT_FALSE_PREFIXES = 1.0
 #: dp_accounting's grid of privacy-loss values (its default; pessimistic rounding).
 _PLD_INTERVAL = 1e-4
 _BISECTIONS = 40

@@ -11,7 +11,8 @@ from typing import Optional
 from triehh_beam.cli.plan_text import PROBABILITIES, header, holders_table, row, wrap
 from triehh_beam.protocol.protocols import Protocol
 
-__all__ = ["TRUST_MODELS", "compare_protocols", "format_plan", "plan_report"]
+__all__ = ["NOISY_ALPHABET", "NOISY_FRONTIER", "TRUST_MODELS", "compare_protocols", "format_plan", "plan_report",
+           "protocols_lines"]
 
 #: The noisy prefix rounds (docs/protocol.md §8).
 NOISY_ROUNDS = Protocol.NOISY_ROUNDS
@@ -100,6 +101,18 @@ def plan_report(population: int, epsilon: float, delta: float, max_length: int, 
     }
 
 
+def protocols_lines(protocols: list) -> list:
+    """``compare_protocols``' rows as aligned lines under a heading."""
+    lines = ["", "Every protocol at this target (holders of an item of L - 1 units, one item per user):"]
+    width = max(len(f"{c['protocol']} ({c['variant']})") for c in protocols)
+    lines.append(f"  {'protocol':<{width}}  {'50%':>7}  {'90%':>7}  trust model")
+    for c in protocols:
+        shown = [f"{c[h]:>7,}" if c[h] is not None else f"{'-':>7}" for h in ("holders_50", "holders_90")]
+        lines.append(f"  {c['protocol'] + ' (' + c['variant'] + ')':<{width}}  {shown[0]}  {shown[1]}  "
+                     f"{c['trust_model']}")
+    return lines
+
+
 def format_plan(r: dict) -> str:
     """The human report of ``plan_report``."""
     lines = header("Optimal partition selection, whole items, one release (Desfontaines et al.; "
@@ -118,13 +131,7 @@ def format_plan(r: dict) -> str:
         "Release of an item (contributing users; kept with the optimal probability pi(n)):",
     ]
     lines += holders_table(r["release"])
-    lines += ["", "Every protocol at this target (holders of an item of L - 1 units, one item per user):"]
-    width = max(len(f"{c['protocol']} ({c['variant']})") for c in r["protocols"])
-    lines.append(f"  {'protocol':<{width}}  {'50%':>7}  {'90%':>7}  trust model")
-    for c in r["protocols"]:
-        shown = [f"{c[h]:>7,}" if c[h] is not None else f"{'-':>7}" for h in ("holders_50", "holders_90")]
-        lines.append(f"  {c['protocol'] + ' (' + c['variant'] + ')':<{width}}  {shown[0]}  {shown[1]}  "
-                     f"{c['trust_model']}")
+    lines += protocols_lines(r["protocols"])
     lines += wrap("The trie protocols' figures are their worst case (no prefix shared with another item; "
                   "real data does better) and TrieHH's depend on n. triehh discover --protocol "
                   "partition-selection runs it.")

@@ -205,3 +205,12 @@ def test_show_lists_the_noisy_counts(run):
             if len(r) >= 8 and r[0].isdigit() and r[3] == "yes"}
     assert rows == {e["item"]: (e["noisy_count"], [f"{e['noisy_count'] - half:,}", "to", f"{e['noisy_count'] + half:,}"])
                     for e in published["noisy_rounds"]["heavy_hitters"]}
+
+
+def test_its_release_is_refused_as_a_deny_list(run, tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["discover", "--input", run["records"], "--output", str(tmp_path / "o"), *TARGET,
+                         "--protocol", "triehh++", "--deny-list", str(run["root"] / "out" / "heavy_hitters.json")])
+    assert code == 2 and "a noisy-rounds release is not a deny list yet" in err.getvalue(), err.getvalue()
+    assert len(err.getvalue().strip().splitlines()) == 1

@@ -8,8 +8,8 @@ JSON-ready dict. dp_accounting only when a plan is made."""
 from __future__ import annotations
 
 from triehh_beam.cli.plan_partition_selection import NOISY_ALPHABET, NOISY_FRONTIER, TRUST_MODELS, compare_protocols
-from triehh_beam.cli.plan_partition_selection import protocols_lines
-from triehh_beam.cli.plan_text import PROBABILITIES, header, holders_table, row, wrap
+from triehh_beam.cli.plan_partition_selection import release_lines
+from triehh_beam.cli.plan_text import PROBABILITIES, header, row
 from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["format_plan", "plan_report"]
@@ -57,9 +57,4 @@ def format_plan(r: dict) -> str:
         "",
         "Release of an item of L - 1 units (worst case: no prefix shared; holders, one item per user):",
     ]
-    lines += holders_table(r["release"])
-    lines += protocols_lines(r["protocols"])
-    lines += wrap("The trie protocols' figures are their worst case (no prefix shared with another item; "
-                  "real data does better) and TrieHH's depend on n. triehh discover --protocol noisy-rounds "
-                  "runs it (--alphabet, --false-prefixes).")
-    return "\n".join(lines)
+    return "\n".join(lines + release_lines(r, "noisy-rounds runs it (--alphabet, --false-prefixes)."))

@@ -12,7 +12,7 @@ from triehh_beam.cli.plan_text import PROBABILITIES, header, holders_table, row,
 from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["NOISY_ALPHABET", "NOISY_FRONTIER", "TRUST_MODELS", "compare_protocols", "format_plan", "plan_report",
-           "protocols_lines"]
+           "protocols_lines", "release_lines"]
 
 #: The noisy prefix rounds (docs/protocol.md §8).
 NOISY_ROUNDS = Protocol.NOISY_ROUNDS
@@ -101,6 +101,14 @@ def plan_report(population: int, epsilon: float, delta: float, max_length: int, 
     }
 
 
+def release_lines(r: dict, how_to_run: str) -> list:
+    """A plan report's release table, every protocol beside it and the note under them, ending
+    with ``how_to_run`` (after "triehh discover --protocol ")."""
+    return holders_table(r["release"]) + protocols_lines(r["protocols"]) + wrap(
+        "The trie protocols' figures are their worst case (no prefix shared with another item; real data "
+        f"does better) and TrieHH's depend on n. triehh discover --protocol {how_to_run}")
+
+
 def protocols_lines(protocols: list) -> list:
     """``compare_protocols``' rows as aligned lines under a heading."""
     lines = ["", "Every protocol at this target (holders of an item of L - 1 units, one item per user):"]
@@ -130,9 +138,4 @@ def format_plan(r: dict) -> str:
         "",
         "Release of an item (contributing users; kept with the optimal probability pi(n)):",
     ]
-    lines += holders_table(r["release"])
-    lines += protocols_lines(r["protocols"])
-    lines += wrap("The trie protocols' figures are their worst case (no prefix shared with another item; "
-                  "real data does better) and TrieHH's depend on n. triehh discover --protocol "
-                  "partition-selection runs it.")
-    return "\n".join(lines)
+    return "\n".join(lines + release_lines(r, "partition-selection runs it."))

@@ -259,6 +259,13 @@ PARTITION_SELECTION_GUARANTEE = (
 )
 
 
+def _central_fields(plan: state_pb2.PrivacyPlan) -> dict:
+    """What the documents of the central protocols' plans end with: the target, p_s, n, L."""
+    return {"target_epsilon": plan.target_epsilon, "target_delta": plan.target_delta,
+            "sample_probability": plan.sample_probability, "population": plan.population,
+            "max_length": plan.max_length, "population_public": population_is_public(plan)}
+
+
 def _partition_selection_document(plan: state_pb2.PrivacyPlan) -> dict:
     """A partition-selection plan as a document: nothing in it depends on n but n itself."""
     return {
@@ -273,12 +280,7 @@ def _partition_selection_document(plan: state_pb2.PrivacyPlan) -> dict:
         "item_delta": plan.round_delta,
         "max_items_per_user": plan.max_items_per_user,
         "composition": "basic",
-        "target_epsilon": plan.target_epsilon,
-        "target_delta": plan.target_delta,
-        "sample_probability": plan.sample_probability,
-        "population": plan.population,
-        "max_length": plan.max_length,
-        "population_public": population_is_public(plan),
+        **_central_fields(plan),
     }
 
 
@@ -303,12 +305,7 @@ def _noisy_rounds_document(plan: state_pb2.PrivacyPlan) -> dict:
         "round_epsilon": plan.round_epsilon,
         "alphabet": plan.alphabet,
         "false_prefixes": plan.false_prefixes,
-        "target_epsilon": plan.target_epsilon,
-        "target_delta": plan.target_delta,
-        "sample_probability": plan.sample_probability,
-        "population": plan.population,
-        "max_length": plan.max_length,
-        "population_public": population_is_public(plan),
+        **_central_fields(plan),
     }
 
 

@@ -168,6 +168,8 @@ def test_a_run_that_died_after_a_round_resumes_with_the_same_noise(population, t
     (["--false-prefixes", "0"], "false_prefixes must be > 0"),
     (["--alphabet", "aab"], "the alphabet must be distinct characters"),
     (["--theta", "5", "--batch-size", "50"], "--theta fixes TrieHH's parameters"),
+    (["--item-type", "bytes"], "needs text items (its candidates extend by --alphabet)"),
+    (["--window", "1h"], "--window is not available: noisy rounds are central and batch only"),
 ])
 def test_refusals_come_before_any_record_is_read(population, tmp_path, extra, needle):
     records, _, _ = population

@@ -28,6 +28,8 @@ SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "p
     (["--secure-aggregation", "--case-fold", "--secure-alphabet", "aB"],
      "--secure-alphabet character 'B' is not a unit of this encoding (not normalised)"),
     (["--secure-aggregation", "--unit-size", "2"], "--secure-aggregation needs text items of one-character units"),
+    (["--protocol", "noisy-rounds"], "--protocol noisy-rounds is central only"),  # issue 41
+    (["--protocol", "partition-selection"], "--protocol partition-selection is central only"),
 ])
 def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags, message):
     registry = tmp_path / "registry.txt"
@@ -47,6 +49,7 @@ def test_a_serve_mistake_is_one_line_and_nothing_is_made(tmp_path, capsys, flags
     (["--latency=-1"], "--latency must be >= 0 seconds"),
     (["--report-goal", "0.5"], "--report-goal 0.5 would close a round before its deadline"),
     (["--secure-alphabet", "ab"], "need --secure-aggregation"),
+    (["--protocol", "noisy-rounds"], "--protocol noisy-rounds is central only"),  # issue 41
 ])
 def test_a_simulate_mistake_is_one_line(tmp_path, capsys, flags, message):
     records = tmp_path / "records.jsonl"

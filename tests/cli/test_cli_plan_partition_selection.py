@@ -15,6 +15,7 @@ from triehh_beam.job.federated_server import FederatedServer
 from triehh_beam.job.partition_outputs import central_advice
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import sample_threshold
+from triehh_beam.protocol.noisy_rounds import plan_noisy_rounds
 from triehh_beam.protocol.partition_selection import holders_for
 from triehh_beam.protocol.whole_items import plan_whole_items
 
@@ -42,6 +43,11 @@ def test_the_plan_shows_its_split_holders_and_every_protocol_beside_it():
         0.9, whole.sampling_probability, whole.tau, 1) == 98
     assert rows[("partition-selection", "items only")]["trust_model"] == "central only (discover)"
     assert rows[("triehh++", "10 rounds")]["trust_model"] == "central or federated"
+    # noisy prefix rounds (unit size 1 here: 26 letters + the end marker; the root has no end marker)
+    noisy = rows[("noisy-rounds", "10 rounds, a-z, frontier 100")]
+    plan = plan_noisy_rounds(1.0, 1e-8, 10)
+    assert noisy["holders_90"] == plan.holders_for(0.9, [26] + [2700] * 9) and noisy["holders_90"] > 0
+    assert noisy["trust_model"].startswith("central only")
     code, text, err = _plan()
     assert code == 0 and "federated refuses it" in text and "Every protocol at this target" in text
 

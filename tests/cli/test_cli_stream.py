@@ -25,6 +25,8 @@ DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z", "--popula
     (["--window", "1h", "--windows", "2025-11-23T10:00Z"], "not a range of windows"),
     (["--window", "1h", *DECLARED, "--stop-after-windows", "15"],
      "--stop-after-windows 15 is more than the 14 windows --windows declares"),
+    # issue 41: central and batch only
+    (["--window", "1h", *DECLARED, "--protocol", "noisy-rounds"], "--protocol noisy-rounds: --window is not available"),
 ])
 def test_a_mistake_is_one_line_naming_the_flag_and_nothing_is_made(tmp_path, capsys, flags, message):
     code = main(["stream", "--protocol", "triehh", "--subscription", SUBSCRIPTION, "--output", str(tmp_path / "out"),

@@ -33,6 +33,8 @@ COMPANIONS = {
     "accounting": {"protocol": "triehh++"},  # TrieHH refuses it: Theorem 1 is its only accounting
     "max_items_per_user": {"protocol": "partition-selection"},  # the other protocols refuse them
     "selection_share": {"protocol": "partition-selection"},
+    "alphabet": {"protocol": "noisy-rounds"},
+    "false_prefixes": {"protocol": "noisy-rounds"},
 }
 # Settings given instead of another one (validation refuses both).
 INSTEAD_OF = {"query": "input_pattern"}
@@ -183,7 +185,9 @@ def _state_of(config: DiscoveryConfig) -> state_pb2.JobState:
                                  accounting=config.recorded(config_lib.BY_NAME["accounting"]),
                                  estimate_epsilon=config.recorded(config_lib.BY_NAME["estimate_frequencies"]),
                                  max_items_per_user=config.recorded(config_lib.BY_NAME["max_items_per_user"]),
-                                 selection_share=config.recorded(config_lib.BY_NAME["selection_share"]))
+                                 selection_share=config.recorded(config_lib.BY_NAME["selection_share"]),
+                                 alphabet=config.recorded(config_lib.BY_NAME["alphabet"]),
+                                 false_prefixes=config.recorded(config_lib.BY_NAME["false_prefixes"]))
     return state_pb2.JobState(
         secret_seed=config.seed, input=config.input_spec(), plan=plan,
         truncate_long_items=config.truncate_long_items, trie=Trie.empty(config.encoder).to_proto(),
@@ -204,7 +208,7 @@ def test_a_resume_refuses_a_change_of_exactly_the_identity_settings(item, tmp_pa
         base.update(theta=7, batch_size=99, allow_no_guarantee=True)
     if item.name == "budget_period":  # a period is of a budget
         base["budget_epsilon"] = 20.0
-    if item.name in ("accounting", "max_items_per_user", "selection_share"):  # their protocol's
+    if item.name in ("accounting", "max_items_per_user", "selection_share", "alphabet", "false_prefixes"):
         base["protocol"] = COMPANIONS[item.name]["protocol"]
     # Started as TrieHH (its settings apply), or under the default when the protocol is what changes.
     started = DiscoveryConfig(**{"protocol": "triehh++" if item.name == "protocol" else "triehh", **base})

@@ -16,14 +16,13 @@ import hashlib
 import io
 import json
 
-import numpy as np
 import pytest
 
 from tests.release_keys import keyed_identity
+from tests.word_population import write_word_population
 from triehh_beam import cli
 from triehh_beam.reference.simulation import sampler_for_seed
 from triehh_beam.reference.whole_items import simulate_whole_items
-from triehh_beam.io.write import write_records
 from triehh_beam.job import graphs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.driver import run_discovery
@@ -46,23 +45,9 @@ TARGET = ["--epsilon", str(EPSILON), "--delta", str(DELTA), "--max-length", str(
 def population(tmp_path_factory):
     """(records path, seed file, users): Zipf-like words, a quarter of the users with 2-3 items
     in different counts (so the keyed choice decides their report)."""
-    root = tmp_path_factory.mktemp("whole-items")
-    rng = np.random.default_rng(14)
     # Steep enough that some words are reported by fewer than tau sampled users (the test below
     # needs both sides) under either accounting: the exact plan samples about twice the bound's.
-    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.8
-    weights /= weights.sum()
-    rows, users = [], {}
-    for user in range(N_USERS):
-        k = 1 if rng.random() < 0.75 else int(rng.integers(2, 4))
-        items = {str(w): int(rng.integers(1, 5)) for w in rng.choice(WORDS, size=k, replace=False, p=weights)}
-        users[f"u{user}"] = items
-        rows += [(f"u{user}", w, c) for w, c in items.items()]
-    path = root / "records.parquet"
-    write_records(str(path), rows)
-    seed_file = root / "seed.bin"
-    seed_file.write_bytes(SEED)
-    return str(path), str(seed_file), users
+    return write_word_population(tmp_path_factory.mktemp("whole-items"), WORDS, N_USERS, 1.8, SEED, 14)
 
 
 def _discover(records, output, *extra):

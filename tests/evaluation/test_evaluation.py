@@ -307,6 +307,7 @@ def test_evaluate_command_end_to_end_with_the_simulation(tmp_path, capsys):
         (["--rivals", "rappor"], "rival"),
         (["--runs", "0"], "runs"),
         (["--protocol", "partition-selection"], "not evaluated by triehh evaluate yet"),
+        (["--protocol", "noisy-rounds"], "noisy-rounds is not evaluated by triehh evaluate yet"),
     ],
 )
 def test_evaluate_command_refuses_bad_arguments(argv, message, small_input, tmp_path, capsys):

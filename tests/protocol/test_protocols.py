@@ -6,7 +6,8 @@ from triehh_beam.protocol.protocols import Protocol
 
 
 def test_values_are_the_names_flags_states_and_outputs_use():
-    assert [p.value for p in Protocol] == ["triehh", "triehh++", "sample-threshold", "partition-selection"]
+    assert [p.value for p in Protocol] == ["triehh", "triehh++", "sample-threshold", "partition-selection",
+                                       "noisy-rounds"]
     assert Protocol.TRIEHH_PP == "triehh++"  # compares equal to the recorded string
 
 

@@ -2,7 +2,9 @@
 the sample tables of every user (p_s = 1) into the release, each table's users contributing up
 to k distinct items, counted columnar, and the counts merged, selected by their keyed coins and
 noised inside one combine (``PartitionCounter``), so no exact count and no dropped item leaves
-it; its counters are totals only."""
+it. It adds no counter: the number of users read is n itself, private under every protocol (the
+census keeps it out of the runner's metrics too), so it reaches the operator only through the
+pass's own output, in the private block."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
 from triehh_beam.beam.whole_items import ReleaseCombineFn, count_released
@@ -19,7 +20,6 @@ from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
 
 __all__ = ["ReleasePartitions"]
 
-_NAMESPACE = "triehh"
 _Sequence = Tuple[Union[str, bytes], ...]
 # (sequence -> contributing users of one table, users in it): private, consumed only by the combine
 _Partial = Tuple[Dict[_Sequence, int], int]
@@ -35,13 +35,9 @@ class _ContributeDoFn(beam.DoFn):
     def __init__(self, max_items: int):
         self._max_items = max_items
 
-    def setup(self):
-        self._users = Metrics.counter(_NAMESPACE, "users_contributing")
-
     def process(self, keyed):
         _, table = keyed
         users, uniforms = samples.sequence_table(table)
-        self._users.inc(users.users)
         yield count_contributions(users, uniforms, self._max_items), users.users
 
 

@@ -146,6 +146,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                                            secure=secure_option(args))
         if source.secure is not None:  # again by the server; here before anything is built
             source.secure.check(config.encoder, bool(config.estimate_frequencies))
+        federated.check_protocol(config)  # again by the server; here before anything is built
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (RegistryError, ValueError, OSError) as e:
         return _fail("serve", str(e))
@@ -186,6 +187,7 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         secure = secure_option(args)
         if secure is not None:
             secure.check(config.encoder, bool(config.estimate_frequencies))
+        federated.check_protocol(config)  # again by the server; here before anything is built
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))

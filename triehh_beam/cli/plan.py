@@ -78,7 +78,9 @@ def register_plan(subparsers) -> None:
                              "is named; 'sample-threshold': one release of whole items with their "
                              "counts, tau and p_s; 'partition-selection': one release of whole items at "
                              "the central optimum, beside what every protocol needs and the trust model "
-                             "each fits")
+                             "each fits; 'noisy-rounds': every user votes each round, discrete Laplace "
+                             "noise per round and its thresholds (docs/protocol.md section 8), beside "
+                             "the same table")
     parser.add_argument("--max-items-per-user", type=argtypes.positive_int, default=None, metavar="K",
                         help="with --protocol partition-selection: the distinct items each user contributes "
                              "(default 1)")
@@ -161,6 +163,8 @@ def _run_plan(args) -> int:
         raise UsageError(str(err)) from None
     if args.protocol is Protocol.PARTITION_SELECTION:
         return _run_partition_selection_plan(args)
+    if args.protocol is Protocol.NOISY_ROUNDS:
+        return _run_noisy_rounds_plan(args)
     for flag, given in (("--max-items-per-user", args.max_items_per_user), ("--selection-share", args.selection_share)):
         if given is not None:
             raise UsageError(f"{flag} is --protocol partition-selection's: add it, or leave {flag} out")
@@ -272,6 +276,23 @@ def _run_whole_items_plan(args) -> int:
     report = plan_whole_items.plan_report(args.population, args.epsilon, args.delta, args.max_length,
                                           args.unit_size, 1 / args.items_per_user, args.accounting or "exact")
     print(json.dumps(report, indent=2) if args.json else plan_whole_items.format_plan(report))
+    return 0
+
+
+def _run_noisy_rounds_plan(args) -> int:
+    from triehh_beam.cli import plan_noisy_rounds
+
+    for flag, given in (("--plot", args.plot), ("--rule", args.rule != "authors"), ("--accounting", args.accounting),
+                        ("--compare-units", args.compare_units or args.unit_size == "auto"),
+                        ("--item-length", args.item_length is not None), ("--items-per-user", args.items_per_user != 1),
+                        ("--find-frequency", args.find_frequency is not None),
+                        ("--estimate-frequencies", args.estimate_frequencies is not None),
+                        ("--max-items-per-user", args.max_items_per_user is not None),
+                        ("--selection-share", args.selection_share is not None)):
+        if given:
+            raise UsageError(f"{flag} has no meaning with --protocol noisy-rounds (docs/protocol.md §8)")
+    report = plan_noisy_rounds.plan_report(args.population, args.epsilon, args.delta, args.max_length, args.unit_size)
+    print(json.dumps(report, indent=2) if args.json else plan_noisy_rounds.format_plan(report))
     return 0
 
 

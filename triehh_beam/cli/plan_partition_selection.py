@@ -11,10 +11,17 @@ from typing import Optional
 from triehh_beam.cli.plan_text import PROBABILITIES, header, holders_table, row, wrap
 from triehh_beam.protocol.protocols import Protocol
 
-__all__ = ["TRUST_MODELS", "compare_protocols", "format_plan", "plan_report"]
+__all__ = ["NOISY_ALPHABET", "NOISY_FRONTIER", "TRUST_MODELS", "compare_protocols", "format_plan", "plan_report",
+           "protocols_lines", "release_lines"]
+
+#: The noisy prefix rounds (docs/protocol.md §8).
+NOISY_ROUNDS = Protocol.NOISY_ROUNDS
+#: The alphabet and frontier the noisy rounds' row assumes: a-z, 100 prefixes per round.
+NOISY_ALPHABET, NOISY_FRONTIER = "abcdefghijklmnopqrstuvwxyz", 100
 
 #: Which ways in each protocol fits (docs/privacy.md, "The protocols side by side").
 TRUST_MODELS = {
+    NOISY_ROUNDS: "central only (discover)",
     Protocol.PARTITION_SELECTION: "central only (discover)",
     Protocol.WHOLE_ITEMS: "central (discover)",
     Protocol.TRIEHH_PP: "central or federated",
@@ -22,10 +29,11 @@ TRUST_MODELS = {
 }
 
 
-def compare_protocols(population: int, epsilon: float, delta: float, max_length: int) -> list:
+def compare_protocols(population: int, epsilon: float, delta: float, max_length: int, unit_size: int = 1) -> list:
     """Holders an item of L - 1 units needs for a 50% and a 90% release under each protocol at
-    ``(epsilon, delta)`` (one item per user; the trie protocols' worst case: no shared prefix),
-    with the trust model each fits; None where a plan is infeasible."""
+    ``(epsilon, delta)`` (one item per user; the trie protocols' worst case: no shared prefix;
+    the noisy rounds' candidates: units of ``unit_size`` letters a-z, 100 frontier prefixes
+    after the first round), with the trust model each fits; None where a plan is infeasible."""
     from triehh_beam.protocol import planner, utility
     from triehh_beam.protocol import sample_threshold as st
     from triehh_beam.protocol.partition_selection import plan_partition_selection
@@ -40,6 +48,7 @@ def compare_protocols(population: int, epsilon: float, delta: float, max_length:
     rows.append((Protocol.WHOLE_ITEMS, "with counts", *(
         st.min_holders(p, whole.sampling_probability, whole.tau, 1) if whole.feasible else None for p in (0.5, 0.9))))
     rounds = plan_sample_threshold(epsilon, delta, max_length)
+    rows.append(_noisy_rounds_row(epsilon, delta, max_length, unit_size))
     rows.append((Protocol.TRIEHH_PP, f"{max_length} rounds", *(
         st.min_holders(p, rounds.sampling_probability, rounds.tau, max_length) if rounds.feasible else None
         for p in (0.5, 0.9))))
@@ -51,8 +60,19 @@ def compare_protocols(population: int, epsilon: float, delta: float, max_length:
 
     rows.append((Protocol.TRIEHH, f"{max_length} rounds, n = {population:,}", triehh_holders(0.5),
                  triehh_holders(0.9)))
-    return [{"protocol": p.value, "variant": variant, "holders_50": h50, "holders_90": h90,
+    return [{"protocol": str(p), "variant": variant, "holders_50": h50, "holders_90": h90,
              "trust_model": TRUST_MODELS[p]} for p, variant, h50, h90 in rows]
+
+
+def _noisy_rounds_row(epsilon: float, delta: float, max_length: int, unit_size: int) -> tuple:
+    from triehh_beam.protocol.noisy_release import candidate_units
+    from triehh_beam.protocol.noisy_rounds import plan_noisy_rounds
+
+    plan = plan_noisy_rounds(epsilon, delta, max_length)
+    units = len(candidate_units(NOISY_ALPHABET, unit_size))
+    candidates = [units - 1] + [NOISY_FRONTIER * units] * (max_length - 1)
+    return (NOISY_ROUNDS, f"{max_length} rounds, a-z, frontier {NOISY_FRONTIER}",
+            *(plan.holders_for(p, candidates) for p in (0.5, 0.9)))
 
 
 def plan_report(population: int, epsilon: float, delta: float, max_length: int, unit_size: int,
@@ -77,8 +97,28 @@ def plan_report(population: int, epsilon: float, delta: float, max_length: int, 
         "count_epsilon": plan.count_epsilon, "item_epsilon": plan.item_epsilon, "item_delta": plan.item_delta,
         "count_half_width": TwoSidedGeometric(noise).half_width(LEVEL) if noise else None,
         "release": release, "trust_model": TRUST_MODELS[Protocol.PARTITION_SELECTION],
-        "protocols": compare_protocols(population, epsilon, delta, max_length),
+        "protocols": compare_protocols(population, epsilon, delta, max_length, unit_size),
     }
+
+
+def release_lines(r: dict, how_to_run: str) -> list:
+    """A plan report's release table, every protocol beside it and the note under them, ending
+    with ``how_to_run`` (after "triehh discover --protocol ")."""
+    return holders_table(r["release"]) + protocols_lines(r["protocols"]) + wrap(
+        "The trie protocols' figures are their worst case (no prefix shared with another item; real data "
+        f"does better) and TrieHH's depend on n. triehh discover --protocol {how_to_run}")
+
+
+def protocols_lines(protocols: list) -> list:
+    """``compare_protocols``' rows as aligned lines under a heading."""
+    lines = ["", "Every protocol at this target (holders of an item of L - 1 units, one item per user):"]
+    width = max(len(f"{c['protocol']} ({c['variant']})") for c in protocols)
+    lines.append(f"  {'protocol':<{width}}  {'50%':>7}  {'90%':>7}  trust model")
+    for c in protocols:
+        shown = [f"{c[h]:>7,}" if c[h] is not None else f"{'-':>7}" for h in ("holders_50", "holders_90")]
+        lines.append(f"  {c['protocol'] + ' (' + c['variant'] + ')':<{width}}  {shown[0]}  {shown[1]}  "
+                     f"{c['trust_model']}")
+    return lines
 
 
 def format_plan(r: dict) -> str:
@@ -98,15 +138,4 @@ def format_plan(r: dict) -> str:
         "",
         "Release of an item (contributing users; kept with the optimal probability pi(n)):",
     ]
-    lines += holders_table(r["release"])
-    lines += ["", "Every protocol at this target (holders of an item of L - 1 units, one item per user):"]
-    width = max(len(f"{c['protocol']} ({c['variant']})") for c in r["protocols"])
-    lines.append(f"  {'protocol':<{width}}  {'50%':>7}  {'90%':>7}  trust model")
-    for c in r["protocols"]:
-        shown = [f"{c[h]:>7,}" if c[h] is not None else f"{'-':>7}" for h in ("holders_50", "holders_90")]
-        lines.append(f"  {c['protocol'] + ' (' + c['variant'] + ')':<{width}}  {shown[0]}  {shown[1]}  "
-                     f"{c['trust_model']}")
-    lines += wrap("The trie protocols' figures are their worst case (no prefix shared with another item; "
-                  "real data does better) and TrieHH's depend on n. triehh discover --protocol "
-                  "partition-selection runs it.")
-    return "\n".join(lines)
+    return "\n".join(lines + release_lines(r, "partition-selection runs it."))

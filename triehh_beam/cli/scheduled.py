@@ -141,7 +141,7 @@ def load_config(path: str) -> dict:
         # run would pass with an empty list and every later one fail.
         discovery = config["discovery"]
         protocol = discovery.get("protocol", DEFAULT_PROTOCOL.value)
-        if protocol not in [p.value for p in Protocol if p.grows_trie]:
+        if protocol not in [p.value for p in Protocol if p.grows_trie and not p.central_only]:
             raise ConfigError(f"{path}: [discovery] {DENY_EARLIER_RUNS} works with protocol triehh and "
                               f"triehh++, not {protocol}")
         if discovery.get("window") is not None:

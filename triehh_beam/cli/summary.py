@@ -99,6 +99,10 @@ def _privacy_line(plan, verbose: bool) -> str:
                 f"release (optimal partition selection: up to {plan.max_items_per_user} "
                 f"item{'s' if plan.max_items_per_user > 1 else ''} per user, selection "
                 f"epsilon {plan.epsilon:.4g}, {counts}){_population_note(plan, verbose)}")
+    if protocol is Protocol.NOISY_ROUNDS:
+        return (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, for all {plan.max_length} rounds "
+                f"(noisy prefix rounds: every user votes, discrete Laplace epsilon {plan.round_epsilon:.4g} per "
+                f"round, {plan.accounting} composition){_population_note(plan, verbose)}")
     if protocol is Protocol.WHOLE_ITEMS:
         return (f"privacy: ({plan.epsilon:.4g}, {plan.delta:.3g})-DP, user level, one release (sample-and-threshold: "
                 f"tau={plan.theta}, p_s={100 * plan.sample_probability:.6g}%, {plan.accounting or 'bound'} "

@@ -133,6 +133,9 @@ class EvaluationConfig:
         if Protocol.PARTITION_SELECTION in protocols:  # issue 41: not an evaluate configuration yet
             raise ValueError(f"--protocol {Protocol.PARTITION_SELECTION} is not evaluated by triehh evaluate yet: "
                              "benchmarks/partition_selection.py compares it with PipelineDP")
+        if Protocol.NOISY_ROUNDS in protocols:  # issue 41: not an evaluate configuration yet
+            raise ValueError(f"--protocol {Protocol.NOISY_ROUNDS} is not evaluated by triehh evaluate yet: "
+                             "benchmarks/noisy_rounds.py compares it with TrieHH++")
         object.__setattr__(self, "protocols", tuple(p for p in Protocol if p in protocols))
         if self.input_format not in (None, *FORMATS):
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.input_format!r}")

@@ -20,7 +20,9 @@ from triehh_beam.job.paths import is_inside
 from triehh_beam.job.settings import Setting, read_seed_file, setting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters
-from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.noisy_release import candidate_units
+from triehh_beam.protocol.noisy_rounds import plan_noisy_rounds
 from triehh_beam.protocol.partition_selection import plan_partition_selection
 from triehh_beam.protocol.protocols import Protocol
 
@@ -76,6 +78,7 @@ class DiscoveryConfig(DiscoverySettings):
         except ValueError as e:
             raise ValueError(f"--protocol: {e}") from None
         _check_partition_selection(self)
+        _check_noisy_rounds(self)
         if self.protocol.samples_by_probability:
             _check_sample_and_threshold(self)
         elif self.accounting is not None:
@@ -204,6 +207,42 @@ def _check_partition_selection(config: DiscoveryConfig) -> None:
         plan_partition_selection(config.epsilon, config.delta, config.max_items_per_user, config.selection_share)
     except ValueError as e:
         raise ValueError(f"--protocol {config.protocol}: {e} (--max-items-per-user, --selection-share)") from None
+
+
+# Settings that mean nothing for noisy prefix rounds, and why.
+_NOT_FOR_NOISY_ROUNDS = (
+    ("accounting", "chooses how sample-and-threshold is certified; the L noisy rounds are composed by "
+                   "dp_accounting (PLD or zCDP, whichever certifies less): drop it"),
+    ("estimate_frequencies", "adds noisy counts to a trie's leaves; noisy rounds release every kept prefix "
+                             "with its noisy count already: drop it"),
+    ("deny_list", "is written for the sampled votes of triehh and triehh++: drop it"),
+    ("window", "is not available: noisy rounds are central and batch only (triehh discover without --window)"),
+)
+
+
+def _check_noisy_rounds(config: DiscoveryConfig) -> None:
+    """Refuses noisy rounds' settings with another protocol, the settings that mean nothing with
+    it, items that are not text (its candidates extend by an alphabet) and bad values; its rounds
+    run one job each (``rounds_per_job`` is set to "1": the one-job path runs thresholds without
+    noise)."""
+    if not config.protocol.noises_rounds:
+        for name in ("alphabet", "false_prefixes"):
+            if getattr(config, name) != BY_NAME[name].default:
+                raise ValueError(f"{BY_NAME[name].flag} is --protocol {Protocol.NOISY_ROUNDS}'s: drop it, "
+                                 f"or use that protocol")
+        return
+    for name, why in _NOT_FOR_NOISY_ROUNDS:
+        if getattr(config, name) not in (None, (), BY_NAME[name].default):
+            raise ValueError(f"--protocol {config.protocol}: {BY_NAME[name].flag} {why}")
+    if config.encoder.kind is not ItemKind.TEXT:
+        raise ValueError(f"--protocol {config.protocol} needs text items (its candidates extend by --alphabet), "
+                         f"not {config.encoder.kind.value}")
+    try:
+        candidate_units(config.alphabet, config.unit_size, config.encoder.eos)
+        plan_noisy_rounds(config.epsilon, config.delta, 1, config.false_prefixes, accountant="zcdp")
+    except ValueError as e:
+        raise ValueError(f"--protocol {config.protocol}: {e} (--alphabet, --false-prefixes)") from None
+    object.__setattr__(config, "rounds_per_job", "1")
 
 
 def _check_deny_list(config: DiscoveryConfig) -> None:

@@ -142,6 +142,8 @@ def _plan_bound(privacy: Mapping[str, Any]) -> Tuple[Optional[int], str]:
         raise _NotARelease(f"its plan names protocol {protocol!r}, none this product runs")
     if Protocol(protocol).selects_partitions:
         raise _NotARelease(f"a {protocol} release is not a deny list yet (its items need no trie to deny)")
+    if Protocol(protocol).noises_rounds:
+        raise _NotARelease(f"a {protocol} release is not a deny list yet (not built for its plan)")
     if not isinstance(privacy.get("guarantee"), str) or not isinstance(privacy.get("rule"), str):
         raise _NotARelease("its privacy block has no guarantee or rule")
     public = privacy.get("population_public")

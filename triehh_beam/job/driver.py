@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.job import estimates as estimates_lib
 from triehh_beam.job import lease as lease_lib
-from triehh_beam.job import leftovers, levels, outputs, partition_outputs, passes, sources, whole_items
+from triehh_beam.job import leftovers, levels, noisy_rounds, outputs, partition_outputs, passes, sources, whole_items
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.discovery_job import ConfigMismatchError, DiscoveryJob, copy_state
@@ -204,6 +204,8 @@ class Driver(DiscoveryJob):
 
     def run_round(self, state: state_pb2.JobState, trie: Trie, round_index: int) -> Tuple[RoundResult, Dict[str, int]]:
         """Runs round ``round_index`` on its sample alone: (its result, the job's counters)."""
+        if protocol_of(state.plan).noises_rounds:  # every user's vote, noised: job.noisy_rounds
+            return noisy_rounds.run_round(self, state, trie, round_index)
         required = self._round_required(state, [round_index])
         if isinstance(required, dict):
             required = required.get(round_index)
@@ -289,7 +291,7 @@ class Driver(DiscoveryJob):
         advice = outputs.unit_advice_message(plan, self.config)  # issue 16; never changes what runs
         if advice is not None:
             self.say("advice", advice[0], private=advice[1])
-        central = partition_outputs.central_advice(plan)  # issue 41: the central optimum, if it finds more
+        central = partition_outputs.central_advice(plan, self.config.unit_size)  # issue 41: central protocols
         if central is not None:
             self.say("advice", central)
         # Budget before release: charged (once per release) before any round can release anything.
@@ -363,6 +365,7 @@ class Driver(DiscoveryJob):
         """Commits one round's result as a new state object, then announces it (``ran_earlier``:
         its level was written by an earlier job, whose time the line does not claim)."""
         plan = state.plan
+        state = noisy_rounds.record_round(state, step.index, result)  # noisy rounds: committed with the round
         round_index, frontier, kept = step.index, step.frontier, list(result.kept)
         trie, step = rounds.apply_round(trie, step, kept, plan.max_length)
         state = copy_state(state)
@@ -435,7 +438,7 @@ class Driver(DiscoveryJob):
         return state
 
     def _write_outputs(self, state: state_pb2.JobState, trie: Trie) -> str:
-        return outputs.write_outputs(self.config.output_dir, state, trie)
+        return outputs.write_outputs(self.config.output_dir, state, trie, noisy_rounds.published_section(state, trie))
 
     def _finish(self, state, reason: str):
         state = state_pb2.JobState.FromString(state.SerializeToString())

@@ -31,10 +31,11 @@ from triehh_beam.job.paths import canonical_path
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.trie import Trie
 from triehh_beam.job.federated_server import (RELEASE_NAME, SEED_NAME, FederatedServer, FederatedSource, Publish,
-                                              check_report_goal, federated_identity, federated_job_id, now_iso)
+                                              check_protocol, check_report_goal, federated_identity, federated_job_id,
+                                              now_iso)
 
-__all__ = ["FederatedResult", "FederatedSource", "Publish", "RELEASE_NAME", "check_report_goal", "federated_identity",
-           "federated_job_id", "run_federated", "secure_totals"]
+__all__ = ["FederatedResult", "FederatedSource", "Publish", "RELEASE_NAME", "check_protocol", "check_report_goal",
+           "federated_identity", "federated_job_id", "run_federated", "secure_totals"]
 
 
 @dataclasses.dataclass

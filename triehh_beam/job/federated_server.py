@@ -32,7 +32,7 @@ from triehh_beam.protocol.federated_tally import RoundTally
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.trie import Trie
 
-__all__ = ["FederatedServer", "FederatedSource", "Publish", "RELEASE_NAME", "SEED_NAME", "check_report_goal",
+__all__ = ["FederatedServer", "FederatedSource", "Publish", "RELEASE_NAME", "SEED_NAME", "check_protocol", "check_report_goal",
            "federated_identity", "federated_job_id", "now_iso", "now_millis"]
 
 #: (data, attributes) messages to one topic; raises if any is not published.
@@ -107,6 +107,15 @@ def federated_job_id(release: release_lib.Release) -> str:
     return "federated-" + key[0].to_bytes(8, "little").hex() + key[1].to_bytes(8, "little").hex()
 
 
+def check_protocol(config: DiscoveryConfig) -> None:
+    """Refuses, in one line, a central-only protocol (partition selection, noisy rounds): every
+    user contributes and the server would need every device's raw vote."""
+    if config.protocol.central_only:
+        raise ValueError(f"--protocol {config.protocol} is central only: every user contributes, and the server "
+                         "would need every device's raw vote (it counts, then noises or selects); use --protocol "
+                         "triehh or triehh++")
+
+
 def check_report_goal(report_goal: float, no_guarantee: bool) -> None:
     """Refuses a report goal below 1 unless the job claims no guarantee (``no_guarantee``: the
     plan's, or before planning ``DiscoveryConfig.allow_no_guarantee``).
@@ -142,9 +151,7 @@ class FederatedServer:
         if config.deny_list:
             raise ValueError("--deny-list is not available for federated jobs: each device would need "
                              "the list with the announcement (not built)")
-        if config.protocol.selects_partitions:
-            raise ValueError(f"--protocol {config.protocol} is central only: every user contributes its items, so "
-                             "the server would need every device's raw vote; use --protocol triehh or triehh++")
+        check_protocol(config)
         if not config.protocol.grows_trie:
             raise ValueError("--protocol sample-threshold is not available for federated jobs yet (one report "
                              "per sampled device, not built): use --protocol triehh or triehh++")

@@ -18,6 +18,7 @@ from triehh_beam.job.paths import canonical_path, canonical_pattern
 from triehh_beam.job.settings import Setting, parse_duration, parse_window_range, read_seed_file, setting
 from triehh_beam.protocol import parameters
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.noisy_rounds import DEFAULT_ALPHABET, DEFAULT_FALSE_PREFIXES
 from triehh_beam.protocol.partition_selection import DEFAULT_MAX_ITEMS, DEFAULT_SELECTION_SHARE
 from triehh_beam.protocol.protocols import DEFAULT_PROTOCOL, Protocol
 from triehh_beam.protocol.sample_threshold_planner import ACCOUNTINGS, BOUND, DEFAULT_ACCOUNTING
@@ -29,6 +30,7 @@ __all__ = [
     "DiscoverySettings",
     "ENCODING",
     "GROUPS",
+    "NOISY_ROUNDS_ACCOUNTING",
     "OPTIMAL_SELECTION",
     "SAMPLE_AND_THRESHOLD",
     "SETTINGS",
@@ -70,12 +72,19 @@ _IO, _TARGET, _BUDGET, _OPERATE, _ITEMS, _EXPERT, _WINDOWS = GROUPS
 OPTIMAL_SELECTION = "optimal-selection"
 
 
+#: What a noisy-rounds job records for --accounting (not its own: the plan's accountant, "pld" or
+#: "zcdp", is in plan.accounting; a resume never names --accounting, which it refuses).
+NOISY_ROUNDS_ACCOUNTING = "composed"
+
+
 def recorded_accounting(config: "DiscoverySettings") -> str:
     """The accounting a new job's plan records: the one asked for (exact by default) under
     sample-and-threshold, ``OPTIMAL_SELECTION`` under partition selection, "" under TrieHH
     (Theorem 1 has one)."""
     if Protocol(config.protocol).selects_partitions:
         return OPTIMAL_SELECTION
+    if Protocol(config.protocol).noises_rounds:
+        return NOISY_ROUNDS_ACCOUNTING
     if Protocol(config.protocol).samples_by_probability:
         return config.accounting or DEFAULT_ACCOUNTING
     return ""
@@ -152,8 +161,11 @@ class DiscoverySettings:
         "each user sampled with probability p_s, items reported by at least tau released with their "
         "count (epsilon <= 1); partition-selection: one release of whole items at the central optimum, "
         "every user contributing up to --max-items-per-user items, each item kept with the optimal "
-        "probability for its users, its count noised (docs/protocol.md §7); --theta, --batch-size "
-        "and --rule are TrieHH's",
+        "probability for its users, its count noised (docs/protocol.md §7); noisy-rounds: a trie "
+        "from every user's vote per round, each candidate of --alphabet's units kept when its count "
+        "plus discrete Laplace noise reaches the round's threshold, released with that noisy count "
+        "(central only, one job per round; docs/protocol.md §8); --theta, --batch-size and --rule "
+        "are TrieHH's",
         _TARGET, default=DEFAULT_PROTOCOL, choices=tuple(p.value for p in Protocol), identity="plan.protocol",
         record=lambda c: Protocol(c.protocol).value, example=Protocol.TRIEHH.value)
     accounting: Optional[str] = setting(
@@ -190,6 +202,19 @@ class DiscoverySettings:
         record=lambda c: c.selection_share if Protocol(c.protocol).selects_partitions else 0.0,
         mismatch="selection share (state has {theirs!r}, asked {ours!r}; 0: not partition selection)",
         example="1")
+    alphabet: str = setting(
+        "--alphabet", "--protocol noisy-rounds: the characters of the public candidates (every frontier "
+        "prefix extended by every unit of them, and by the end marker); a vote for a unit with other "
+        "characters counts nowhere (default: a-z)", _TARGET, default=DEFAULT_ALPHABET, metavar="CHARS",
+        identity="plan.alphabet", record=lambda c: c.alphabet if Protocol(c.protocol).noises_rounds else "",
+        mismatch="alphabet (state has {theirs!r}, asked {ours!r}; empty: not noisy rounds)", example="abc")
+    false_prefixes: float = setting(
+        "--false-prefixes", "--protocol noisy-rounds: the expected prefixes nobody holds that a release "
+        "keeps at most; sets each round's threshold (default: %(default)s)", _TARGET,
+        default=DEFAULT_FALSE_PREFIXES, parse=float, metavar="F", identity="plan.false_prefixes",
+        record=lambda c: c.false_prefixes if Protocol(c.protocol).noises_rounds else 0.0,
+        mismatch="expected false prefixes (state has {theirs!r}, asked {ours!r}; 0: not noisy rounds)",
+        example="0.5")
     deny_list: Tuple[str, ...] = setting(
         "--deny-list", "earlier runs' heavy_hitters.json (comma-separate several; local or gs://): a "
         "sampled user whose chosen item is on them chooses among its other items, or abstains; the "

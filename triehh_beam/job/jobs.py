@@ -258,6 +258,8 @@ def submit_job_graphs(
             "submit_job_graphs only validates graphs: give a runner that submits nothing "
             "(--runner=DataflowRunner --dry_run=True); run_discovery runs jobs"
         )
+    if config.protocol.noises_rounds:  # its rounds are job.noisy_rounds' graphs, not built here
+        raise ValueError("submit_job_graphs does not build --protocol noisy-rounds's round graphs yet")
     recorded = planning.plan_for(config, population)
     sampler = Release.fresh(seed or os.urandom(32), config.sampling_identity()).sampler()
     as_of = sources.pinned_at(sources.pin(config))  # a table: read as of now, as a job's census would

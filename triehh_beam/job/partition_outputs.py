@@ -60,20 +60,43 @@ def published_document(state: state_pb2.JobState, items: List[Tuple[Units, int]]
     return document
 
 
-def central_advice(plan: state_pb2.PrivacyPlan) -> Optional[str]:
-    """discover's ``advice:`` line when partition selection (central: this job reads the records
-    on the server) releases a whole item with fewer holders than a sample-and-threshold plan
-    (``triehh++``: an item of L units, worst case; ``sample-threshold``), or None. Both figures
-    are functions of the target alone (public); it never changes what runs."""
+def central_advice(plan: state_pb2.PrivacyPlan, unit_size: int = 1) -> Optional[str]:
+    """discover's ``advice:`` line when a central protocol (this job reads the records on the
+    server) releases an item with fewer holders than a sample-and-threshold plan (``triehh++``:
+    an item of L units, worst case; ``sample-threshold``): partition selection (a whole item),
+    and for a trie noisy prefix rounds (the same worst-case item, units of ``unit_size`` letters
+    a-z, a frontier of 100 after round 1); None when neither does. Every figure is a function of
+    the target alone (public); it never changes what runs."""
     protocol = Protocol(plan.protocol)
-    if protocol.selects_partitions or not protocol.samples_by_probability or plan.no_guarantee:
+    if protocol.central_only or not protocol.samples_by_probability or plan.no_guarantee:
         return None
-    ours = holders_for(0.9, plan.target_epsilon * DEFAULT_SELECTION_SHARE, plan.target_delta)
     length = plan.max_length if protocol.grows_trie else 1
     theirs = sample_threshold.min_holders(0.9, plan.sample_probability, int(plan.theta), length)
-    if theirs is None or ours >= theirs:
+    if theirs is None:
         return None
     what = f"an item of {plan.max_length} units (worst case)" if protocol.grows_trie else "an item"
-    return (f"advice: this job reads the records on the server (central DP): --protocol partition-selection "
-            f"releases a whole item held by {ours:,} users 90% of the time at this target, with a noisy count, "
-            f"where this plan needs {theirs:,} for {what} (docs/guides/partition-selection.md)")
+    found = []
+    ours = holders_for(0.9, plan.target_epsilon * DEFAULT_SELECTION_SHARE, plan.target_delta)
+    if ours < theirs:
+        found.append(f"--protocol partition-selection releases a whole item held by {ours:,} users "
+                     "(docs/guides/partition-selection.md)")
+    if protocol.grows_trie:
+        noisy = _noisy_rounds_holders(plan, unit_size)
+        if noisy < theirs:
+            found.append(f"--protocol noisy-rounds releases it with {noisy:,} (a-z units, a frontier of 100; "
+                         "docs/protocol.md §8)")
+    if not found:
+        return None
+    return (f"advice: this job reads the records on the server (central DP): {'; '.join(found)}, 90% of the "
+            f"time at this target, with noisy counts, where this plan needs {theirs:,} for {what}")
+
+
+def _noisy_rounds_holders(plan: state_pb2.PrivacyPlan, unit_size: int) -> int:
+    """The holders noisy prefix rounds need for a 90% release of a worst-case item of L units
+    at ``plan``'s target (``NoisyRoundsPlan.holders_for``; candidates: a-z units, 100 prefixes)."""
+    from triehh_beam.protocol.noisy_release import candidate_units
+    from triehh_beam.protocol.noisy_rounds import DEFAULT_ALPHABET, plan_noisy_rounds
+
+    noisy = plan_noisy_rounds(plan.target_epsilon, plan.target_delta, int(plan.max_length))
+    units = len(candidate_units(DEFAULT_ALPHABET, unit_size))
+    return noisy.holders_for(0.9, [units - 1] + [100 * units] * (int(plan.max_length) - 1))

@@ -49,6 +49,11 @@ def _describe_sample_threshold(plan: state_pb2.PrivacyPlan, population: bool) ->
         return (f"partition selection, whole items, one release: {n}k={plan.max_items_per_user} items per user, "
                 f"items up to L-1={plan.max_length - 1} units: selection epsilon={plan.epsilon:.4g} "
                 f"delta={plan.delta:.3g}, {counts} (target {plan.target_epsilon:.4g}, {plan.target_delta:.3g})")
+    if plan.protocol == Protocol.NOISY_ROUNDS:
+        return (f"noisy prefix rounds: {n}every user votes, L={plan.max_length} rounds, discrete Laplace "
+                f"per round (epsilon {plan.round_epsilon:.4g}), candidates of {len(plan.alphabet)} characters, "
+                f"thresholds for {plan.false_prefixes:.3g} expected false prefixes: epsilon={plan.epsilon:.4g} "
+                f"delta={plan.delta:.3g} ({plan.accounting} composition)")
     if plan.protocol == Protocol.WHOLE_ITEMS:
         return (f"sample-and-threshold, whole items, one release: {n}tau={plan.theta} "
                 f"p_s={100 * plan.sample_probability:.6g}% items up to "
@@ -102,7 +107,8 @@ def unit_advice_message(plan: state_pb2.PrivacyPlan, config) -> Optional[Tuple[s
     names the unit size alone, which moves with n only where the 90% holders of two unit sizes
     cross a factor FAR. None for integer items (units of bits) and for theta and m fixed by
     hand."""
-    if plan.no_guarantee or config.encoder.kind == ItemKind.INT or not Protocol(plan.protocol).grows_trie:
+    if (plan.no_guarantee or config.encoder.kind == ItemKind.INT or not Protocol(plan.protocol).grows_trie
+            or Protocol(plan.protocol).central_only):
         return None  # (whole items: no trie, no unit trade-off)
     advice = discover_advice(plan.population, plan.target_epsilon, plan.target_delta, config.unit_size,
                              plan.max_length, protocol=config.protocol,
@@ -142,6 +148,8 @@ def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
     frequency estimates, their epsilon and the totals (basic composition)."""
     if plan.protocol == Protocol.PARTITION_SELECTION:
         return _partition_selection_document(plan)
+    if plan.protocol == Protocol.NOISY_ROUNDS:
+        return _noisy_rounds_document(plan)
     document = _sample_threshold_document(plan) if _samples_by_probability(plan) else _triehh_document(plan)
     if plan.estimate_epsilon:
         guaranteed = not plan.no_guarantee
@@ -251,6 +259,13 @@ PARTITION_SELECTION_GUARANTEE = (
 )
 
 
+def _central_fields(plan: state_pb2.PrivacyPlan) -> dict:
+    """What the documents of the central protocols' plans end with: the target, p_s, n, L."""
+    return {"target_epsilon": plan.target_epsilon, "target_delta": plan.target_delta,
+            "sample_probability": plan.sample_probability, "population": plan.population,
+            "max_length": plan.max_length, "population_public": population_is_public(plan)}
+
+
 def _partition_selection_document(plan: state_pb2.PrivacyPlan) -> dict:
     """A partition-selection plan as a document: nothing in it depends on n but n itself."""
     return {
@@ -265,12 +280,32 @@ def _partition_selection_document(plan: state_pb2.PrivacyPlan) -> dict:
         "item_delta": plan.round_delta,
         "max_items_per_user": plan.max_items_per_user,
         "composition": "basic",
-        "target_epsilon": plan.target_epsilon,
-        "target_delta": plan.target_delta,
-        "sample_probability": plan.sample_probability,
-        "population": plan.population,
-        "max_length": plan.max_length,
-        "population_public": population_is_public(plan),
+        **_central_fields(plan),
+    }
+
+
+NOISY_ROUNDS_GUARANTEE = (
+    "(epsilon, delta)-DP with user-level adjacency (noisy prefix rounds, docs/protocol.md §8): every user "
+    "votes for one extension of the frontier per round (one vote per user per round, sensitivity 1); each "
+    "public candidate (a frontier prefix extended by a unit of alphabet, or by the end marker) gets its count "
+    "plus discrete Laplace noise of parameter round_epsilon, the round's threshold and the dropped candidates "
+    "being post-processing; the max_length rounds compose adaptively, certified by the accounting named "
+    "(dp_accounting's PLD, or zCDP) within (epsilon, delta)"
+)
+
+
+def _noisy_rounds_document(plan: state_pb2.PrivacyPlan) -> dict:
+    """A noisy-rounds plan as a document: nothing in it depends on n but n itself."""
+    return {
+        "protocol": plan.protocol,
+        "guarantee": NOISY_ROUNDS_GUARANTEE,
+        "accounting": plan.accounting,
+        "epsilon": plan.epsilon,
+        "delta": plan.delta,
+        "round_epsilon": plan.round_epsilon,
+        "alphabet": plan.alphabet,
+        "false_prefixes": plan.false_prefixes,
+        **_central_fields(plan),
     }
 
 
@@ -280,7 +315,8 @@ def _partition_selection_document(plan: state_pb2.PrivacyPlan) -> dict:
 N_DEPENDENT = ("population", "batch_size", "gamma", "epsilon", "delta", "total_epsilon")
 
 
-_PROTOCOL_NAMES = {Protocol.TRIEHH_PP: "TrieHH++", Protocol.PARTITION_SELECTION: "partition selection"}
+_PROTOCOL_NAMES = {Protocol.TRIEHH_PP: "TrieHH++", Protocol.PARTITION_SELECTION: "partition selection",
+                   Protocol.NOISY_ROUNDS: "noisy rounds"}
 
 #: Who the guarantee of a central job (discover, stream) trusts, published with every plan.
 CENTRAL_TRUST_MODEL = (

@@ -14,13 +14,14 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.fields import SAMPLE_AND_THRESHOLD, planned_count_epsilon, recorded_accounting
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import parameters, planner, privacy
+from triehh_beam.protocol.noisy_rounds import NoisyRoundsPlan, plan_noisy_rounds
 from triehh_beam.protocol.partition_selection import PartitionSelectionPlan, plan_partition_selection
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
 from triehh_beam.protocol.whole_items import plan_whole_items
 
 __all__ = ["InfeasiblePlanError", "PopulationError", "check_before_census", "plan_for", "plan_for_census",
-           "protocol_of", "selection_plan", "window_coverage"]
+           "noisy_plan", "protocol_of", "selection_plan", "window_coverage"]
 
 
 class PopulationError(ValueError):
@@ -101,6 +102,28 @@ def selection_plan(plan: state_pb2.PrivacyPlan) -> PartitionSelectionPlan:
                                     plan.selection_share)
 
 
+def _plan_noisy_rounds(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
+    """Noisy prefix rounds' plan (``plan_noisy_rounds``: always feasible), as the job records it:
+    every user votes (p_s = 1), theta 0 (each round's threshold follows its public frontier),
+    round_epsilon each round's discrete Laplace parameter, the accountant that certified the L
+    rounds, and the target (epsilon, delta) as what the ledger is charged."""
+    chosen = plan_noisy_rounds(config.epsilon, config.delta, config.max_length, config.false_prefixes)
+    return state_pb2.PrivacyPlan(
+        protocol=config.protocol, rule=SAMPLE_AND_THRESHOLD, population=population, max_length=config.max_length,
+        target_epsilon=config.epsilon, target_delta=config.delta, theta=0, epsilon=chosen.epsilon,
+        delta=chosen.delta, sample_probability=1.0, round_epsilon=chosen.round_epsilon,
+        accounting=chosen.accountant, composition=chosen.accountant, alphabet=config.alphabet,
+        false_prefixes=chosen.false_prefixes)
+
+
+def noisy_plan(plan: state_pb2.PrivacyPlan) -> NoisyRoundsPlan:
+    """The ``NoisyRoundsPlan`` a recorded noisy-rounds plan holds (its noise and thresholds; the
+    certificate is not recorded: the job is charged the target, ``plan.epsilon``)."""
+    return NoisyRoundsPlan(epsilon=plan.epsilon, delta=plan.delta, rounds=int(plan.max_length),
+                           round_epsilon=plan.round_epsilon, accountant=plan.accounting,
+                           certified_epsilon=plan.epsilon, false_prefixes=plan.false_prefixes)
+
+
 def check_before_census(config: DiscoveryConfig) -> None:
     """Refuses, before any record is read, a target that no population size makes feasible:
     TrieHH++'s and whole items' (their plans do not depend on n), and TrieHH's for a public
@@ -110,7 +133,7 @@ def check_before_census(config: DiscoveryConfig) -> None:
     Raises:
       InfeasiblePlanError: as ``plan_for``.
     """
-    if config.protocol.samples_by_probability and not config.protocol.selects_partitions:
+    if config.protocol.samples_by_probability and not config.protocol.central_only:
         _plan_sample_threshold(config, 0)
     elif config.population is not None and config.window is None:
         plan_for(config, config.population)
@@ -129,6 +152,8 @@ def plan_for(config: DiscoveryConfig, population: int) -> state_pb2.PrivacyPlan:
     """
     if config.protocol.selects_partitions:
         return _plan_partition_selection(config, population)
+    if config.protocol.noises_rounds:
+        return _plan_noisy_rounds(config, population)
     if config.protocol.samples_by_probability:
         return _plan_sample_threshold(config, population)
     recorded = state_pb2.PrivacyPlan(

@@ -96,7 +96,16 @@ class PublishedResult:
 
     def estimates(self) -> Dict[Units, Tuple[int, int, int]]:
         """Each entry's (estimate, low, high) when the job released frequency estimates
-        (``--estimate-frequencies``), by sequence; empty otherwise."""
+        (``--estimate-frequencies``), or its noisy counts (``--protocol noisy-rounds``: the noise's
+        interval), by sequence; empty otherwise."""
+        if self.document is not None and "noisy_rounds" in self.document:
+            block, found = self.document["noisy_rounds"], {}
+            for key, sequence_of in (("heavy_hitters", item_sequence), ("frequent_prefixes", prefix_sequence)):
+                for value in block[key]:
+                    count = value["noisy_count"]
+                    found[sequence_of(value, self.encoder)] = (count, count - block["half_width"],
+                                                               count + block["half_width"])
+            return found
         if self.document is None or "frequency_estimates" not in self.document:
             return {}
         found = {}

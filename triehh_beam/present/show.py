@@ -47,6 +47,16 @@ ORDER_WITH_ESTIMATES = (
     "Listed in the order the discovery found them, by round, then alphabetically ignoring case, "
     "then by code point; not ranked by the estimates (noisy counts released after the rounds)"
 )
+NOISY_COUNTS_NOTE = (
+    "estimates: each entry's noisy count from its round (noisy prefix rounds: its votes plus discrete "
+    "Laplace noise, released because it reached the round's threshold, so biased upward near it); the "
+    "interval is the noise's alone (+-{half_width:,} at 95%); a kept prefix may be held by nobody "
+    "(at most false_prefixes of them per release in expectation)"
+)
+ORDER_WITH_NOISY_COUNTS = (
+    "Listed in the order the discovery found them, by round, then alphabetically ignoring case, "
+    "then by code point; not ranked by the noisy counts"
+)
 FREQUENT_PREFIX_NOTE = (
     "A frequent prefix is the start of items that together reached the threshold theta in "
     "its round, but of which no single continuation (a next unit, or the end of an item) did in "
@@ -130,7 +140,11 @@ def summary_lines(result: PublishedResult) -> List[str]:
         else:
             target = (f"within the target ({privacy['target_epsilon']:.4g}, "
                       f"{privacy['target_delta']:.3g})-DP, user level")
-        if privacy.get("protocol") == Protocol.PARTITION_SELECTION:
+        if privacy.get("protocol") == Protocol.NOISY_ROUNDS:
+            lines.append(f"privacy: {target}; noisy prefix rounds: every user votes, discrete Laplace per round "
+                         f"(epsilon {privacy.get('round_epsilon'):.4g}), alphabet {privacy.get('alphabet')!r}, "
+                         f"{privacy.get('accounting')} composition, L={encoder.max_length}")
+        elif privacy.get("protocol") == Protocol.PARTITION_SELECTION:
             lines.append(f"privacy: {target}; one partition-selection release: up to "
                          f"{privacy.get('max_items_per_user')} items per user, selection epsilon "
                          f"{privacy.get('selection_epsilon'):.4g}, counts epsilon {privacy.get('count_epsilon'):.4g}")
@@ -175,12 +189,15 @@ def render_text(result: PublishedResult, tree: bool = True) -> str:
     items, prefixes = result.heavy_hitters(), result.frequent_prefixes()
     estimates = result.estimates()
     lines = summary_lines(result)
-    if estimates:
+    if estimates and "noisy_rounds" in result.document:
+        lines += wrap(NOISY_COUNTS_NOTE.format(**result.document["noisy_rounds"]), indent="")
+    elif estimates:
         block = result.document["frequency_estimates"]
         note = ESTIMATES_NOTE if "quantity" in block else ESTIMATES_NOTE_NOISE_ONLY
         lines += wrap(note.format(**block), indent="")
     lines += ["", f"{len(items)} heavy hitter{'' if len(items) == 1 else 's'} (complete items):"]
-    lines += wrap((ORDER_WITH_ESTIMATES if estimates else ORDER) + ".")
+    noisy = bool(estimates) and "noisy_rounds" in result.document
+    lines += wrap((ORDER_WITH_NOISY_COUNTS if noisy else ORDER_WITH_ESTIMATES if estimates else ORDER) + ".")
     if items:
         lines += table(items, "item", estimates=estimates)
     lines += ["", f"{len(prefixes)} frequent prefix{'' if len(prefixes) == 1 else 'es'} (not items):"]

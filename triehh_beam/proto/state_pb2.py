@@ -26,7 +26,7 @@ from triehh_beam.proto import trie_pb2 as triehh__beam_dot_proto_dot_trie__pb2
 from triehh_beam.proto import vote_pb2 as triehh__beam_dot_proto_dot_vote__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtriehh_beam/proto/state.proto\x12\x0btriehh_beam\x1a\x1ctriehh_beam/proto/trie.proto\x1a\x1ctriehh_beam/proto/vote.proto\"\xfd\x03\n\x0bPrivacyPlan\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\x12\n\npopulation\x18\x02 \x01(\x04\x12\x12\n\nmax_length\x18\x03 \x01(\r\x12\x16\n\x0etarget_epsilon\x18\x04 \x01(\x01\x12\x14\n\x0ctarget_delta\x18\x05 \x01(\x01\x12\r\n\x05theta\x18\x06 \x01(\r\x12\r\n\x05gamma\x18\x07 \x01(\x01\x12\x12\n\nbatch_size\x18\x08 \x01(\x04\x12\x0f\n\x07\x65psilon\x18\t \x01(\x01\x12\r\n\x05\x64\x65lta\x18\n \x01(\x01\x12\x14\n\x0cno_guarantee\x18\x0b \x01(\x08\x12\x19\n\x11public_population\x18\x0c \x01(\x04\x12\x10\n\x08protocol\x18\r \x01(\t\x12\r\n\x05\x61lpha\x18\x0e \x01(\x01\x12\x1a\n\x12sample_probability\x18\x0f \x01(\x01\x12\x15\n\rround_epsilon\x18\x10 \x01(\x01\x12\x13\n\x0bround_delta\x18\x11 \x01(\x01\x12\x12\n\naccounting\x18\x12 \x01(\t\x12\x13\n\x0b\x62\x61sic_delta\x18\x13 \x01(\x01\x12\x11\n\tpld_delta\x18\x14 \x01(\x01\x12\x13\n\x0b\x63omposition\x18\x15 \x01(\t\x12\x18\n\x10\x65stimate_epsilon\x18\x1e \x01(\x01\x12\x1a\n\x12max_items_per_user\x18( \x01(\r\x12\x17\n\x0fselection_share\x18) \x01(\x01\"\xe4\x01\n\tInputSpec\x12\x14\n\x0c\x66ile_pattern\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x13\n\x0buser_column\x18\x03 \x01(\t\x12\x13\n\x0bitem_column\x18\x04 \x01(\t\x12\x14\n\x0c\x63ount_column\x18\x05 \x01(\t\x12\x16\n\x0e\x62ytes_encoding\x18\x06 \x01(\t\x12\x16\n\x0emax_user_bytes\x18\x07 \x01(\r\x12\x16\n\x0emax_item_bytes\x18\x08 \x01(\r\x12\x1a\n\x12normalise_user_ids\x18\x14 \x01(\x08\x12\r\n\x05query\x18\x15 \x01(\t\"W\n\tInputFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x14\n\x0clast_updated\x18\x03 \x01(\x01\x12\x12\n\ngeneration\x18\x04 \x01(\x03\"]\n\rInputSnapshot\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.triehh_beam.InputFile\x12\x0f\n\x07records\x18\x02 \x01(\x04\x12\x14\n\x0c\x61s_of_millis\x18\x03 \x01(\x03\"\x9f\x01\n\x0bRoundConfig\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\r\n\x05theta\x18\x02 \x01(\r\x12\x12\n\nbatch_size\x18\x03 \x01(\x04\x12\x12\n\npopulation\x18\x04 \x01(\x04\x12\'\n\x08\x65ncoding\x18\x05 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\"\xd6\x01\n\x0cRoundSummary\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\x15\n\rfrontier_size\x18\x02 \x01(\r\x12\x15\n\rprefixes_kept\x18\x03 \x01(\r\x12\x39\n\x08\x63ounters\x18\x04 \x03(\x0b\x32\'.triehh_beam.RoundSummary.CountersEntry\x12\x17\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xbe\x03\n\x0e\x46\x65\x64\x65ratedRound\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\x11\n\tclosed_by\x18\x02 \x01(\t\x12\x14\n\x0c\x63lose_micros\x18\x03 \x01(\x03\x12\x15\n\rfrontier_size\x18\x04 \x01(\r\x12\x10\n\x08selected\x18\x05 \x01(\x04\x12\x0c\n\x04goal\x18\x06 \x01(\x04\x12\x37\n\x06labels\x18\x07 \x03(\x0b\x32\'.triehh_beam.FederatedRound.LabelsEntry\x12\x11\n\tclosed_at\x18\x08 \x01(\t\x12!\n\x04kept\x18\t \x03(\x0b\x32\x13.triehh_beam.Prefix\x12\x0f\n\x07targets\x18\n \x01(\r\x12N\n\x12secure_aggregation\x18\x0b \x03(\x0b\x32\x32.triehh_beam.FederatedRound.SecureAggregationEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x38\n\x16SecureAggregationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xce\x02\n\x11\x46\x65\x64\x65ratedProgress\x12\x17\n\x0fregistry_sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65vices\x18\x02 \x01(\x04\x12+\n\x06rounds\x18\x03 \x03(\x0b\x32\x1b.triehh_beam.FederatedRound\x12\x33\n\x0e\x65stimate_round\x18\x04 \x01(\x0b\x32\x1b.triehh_beam.FederatedRound\x12L\n\x10\x61\x66ter_last_round\x18\x05 \x03(\x0b\x32\x32.triehh_beam.FederatedProgress.AfterLastRoundEntry\x12\x13\n\x0bredelivered\x18\x06 \x01(\x04\x12\x13\n\x0b\x66inished_at\x18\x07 \x01(\t\x1a\x35\n\x13\x41\x66terLastRoundEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x8a\x07\n\x08JobState\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x12\n\nwritten_by\x18\x10 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bsecret_seed\x18\x03 \x01(\x0c\x12%\n\x05input\x18\x04 \x01(\x0b\x32\x16.triehh_beam.InputSpec\x12&\n\x04plan\x18\x05 \x01(\x0b\x32\x18.triehh_beam.PrivacyPlan\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\x12\x1f\n\x04trie\x18\x07 \x01(\x0b\x32\x11.triehh_beam.Trie\x12\x18\n\x10rounds_completed\x18\x08 \x01(\r\x12)\n\x06rounds\x18\t \x03(\x0b\x32\x19.triehh_beam.RoundSummary\x12\x10\n\x08\x66inished\x18\n \x01(\x08\x12\x13\n\x0bstop_reason\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x42\n\x0f\x63\x65nsus_counters\x18\r \x03(\x0b\x32).triehh_beam.JobState.CensusCountersEntry\x12\x0e\n\x06ledger\x18\x0e \x01(\t\x12\x32\n\x0einput_snapshot\x18\x0f \x01(\x0b\x32\x1a.triehh_beam.InputSnapshot\x12\x19\n\x11sampling_identity\x18\x14 \x01(\t\x12\'\n\x07samples\x18\x16 \x01(\x0b\x32\x16.triehh_beam.SampleSet\x12\x32\n\testimates\x18\x1e \x01(\x0b\x32\x1f.triehh_beam.FrequencyEstimates\x12(\n\tdeny_list\x18( \x01(\x0b\x32\x15.triehh_beam.DenyList\x12.\n\x07release\x18) \x01(\x0b\x32\x1d.triehh_beam.WholeItemRelease\x12\x15\n\rrelease_nonce\x18* \x01(\x0c\x12\x15\n\rledger_record\x18+ \x01(\t\x12\x17\n\x0frelease_charged\x18, \x01(\x08\x12\x31\n\tfederated\x18\x32 \x01(\x0b\x32\x1e.triehh_beam.FederatedProgress\x1a\x35\n\x13\x43\x65nsusCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01J\x04\x08\x15\x10\x16R\x0fsampling_scheme\"N\n\x08\x44\x65nyList\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\x12\r\n\x05items\x18\x02 \x01(\x04\x12\r\n\x05\x66iles\x18\x03 \x03(\t\x12\x14\n\x0citems_digest\x18\x04 \x01(\t\"\xcd\x02\n\x10WholeItemRelease\x12\x31\n\x05items\x18\x01 \x03(\x0b\x32\".triehh_beam.WholeItemRelease.Item\x12\x15\n\rusers_sampled\x18\x02 \x01(\x04\x12\x16\n\x0erecords_ranked\x18\x03 \x01(\x04\x12=\n\x08\x63ounters\x18\x04 \x03(\x0b\x32+.triehh_beam.WholeItemRelease.CountersEntry\x12\x17\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01\x1aN\n\x04Item\x12\r\n\x05units\x18\x01 \x03(\x0c\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x18\n\x0bnoisy_count\x18\x03 \x01(\x12H\x00\x88\x01\x01\x42\x0e\n\x0c_noisy_count\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x9f\x01\n\x12\x46requencyEstimates\x12\x0f\n\x07\x65psilon\x18\x01 \x01(\x01\x12\x12\n\nhalf_width\x18\x02 \x01(\x04\x12\x37\n\x05items\x18\x03 \x03(\x0b\x32(.triehh_beam.FrequencyEstimates.Estimate\x1a+\n\x08\x45stimate\x12\r\n\x05units\x18\x01 \x03(\x0c\x12\x10\n\x08\x65stimate\x18\x02 \x01(\x12\"\xec\x01\n\tSampleSet\x12\x0b\n\x03\x64ir\x18\x01 \x01(\t\x12\x10\n\x08\x63omplete\x18\x02 \x01(\x08\x12\x15\n\rusers_sampled\x18\x03 \x03(\x04\x12\x16\n\x0erecords_ranked\x18\x04 \x01(\x04\x12\x36\n\x08\x63ounters\x18\x05 \x03(\x0b\x32$.triehh_beam.SampleSet.CountersEntry\x12\x0f\n\x07\x64\x65leted\x18\x06 \x01(\x08\x12\x17\n\x0f\x65lapsed_seconds\x18\x07 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtriehh_beam/proto/state.proto\x12\x0btriehh_beam\x1a\x1ctriehh_beam/proto/trie.proto\x1a\x1ctriehh_beam/proto/vote.proto\"\xa7\x04\n\x0bPrivacyPlan\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\x12\n\npopulation\x18\x02 \x01(\x04\x12\x12\n\nmax_length\x18\x03 \x01(\r\x12\x16\n\x0etarget_epsilon\x18\x04 \x01(\x01\x12\x14\n\x0ctarget_delta\x18\x05 \x01(\x01\x12\r\n\x05theta\x18\x06 \x01(\r\x12\r\n\x05gamma\x18\x07 \x01(\x01\x12\x12\n\nbatch_size\x18\x08 \x01(\x04\x12\x0f\n\x07\x65psilon\x18\t \x01(\x01\x12\r\n\x05\x64\x65lta\x18\n \x01(\x01\x12\x14\n\x0cno_guarantee\x18\x0b \x01(\x08\x12\x19\n\x11public_population\x18\x0c \x01(\x04\x12\x10\n\x08protocol\x18\r \x01(\t\x12\r\n\x05\x61lpha\x18\x0e \x01(\x01\x12\x1a\n\x12sample_probability\x18\x0f \x01(\x01\x12\x15\n\rround_epsilon\x18\x10 \x01(\x01\x12\x13\n\x0bround_delta\x18\x11 \x01(\x01\x12\x12\n\naccounting\x18\x12 \x01(\t\x12\x13\n\x0b\x62\x61sic_delta\x18\x13 \x01(\x01\x12\x11\n\tpld_delta\x18\x14 \x01(\x01\x12\x13\n\x0b\x63omposition\x18\x15 \x01(\t\x12\x18\n\x10\x65stimate_epsilon\x18\x1e \x01(\x01\x12\x1a\n\x12max_items_per_user\x18( \x01(\r\x12\x17\n\x0fselection_share\x18) \x01(\x01\x12\x10\n\x08\x61lphabet\x18\x32 \x01(\t\x12\x16\n\x0e\x66\x61lse_prefixes\x18\x33 \x01(\x01\"\xe4\x01\n\tInputSpec\x12\x14\n\x0c\x66ile_pattern\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x13\n\x0buser_column\x18\x03 \x01(\t\x12\x13\n\x0bitem_column\x18\x04 \x01(\t\x12\x14\n\x0c\x63ount_column\x18\x05 \x01(\t\x12\x16\n\x0e\x62ytes_encoding\x18\x06 \x01(\t\x12\x16\n\x0emax_user_bytes\x18\x07 \x01(\r\x12\x16\n\x0emax_item_bytes\x18\x08 \x01(\r\x12\x1a\n\x12normalise_user_ids\x18\x14 \x01(\x08\x12\r\n\x05query\x18\x15 \x01(\t\"W\n\tInputFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x14\n\x0clast_updated\x18\x03 \x01(\x01\x12\x12\n\ngeneration\x18\x04 \x01(\x03\"]\n\rInputSnapshot\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.triehh_beam.InputFile\x12\x0f\n\x07records\x18\x02 \x01(\x04\x12\x14\n\x0c\x61s_of_millis\x18\x03 \x01(\x03\"\x9f\x01\n\x0bRoundConfig\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\r\n\x05theta\x18\x02 \x01(\r\x12\x12\n\nbatch_size\x18\x03 \x01(\x04\x12\x12\n\npopulation\x18\x04 \x01(\x04\x12\'\n\x08\x65ncoding\x18\x05 \x01(\x0b\x32\x15.triehh_beam.Encoding\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\"\xd6\x01\n\x0cRoundSummary\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\x15\n\rfrontier_size\x18\x02 \x01(\r\x12\x15\n\rprefixes_kept\x18\x03 \x01(\r\x12\x39\n\x08\x63ounters\x18\x04 \x03(\x0b\x32\'.triehh_beam.RoundSummary.CountersEntry\x12\x17\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xbe\x03\n\x0e\x46\x65\x64\x65ratedRound\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\x11\n\tclosed_by\x18\x02 \x01(\t\x12\x14\n\x0c\x63lose_micros\x18\x03 \x01(\x03\x12\x15\n\rfrontier_size\x18\x04 \x01(\r\x12\x10\n\x08selected\x18\x05 \x01(\x04\x12\x0c\n\x04goal\x18\x06 \x01(\x04\x12\x37\n\x06labels\x18\x07 \x03(\x0b\x32\'.triehh_beam.FederatedRound.LabelsEntry\x12\x11\n\tclosed_at\x18\x08 \x01(\t\x12!\n\x04kept\x18\t \x03(\x0b\x32\x13.triehh_beam.Prefix\x12\x0f\n\x07targets\x18\n \x01(\r\x12N\n\x12secure_aggregation\x18\x0b \x03(\x0b\x32\x32.triehh_beam.FederatedRound.SecureAggregationEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x38\n\x16SecureAggregationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xce\x02\n\x11\x46\x65\x64\x65ratedProgress\x12\x17\n\x0fregistry_sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65vices\x18\x02 \x01(\x04\x12+\n\x06rounds\x18\x03 \x03(\x0b\x32\x1b.triehh_beam.FederatedRound\x12\x33\n\x0e\x65stimate_round\x18\x04 \x01(\x0b\x32\x1b.triehh_beam.FederatedRound\x12L\n\x10\x61\x66ter_last_round\x18\x05 \x03(\x0b\x32\x32.triehh_beam.FederatedProgress.AfterLastRoundEntry\x12\x13\n\x0bredelivered\x18\x06 \x01(\x04\x12\x13\n\x0b\x66inished_at\x18\x07 \x01(\t\x1a\x35\n\x13\x41\x66terLastRoundEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xba\x07\n\x08JobState\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x12\n\nwritten_by\x18\x10 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x13\n\x0bsecret_seed\x18\x03 \x01(\x0c\x12%\n\x05input\x18\x04 \x01(\x0b\x32\x16.triehh_beam.InputSpec\x12&\n\x04plan\x18\x05 \x01(\x0b\x32\x18.triehh_beam.PrivacyPlan\x12\x1b\n\x13truncate_long_items\x18\x06 \x01(\x08\x12\x1f\n\x04trie\x18\x07 \x01(\x0b\x32\x11.triehh_beam.Trie\x12\x18\n\x10rounds_completed\x18\x08 \x01(\r\x12)\n\x06rounds\x18\t \x03(\x0b\x32\x19.triehh_beam.RoundSummary\x12\x10\n\x08\x66inished\x18\n \x01(\x08\x12\x13\n\x0bstop_reason\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x42\n\x0f\x63\x65nsus_counters\x18\r \x03(\x0b\x32).triehh_beam.JobState.CensusCountersEntry\x12\x0e\n\x06ledger\x18\x0e \x01(\t\x12\x32\n\x0einput_snapshot\x18\x0f \x01(\x0b\x32\x1a.triehh_beam.InputSnapshot\x12\x19\n\x11sampling_identity\x18\x14 \x01(\t\x12\'\n\x07samples\x18\x16 \x01(\x0b\x32\x16.triehh_beam.SampleSet\x12\x32\n\testimates\x18\x1e \x01(\x0b\x32\x1f.triehh_beam.FrequencyEstimates\x12(\n\tdeny_list\x18( \x01(\x0b\x32\x15.triehh_beam.DenyList\x12.\n\x07release\x18) \x01(\x0b\x32\x1d.triehh_beam.WholeItemRelease\x12\x15\n\rrelease_nonce\x18* \x01(\x0c\x12\x15\n\rledger_record\x18+ \x01(\t\x12\x17\n\x0frelease_charged\x18, \x01(\x08\x12.\n\x0cnoisy_rounds\x18- \x01(\x0b\x32\x18.triehh_beam.NoisyRounds\x12\x31\n\tfederated\x18\x32 \x01(\x0b\x32\x1e.triehh_beam.FederatedProgress\x1a\x35\n\x13\x43\x65nsusCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01J\x04\x08\x15\x10\x16R\x0fsampling_scheme\"N\n\x08\x44\x65nyList\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\x12\r\n\x05items\x18\x02 \x01(\x04\x12\r\n\x05\x66iles\x18\x03 \x03(\t\x12\x14\n\x0citems_digest\x18\x04 \x01(\t\"\xcd\x02\n\x10WholeItemRelease\x12\x31\n\x05items\x18\x01 \x03(\x0b\x32\".triehh_beam.WholeItemRelease.Item\x12\x15\n\rusers_sampled\x18\x02 \x01(\x04\x12\x16\n\x0erecords_ranked\x18\x03 \x01(\x04\x12=\n\x08\x63ounters\x18\x04 \x03(\x0b\x32+.triehh_beam.WholeItemRelease.CountersEntry\x12\x17\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01\x1aN\n\x04Item\x12\r\n\x05units\x18\x01 \x03(\x0c\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x18\n\x0bnoisy_count\x18\x03 \x01(\x12H\x00\x88\x01\x01\x42\x0e\n\x0c_noisy_count\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xdf\x01\n\x0bNoisyRounds\x12.\n\x06rounds\x18\x01 \x03(\x0b\x32\x1e.triehh_beam.NoisyRounds.Round\x1a,\n\x06Prefix\x12\r\n\x05units\x18\x01 \x03(\x0c\x12\x13\n\x0bnoisy_count\x18\x02 \x01(\x12\x1ar\n\x05Round\x12\x13\n\x0bround_index\x18\x01 \x01(\r\x12\x11\n\tthreshold\x18\x02 \x01(\r\x12\x12\n\ncandidates\x18\x03 \x01(\x04\x12-\n\x04kept\x18\x04 \x03(\x0b\x32\x1f.triehh_beam.NoisyRounds.Prefix\"\x9f\x01\n\x12\x46requencyEstimates\x12\x0f\n\x07\x65psilon\x18\x01 \x01(\x01\x12\x12\n\nhalf_width\x18\x02 \x01(\x04\x12\x37\n\x05items\x18\x03 \x03(\x0b\x32(.triehh_beam.FrequencyEstimates.Estimate\x1a+\n\x08\x45stimate\x12\r\n\x05units\x18\x01 \x03(\x0c\x12\x10\n\x08\x65stimate\x18\x02 \x01(\x12\"\xec\x01\n\tSampleSet\x12\x0b\n\x03\x64ir\x18\x01 \x01(\t\x12\x10\n\x08\x63omplete\x18\x02 \x01(\x08\x12\x15\n\rusers_sampled\x18\x03 \x03(\x04\x12\x16\n\x0erecords_ranked\x18\x04 \x01(\x04\x12\x36\n\x08\x63ounters\x18\x05 \x03(\x0b\x32$.triehh_beam.SampleSet.CountersEntry\x12\x0f\n\x07\x64\x65leted\x18\x06 \x01(\x08\x12\x17\n\x0f\x65lapsed_seconds\x18\x07 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,47 +48,53 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SAMPLESET_COUNTERSENTRY']._loaded_options = None
   _globals['_SAMPLESET_COUNTERSENTRY']._serialized_options = b'8\001'
   _globals['_PRIVACYPLAN']._serialized_start=107
-  _globals['_PRIVACYPLAN']._serialized_end=616
-  _globals['_INPUTSPEC']._serialized_start=619
-  _globals['_INPUTSPEC']._serialized_end=847
-  _globals['_INPUTFILE']._serialized_start=849
-  _globals['_INPUTFILE']._serialized_end=936
-  _globals['_INPUTSNAPSHOT']._serialized_start=938
-  _globals['_INPUTSNAPSHOT']._serialized_end=1031
-  _globals['_ROUNDCONFIG']._serialized_start=1034
-  _globals['_ROUNDCONFIG']._serialized_end=1193
-  _globals['_ROUNDSUMMARY']._serialized_start=1196
-  _globals['_ROUNDSUMMARY']._serialized_end=1410
-  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_start=1363
-  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_end=1410
-  _globals['_FEDERATEDROUND']._serialized_start=1413
-  _globals['_FEDERATEDROUND']._serialized_end=1859
-  _globals['_FEDERATEDROUND_LABELSENTRY']._serialized_start=1756
-  _globals['_FEDERATEDROUND_LABELSENTRY']._serialized_end=1801
-  _globals['_FEDERATEDROUND_SECUREAGGREGATIONENTRY']._serialized_start=1803
-  _globals['_FEDERATEDROUND_SECUREAGGREGATIONENTRY']._serialized_end=1859
-  _globals['_FEDERATEDPROGRESS']._serialized_start=1862
-  _globals['_FEDERATEDPROGRESS']._serialized_end=2196
-  _globals['_FEDERATEDPROGRESS_AFTERLASTROUNDENTRY']._serialized_start=2143
-  _globals['_FEDERATEDPROGRESS_AFTERLASTROUNDENTRY']._serialized_end=2196
-  _globals['_JOBSTATE']._serialized_start=2199
-  _globals['_JOBSTATE']._serialized_end=3105
-  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_start=3029
-  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_end=3082
-  _globals['_DENYLIST']._serialized_start=3107
-  _globals['_DENYLIST']._serialized_end=3185
-  _globals['_WHOLEITEMRELEASE']._serialized_start=3188
-  _globals['_WHOLEITEMRELEASE']._serialized_end=3521
-  _globals['_WHOLEITEMRELEASE_ITEM']._serialized_start=3394
-  _globals['_WHOLEITEMRELEASE_ITEM']._serialized_end=3472
-  _globals['_WHOLEITEMRELEASE_COUNTERSENTRY']._serialized_start=1363
-  _globals['_WHOLEITEMRELEASE_COUNTERSENTRY']._serialized_end=1410
-  _globals['_FREQUENCYESTIMATES']._serialized_start=3524
-  _globals['_FREQUENCYESTIMATES']._serialized_end=3683
-  _globals['_FREQUENCYESTIMATES_ESTIMATE']._serialized_start=3640
-  _globals['_FREQUENCYESTIMATES_ESTIMATE']._serialized_end=3683
-  _globals['_SAMPLESET']._serialized_start=3686
-  _globals['_SAMPLESET']._serialized_end=3922
-  _globals['_SAMPLESET_COUNTERSENTRY']._serialized_start=1363
-  _globals['_SAMPLESET_COUNTERSENTRY']._serialized_end=1410
+  _globals['_PRIVACYPLAN']._serialized_end=658
+  _globals['_INPUTSPEC']._serialized_start=661
+  _globals['_INPUTSPEC']._serialized_end=889
+  _globals['_INPUTFILE']._serialized_start=891
+  _globals['_INPUTFILE']._serialized_end=978
+  _globals['_INPUTSNAPSHOT']._serialized_start=980
+  _globals['_INPUTSNAPSHOT']._serialized_end=1073
+  _globals['_ROUNDCONFIG']._serialized_start=1076
+  _globals['_ROUNDCONFIG']._serialized_end=1235
+  _globals['_ROUNDSUMMARY']._serialized_start=1238
+  _globals['_ROUNDSUMMARY']._serialized_end=1452
+  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_start=1405
+  _globals['_ROUNDSUMMARY_COUNTERSENTRY']._serialized_end=1452
+  _globals['_FEDERATEDROUND']._serialized_start=1455
+  _globals['_FEDERATEDROUND']._serialized_end=1901
+  _globals['_FEDERATEDROUND_LABELSENTRY']._serialized_start=1798
+  _globals['_FEDERATEDROUND_LABELSENTRY']._serialized_end=1843
+  _globals['_FEDERATEDROUND_SECUREAGGREGATIONENTRY']._serialized_start=1845
+  _globals['_FEDERATEDROUND_SECUREAGGREGATIONENTRY']._serialized_end=1901
+  _globals['_FEDERATEDPROGRESS']._serialized_start=1904
+  _globals['_FEDERATEDPROGRESS']._serialized_end=2238
+  _globals['_FEDERATEDPROGRESS_AFTERLASTROUNDENTRY']._serialized_start=2185
+  _globals['_FEDERATEDPROGRESS_AFTERLASTROUNDENTRY']._serialized_end=2238
+  _globals['_JOBSTATE']._serialized_start=2241
+  _globals['_JOBSTATE']._serialized_end=3195
+  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_start=3119
+  _globals['_JOBSTATE_CENSUSCOUNTERSENTRY']._serialized_end=3172
+  _globals['_DENYLIST']._serialized_start=3197
+  _globals['_DENYLIST']._serialized_end=3275
+  _globals['_WHOLEITEMRELEASE']._serialized_start=3278
+  _globals['_WHOLEITEMRELEASE']._serialized_end=3611
+  _globals['_WHOLEITEMRELEASE_ITEM']._serialized_start=3484
+  _globals['_WHOLEITEMRELEASE_ITEM']._serialized_end=3562
+  _globals['_WHOLEITEMRELEASE_COUNTERSENTRY']._serialized_start=1405
+  _globals['_WHOLEITEMRELEASE_COUNTERSENTRY']._serialized_end=1452
+  _globals['_NOISYROUNDS']._serialized_start=3614
+  _globals['_NOISYROUNDS']._serialized_end=3837
+  _globals['_NOISYROUNDS_PREFIX']._serialized_start=3677
+  _globals['_NOISYROUNDS_PREFIX']._serialized_end=3721
+  _globals['_NOISYROUNDS_ROUND']._serialized_start=3723
+  _globals['_NOISYROUNDS_ROUND']._serialized_end=3837
+  _globals['_FREQUENCYESTIMATES']._serialized_start=3840
+  _globals['_FREQUENCYESTIMATES']._serialized_end=3999
+  _globals['_FREQUENCYESTIMATES_ESTIMATE']._serialized_start=3956
+  _globals['_FREQUENCYESTIMATES_ESTIMATE']._serialized_end=3999
+  _globals['_SAMPLESET']._serialized_start=4002
+  _globals['_SAMPLESET']._serialized_end=4238
+  _globals['_SAMPLESET_COUNTERSENTRY']._serialized_start=1405
+  _globals['_SAMPLESET_COUNTERSENTRY']._serialized_end=1452
 # @@protoc_insertion_point(module_scope)

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PrivacyPlan(_message.Message):
-    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta", "accounting", "basic_delta", "pld_delta", "composition", "estimate_epsilon", "max_items_per_user", "selection_share")
+    __slots__ = ("rule", "population", "max_length", "target_epsilon", "target_delta", "theta", "gamma", "batch_size", "epsilon", "delta", "no_guarantee", "public_population", "protocol", "alpha", "sample_probability", "round_epsilon", "round_delta", "accounting", "basic_delta", "pld_delta", "composition", "estimate_epsilon", "max_items_per_user", "selection_share", "alphabet", "false_prefixes")
     RULE_FIELD_NUMBER: _ClassVar[int]
     POPULATION_FIELD_NUMBER: _ClassVar[int]
     MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,8 @@ class PrivacyPlan(_message.Message):
     ESTIMATE_EPSILON_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEMS_PER_USER_FIELD_NUMBER: _ClassVar[int]
     SELECTION_SHARE_FIELD_NUMBER: _ClassVar[int]
+    ALPHABET_FIELD_NUMBER: _ClassVar[int]
+    FALSE_PREFIXES_FIELD_NUMBER: _ClassVar[int]
     rule: str
     population: int
     max_length: int
@@ -58,7 +60,9 @@ class PrivacyPlan(_message.Message):
     estimate_epsilon: float
     max_items_per_user: int
     selection_share: float
-    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ..., accounting: _Optional[str] = ..., basic_delta: _Optional[float] = ..., pld_delta: _Optional[float] = ..., composition: _Optional[str] = ..., estimate_epsilon: _Optional[float] = ..., max_items_per_user: _Optional[int] = ..., selection_share: _Optional[float] = ...) -> None: ...
+    alphabet: str
+    false_prefixes: float
+    def __init__(self, rule: _Optional[str] = ..., population: _Optional[int] = ..., max_length: _Optional[int] = ..., target_epsilon: _Optional[float] = ..., target_delta: _Optional[float] = ..., theta: _Optional[int] = ..., gamma: _Optional[float] = ..., batch_size: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., no_guarantee: _Optional[bool] = ..., public_population: _Optional[int] = ..., protocol: _Optional[str] = ..., alpha: _Optional[float] = ..., sample_probability: _Optional[float] = ..., round_epsilon: _Optional[float] = ..., round_delta: _Optional[float] = ..., accounting: _Optional[str] = ..., basic_delta: _Optional[float] = ..., pld_delta: _Optional[float] = ..., composition: _Optional[str] = ..., estimate_epsilon: _Optional[float] = ..., max_items_per_user: _Optional[int] = ..., selection_share: _Optional[float] = ..., alphabet: _Optional[str] = ..., false_prefixes: _Optional[float] = ...) -> None: ...
 
 class InputSpec(_message.Message):
     __slots__ = ("file_pattern", "format", "user_column", "item_column", "count_column", "bytes_encoding", "max_user_bytes", "max_item_bytes", "normalise_user_ids", "query")
@@ -209,7 +213,7 @@ class FederatedProgress(_message.Message):
     def __init__(self, registry_sha256: _Optional[str] = ..., devices: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[FederatedRound, _Mapping]]] = ..., estimate_round: _Optional[_Union[FederatedRound, _Mapping]] = ..., after_last_round: _Optional[_Mapping[str, int]] = ..., redelivered: _Optional[int] = ..., finished_at: _Optional[str] = ...) -> None: ...
 
 class JobState(_message.Message):
-    __slots__ = ("schema_version", "written_by", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record", "release_charged", "federated")
+    __slots__ = ("schema_version", "written_by", "job_id", "secret_seed", "input", "plan", "truncate_long_items", "trie", "rounds_completed", "rounds", "finished", "stop_reason", "created_at", "census_counters", "ledger", "input_snapshot", "sampling_identity", "samples", "estimates", "deny_list", "release", "release_nonce", "ledger_record", "release_charged", "noisy_rounds", "federated")
     class CensusCountersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +245,7 @@ class JobState(_message.Message):
     RELEASE_NONCE_FIELD_NUMBER: _ClassVar[int]
     LEDGER_RECORD_FIELD_NUMBER: _ClassVar[int]
     RELEASE_CHARGED_FIELD_NUMBER: _ClassVar[int]
+    NOISY_ROUNDS_FIELD_NUMBER: _ClassVar[int]
     FEDERATED_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     written_by: str
@@ -266,8 +271,9 @@ class JobState(_message.Message):
     release_nonce: bytes
     ledger_record: str
     release_charged: bool
+    noisy_rounds: NoisyRounds
     federated: FederatedProgress
-    def __init__(self, schema_version: _Optional[int] = ..., written_by: _Optional[str] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ..., release_charged: _Optional[bool] = ..., federated: _Optional[_Union[FederatedProgress, _Mapping]] = ...) -> None: ...
+    def __init__(self, schema_version: _Optional[int] = ..., written_by: _Optional[str] = ..., job_id: _Optional[str] = ..., secret_seed: _Optional[bytes] = ..., input: _Optional[_Union[InputSpec, _Mapping]] = ..., plan: _Optional[_Union[PrivacyPlan, _Mapping]] = ..., truncate_long_items: _Optional[bool] = ..., trie: _Optional[_Union[_trie_pb2.Trie, _Mapping]] = ..., rounds_completed: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., finished: _Optional[bool] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[str] = ..., census_counters: _Optional[_Mapping[str, int]] = ..., ledger: _Optional[str] = ..., input_snapshot: _Optional[_Union[InputSnapshot, _Mapping]] = ..., sampling_identity: _Optional[str] = ..., samples: _Optional[_Union[SampleSet, _Mapping]] = ..., estimates: _Optional[_Union[FrequencyEstimates, _Mapping]] = ..., deny_list: _Optional[_Union[DenyList, _Mapping]] = ..., release: _Optional[_Union[WholeItemRelease, _Mapping]] = ..., release_nonce: _Optional[bytes] = ..., ledger_record: _Optional[str] = ..., release_charged: _Optional[bool] = ..., noisy_rounds: _Optional[_Union[NoisyRounds, _Mapping]] = ..., federated: _Optional[_Union[FederatedProgress, _Mapping]] = ...) -> None: ...
 
 class DenyList(_message.Message):
     __slots__ = ("digest", "items", "files", "items_digest")
@@ -310,6 +316,30 @@ class WholeItemRelease(_message.Message):
     counters: _containers.ScalarMap[str, int]
     elapsed_seconds: float
     def __init__(self, items: _Optional[_Iterable[_Union[WholeItemRelease.Item, _Mapping]]] = ..., users_sampled: _Optional[int] = ..., records_ranked: _Optional[int] = ..., counters: _Optional[_Mapping[str, int]] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
+
+class NoisyRounds(_message.Message):
+    __slots__ = ("rounds",)
+    class Prefix(_message.Message):
+        __slots__ = ("units", "noisy_count")
+        UNITS_FIELD_NUMBER: _ClassVar[int]
+        NOISY_COUNT_FIELD_NUMBER: _ClassVar[int]
+        units: _containers.RepeatedScalarFieldContainer[bytes]
+        noisy_count: int
+        def __init__(self, units: _Optional[_Iterable[bytes]] = ..., noisy_count: _Optional[int] = ...) -> None: ...
+    class Round(_message.Message):
+        __slots__ = ("round_index", "threshold", "candidates", "kept")
+        ROUND_INDEX_FIELD_NUMBER: _ClassVar[int]
+        THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+        CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+        KEPT_FIELD_NUMBER: _ClassVar[int]
+        round_index: int
+        threshold: int
+        candidates: int
+        kept: _containers.RepeatedCompositeFieldContainer[NoisyRounds.Prefix]
+        def __init__(self, round_index: _Optional[int] = ..., threshold: _Optional[int] = ..., candidates: _Optional[int] = ..., kept: _Optional[_Iterable[_Union[NoisyRounds.Prefix, _Mapping]]] = ...) -> None: ...
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    rounds: _containers.RepeatedCompositeFieldContainer[NoisyRounds.Round]
+    def __init__(self, rounds: _Optional[_Iterable[_Union[NoisyRounds.Round, _Mapping]]] = ...) -> None: ...
 
 class FrequencyEstimates(_message.Message):
     __slots__ = ("epsilon", "half_width", "items")

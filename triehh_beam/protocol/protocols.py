@@ -15,13 +15,16 @@ class Protocol(enum.StrEnum):
     of at least tau (the slides' Lemmas 1-2); ``WHOLE_ITEMS`` is one such sample-and-threshold
     release of whole items, with no trie; ``PARTITION_SELECTION`` releases whole items at the
     central optimum: every user contributes up to k items, and an item with n contributing users
-    is kept with the optimal probability pi(n) (docs/protocol.md §7), its count with noise.
+    is kept with the optimal probability pi(n) (docs/protocol.md §7), its count with noise;
+    ``NOISY_ROUNDS`` grows the trie from every user's vote per round, each candidate's count
+    noised (discrete Laplace) and kept at the round's threshold (docs/protocol.md §8).
     """
 
     TRIEHH = "triehh"
     TRIEHH_PP = "triehh++"
     WHOLE_ITEMS = "sample-threshold"
     PARTITION_SELECTION = "partition-selection"
+    NOISY_ROUNDS = "noisy-rounds"
 
     @classmethod
     def parse(cls, value: str) -> Protocol:
@@ -40,7 +43,8 @@ class Protocol(enum.StrEnum):
     def samples_by_probability(self) -> bool:
         """Users are sampled independently with probability p_s and counts kept at tau: nothing
         in the plan depends on n. Partition selection counts as such a protocol with p_s = 1
-        (every user contributes) and no tau (the keep probability replaces it)."""
+        (every user contributes) and no tau (the keep probability replaces it), and so do noisy
+        prefix rounds (every user votes; each round's threshold follows from its frontier)."""
         return self is not Protocol.TRIEHH
 
     @property
@@ -53,6 +57,18 @@ class Protocol(enum.StrEnum):
         """Items kept by the optimal keep probability of their contributing users, not by a
         sample and a threshold: central only (the server reads every user's items)."""
         return self is Protocol.PARTITION_SELECTION
+
+    @property
+    def noises_rounds(self) -> bool:
+        """Every user votes in every round and each candidate's count gets keyed noise before the
+        round's threshold: central only (the server counts every user's vote)."""
+        return self is Protocol.NOISY_ROUNDS
+
+    @property
+    def central_only(self) -> bool:
+        """The server must read every user's items (partition selection, noisy rounds): no
+        federated or streamed job runs it."""
+        return self.selects_partitions or self.noises_rounds
 
     @property
     def threshold_name(self) -> str:

@@ -155,3 +155,20 @@ def test_a_job_recorded_before_a_setting_existed_still_resumes(inputs, tmp_path)
     recorded["epsilon"] = 99.0  # a real difference is still one
     state.sampling_identity = json.dumps(recorded, sort_keys=True, separators=(",", ":"))
     assert _config(inputs[0], output).resume_mismatches(state, Trie.from_proto(state.trie).encoder)
+
+
+def test_a_protocol_s_own_settings_key_only_that_protocol():
+    # The noisy rounds' --alphabet and --false-prefixes joined every protocol's identity when they
+    # were added, so a state written before (the demo's, a scheduled run's) was refused on resume
+    # and every protocol's keys changed; they key --protocol noisy-rounds alone.
+    from triehh_beam.job.identity import sampling_identity
+
+    for protocol in ("triehh", "triehh++", "sample-threshold", "partition-selection"):
+        keyed = json.loads(sampling_identity(_config("in.jsonl", "out", protocol=protocol,
+                                                     **({} if protocol == "triehh" else
+                                                        dict(theta=None, batch_size=None,
+                                                             allow_no_guarantee=False)))))
+        assert not {"alphabet", "false_prefixes"} & set(keyed), (protocol, keyed)
+    noisy = DiscoveryConfig(input_pattern="in.jsonl", output_dir="out", epsilon=1.0, delta=1e-6, max_length=2,
+                            seed=SEED, protocol="noisy-rounds", alphabet="ab")
+    assert json.loads(sampling_identity(noisy))["alphabet"] == "ab"

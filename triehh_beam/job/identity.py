@@ -15,6 +15,7 @@ from triehh_beam.job.settings import Setting
 from triehh_beam.job.sources import describe_input
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["input_spec", "recorded", "resume_mismatches", "sampling_identity", "window_identity"]
 
@@ -90,8 +91,16 @@ def resume_mismatches(config: DiscoverySettings, state: state_pb2.JobState, stat
     return mismatches
 
 
+# Settings only --protocol noisy-rounds reads: keyed for it alone, so that adding them left every
+# other protocol's identity (and the keys, and a resume of a state written before) as it was.
+_NOISY_ROUNDS_ONLY = ("alphabet", "false_prefixes")
+
+
 def _keyed_values(config: DiscoverySettings, skip: Sequence[str] = ()) -> Dict[str, Any]:
-    """Every keyed setting's value by name, but ``skip``."""
+    """Every keyed setting's value by name, but ``skip`` (and the noisy rounds' own settings
+    under another protocol)."""
+    if not Protocol(config.protocol).noises_rounds:
+        skip = (*skip, *_NOISY_ROUNDS_ONLY)
     return {item.name: getattr(config, item.name) for item in SETTINGS if item.keyed and item.name not in skip}
 
 

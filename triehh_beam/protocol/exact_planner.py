@@ -13,10 +13,11 @@ from triehh_beam.protocol import exact_accountant
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.composition import compose_rounds
 
-__all__ = ["largest_probability", "plan_exact"]
+__all__ = ["MAX_TAU", "largest_probability", "plan_exact"]
 
 _DIGITS = 6
-_MAX_TAU = 10_000
+#: The largest threshold the exact planner searches (each is an exact accountant's search).
+MAX_TAU = 10_000
 
 
 def _log_excess(p: float, tau: int, epsilon_round: float, delta_round: float) -> float:
@@ -82,7 +83,7 @@ def _round_epsilon(epsilon: float, rounds: int) -> float:
 @functools.lru_cache(maxsize=256)
 def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, length: int, share: float):
     """The (holders, tau, p_s, eps_r, delta_r, composition) the exact planner chooses, or None if
-    no tau up to 10,000 has a p_s. Arguments are checked by the caller (``plan_sample_threshold``).
+    no tau up to ``MAX_TAU`` has a p_s. Arguments are checked by the caller (``plan_sample_threshold``).
 
     Branch and bound over tau: a larger threshold is post-processing of a smaller one (it hides
     more counts), so the largest p_s that fits, ``p(tau)``, is nondecreasing in tau, and the
@@ -113,8 +114,8 @@ def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, leng
 
     best = (math.inf, None)  # (holders, tau)
     low, width = 1, 8
-    while low <= _MAX_TAU and never_better(low) <= best[0]:
-        high = min(low + width - 1, _MAX_TAU)
+    while low <= MAX_TAU and never_better(low) <= best[0]:
+        high = min(low + width - 1, MAX_TAU)
         blocks = [(low, high)]
         while blocks:
             a, b = blocks.pop()

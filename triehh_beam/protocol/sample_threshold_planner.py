@@ -27,6 +27,7 @@ ACCOUNTINGS = (EXACT, BOUND)
 DEFAULT_ACCOUNTING = EXACT
 # C_alpha > 0 exactly for alpha below this root of ln(1/a) = 1/(1+a) (0.5173...).
 _ALPHA_ROOT_BRACKET = (0.5, 0.6)
+#: The largest threshold the bound's planner searches (closed forms: cheap).
 _MAX_TAU = 100_000
 
 
@@ -259,12 +260,12 @@ def check_accounting(accounting) -> str:
 
 def _plan_exact(epsilon: float, delta: float, max_length: int, objective: float, length: int, share: float,
                 common: dict) -> SampleThresholdPlan:
-    from triehh_beam.protocol.exact_planner import plan_exact  # local: SciPy only when planning
+    from triehh_beam.protocol.exact_planner import MAX_TAU, plan_exact  # local: SciPy only when planning
 
     chosen = plan_exact(epsilon, delta, max_length, objective, length, share)
     if chosen is None:
         return SampleThresholdPlan(feasible=False, epsilon_round=epsilon / max_length,
-                                   reason=(f"no threshold up to 10,000 reaches delta = {delta:.4g} over "
+                                   reason=(f"no threshold up to {MAX_TAU:,} reaches delta = {delta:.4g} over "
                                            f"{max_length} rounds at epsilon = {exact(epsilon)}"), **common)
     holders, tau, p, eps_r, round_delta, composed = chosen
     return SampleThresholdPlan(

@@ -78,6 +78,12 @@ def test_a_run_keeps_its_state_owner_only_and_out_of_the_output(records, tmp_pat
     assert StateStore(str(state_dir)).load().secret_seed == SEED
     # The output holds what is published, and not the seed in any form.
     assert sorted(p.name for p in out.iterdir()) == ["heavy_hitters.json", "trie.pb"]
+    # ... nor what the records' processing measured (each worker's peak memory was published).
+    published = json.loads((out / "heavy_hitters.json").read_text())
+    assert sorted(published) == ["created_at", "encoding", "frequent_prefixes", "heavy_hitters", "job_id",
+                                 "privacy", "rounds_run", "stop_reason"], sorted(published)
+    report = json.loads((pathlib.Path(str(out) + ".state") / "operator_report.json").read_text())
+    assert report["worker_peak_rss_mb"]["census"]  # the operator's, in the private report
     for form in (SEED, SEED.hex().encode()):
         assert grep_files(out, form) == []
     assert grep_files(state_dir, SEED)  # the search works

@@ -164,9 +164,6 @@ def published_document(state: state_pb2.JobState, trie: Trie, trust_model: str =
         "heavy_hitters": [json_value(v, encoder) for v in trie.heavy_hitters()],
         "frequent_prefixes": [json_prefix(p, encoder) for p in trie.frequent_prefix_sequences()],
         "rounds_run": len(state.rounds),
-        # Per job, each worker process's peak resident memory in MB (``<host>:<pid>``: the
-        # in-process runner's one process, or each of --direct_num_workers' processes).
-        "worker_peak_rss_mb": _jobs_memory(state),
         "stop_reason": state.stop_reason,
         "privacy": published_plan_document(state.plan, trust_model),
         "encoding": encoding_document(state, encoder),
@@ -317,7 +314,8 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
         ],
         "rounds_run": len(state.rounds),
         # Per job, each worker process's peak resident memory in MB (``<host>:<pid>``: the
-        # in-process runner's one process, or each of --direct_num_workers' processes).
+        # in-process runner's one process, or each of --direct_num_workers' processes): private,
+        # like every duration (it depends on the records), never in the published document.
         "worker_peak_rss_mb": _jobs_memory(state),
         "stop_reason": state.stop_reason,
         **({"deny_list": {"files": list(state.deny_list.files), "items": state.deny_list.items,

@@ -20,7 +20,7 @@ from triehh_beam.cli.argtypes import UsageError
 __all__ = ["register_show"]
 
 _ORDER_HELP = (
-    "The rounds publish no counts (TrieHH and TrieHH++ alike), so the table is not a ranking by frequency: it lists entries in "
+    "The rounds publish no counts, so the table is not a ranking by frequency: it lists entries in "
     "the order the discovery found them, by round (an item of k units is found in round k+1), "
     "then alphabetically ignoring case (so 'I' sits beside 'i', not before 'a'), then by code "
     "point."

@@ -39,7 +39,7 @@ __all__ = [
 
 # How entries are listed, said once for the command's help, the text and the HTML page.
 ORDER = (
-    "The rounds publish no counts (TrieHH and TrieHH++ alike), so this is not a ranking by frequency: entries are listed in "
+    "The rounds publish no counts, so this is not a ranking by frequency: entries are listed in "
     "the order the discovery found them, by round (an item of k units is found in round k+1, "
     "when its end is kept), then alphabetically ignoring case, then by code point"
 )

@@ -111,8 +111,12 @@ def sampling_steps(rounds: int = 0):
         "CutRounds/CutEachRound",
         "WriteSummary",
     }
-    if rounds:  # every round in order in one DoFn, once every table is written
-        names |= {"RunRounds", "RunRounds/AllWritten", "RunRounds/RoundsInOrder", "WriteLevels"}
+    if rounds:  # each round's tables voted once, a combine per prefix pruned at theta, in order
+        names |= {"RunRounds", "RunRounds/EachTableOnce", "RunRounds/FirstFrontier", "RunRounds/Results",
+                  "WriteLevels"}
+        for r in range(1, rounds + 1):
+            names |= {f"RunRounds/Round{r}/Vote", f"RunRounds/Round{r}/PruneBelowTheta",
+                      f"RunRounds/Round{r}/RoundResult", f"RunRounds/Round{r}NextFrontier"}
     return names
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 
 __all__ = ["check", "finishing", "ignore", "received", "record_only", "remembered"]
@@ -49,6 +50,8 @@ def remembered():
         yield
         return
     previous = signal.signal(signal.SIGINT, _on_sigint)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_interrupts(previous_hook)
     _raising.set()
     try:
         if _received.is_set():
@@ -57,7 +60,22 @@ def remembered():
     finally:
         _raising.clear()
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
         _received.clear()
+
+
+def _quiet_interrupts(hook):
+    """``sys.unraisablehook`` that keeps quiet about a ``KeyboardInterrupt`` raised where Python
+    cannot propagate it (a weakref callback, a ``__del__``, mid garbage collection: it printed
+    "Exception ignored in ..." and a traceback); it is remembered, and ``check`` raises it again
+    at the run's next progress line. Anything else goes to ``hook``."""
+
+    def unraisable(unraisable_args):
+        if unraisable_args.exc_type is not None and issubclass(unraisable_args.exc_type, KeyboardInterrupt):
+            return
+        hook(unraisable_args)
+
+    return unraisable
 
 
 def received() -> bool:

@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.beam import samples
 from triehh_beam.beam.noisy_rounds import ReleaseNoisyRound
 from triehh_beam.job import jobs as jobs_lib
-from triehh_beam.job import outputs
+from triehh_beam.job import levels, outputs
 from triehh_beam.job.discovery_job import copy_state
 from triehh_beam.job.planning import noisy_plan
 from triehh_beam.proto import state_pb2
@@ -75,7 +75,7 @@ def run_round(driver, state: state_pb2.JobState, trie: Trie, round_index: int) -
     release = ReleaseNoisyRound(noisy_plan(plan), keys, frontier, units, round_index)
     path = FileSystems.join(driver.config.resolved_state_dir, "rounds",
                             f"round-{round_index:04d}-noisy-{uuid.uuid4().hex}.json")
-    samples_dir = driver._samples_dir(state)
+    samples_dir = levels.samples_dir(driver.config.resolved_state_dir, state.job_id)  # as the driver finds them
 
     def build(pipeline, reported):
         del reported  # the tables are counted by the vote itself

@@ -5,7 +5,9 @@ read yet holds the watermark back; whether the read falls behind depends on the 
 started again with the same command, whose windows each count every published record exactly
 once (unacknowledged messages are redelivered to the second run and counted once); and a soak of
 20 two-second windows at 1,000 records/s with one SIGKILL, each window released and charged once
-with every word that 5% of its users hold.
+with every word that 5% of its users hold. (A record whose publish the emulator confirmed only
+after its window's close plus the allowed lateness may rightly be late, on a loaded machine: it
+must then be in the dead letter; every other record must be counted.)
 
 These are what once failed on Prism 2.77: it hands a streaming window's per-window side inputs to
 their consumer before they are filled (windows released short); the windowed graph now reads no
@@ -152,6 +154,17 @@ class _Stream:
     def late_letters(self) -> int:
         return sum(len(p.read_text().splitlines()) for p in (self.work / "dead").rglob("late/*.jsonl"))
 
+    def late_users(self, name: str) -> set:
+        """The users of the window ``name``'s records in the dead letter as late (a retried
+        bundle may write a line twice)."""
+        users = set()
+        for path in (self.work / "dead").rglob("late/*.jsonl"):
+            for line in path.read_text().splitlines():
+                letter = json.loads(line)
+                if letter.get("source", "").endswith(name):
+                    users.add(letter["row"]["user_id"])
+        return users
+
 
 def _wait_until(condition, seconds: float, what: str, stream: _Stream) -> None:
     deadline = time.monotonic() + seconds
@@ -162,11 +175,15 @@ def _wait_until(condition, seconds: float, what: str, stream: _Stream) -> None:
 
 
 def _publish_at_rate(emulator, topic: str, base: int, end: int, rate: int, per_message: int, window: int,
-                     word, stop: threading.Event) -> Dict[int, Dict[str, int]]:
+                     word, stop: threading.Event, lateness: int = 1):
     """From ``base`` to ``end`` (seconds), ``rate`` records a second in messages of ``per_message``,
-    each record a new user holding ``word(i)``, stamped with the time it is published; returns,
-    filled as it goes, each window's (start, seconds) users per word."""
+    each record a new user holding ``word(i)``, stamped with the time it is published. Returns,
+    filled as it goes, each window's (start, seconds) users per word, and each window's records
+    whose publish was confirmed only after the window's close plus ``lateness``: the emulator
+    may have received those after the stream could close the window (a loaded machine delays a
+    publish by seconds), so they may rightly be late. Every other record must be counted."""
     published: Dict[int, Dict[str, int]] = {}
+    maybe_late: Dict[int, int] = {}
 
     def run():
         sent = 0
@@ -178,13 +195,25 @@ def _publish_at_rate(emulator, topic: str, base: int, end: int, rate: int, per_m
             words = [word(sent + i) for i in range(per_message)]
             payload = _payload([(f"u{sent + i}", w) for i, w in enumerate(words)])
             emulator.publisher.publish(topic, payload, ts=str(int(now * 1000))).result(30)
-            counts = published.setdefault(int(now) // window * window, {})
+            start = int(now) // window * window
+            counts = published.setdefault(start, {})
             for w in words:
                 counts[w] = counts.get(w, 0) + 1
+            if time.time() > start + window + lateness:
+                maybe_late[start] = maybe_late.get(start, 0) + per_message
             sent += per_message
 
     threading.Thread(target=run, daemon=True).start()
-    return published
+    return published, maybe_late
+
+
+def _check_counted(stream: "_Stream", name: str, published: int, maybe_late: int) -> None:
+    """A window's report counts every record published to it, but those that may rightly be late
+    (``_publish_at_rate``); those it does not count are in the dead letter, late."""
+    counted = stream.reports[name]["input"]["records"]
+    late = stream.late_users(name)
+    assert published - maybe_late <= counted <= published and counted + len(late) >= published, (
+        name, stream.reports[name], published, maybe_late, len(late))
 
 
 # ---- a backlog of windows -------------------------------------------------------------------
@@ -309,8 +338,8 @@ def test_a_killed_stream_restarted_counts_every_record_once_inside(pubsub_emulat
     end = base + KILL_WINDOWS * KILL_WINDOW
     stop = threading.Event()
     stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], KILL_WINDOW, 1, base, KILL_WINDOWS, 2000).start()
-    published = _publish_at_rate(pubsub_emulator, paths["topic"], base, end, KILL_RATE, KILL_PER_MESSAGE, KILL_WINDOW,
-                                 lambda i: f"w{i % 5}", stop)
+    published, maybe_late = _publish_at_rate(pubsub_emulator, paths["topic"], base, end, KILL_RATE, KILL_PER_MESSAGE,
+                                             KILL_WINDOW, lambda i: f"w{i % 5}", stop)
     try:
         # Killed once its first windows are released, with later ones still open: their
         # messages are pulled and leased, never acknowledged.
@@ -323,12 +352,12 @@ def test_a_killed_stream_restarted_counts_every_record_once_inside(pubsub_emulat
     finally:
         stop.set()
         stream.close()
-    names = {windowed.window_dir_name(start * 1_000_000): sum(n.values()) for start, n in published.items()}
+    names = {windowed.window_dir_name(start * 1_000_000): start for start in published}
     assert len(names) == KILL_WINDOWS and set(stream.reports) == set(names)
-    for name, records in names.items():
+    for name, start in names.items():
         report = stream.reports[name]
         assert report["released"], (name, report)
-        assert report["input"]["records"] == records, (name, report["input"], records, sorted(killed_with))
+        _check_counted(stream, name, sum(published[start].values()), maybe_late.get(start, 0))
         assert (tmp_path / "out" / name / windowed.RELEASED_MARKER).exists()
 
 
@@ -389,8 +418,8 @@ def test_a_soak_of_twenty_windows_with_a_kill_releases_each_once_inside(pubsub_e
     for flag, value in zip(SOAK_FLAGS[::2], SOAK_FLAGS[1::2]):
         stream.command[stream.command.index(flag) + 1] = value
     stream.start()
-    published = _publish_at_rate(pubsub_emulator, paths["topic"], base, end, SOAK_RATE, SOAK_PER_MESSAGE, SOAK_WINDOW,
-                                 _soak_word, stop)
+    published, maybe_late = _publish_at_rate(pubsub_emulator, paths["topic"], base, end, SOAK_RATE, SOAK_PER_MESSAGE,
+                                             SOAK_WINDOW, _soak_word, stop)
     peaks = [0, 0]
     half = 0
 
@@ -415,8 +444,8 @@ def test_a_soak_of_twenty_windows_with_a_kill_releases_each_once_inside(pubsub_e
         charges[record["window_start"]] = charges.get(record["window_start"], 0) + 1
     for start, counts in published.items():
         name = windowed.window_dir_name(start * 1_000_000)
-        report = stream.reports[name]
-        assert report["released"] and report["input"]["records"] == sum(counts.values()), (name, report)
+        assert stream.reports[name]["released"], (name, stream.reports[name])
+        _check_counted(stream, name, sum(counts.values()), maybe_late.get(start, 0))
         assert charges[name.split("=", 1)[1]] == 1, name
         users = sum(counts.values())
         hitters = set(json.loads((tmp_path / "out" / name / "heavy_hitters.json").read_text())["heavy_hitters"])

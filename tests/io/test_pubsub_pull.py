@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from google.api_core import exceptions as api_exceptions
+from google.cloud import pubsub_v1
 
 from triehh_beam.io import pubsub_pull
 from triehh_beam.io.pubsub_pull import PullReader
@@ -108,6 +110,54 @@ def test_a_lapsed_ack_deadline_redelivers_and_the_message_counts_once(pubsub_emu
         assert _drain(reader, 3.0) == []
     finally:
         reader.close()
+
+
+class _LosesOneAnswer:
+    """The emulator's client, whose next pull is served (the emulator leases what it hands out)
+    but whose answer never arrives: the client's deadline passes, as under load."""
+
+    def __init__(self, client):
+        self._client = client
+        self.lose_next = False
+
+    def pull(self, **kwargs):
+        response = self._client.pull(**kwargs)
+        if self.lose_next:
+            self.lose_next = False
+            assert response.received_messages, "the lost answer must have carried messages"
+            raise api_exceptions.DeadlineExceeded("the pull's answer did not arrive in time")
+        return response
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_a_pull_without_an_answer_holds_the_mark_until_its_messages_return(pubsub_emulator):
+    """Failed before: a timed-out pull was taken for a quiet subscription, and the next pull's
+    newer messages moved the mark past the messages the lost answer carried (leased to nobody
+    for the subscription's 10 s deadline): their window closed without them."""
+    paths = pubsub_emulator.topic("lost")
+    old = _publish(pubsub_emulator, paths["topic"], 5, b"old")
+    offset = [-11.0]  # made 11 s ago: no earlier reader's leases left to wait for
+    client = _LosesOneAnswer(pubsub_v1.SubscriberClient())
+    reader = PullReader(paths["subscription"], max_messages=100, ack_deadline_s=10,
+                        clock=lambda: time.time() + offset[0], subscriber=client)
+    offset[0] = 0.0
+    try:
+        client.lose_next = True
+        assert reader.pull() == [] and reader.read_through is None
+        _publish(pubsub_emulator, paths["topic"], 3, b"new")
+        newer = _drain(reader, 5.0)
+        assert sorted(m.data for m in newer) == [b"new0", b"new1", b"new2"]
+        assert reader.read_through is None  # the lost answer's messages are still out there
+        time.sleep(11)  # the subscription's 10 s lease of what the lost answer carried lapses
+        back = reader.pull()  # oldest first: the lost answer's messages (and the newer ones, lapsed too)
+        again = [m for m in back if m.message_id in old]
+        assert sorted(m.message_id for m in again) == sorted(old)
+        assert reader.read_through == min(m.publish_micros for m in back) / 1e6
+    finally:
+        reader.close()
+        client._client.close()
 
 
 def test_extend_keeps_held_messages_from_being_redelivered(pubsub_emulator):

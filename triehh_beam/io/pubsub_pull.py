@@ -43,7 +43,11 @@ class PullReader:
 
     ``read_through`` stays unset for the first ack deadline after the reader starts: a previous
     reader of the subscription (a killed run) may still lease messages that long, and the
-    subscription is read through only once they are redelivered.
+    subscription is read through only once they are redelivered. A pull that gets no answer (its
+    deadline passes, or the service is briefly unavailable) holds it back the same way, for the
+    subscription's own ack deadline: the service may have handed that pull messages which never
+    arrived, and it delivers them again only once that deadline lapses. (The emulator answers a
+    quiet pull with an empty response after about 1 s, well inside ``pull_timeout``.)
 
     Args:
       subscription: ``projects/P/subscriptions/S``.
@@ -76,23 +80,26 @@ class PullReader:
         self._ids: Dict[object, Set[str]] = {}  # key -> message ids passed on under it
         self._extended_at = clock()
         self._leases_lapse_at = clock() + ack_deadline_s  # a previous reader's, at the latest
+        self._subscription_deadline: Optional[int] = None
         self.pulled = 0
         self.duplicates = 0
         self.acknowledged = 0
 
     def pull(self) -> List[Pulled]:
-        """One synchronous pull (nothing on a blip or a quiet deadline). Once a previous reader's
-        leases have lapsed, advances ``read_through`` to the oldest publish time it brought, or
-        to the time it was sent if it brought nothing. (Not to the time of a pull that brought
+        """One synchronous pull (nothing if it got no answer). Once a previous reader's leases, and
+        those of any unanswered pull's messages, have lapsed, advances ``read_through`` to the
+        oldest publish time it brought, or to the time it was sent if it brought nothing. (Not to the time of a pull that brought
         less than it asked for: the service caps a response's bytes, so a backlog can remain.)"""
         sent = self._clock()
         try:
             response = self.client.pull(subscription=self.subscription, max_messages=self.max_messages,
                                         timeout=self.pull_timeout, retry=None)
             received = list(response.received_messages)
-        except api_exceptions.DeadlineExceeded:  # nothing arrived in time: nothing was waiting
-            received = []
-        except api_exceptions.ServiceUnavailable:  # a blip: the backlog is unknown, keep the mark
+        except (api_exceptions.DeadlineExceeded, api_exceptions.ServiceUnavailable):
+            # No answer: the service may have handed this pull messages that never arrived. Nobody
+            # holds them, yet they stay leased for the subscription's ack deadline, then return:
+            # until then a later pull cannot show the subscription read through them.
+            self._leases_lapse_at = max(self._leases_lapse_at, sent + self._subscription_deadline_s())
             return []
         self._lease([r.ack_id for r in received])  # the subscription's own deadline may be short
         self.pulled += len(received)
@@ -102,6 +109,17 @@ class PullReader:
             through = min(m.publish_micros for m in pulled) / 1e6 if pulled else sent
             self.read_through = through if self.read_through is None else max(self.read_through, through)
         return pulled
+
+    def _subscription_deadline_s(self) -> int:
+        """How long the subscription leases a message no reader has extended: its own ack
+        deadline, asked once (600 s, Pub/Sub's longest, if the reader may not ask)."""
+        if self._subscription_deadline is None:
+            try:
+                found = self.client.get_subscription(subscription=self.subscription, timeout=DEFAULT_TIMEOUT_S)
+                self._subscription_deadline = found.ack_deadline_seconds or 10
+            except api_exceptions.GoogleAPICallError:
+                self._subscription_deadline = 600
+        return self._subscription_deadline
 
     def hold(self, key: object, message: Pulled) -> bool:
         """Keeps ``message`` unacknowledged under ``key``; True if its id is new under ``key``

@@ -161,7 +161,7 @@ class _Stream:
         for path in (self.work / "dead").rglob("late/*.jsonl"):
             for line in path.read_text().splitlines():
                 letter = json.loads(line)
-                if letter.get("source", "").endswith(name):
+                if letter.get("file", "").endswith(name):  # "late for window=..."
                     users.add(letter["row"]["user_id"])
         return users
 
@@ -283,9 +283,9 @@ def test_a_burst_inside_one_window_is_counted_in_it(subprocess_env):
 @inside_only
 def test_a_burst_inside_one_window_is_counted_in_it_inside(pubsub_emulator, tmp_path):
     paths = pubsub_emulator.topic("burst")
-    # The stream starts first and reads its quiet subscription through (one ack deadline, 30 s),
+    # The stream starts first and reads its quiet subscription through (one ack deadline and a margin, 35 s),
     # so the burst is read by a stream whose watermark already follows the clock.
-    base = math.ceil((time.time() + 45) / BURST_WINDOW) * BURST_WINDOW
+    base = math.ceil((time.time() + 50) / BURST_WINDOW) * BURST_WINDOW
     stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], BURST_WINDOW, 1, base, 2, BURST_RECORDS).start()
     try:
         payloads = [_payload([(f"u{j}", f"w{j % 7}") for j in range(k, k + BURST_PER_MESSAGE)])
@@ -411,7 +411,7 @@ def test_a_soak_of_twenty_windows_with_a_kill_releases_each_once_inside(pubsub_e
 
     paths = pubsub_emulator.topic("soak")
     # The first window starts once the stream's read is through its first ack deadline.
-    base = math.ceil((time.time() + 38) / SOAK_WINDOW) * SOAK_WINDOW
+    base = math.ceil((time.time() + 43) / SOAK_WINDOW) * SOAK_WINDOW
     end = base + SOAK_WINDOWS * SOAK_WINDOW
     stop = threading.Event()
     stream = _Stream(pubsub_emulator, tmp_path, paths["subscription"], SOAK_WINDOW, 1, base, SOAK_WINDOWS, 1800)

@@ -51,7 +51,7 @@ def test_read_through_is_the_oldest_unread_publish_time_and_waits_for_a_killed_r
         # subscription is not read through, whatever the pulls bring.
         first = reader.pull()
         assert len(first) == 10 and reader.read_through is None
-        clock.now += 31
+        clock.now += 36  # the first ack deadline and the redelivery margin
         seen, marks = list(first), []
         while len(seen) < 25:  # the backlog: each pull's oldest message is how far it is read
             batch = reader.pull()
@@ -138,7 +138,7 @@ def test_a_pull_without_an_answer_holds_the_mark_until_its_messages_return(pubsu
     for the subscription's 10 s deadline): their window closed without them."""
     paths = pubsub_emulator.topic("lost")
     old = _publish(pubsub_emulator, paths["topic"], 5, b"old")
-    offset = [-11.0]  # made 11 s ago: no earlier reader's leases left to wait for
+    offset = [-16.0]  # made 16 s ago: no earlier reader's leases left to wait for
     client = _LosesOneAnswer(pubsub_v1.SubscriberClient())
     reader = PullReader(paths["subscription"], max_messages=100, ack_deadline_s=10,
                         clock=lambda: time.time() + offset[0], subscriber=client)
@@ -151,6 +151,7 @@ def test_a_pull_without_an_answer_holds_the_mark_until_its_messages_return(pubsu
         assert sorted(m.data for m in newer) == [b"new0", b"new1", b"new2"]
         assert reader.read_through is None  # the lost answer's messages are still out there
         time.sleep(11)  # the subscription's 10 s lease of what the lost answer carried lapses
+        offset[0] = 5.0  # and the reader's margin for its redelivery passes
         back = reader.pull()  # oldest first: the lost answer's messages (and the newer ones, lapsed too)
         again = [m for m in back if m.message_id in old]
         assert sorted(m.message_id for m in again) == sorted(old)

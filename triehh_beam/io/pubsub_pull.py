@@ -24,6 +24,10 @@ from triehh_beam.io.pubsub import DEFAULT_TIMEOUT_S, bounded_retry
 __all__ = ["Pulled", "PullReader", "count_backlog"]
 
 _IDS_PER_REQUEST = 1000  # a request holds at most a few thousand ack ids
+# How long after a lease lapses its message may take to be delivered again. Measured: the emulator
+# redelivers within 0.2 s; without a margin, a pull sent at the lapse found nothing and moved the
+# watermark past the message (tests/e2e/test_stream_prism.py with lost answers injected).
+_REDELIVERY_MARGIN_S = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,9 +45,9 @@ class Pulled:
 class PullReader:
     """Pulls one subscription and acknowledges what it was told is durable.
 
-    ``read_through`` stays unset for the first ack deadline after the reader starts: a previous
-    reader of the subscription (a killed run) may still lease messages that long, and the
-    subscription is read through only once they are redelivered. A pull that gets no answer (its
+    ``read_through`` stays unset for the first ack deadline (and a margin) after the reader
+    starts: a previous reader of the subscription (a killed run) may still lease messages that
+    long, and the subscription is read through only once they are redelivered. A pull that gets no answer (its
     deadline passes, or the service is briefly unavailable) holds it back the same way, for the
     subscription's own ack deadline: the service may have handed that pull messages which never
     arrived, and it delivers them again only once that deadline lapses. (The emulator answers a
@@ -79,7 +83,7 @@ class PullReader:
         self._held: Dict[object, List[str]] = {}  # key -> ack ids of its messages, not yet acked
         self._ids: Dict[object, Set[str]] = {}  # key -> message ids passed on under it
         self._extended_at = clock()
-        self._leases_lapse_at = clock() + ack_deadline_s  # a previous reader's, at the latest
+        self._leases_lapse_at = clock() + ack_deadline_s + _REDELIVERY_MARGIN_S  # a previous reader's
         self._subscription_deadline: Optional[int] = None
         self.pulled = 0
         self.duplicates = 0
@@ -97,9 +101,12 @@ class PullReader:
             received = list(response.received_messages)
         except (api_exceptions.DeadlineExceeded, api_exceptions.ServiceUnavailable):
             # No answer: the service may have handed this pull messages that never arrived. Nobody
-            # holds them, yet they stay leased for the subscription's ack deadline, then return:
-            # until then a later pull cannot show the subscription read through them.
-            self._leases_lapse_at = max(self._leases_lapse_at, sent + self._subscription_deadline_s())
+            # holds them, yet they stay leased for the subscription's ack deadline (from when the
+            # service answered, up to now), then return: until then (and a margin: the service
+            # redelivers soon after, not at once) a later pull cannot show the subscription read
+            # through them.
+            lapse = self._clock() + self._subscription_deadline_s() + _REDELIVERY_MARGIN_S
+            self._leases_lapse_at = max(self._leases_lapse_at, lapse)
             return []
         self._lease([r.ack_id for r in received])  # the subscription's own deadline may be short
         self.pulled += len(received)

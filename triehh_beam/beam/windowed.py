@@ -15,7 +15,7 @@ nothing. A TrieHH window planned for a declared population N samples
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Collection, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -28,7 +28,7 @@ from triehh_beam.beam.window_join import GIVEN, MAIN, RECORD_KEYS, MeetGiven, fa
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import SmallestRanks
-from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.rounds import RoundResult
 
 __all__ = ["ChainWindowRounds", "RunWindowRounds", "SampleEachWindow", "WindowPlan", "chain_rounds",
@@ -265,28 +265,33 @@ class _EveryPrefix:
         return True
 
 
-def _vote_table(keyed: Tuple[int, pa.Table]) -> Tuple[int, sampled_rounds.PartialVotes]:
+def _vote_table(keyed: Tuple[int, pa.Table], denied: FrozenSet[Units] = frozenset()
+                ) -> Tuple[int, sampled_rounds.PartialVotes]:
     """One sample table of a window -> its private per-prefix votes and users
-    (``sampled_rounds.vote_table``) on every prefix of the round's length (no vote counters:
-    without a frontier they would count votes that ``chain_rounds`` drops)."""
+    (``sampled_rounds.vote_table``, the deny list applied as in the batch rounds) on every prefix
+    of the round's length (no vote counters: without a frontier they would count votes that
+    ``chain_rounds`` drops)."""
     round_index, table = keyed
-    votes = sampled_rounds.vote_table(table, _EveryPrefix(), round_index)
+    votes = sampled_rounds.vote_table(table, _EveryPrefix(), round_index, denied)
     return round_index, (votes.counts, votes.users)
 
 
 class RunWindowRounds(beam.PTransform):
     """Rounds 1..L per window, each on every prefix of its length: ``(round, sample table)`` per
     window -> ``(round, (prefixes with at least theta votes, users))`` per window and round that
-    had a sample (``chain_rounds`` makes them the rounds' results)."""
+    had a sample (``chain_rounds`` makes them the rounds' results). ``denied``: the deny list's
+    encoded sequences, never voted for (a user's choice among its other items does not depend on
+    the frontier either, so voting on every prefix and chaining stays exact)."""
 
-    def __init__(self, theta: int):
+    def __init__(self, theta: int, denied: Collection[Units] = frozenset()):
         super().__init__()
         self._theta = theta
+        self._denied = frozenset(denied)
 
     def expand(self, keyed_tables):
         return (
             keyed_tables
-            | "Vote" >> beam.Map(_vote_table)
+            | "Vote" >> beam.Map(_vote_table, denied=self._denied)
             | "PruneBelowTheta" >> beam.CombinePerKey(sampled_rounds.MergeAndPruneCombineFn(self._theta))
         )
 

@@ -366,9 +366,7 @@ class SampleAllRounds(beam.PTransform):
 
     @property
     def required_users(self) -> Optional[int]:
-        if self._population is None or self._threshold is not None:
-            return None
-        return min(self._m, self._population)
+        return sampling.users_required(self._m, self._population, by_probability=self._threshold is not None)
 
     def expand(self, batches):
         if self._threshold is not None:

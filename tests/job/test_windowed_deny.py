@@ -1,8 +1,9 @@
-"""Deny lists in windowed discoveries (``--deny-list`` with ``--window``, job/windowed.py): each
-window's trie equals the keyed simulation of that window's records alone, under the window's
-committed keys, given the same deny set (the batch rounds' vote, ``columnar.count_votes``), and
-differs from the simulation without it (so the comparison can fail); the window's state, published
-result and private report record the list, and a resume with another list is refused."""
+"""Deny lists in windowed discoveries (``--deny-list`` with ``--window`` and in ``triehh stream``,
+job/windowed.py; bounded, and on the streaming DirectRunner): each window's trie equals the keyed
+simulation of that window's records alone, under the window's committed keys, given the same deny
+set (the batch rounds' vote, ``columnar.count_votes``), and differs from the simulation without it
+(so the comparison can fail); the window's state, published result and private report record the
+list, and a resume with another list is refused."""
 
 import dataclasses
 import json
@@ -18,7 +19,8 @@ from triehh_beam.protocol.trie import Trie
 from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 
 from tests.job.test_deny_list_files import release_document
-from tests.job.test_windowed import (HOUR, T0, WORDS, _batches, _committed, _config, _run, _window_sampler,
+from tests.job.test_windowed import (HOUR, T0, WORDS, _batches, _committed, _config, _one_stamp_batches, _run,
+                                     _streaming_run, _window_sampler,
                                      fixed_nonces)  # noqa: F401 (the fixture: fixed release nonces)
 
 DENIED = ["the", "and"]
@@ -78,6 +80,25 @@ def test_each_window_with_a_deny_list_equals_the_keyed_simulation_with_it(tmp_pa
         assert _committed(job, start).deny_list.digest == config.deny.digest
         (report,) = [r for r in windowed.read_window_reports(job) if r["window_start"] == windowed.rfc3339(start)]
         assert report["deny_list"]["files"] == list(config.deny_list)
+
+
+def test_streaming_windows_with_a_deny_list_equal_the_keyed_simulation_with_it(tmp_path):
+    """The same graph on the streaming DirectRunner (``triehh stream``'s), fed by a TestStream."""
+    rng = np.random.default_rng(9)
+    first, second = _several_words(2000, 21, "a"), _several_words(2000, 22, "b")
+    early, later = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
+    config = _config(tmp_path, protocol="triehh++", deny_list=(_deny_file(tmp_path),))
+    job = _streaming_run(config, [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], later[:5],
+                                  T0 + HOUR + 1000, later[5:], T0 + 3 * HOUR])
+    chosen = plan_sample_threshold(4.0, 1e-5, 6)
+    for start, population in ((T0, first), (T0 + HOUR, second)):
+        expected, without = (simulate_sample_threshold(population, config.encoder, chosen.tau,
+                                                       chosen.sampling_probability, _window_sampler(job, start),
+                                                       denied=d) for d in (config.deny.sequences, frozenset()))
+        trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
+        assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
+        assert [set(level) for level in trie.levels] != [set(level) for level in without.levels], start
+        assert not set(trie.heavy_hitters()) & set(DENIED) and len(expected.heavy_hitters) >= 2
 
 
 def test_a_window_planned_with_a_deny_list_is_not_resumed_with_another(tmp_path):

@@ -46,3 +46,35 @@ def test_a_window_line_counts_its_rounds_in_the_singular_and_plural(rounds, says
     report = {"window_start": "2026-11-01T00:00:00Z", "released": True, "reason": None, "heavy_hitters": 0,
               "rounds": [{}] * rounds, "published_to": "out"}
     assert says in describe_window(report)
+
+
+def test_a_windowed_discover_with_a_deny_list_says_so_and_its_window_records_it(tmp_path, capsys):
+    import json
+
+    from tests.job.test_deny_list_files import release_document
+
+    records = tmp_path / "records.csv"
+    _records(records, ["u-extra", "to", "2026-11-01T00:01:00Z"])
+    deny = tmp_path / "earlier.json"
+    deny.write_text(json.dumps(release_document(["the"], max_length=4)))
+    assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), *WINDOW,
+                 "--deny-list", str(deny)]) == 0
+    out = capsys.readouterr().out
+    assert "every window's votes skip the 1 earlier heavy hitter of the deny list (1 file)" in out, out
+    published = json.loads((tmp_path / "out" / "window=2026-11-01T00:00:00Z" / "heavy_hitters.json").read_text())
+    assert published["deny_list"]["items"] == 1 and "the" not in published["heavy_hitters"]
+    assert "to" in published["heavy_hitters"]  # held by as many users as "the": the comparison can fail
+
+
+def test_a_windowed_discover_refuses_a_raw_deny_list_in_one_line_and_makes_nothing(tmp_path, capsys):
+    import json
+
+    records = tmp_path / "records.csv"
+    _records(records, ["u-extra", "to", "2026-11-01T00:01:00Z"])
+    deny = tmp_path / "raw.json"
+    deny.write_text(json.dumps({"heavy_hitters": ["the"]}))
+    assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), *WINDOW,
+                 "--deny-list", str(deny)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "raw.json" in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()

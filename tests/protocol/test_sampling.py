@@ -240,3 +240,19 @@ def test_rank_prefilter_bound_is_the_beta_quantile_of_scipy_stats():
         for miss in (1e-12, 1e-6):
             expected = min(2**64 - 1, int(stats.beta.isf(miss, m, n - m + 1) * 2.0**64) + 1)
             assert rank_prefilter_bound(n, m, miss) == expected, (n, m, miss)
+
+
+def test_users_required_is_the_size_of_the_bottom_m_sample_and_none_by_probability():
+    """``users_required``: the one rule "min(m, n) unless sampling by probability", held to the
+    size of the bottom-m sample ``Sampler.sample`` actually draws of n users."""
+    from triehh_beam.protocol.sampling import real_users_sampled, users_required
+
+    sampler = Sampler(bytes(32), b"users-required")
+    for m, n in itertools.product((1, 5, 50), (0, 3, 50, 80)):
+        drawn = len(sampler.sample(1, [f"u{i}" for i in range(n)], m))
+        assert users_required(m, n) == drawn == min(m, n), (m, n)
+        assert users_required(m, n, by_probability=True) is None  # a Bernoulli sample's size is random
+        assert real_users_sampled(0.5, n, n, m) == drawn  # no phantom: the same rule
+    assert users_required(5, None) is None  # n unknown: nothing to require
+    with pytest.raises(ValueError, match="sample size"):
+        users_required(None, 10)

@@ -297,7 +297,7 @@ class _ResolveRoundDoFn(beam.DoFn):
     def _threshold(self, buckets) -> Tuple[Optional[Tuple[int, bytes]], int, int]:
         """(largest sampled pair, users sampled, the last bucket it reaches)."""
         total = sum(bucket[1] for bucket in buckets)
-        users = total if self._m is None else min(self._m, total)
+        users = total if self._m is None else sampling.users_required(self._m, total)
         if self._m is None:
             return (self._top, b""), users, len(buckets) - 1
         before = 0

@@ -34,8 +34,12 @@ __all__ = [
     "SampleFromCandidates",
     "Threshold",
     "add_candidates",
+    "bernoulli_shards",
+    "bottom_m",
     "candidates_by_round",
     "rank_and_user",
+    "rank_rounds",
+    "sample_table",
     "sampled_shards",
     "sample_shards",
     "shard_count",
@@ -101,11 +105,17 @@ class _RankAllRoundsDoFn(beam.DoFn):
         self._ranked = Metrics.counter(METRICS_NAMESPACE, "records_ranked")
 
     def process(self, batch):
-        if batch.num_rows == 0:
-            return
         self._ranked.inc(batch.num_rows)
-        ranks = self._keys.ranks_all(*binary_buffers(batch.column("user_id")))
-        yield from candidates_by_round(batch, ranks, self._bounds)
+        yield from rank_rounds(self._keys, batch, self._bounds)
+
+
+def rank_rounds(pass_keys: sampling.PassKeys, batch: pa.RecordBatch, bounds: Mapping[int, int]) -> Iterable[Candidates]:
+    """A record batch ranked for every round of ``bounds`` at once under ``pass_keys`` (a batch
+    job's, or a window's), cut per round by ``candidates_by_round``; nothing of an empty batch."""
+    if batch.num_rows == 0:
+        return
+    ranks = pass_keys.ranks_all(*binary_buffers(batch.column("user_id")))
+    yield from candidates_by_round(batch, ranks, bounds)
 
 
 def add_candidates(smallest: SmallestRanks, batch: pa.RecordBatch) -> None:
@@ -120,6 +130,16 @@ def add_candidates(smallest: SmallestRanks, batch: pa.RecordBatch) -> None:
 def threshold_of(smallest: SmallestRanks) -> Threshold:
     """A bottom-m accumulator's (largest sampled (rank, user), users sampled)."""
     return smallest.largest()
+
+
+def bottom_m(m: int, batches: Iterable[Optional[pa.RecordBatch]]) -> Threshold:
+    """The bottom-m threshold of a round's (rank, user_id) candidate batches, all at once (what
+    ``BottomMCombineFn`` computes in parts)."""
+    smallest = SmallestRanks(m)
+    for batch in batches:
+        if batch is not None and batch.num_rows:
+            add_candidates(smallest, batch)
+    return threshold_of(smallest)
 
 
 @beam.typehints.with_input_types(Optional[pa.RecordBatch])
@@ -227,9 +247,15 @@ class _ShardBernoulliDoFn(beam.DoFn):
         self._shards = shards
 
     def process(self, candidates):
-        round_index, batch = candidates
-        ranks = np.asarray(batch.column("rank"))
-        yield from split_shards(round_index, batch, np.arange(batch.num_rows), ranks, self._top, self._shards)
+        yield from bernoulli_shards(candidates, self._top, self._shards)
+
+
+def bernoulli_shards(candidates: Candidates, top_rank: int, shards: int) -> Iterable[ShardRows]:
+    """TrieHH++: every row of a round's candidates (ranked below its Bernoulli threshold, so all
+    sampled) split by shard of [0, top_rank]."""
+    round_index, batch = candidates
+    ranks = np.asarray(batch.column("rank"))
+    yield from split_shards(round_index, batch, np.arange(batch.num_rows), ranks, top_rank, shards)
 
 
 @beam.typehints.with_input_types(Tuple[Tuple[int, int], Iterable[pa.RecordBatch]])
@@ -246,8 +272,15 @@ class _BuildSampleTableDoFn(beam.DoFn):
         self._builder = SampleTableBuilder(self._encoder, self._truncate)
 
     def process(self, keyed):
-        (round_index, shard), batches = keyed
-        yield round_index, self._builder.build(self._keys.round_keys(round_index), shard, batches)
+        yield sample_table(self._builder, self._keys, keyed)
+
+
+def sample_table(builder: SampleTableBuilder, pass_keys: sampling.PassKeys,
+                 keyed: Tuple[Tuple[int, int], Iterable[pa.RecordBatch]]) -> Tuple[int, pa.Table]:
+    """The kept rows of one (round, shard) -> ``(round, its sample table)``, the choice uniforms
+    under ``pass_keys``' round keys (a batch job's, or a window's)."""
+    (round_index, shard), batches = keyed
+    return round_index, builder.build(pass_keys.round_keys(round_index), shard, batches)
 
 
 def _rows(batch: pa.RecordBatch) -> int:
@@ -333,9 +366,7 @@ class SampleAllRounds(beam.PTransform):
 
     @property
     def required_users(self) -> Optional[int]:
-        if self._population is None or self._threshold is not None:
-            return None
-        return min(self._m, self._population)
+        return sampling.users_required(self._m, self._population, by_probability=self._threshold is not None)
 
     def expand(self, batches):
         if self._threshold is not None:

@@ -14,21 +14,17 @@ nothing. A TrieHH window planned for a declared population N samples
 
 from __future__ import annotations
 
-import math
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Collection, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
 
 from triehh_beam.beam import sample_pass, sampled_rounds
 from triehh_beam.beam.sample_pass import RoundSample
 from triehh_beam.beam.sample_tables import SampleTableBuilder
 from triehh_beam.beam.window_join import GIVEN, MAIN, RECORD_KEYS, MeetGiven, fan_out, record_key
-from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
-from triehh_beam.protocol.bottom_m import SmallestRanks
-from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.protocol.encoding import ItemEncoder, Units
 from triehh_beam.protocol.rounds import RoundResult
 
 __all__ = ["ChainWindowRounds", "RunWindowRounds", "SampleEachWindow", "WindowPlan", "chain_rounds",
@@ -75,6 +71,12 @@ class WindowPlan(NamedTuple):
             return None
         return self.real_sample_sizes[round_index - 1]
 
+    def shards(self) -> int:
+        """Sample tables per round (``sample_pass.sample_shards`` of m, or of p_s and n)."""
+        if self.sample_probability:
+            return sample_pass.sample_shards(None, self.sample_probability, self.population)
+        return sample_pass.sample_shards(self.sample_size, None, self.population)
+
 
 class _WindowKeysCache:
     """Per-window pass keys, derived once per worker and window."""
@@ -116,18 +118,12 @@ class _RankWindowDoFn(beam.DoFn):
             return
         bound = sampling.rank_prefilter_bound(plan.population, plan.sample_size) if self._top is None else self._top
         bounds = {round_index: int(bound) for round_index in range(1, self._max_rounds + 1)}
-        shards = sample_pass.shard_count(max(1, math.ceil(plan.sample_probability * plan.population)))
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            ranks = self._keys(plan).ranks_all(*binary_buffers(batch.column("user_id")))
-            for round_index, rows in sample_pass.candidates_by_round(batch, ranks, bounds):
+            for candidates in sample_pass.rank_rounds(self._keys(plan), batch, bounds):
                 if self._top is None:
-                    yield (round_index, key), (plan, rows)
+                    yield (candidates[0], key), (plan, candidates[1])
                     continue
-                rank = np.asarray(rows.column("rank"))
-                for shard_key, kept in sample_pass.split_shards(round_index, rows, np.arange(rows.num_rows), rank,
-                                                                self._top, shards):
+                for shard_key, kept in sample_pass.bernoulli_shards(candidates, self._top, plan.shards()):
                     yield shard_key, (plan, kept)
 
 
@@ -145,21 +141,17 @@ def _rank_and_user(candidates) -> Tuple[int, Tuple[WindowPlan, pa.RecordBatch]]:
 
 class _WindowThresholdDoFn(beam.DoFn):
     """A round's (rank, user) candidates in one window -> its bottom-K_r threshold
-    (``sample_pass.threshold_of``: the largest sampled (rank, user), users sampled) keyed by
+    (``sample_pass.bottom_m``: the largest sampled (rank, user), users sampled) keyed by
     ``(round, record key)`` for every record key; nothing when the round requires nobody or
     drew nobody."""
 
     def process(self, keyed):
         round_index, parts = keyed
-        smallest = None
-        for plan, part in parts:
-            required = plan.users_required(round_index)
-            if not required:
-                return
-            smallest = smallest or SmallestRanks(required)
-            if part.num_rows:
-                sample_pass.add_candidates(smallest, part)
-        threshold = sample_pass.threshold_of(smallest)
+        parts = list(parts)  # one window's: one plan
+        required = parts[0][0].users_required(round_index)
+        if not required:
+            return
+        threshold = sample_pass.bottom_m(required, (part for _, part in parts))
         if threshold[0] is not None:
             yield from fan_out(threshold, ((round_index, key) for key in range(RECORD_KEYS)))
 
@@ -171,13 +163,12 @@ class _KeepWindowSampledDoFn(beam.DoFn):
         (round_index, _), threshold, candidates = met
         for plan, rows in candidates:
             yield from ((shard_key, (plan, kept)) for shard_key, kept in sample_pass.sampled_shards(
-                (round_index, rows), threshold or (None, 0), plan.users_required(round_index),
-                sample_pass.shard_count(plan.sample_size)))
+                (round_index, rows), threshold or (None, 0), plan.users_required(round_index), plan.shards()))
 
 
 class _BuildWindowTableDoFn(beam.DoFn):
     """The kept rows of one (round, shard) of a window -> its sample table, the choice uniforms
-    under the window's keys (``SampleTableBuilder``)."""
+    under the window's keys (``sample_pass.sample_table``)."""
 
     def __init__(self, window_keys: sampling.WindowKeys, max_rounds: int, encoder: ItemEncoder, truncate: bool):
         self._window_keys = _WindowKeysCache(window_keys, max_rounds)
@@ -188,10 +179,9 @@ class _BuildWindowTableDoFn(beam.DoFn):
         self._builder = SampleTableBuilder(self._encoder, self._truncate)
 
     def process(self, keyed):
-        (round_index, shard), rows = keyed
-        rows = list(rows)
-        keys = self._window_keys(rows[0][0]).round_keys(round_index)
-        yield round_index, self._builder.build(keys, shard, (batch for _, batch in rows))
+        shard_key, rows = keyed
+        rows = list(rows)  # one window's: one plan
+        yield sample_pass.sample_table(self._builder, self._window_keys(rows[0][0]), (shard_key, (b for _, b in rows)))
 
 
 class SampleEachWindow(beam.PTransform):
@@ -265,28 +255,33 @@ class _EveryPrefix:
         return True
 
 
-def _vote_table(keyed: Tuple[int, pa.Table]) -> Tuple[int, sampled_rounds.PartialVotes]:
+def _vote_table(keyed: Tuple[int, pa.Table], denied: FrozenSet[Units] = frozenset()
+                ) -> Tuple[int, sampled_rounds.PartialVotes]:
     """One sample table of a window -> its private per-prefix votes and users
-    (``sampled_rounds.vote_table``) on every prefix of the round's length (no vote counters:
-    without a frontier they would count votes that ``chain_rounds`` drops)."""
+    (``sampled_rounds.vote_table``, the deny list applied as in the batch rounds) on every prefix
+    of the round's length (no vote counters: without a frontier they would count votes that
+    ``chain_rounds`` drops)."""
     round_index, table = keyed
-    votes = sampled_rounds.vote_table(table, _EveryPrefix(), round_index)
+    votes = sampled_rounds.vote_table(table, _EveryPrefix(), round_index, denied)
     return round_index, (votes.counts, votes.users)
 
 
 class RunWindowRounds(beam.PTransform):
     """Rounds 1..L per window, each on every prefix of its length: ``(round, sample table)`` per
     window -> ``(round, (prefixes with at least theta votes, users))`` per window and round that
-    had a sample (``chain_rounds`` makes them the rounds' results)."""
+    had a sample (``chain_rounds`` makes them the rounds' results). ``denied``: the deny list's
+    encoded sequences, never voted for (a user's choice among its other items does not depend on
+    the frontier either, so voting on every prefix and chaining stays exact)."""
 
-    def __init__(self, theta: int):
+    def __init__(self, theta: int, denied: Collection[Units] = frozenset()):
         super().__init__()
         self._theta = theta
+        self._denied = frozenset(denied)
 
     def expand(self, keyed_tables):
         return (
             keyed_tables
-            | "Vote" >> beam.Map(_vote_table)
+            | "Vote" >> beam.Map(_vote_table, denied=self._denied)
             | "PruneBelowTheta" >> beam.CombinePerKey(sampled_rounds.MergeAndPruneCombineFn(self._theta))
         )
 

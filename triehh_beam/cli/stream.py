@@ -20,8 +20,7 @@ __all__ = ["register_stream", "run"]
 # into jobs, and the refusals that need the whole input (a stream has none: its rejects go to
 # the dead letter).
 _NOT_FOR_STREAMS = ("input_pattern", "query", "input_format", "timestamp_column", "rounds_per_job",
-                    "keep_samples", "lease_seconds", "max_bad_fraction", "max_unusable_fraction",
-                    "deny_list")  # windowed rounds take no deny list yet (refused with --window)
+                    "keep_samples", "lease_seconds", "max_bad_fraction", "max_unusable_fraction")
 STREAM_INPUT = "pubsub"
 
 

@@ -246,15 +246,12 @@ def _check_noisy_rounds(config: DiscoveryConfig) -> None:
 
 
 def _check_deny_list(config: DiscoveryConfig) -> None:
-    """Refuses ``--deny-list`` with ``--window`` (not built there) and with a protocol whose
-    vote it was not written for (TrieHH and TrieHH++ only)."""
+    """Refuses ``--deny-list`` with a protocol whose vote it was not written for (TrieHH and
+    TrieHH++ only; batch or windowed alike)."""
     if not config.deny_list:
         return
     if isinstance(config.deny_list, str) or not all(isinstance(p, str) for p in config.deny_list):
         raise ValueError(f"--deny-list must be a tuple of paths, got {config.deny_list!r}")
-    if config.window is not None:
-        raise ValueError("--deny-list is not available with --window yet: leave it out, or run "
-                         "discover without --window")
     if not config.protocol.grows_trie:
         raise ValueError(f"--deny-list works with --protocol triehh and triehh++, not {config.protocol}")
 

@@ -18,10 +18,11 @@ import numbers
 from typing import Any, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from triehh_beam.job.paths import canonical_path
+from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError, Units
 from triehh_beam.protocol.protocols import Protocol
 
-__all__ = ["DenyList", "DenyListError", "load", "parse_paths", "sequences_digest"]
+__all__ = ["DenyList", "DenyListError", "load", "parse_paths", "sequences_digest", "state_record"]
 
 # The encoding fields that say what an item IS (its normal form), as heavy_hitters.json writes
 # them: an earlier run that differs in one of these published other items. Unit size, L and the
@@ -55,6 +56,12 @@ class DenyList:
     @property
     def size(self) -> int:
         return len(self.sequences)
+
+
+def state_record(deny: DenyList) -> state_pb2.DenyList:
+    """What a job's state records of its deny list (``JobState.deny_list``: a batch job's, a
+    window's): the digests, the number of items and the files, never the items."""
+    return state_pb2.DenyList(digest=deny.digest, items=deny.size, files=deny.files, items_digest=deny.items_digest)
 
 
 def parse_paths(text: str) -> Tuple[str, ...]:

@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam.census import Census
 from triehh_beam.io.drops import describe_drops
-from triehh_beam.job import cas, jobs, levels, outputs, sources
+from triehh_beam.job import cas, deny_lists, jobs, levels, outputs, sources
 from triehh_beam.job.candidate_bounds import candidate_bounds
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
@@ -205,8 +205,7 @@ class DiscoveryJob:
         )
         deny = config.deny
         if deny is not None:
-            state.deny_list.CopyFrom(state_pb2.DenyList(digest=deny.digest, items=deny.size, files=deny.files,
-                                                        items_digest=deny.items_digest))
+            state.deny_list.CopyFrom(deny_lists.state_record(deny))
         # The plan, the nonce and the ledger record id committed, then charged (``charge``)
         # before anything is sampled: a crash in between resumes this release and charges it once.
         release.record(state, release.record_id(state.job_id))

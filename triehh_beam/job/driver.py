@@ -38,6 +38,7 @@ from triehh_beam.job.state_store import MANIFEST_NAME
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.rounds import RoundResult
+from triehh_beam.protocol.sampling import users_required
 from triehh_beam.protocol.trie import Trie
 
 __all__ = [
@@ -100,9 +101,8 @@ class Driver(DiscoveryJob):
     def _users_required(self, state: state_pb2.JobState) -> Optional[int]:
         """TrieHH's sample size, ``min(m, n)``; None for TrieHH++ (a Bernoulli sample's size is
         random: the pass is never short, and each round checks the size it drew instead)."""
-        if protocol_of(state.plan).samples_by_probability:
-            return None
-        return min(state.plan.batch_size, self.population(state))
+        return users_required(state.plan.batch_size, self.population(state),
+                              by_probability=protocol_of(state.plan).samples_by_probability)
 
     def _round_required(self, state: state_pb2.JobState, rounds) -> Union[None, int, Dict[int, int]]:
         """The users each of ``rounds`` must read back from its sample (fewer: files were lost,

@@ -218,7 +218,8 @@ class DiscoverySettings:
     deny_list: Tuple[str, ...] = setting(
         "--deny-list", "earlier runs' heavy_hitters.json (comma-separate several; local or gs://): a "
         "sampled user whose chosen item is on them chooses among its other items, or abstains; the "
-        "samples and the privacy spend are unchanged (README: Deny lists across runs) (default: none)",
+        "samples and the privacy spend are unchanged; with --window and in triehh stream, in every window "
+        "(README: Deny lists across runs) (default: none)",
         _TARGET, default=(), parse=deny_lists.parse_paths, metavar="FILES", identity="deny_list.digest",
         keyed=False, record=lambda c: c.deny.digest if c.deny else "",
         mismatch="deny list (the state's digest {theirs:.12}, this one's {ours:.12}; empty: none)",

@@ -34,7 +34,8 @@ from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
 from triehh_beam.protocol.partition_release import SelectionKeys
 from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
-from triehh_beam.protocol.sampling import PassKeys, Sampler, bernoulli_threshold, rank_prefilter_bound
+from triehh_beam.protocol.sampling import (PassKeys, Sampler, bernoulli_threshold, rank_prefilter_bound,
+                                           users_required)
 
 __all__ = [
     "build_census",
@@ -245,11 +246,12 @@ def _cut_and_run(pipeline, config: DiscoveryConfig, keys: PassKeys, plan: state_
     of ``population`` users, required unless the population is unknown, or TrieHH++'s p_s), its
     summary, and with ``run_rounds_into`` the rounds on them (``RunRoundsFromFiles``), each
     level written there as its round completes."""
-    if Protocol(plan.protocol).samples_by_probability:
-        sizes, required = dict(sample_size=None, sample_probability=plan.sample_probability), None
+    by_probability = Protocol(plan.protocol).samples_by_probability
+    if by_probability:
+        sizes = dict(sample_size=None, sample_probability=plan.sample_probability)
     else:
         sizes = dict(sample_size=plan.batch_size, sample_probability=None)
-        required = None if population is None else min(plan.batch_size, population)
+    required = users_required(plan.batch_size, population, by_probability)
     drawn = pipeline | "CutRounds" >> CutRounds(
         candidates_prefix, keys, rounds, encoder=config.encoder, truncate=config.truncate_long_items,
         shards=_shards(config, _expected_users(population, **sizes), **sizes), samples_dir=samples_dir,

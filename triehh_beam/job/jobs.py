@@ -32,7 +32,7 @@ from triehh_beam.job.candidate_bounds import candidate_bounds
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.sampling import PassKeys, Sampler
+from triehh_beam.protocol.sampling import PassKeys, Sampler, users_required
 
 __all__ = [
     "JobRunner",
@@ -286,7 +286,8 @@ def submit_job_graphs(
         return results
     samples = FileSystems.join(scratch, "samples")
     # TrieHH's sample size; a Bernoulli sample (TrieHH++) has none to check.
-    required = None if planning.protocol_of(recorded).samples_by_probability else min(recorded.batch_size, population)
+    required = users_required(recorded.batch_size, population,
+                              by_probability=planning.protocol_of(recorded).samples_by_probability)
     denied = frozenset() if config.deny is None else config.deny.sequences
     rounds_list = list(range(1, config.max_length + 1))
     one_job = config.rounds_per_job == "all"

@@ -41,6 +41,7 @@ __all__ = [
     "unit_advice_message",
     "describe_plan",
     "describe_published_plan",
+    "deny_list_report",
     "estimates_from_json",
     "estimates_to_json",
     "operator_report",
@@ -318,10 +319,15 @@ def operator_report(state: state_pb2.JobState, output_dir: str) -> dict:
         # like every duration (it depends on the records), never in the published document.
         "worker_peak_rss_mb": _jobs_memory(state),
         "stop_reason": state.stop_reason,
-        **({"deny_list": {"files": list(state.deny_list.files), "items": state.deny_list.items,
-                          "digest": state.deny_list.digest, "items_digest": state.deny_list.items_digest}}
-           if state.HasField("deny_list") else {}),
+        **({"deny_list": deny_list_report(state)} if state.HasField("deny_list") else {}),
     }
+
+
+def deny_list_report(state: state_pb2.JobState) -> dict:
+    """The operator report's ``deny_list`` (a batch job's, a window's): its files (private) and
+    digests."""
+    deny = state.deny_list
+    return {"files": list(deny.files), "items": deny.items, "digest": deny.digest, "items_digest": deny.items_digest}
 
 
 def write_json(path: str, document: dict, private: bool) -> None:

@@ -205,6 +205,15 @@ def _estimates_note(config: DiscoveryConfig) -> str:
             "frequency estimates (its plan and ledger charge hold the sum)")
 
 
+def _deny_note(config: DiscoveryConfig) -> str:
+    """What ``--deny-list`` changes in every window's votes ("" without it)."""
+    deny = config.deny
+    if deny is None:
+        return ""
+    return (f"; every window's votes skip the {deny.size:,} earlier heavy hitter{'' if deny.size == 1 else 's'} "
+            f"of the deny list ({len(deny.files)} file{'' if len(deny.files) == 1 else 's'})")
+
+
 def _prepare(job: windowed.WindowedJob, default_name: str) -> str:
     """Makes the private state directories; returns the dead letter location (``--dead-letter``,
     else ``default_name`` in the state directory)."""
@@ -291,7 +300,8 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     except BaseException:
         leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
         raise
-    progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}{_estimates_note(config)}")
+    progress(f"windowed discovery: {config.window}-second windows of {config.input_pattern}"
+             f"{_estimates_note(config)}{_deny_note(config)}")
     releases = WindowReleases(job)
     for start in job.declared_starts:  # each committed and charged (or refused) before the graph runs
         releases.decide(start)
@@ -398,7 +408,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
         status.note(report)
     progress(f"streaming from {source.subscription}: {config.window}-second windows "
              f"{job.describe_declared()}, from {rfc3339(first)}, closing {config.allowed_lateness} s after their "
-             f"end; results in {config.output_dir}{_estimates_note(config)}")
+             f"end; results in {config.output_dir}{_estimates_note(config)}{_deny_note(config)}")
     result = pipeline.run()
     # The streaming DirectRunner's state stays RUNNING after its worker fails: wait on it in a
     # thread, whose end (and error) the loop below sees.

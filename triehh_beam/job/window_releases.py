@@ -16,7 +16,7 @@ from typing import Optional
 from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam.windows import rfc3339
-from triehh_beam.job import cas, jobs, outputs, release
+from triehh_beam.job import cas, deny_lists, jobs, outputs, release
 from triehh_beam.job import ledger as ledger_lib
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.job.windowed import (
@@ -70,6 +70,7 @@ class WindowReleases:
             cas.make_private_dir(job.state_root)
         self._base = cas.read_or_create(cas.cas_store_for(job.state_root), BASE_NONCE_NAME, release.fresh_nonce)
         self._plan = job.plan()
+        self._deny_digest = job.config.deny.digest if job.config.deny is not None else ""
 
     def nonce(self, start: int) -> bytes:
         """The window's release nonce: the same on every retry and restart of this job."""
@@ -100,6 +101,11 @@ class WindowReleases:
                 raise WindowStateMismatchError(
                     f"{job.window_state_dir(start)} holds window {rfc3339(start)} planned with other settings: "
                     "resume it with the settings it was planned with, or give another --state-dir and --output")
+            if state.deny_list.digest != self._deny_digest:  # the list keys no sample: not in the identity
+                raise WindowStateMismatchError(
+                    f"{job.window_state_dir(start)} holds window {rfc3339(start)} planned with another deny list "
+                    f"(the state's digest {state.deny_list.digest:.12}, this one's {self._deny_digest:.12}; empty: "
+                    "none): resume it with the list it was planned with, or give another --state-dir and --output")
             if state.finished:
                 return Decision(start, already_released=True, reason="released by an earlier run")
             return self._charge(store, state, start)
@@ -121,6 +127,8 @@ class WindowReleases:
             input=config.input_spec(), truncate_long_items=config.truncate_long_items,
             sampling_identity=config.window_identity().decode("ascii"), ledger=config.resolved_ledger_dir,
             release_nonce=self.nonce(start), ledger_record=record_id)
+        if job.config.deny is not None:
+            state.deny_list.CopyFrom(deny_lists.state_record(job.config.deny))
         store.commit(state)
         return self._charge(store, state, start)
 

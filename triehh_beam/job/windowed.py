@@ -15,7 +15,7 @@ import itertools
 import json
 import logging
 import time
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -36,6 +36,7 @@ from triehh_beam.job.state_store import StateStore
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol import keyed_hash, rounds, sampling
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
+from triehh_beam.protocol.encoding import Units
 from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateTargets, FrequencyEstimates
 from triehh_beam.protocol.rounds import RoundResult
 from triehh_beam.protocol.sampling import Sampler
@@ -96,8 +97,9 @@ class WindowedJob:
     @staticmethod
     def check(config: DiscoveryConfig) -> None:
         """Refuses (ValueError, one line), before anything is made, read or charged, a windowed
-        job that declares no windows, or whose windows' plan cannot be made from its public
-        inputs (TrieHH without ``--population``; an infeasible target: ``InfeasiblePlanError``)."""
+        job that declares no windows, whose windows' plan cannot be made from its public inputs
+        (TrieHH without ``--population``; an infeasible target: ``InfeasiblePlanError``), or whose
+        ``--deny-list`` file is refused (``DenyListError``)."""
         if config.window is None:
             raise ValueError("a windowed job needs --window")
         if config.windows is None:
@@ -109,6 +111,7 @@ class WindowedJob:
                              "users (the plan may not depend on a window's n); or use --protocol "
                              "triehh++, which needs none")
         check_before_census(config)  # TrieHH++: an infeasible target is refused before any window
+        config.deny  # its files read and checked (DenyListError, naming the file), before any window
         plan_for_census(config, config.population or 0)  # TrieHH: infeasible for N, refused here
 
     @classmethod
@@ -164,6 +167,12 @@ class WindowedJob:
 
     def released(self, start: int) -> bool:
         return FileSystems.exists(FileSystems.join(self.output_dir(start), RELEASED_MARKER))
+
+    @property
+    def denied(self) -> FrozenSet[Units]:
+        """The deny list's encoded sequences (empty without one): every window's votes skip them."""
+        deny = self.config.deny
+        return frozenset() if deny is None else deny.sequences
 
     @property
     def theta(self) -> int:
@@ -356,6 +365,8 @@ class _ReleaseDoFn(beam.DoFn):
                 published_to=output_dir,
                 heavy_hitters=len(trie.heavy_hitters()),
             )
+            if state.HasField("deny_list"):
+                report["deny_list"] = outputs.deny_list_report(state)
             summary.update(heavy_hitters=len(trie.heavy_hitters()), output=output_dir)
         outputs.write_json(job.report_path(start), report, private=True)
         _LOG.info("window %s: %s", summary["window_start"], "released" if plan.released else plan.reason)
@@ -406,7 +417,7 @@ def build_windowed_discovery(records, job: WindowedJob, window_keys, census_key,
     drawn = records | "SampleAllRounds" >> SampleEachWindow(
         window_keys, config.max_length, plans, config.encoder, config.truncate_long_items,
         sample_probability=job.sample_probability)
-    kept = drawn["tables"] | "Rounds" >> RunWindowRounds(job.theta)
+    kept = drawn["tables"] | "Rounds" >> RunWindowRounds(job.theta, job.denied)
     chained = plans | "ChainRounds" >> ChainWindowRounds(kept, drawn["samples"])
     if config.estimate_frequencies:
         released = records | "EstimateFrequencies" >> EstimateEachWindow(

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import math
 from fractions import Fraction
-from typing import Iterable, List, Tuple, Union
+from typing import Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -34,6 +34,7 @@ __all__ = [
     "in_bernoulli_sample",
     "rank_prefilter_bound",
     "real_users_sampled",
+    "users_required",
     "uniform_from_word",
     "user_id_bytes",
 ]
@@ -390,6 +391,23 @@ class WindowKeys:
         return Sampler(_key_bytes(keyed_hash.derive_key(self.key, purpose)), self.identity)
 
 
+def users_required(sample_size: Optional[int], population: Optional[int], by_probability: bool = False
+                   ) -> Optional[int]:
+    """The users a round's sample must hold: TrieHH's bottom-m draws ``min(m, n)`` of ``n``
+    users (fewer: the sample is short, and its round keeps nothing). None when sampling by
+    probability (TrieHH++'s Bernoulli sample: its size is random, never short) or when n is
+    unknown.
+
+    Raises:
+      ValueError: no sample size for a bottom-m sample of a known population.
+    """
+    if by_probability or population is None:
+        return None
+    if sample_size is None:
+        raise ValueError("a bottom-m sample needs its sample size m")
+    return min(sample_size, population)
+
+
 def real_users_sampled(uniform: float, declared: int, population: int, sample_size: int) -> int:
     """How many of a window's ``population`` real users its round samples when its plan is for
     ``declared`` users: ``sample_size`` of ``declared`` ranks drawn uniformly, the
@@ -408,7 +426,7 @@ def real_users_sampled(uniform: float, declared: int, population: int, sample_si
     if min(declared, population, sample_size) < 0:
         raise ValueError("sizes cannot be negative")
     if population >= declared:
-        return min(sample_size, population)
+        return users_required(sample_size, population)
     from scipy import stats  # local, as in rank_prefilter_bound
 
     draws = min(sample_size, declared)

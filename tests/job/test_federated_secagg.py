@@ -5,11 +5,13 @@ devices: with no dropout it releases exactly the plain estimate round's estimate
 release, keys and noise; both equal to an oracle counting the devices' plaintext choices), and
 with dropouts at the keys, after sharing and after the masked vectors it sums whole cohorts
 only: a cohort below its threshold is dropped whole and counted, the others give the exact count
-of their devices that sent a masked vector."""
+of their devices that sent a masked vector. And an exchange stops reading the log as soon as
+every device asked has answered (no quiet period then: nothing later could be counted)."""
 
 import itertools
 import json
 import time
+import types
 
 import pytest
 
@@ -210,3 +212,36 @@ def test_dropouts_in_the_estimate_round_sum_whole_cohorts_only(tmp_path):
     assert len(summed) == secure["devices_summed"] == 60 - 10 - 3
     assert record["released"] == _released(server, trie, summed)
     assert record["released"] != _released(server, trie, list(fleet.choices.values()))
+
+
+class _Reads:
+    """A report log whose ``read_new`` hands out ``batches`` in turn, counting the calls."""
+
+    def __init__(self, *batches):
+        self.batches, self.calls = list(batches), 0
+
+    def read_new(self):
+        self.calls += 1
+        return self.batches.pop(0) if self.batches else []
+
+
+def _waiting_server(quiet_seconds):
+    # catch_up_seconds bounds the wait: a wait that ignored complete() fails after 2 s, never hangs.
+    source = types.SimpleNamespace(poll_seconds=0.001, quiet_seconds=quiet_seconds, catch_up_seconds=2.0)
+    return types.SimpleNamespace(source=source, renew=lambda: None)
+
+
+def test_an_exchange_stops_reading_once_every_answer_is_in_the_pool():
+    # complete() at the close: no quiet period at all (the log is never read after done()).
+    log, pool = _Reads(), []
+    FederatedServer._wait_for(_waiting_server(3600.0), log, pool, lambda: True, complete=lambda: True)
+    assert log.calls == 0
+    # The last answer arrives during the quiet period: the wait ends with it, not an hour later.
+    message = LoggedMessage(1, "m", b"answer")
+    log, pool = _Reads([], [message]), []
+    FederatedServer._wait_for(_waiting_server(3600.0), log, pool, lambda: True, complete=lambda: bool(pool))
+    assert pool == [message] and log.calls == 2
+    # Without complete(): the log is read until it stays quiet for quiet_seconds.
+    log, pool = _Reads([message]), []
+    FederatedServer._wait_for(_waiting_server(0.01), log, pool, lambda: True)
+    assert pool == [message] and log.calls >= 2

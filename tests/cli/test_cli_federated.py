@@ -23,8 +23,6 @@ SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "p
     (["--secure-aggregation", "--cohort-minimum", "1"], "min_size 1 must be in [2, max_size // 2 = 250]"),
     (["--secure-aggregation", "--cohort-threshold", "0"], "the cohort threshold 0.0 must be a fraction in (0, 1]"),
     (["--secure-aggregation", "--secure-alphabet", "aba"], "--secure-alphabet must be distinct characters"),
-    (["--secure-aggregation", "--estimate-frequencies", "1"], "--secure-aggregation with --estimate-frequencies "
-                                                              "is not built"),
     (["--secure-aggregation", "--case-fold", "--secure-alphabet", "aB"],
      "--secure-alphabet character 'B' is not a unit of this encoding (not normalised)"),
     (["--secure-aggregation", "--unit-size", "2"], "--secure-aggregation needs text items of one-character units"),

@@ -2,7 +2,10 @@
 the committed file equals a fresh generation (a changed byte anywhere in it fails), and every
 device replayed from its records, its seeded secrets and the server's requests sends exactly the
 committed report bytes. (Not every request byte changes a device's answer: the choice word's
-low 11 bits are not drawn from, and an alphabet unit the vote does not use leaves its slot.)"""
+low 11 bits are not drawn from, and an alphabet unit the vote does not use leaves its slot.)
+Every refusal vector (a request cut, of another version, round or token, replayed, a second
+setup) is refused with its kind, which the Java suite checks too, and the unchanged request is
+answered."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import random
 
 import pytest
 
-from tests.vectors.secagg_generate import VECTORS, build_vectors
+from tests.vectors.secagg_generate import VECTORS, build_vectors, replay_refusal
 from triehh_beam.device import DeviceClient
 from triehh_beam.device.secagg import SecureVoteSession
 from triehh_beam.protocol.federated import RoundAnnouncement
@@ -61,3 +64,25 @@ def test_a_one_byte_change_in_an_inbox_ciphertext_is_refused():
     requests[2] = requests[2][:-1] + bytes([requests[2][-1] ^ 1])  # the last ciphertext's GCM tag
     with pytest.raises(SecAggProtocolError, match="do not authenticate"):
         _replay(device, requests)
+
+
+#: The refusal each vector names, as both libraries code it (``Refusal.code()`` in Java).
+REFUSALS = {"cut_inside_a_field": "secagg:malformed", "another_schema_version": "secagg:version",
+            "another_round": "secagg:mismatch", "another_token": "secagg:mismatch",
+            "a_replayed_roster": "secagg:protocol", "a_second_setup": "secagg:protocol"}
+
+
+@pytest.mark.parametrize("case", DOCUMENT["refusals"], ids=lambda case: case["name"])
+def test_every_refusal_vector_is_refused_with_its_kind(case):
+    announcement = RoundAnnouncement.from_bytes(bytes.fromhex(DOCUMENT["announcement"]))
+    device = DOCUMENT["devices"][case["device"]]
+    assert case["refusal"] == REFUSALS[case["name"]]
+    assert replay_refusal(announcement, device, case["answered"], bytes.fromhex(case["request"])) == case["refusal"]
+
+
+def test_the_refusal_vectors_cover_every_kind_and_the_unchanged_roster_is_answered():
+    assert {case["name"] for case in DOCUMENT["refusals"]} == set(REFUSALS)
+    announcement = RoundAnnouncement.from_bytes(bytes.fromhex(DOCUMENT["announcement"]))
+    device = DOCUMENT["devices"][0]
+    roster = bytes.fromhex(device["exchanges"][1]["request"])
+    assert replay_refusal(announcement, device, 1, roster) == "answered"

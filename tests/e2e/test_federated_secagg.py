@@ -4,7 +4,9 @@ with 15% of devices dropping at each of the four exchanges, and with every fault
 exchange, it completes, every message the fleet sent is labelled once, and the report says how
 many cohorts (and devices) were lost; and no file the server writes, its report log included,
 holds a device's plaintext vote encoding (its ``VoteReport`` or its one-hot vector), which the
-same search finds in a plain run's log."""
+same search finds in a plain run's log. With ``--estimate-frequencies`` the estimate round runs
+under secure aggregation too: its estimates are the central run's, and no file holds a device's
+chosen leaf."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import base64
 import json
 import pathlib
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.e2e.test_federated_emulator import FLAGS, SEED, _published, _records, _simulate
@@ -20,6 +24,7 @@ from triehh_beam.evaluation import fleet_run, fleet_secagg
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.federated_log import ReportLog
 from triehh_beam.job.federated_secagg import SecureAggregation
+from triehh_beam.protocol.federated_estimate import EstimateAnnouncement
 from triehh_beam.protocol.secagg.cohorts import CohortPolicy
 
 SECURE = ["--secure-aggregation", "--cohort-size", "100"]
@@ -122,3 +127,59 @@ def test_no_file_the_server_writes_holds_a_plaintext_vote(pubsub_emulator, tmp_p
         assert not found, found[:3]
     else:  # the search can fail: a plain run's log holds every report
         assert found
+
+
+def _one_letter_items(path, users: int) -> str:
+    """Half the users hold "a", two fifths "b", a tenth only "xy" (longer than ``max_length`` 2
+    allows: dropped, so the device abstains); every seventh also holds the other letter twice
+    (its choice then matters)."""
+    rows = {"user_id": [], "item": [], "count": []}
+    for i in range(users):
+        word = "a" if i % 2 == 0 else ("b" if i % 10 != 9 else "xy")
+        rows["user_id"].append(f"user-{i}"), rows["item"].append(word), rows["count"].append(1)
+        if i % 7 == 0:
+            rows["user_id"].append(f"user-{i}"), rows["item"].append("b" if word == "a" else "a")
+            rows["count"].append(2)
+    pq.write_table(pa.table(rows), path)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_secure_estimates_equal_the_central_ones_and_no_file_holds_a_leaf(pubsub_emulator, tmp_path, monkeypatch):
+    # 120 devices, two rounds (one-letter items) and the estimate round, cohorts of at most 20:
+    # about 900 reports, 20-30 s. Every exchange closes once every device asked has answered.
+    records = _one_letter_items(tmp_path / "records.parquet", 120)
+    leaves = []  # each device's chosen leaf in the estimate round: its report and its one-hot vector
+
+    class Recording(SecureVoteSession):
+        def __init__(self, client, announcement, setup, *args):
+            super().__init__(client, announcement, setup, *args)
+            if isinstance(announcement, EstimateAnnouncement):
+                from triehh_beam.device.secagg import vote_slots
+
+                report = client.respond(announcement, self.invitation)
+                leaves.append(report.to_bytes())
+                leaves.append(vote_slots(announcement, setup.phase).one_hot(report.prefix).astype("<u4").tobytes())
+
+    monkeypatch.setattr(fleet_secagg, "SecureVoteSession", Recording)
+    monkeypatch.setattr(ReportLog, "delete", lambda self: None)  # keep the log to search it
+    config = DiscoveryConfig(input_pattern=records, output_dir=str(tmp_path / "out"), epsilon=8.0, delta=1e-6,
+                             max_length=2, seed=SEED, estimate_frequencies=1.0)
+    option = SecureAggregation(CohortPolicy(max_size=20, min_size=5))
+    summary = fleet_run.simulate(config, fleet_run.fleet_options(latency=0.01), 60.0, 1.0, [],
+                                 progress=lambda line: None, secure=option)
+    assert summary.trie_equal_to_central
+    # Equal counts under the same keyed noise: each cohort sum's slot is the target's exact count.
+    assert summary.estimates and len(summary.estimates) >= 2 and summary.estimates_equal_to_central, (
+        summary.estimates, summary.central_estimates)
+    secure, sent, received = summary.secure_aggregation, summary.sent, summary.received
+    assert secure["unmasked"] == secure["cohorts"] > 0 and secure["devices_in_dropped_cohorts"] == 0
+    assert secure["devices_summed"] == sent["invitations"]  # the estimate round's 120 included
+    assert received["counted"] == sent["reports"] == 4 * sent["invitations"]
+    assert len(leaves) == 2 * 120  # every enrolled device chose a leaf or abstained
+    published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
+    assert "of the leaves its devices chose" in published["federated"]["server_sees"]
+    written = [(p, _contents(p)) for p in _files(tmp_path / "out.state") + _files(tmp_path / "out")]
+    assert any("reports" in p.parts for p, _ in written)  # the log is searched
+    found = [(p, e) for e in set(leaves) for p, data in written if e in data]
+    assert not found, found[:3]

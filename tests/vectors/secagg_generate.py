@@ -2,7 +2,10 @@
 reference: one cohort of four devices (threshold 3) of a text round, every device's secrets
 drawn from a seeded stream (``random.Random(seed).randbytes``: a port replays the same bytes),
 and every message of the four exchanges as hex, device by device, with the server's unmasked sum;
-device 4 drops after sharing (it never masks), so the unmasking recovers its mask key.
+device 4 drops after sharing (it never masks), so the unmasking recovers its mask key; and the
+refusals (``refusals``): requests a device must refuse, each after answering the first
+``answered`` of its committed requests, with the kind both libraries name (``secagg:malformed``,
+``version``, ``invalid``, ``mismatch``, ``protocol``).
 ``tests/device/test_secagg_vectors.py`` checks that the committed file equals a fresh generation
 and replays every device from its records, seed and requests to the same report bytes.
 
@@ -23,11 +26,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from triehh_beam.device import DeviceClient  # noqa: E402
+from triehh_beam.device import DeviceClient, InvitationMismatchError  # noqa: E402
 from triehh_beam.device.secagg import SecureVoteSession  # noqa: E402
 from triehh_beam.protocol.encoding import ItemEncoder  # noqa: E402
-from triehh_beam.protocol.federated import Invitation, RoundAnnouncement  # noqa: E402
+from triehh_beam.proto import secagg_pb2  # noqa: E402
+from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement  # noqa: E402
 from triehh_beam.protocol.secagg.cohorts import CohortPolicy  # noqa: E402
+from triehh_beam.protocol.secagg.device import SecAggProtocolError  # noqa: E402
 from triehh_beam.protocol.secagg.messages import SecAggRequest  # noqa: E402
 from triehh_beam.protocol.secagg.round import SecureRound  # noqa: E402
 from triehh_beam.protocol.secagg.vectors import round_candidates  # noqa: E402
@@ -36,6 +41,62 @@ VECTORS = ROOT / "tests" / "vectors" / "secagg_vectors.json"
 FORMAT = "triehh-secagg-vectors/1"
 JOB, ROUND, ALPHABET = "job-secagg-vectors", 2, "abc"
 RECORDS = [{"ab": 2, "ca": 1}, {"ba": 1}, {"abc": 1, "b": 1}, {"zz": 1}]
+
+
+def refusal(error: Exception) -> str:
+    """The kind of a refused secure-aggregation request, as the Java library's ``Refusal.code()``.
+
+    Raises:
+      the error itself, when it is not a refusal of the protocol (a bug, not a vector).
+    """
+    if isinstance(error, InvitationMismatchError):
+        return "secagg:mismatch"
+    if isinstance(error, SecAggProtocolError):
+        return "secagg:protocol"
+    if not isinstance(error, FederatedFormatError):
+        raise error
+    if error.problem.startswith("not a triehh_beam."):
+        return "secagg:malformed"
+    return "secagg:version" if "schema_version" in error.problem else "secagg:invalid"
+
+
+def _edited(request: bytes, **fields) -> bytes:
+    message = secagg_pb2.SecAggRequest()
+    message.ParseFromString(request)
+    for name, value in fields.items():
+        setattr(message, name, value)
+    return message.SerializeToString()
+
+
+def refusal_cases(device: dict) -> list:
+    """Requests device 1 must refuse (``device``: its committed exchanges): a roster cut inside
+    a field, of another schema version, of another round, for another token; a roster replayed
+    after it was answered; a setup after the keys."""
+    setup, roster = (bytes.fromhex(device["exchanges"][i]["request"]) for i in (0, 1))
+    cases = [("cut_inside_a_field", 1, roster[:len(roster) // 2]),
+             ("another_schema_version", 1, _edited(roster, schema_version=2)),
+             ("another_round", 1, _edited(roster, round_index=ROUND + 1)),
+             ("another_token", 1, _edited(roster, token=bytes(16))),
+             ("a_replayed_roster", 2, roster),
+             ("a_second_setup", 1, setup)]
+    return [{"name": name, "device": 0, "answered": answered, "request": request.hex()}
+            for name, answered, request in cases]
+
+
+def replay_refusal(announcement: RoundAnnouncement, device: dict, answered: int, request: bytes) -> str:
+    """The kind of refusal the Python device gives ``request`` after answering the first
+    ``answered`` committed requests (or "answered" if it does not refuse it)."""
+    requests = [bytes.fromhex(e["request"]) for e in device["exchanges"][:answered]]
+    session = SecureVoteSession(DeviceClient(dict(device["records"])), announcement,
+                                SecAggRequest.from_bytes(requests[0]), random.Random(device["seed"]).randbytes)
+    session.keys()
+    for earlier in requests[1:]:
+        session.handle_bytes(earlier)
+    try:
+        session.handle_bytes(request)
+    except (FederatedFormatError, InvitationMismatchError, SecAggProtocolError) as error:
+        return refusal(error)
+    return "answered"
 
 
 def build_vectors() -> dict:
@@ -67,8 +128,11 @@ def build_vectors() -> dict:
             devices[i]["exchanges"].append({"request": request.hex(), "report": report.hex()})
             server.add(report)
         requests = server.close_phase()
+    refusals = refusal_cases(devices[0])
+    for case in refusals:
+        case["refusal"] = replay_refusal(announcement, devices[0], case["answered"], bytes.fromhex(case["request"]))
     return {"format": FORMAT, "announcement": announcement.to_bytes().hex(), "devices": devices,
-            "sum": server.total().tolist(), "slots": [list(c) for c in slots.candidates]}
+            "sum": server.total().tolist(), "slots": [list(c) for c in slots.candidates], "refusals": refusals}
 
 
 def main() -> int:

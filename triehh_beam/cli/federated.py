@@ -38,8 +38,9 @@ def _round_arguments(group) -> None:
 
 def _secure_arguments(group) -> None:
     group.add_argument("--secure-aggregation", action="store_true",
-                       help="the server sees only each cohort's sum of votes, never one device's vote (Bonawitz "
-                       "et al.'s secure aggregation: three more exchanges per round, each up to --round-deadline)")
+                       help="the server sees only each cohort's sum of votes (and with --estimate-frequencies of "
+                       "chosen leaves), never one device's vote (Bonawitz et al.'s secure aggregation: three more "
+                       "exchanges per round, each up to --round-deadline)")
     group.add_argument("--cohort-size", type=int, default=500, metavar="N",
                        help="secure aggregation: the largest cohort (default: %(default)s)")
     group.add_argument("--cohort-minimum", type=int, default=10, metavar="N",
@@ -145,7 +146,7 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                                            args.round_deadline, args.report_goal, args.drain_seconds,
                                            secure=secure_option(args))
         if source.secure is not None:  # again by the server; here before anything is built
-            source.secure.check(config.encoder, bool(config.estimate_frequencies))
+            source.secure.check(config.encoder)
         federated.check_protocol(config)  # again by the server; here before anything is built
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (RegistryError, ValueError, OSError) as e:
@@ -186,7 +187,7 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                                          malformed=args.malformed, latency=args.latency, seed=args.fleet_seed)
         secure = secure_option(args)
         if secure is not None:
-            secure.check(config.encoder, bool(config.estimate_frequencies))
+            secure.check(config.encoder)
         federated.check_protocol(config)  # again by the server; here before anything is built
         federated.check_report_goal(args.report_goal, config.allow_no_guarantee)  # again once planned
     except (ValueError, OSError) as e:

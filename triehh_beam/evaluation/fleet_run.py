@@ -194,7 +194,8 @@ def simulate(config: DiscoveryConfig, faults: FleetOptions, round_deadline: floa
         sent=sent, received=received, redelivered=result.redelivered,
         unread=max(0, _published(sent) - sum(received.values())),
         output=result.output, report=result.report_path,
-        secure_aggregation=None if secure is None else _secure_totals(result.rounds))
+        secure_aggregation=None if secure is None else _secure_totals(
+            result.rounds + ([result.estimate] if result.estimate else [])))
 
 
 def _secure_totals(records: List[dict]) -> dict:

@@ -169,7 +169,8 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: Federate
         "log_lines_unreadable": log.unreadable_lines,
         "stop_reason": stop_reason,
         "guarantee_with_dropouts": federated_outputs.dropout_guarantee(config),
-        "secure_aggregation": secure_totals(records) if source.secure is not None else None,
+        "secure_aggregation": (secure_totals(records + ([estimate] if estimate else []))
+                               if source.secure is not None else None),
     }
     outputs.write_json(report_path, report, private=True)
     # Finished before the log goes: a rerun then returns the result instead of reading a log
@@ -184,7 +185,8 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: Federate
 
 def secure_totals(records: List[dict]) -> dict:
     """The job's cohorts under secure aggregation (private): unmasked, dropped per exchange, the
-    devices lost with the dropped cohorts."""
+    devices lost with the dropped cohorts, over ``records`` (the rounds', and the estimate
+    round's when it ran)."""
     totals = {"cohorts": 0, "unmasked": 0, "dropped_by_phase": {}, "devices_in_dropped_cohorts": 0,
               "devices_summed": 0}
     for record in records:

@@ -6,7 +6,9 @@ counts released once with the central estimate's keyed noise (with no fault, equ
 ``discover --estimate-frequencies``' on the same records and keys). Devices that do not report
 contribute nothing (the estimates are of the reporting devices; the guarantee is unchanged).
 The round's record is committed like a round's, so a crash re-announces it with the same
-deadline, or publishes the committed estimates.
+deadline, or publishes the committed estimates. Under secure aggregation the devices' choices
+are summed per cohort (``job.federated_secagg.run_secure_estimates``), the server never sees
+one, and a crash during the round is not resumed (it would unmask the same choices twice).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import List, Optional, Tuple
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import federated_state, outputs
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
+from triehh_beam.job.federated_secagg import run_secure_estimates
 from triehh_beam.job.federated_server import FederatedServer, now_iso
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.federated import Invitation
 from triehh_beam.protocol.federated_estimate import EstimateAnnouncement, estimate_invitations
 from triehh_beam.protocol.federated_tally import EstimateTally
-from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateKeys, EstimateTargets
+from triehh_beam.protocol.frequency_estimates import LEVEL, EstimateKeys, EstimateTargets, release
 from triehh_beam.protocol.trie import Trie
 
 __all__ = ["ESTIMATE_KEY", "run_estimate_round"]
@@ -34,9 +37,10 @@ __all__ = ["ESTIMATE_KEY", "run_estimate_round"]
 ESTIMATE_KEY = federated_state.ESTIMATE_KEY
 
 
-def _announce(server: FederatedServer, announcement_of, invited) -> Tuple[int, int]:
-    """Publishes the estimate announcement and every device's invitation; returns (deadline,
-    goal). The deadline is recorded before the first publication, so a resumed round keeps it."""
+def _announce(server: FederatedServer, announcement_of, invited, invite: bool = True) -> Tuple[int, int]:
+    """Publishes the estimate announcement and (``invite``) every device's invitation; returns
+    (deadline, goal). The deadline is recorded before the first publication, so a resumed round
+    keeps it."""
     r = invited.round_index
     goal = math.ceil(server.source.report_goal * len(invited))
     path = server.path("estimate", "announced.json")
@@ -50,6 +54,8 @@ def _announce(server: FederatedServer, announcement_of, invited) -> Tuple[int, i
     announcement = announcement_of(deadline, public_goal)
     server.publish(server.source.announce_topic,
                    [(announcement.to_bytes(), attributes.announcement_attributes(server.job_id, r))])
+    if not invite:  # secure aggregation: each invitation travels inside its device's setup
+        return deadline, goal
     server.publish(server.source.announce_topic, [
         (Invitation(server.job_id, r, device, token, int(word), estimate=True).to_bytes(),
          attributes.invitation_attributes(server.job_id, r, device))
@@ -86,6 +92,9 @@ def run_estimate_round(server: FederatedServer, trie: Trie, log: ReportLog, pool
     def announcement_of(deadline: int, goal: int) -> EstimateAnnouncement:
         return EstimateAnnouncement(server.job_id, r, server.encoder, targets, deadline, goal, too_long)
 
+    if server.source.secure is not None:
+        return _secure_round(server, r, targets, invited, lambda: _announce(server, announcement_of, invited, False),
+                             log, pool, epsilon)
     deadline, goal = _announce(server, announcement_of, invited)
     server.progress(f"estimates: announced {len(targets):,} targets to every enrolled device (round {r}); "
                     f"{server.waits_for(deadline, 'enrolled')}")
@@ -99,6 +108,22 @@ def run_estimate_round(server: FederatedServer, trie: Trie, log: ReportLog, pool
         "closed_at": now_iso()}
     server.commit()  # the released estimates, committed before anything is published
     server.progress(f"estimates: closed ({closed_by})" + ("" if tally.reported else
+                    "; no device reported: check that the announce topic's messages reach the devices"))
+    return _recorded(document, server), rest
+
+
+def _secure_round(server: FederatedServer, r: int, targets: EstimateTargets, invited, announce, log: ReportLog,
+                  pool: List[LoggedMessage], epsilon: float):
+    """The estimate round under secure aggregation: the counts are each cohort's sum, released
+    with the same keyed noise as a plain round's tally (equal counts, equal estimates)."""
+    counts, record, rest = run_secure_estimates(server, r, targets, invited, announce, log, pool)
+    released = release(counts, targets, epsilon, EstimateKeys.derive(server.sampler.seed, server.sampler.identity))
+    document = json.loads(outputs.estimates_to_json(released, server.encoder))
+    reported = record.pop("reported", 0)
+    server.progress_doc[ESTIMATE_KEY] = {"round": r, **record, "targets": len(targets), "invited": len(invited),
+                                         "released": document, "closed_at": now_iso()}
+    server.commit()  # the released estimates, committed before anything is published
+    server.progress(f"estimates: closed ({record['closed_by']})" + ("" if reported else
                     "; no device reported: check that the announce topic's messages reach the devices"))
     return _recorded(document, server), rest
 

@@ -93,6 +93,21 @@ SERVER_SEES_ESTIMATES = (
     "geometric noise (epsilon_est)."
 )
 
+#: What the estimate round adds under secure aggregation.
+SERVER_SEES_SECURE_ESTIMATES = (
+    "In the estimate round every enrolled device is invited, in cohorts as in a round, and the server "
+    "sees only each cohort's sum of the one-hot vectors of the leaves its devices chose (or abstain), "
+    "exact, never one device's choice. Only the published estimates carry the geometric noise "
+    "(epsilon_est)."
+)
+
+#: What the estimates count under secure aggregation, after ``ESTIMATES_WITH_DROPOUTS``.
+SECURE_ESTIMATES_WITH_DROPOUTS = (
+    "Under secure aggregation a device is counted when its cohort was unmasked and it sent its masked "
+    "vector; a cohort below its threshold at any exchange is dropped whole (counted in the operator "
+    "report), never summed in part."
+)
+
 #: How rounds close while a guarantee is claimed (``job.federated``: a report goal below 1 is refused).
 ROUND_CLOSE = (
     "A round closes at its deadline, or as soon as every selected device has reported: never at a "
@@ -122,7 +137,8 @@ def console_guarantee(estimated: bool = False, secure: bool = False) -> str:
     seen = ("each selected device's vote, and in the estimate round each reporting device's chosen leaf, "
             "linked to its token" if estimated else "each selected device's vote linked to its token")
     if secure:
-        seen = "only each cohort's sum of votes (secure aggregation), never one device's vote"
+        seen = ("only each cohort's sum of votes" + (" and of chosen leaves" if estimated else "")
+                + " (secure aggregation), never one device's vote")
     return ("guarantee: (epsilon, delta) on what is published, assuming honest, non-colluding devices and "
             f"one enrolled device per person; the server saw {seen} (heavy_hitters.json: federated)")
 
@@ -148,13 +164,15 @@ def published_section(config: DiscoveryConfig, estimated: bool = False, secure=N
     stay in the operator report); ``estimated``: the job released frequency estimates;
     ``secure``: the ``SecureAggregation`` its rounds ran under, or None."""
     if secure is not None:
-        return {
+        section = {
             "mode": ("federated with secure aggregation: devices kept their records; each round the server "
-                     "learned only each cohort's sum of one-hot votes; the guarantee assumes honest, "
-                     "non-colluding devices, one per person"),
+                     "learned only each cohort's sum of one-hot votes"
+                     + (" (in the estimate round, of chosen leaves)" if estimated else "")
+                     + "; the guarantee assumes honest, non-colluding devices, one per person"),
             "trust_model": DEVICE_ASSUMPTION,
             "server_sees": SERVER_SEES_SECURE + " " + (
-                SECURE_MAJORITY if secure.policy.majority else SECURE_MINORITY),
+                SECURE_MAJORITY if secure.policy.majority else SECURE_MINORITY)
+            + (" " + SERVER_SEES_SECURE_ESTIMATES if estimated else ""),
             "cohorts": {"max_size": secure.policy.max_size, "min_size": secure.policy.min_size,
                         "threshold_fraction": round(secure.policy.fraction, 6), "alphabet": secure.alphabet},
             "guarantee_with_dropouts": dropout_guarantee(config) + (
@@ -162,18 +180,20 @@ def published_section(config: DiscoveryConfig, estimated: bool = False, secure=N
                 "its cohort's sum (it sent its masked vote) or not; a cohort below its threshold is dropped "
                 "whole, which like any dropout lowers the votes, never the privacy."),
         }
-    section = {
-        "mode": ("federated: devices kept their records and sent one vote (or an abstention) per round, "
-                 "which the server saw linked to the device's token"
-                 + ("; in the estimate round, each reporting device's chosen leaf, linked to its token"
-                    if estimated else "")
-                 + "; the guarantee assumes honest, non-colluding devices, one per person"),
-        "trust_model": DEVICE_ASSUMPTION,
-        "server_sees": SERVER_SEES + (" " + SERVER_SEES_ESTIMATES if estimated else ""),
-        "guarantee_with_dropouts": dropout_guarantee(config),
-    }
+    else:
+        section = {
+            "mode": ("federated: devices kept their records and sent one vote (or an abstention) per round, "
+                     "which the server saw linked to the device's token"
+                     + ("; in the estimate round, each reporting device's chosen leaf, linked to its token"
+                        if estimated else "")
+                     + "; the guarantee assumes honest, non-colluding devices, one per person"),
+            "trust_model": DEVICE_ASSUMPTION,
+            "server_sees": SERVER_SEES + (" " + SERVER_SEES_ESTIMATES if estimated else ""),
+            "guarantee_with_dropouts": dropout_guarantee(config),
+        }
     if estimated:
-        section["estimates_with_dropouts"] = ESTIMATES_WITH_DROPOUTS
+        section["estimates_with_dropouts"] = ESTIMATES_WITH_DROPOUTS + (
+            "" if secure is None else " " + SECURE_ESTIMATES_WITH_DROPOUTS)
     return section
 
 

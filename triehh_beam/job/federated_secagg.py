@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import outputs
@@ -18,13 +18,15 @@ from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.federated import FederatedFormatError, Invitation
+from triehh_beam.protocol.frequency_estimates import EstimateTargets
 from triehh_beam.protocol.secagg.cohorts import CohortPolicy, TooFewDevicesError
 from triehh_beam.protocol.secagg.messages import SecAggReport
 from triehh_beam.protocol.secagg.round import KINDS, SecureRound
 from triehh_beam.protocol.secagg.server import Phase
-from triehh_beam.protocol.secagg.vectors import round_candidates
+from triehh_beam.protocol.secagg.vectors import CandidateSlots, round_candidates
 
-__all__ = ["DEFAULT_ALPHABET", "KINDS", "SecureAggregation", "is_secagg_report", "run_secure_round"]
+__all__ = ["DEFAULT_ALPHABET", "KINDS", "SecureAggregation", "is_secagg_report", "refuse_rerun", "run_secure_estimates",
+           "run_secure_round"]
 
 #: The characters a unit may be unless ``--secure-alphabet`` says otherwise.
 DEFAULT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -48,16 +50,13 @@ class SecureAggregation:
         if not isinstance(self.alphabet, str) or not self.alphabet or len(set(self.alphabet)) != len(self.alphabet):
             raise ValueError(f"--secure-alphabet must be distinct characters, got {self.alphabet!r}")
 
-    def check(self, encoder: ItemEncoder, estimate_frequencies: bool) -> None:
+    def check(self, encoder: ItemEncoder) -> None:
         """Refuses a job secure aggregation does not cover yet.
 
         Raises:
-          ValueError: items that are not text of one-character units, an alphabet character
-            the encoding cannot hold, or frequency estimates (their round is not built securely).
+          ValueError: items that are not text of one-character units, or an alphabet character
+            the encoding cannot hold.
         """
-        if estimate_frequencies:
-            raise ValueError("--secure-aggregation with --estimate-frequencies is not built: the estimate round "
-                             "would show the server each device's leaf; leave one out")
         if encoder.kind is not ItemKind.TEXT or encoder.unit_size != 1:
             raise ValueError("--secure-aggregation needs text items of one-character units (the candidates are "
                              "the frontier extended by --secure-alphabet): not built for other encodings")
@@ -131,7 +130,10 @@ def _close_phase(server, secure: SecureRound, phase: Phase, asked: frozenset, lo
             return True
         return False
 
-    server._wait_for(log, pool, closed)
+    def everyone() -> bool:  # every device asked answered: no later message can be counted
+        return len(_first_reports(pool, cache, server.job_id, r, phase, asked, deadline)) >= len(asked)
+
+    server._wait_for(log, pool, closed, complete=everyone)
     firsts = _first_reports(pool, cache, server.job_id, r, phase, asked, deadline)
     if asked and len(firsts) >= len(asked):
         close, why = max(firsts.values()), "every device asked answered"
@@ -140,6 +142,75 @@ def _close_phase(server, secure: SecureRound, phase: Phase, asked: frozenset, lo
     else:
         close, why = deadline, "deadline" if asked else "no device asked"
     return close, why, count_until(pool, close, secure.add)
+
+
+def _exchanges(server, secure: SecureRound, requests: List[Tuple[bytes, bytes]], device_of: Dict[bytes, bytes],
+               deadline: int, log: ReportLog, pool: List[LoggedMessage]) -> Tuple[List[dict], int, int, List]:
+    """The four exchanges of ``secure``, from its setups ``requests`` (the first closing at
+    ``deadline``, each later one ``round_deadline`` after it opened); returns each exchange's
+    record, how many devices answered the setup, the last close time and the messages after it."""
+    r = secure.round_index
+    phases, reported, close = [], 0, 0
+    for phase in Phase:
+        server.publish(server.source.announce_topic,
+                       [(data, attributes.secagg_attributes(server.job_id, r, device_of[token]))
+                        for token, data in requests])
+        asked = frozenset(token for token, _ in requests)
+        before = secure.kinds["counted"]
+        close, why, pool = _close_phase(server, secure, phase, asked, log, pool, deadline)
+        answered = secure.kinds["counted"] - before
+        reported = reported or answered
+        requests = secure.close_phase()
+        phases.append({"phase": _REPORT_OF[phase], "asked": len(asked), "answered": answered, "closed_by": why})
+        deadline = _now_millis() + int(server.source.round_deadline * 1000)
+    return phases, reported, close, pool
+
+
+def refuse_rerun(server, what: str, announced_path: str) -> None:
+    """Refuses to re-run ``what`` (a round, the estimate round) once it was announced under
+    secure aggregation.
+
+    Raises:
+      ValueError: it was announced before this run (a restart mid-round: re-running it would
+        unmask a second sum of the same inputs over another set of devices, whose difference
+        could single one out; not resumable).
+    """
+    if outputs.read_json(announced_path) is not None:
+        raise ValueError(f"{what} of {server.job_id} was announced under secure aggregation before this run "
+                         "stopped: re-running it would unmask the same votes twice over different devices, so it "
+                         "is not resumable; start a new job (another --output or --state-dir)")
+
+
+def run_secure_estimates(server, r: int, targets: EstimateTargets, invited, announce: Callable[[], Tuple[int, int]],
+                         log: ReportLog, pool: List[LoggedMessage]) -> Tuple[List[int], dict, List[LoggedMessage]]:
+    """The estimate round ``r`` under secure aggregation: every enrolled device (``invited``)
+    in cohorts, each masking the one-hot vector of the target its records choose (or
+    ``abstain``) over the targets; ``announce()`` publishes the announcement alone and returns
+    (deadline, goal). Returns the exact count of each target in ``targets``' order (private:
+    only their noisy release leaves the server), the round's record and the messages after its
+    last close."""
+    refuse_rerun(server, "the estimate round", server.path("estimate", "announced.json"))
+    slots = CandidateSlots(tuple(targets.sequences))
+    try:
+        secure = SecureRound(server.job_id, r, invited.tokens, server.source.secure.policy, slots)
+    except TooFewDevicesError:
+        server.progress(f"estimates: fewer enrolled devices than one cohort's minimum "
+                        f"({server.source.secure.policy.min_size}): nothing announced; every count is 0")
+        return [0] * len(targets), {"closed_by": "fewer enrolled devices than one cohort", "goal": 0,
+                                    "close_micros": _now_millis() * 1000, "labels": {k: 0 for k in KINDS}}, pool
+    deadline, goal = announce()
+    device_of = dict(zip(invited.tokens, invited.device_ids))
+    invitations = {token: Invitation(server.job_id, r, device, token, int(word), estimate=True).to_bytes()
+                   for device, token, word in zip(invited.device_ids, invited.tokens, invited.choice_words)}
+    server.progress(f"estimates: announced {len(targets):,} targets to every enrolled device's cohort (round {r}); "
+                    f"{server.waits_for(deadline, 'enrolled')} (then three more exchanges)")
+    phases, reported, close, pool = _exchanges(server, secure, secure.setups(invitations), device_of, deadline, log,
+                                               pool)
+    counts = slots.counts(secure.total())
+    summary = secure.summary()
+    record = {"closed_by": phases[-1]["closed_by"], "close_micros": close, "goal": goal,
+              "labels": summary.pop("labels"), "reported": reported, "secure_aggregation": {**summary, "phases": phases}}
+    return [counts.get(tuple(t), 0) for t in targets.sequences], record, pool
 
 
 def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,
@@ -155,10 +226,7 @@ def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,
         difference could single one out; not resumable).
     """
     r, secure_options = step.index, server.source.secure
-    if outputs.read_json(server.path(f"round={r:03d}", "announced.json")) is not None:
-        raise ValueError(f"round {r} of {server.job_id} was announced under secure aggregation before this run "
-                         "stopped: re-running it would unmask the same votes twice over different devices, so it "
-                         "is not resumable; start a new job (another --output or --state-dir)")
+    refuse_rerun(server, f"round {r}", server.path(f"round={r:03d}", "announced.json"))
     try:
         secure = secure_options.round(server.job_id, step, selection.tokens, server.encoder)
     except TooFewDevicesError:  # TrieHH++'s Bernoulli selection fell below one cohort: nothing to sum
@@ -179,19 +247,7 @@ def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,
     # Not how many cohorts: that bounds how many devices were selected, which is private.
     server.progress(f"round {r}: announced the frontier ({len(step.frontier):,} prefixes) to the selected devices' "
                     f"cohorts; {server.waits_for(deadline, 'selected')} (then three more exchanges)")
-    phases, reported, close = [], 0, 0
-    for phase in Phase:
-        server.publish(server.source.announce_topic,
-                       [(data, attributes.secagg_attributes(server.job_id, r, device_of[token]))
-                        for token, data in requests])
-        asked = frozenset(token for token, _ in requests)
-        before = secure.kinds["counted"]
-        close, why, pool = _close_phase(server, secure, phase, asked, log, pool, deadline)
-        answered = secure.kinds["counted"] - before
-        reported = reported or answered
-        requests = secure.close_phase()
-        phases.append({"phase": _REPORT_OF[phase], "asked": len(asked), "answered": answered, "closed_by": why})
-        deadline = _now_millis() + int(server.source.round_deadline * 1000)
+    phases, reported, close, pool = _exchanges(server, secure, requests, device_of, deadline, log, pool)
     summary = secure.summary()
     kept = secure.kept(server.plan.theta)
     record = {"round": r, "closed_by": phases[-1]["closed_by"], "close_micros": close,

@@ -156,7 +156,7 @@ class FederatedServer:
             raise ValueError("--protocol sample-threshold is not available for federated jobs yet (one report "
                              "per sampled device, not built): use --protocol triehh or triehh++")
         if source.secure is not None:
-            source.secure.check(config.encoder, bool(config.estimate_frequencies))
+            source.secure.check(config.encoder)
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
         self.identity = federated_identity(config)
@@ -273,15 +273,19 @@ class FederatedServer:
         self.publish(self.source.announce_topic, invitations)
         return deadline, goal
 
-    def _wait_for(self, log: ReportLog, pool: List[LoggedMessage], done: Callable[[], bool]) -> None:
+    def _wait_for(self, log: ReportLog, pool: List[LoggedMessage], done: Callable[[], bool],
+                  complete: Callable[[], bool] = lambda: False) -> None:
         """Reads the log into ``pool`` until ``done()``, then until the collector has caught up:
         no new message for ``quiet_seconds`` (at most ``catch_up_seconds`` more), so that a
         report Pub/Sub accepted before the close but the collector had not written yet (a
-        backlog after a restart, a slow bundle) is still counted on time."""
+        backlog after a restart, a slow bundle) is still counted on time; no longer once
+        ``complete()``: every report the close could count is in ``pool``."""
         while not done():
             pool.extend(log.read_new())
             self.renew()
             time.sleep(self.source.poll_seconds)
+        if complete():
+            return
         quiet_since = caught_up_by = time.monotonic()
         caught_up_by += self.source.catch_up_seconds
         while time.monotonic() - quiet_since < self.source.quiet_seconds and time.monotonic() < caught_up_by:
@@ -289,6 +293,8 @@ class FederatedServer:
             fresh = log.read_new()
             if fresh:
                 pool.extend(fresh)
+                if complete():
+                    return
                 quiet_since = time.monotonic()
 
     def _goal_time(self, pool: List[LoggedMessage], r: int, tokens: FrozenSet[bytes], goal: int,

@@ -82,12 +82,14 @@ def progress_from_state(state: state_pb2.JobState) -> dict:
                 "job": {"registry_sha256": federated.registry_sha256, "devices": federated.devices, **plan_facts},
                 "rounds": [_round_from_proto(r) for r in federated.rounds]}
     if federated.HasField("estimate_round"):
-        record = _round_from_proto(federated.estimate_round)
-        record = {"round": record["round"], "closed_by": record["closed_by"], "close_micros": record["close_micros"],
-                  "targets": federated.estimate_round.targets, "invited": record["selected"], "goal": record["goal"],
-                  "labels": record["labels"],
+        found = _round_from_proto(federated.estimate_round)
+        record = {"round": found["round"], "closed_by": found["closed_by"], "close_micros": found["close_micros"],
+                  "targets": federated.estimate_round.targets, "invited": found["selected"], "goal": found["goal"],
+                  "labels": found["labels"],
                   "released": _estimates_from_proto(state.estimates),
-                  "closed_at": record["closed_at"]}
+                  "closed_at": found["closed_at"]}
+        if "secure_aggregation" in found:  # an estimate round under secure aggregation: its cohorts
+            record["secure_aggregation"] = found["secure_aggregation"]
         progress[ESTIMATE_KEY] = record
     if state.finished:
         progress["finished"] = {"stop_reason": state.stop_reason, "after_last_round": dict(federated.after_last_round),

@@ -25,7 +25,8 @@ import org.junit.jupiter.api.Test;
  * exactly the committed report bytes: X25519, HKDF, AES-GCM, the AES-CTR masks, Shamir's shares
  * and every secure-aggregation message through protobuf-java. A one-byte change in a committed
  * report is caught, and one in a request's ciphertext is refused, as in the Python suite
- * (tests/device/test_secagg_vectors.py).
+ * (tests/device/test_secagg_vectors.py); every refusal vector (a request cut, of another version,
+ * round or token, replayed, a second setup) is refused with the Python library's kind.
  */
 class SecAggVectorsTest {
   private static final String PY_1000_7 = "4cd800c777d16d";
@@ -54,13 +55,17 @@ class SecAggVectorsTest {
     return out;
   }
 
-  /** The Java device's report (hex) to each request, replayed from the device's seed. */
-  private static List<String> replay(JsonObject device, List<byte[]> requests) throws Refusal {
+  private static List<Record> records(JsonObject device) {
     List<Record> records = new ArrayList<>();
     for (JsonElement pair : device.getAsJsonArray("records")) {
       records.add(new Record(pair.getAsJsonArray().get(0).getAsString(), pair.getAsJsonArray().get(1).getAsLong()));
     }
-    SecureVoteSession session = SecureVoteSession.start(new DeviceClient(records), announcement, requests.get(0),
+    return records;
+  }
+
+  /** The Java device's report (hex) to each request, replayed from the device's seed. */
+  private static List<String> replay(JsonObject device, List<byte[]> requests) throws Refusal {
+    SecureVoteSession session = SecureVoteSession.start(new DeviceClient(records(device)), announcement, requests.get(0),
         new PythonRandom(device.get("seed").getAsLong()));
     List<String> reports = new ArrayList<>();
     reports.add(HEX.formatHex(session.keys()));
@@ -124,5 +129,42 @@ class SecAggVectorsTest {
     assertEquals("secagg:protocol", refusal.code());
     // The unchanged request is answered: the refusal is the changed byte's.
     assertNotEquals(null, replay(device(0), requests(device(0))));
+  }
+
+  /**
+   * The refusal kind the Java device gives a vector's request after answering the first {@code
+   * answered} committed requests of its device, or "answered".
+   */
+  private static String refusalOf(JsonObject refusal) throws Refusal {
+    JsonObject device = device(refusal.get("device").getAsInt());
+    List<byte[]> earlier = requests(device).subList(0, refusal.get("answered").getAsInt());
+    SecureVoteSession session = SecureVoteSession.start(new DeviceClient(records(device)), announcement,
+        earlier.get(0), new PythonRandom(device.get("seed").getAsLong()));
+    session.keys();
+    for (byte[] request : earlier.subList(1, earlier.size())) {
+      session.handle(request);
+    }
+    try {
+      session.handle(HEX.parseHex(refusal.get("request").getAsString()));
+    } catch (Refusal refused) {
+      return refused.code();
+    }
+    return "answered";
+  }
+
+  @Test
+  void everyRefusalVectorIsRefusedWithItsKind() throws Refusal {
+    List<String> wrong = new ArrayList<>();
+    int cases = 0;
+    for (JsonElement element : vectors.getAsJsonArray("refusals")) {
+      JsonObject refusal = element.getAsJsonObject();
+      String got = refusalOf(refusal);
+      if (!got.equals(refusal.get("refusal").getAsString())) {
+        wrong.add(refusal.get("name").getAsString() + ": " + got);
+      }
+      cases++;
+    }
+    assertEquals(6, cases);
+    assertTrue(wrong.isEmpty(), "refusals that differ from the Python library's: " + wrong);
   }
 }

@@ -4,14 +4,17 @@ does on GitHub, and the README stays a front door."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 import unicodedata
 from typing import Dict, Iterator, Set, Tuple
 
 import pytest
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -120,23 +123,66 @@ def test_the_changelog_has_no_relative_links():
     assert [link for link, _, _ in relative_links(REPO / "CHANGELOG.md")] == []
 
 
-def test_the_site_builds_strictly(tmp_path):
-    # Never skipped: the test extra installs mkdocs, so .ci/run (the README's test command) always
-    # builds the site strictly, and a missing mkdocs fails here instead of passing unseen.
-    # Exactly the documented `mkdocs build --strict`: no --quiet (it hides warnings from the
-    # strict count, so a broken link passed) and no environment variable.
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
-                             "--site-dir", str(tmp_path / "site")],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    api = (tmp_path / "site" / "api.html").read_text(encoding="utf-8")
-    # The API page documents every public name of the two public packages, from the code.
+def documented_build_command() -> str:
+    """The build command CONTRIBUTING.md gives, checked to be the one getting-started and
+    .ci/run name, so the test, the guides and CI cannot drift apart."""
+    named = re.findall(r"`(mkdocs build[^`]*)`", (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8"))
+    assert len(set(named)) == 1, f"CONTRIBUTING.md should name one build command: {named}"
+    for other in (DOCS / "getting-started.md", REPO / ".ci" / "run"):
+        assert f"`{named[0]}`" in other.read_text(encoding="utf-8"), f"{other.name} names another build"
+    return named[0]
+
+
+def check_api_page(site: pathlib.Path) -> None:
+    """The API page documents every public name of the two public packages, from the code."""
+    api = (site / "api.html").read_text(encoding="utf-8")
     import triehh_beam
     import triehh_beam.beam
     for name in triehh_beam.beam.__all__:
         assert f'id="triehh_beam.beam.{name}"' in api, name
     for name in triehh_beam.__all__:
         assert re.search(rf'id="triehh_beam\.[\w.]*\.{name}"', api), name
+
+
+_WRAP_CODE = re.compile(r"\.md-typeset\s+pre\s*>\s*code\s*\{[^}]*white-space:\s*pre-wrap", re.S)
+
+
+def mkdocs_config() -> dict:
+    """mkdocs.yml as data (its one Python tag, the slug function, dropped)."""
+    return yaml.safe_load(re.sub(r"!!python/\S+", "", (REPO / "mkdocs.yml").read_text(encoding="utf-8")))
+
+
+def check_code_blocks_wrap(site: pathlib.Path) -> None:
+    """Long lines of code and output wrap on the site instead of being clipped: the theme's own
+    stylesheet (mkdocs.yml's extra_css) says so and every page loads it."""
+    sheets = mkdocs_config().get("extra_css", [])
+    assert sheets, "mkdocs.yml loads no stylesheet of its own"
+    assert any(_WRAP_CODE.search((site / sheet).read_text(encoding="utf-8")) for sheet in sheets), sheets
+    for page in ("index.html", "getting-started.html", "guides/discover.html", "evaluation.html"):
+        html = (site / page).read_text(encoding="utf-8")
+        assert all(f'{sheet}"' in html for sheet in sheets), f"{page} does not load {sheets}"
+
+
+def test_the_documented_build_passes_strictly():
+    # Never skipped: the test extra installs mkdocs, so .ci/run (the README's test command) always
+    # builds the site strictly, and a missing mkdocs fails here instead of passing unseen.
+    # Exactly the documented command, read from CONTRIBUTING.md, from the repository root (the
+    # site goes to mkdocs.yml's site_dir, which git ignores): no --quiet (it hides warnings from the strict count,
+    # so a broken link passed), no --site-dir, and no NO_MKDOCS_2_WARNING. That variable only
+    # silences Material for MkDocs' end-of-life notice (printed to stderr when the theme loads, not
+    # a warning --strict counts); it never hid a failure. `python -m mkdocs` is the `mkdocs`
+    # program of the Python running the tests (the console script calls the same entry point).
+    argv = shlex.split(documented_build_command())
+    env = {k: v for k, v in os.environ.items() if k not in {"NO_MKDOCS_2_WARNING", "DISABLE_MKDOCS_2_WARNING"}}
+    result = subprocess.run([sys.executable, "-m", *argv], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert not re.search(r"^WARNING", output, re.M), output[-6000:]
+    # Everything that reads the built site reads it here: one build, never two at once under -n 2.
+    site = REPO / mkdocs_config()["site_dir"]
+    check_api_page(site)
+    check_code_blocks_wrap(site)
 
 
 def test_every_evaluation_row_states_its_guarantee():

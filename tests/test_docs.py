@@ -194,3 +194,23 @@ def test_every_evaluation_row_states_its_guarantee():
     assert len(rows) == 12
     guarantee = re.compile(r"^\(\d+\.\d\d, [\d.e-]+\)-DP, central$")
     assert [row[1] for row in rows if not guarantee.match(row[2].strip())] == []
+
+
+_QUOTED = re.compile(r"[\"“]([^\"”\n]+)[\"”]")
+
+
+def test_the_home_page_says_what_the_product_is_and_quotes_nothing_unsourced():
+    # It opened with "Without collecting raw data", found in no other page (and true of the
+    # federated mode only). Now its first sentence is the README's, and any phrase it quotes is
+    # one another page says.
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    opening = [p for p in home.split("\n\n") if not p.startswith("#")][0]
+    assert opening.split(":")[0] == readme.split("\n\n")[1].split(":")[0] == (
+        "Private heavy-hitter discovery as Apache Beam pipelines")
+    prose = _INLINE_CODE.sub("", _FENCE.sub("", home))
+    assert not re.search(r"^\s*>", prose, re.M), "the home page holds a block quote"
+    others = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in PAGES
+                      if p != DOCS / "index.md")
+    unsourced = [q for q in _QUOTED.findall(prose) if len(q.split()) >= 3 and " ".join(q.split()) not in others]
+    assert unsourced == [], f"the home page quotes what no other page says: {unsourced}"

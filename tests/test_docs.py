@@ -185,15 +185,29 @@ def test_the_documented_build_passes_strictly():
     check_code_blocks_wrap(site)
 
 
-def test_every_evaluation_row_states_its_guarantee():
-    # The demo's recall table's privacy column: an (epsilon, delta) for every TrieHH row, as
-    # `triehh evaluate`'s report writes it (unit sizes 2 and 3 read only "central").
-    page = (DOCS / "evaluation.md").read_text()
+def test_every_evaluation_row_states_its_guarantee_as_the_report_writes_it():
+    # The demo's recall table's privacy column (unit sizes 2 and 3 read only "central"): every row
+    # is what report.html's table (present.report.summary_rows) writes for that configuration's
+    # plan, from the planner at the page's n = 200,000, delta = 1e-10, rule authors.
+    from triehh_beam.protocol import planner
+    from triehh_beam.present.report import summary_rows
+
+    page = (DOCS / "evaluation.md").read_text(encoding="utf-8")
     table = page[page.index("### Recall@K: mean over 10 runs"):].split("\n\n")[1]
-    rows = [line.split("|") for line in table.splitlines() if line.startswith("| TrieHH")]
+    rows = [[cell.strip() for cell in line.split("|")[1:3]] for line in table.splitlines()
+            if line.startswith("| TrieHH")]
     assert len(rows) == 12
-    guarantee = re.compile(r"^\(\d+\.\d\d, [\d.e-]+\)-DP, central$")
-    assert [row[1] for row in rows if not guarantee.match(row[2].strip())] == []
+    max_length = {1: 10, 2: 6, 3: 4}  # the page's L at each unit size (10 characters)
+    configs = []
+    for method, _ in rows:
+        epsilon, unit_size = map(int, re.match(r"TrieHH ε=(\d+), unit size (\d)", method).groups())
+        plan = planner.plan(200_000, epsilon, 1e-10, max_length[unit_size], rule="authors")
+        configs.append({"epsilon": epsilon, "unit_size": unit_size, "max_length": plan.max_length,
+                        "privacy": {"epsilon": plan.epsilon, "delta": plan.delta}, "metrics": []})
+    result = {"parameters": {"top_k": []}, "triehh": configs, "rivals": {}}
+    written = {re.sub(r" \(L=\d+\)$", "", method): guarantee for method, guarantee, _ in summary_rows(result)}
+    assert [(m, g) for m, g in rows if written[re.sub(r" \(L=\d+\)$", "", m)] != g] == []
+    assert {g for _, g in rows} == {f"({e}, 1.3e-11)-DP central" for e in (1, 2, 4, 8)}
 
 
 _QUOTED = re.compile(r"[\"“]([^\"”\n]+)[\"”]")

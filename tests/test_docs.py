@@ -102,7 +102,11 @@ def test_the_readme_is_a_front_door():
     assert len(lines) <= 250, len(lines)
     first_screen = "\n".join(lines[:60])
     assert 'pip install . && triehh demo' in first_screen
-    assert "Python 3.11 or later" in first_screen and "venv" in first_screen  # setup.py's python_requires
+    # Both install pages state setup.py's python_requires and the virtual environment to make first.
+    version = re.search(r'python_requires=">=(\d+\.\d+)"', (REPO / "setup.py").read_text()).group(1)
+    venv = "`python3 -m venv .venv && . .venv/bin/activate`"
+    for text in (first_screen, (DOCS / "getting-started.md").read_text(encoding="utf-8")):
+        assert f"Python {version} or later" in " ".join(text.split()) and venv in text
     assert 'pip install ".[test]" && python -m pytest -n 2 -q' in first_screen
     assert "discovered " in first_screen  # the demo's first result
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")

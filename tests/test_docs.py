@@ -171,13 +171,14 @@ def test_the_documented_build_passes_strictly():
     # Never skipped: the test extra installs mkdocs, so .ci/run (the README's test command) always
     # builds the site strictly, and a missing mkdocs fails here instead of passing unseen.
     # Exactly the documented command, read from CONTRIBUTING.md, from the repository root (the
-    # site goes to mkdocs.yml's site_dir, which git ignores): no --quiet (it hides warnings from the strict count,
-    # so a broken link passed), no --site-dir, and no NO_MKDOCS_2_WARNING. That variable only
-    # silences Material for MkDocs' end-of-life notice (printed to stderr when the theme loads, not
-    # a warning --strict counts); it never hid a failure. `python -m mkdocs` is the `mkdocs`
+    # site goes to mkdocs.yml's site_dir, which git ignores): no --quiet (it hides warnings from
+    # the strict count, so a broken link passed), no --site-dir, and no NO_MKDOCS_2_WARNING. That
+    # variable only silences Material for MkDocs' end-of-life notice (printed to stderr when the
+    # theme loads, not a warning --strict counts); it never hid a failure. `python -m mkdocs` is the `mkdocs`
     # program of the Python running the tests (the console script calls the same entry point).
     argv = shlex.split(documented_build_command())
-    env = {k: v for k, v in os.environ.items() if k not in {"NO_MKDOCS_2_WARNING", "DISABLE_MKDOCS_2_WARNING"}}
+    silencers = {"NO_MKDOCS_2_WARNING", "DISABLE_MKDOCS_2_WARNING"}
+    env = {k: v for k, v in os.environ.items() if k not in silencers}
     result = subprocess.run([sys.executable, "-m", *argv], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
@@ -230,5 +231,6 @@ def test_the_home_page_says_what_the_product_is_and_quotes_nothing_unsourced():
     assert not re.search(r"^\s*>", prose, re.M), "the home page holds a block quote"
     others = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in PAGES
                       if p != DOCS / "index.md")
-    unsourced = [q for q in _QUOTED.findall(prose) if len(q.split()) >= 3 and " ".join(q.split()) not in others]
+    unsourced = [q for q in _QUOTED.findall(prose)
+                 if len(q.split()) >= 3 and " ".join(q.split()) not in others]
     assert unsourced == [], f"the home page quotes what no other page says: {unsourced}"

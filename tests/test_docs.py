@@ -4,14 +4,17 @@ does on GitHub, and the README stays a front door."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 import unicodedata
 from typing import Dict, Iterator, Set, Tuple
 
 import pytest
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -99,7 +102,11 @@ def test_the_readme_is_a_front_door():
     assert len(lines) <= 250, len(lines)
     first_screen = "\n".join(lines[:60])
     assert 'pip install . && triehh demo' in first_screen
-    assert "Python 3.11 or later" in first_screen and "venv" in first_screen  # setup.py's python_requires
+    # Both install pages state setup.py's python_requires and the virtual environment to make first.
+    version = re.search(r'python_requires=">=(\d+\.\d+)"', (REPO / "setup.py").read_text()).group(1)
+    venv = "`python3 -m venv .venv && . .venv/bin/activate`"
+    for text in (first_screen, (DOCS / "getting-started.md").read_text(encoding="utf-8")):
+        assert f"Python {version} or later" in " ".join(text.split()) and venv in text
     assert 'pip install ".[test]" && python -m pytest -n 2 -q' in first_screen
     assert "discovered " in first_screen  # the demo's first result
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
@@ -120,17 +127,19 @@ def test_the_changelog_has_no_relative_links():
     assert [link for link, _, _ in relative_links(REPO / "CHANGELOG.md")] == []
 
 
-def test_the_site_builds_strictly(tmp_path):
-    # Never skipped: the test extra installs mkdocs, so .ci/run (the README's test command) always
-    # builds the site strictly, and a missing mkdocs fails here instead of passing unseen.
-    # Exactly the documented `mkdocs build --strict`: no --quiet (it hides warnings from the
-    # strict count, so a broken link passed) and no environment variable.
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
-                             "--site-dir", str(tmp_path / "site")],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    api = (tmp_path / "site" / "api.html").read_text(encoding="utf-8")
-    # The API page documents every public name of the two public packages, from the code.
+def documented_build_command() -> str:
+    """The build command CONTRIBUTING.md gives, checked to be the one getting-started and
+    .ci/run name, so the test, the guides and CI cannot drift apart."""
+    named = re.findall(r"`(mkdocs build[^`]*)`", (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8"))
+    assert len(set(named)) == 1, f"CONTRIBUTING.md should name one build command: {named}"
+    for other in (DOCS / "getting-started.md", REPO / ".ci" / "run"):
+        assert f"`{named[0]}`" in other.read_text(encoding="utf-8"), f"{other.name} names another build"
+    return named[0]
+
+
+def check_api_page(site: pathlib.Path) -> None:
+    """The API page documents every public name of the two public packages, from the code."""
+    api = (site / "api.html").read_text(encoding="utf-8")
     import triehh_beam
     import triehh_beam.beam
     for name in triehh_beam.beam.__all__:
@@ -139,12 +148,89 @@ def test_the_site_builds_strictly(tmp_path):
         assert re.search(rf'id="triehh_beam\.[\w.]*\.{name}"', api), name
 
 
-def test_every_evaluation_row_states_its_guarantee():
-    # The demo's recall table's privacy column: an (epsilon, delta) for every TrieHH row, as
-    # `triehh evaluate`'s report writes it (unit sizes 2 and 3 read only "central").
-    page = (DOCS / "evaluation.md").read_text()
+_WRAP_CODE = re.compile(r"\.md-typeset\s+pre\s*>\s*code\s*\{[^}]*white-space:\s*pre-wrap", re.S)
+
+
+def mkdocs_config() -> dict:
+    """mkdocs.yml as data (its one Python tag, the slug function, dropped)."""
+    return yaml.safe_load(re.sub(r"!!python/\S+", "", (REPO / "mkdocs.yml").read_text(encoding="utf-8")))
+
+
+def check_code_blocks_wrap(site: pathlib.Path) -> None:
+    """Long lines of code and output wrap on the site instead of being clipped: the theme's own
+    stylesheet (mkdocs.yml's extra_css) says so and every page loads it."""
+    sheets = mkdocs_config().get("extra_css", [])
+    assert sheets, "mkdocs.yml loads no stylesheet of its own"
+    assert any(_WRAP_CODE.search((site / sheet).read_text(encoding="utf-8")) for sheet in sheets), sheets
+    for page in ("index.html", "getting-started.html", "guides/discover.html", "evaluation.html"):
+        html = (site / page).read_text(encoding="utf-8")
+        assert all(f'{sheet}"' in html for sheet in sheets), f"{page} does not load {sheets}"
+
+
+def test_the_documented_build_passes_strictly():
+    # Never skipped: the test extra installs mkdocs, so .ci/run (the README's test command) always
+    # builds the site strictly, and a missing mkdocs fails here instead of passing unseen.
+    # Exactly the documented command, read from CONTRIBUTING.md, from the repository root (the
+    # site goes to mkdocs.yml's site_dir, which git ignores): no --quiet (it hides warnings from
+    # the strict count, so a broken link passed), no --site-dir, and no NO_MKDOCS_2_WARNING. That
+    # variable only silences Material for MkDocs' end-of-life notice (printed to stderr when the
+    # theme loads, not a warning --strict counts); it never hid a failure. `python -m mkdocs` is the `mkdocs`
+    # program of the Python running the tests (the console script calls the same entry point).
+    argv = shlex.split(documented_build_command())
+    silencers = {"NO_MKDOCS_2_WARNING", "DISABLE_MKDOCS_2_WARNING"}
+    env = {k: v for k, v in os.environ.items() if k not in silencers}
+    result = subprocess.run([sys.executable, "-m", *argv], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert not re.search(r"^WARNING", output, re.M), output[-6000:]
+    # Everything that reads the built site reads it here: one build, never two at once under -n 2.
+    site = REPO / mkdocs_config()["site_dir"]
+    check_api_page(site)
+    check_code_blocks_wrap(site)
+
+
+def test_every_evaluation_row_states_its_guarantee_as_the_report_writes_it():
+    # The demo's recall table's privacy column (unit sizes 2 and 3 read only "central"): every row
+    # is what report.html's table (present.report.summary_rows) writes for that configuration's
+    # plan, from the planner at the page's n = 200,000, delta = 1e-10, rule authors.
+    from triehh_beam.protocol import planner
+    from triehh_beam.present.report import summary_rows
+
+    page = (DOCS / "evaluation.md").read_text(encoding="utf-8")
     table = page[page.index("### Recall@K: mean over 10 runs"):].split("\n\n")[1]
-    rows = [line.split("|") for line in table.splitlines() if line.startswith("| TrieHH")]
+    rows = [[cell.strip() for cell in line.split("|")[1:3]] for line in table.splitlines()
+            if line.startswith("| TrieHH")]
     assert len(rows) == 12
-    guarantee = re.compile(r"^\(\d+\.\d\d, [\d.e-]+\)-DP, central$")
-    assert [row[1] for row in rows if not guarantee.match(row[2].strip())] == []
+    max_length = {1: 10, 2: 6, 3: 4}  # the page's L at each unit size (10 characters)
+    configs = []
+    for method, _ in rows:
+        epsilon, unit_size = map(int, re.match(r"TrieHH ε=(\d+), unit size (\d)", method).groups())
+        plan = planner.plan(200_000, epsilon, 1e-10, max_length[unit_size], rule="authors")
+        configs.append({"epsilon": epsilon, "unit_size": unit_size, "max_length": plan.max_length,
+                        "privacy": {"epsilon": plan.epsilon, "delta": plan.delta}, "metrics": []})
+    result = {"parameters": {"top_k": []}, "triehh": configs, "rivals": {}}
+    written = {re.sub(r" \(L=\d+\)$", "", method): guarantee for method, guarantee, _ in summary_rows(result)}
+    assert [(m, g) for m, g in rows if written[re.sub(r" \(L=\d+\)$", "", m)] != g] == []
+    assert {g for _, g in rows} == {f"({e}, 1.3e-11)-DP central" for e in (1, 2, 4, 8)}
+
+
+_QUOTED = re.compile(r"[\"“]([^\"”\n]+)[\"”]")
+
+
+def test_the_home_page_says_what_the_product_is_and_quotes_nothing_unsourced():
+    # It opened with "Without collecting raw data", found in no other page (and true of the
+    # federated mode only). Now its first sentence is the README's, and any phrase it quotes is
+    # one another page says.
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    opening = [p for p in home.split("\n\n") if not p.startswith("#")][0]
+    assert opening.split(":")[0] == readme.split("\n\n")[1].split(":")[0] == (
+        "Private heavy-hitter discovery as Apache Beam pipelines")
+    prose = _INLINE_CODE.sub("", _FENCE.sub("", home))
+    assert not re.search(r"^\s*>", prose, re.M), "the home page holds a block quote"
+    others = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in PAGES
+                      if p != DOCS / "index.md")
+    unsourced = [q for q in _QUOTED.findall(prose)
+                 if len(q.split()) >= 3 and " ".join(q.split()) not in others]
+    assert unsourced == [], f"the home page quotes what no other page says: {unsourced}"

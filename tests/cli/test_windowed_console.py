@@ -78,3 +78,44 @@ def test_a_windowed_discover_refuses_a_raw_deny_list_in_one_line_and_makes_nothi
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "raw.json" in err, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.state").exists()
+
+
+def _window_report(heavy_hitters, rounds, users, records):
+    return {"window_start": "2026-11-01T00:00:00Z", "released": True, "reason": None, "heavy_hitters": heavy_hitters,
+            "rounds": [{}] * rounds, "published_to": "out", "detail": None,
+            "input": {"distinct_users": users, "records": records}}
+
+
+@pytest.mark.parametrize("counts, says", [
+    ((1, 1, 1, 1), "released 1 heavy hitter, 1 round -> out [private: 1 user, 1 record]"),
+    ((0, 1, 2, 1200), "released 0 heavy hitters, 1 round -> out [private: 2 users, 1,200 records]"),
+    ((3, 2, 1, 5), "released 3 heavy hitters, 2 rounds -> out [private: 1 user, 5 records]"),
+])
+def test_a_window_line_counts_everything_in_the_singular_and_plural(counts, says):
+    # It read "released 0 heavy hitters, 1 rounds" and "[private: 1 users, ...]".
+    line = describe_window(_window_report(*counts), verbose=True)
+    assert line == f"window 2026-11-01T00:00:00Z: {says}", line
+
+
+def test_a_stream_stopping_after_one_window_says_one_window():
+    from triehh_beam.job.stream import stop_reason
+
+    assert stop_reason(1, 1, 3, 1) == "1 window closed: stopping (--stop-after-windows)"
+    assert stop_reason(2, 2, 3, 2) == "2 windows closed: stopping (--stop-after-windows)"
+
+
+def test_the_stream_summary_line_counts_one_window_in_the_singular(tmp_path, capsys, monkeypatch):
+    # The line cli/stream.py prints once the stream ends; the stream itself runs against the
+    # Pub/Sub emulator in tests/e2e/test_stream_emulator.py, replaced here by what it returns.
+    from triehh_beam.job import stream
+
+    def ran(config, source, options, progress=print, poll_seconds=1.0):
+        return stream.WindowedRun([_window_report(1, 1, 1, 1)], "CANCELLED", str(tmp_path / "dead-letter"))
+
+    monkeypatch.setattr(stream, "run_stream", ran)
+    assert main(["stream", "--protocol", "triehh", "--subscription", "projects/p/subscriptions/s",
+                 "--output", str(tmp_path / "out"), "--epsilon", "4", "--delta", "1e-8", "--max-length", "6",
+                 "--window", "1h", "--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z",
+                 "--population", "50000"]) == 0
+    out = capsys.readouterr().out
+    assert f"stream cancelled: 1 window closed, 1 released; dead letters: none (private, in {tmp_path}" in out, out

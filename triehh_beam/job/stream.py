@@ -29,6 +29,7 @@ from triehh_beam.io.drops import bad_fraction
 from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job import cas, input_checks, leftovers, release, sources, windowed
 from triehh_beam.job import stream_clock
+from triehh_beam.job.wording import counted
 from triehh_beam.job.window_releases import WindowReleases
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.config import DiscoveryConfig
@@ -84,8 +85,8 @@ class StreamSource:
         declared = declared_window_count(config)
         if self.stop_after_windows is not None and self.stop_after_windows > declared:
             raise ValueError(
-                f"--stop-after-windows {self.stop_after_windows} is more than the {declared} window"
-                f"{'' if declared == 1 else 's'} --windows declares: only those close (a record outside "
+                f"--stop-after-windows {self.stop_after_windows} is more than the {counted(declared, 'window')} "
+                "--windows declares: only those close (a record outside "
                 "them is dropped), so the stream would never stop; the stream stops by itself once "
                 "every declared window has closed")
 
@@ -103,9 +104,9 @@ def stop_reason(closed: int, declared_closed: int, declared: int, stop_after: Op
     window is ever released); for ``FROM..``, every window of this run's graph has
     (``declared``: ``stream_clock.GRAPH_WINDOWS``)."""
     if stop_after is not None and closed >= stop_after:
-        return f"{closed} windows closed: stopping (--stop-after-windows)"
+        return f"{counted(closed, 'window')} closed: stopping (--stop-after-windows)"
     if declared_closed >= declared and open_ended:
-        return (f"this run's {declared:,} windows have closed: stopping; run the same command to continue "
+        return (f"this run's {counted(declared, 'window')} have closed: stopping; run the same command to continue "
                 "with the next")
     if declared_closed >= declared:
         return f"every declared window has closed ({declared}, --windows): stopping"
@@ -122,17 +123,13 @@ class WindowedRun:
     result: object = None  # Beam's PipelineResult (a Dataflow dry run's holds the job)
 
 
-def _rounds(count: int) -> str:
-    return f"{count} round{'' if count == 1 else 's'}"
-
-
 def describe_window(report: dict, verbose: bool = False) -> str:
     """One progress line for a closed window (no count unless ``verbose``: then marked private)."""
     start = report["window_start"]
     if report["released"]:
         estimated = " with frequency estimates" if report.get("privacy", {}).get("estimate_epsilon") else ""
-        line = (f"window {start}: released {report.get('heavy_hitters', 0)} heavy hitters{estimated}, "
-                f"{_rounds(len(report.get('rounds', [])))} -> {report.get('published_to')}")
+        line = (f"window {start}: released {counted(report.get('heavy_hitters', 0), 'heavy hitter')}{estimated}, "
+                f"{counted(len(report.get('rounds', [])), 'round')} -> {report.get('published_to')}")
     else:
         line = f"window {start}: nothing released: {report['reason']}"
     if report.get("records_admitted_after_close"):
@@ -140,7 +137,8 @@ def describe_window(report: dict, verbose: bool = False) -> str:
                  "before the window's close); they are in no result: see its operator report")
     if verbose:
         detail = f"; {report['detail']}" if report.get("detail") else ""
-        line += f" [private: {report['input']['distinct_users']:,} users, {report['input']['records']:,} records{detail}]"
+        line += (f" [private: {counted(report['input']['distinct_users'], 'user')}, "
+                 f"{counted(report['input']['records'], 'record')}{detail}]")
     return line
 
 
@@ -210,8 +208,8 @@ def _deny_note(config: DiscoveryConfig) -> str:
     deny = config.deny
     if deny is None:
         return ""
-    return (f"; every window's votes skip the {deny.size:,} earlier heavy hitter{'' if deny.size == 1 else 's'} "
-            f"of the deny list ({len(deny.files)} file{'' if len(deny.files) == 1 else 's'})")
+    return (f"; every window's votes skip the {counted(deny.size, 'earlier heavy hitter')} "
+            f"of the deny list ({counted(len(deny.files), 'file')})")
 
 
 def _prepare(job: windowed.WindowedJob, default_name: str) -> str:

@@ -27,8 +27,8 @@ def _records(path, extra_row):
     # Only the first 4 characters of an item can be found at L = 4: this user holds nothing usable.
     (["u-long", "abcdefghijklmnopqrstuvwxyz", "2026-11-01T00:01:00Z"],
      "input: some users hold no usable item", "see the dead letter"),
-    (["", "the", "2026-11-01T00:01:00Z"], "input: some rows are bad, within --max-bad-fraction; see the dead letter",
-     "some users hold no usable item"),
+    (["", "the", "2026-11-01T00:01:00Z"], "input: some rows are bad (missing_user), within --max-bad-fraction; "
+     "they go to the dead letter (private, in ", "some users hold no usable item"),
 ])
 def test_a_windowed_discover_names_bad_rows_and_unusable_users_apart(tmp_path, capsys, extra_row, says, never):
     records = tmp_path / "records.csv"
@@ -39,6 +39,32 @@ def test_a_windowed_discover_names_bad_rows_and_unusable_users_apart(tmp_path, c
     assert "1 window, 1 released" in out, out
     letters = "dead letters: none" if extra_row[0] else "dead letters: missing_user"
     assert letters in out, out
+
+
+def test_the_input_line_and_the_last_line_name_the_same_bad_rows_and_the_same_dead_letter(tmp_path, capsys):
+    # The input check counts bad rows before any window is charged; the last line reads the dead
+    # letter the run wrote. They read "see the dead letter" then "dead letters: none"; now both
+    # name the same reasons, with the same private counts (--verbose), and the same place.
+    import re
+
+    records = tmp_path / "records.csv"
+    _records(records, ["", "the", "2026-11-01T00:01:00Z"])
+    with open(records, "a", newline="") as f:
+        csv.writer(f).writerows([["u-a", "the", "yesterday"], ["u-b", "", "2026-11-01T00:02:00Z"],
+                                 ["", "to", "2026-11-01T00:03:00Z"]])
+    elsewhere = tmp_path / "rejected" / "rows.jsonl"
+    elsewhere.parent.mkdir()
+    assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), *WINDOW,
+                 "--dead-letter", str(elsewhere), "--verbose"]) == 0
+    out = capsys.readouterr().out
+    said = re.search(r"^input: some rows are bad \((.*)\), within --max-bad-fraction; they go to the dead letter "
+                     r"\(private, in (.*)\)$", out, re.M)
+    listed = re.search(r"^1 window, 1 released; dead letters: (.*) \(private, in (.*)\)$", out, re.M)
+    assert said and listed, out
+    assert said.groups() == listed.groups() == (
+        "missing_user, bad_timestamp, missing_item [private: 2 missing_user, 1 bad_timestamp, 1 missing_item]",
+        str(elsewhere)), out
+    assert elsewhere.read_text().count("\n") == 4
 
 
 @pytest.mark.parametrize("rounds, says", [(1, "1 round ->"), (4, "4 rounds ->")])

@@ -25,7 +25,7 @@ from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
 from triehh_beam.beam.transforms import DropZeroCountsDoFn
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows, rfc3339
-from triehh_beam.io.drops import bad_fraction
+from triehh_beam.io.drops import DROP_REASONS, bad_fraction, counter_name
 from triehh_beam.io.schema import RecordColumns
 from triehh_beam.job import cas, input_checks, leftovers, release, sources, windowed
 from triehh_beam.job import stream_clock
@@ -258,11 +258,12 @@ def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_d
 
 
 def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed: bytes,
-                        progress: Callable[[str], None]) -> None:
+                        progress: Callable[[str], None], dead_letter: str) -> None:
     """The batch job's refusals, over the whole replayed input, before any window is charged:
     more than ``--max-bad-fraction`` of the rows bad, or more than ``--max-unusable-fraction`` of
     the users without a usable item (``input_checks.check_census``; BadInputError). It costs a
-    census job (one more read of the files): skipped when both are disabled (``1``)."""
+    census job (one more read of the files): skipped when both are disabled (``1``). Bad rows
+    within the limit are named by reason as the run's last line names ``dead_letter``'s."""
     if all(limit is None or limit >= 1 for limit in (config.max_bad_fraction, config.max_unusable_fraction)):
         return
     jobs = jobs_lib.JobRunner(options, config.verbose, None, None, log_dir=config.resolved_state_dir)
@@ -271,7 +272,9 @@ def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed:
     counters = {**counters, "distinct_users": counted.users, "users_without_usable_item": counted.unusable_users}
     input_checks.check_census(config, counters, counted, counted.users)
     if bad_fraction(counters):
-        progress("input: some rows are bad, within --max-bad-fraction; see the dead letter")
+        bad = {reason: counters[counter_name(reason)] for reason in DROP_REASONS if counters.get(counter_name(reason))}
+        progress(f"input: some rows are bad ({describe_dead_letters(bad, config.verbose)}), within --max-bad-fraction; "
+                 f"they go to the dead letter (private, in {dead_letter})")
     if counted.unusable_users:
         # Not a bad row: the dead letter holds none of these users (their rows parsed).
         progress("input: some users hold no usable item (only items longer than --max-length allows, or that "
@@ -294,7 +297,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         seed = job_seed(config)
         job = windowed.WindowedJob.for_config(config, seed)
         dead_letter = _prepare(job, "dead_letter.jsonl")
-        _check_replay_input(config, options, seed, progress)
+        _check_replay_input(config, options, seed, progress, dead_letter)
     except BaseException:
         leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
         raise

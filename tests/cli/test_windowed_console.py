@@ -36,7 +36,7 @@ def test_a_windowed_discover_names_bad_rows_and_unusable_users_apart(tmp_path, c
     assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), *WINDOW]) == 0
     out = capsys.readouterr().out
     assert says in out and never not in out, out
-    assert "1 window, 1 released" in out, out
+    assert "1 window, 1 released" in out and "outside --windows" not in out, out
     letters = "dead letters: none" if extra_row[0] else "dead letters: missing_user"
     assert letters in out, out
 
@@ -51,7 +51,8 @@ def test_the_input_line_and_the_last_line_name_the_same_bad_rows_and_the_same_de
     _records(records, ["", "the", "2026-11-01T00:01:00Z"])
     with open(records, "a", newline="") as f:
         csv.writer(f).writerows([["u-a", "the", "yesterday"], ["u-b", "", "2026-11-01T00:02:00Z"],
-                                 ["", "to", "2026-11-01T00:03:00Z"]])
+                                 ["", "to", "2026-11-01T00:03:00Z"], ["u-c", "to", "2026-11-02T00:00:00Z"],
+                                 ["u-d", "to", "2026-10-31T23:59:59Z"]])
     elsewhere = tmp_path / "rejected" / "rows.jsonl"
     elsewhere.parent.mkdir()
     assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), *WINDOW,
@@ -65,6 +66,9 @@ def test_the_input_line_and_the_last_line_name_the_same_bad_rows_and_the_same_de
         "missing_user, bad_timestamp, missing_item [private: 2 missing_user, 1 bad_timestamp, 1 missing_item]",
         str(elsewhere)), out
     assert elsewhere.read_text().count("\n") == 4
+    # Not bad rows, nor in the dead letter: records of no declared window were dropped unsaid.
+    assert ("input: some records fall outside --windows 2026-11-01T00:00:00Z..2026-11-01T01:00:00Z: they are in "
+            "no window, neither released nor in the dead letter [private: 2 records]") in out, out
 
 
 @pytest.mark.parametrize("rounds, says", [(1, "1 round ->"), (4, "4 rounds ->")])

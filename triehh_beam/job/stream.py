@@ -27,7 +27,7 @@ from triehh_beam.beam.transforms import DropZeroCountsDoFn
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows, rfc3339
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction, counter_name
 from triehh_beam.io.schema import RecordColumns
-from triehh_beam.job import cas, input_checks, leftovers, release, sources, windowed
+from triehh_beam.job import cas, input_checks, leftovers, outputs, release, sources, windowed
 from triehh_beam.job import stream_clock
 from triehh_beam.job.wording import counted
 from triehh_beam.job.window_releases import WindowReleases
@@ -315,7 +315,25 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     reports = windowed.read_window_reports(job)
     for report in reports:
         progress(describe_window(report, config.verbose))
+    outside = _records_outside(job)
+    if outside:
+        progress(f"input: some records fall outside --windows {job.describe_declared()}: they are in no window, "
+                 "neither released nor in the dead letter"
+                 + (f" [private: {counted(outside, 'record')}]" if config.verbose else ""))
     return WindowedRun(reports, "DONE", dead_letter)
+
+
+def _records_outside(job: windowed.WindowedJob) -> int:
+    """How many records the gate let into windows ``--windows`` does not declare (its admitted
+    counts there): read, but in no window's census."""
+    declared = {rfc3339(start) for start in job.declared_starts}
+    pattern = FileSystems.join(job.state_root, "window=*", "admitted", "shard-*.json")
+    try:
+        matched = FileSystems.match([pattern])[0].metadata_list
+    except (BeamIOError, OSError):  # nothing there (some filesystems raise for a missing prefix)
+        return 0
+    notes = (outputs.read_json(metadata.path) for metadata in matched)
+    return sum(note["records"] for note in notes if note["window_start"] not in declared)
 
 
 # How long a closed window's step waits for the driver's decision (made when the window opens).

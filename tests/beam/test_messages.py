@@ -168,11 +168,13 @@ def test_write_stream_dead_letters_are_owner_only_whatever_the_umask(tmp_path):
     previous = os.umask(0o022)
     try:
         with new_pipeline(test=True) as p:
-            p | beam.Create(entries, reshuffle=False) | WriteStreamDeadLetters(str(mine / "state" / "dead-letter"))
+            dead = str(mine / "state" / "dead-letter")
+            p | beam.Create(entries, reshuffle=False) | WriteStreamDeadLetters(dead)
     finally:
         os.umask(previous)
     made = sorted((mine / "state").rglob("*"))
-    assert sum(path.is_file() for path in made) == 2 and len(made) == 5, made  # dead-letter, 2 reasons, 2 files
+    # dead-letter/, a folder per reason, a file in each
+    assert sum(path.is_file() for path in made) == 2 and len(made) == 5, made
     assert [(str(path), oct(stat.S_IMODE(path.stat().st_mode))) for path in [mine / "state", *made]
             if stat.S_IMODE(path.stat().st_mode) != (0o700 if path.is_dir() else 0o600)] == []
     assert stat.S_IMODE(mine.stat().st_mode) == 0o755

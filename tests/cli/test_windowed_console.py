@@ -27,8 +27,9 @@ def _records(path, extra_row):
     # Only the first 4 characters of an item can be found at L = 4: this user holds nothing usable.
     (["u-long", "abcdefghijklmnopqrstuvwxyz", "2026-11-01T00:01:00Z"],
      "input: some users hold no usable item", "see the dead letter"),
-    (["", "the", "2026-11-01T00:01:00Z"], "input: some rows are bad (missing_user), within --max-bad-fraction; "
-     "they go to the dead letter (private, in ", "some users hold no usable item"),
+    (["", "the", "2026-11-01T00:01:00Z"],
+     "input: some rows are bad (missing_user), within --max-bad-fraction; they go to the dead letter (private",
+     "some users hold no usable item"),
 ])
 def test_a_windowed_discover_names_bad_rows_and_unusable_users_apart(tmp_path, capsys, extra_row, says, never):
     records = tmp_path / "records.csv"
@@ -58,17 +59,18 @@ def test_the_input_line_and_the_last_line_name_the_same_bad_rows_and_the_same_de
     assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), *WINDOW,
                  "--dead-letter", str(elsewhere), "--verbose"]) == 0
     out = capsys.readouterr().out
-    said = re.search(r"^input: some rows are bad \((.*)\), within --max-bad-fraction; they go to the dead letter "
-                     r"\(private, in (.*)\)$", out, re.M)
+    said = re.search(r"^input: some rows are bad \((.*)\), within --max-bad-fraction; they go to the dead "
+                     r"letter \(private, in (.*)\)$", out, re.M)
     listed = re.search(r"^1 window, 1 released; dead letters: (.*) \(private, in (.*)\)$", out, re.M)
     assert said and listed, out
     assert said.groups() == listed.groups() == (
-        "missing_user, bad_timestamp, missing_item [private: 2 missing_user, 1 bad_timestamp, 1 missing_item]",
+        "missing_user, bad_timestamp, missing_item "
+        "[private: 2 missing_user, 1 bad_timestamp, 1 missing_item]",
         str(elsewhere)), out
     assert elsewhere.read_text().count("\n") == 4
     # Not bad rows, nor in the dead letter: records of no declared window were dropped unsaid.
-    assert ("input: some records fall outside --windows 2026-11-01T00:00:00Z..2026-11-01T01:00:00Z: they are in "
-            "no window, neither released nor in the dead letter [private: 2 records]") in out, out
+    assert ("input: some records fall outside --windows 2026-11-01T00:00:00Z..2026-11-01T01:00:00Z: they are "
+            "in no window, neither released nor in the dead letter [private: 2 records]") in out, out
 
 
 @pytest.mark.parametrize("rounds, says", [(1, "1 round ->"), (4, "4 rounds ->")])
@@ -111,8 +113,8 @@ def test_a_windowed_discover_refuses_a_raw_deny_list_in_one_line_and_makes_nothi
 
 
 def _window_report(heavy_hitters, rounds, users, records):
-    return {"window_start": "2026-11-01T00:00:00Z", "released": True, "reason": None, "heavy_hitters": heavy_hitters,
-            "rounds": [{}] * rounds, "published_to": "out", "detail": None,
+    return {"window_start": "2026-11-01T00:00:00Z", "released": True, "reason": None,
+            "heavy_hitters": heavy_hitters, "rounds": [{}] * rounds, "published_to": "out", "detail": None,
             "input": {"distinct_users": users, "records": records}}
 
 
@@ -148,4 +150,5 @@ def test_the_stream_summary_line_counts_one_window_in_the_singular(tmp_path, cap
                  "--window", "1h", "--windows", "2025-11-23T10:00:00Z..2025-11-24T00:00:00Z",
                  "--population", "50000"]) == 0
     out = capsys.readouterr().out
-    assert f"stream cancelled: 1 window closed, 1 released; dead letters: none (private, in {tmp_path}" in out, out
+    says = f"stream cancelled: 1 window closed, 1 released; dead letters: none (private, in {tmp_path}"
+    assert says in out, out

@@ -126,9 +126,9 @@ def test_a_windowed_run_keeps_its_state_and_dead_letter_owner_only(tmp_path, uma
 
 
 def _run_windowed(records, out):
-    assert cli.main(["discover", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-6",
-                     "--max-length", "6", "--window", "1h", "--windows", "2026-11-01T00:00:00Z..2026-11-01T01:00:00Z",
-                     "--timestamp-column", "ts"]) == 0
+    assert cli.main(["discover", "--input", str(records), "--output", str(out), "--epsilon", "4",
+                     "--delta", "1e-6", "--max-length", "6", "--window", "1h", "--timestamp-column", "ts",
+                     "--windows", "2026-11-01T00:00:00Z..2026-11-01T01:00:00Z"]) == 0
 
 
 def test_a_state_directory_left_open_is_tightened(records, tmp_path, umask_zero):

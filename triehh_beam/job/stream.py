@@ -85,8 +85,8 @@ class StreamSource:
         declared = declared_window_count(config)
         if self.stop_after_windows is not None and self.stop_after_windows > declared:
             raise ValueError(
-                f"--stop-after-windows {self.stop_after_windows} is more than the {counted(declared, 'window')} "
-                "--windows declares: only those close (a record outside "
+                f"--stop-after-windows {self.stop_after_windows} is more than the "
+                f"{counted(declared, 'window')} --windows declares: only those close (a record outside "
                 "them is dropped), so the stream would never stop; the stream stops by itself once "
                 "every declared window has closed")
 
@@ -106,8 +106,8 @@ def stop_reason(closed: int, declared_closed: int, declared: int, stop_after: Op
     if stop_after is not None and closed >= stop_after:
         return f"{counted(closed, 'window')} closed: stopping (--stop-after-windows)"
     if declared_closed >= declared and open_ended:
-        return (f"this run's {counted(declared, 'window')} have closed: stopping; run the same command to continue "
-                "with the next")
+        return (f"this run's {counted(declared, 'window')} have closed: stopping; run the same command to "
+                "continue with the next")
     if declared_closed >= declared:
         return f"every declared window has closed ({declared}, --windows): stopping"
     return None
@@ -128,7 +128,8 @@ def describe_window(report: dict, verbose: bool = False) -> str:
     start = report["window_start"]
     if report["released"]:
         estimated = " with frequency estimates" if report.get("privacy", {}).get("estimate_epsilon") else ""
-        line = (f"window {start}: released {counted(report.get('heavy_hitters', 0), 'heavy hitter')}{estimated}, "
+        hitters = counted(report.get("heavy_hitters", 0), "heavy hitter")
+        line = (f"window {start}: released {hitters}{estimated}, "
                 f"{counted(len(report.get('rounds', [])), 'round')} -> {report.get('published_to')}")
     else:
         line = f"window {start}: nothing released: {report['reason']}"
@@ -272,9 +273,10 @@ def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed:
     counters = {**counters, "distinct_users": counted.users, "users_without_usable_item": counted.unusable_users}
     input_checks.check_census(config, counters, counted, counted.users)
     if bad_fraction(counters):
-        bad = {reason: counters[counter_name(reason)] for reason in DROP_REASONS if counters.get(counter_name(reason))}
-        progress(f"input: some rows are bad ({describe_dead_letters(bad, config.verbose)}), within --max-bad-fraction; "
-                 f"they go to the dead letter (private, in {dead_letter})")
+        bad = {reason: counters[counter_name(reason)] for reason in DROP_REASONS
+               if counters.get(counter_name(reason))}
+        progress(f"input: some rows are bad ({describe_dead_letters(bad, config.verbose)}), within "
+                 f"--max-bad-fraction; they go to the dead letter (private, in {dead_letter})")
     if counted.unusable_users:
         # Not a bad row: the dead letter holds none of these users (their rows parsed).
         progress("input: some users hold no usable item (only items longer than --max-length allows, or that "
@@ -317,8 +319,8 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         progress(describe_window(report, config.verbose))
     outside = _records_outside(job)
     if outside:
-        progress(f"input: some records fall outside --windows {job.describe_declared()}: they are in no window, "
-                 "neither released nor in the dead letter"
+        progress(f"input: some records fall outside --windows {job.describe_declared()}: they are in no "
+                 "window, neither released nor in the dead letter"
                  + (f" [private: {counted(outside, 'record')}]" if config.verbose else ""))
     return WindowedRun(reports, "DONE", dead_letter)
 

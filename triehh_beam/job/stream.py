@@ -326,8 +326,8 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
 
 
 def _records_outside(job: windowed.WindowedJob) -> int:
-    """How many records the gate let into windows ``--windows`` does not declare (its admitted
-    counts there): read, but in no window's census."""
+    """How many records the gate let into windows a replay's ``--windows FROM..TO`` does not
+    declare (its admitted counts there): read, but in no window's census. Bounded ranges only."""
     declared = {rfc3339(start) for start in job.declared_starts}
     pattern = FileSystems.join(job.state_root, "window=*", "admitted", "shard-*.json")
     try:

@@ -155,6 +155,31 @@ def test_write_stream_dead_letters_writes_late_batches_one_file_per_bundle_and_r
     assert found["malformed_message"] == 2 * [{"message_id": "7", "reason": "malformed_message", "raw_base64": "/w=="}]
 
 
+def test_write_stream_dead_letters_are_owner_only_whatever_the_umask(tmp_path):
+    # triehh stream's dead letter (in its state directory) holds raw records: under umask 022 its
+    # folders were 0755 and its files 0644. A folder that was there before is left as it was.
+    import os
+    import stat
+
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)
+    mine.chmod(0o755)
+    entries = [DeadLetter("malformed_message", b"\xff", "7"), DeadLetter("bad_timestamp", b"{}", "8")]
+    previous = os.umask(0o022)
+    try:
+        with new_pipeline(test=True) as p:
+            dead = str(mine / "state" / "dead-letter")
+            p | beam.Create(entries, reshuffle=False) | WriteStreamDeadLetters(dead)
+    finally:
+        os.umask(previous)
+    made = sorted((mine / "state").rglob("*"))
+    # dead-letter/, a folder per reason, a file in each
+    assert sum(path.is_file() for path in made) == 2 and len(made) == 5, made
+    assert [(str(path), oct(stat.S_IMODE(path.stat().st_mode))) for path in [mine / "state", *made]
+            if stat.S_IMODE(path.stat().st_mode) != (0o700 if path.is_dir() else 0o600)] == []
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o755
+
+
 def test_write_stream_dead_letters_refuses_an_empty_location():
     with pytest.raises(ValueError, match="dead-letter location"):
         WriteStreamDeadLetters("")

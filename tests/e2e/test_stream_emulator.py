@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 import subprocess
 import sys
 import threading
@@ -60,7 +61,9 @@ class StreamRun:
     """One ``triehh stream`` process, its output lines collected as they come."""
 
     def __init__(self, command, env):
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # umask 022, a common default: what the stream keeps private it makes so by itself.
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        umask=0o022)
         self.output = []
         threading.Thread(target=self._collect, daemon=True).start()
 
@@ -192,6 +195,12 @@ def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_em
     assert sorted(e["raw"] for e in letters["malformed_message"]) == sorted(p.decode() for p in rejected.values())
     assert [e["reason"] for e in letters["bad_timestamp"]] == ["bad_timestamp"]
     assert set(letters) == {"late", "malformed_message", "bad_timestamp"}
+    # Its state and its dead letter owner-only: every folder 0700, every file 0600 (folders of
+    # the dead letter were 0755 and its files 0644).
+    private = [all_.dir / "out.state", all_.dir / "dead"]
+    loose = [(str(p), oct(stat.S_IMODE(p.stat().st_mode))) for top in private for p in [top, *top.rglob("*")]
+             if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)]
+    assert loose == [] and len(list(private[1].rglob("*.jsonl"))) >= 3, loose
 
     # The budget: one window released, the other withheld, and the line says why; the released
     # one with the estimates of the per-user reference with its keys.
@@ -218,4 +227,4 @@ def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_em
     # is released, saying that no later window fits a lifetime budget.
     assert (f"the budget refuses window {withheld.split('=', 1)[1]}: stopping; no later window fits (change the "
             "budget to continue)") in budget.output, "\n".join(budget.output)
-    assert "1 windows closed, 1 released" in "\n".join(budget.output)
+    assert "1 window closed, 1 released" in "\n".join(budget.output)

@@ -104,20 +104,31 @@ def _loose_entries(state_dir: pathlib.Path):
             if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)]
 
 
-def test_a_windowed_run_keeps_its_state_and_dead_letter_owner_only(tmp_path, umask_zero):
+@pytest.mark.parametrize("umask", [0o022, 0])
+def test_a_windowed_run_keeps_its_state_and_dead_letter_owner_only(tmp_path, umask):
     # The windowed replay's census (input checks) and window folders, and a dead letter (a row
-    # without a user) in the state directory: census/ was 0755 and dead_letter.jsonl 0644.
+    # without a user) in the state directory: census/ was 0755 and dead_letter.jsonl 0644; a
+    # record after the declared windows made window=2026-11-02T00:00:00Z/ 0755 (its admitted count).
     records = tmp_path / "records.csv"
     rows = [f"u{user},{WORDS[user % len(WORDS)]},2026-11-01T00:{user % 60:02d}:00Z" for user in range(2000)]
-    records.write_text("user_id,item,ts\n" + "\n".join(rows + [",apple,2026-11-01T00:01:00Z"]) + "\n")
-    out = tmp_path / "out"
-    assert cli.main(["discover", "--input", str(records), "--output", str(out), "--epsilon", "4", "--delta", "1e-6",
-                     "--max-length", "6", "--window", "1h", "--windows", "2026-11-01T00:00:00Z..2026-11-01T01:00:00Z",
-                     "--timestamp-column", "ts"]) == 0
-    state_dir = pathlib.Path(str(out) + ".state")
+    rows += [",apple,2026-11-01T00:01:00Z", "u-later,apple,2026-11-02T00:01:00Z"]
+    records.write_text("user_id,item,ts\n" + "\n".join(rows) + "\n")
+    previous = os.umask(umask)
+    try:
+        _run_windowed(records, tmp_path / "out")
+    finally:
+        os.umask(previous)
+    state_dir = pathlib.Path(str(tmp_path / "out") + ".state")
     assert (state_dir / "dead_letter.jsonl").read_text().count("\n") == 1
     assert any(p.name == "census" for p in state_dir.iterdir())
+    assert (state_dir / "windows" / "window=2026-11-02T00:00:00Z").is_dir()  # the case that was 0755
     assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700 and _loose_entries(state_dir) == []
+
+
+def _run_windowed(records, out):
+    assert cli.main(["discover", "--input", str(records), "--output", str(out), "--epsilon", "4",
+                     "--delta", "1e-6", "--max-length", "6", "--window", "1h", "--timestamp-column", "ts",
+                     "--windows", "2026-11-01T00:00:00Z..2026-11-01T01:00:00Z"]) == 0
 
 
 def test_a_state_directory_left_open_is_tightened(records, tmp_path, umask_zero):

@@ -74,7 +74,11 @@ def test_the_reader_drops_read_as_words_and_none_when_there_are_none(written, re
         page = f.read()
     assert not any(result["data_source"]["records_dropped"].values())
     assert "<li>records dropped by the reader: none</li>" in page  # it read "{}"
-    assert report._dropped({"too_long": 0, "no_user": 3, "bad_count": 1200}) == "bad_count: 1,200, no_user: 3"
+    # As the text report (io.drops.describe_drops): "reason count", in the order records are checked.
+    dropped = report._dropped({"too_long": 0, "bad_count": 1200, "missing_user": 3})
+    assert dropped == "missing_user 3, bad_count 1,200"
+    assert report._dropped({"bad_count": 0}) == "none"
+    assert "(1 file)" in page and "file(s)" not in page, page[:2000]
 
 
 def test_summary_rows_follow_the_result(result):

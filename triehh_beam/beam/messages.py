@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import os
 import uuid
 from typing import Dict, List, Optional
 
@@ -200,19 +201,42 @@ class _WriteLettersDoFn(beam.DoFn):
 
 def _publish(uri: str, reason: str, data: bytes) -> str:
     """Writes ``uri/<reason>/<UTC time>-<random>.jsonl`` (``publish_file``)."""
+    _make_owner_only_dirs(uri)
     return publish_file(FileSystems.join(uri, reason), data)
+
+
+def _make_owner_only_dirs(directory: str) -> None:
+    """Creates a local ``directory`` and its missing parents owner-only (0700) whatever the
+    umask (what is written there holds raw records or votes); a directory that exists is left
+    as it is (it may be the operator's), and a ``scheme://`` path to its store's access control."""
+    if "://" in directory:
+        return
+    missing = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory.rstrip("/"))
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:  # another bundle made it first
+            continue
+        os.chmod(path, 0o700)
 
 
 def publish_file(directory: str, data: bytes) -> str:
     """Writes ``directory/<UTC time>-<random>.jsonl`` atomically (a hidden temporary, then a
     rename): a reader sees the whole file or none, no two writes share a name, and names sort by
-    the time they were written. Returns the path."""
+    the time they were written. Returns the path. A local file is owner-only (0600), in
+    directories this makes owner-only (0700), whatever the umask."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     name = f"{stamp}-{uuid.uuid4().hex[:16]}.jsonl"
     temporary = FileSystems.join(directory, f".{name}.tmp")
     path = FileSystems.join(directory, name)
+    _make_owner_only_dirs(directory)
     with FileSystems.create(temporary, compression_type="uncompressed") as f:
         f.write(data)
+    if "://" not in temporary:
+        os.chmod(temporary, 0o600)
     FileSystems.rename([temporary], [path])
     return path
 

@@ -252,6 +252,7 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
     """``--window``: one discovery per event-time window of the files (``job.stream.run_replay``)."""
     from triehh_beam.io.schema import RecordFormatError
     from triehh_beam.job import stream
+    from triehh_beam.job.wording import counted
 
     if config.window is None or config.timestamp_column is None:
         return _fail("--window and --timestamp-column go together: windows need each record's event time", 2)
@@ -272,7 +273,7 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
     released = sum(1 for r in ran.reports if r["released"])
     if not as_json:
         letters = stream.describe_dead_letters(stream.count_dead_letters(ran.dead_letter), config.verbose)
-        say(f"{len(ran.reports)} window{'' if len(ran.reports) == 1 else 's'}, {released} released; dead letters: {letters} "
+        say(f"{counted(len(ran.reports), 'window')}, {released} released; dead letters: {letters} "
             f"(private, in {ran.dead_letter})")
     return 0
 

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.cli.discover import unknown_arguments
     from triehh_beam.job import stream, windowed
     from triehh_beam.job.ledger import BudgetExceededError
+    from triehh_beam.job.wording import counted
 
     def fail(message: str, code: int = 2) -> int:
         print(f"triehh stream: error: {message}", file=sys.stderr)
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         return fail(str(e))
     released = sum(1 for r in ran.reports if r["released"])
     letters = stream.describe_dead_letters(stream.count_dead_letters(ran.dead_letter), config.verbose)
-    print(f"stream {ran.state.lower()}: {len(ran.reports)} windows closed, {released} released; "
+    print(f"stream {ran.state.lower()}: {counted(len(ran.reports), 'window')} closed, {released} released; "
           f"dead letters: {letters} (private, in {ran.dead_letter})", flush=True)
     return 0
 

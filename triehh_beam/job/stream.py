@@ -25,10 +25,11 @@ from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
 from triehh_beam.beam.transforms import DropZeroCountsDoFn
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows, rfc3339
-from triehh_beam.io.drops import bad_fraction
+from triehh_beam.io.drops import DROP_REASONS, bad_fraction, counter_name
 from triehh_beam.io.schema import RecordColumns
-from triehh_beam.job import cas, input_checks, leftovers, release, sources, windowed
+from triehh_beam.job import cas, input_checks, leftovers, outputs, release, sources, windowed
 from triehh_beam.job import stream_clock
+from triehh_beam.job.wording import counted
 from triehh_beam.job.window_releases import WindowReleases
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job.config import DiscoveryConfig
@@ -84,8 +85,8 @@ class StreamSource:
         declared = declared_window_count(config)
         if self.stop_after_windows is not None and self.stop_after_windows > declared:
             raise ValueError(
-                f"--stop-after-windows {self.stop_after_windows} is more than the {declared} window"
-                f"{'' if declared == 1 else 's'} --windows declares: only those close (a record outside "
+                f"--stop-after-windows {self.stop_after_windows} is more than the "
+                f"{counted(declared, 'window')} --windows declares: only those close (a record outside "
                 "them is dropped), so the stream would never stop; the stream stops by itself once "
                 "every declared window has closed")
 
@@ -103,10 +104,10 @@ def stop_reason(closed: int, declared_closed: int, declared: int, stop_after: Op
     window is ever released); for ``FROM..``, every window of this run's graph has
     (``declared``: ``stream_clock.GRAPH_WINDOWS``)."""
     if stop_after is not None and closed >= stop_after:
-        return f"{closed} windows closed: stopping (--stop-after-windows)"
+        return f"{counted(closed, 'window')} closed: stopping (--stop-after-windows)"
     if declared_closed >= declared and open_ended:
-        return (f"this run's {declared:,} windows have closed: stopping; run the same command to continue "
-                "with the next")
+        return (f"this run's {counted(declared, 'window')} have closed: stopping; run the same command to "
+                "continue with the next")
     if declared_closed >= declared:
         return f"every declared window has closed ({declared}, --windows): stopping"
     return None
@@ -122,17 +123,14 @@ class WindowedRun:
     result: object = None  # Beam's PipelineResult (a Dataflow dry run's holds the job)
 
 
-def _rounds(count: int) -> str:
-    return f"{count} round{'' if count == 1 else 's'}"
-
-
 def describe_window(report: dict, verbose: bool = False) -> str:
     """One progress line for a closed window (no count unless ``verbose``: then marked private)."""
     start = report["window_start"]
     if report["released"]:
         estimated = " with frequency estimates" if report.get("privacy", {}).get("estimate_epsilon") else ""
-        line = (f"window {start}: released {report.get('heavy_hitters', 0)} heavy hitters{estimated}, "
-                f"{_rounds(len(report.get('rounds', [])))} -> {report.get('published_to')}")
+        hitters = counted(report.get("heavy_hitters", 0), "heavy hitter")
+        line = (f"window {start}: released {hitters}{estimated}, "
+                f"{counted(len(report.get('rounds', [])), 'round')} -> {report.get('published_to')}")
     else:
         line = f"window {start}: nothing released: {report['reason']}"
     if report.get("records_admitted_after_close"):
@@ -140,7 +138,8 @@ def describe_window(report: dict, verbose: bool = False) -> str:
                  "before the window's close); they are in no result: see its operator report")
     if verbose:
         detail = f"; {report['detail']}" if report.get("detail") else ""
-        line += f" [private: {report['input']['distinct_users']:,} users, {report['input']['records']:,} records{detail}]"
+        line += (f" [private: {counted(report['input']['distinct_users'], 'user')}, "
+                 f"{counted(report['input']['records'], 'record')}{detail}]")
     return line
 
 
@@ -210,8 +209,8 @@ def _deny_note(config: DiscoveryConfig) -> str:
     deny = config.deny
     if deny is None:
         return ""
-    return (f"; every window's votes skip the {deny.size:,} earlier heavy hitter{'' if deny.size == 1 else 's'} "
-            f"of the deny list ({len(deny.files)} file{'' if len(deny.files) == 1 else 's'})")
+    return (f"; every window's votes skip the {counted(deny.size, 'earlier heavy hitter')} "
+            f"of the deny list ({counted(len(deny.files), 'file')})")
 
 
 def _prepare(job: windowed.WindowedJob, default_name: str) -> str:
@@ -260,11 +259,12 @@ def _discover(records, job: windowed.WindowedJob, seed: bytes, rejected, write_d
 
 
 def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed: bytes,
-                        progress: Callable[[str], None]) -> None:
+                        progress: Callable[[str], None], dead_letter: str) -> None:
     """The batch job's refusals, over the whole replayed input, before any window is charged:
     more than ``--max-bad-fraction`` of the rows bad, or more than ``--max-unusable-fraction`` of
     the users without a usable item (``input_checks.check_census``; BadInputError). It costs a
-    census job (one more read of the files): skipped when both are disabled (``1``)."""
+    census job (one more read of the files): skipped when both are disabled (``1``). Bad rows
+    within the limit are named by reason as the run's last line names ``dead_letter``'s."""
     if all(limit is None or limit >= 1 for limit in (config.max_bad_fraction, config.max_unusable_fraction)):
         return
     jobs = jobs_lib.JobRunner(options, config.verbose, None, None, log_dir=config.resolved_state_dir)
@@ -273,7 +273,10 @@ def _check_replay_input(config: DiscoveryConfig, options: PipelineOptions, seed:
     counters = {**counters, "distinct_users": counted.users, "users_without_usable_item": counted.unusable_users}
     input_checks.check_census(config, counters, counted, counted.users)
     if bad_fraction(counters):
-        progress("input: some rows are bad, within --max-bad-fraction; see the dead letter")
+        bad = {reason: counters[counter_name(reason)] for reason in DROP_REASONS
+               if counters.get(counter_name(reason))}
+        progress(f"input: some rows are bad ({describe_dead_letters(bad, config.verbose)}), within "
+                 f"--max-bad-fraction; they go to the dead letter (private, in {dead_letter})")
     if counted.unusable_users:
         # Not a bad row: the dead letter holds none of these users (their rows parsed).
         progress("input: some users hold no usable item (only items longer than --max-length allows, or that "
@@ -296,7 +299,7 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         seed = job_seed(config)
         job = windowed.WindowedJob.for_config(config, seed)
         dead_letter = _prepare(job, "dead_letter.jsonl")
-        _check_replay_input(config, options, seed, progress)
+        _check_replay_input(config, options, seed, progress, dead_letter)
     except BaseException:
         leftovers.remove_new(root, before)  # a refused replay leaves nothing behind
         raise
@@ -314,7 +317,25 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
     reports = windowed.read_window_reports(job)
     for report in reports:
         progress(describe_window(report, config.verbose))
+    outside = _records_outside(job)
+    if outside:
+        progress(f"input: some records fall outside --windows {job.describe_declared()}: they are in no "
+                 "window, neither released nor in the dead letter"
+                 + (f" [private: {counted(outside, 'record')}]" if config.verbose else ""))
     return WindowedRun(reports, "DONE", dead_letter)
+
+
+def _records_outside(job: windowed.WindowedJob) -> int:
+    """How many records the gate let into windows a replay's ``--windows FROM..TO`` does not
+    declare (its admitted counts there): read, but in no window's census. Bounded ranges only."""
+    declared = {rfc3339(start) for start in job.declared_starts}
+    pattern = FileSystems.join(job.state_root, "window=*", "admitted", "shard-*.json")
+    try:
+        matched = FileSystems.match([pattern])[0].metadata_list
+    except (BeamIOError, OSError):  # nothing there (some filesystems raise for a missing prefix)
+        return 0
+    notes = (outputs.read_json(metadata.path) for metadata in matched)
+    return sum(note["records"] for note in notes if note["window_start"] not in declared)
 
 
 # How long a closed window's step waits for the driver's decision (made when the window opens).

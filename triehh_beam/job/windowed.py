@@ -27,7 +27,7 @@ from triehh_beam.beam.windowed import (
     ChainWindowRounds, RunWindowRounds, SampleEachWindow, WindowPlan, results_by_round)
 from triehh_beam.beam.windowed_estimates import EstimateEachWindow
 from triehh_beam.beam.windows import EventWindows, rfc3339
-from triehh_beam.job import outputs
+from triehh_beam.job import cas, outputs
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.job.planning import check_before_census, plan_for_census, window_coverage
@@ -454,7 +454,10 @@ class _NoteAdmittedDoFn(beam.DoFn):
 
     def process(self, admitted: Tuple[int, int, int]):
         start, shard, records = admitted
-        path = FileSystems.join(self._job.state_root, window_dir_name(start), "admitted", f"shard-{shard:03d}.json")
+        # The window's folder may not exist yet (a record outside the declared windows, a window
+        # not yet decided): made owner-only here, as write_json makes only admitted/ so.
+        cas.make_private_dir(self._job.window_state_dir(start))
+        path = FileSystems.join(self._job.window_state_dir(start), "admitted", f"shard-{shard:03d}.json")
         outputs.write_json(path, {"window_start": rfc3339(start), "shard": shard, "records": records}, private=True)
 
 

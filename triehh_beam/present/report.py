@@ -10,15 +10,20 @@ import html
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from triehh_beam.io.drops import DROP_REASONS
+from triehh_beam.job.wording import counted
 from triehh_beam.present import evaluation_plots as plots
 
 __all__ = ["summary_rows", "write_report"]
 
 
-
 def _dropped(counts: dict) -> str:
-    """The reader's drops as "reason: count, ..." (the reasons that dropped any), or "none"."""
-    return ", ".join(f"{reason}: {count:,}" for reason, count in sorted(counts.items()) if count) or "none"
+    """The reader's drops as the text report words them (``io.drops.describe_drops``): "reason
+    count, ..." for the reasons that dropped any, in the order records are checked, or "none"."""
+    order = {reason: i for i, reason in enumerate(DROP_REASONS)}
+    ranked = sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
+    return ", ".join(f"{reason} {count:,}" for reason, count in ranked if count) or "none"
+
 
 def _cell(block: Optional[dict], name: str = "recall") -> str:
     if block is None:
@@ -106,7 +111,7 @@ def _html(result: dict, images: Sequence[Tuple[str, str]]) -> str:
         f"<p>Created {esc(result['created_at'])} in {result['seconds']:.0f} s; schema "
         f"<code>{esc(result['schema'])}</code>.</p>",
         "<h2>Data source</h2><ul>",
-        f"<li>input: <code>{esc(source['input'])}</code> ({len(source['files'])} file(s))</li>",
+        f"<li>input: <code>{esc(source['input'])}</code> ({counted(len(source['files']), 'file')})</li>",
         f"<li>{source['users']:,} users, {source['records']:,} records, "
         f"{source['distinct_items']:,} distinct items; users with several items: "
         f"{source['users_with_several_items']:,}</li>",

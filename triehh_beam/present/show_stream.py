@@ -11,6 +11,8 @@ import json
 import os
 from typing import List, Optional
 
+from triehh_beam.job.wording import counted
+
 __all__ = ["OPERATOR_STATUS_NAME", "STATUS_NAME", "load_operator_status", "load_status", "stream_lines"]
 
 #: The stream's status in its output (``job.stream_clock`` writes it).
@@ -81,7 +83,7 @@ def stream_lines(status: dict, operator: Optional[dict] = None,
                         if counts.get(k))
     lines.append(f"windows closed: {len(windows)}" + (f" ({summary})" if summary else ""))
     if len(windows) > _SHOWN_WINDOWS:
-        lines.append(f"  ... {len(windows) - _SHOWN_WINDOWS} earlier windows")
+        lines.append(f"  ... {counted(len(windows) - _SHOWN_WINDOWS, 'earlier window')}")
     lines += [f"  {w['window_start']}  {w['outcome']}" for w in windows[-_SHOWN_WINDOWS:]]
     if status["spend_per_period"]:
         lines.append("spend per period (every release on the population's ledger):")

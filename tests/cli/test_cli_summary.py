@@ -98,6 +98,40 @@ def test_a_few_rejected_rows_are_noted_never_silent():
     assert input_warnings(_report(dropped={"malformed": 0}), 10, 1, False) == []
 
 
+def test_a_rejected_row_names_the_limit_it_broke_and_its_count_only_when_verbose():
+    limits = {"max_item_bytes": 4096, "max_user_bytes": 256}
+    report = _report(dropped={"oversized_item": 1, "oversized_user": 3})
+    [line] = input_warnings(report, 10, 1, False, limits=limits)
+    assert line.startswith("note: a few rows were rejected (oversized_item: an item over --max-item-bytes 4096, "
+                           "oversized_user: a user id over --max-user-bytes 256); --dead-letter PATH writes them")
+    assert "private" not in line and not re.search(r"\b[13]\b", line)
+    [line] = input_warnings(report, 10, 1, False, limits=limits, verbose=True)
+    assert ("(oversized_item: an item over --max-item-bytes 4096 [private: 1 row], oversized_user: a user id "
+            "over --max-user-bytes 256 [private: 3 rows])") in line
+
+
+def test_discover_notes_several_items_per_user_and_an_oversized_item(tmp_path, seed_file, capsys):
+    # 400 users hold the same two words, one record each; one more user holds a 50 kB item over
+    # --max-item-bytes 1000. Both were silent on the console before (plan and evaluate said the
+    # first; only the operator report the second).
+    rows = [json.dumps({"user_id": f"u{u}", "item": item}) for u in range(400) for item in ("ab", "cd")]
+    rows.append(json.dumps({"user_id": "big", "item": "x" * 50_000}))
+    records = tmp_path / "records.jsonl"
+    records.write_text("\n".join(rows) + "\n")
+    assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "1",
+                 "--delta", "1e-6", "--max-length", "3", "--max-item-bytes", "1000", "--seed-file", seed_file]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: the input holds more records than users (by more than 1 in 20), so users may hold several items: a "
+        "sampled user votes for one of its items per round, drawn by its share of its records, so an item counts "
+        "each holder of several for less than one (estimates are weighted users, fewer than the holders); triehh "
+        "plan --items-per-user K plans for it",
+        "note: a few rows were rejected (oversized_item: an item over --max-item-bytes 1000); --dead-letter PATH "
+        "writes them; exact counts in the operator report"]
+    report = json.loads((tmp_path / "out.state" / "operator_report.json").read_text())
+    assert report["input"]["dropped"] == {"oversized_item": 1}  # the count stays private, in the report
+
+
 def test_more_records_than_users_notes_that_users_may_hold_several_items():
     # 3 items per user: a holder of several counts for less; one record each (or a few extra,
     # or extra rows that were rejected) says nothing; partition selection bounds k items itself.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from triehh_beam.protocol.protocols import Protocol
 
@@ -21,8 +21,10 @@ _SHARES = ((0.75, "more than three quarters"), (0.5, "more than half"), (0.25, "
            (0.1, "more than a tenth"), (0.05, "more than 1 in 20"))
 
 
-# The reasons a row is rejected that its name alone does not explain to a new user.
-_REJECTED = {"oversized_item": "an item over --max-item-bytes", "oversized_user": "a user id over --max-user-bytes"}
+# The reasons a row is rejected that its name alone does not explain to a new user, with the
+# setting whose limit (in bytes) it broke.
+_REJECTED = {"oversized_item": ("an item over --max-item-bytes", "max_item_bytes"),
+             "oversized_user": ("a user id over --max-user-bytes", "max_user_bytes")}
 
 
 def share_in_words(part: int, whole: int) -> Optional[str]:
@@ -39,13 +41,25 @@ _SEVERAL_RECORDS = (
     "holders); triehh plan --items-per-user K plans for it")
 
 
+def _reason(reason: str, count: int, limits: Mapping[str, int], verbose: bool) -> str:
+    """A drop reason in words: its limit when it broke one (``limits``: setting -> bytes), and with
+    ``verbose`` its count, marked private."""
+    words = reason
+    if reason in _REJECTED:
+        what, setting = _REJECTED[reason]
+        words += f": {what}" + (f" {limits[setting]}" if setting in limits else "")
+    return words + (f" [private: {count:,} row{'' if count == 1 else 's'}]" if verbose else "")
+
+
 def input_warnings(report: dict, max_length: int, unit_size: int, truncated: bool,
-                   one_vote_per_user: bool = True) -> List[str]:
+                   one_vote_per_user: bool = True, limits: Optional[Mapping[str, int]] = None,
+                   verbose: bool = False) -> List[str]:
     """One warning line per notable share of the input that could not be used, from the private
     operator report's ``input`` block: items too long for the trie's depth (users left unable to
-    vote) and rejected rows; and, for protocols where a user gives one item (``one_vote_per_user``),
+    vote) and rejected rows, each reason with the limit it broke (``limits``: ``max_item_bytes``,
+    ``max_user_bytes``); and, for protocols where a user gives one item (``one_vote_per_user``),
     a note when records outnumber users (users may hold several items). Words, not counts: a
-    count of the input is private."""
+    count of the input is private (shown, marked so, only with ``verbose``)."""
     document = report.get("input", {})
     records, users = document.get("records_read", 0), document.get("distinct_users", 0)
     lines = []
@@ -65,8 +79,7 @@ def input_warnings(report: dict, max_length: int, unit_size: int, truncated: boo
                      "--compare-units shows what each finds); exact counts in the operator report")
     dropped = {reason: count for reason, count in document.get("dropped", {}).items() if count}
     rejected = share_in_words(sum(dropped.values()), records)
-    reasons = ", ".join(f"{reason}: {_REJECTED[reason]}" if reason in _REJECTED else reason
-                        for reason in sorted(dropped))
+    reasons = ", ".join(_reason(reason, dropped[reason], limits or {}, verbose) for reason in sorted(dropped))
     if rejected:
         lines.append(f"WARNING: {rejected} of the rows were rejected ({reasons}): "
                      "--dead-letter PATH writes them; check --format and the column flags; exact counts "
@@ -241,5 +254,7 @@ def input_warnings_of(result, config) -> List[str]:
         report = json.loads(read_file(result.report_path))
     except (OSError, ValueError):
         return []
+    limits = {"max_item_bytes": config.max_item_bytes, "max_user_bytes": config.max_user_bytes}
     return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items,
-                          one_vote_per_user=not config.protocol.selects_partitions)
+                          one_vote_per_user=not config.protocol.selects_partitions, limits=limits,
+                          verbose=config.verbose)

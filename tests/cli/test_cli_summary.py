@@ -110,14 +110,20 @@ def test_a_rejected_row_names_the_limit_it_broke_and_its_count_only_when_verbose
             "over --max-user-bytes 256 [private: 3 rows])") in line
 
 
+def _two_items_each(tmp_path, users=400, extra=()):
+    """Records of ``users`` users holding "ab" and "cd", one record each (weighted users: half the
+    holders), and the rows of ``extra``."""
+    rows = [json.dumps({"user_id": f"u{u}", "item": item}) for u in range(users) for item in ("ab", "cd")]
+    records = tmp_path / "records.jsonl"
+    records.write_text("\n".join(rows + [json.dumps(row) for row in extra]) + "\n")
+    return records
+
+
 def test_discover_notes_several_items_per_user_and_an_oversized_item(tmp_path, seed_file, capsys):
     # 400 users hold the same two words, one record each; one more user holds a 50 kB item over
     # --max-item-bytes 1000. Both were silent on the console before (plan and evaluate said the
     # first; only the operator report the second).
-    rows = [json.dumps({"user_id": f"u{u}", "item": item}) for u in range(400) for item in ("ab", "cd")]
-    rows.append(json.dumps({"user_id": "big", "item": "x" * 50_000}))
-    records = tmp_path / "records.jsonl"
-    records.write_text("\n".join(rows) + "\n")
+    records = _two_items_each(tmp_path, extra=[{"user_id": "big", "item": "x" * 50_000}])
     assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "1",
                  "--delta", "1e-6", "--max-length", "3", "--max-item-bytes", "1000", "--seed-file", seed_file]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
@@ -142,3 +148,23 @@ def test_more_records_than_users_notes_that_users_may_hold_several_items():
     assert input_warnings(_report(records=2400, users=800), 10, 1, False, one_vote_per_user=False) == []
     assert not any(line.startswith("note: the input holds")
                    for line in input_warnings(_report(records=1200, users=800, dropped={"malformed": 400}), 10, 1, False))
+
+
+def test_a_whole_item_release_says_its_estimates_count_weighted_users(tmp_path, seed_file, capsys):
+    # 800 users hold "ab" and "cd" (one record each): each item's weighted users are 400, half its
+    # 800 holders, and the console said only "the holders when each holds one item".
+    records = _two_items_each(tmp_path, users=800)
+    assert main(["discover", "--protocol", "sample-threshold", "--input", str(records), "--output",
+                 str(tmp_path / "out"), "--epsilon", "1", "--delta", "1e-6", "--max-length", "3",
+                 "--seed-file", seed_file]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines.index("released 2 items (whole-item sample-and-threshold, one pass):")
+    assert lines[head + 1].endswith(
+        "estimate = count / p_s, of the item's weighted users: the sum over users of the share of their records "
+        "that are the item, its holders when each holds one item and fewer when holders hold several; the "
+        "interval holds them given the release)")
+    # The numbers say the same: each interval (95% given the release; fixed seed) holds the 400
+    # weighted users and leaves out the 800 holders (the count is ~Bin(800, p_s / 2), sd ~10).
+    for row in lines[head + 3:head + 5]:
+        low, high = (int(bound.replace(",", "")) for bound in row.split()[-3::2])
+        assert low <= 400 <= high < 800, row

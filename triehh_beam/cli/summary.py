@@ -27,6 +27,11 @@ _REJECTED = {"oversized_item": ("an item over --max-item-bytes", "max_item_bytes
              "oversized_user": ("a user id over --max-user-bytes", "max_user_bytes")}
 
 
+# What a whole item's estimate counts, in docs/protocol.md's words (section 2, "The estimate").
+_WEIGHTED_USERS = ("weighted users: the sum over users of the share of their records that are the "
+                             "item, its holders when each holds one item and fewer when holders hold several")
+
+
 def share_in_words(part: int, whole: int) -> Optional[str]:
     """``part / whole`` in words a person notices ("more than half"), or None below 1 in 20."""
     if whole <= 0:
@@ -203,8 +208,8 @@ def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None
     if released:
         # result.heavy_hitters: the decoded items, in the published order (most reported first)
         texts = [published.ordered_items([value], config.encoder)[0].text for value in result.heavy_hitters[:SCREENFUL]]
-        say(f"  (count: sampled users who reported it, >= tau={plan.theta}; estimate = count / p_s, of the "
-            f"weighted users: the holders when each holds one item; the interval holds them given the release)")
+        say(f"  (count: sampled users who reported it, >= tau={plan.theta}; estimate = count / p_s, of the item's "
+            f"{_WEIGHTED_USERS}; the interval holds them given the release)")
         rows = [("item", f"{'count':>7}  {'estimate':>9}  95% interval")] + [
             (text, f"{entry['count']:>7,}  {entry['estimate']:>9,.0f}  {entry['interval'][0]:,} to {entry['interval'][1]:,}")
             for text, entry in zip(texts, released)]

@@ -173,8 +173,8 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
         + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "") + f"{which}:")
     if estimates and top:
         say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
-            f"by its share of its records: the holders when each holds one; noise of epsilon_est="
-            f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
+            f"by its share of its records: the holders when each holds one, fewer when holders hold several; "
+            f"noise of epsilon_est={plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
             f"draws and the noise both counted)")
         rows = []
         for entry in top:

@@ -324,3 +324,7 @@ def test_a_triehh_pp_result_shows_tau_and_p_s_and_never_none(tmp_path):
     assert show.summary_lines(bare)[2].endswith("; TrieHH++: p_s=24.24% per round, L=5")
     del privacy["protocol"], privacy["rule"]
     assert show.summary_lines(bare)[2].endswith("user level; L=5")
+    # A whole-item release the same way: its tau and p_s, or nothing where the document has none.
+    whole = {**result.document, "privacy": {**privacy, "protocol": "sample-threshold"}, "released": []}
+    assert show.summary_lines(published.PublishedResult(result.trie, whole, ("x",)))[2].endswith(
+        "; one whole-item sample-and-threshold release: p_s=24.24%")

@@ -119,17 +119,24 @@ def _when(created_at: str) -> str:
     return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _joined(*parts: str) -> str:
+    return ", ".join(part for part in parts if part)
+
+
+def _sample_threshold(privacy: Mapping, per: str = "") -> str:
+    """A sample-and-threshold release's tau and p_s (``per``: " per round"), a missing one left out."""
+    tau, p_s = privacy.get("tau", privacy.get("theta")), privacy.get("sample_probability")
+    return _joined(f"tau={tau}" if tau is not None else "",
+                   f"p_s={100 * float(p_s):.4g}%{per}" if p_s is not None else "")
+
+
 def _rounds_parameters(privacy: Mapping, max_length: int) -> str:
     """A trie's protocol parameters as ``discover`` prints them: TrieHH++'s tau and p_s per round,
     or TrieHH's theta and rule; a value the document lacks is left out, never shown as None."""
     if privacy.get("protocol") == Protocol.TRIEHH_PP or privacy.get("tau") is not None:
-        tau, p_s = privacy.get("tau", privacy.get("theta")), privacy.get("sample_probability")
-        parts = [f"tau={tau}" if tau is not None else "",
-                 f"p_s={100 * float(p_s):.4g}% per round" if p_s is not None else "", f"L={max_length}"]
-        return "TrieHH++: " + ", ".join(part for part in parts if part)
+        return "TrieHH++: " + _joined(_sample_threshold(privacy, " per round"), f"L={max_length}")
     theta, rule = privacy.get("theta"), privacy.get("rule")
-    parts = [f"theta={theta}" if theta is not None else "", f"L={max_length}", f"rule {rule}" if rule else ""]
-    return ", ".join(part for part in parts if part)
+    return _joined(f"theta={theta}" if theta is not None else "", f"L={max_length}", f"rule {rule}" if rule else "")
 
 
 def summary_lines(result: PublishedResult) -> List[str]:
@@ -162,8 +169,7 @@ def summary_lines(result: PublishedResult) -> List[str]:
                          f"{privacy.get('max_items_per_user')} items per user, selection epsilon "
                          f"{privacy.get('selection_epsilon'):.4g}, counts epsilon {privacy.get('count_epsilon'):.4g}")
         elif is_whole_item_release(document):
-            lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: tau="
-                         f"{privacy.get('tau', privacy.get('theta'))}, p_s={100 * float(privacy.get('sample_probability') or 0):.4g}%")
+            lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: {_sample_threshold(privacy)}")
         else:
             lines.append(f"privacy: {target}; {_rounds_parameters(privacy, encoder.max_length)}")
         if privacy.get("estimate_epsilon"):

@@ -311,13 +311,14 @@ def test_a_window_is_shown_only_once_released(tmp_path):
 
 
 def test_a_triehh_pp_result_shows_tau_and_p_s_and_never_none(tmp_path):
-    # TrieHH++'s show printed "theta=None, ... rule sample-and-threshold" where discover printed tau and p_s.
+    # show printed "theta=None, ... rule sample-and-threshold" where discover printed tau and p_s.
     state = state_pb2.JobState(job_id="0123456789abcdef", created_at="2026-01-02T03:04:05+00:00",
                                stop_reason="reached max length")
     state.plan.protocol, state.plan.sample_probability, state.plan.accounting = "triehh++", 0.2424, "exact"
     result = published.load_result(str(_publish(tmp_path, _text_trie(), state)))
     line = show.summary_lines(result)[2]
-    assert line == "privacy: within the target (4, 1e-10)-DP, user level; TrieHH++: tau=14, p_s=24.24% per round, L=5"
+    assert line == ("privacy: within the target (4, 1e-10)-DP, user level; "
+                    "TrieHH++: tau=14, p_s=24.24% per round, L=5")
     # A document that lacks a value leaves it out rather than print None.
     privacy = {key: value for key, value in result.document["privacy"].items() if key not in ("tau", "theta")}
     bare = published.PublishedResult(result.trie, {**result.document, "privacy": privacy}, ("x",))

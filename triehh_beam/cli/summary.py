@@ -173,9 +173,9 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
         + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "") + f"{which}:")
     if estimates and top:
         say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
-            f"by its share of its records: the holders when each holds one, fewer when holders hold several; "
-            f"noise of epsilon_est={plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
-            f"draws and the noise both counted)")
+            f"by its share of its records: the holders when each holds one, fewer when holders hold "
+            f"several; noise of epsilon_est={plan.estimate_epsilon:g}; beside it the 95% interval of the "
+            f"weighted users, the users' draws and the noise both counted)")
         rows = []
         for entry in top:
             estimate, low, high = estimates[entry.sequence]
@@ -208,8 +208,8 @@ def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None
     if released:
         # result.heavy_hitters: the decoded items, in the published order (most reported first)
         texts = [published.ordered_items([value], config.encoder)[0].text for value in result.heavy_hitters[:SCREENFUL]]
-        say(f"  (count: sampled users who reported it, >= tau={plan.theta}; estimate = count / p_s, of the item's "
-            f"{_WEIGHTED_USERS}; the interval holds them given the release)")
+        say(f"  (count: sampled users who reported it, >= tau={plan.theta}; estimate = count / p_s, of the "
+            f"item's {_WEIGHTED_USERS}; the interval holds them given the release)")
         rows = [("item", f"{'count':>7}  {'estimate':>9}  95% interval")] + [
             (text, f"{entry['count']:>7,}  {entry['estimate']:>9,.0f}  {entry['interval'][0]:,} to {entry['interval'][1]:,}")
             for text, entry in zip(texts, released)]

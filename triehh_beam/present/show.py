@@ -58,10 +58,10 @@ ORDER_WITH_NOISY_COUNTS = (
     "then by code point; not ranked by the noisy counts"
 )
 FREQUENT_PREFIX_NOTE = (
-    "A frequent prefix is the start of items that together reached the threshold (TrieHH's theta, "
-    "TrieHH++'s tau) in its round, but of which no single continuation (a next unit, or the end of an item) did in "
-    "the next round: several items begin this way, none frequent enough on its own. It is not "
-    "an item."
+    "A frequent prefix is the start of items that together reached the threshold (TrieHH's "
+    "theta, TrieHH++'s tau) in its round, but of which no single continuation (a next unit, or "
+    "the end of an item) did in the next round: several items begin this way, none frequent "
+    "enough on its own. It is not an item."
 )
 ESTIMATES_NOTE = (
     "estimates: weighted users of each entry, each user counted once, for one of its discovered "
@@ -136,7 +136,8 @@ def _rounds_parameters(privacy: Mapping, max_length: int) -> str:
     if privacy.get("protocol") == Protocol.TRIEHH_PP or privacy.get("tau") is not None:
         return "TrieHH++: " + _joined(_sample_threshold(privacy, " per round"), f"L={max_length}")
     theta, rule = privacy.get("theta"), privacy.get("rule")
-    return _joined(f"theta={theta}" if theta is not None else "", f"L={max_length}", f"rule {rule}" if rule else "")
+    return _joined(f"theta={theta}" if theta is not None else "", f"L={max_length}",
+                   f"rule {rule}" if rule else "")
 
 
 def summary_lines(result: PublishedResult) -> List[str]:
@@ -169,7 +170,8 @@ def summary_lines(result: PublishedResult) -> List[str]:
                          f"{privacy.get('max_items_per_user')} items per user, selection epsilon "
                          f"{privacy.get('selection_epsilon'):.4g}, counts epsilon {privacy.get('count_epsilon'):.4g}")
         elif is_whole_item_release(document):
-            lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: {_sample_threshold(privacy)}")
+            lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: "
+                         f"{_sample_threshold(privacy)}")
         else:
             lines.append(f"privacy: {target}; {_rounds_parameters(privacy, encoder.max_length)}")
         if privacy.get("estimate_epsilon"):

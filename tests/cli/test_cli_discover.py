@@ -245,6 +245,17 @@ def test_scheduled_refuses_an_unknown_beam_option_in_its_config(records, tmp_pat
     assert not (tmp_path / "runs" / "2026-01-02" / "heavy_hitters.json").exists()
 
 
+def test_scheduled_names_the_beam_option_a_config_mistyped(records, tmp_path, capsys):
+    # Beam's options are candidates beside triehh's settings: --runer is Beam's --runner.
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\nepsilon = 4\n'
+        'delta = 1e-6\nmax_length = 4\n\n[beam]\noptions = ["--runer=DirectRunner"]\n')
+    assert main(["scheduled", "--config", str(config), "--date", "2026-01-02"]) == 2
+    line = _one_line_error(capsys)
+    assert "unknown argument --runer" in line and "(did you mean --runner, a Beam pipeline option?)" in line
+
+
 def test_plan_still_refuses_unknown_flags(capsys):
     code = main(["plan", "--protocol", "triehh", "--population", "100000", "--epsilon", "4", "--delta", "1e-10", "--max-length", "10",
                  "--direct_num_workers=1"])

@@ -122,7 +122,7 @@ def unknown_arguments(beam_args: Sequence[str]) -> Optional[str]:
     close = difflib.get_close_matches(names[0], sorted(candidates), n=1, cutoff=0.8)
     if close:
         item = candidates[close[0]]
-        message += f" (did you mean {item.flag}?)" if item else f" (did you mean {close[0]}, a Beam pipeline option?)"
+        message += f" (did you mean {item.flag if item else close[0] + ', a Beam pipeline option'}?)"
     return message
 
 

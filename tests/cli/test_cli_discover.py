@@ -234,14 +234,19 @@ def test_an_argument_neither_triehh_nor_beam_defines_is_refused(records, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
-def test_scheduled_refuses_an_unknown_beam_option_in_its_config(records, tmp_path, capsys):
+@pytest.mark.parametrize("option, named", [
+    ("--ledger_dir=x", "unknown argument --ledger_dir"),
+    # Beam's options are candidates beside triehh's settings: --runer is Beam's --runner.
+    ("--runer=DirectRunner", "unknown argument --runer: neither triehh nor Beam's pipeline options define it "
+                             "(did you mean --runner, a Beam pipeline option?)"),
+], ids=["a-setting-as-a-beam-option", "a-mistyped-beam-option"])
+def test_scheduled_refuses_an_unknown_beam_option_in_its_config(records, tmp_path, option, named, capsys):
     config = tmp_path / "job.toml"
     config.write_text(
         f'[discovery]\ninput = "{records}"\noutput_root = "{tmp_path / "runs"}"\nepsilon = 4\n'
-        'delta = 1e-6\nmax_length = 4\n\n[beam]\noptions = ["--direct_num_workers=1", "--ledger_dir=x"]\n')
+        f'delta = 1e-6\nmax_length = 4\n\n[beam]\noptions = ["--direct_num_workers=1", "{option}"]\n')
     assert main(["scheduled", "--config", str(config), "--date", "2026-01-02"]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "unknown argument --ledger_dir" in err
+    assert named in _one_line_error(capsys)
     assert not (tmp_path / "runs" / "2026-01-02" / "heavy_hitters.json").exists()
 
 

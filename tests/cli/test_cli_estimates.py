@@ -112,7 +112,8 @@ def test_discover_prints_the_estimates_and_show_tables_them(tmp_path, make_popul
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "frequency estimates epsilon_est=2: total target epsilon=6" in printed  # the plan line
-    assert "(estimate: weighted users, each user counted once" in printed
+    assert ("(estimate: weighted users, each user counted once for one of its discovered entries, by its share "
+            "of its records: the holders when each holds one, fewer when holders hold several; ") in printed
     assert "frequency estimates: + epsilon_est=2" in printed
     document = json.loads((out / "heavy_hitters.json").read_text())
     first = document["heavy_hitters"][0]

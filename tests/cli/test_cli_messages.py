@@ -43,6 +43,16 @@ def _one_line(capsys) -> str:
      "unknown argument --subscriptoin (did you mean --subscription?)"),
     (["federated", "serve", "--epsilom", "3"], "unknown argument --epsilom (did you mean --epsilon?)"),
     (["scheduled", "--confg", "x.toml"], "unknown argument --confg (did you mean --config?)"),
+    # A Beam flag's typo, also when argparse fails first (here: no --max-length): Beam's flags are
+    # candidates (it used to suggest triehh's --rule), and a Beam flag is never taken for a typo.
+    (["discover", "--input", "a.jsonl", "--output", "o", "--epsilon", "1", "--runer=DataflowRunner"],
+     "unknown argument --runer (did you mean --runner, a Beam pipeline option?)"),
+    (["discover", "--input", "a.jsonl", "--output", "o", "--epsilon", "1", "--runer", "DataflowRunner"],
+     "unknown argument --runer (did you mean --runner, a Beam pipeline option?)"),
+    (["stream", "--output", "o", "--runer=DataflowRunner"],
+     "unknown argument --runer (did you mean --runner, a Beam pipeline option?)"),
+    (["discover", "--input", "a.jsonl", "--output", "o", "--epsilon", "1", "--runner=DataflowRunner"],
+     "the following arguments are required: --delta, --max-length"),
 ])
 def test_a_bad_flag_is_refused_in_one_line_naming_it(argv, expected, capsys):
     assert main(argv) == 2

@@ -3,9 +3,12 @@ was published, in the documented order, from the directory or from either file; 
 picture are written; what is not a result is refused in one line."""
 
 import json
+import re
+import string
 
 import pytest
 
+from tests.holders import write_holders
 from triehh_beam.cli import main
 
 SEED = bytes(range(7, 39))
@@ -92,3 +95,22 @@ def test_what_is_not_a_result_is_refused_in_one_line(tmp_path, capsys):
         assert captured.out == ""
         assert captured.err == f"triehh show: error: {path}: {message}" + captured.err.split(message, 1)[1]
         assert len(captured.err.splitlines()) == 1
+
+
+def test_a_triehh_pp_discovery_and_its_show_name_the_same_parameters(tmp_path, capsys):
+    # The default protocol. 26 two-letter words of 300 holders each: more than a screenful is
+    # found. show printed "theta=None, ... rule sample-and-threshold" where discover printed tau
+    # and p_s, and discover's screenful said "(TrieHH publishes no counts)" of a TrieHH++ run.
+    records = write_holders(str(tmp_path / "records.jsonl"), {c + "z": 300 for c in string.ascii_lowercase})
+    (tmp_path / "seed.bin").write_bytes(SEED)
+    output = tmp_path / "out"
+    assert main(["discover", "--input", records, "--output", str(output), "--epsilon", "3", "--delta", "1e-6",
+                 "--max-length", "3", "--seed-file", str(tmp_path / "seed.bin")]) == 0
+    printed = capsys.readouterr().out
+    assert "; the first 20 found (the rounds publish no counts; --estimate-frequencies adds them):" in printed
+    assert "TrieHH publishes" not in printed
+    [parameters] = re.findall(r"\(TrieHH\+\+: (tau=\d+, p_s=[\d.]+% per round)\)", printed)
+    assert main(["show", str(output), "--no-tree"]) == 0
+    shown = capsys.readouterr().out
+    [line] = [line for line in shown.splitlines() if line.startswith("privacy:")]
+    assert line.endswith(f"user level; TrieHH++: {parameters}, L=3") and "None" not in shown

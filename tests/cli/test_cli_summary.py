@@ -98,6 +98,47 @@ def test_a_few_rejected_rows_are_noted_never_silent():
     assert input_warnings(_report(dropped={"malformed": 0}), 10, 1, False) == []
 
 
+def test_a_rejected_row_names_the_limit_it_broke_and_its_count_only_when_verbose():
+    limits = {"max_item_bytes": 4096, "max_user_bytes": 256}
+    report = _report(dropped={"oversized_item": 1, "oversized_user": 3})
+    [line] = input_warnings(report, 10, 1, False, limits=limits)
+    assert line.startswith("note: a few rows were rejected (oversized_item: an item over --max-item-bytes 4096, "
+                           "oversized_user: a user id over --max-user-bytes 256); --dead-letter PATH writes them")
+    assert "private" not in line and not re.search(r"\b[13]\b", line)
+    [line] = input_warnings(report, 10, 1, False, limits=limits, verbose=True)
+    assert ("(oversized_item: an item over --max-item-bytes 4096 [private: 1 row], oversized_user: a user id "
+            "over --max-user-bytes 256 [private: 3 rows])") in line
+
+
+def _two_items_each(tmp_path, users=400, extra=()):
+    """Records of ``users`` users holding "ab" and "cd", one record each (weighted users: half the
+    holders), and the rows of ``extra``."""
+    rows = [json.dumps({"user_id": f"u{u}", "item": item}) for u in range(users) for item in ("ab", "cd")]
+    records = tmp_path / "records.jsonl"
+    records.write_text("\n".join(rows + [json.dumps(row) for row in extra]) + "\n")
+    return records
+
+
+def test_discover_notes_several_items_per_user_and_an_oversized_item(tmp_path, seed_file, capsys):
+    # 400 users hold the same two words, one record each; one more user holds a 50 kB item over
+    # --max-item-bytes 1000. Both were silent on the console before (plan and evaluate said the
+    # first; only the operator report the second).
+    records = _two_items_each(tmp_path, extra=[{"user_id": "big", "item": "x" * 50_000}])
+    assert main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "1",
+                 "--delta", "1e-6", "--max-length", "3", "--max-item-bytes", "1000",
+                 "--seed-file", seed_file]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: the input holds more records than users (by more than 1 in 20), so users may hold several items: a "
+        "sampled user votes for one of its items per round, drawn by its share of its records, so an item counts "
+        "each holder of several for less than one (estimates are weighted users, fewer than the holders); triehh "
+        "plan --items-per-user K plans for it",
+        "note: a few rows were rejected (oversized_item: an item over --max-item-bytes 1000); --dead-letter PATH "
+        "writes them; exact counts in the operator report"]
+    report = json.loads((tmp_path / "out.state" / "operator_report.json").read_text())
+    assert report["input"]["dropped"] == {"oversized_item": 1}  # the count stays private, in the report
+
+
 def test_more_records_than_users_notes_that_users_may_hold_several_items():
     # 3 items per user: a holder of several counts for less; one record each (or a few extra,
     # or extra rows that were rejected) says nothing; partition selection bounds k items itself.
@@ -108,3 +149,26 @@ def test_more_records_than_users_notes_that_users_may_hold_several_items():
     assert input_warnings(_report(records=2400, users=800), 10, 1, False, one_vote_per_user=False) == []
     assert not any(line.startswith("note: the input holds")
                    for line in input_warnings(_report(records=1200, users=800, dropped={"malformed": 400}), 10, 1, False))
+
+
+def test_a_whole_item_release_says_its_estimates_count_weighted_users(tmp_path, seed_file, capsys):
+    # 800 users hold "ab" and "cd" (one record each): each item's weighted users are 400, half its
+    # 800 holders, and the console said only "the holders when each holds one item".
+    records = _two_items_each(tmp_path, users=800)
+    assert main(["discover", "--protocol", "sample-threshold", "--input", str(records), "--output",
+                 str(tmp_path / "out"), "--epsilon", "1", "--delta", "1e-6", "--max-length", "3",
+                 "--seed-file", seed_file]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines.index("released 2 items (whole-item sample-and-threshold, one pass):")
+    assert lines[head + 1].endswith(
+        "estimate = count / p_s, of the item's weighted users: the sum over users of the share of their records "
+        "that are the item, its holders when each holds one item and fewer when holders hold several; the "
+        "interval holds them given the release)")
+    # The numbers say the same. Each release draws afresh (a new nonce), so the tolerance is stated:
+    # the count is Bin(800, p_s / 2), and the estimate count / p_s lies within 6 sd (~34 at p_s ~0.29;
+    # missed with probability ~2e-9) of the 400 weighted users, far below the 800 holders (12 sd).
+    p_s = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())["privacy"]["sample_probability"]
+    sd = (800 * p_s / 2 * (1 - p_s / 2)) ** 0.5 / p_s
+    for row in lines[head + 3:head + 5]:
+        estimate = int(row.split()[2].replace(",", ""))
+        assert abs(estimate - 400) < 6 * sd and 800 - estimate > 6 * sd, row

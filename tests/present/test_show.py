@@ -308,3 +308,24 @@ def test_a_window_is_shown_only_once_released(tmp_path):
         published.load_result(str(directory))
     (directory / windowed.RELEASED_MARKER).write_text("{}\n")
     assert len(published.load_result(str(directory)).heavy_hitters()) == 6
+
+
+def test_a_triehh_pp_result_shows_tau_and_p_s_and_never_none(tmp_path):
+    # show printed "theta=None, ... rule sample-and-threshold" where discover printed tau and p_s.
+    state = state_pb2.JobState(job_id="0123456789abcdef", created_at="2026-01-02T03:04:05+00:00",
+                               stop_reason="reached max length")
+    state.plan.protocol, state.plan.sample_probability, state.plan.accounting = "triehh++", 0.2424, "exact"
+    result = published.load_result(str(_publish(tmp_path, _text_trie(), state)))
+    line = show.summary_lines(result)[2]
+    assert line == ("privacy: within the target (4, 1e-10)-DP, user level; "
+                    "TrieHH++: tau=14, p_s=24.24% per round, L=5")
+    # A document that lacks a value leaves it out rather than print None.
+    privacy = {key: value for key, value in result.document["privacy"].items() if key not in ("tau", "theta")}
+    bare = published.PublishedResult(result.trie, {**result.document, "privacy": privacy}, ("x",))
+    assert show.summary_lines(bare)[2].endswith("; TrieHH++: p_s=24.24% per round, L=5")
+    del privacy["protocol"], privacy["rule"]
+    assert show.summary_lines(bare)[2].endswith("user level; L=5")
+    # A whole-item release the same way: its tau and p_s, or nothing where the document has none.
+    whole = {**result.document, "privacy": {**privacy, "protocol": "sample-threshold"}, "released": []}
+    assert show.summary_lines(published.PublishedResult(result.trie, whole, ("x",)))[2].endswith(
+        "; one whole-item sample-and-threshold release: p_s=24.24%")

@@ -78,12 +78,23 @@ class ArgumentParser(argparse.ArgumentParser):
             return f"unknown argument {token.split('=', 1)[0]} (did you mean {close}?)"
         return None
 
+    def typo_message(self, tokens: Sequence[str]) -> Optional[str]:
+        """``unknown_flag_message`` for this command: for one that passes unknown flags on to Beam
+        (``accepts_beam_args``), a flag Beam defines is no typo and Beam's flags are candidates
+        too (``--runer``: ``--runner``, whatever other error argparse found first)."""
+        message = self.unknown_flag_message(tokens)
+        if message is None or not self.get_default("accepts_beam_args"):
+            return message
+        from triehh_beam.beam.runners import pipeline_flags, unknown_pipeline_args  # Beam: on a typo only
+
+        return self.unknown_flag_message(unknown_pipeline_args(tokens), pipeline_flags())
+
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 (argparse API)
         self._tokens = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
     def error(self, message):  # noqa: D102 (argparse API)
-        self.refuse(self.unknown_flag_message(getattr(self, "_tokens", ())) or message)
+        self.refuse(self.typo_message(getattr(self, "_tokens", ())) or message)
 
     def refuse(self, line: str) -> None:
         """Exits with ``line`` as the one-line error, as it is (``error`` looks for a typo first)."""

@@ -118,9 +118,11 @@ def unknown_arguments(beam_args: Sequence[str]) -> Optional[str]:
     if not names:
         return None
     message = runners.describe_unknown(names)
-    close = difflib.get_close_matches(names[0], sorted(settings), n=1, cutoff=0.8)
+    candidates = {**dict.fromkeys(runners.pipeline_flags()), **settings}  # Beam's flags too (--runer)
+    close = difflib.get_close_matches(names[0], sorted(candidates), n=1, cutoff=0.8)
     if close:
-        message += f" (did you mean {settings[close[0]].flag}?)"
+        item = candidates[close[0]]
+        message += f" (did you mean {item.flag if item else close[0] + ', a Beam pipeline option'}?)"
     return message
 
 

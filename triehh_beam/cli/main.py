@@ -57,12 +57,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         command = args.commands[args.command]
         if beam_args and not getattr(args, "accepts_beam_args", False):
             command.error(f"unrecognized arguments: {' '.join(beam_args)}")
-        if command.unknown_flag_message(beam_args):  # a mistyped flag, unless Beam defines it
-            from triehh_beam.beam.runners import pipeline_flags, unknown_pipeline_args
-
-            typo = command.unknown_flag_message(unknown_pipeline_args(beam_args), pipeline_flags())
-            if typo:
-                command.refuse(typo)
+        typo = command.typo_message(beam_args)  # a mistyped flag, unless Beam defines it
+        if typo:
+            command.refuse(typo)
     except SystemExit as exit_:  # argparse exits on errors and on --help
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     try:

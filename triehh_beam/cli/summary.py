@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from triehh_beam.protocol.protocols import Protocol
 
@@ -21,8 +21,15 @@ _SHARES = ((0.75, "more than three quarters"), (0.5, "more than half"), (0.25, "
            (0.1, "more than a tenth"), (0.05, "more than 1 in 20"))
 
 
-# The reasons a row is rejected that its name alone does not explain to a new user.
-_REJECTED = {"oversized_item": "an item over --max-item-bytes", "oversized_user": "a user id over --max-user-bytes"}
+# The reasons a row is rejected that its name alone does not explain to a new user, with the
+# setting whose limit (in bytes) it broke.
+_REJECTED = {"oversized_item": ("an item over --max-item-bytes", "max_item_bytes"),
+             "oversized_user": ("a user id over --max-user-bytes", "max_user_bytes")}
+
+
+# What a whole item's estimate counts, in docs/protocol.md's words (section 2, "The estimate").
+_WEIGHTED_USERS = ("weighted users: the sum over users of the share of their records that are the "
+                             "item, its holders when each holds one item and fewer when holders hold several")
 
 
 def share_in_words(part: int, whole: int) -> Optional[str]:
@@ -39,13 +46,25 @@ _SEVERAL_RECORDS = (
     "holders); triehh plan --items-per-user K plans for it")
 
 
+def _reason(reason: str, count: int, limits: Mapping[str, int], verbose: bool) -> str:
+    """A drop reason in words: its limit when it broke one (``limits``: setting -> bytes), and with
+    ``verbose`` its count, marked private."""
+    words = reason
+    if reason in _REJECTED:
+        what, setting = _REJECTED[reason]
+        words += f": {what}" + (f" {limits[setting]}" if setting in limits else "")
+    return words + (f" [private: {count:,} row{'' if count == 1 else 's'}]" if verbose else "")
+
+
 def input_warnings(report: dict, max_length: int, unit_size: int, truncated: bool,
-                   one_vote_per_user: bool = True) -> List[str]:
+                   one_vote_per_user: bool = True, limits: Optional[Mapping[str, int]] = None,
+                   verbose: bool = False) -> List[str]:
     """One warning line per notable share of the input that could not be used, from the private
     operator report's ``input`` block: items too long for the trie's depth (users left unable to
-    vote) and rejected rows; and, for protocols where a user gives one item (``one_vote_per_user``),
+    vote) and rejected rows, each reason with the limit it broke (``limits``: ``max_item_bytes``,
+    ``max_user_bytes``); and, for protocols where a user gives one item (``one_vote_per_user``),
     a note when records outnumber users (users may hold several items). Words, not counts: a
-    count of the input is private."""
+    count of the input is private (shown, marked so, only with ``verbose``)."""
     document = report.get("input", {})
     records, users = document.get("records_read", 0), document.get("distinct_users", 0)
     lines = []
@@ -65,8 +84,7 @@ def input_warnings(report: dict, max_length: int, unit_size: int, truncated: boo
                      "--compare-units shows what each finds); exact counts in the operator report")
     dropped = {reason: count for reason, count in document.get("dropped", {}).items() if count}
     rejected = share_in_words(sum(dropped.values()), records)
-    reasons = ", ".join(f"{reason}: {_REJECTED[reason]}" if reason in _REJECTED else reason
-                        for reason in sorted(dropped))
+    reasons = ", ".join(_reason(reason, dropped[reason], limits or {}, verbose) for reason in sorted(dropped))
     if rejected:
         lines.append(f"WARNING: {rejected} of the rows were rejected ({reasons}): "
                      "--dead-letter PATH writes them; check --format and the column flags; exact counts "
@@ -155,9 +173,9 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
         + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "") + f"{which}:")
     if estimates and top:
         say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "
-            f"by its share of its records: the holders when each holds one; noise of epsilon_est="
-            f"{plan.estimate_epsilon:g}; beside it the 95% interval of the weighted users, the users' "
-            f"draws and the noise both counted)")
+            f"by its share of its records: the holders when each holds one, fewer when holders hold "
+            f"several; noise of epsilon_est={plan.estimate_epsilon:g}; beside it the 95% interval of the "
+            f"weighted users, the users' draws and the noise both counted)")
         rows = []
         for entry in top:
             estimate, low, high = estimates[entry.sequence]
@@ -191,7 +209,7 @@ def _print_whole_items(result, elapsed: float, config, say: Callable[[str], None
         # result.heavy_hitters: the decoded items, in the published order (most reported first)
         texts = [published.ordered_items([value], config.encoder)[0].text for value in result.heavy_hitters[:SCREENFUL]]
         say(f"  (count: sampled users who reported it, >= tau={plan.theta}; estimate = count / p_s, of the "
-            f"weighted users: the holders when each holds one item; the interval holds them given the release)")
+            f"item's {_WEIGHTED_USERS}; the interval holds them given the release)")
         rows = [("item", f"{'count':>7}  {'estimate':>9}  95% interval")] + [
             (text, f"{entry['count']:>7,}  {entry['estimate']:>9,.0f}  {entry['interval'][0]:,} to {entry['interval'][1]:,}")
             for text, entry in zip(texts, released)]
@@ -241,5 +259,7 @@ def input_warnings_of(result, config) -> List[str]:
         report = json.loads(read_file(result.report_path))
     except (OSError, ValueError):
         return []
+    limits = {"max_item_bytes": config.max_item_bytes, "max_user_bytes": config.max_user_bytes}
     return input_warnings(report, config.max_length, config.unit_size, config.truncate_long_items,
-                          one_vote_per_user=not config.protocol.selects_partitions)
+                          one_vote_per_user=not config.protocol.selects_partitions, limits=limits,
+                          verbose=config.verbose)

@@ -58,10 +58,10 @@ ORDER_WITH_NOISY_COUNTS = (
     "then by code point; not ranked by the noisy counts"
 )
 FREQUENT_PREFIX_NOTE = (
-    "A frequent prefix is the start of items that together reached the threshold theta in "
-    "its round, but of which no single continuation (a next unit, or the end of an item) did in "
-    "the next round: several items begin this way, none frequent enough on its own. It is not "
-    "an item."
+    "A frequent prefix is the start of items that together reached the threshold (TrieHH's "
+    "theta, TrieHH++'s tau) in its round, but of which no single continuation (a next unit, or "
+    "the end of an item) did in the next round: several items begin this way, none frequent "
+    "enough on its own. It is not an item."
 )
 ESTIMATES_NOTE = (
     "estimates: weighted users of each entry, each user counted once, for one of its discovered "
@@ -119,6 +119,27 @@ def _when(created_at: str) -> str:
     return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _joined(*parts: str) -> str:
+    return ", ".join(part for part in parts if part)
+
+
+def _sample_threshold(privacy: Mapping, per: str = "") -> str:
+    """A sample-and-threshold release's tau and p_s (``per``: " per round"), a missing one left out."""
+    tau, p_s = privacy.get("tau", privacy.get("theta")), privacy.get("sample_probability")
+    return _joined(f"tau={tau}" if tau is not None else "",
+                   f"p_s={100 * float(p_s):.4g}%{per}" if p_s is not None else "")
+
+
+def _rounds_parameters(privacy: Mapping, max_length: int) -> str:
+    """A trie's protocol parameters as ``discover`` prints them: TrieHH++'s tau and p_s per round,
+    or TrieHH's theta and rule; a value the document lacks is left out, never shown as None."""
+    if privacy.get("protocol") == Protocol.TRIEHH_PP or privacy.get("tau") is not None:
+        return "TrieHH++: " + _joined(_sample_threshold(privacy, " per round"), f"L={max_length}")
+    theta, rule = privacy.get("theta"), privacy.get("rule")
+    return _joined(f"theta={theta}" if theta is not None else "", f"L={max_length}",
+                   f"rule {rule}" if rule else "")
+
+
 def summary_lines(result: PublishedResult) -> List[str]:
     """What the result is: the files, the job, its privacy target, the rounds and the encoding."""
     document, encoder, trie = result.document, result.encoder, result.trie
@@ -149,12 +170,10 @@ def summary_lines(result: PublishedResult) -> List[str]:
                          f"{privacy.get('max_items_per_user')} items per user, selection epsilon "
                          f"{privacy.get('selection_epsilon'):.4g}, counts epsilon {privacy.get('count_epsilon'):.4g}")
         elif is_whole_item_release(document):
-            lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: tau="
-                         f"{privacy.get('tau', privacy.get('theta'))}, p_s={100 * float(privacy.get('sample_probability') or 0):.4g}%")
+            lines.append(f"privacy: {target}; one whole-item sample-and-threshold release: "
+                         f"{_sample_threshold(privacy)}")
         else:
-            threshold = (f"tau={privacy['tau']}, p_s={100 * float(privacy.get('sample_probability') or 0):.4g}%"
-                         if privacy.get("tau") is not None else f"theta={privacy.get('theta')}")
-            lines.append(f"privacy: {target}; {threshold}, L={encoder.max_length}, rule {privacy.get('rule')}")
+            lines.append(f"privacy: {target}; {_rounds_parameters(privacy, encoder.max_length)}")
         if privacy.get("estimate_epsilon"):
             lines.append(f"         + frequency estimates, epsilon_est={privacy['estimate_epsilon']:.4g} "
                          f"(total target epsilon {privacy['total_target_epsilon']:.4g}, basic composition)")

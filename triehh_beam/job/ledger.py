@@ -294,7 +294,7 @@ def plan_spend(plan) -> Spend:
     plan without a guarantee."""
     if plan.no_guarantee:
         return Spend(math.inf, math.inf)
-    return Spend(plan.epsilon + plan.estimate_epsilon, plan.delta)
+    return Spend(*basic_composition([(plan.epsilon, plan.delta), (plan.estimate_epsilon, 0.0)]))
 
 
 # What a ledger record tells of the plan behind its spend.

@@ -100,7 +100,8 @@ def test_known_plans():
     assert (chosen.holders, chosen.tau, round(chosen.sampling_probability, 3)) == (68, 20, 0.363)
     # eps = 2 over L = 4 rounds, items of 4 units: eps_r = 0.5, delta_r = 2.5e-9.
     chosen = _plan(2.0, 1e-8, 4, 4)
-    assert (chosen.epsilon_round, chosen.tau, chosen.sampling_probability, chosen.holders) == (0.5, 32, 0.218004, 195)
+    assert (chosen.epsilon_round, chosen.tau, chosen.sampling_probability, chosen.holders) == (
+        0.5, 32, 0.218004, 195)
 
 
 @pytest.mark.parametrize("accounting", ["exact", "bound"])

@@ -158,7 +158,8 @@ def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
         document.update(
             estimate_epsilon=plan.estimate_epsilon,
             total_epsilon=plan_spend(plan).epsilon if guaranteed else None,
-            total_target_epsilon=basic_composition([(plan.target_epsilon, 0.0), (plan.estimate_epsilon, 0.0)])[0],
+            total_target_epsilon=basic_composition([(plan.target_epsilon, 0.0),
+                                                    (plan.estimate_epsilon, 0.0)])[0],
             composition=("the discovery's (epsilon, delta) and the frequency estimates' "
                          "(estimate_epsilon, 0) add up (basic composition): (epsilon + estimate_epsilon, "
                          "delta), within (total_target_epsilon, target_delta)"),

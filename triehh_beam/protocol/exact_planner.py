@@ -101,8 +101,9 @@ def largest_probability(tau: int, epsilon_round: float, delta_round: float,
 @functools.lru_cache(maxsize=256)
 def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, length: int,
                share: float) -> Optional[ExactChoice]:
-    """The ``ExactChoice`` (holders, tau, p_s, eps_r, delta_r, composition) of the exact planner, or None if
-    no tau up to ``sample_threshold.MAX_TAU`` has a p_s. Arguments are checked by the caller (``plan_sample_threshold``).
+    """The exact planner's ``ExactChoice`` (holders, tau, p_s, eps_r, delta_r, composition), or
+    None if no tau up to ``sample_threshold.MAX_TAU`` has a p_s. Arguments are checked by the
+    caller (``plan_sample_threshold``).
 
     Branch and bound over tau: a larger threshold is post-processing of a smaller one (it hides
     more counts), so the largest p_s that fits, ``p(tau)``, is nondecreasing in tau, and the
@@ -152,6 +153,6 @@ def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, leng
         return None
     found, tau = best
     p = probability[tau]
-    per_round_delta = exact_accountant.release_delta(eps_r, p, tau).delta
+    delta_round = exact_accountant.release_delta(eps_r, p, tau).delta
     return ExactChoice(holders=int(found), tau=tau, sampling_probability=p, epsilon_round=eps_r,
-                       delta_round=per_round_delta, composition=compose_rounds(eps_r, per_round_delta, rounds))
+                       delta_round=delta_round, composition=compose_rounds(eps_r, delta_round, rounds))

@@ -217,8 +217,8 @@ def plan_sample_threshold(
         if holders is not None and (best is None or holders < best[0]):
             best = (holders, tau, alpha)
     if best is None:  # pragma: no cover - only for deltas far below what floats resolve
-        return SampleThresholdPlan(feasible=False, epsilon_round=eps_r,
-                                   reason=f"no tau up to {st.MAX_TAU:,} reaches delta = {delta:.4g}", **common)
+        return SampleThresholdPlan(feasible=False, epsilon_round=eps_r, **common,
+                                   reason=f"no tau up to {st.MAX_TAU:,} reaches delta = {delta:.4g}")
     holders, tau, alpha = best
     guarantee = st.sample_threshold(alpha, eps_r, tau, max_length)
     return SampleThresholdPlan(
@@ -255,9 +255,9 @@ def _plan_exact(epsilon: float, delta: float, max_length: int, objective: float,
 
     chosen = plan_exact(epsilon, delta, max_length, objective, length, share)
     if chosen is None:
-        return SampleThresholdPlan(feasible=False, epsilon_round=epsilon / max_length,
-                                   reason=(f"no threshold up to {st.MAX_TAU:,} reaches delta = {delta:.4g} over "
-                                           f"{max_length} rounds at epsilon = {exact(epsilon)}"), **common)
+        return SampleThresholdPlan(feasible=False, epsilon_round=epsilon / max_length, **common,
+                                   reason=(f"no threshold up to {st.MAX_TAU:,} reaches delta = {delta:.4g} "
+                                           f"over {max_length} rounds at epsilon = {exact(epsilon)}"))
     composed = chosen.composition
     return SampleThresholdPlan(
         feasible=True,

@@ -11,6 +11,7 @@ import pytest
 from triehh_beam import cli
 from triehh_beam.job import ledger
 from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.composition import basic_composition
 from triehh_beam.io.write import write_records
 
 WORDS = ["sun", "star", "moon", "sky", "sea"]
@@ -27,6 +28,16 @@ def records(tmp_path_factory):
 
 
 # ---- the ledger itself -------------------------------------------------------------------------
+
+
+def test_the_ledger_composes_with_the_accountants_sum():
+    # Ten spends of 0.1: basic_composition (what privacy.compose and the planners use) gives 1.0;
+    # the old ledger summed left to right and gave 0.9999999999999999.
+    tenths = [(0.1, 1e-9)] * 10
+    assert ledger.Ledger.total({"epsilon": e, "delta": d} for e, d in tenths) == basic_composition(tenths)
+    assert ledger.Ledger.total({"epsilon": e, "delta": d} for e, d in tenths).epsilon == 1.0
+    no_guarantee = [{"epsilon": 1.0, "delta": 1e-9}, {"epsilon": None, "delta": None}]
+    assert ledger.Ledger.total(no_guarantee) == (math.inf, math.inf)
 
 
 def test_a_job_is_charged_once_and_spends_compose(tmp_path):

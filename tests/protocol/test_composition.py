@@ -1,12 +1,16 @@
-"""L rounds composed (docs/protocol.md §2, "Exact accounting"): basic composition, and the PLD of
-the dominating pair against Kairouz, Oh and Viswanath's optimal composition theorem."""
+"""Composition: basic composition (one correctly rounded sum that privacy.compose, the ledger and
+the planners share) and L rounds composed (docs/protocol.md §2, "Exact accounting"): basic, and the
+PLD of the dominating pair against Kairouz, Oh and Viswanath's optimal composition theorem."""
 
 import itertools
 import math
+import random
+from fractions import Fraction
 
 import pytest
 
-from triehh_beam.protocol.composition import compose_rounds
+from triehh_beam.protocol import privacy
+from triehh_beam.protocol.composition import basic_composition, compose_rounds, round_epsilon
 
 
 def _optimal(delta_round: float, rounds: int) -> float:
@@ -66,3 +70,45 @@ def test_arguments_out_of_range_are_refused(args, message):
     with pytest.raises(ValueError) as raised:
         compose_rounds(*args)
     assert message in str(raised.value)
+
+
+# ---- basic composition: one sum for every accountant and the ledger ------------------------------
+
+# Ten spends of 0.1 add up, exactly, to 1.0000000000000000555 (0.1 is a hair above 1/10), which
+# rounds to 1.0; summed left to right in floats they give 0.9999999999999999.
+TENTHS = [(0.1, 1e-9)] * 10
+
+
+def _exact_sum(values) -> float:
+    return float(sum(Fraction(v) for v in values))
+
+
+def test_basic_composition_is_the_correctly_rounded_sum_in_any_order():
+    spends = TENTHS + [(1e16, 0.0), (3.0, 2e-9), (1e-16, 1e-300)]
+    want = (_exact_sum(e for e, _ in spends), _exact_sum(d for _, d in spends))
+    assert basic_composition(spends) == want
+    rng = random.Random(7)
+    for _ in range(20):
+        rng.shuffle(spends)
+        assert basic_composition(spends) == want
+    assert basic_composition(TENTHS)[0] == 1.0 and sum(e for e, _ in TENTHS) < 1.0
+    assert basic_composition([]) == (0.0, 0.0)
+    assert basic_composition([(1.0, 1e-9), (math.inf, math.inf)]) == (math.inf, math.inf)
+
+
+def test_privacy_compose_and_compose_rounds_add_up_alike():
+    # Both sum with basic_composition (the ledger too: tests/job/test_ledger.py): on the old code
+    # privacy.compose summed left to right (0.9999999999999999), compose_rounds with math.fsum (1.0).
+    want = basic_composition(TENTHS)
+    assert tuple(privacy.compose(TENTHS)) == want
+    rounds = compose_rounds(0.1, 1e-9, 10)
+    assert (rounds.epsilon, rounds.basic_delta) == want
+
+
+@pytest.mark.parametrize("epsilon, rounds", [(1.0, 10), (4.0, 3), (0.3, 7), (2.0, 49), (1e-3, 1), (7.1, 11)])
+def test_round_epsilon_is_the_largest_whose_rounds_stay_within_epsilon(epsilon, rounds):
+    eps_r = round_epsilon(epsilon, rounds)
+    assert basic_composition([(eps_r, 0.0)] * rounds)[0] <= epsilon
+    above = math.nextafter(eps_r, math.inf)
+    assert basic_composition([(above, 0.0)] * rounds)[0] > epsilon or above > epsilon / rounds
+    assert eps_r == pytest.approx(epsilon / rounds, rel=1e-15)

@@ -17,6 +17,7 @@ import time
 from typing import Iterable, List, NamedTuple, Optional, Tuple
 
 from triehh_beam.job import cas, record_log
+from triehh_beam.protocol.composition import basic_composition
 from triehh_beam.protocol.protocols import Protocol
 
 __all__ = ["Budget", "BudgetExceededError", "LEDGER_NAME", "Ledger", "Spend", "describe_period", "interval_of",
@@ -146,11 +147,7 @@ class Ledger:
     def total(records: Iterable[dict]) -> Spend:
         """Basic sequential composition of the records; a job without a guarantee (recorded
         with null epsilon and delta) makes the total infinite."""
-        epsilon = delta = 0.0
-        for r in records:
-            epsilon += math.inf if r.get("epsilon") is None else float(r["epsilon"])
-            delta += math.inf if r.get("delta") is None else float(r["delta"])
-        return Spend(epsilon, delta)
+        return Spend(*basic_composition((_component(r, "epsilon"), _component(r, "delta")) for r in records))
 
     def spent(self) -> Spend:
         return self.total(self.records())
@@ -274,6 +271,11 @@ class Ledger:
             self.charge(record_id, plan_spend(plan), details, interval)
 
 
+def _component(record: dict, name: str) -> float:
+    """A ledger record's epsilon or delta; infinite when it is null (a job without a guarantee)."""
+    return math.inf if record.get(name) is None else float(record[name])
+
+
 def _now_interval() -> Tuple[int, int]:
     now = time.time_ns() // 1000
     return now, now
@@ -292,7 +294,7 @@ def plan_spend(plan) -> Spend:
     plan without a guarantee."""
     if plan.no_guarantee:
         return Spend(math.inf, math.inf)
-    return Spend(plan.epsilon + plan.estimate_epsilon, plan.delta)
+    return Spend(*basic_composition([(plan.epsilon, plan.delta), (plan.estimate_epsilon, 0.0)]))
 
 
 # What a ledger record tells of the plan behind its spend.

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from triehh_beam.job.ledger import plan_spend
 from triehh_beam.proto import state_pb2
+from triehh_beam.protocol.composition import basic_composition
 from triehh_beam.protocol.encoding import ItemKind
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.privacy import THEOREM1_STATUS
@@ -155,8 +157,9 @@ def plan_document(plan: state_pb2.PrivacyPlan) -> dict:
         guaranteed = not plan.no_guarantee
         document.update(
             estimate_epsilon=plan.estimate_epsilon,
-            total_epsilon=plan.epsilon + plan.estimate_epsilon if guaranteed else None,
-            total_target_epsilon=plan.target_epsilon + plan.estimate_epsilon,
+            total_epsilon=plan_spend(plan).epsilon if guaranteed else None,
+            total_target_epsilon=basic_composition([(plan.target_epsilon, 0.0),
+                                                    (plan.estimate_epsilon, 0.0)])[0],
             composition=("the discovery's (epsilon, delta) and the frequency estimates' "
                          "(estimate_epsilon, 0) add up (basic composition): (epsilon + estimate_epsilon, "
                          "delta), within (total_target_epsilon, target_delta)"),

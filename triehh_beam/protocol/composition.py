@@ -1,16 +1,19 @@
-"""L sample-and-threshold rounds over the same users, composed two ways (docs/protocol.md §2,
-"Exact accounting"): basic composition, ``(L eps_r, L delta_r)``, and Google's ``dp_accounting``
-PLD accountant over L copies of the pair that dominates every ``(eps_r, delta_r)``-DP mechanism.
-Both are certificates; a plan claims the smaller and reports both."""
+"""Composition of spends over the same users: basic composition (epsilons add up, deltas add up),
+the one sum every accountant and the ledger use, and L sample-and-threshold rounds composed two
+ways (docs/protocol.md §2, "Exact accounting"): basic, ``(L eps_r, L delta_r)``, and Google's
+``dp_accounting`` PLD accountant over L copies of the pair that dominates every
+``(eps_r, delta_r)``-DP mechanism. Both are certificates; a plan claims the smaller and reports
+both."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Iterable, Tuple
 
 from triehh_beam.protocol.checks import check_int, check_real
 
-__all__ = ["Composition", "compose_rounds"]
+__all__ = ["Composition", "basic_composition", "compose_rounds", "round_epsilon"]
 
 #: The PLD's grid of privacy-loss values is at most this fine (dp_accounting's default), and
 #: divides eps_r exactly (``_pld_interval``; pessimistic rounding).
@@ -37,6 +40,24 @@ class Composition:
     pld_delta: float
     delta: float
     method: str
+
+
+def basic_composition(spends: Iterable[Tuple[float, float]]) -> Tuple[float, float]:
+    """Basic sequential composition of ``(epsilon, delta)`` spends: ``(sum of epsilons, sum of
+    deltas)``, each sum correctly rounded (``math.fsum``), so that the order of the spends never
+    changes the total; an infinite spend (a release without a guarantee) makes the total
+    infinite. The spends are not checked: callers validate them."""
+    spends = list(spends)
+    return math.fsum(eps for eps, _ in spends), math.fsum(delta for _, delta in spends)
+
+
+def round_epsilon(epsilon: float, rounds: int) -> float:
+    """``epsilon / rounds``, nudged down so that ``rounds`` copies composed (``basic_composition``)
+    never exceed ``epsilon``."""
+    eps_r = epsilon / rounds
+    while basic_composition([(eps_r, 0.0)] * rounds)[0] > epsilon:
+        eps_r = math.nextafter(eps_r, 0.0)
+    return eps_r
 
 
 def _pld_interval(epsilon_round: float) -> float:
@@ -76,8 +97,8 @@ def compose_rounds(epsilon_round: float, delta_round: float, rounds: int) -> Com
         raise ValueError(f"epsilon_round must be >= 0, got {epsilon_round!r}")
     if not 0.0 <= delta_round <= 1.0:
         raise ValueError(f"delta_round must be in [0, 1], got {delta_round!r}")
-    epsilon = math.fsum([epsilon_round] * rounds)
-    basic = min(1.0, math.fsum([delta_round] * rounds))
+    epsilon, basic = basic_composition([(epsilon_round, delta_round)] * rounds)
+    basic = min(1.0, basic)
     pld = basic if rounds == 1 else min(1.0, _pld_delta(epsilon_round, delta_round, rounds, epsilon))
     method = "pld" if pld < basic else "basic"
     return Composition(rounds=rounds, epsilon_round=epsilon_round, delta_round=delta_round, epsilon=epsilon,

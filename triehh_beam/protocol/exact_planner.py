@@ -5,19 +5,45 @@ and certified by ``exact_accountant.release_delta``; or why there is none."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Optional
 
 from triehh_beam.protocol import exact_accountant
 from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.composition import compose_rounds
+from triehh_beam.protocol.composition import Composition, compose_rounds, round_epsilon
 
-__all__ = ["MAX_TAU", "largest_probability", "plan_exact"]
+__all__ = ["ExactChoice", "largest_probability", "plan_exact"]
 
 _DIGITS = 6
-#: The largest threshold the exact planner searches (each is an exact accountant's search).
-MAX_TAU = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class ExactChoice:
+    """What the exact planner chooses for a target over L rounds.
+
+    Attributes:
+      holders: the fewest holders an item needs to be found with the objective's probability.
+      tau: the threshold.
+      sampling_probability: p_s, the largest that fits at ``tau`` (6 significant digits).
+      epsilon_round: each round's epsilon (``composition.round_epsilon``).
+      delta_round: the exact accountant's delta of one round at ``epsilon_round``.
+      composition: the L rounds composed (basic and PLD).
+    """
+
+    holders: int
+    tau: int
+    sampling_probability: float
+    epsilon_round: float
+    delta_round: float
+    composition: Composition
+
+    def __post_init__(self):
+        if self.holders < 1 or self.tau < 1:
+            raise ValueError(f"holders and tau must be >= 1, got {self.holders} and {self.tau}")
+        if not 0.0 < self.sampling_probability < 1.0:
+            raise ValueError(f"sampling_probability must be in (0, 1), got {self.sampling_probability!r}")
 
 
 def _log_excess(p: float, tau: int, epsilon_round: float, delta_round: float) -> float:
@@ -72,18 +98,12 @@ def largest_probability(tau: int, epsilon_round: float, delta_round: float,
     return None
 
 
-def _round_epsilon(epsilon: float, rounds: int) -> float:
-    """``epsilon / L``, nudged down so that L copies summed never exceed ``epsilon``."""
-    eps_r = epsilon / rounds
-    while math.fsum([eps_r] * rounds) > epsilon:
-        eps_r = math.nextafter(eps_r, 0.0)
-    return eps_r
-
-
 @functools.lru_cache(maxsize=256)
-def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, length: int, share: float):
-    """The (holders, tau, p_s, eps_r, delta_r, composition) the exact planner chooses, or None if
-    no tau up to ``MAX_TAU`` has a p_s. Arguments are checked by the caller (``plan_sample_threshold``).
+def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, length: int,
+               share: float) -> Optional[ExactChoice]:
+    """The exact planner's ``ExactChoice`` (holders, tau, p_s, eps_r, delta_r, composition), or
+    None if no tau up to ``sample_threshold.MAX_TAU`` has a p_s. Arguments are checked by the
+    caller (``plan_sample_threshold``).
 
     Branch and bound over tau: a larger threshold is post-processing of a smaller one (it hides
     more counts), so the largest p_s that fits, ``p(tau)``, is nondecreasing in tau, and the
@@ -92,7 +112,7 @@ def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, leng
     skipped, any other is halved. Past ``tau * per_round`` holders (Markov, ``p_s < 1``) no
     threshold can do better, which ends the search.
     """
-    eps_r = _round_epsilon(epsilon, rounds)
+    eps_r = round_epsilon(epsilon, rounds)
     delta_r = delta / rounds
     per_round = objective ** (1.0 / length)
     probability = {}
@@ -114,8 +134,8 @@ def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, leng
 
     best = (math.inf, None)  # (holders, tau)
     low, width = 1, 8
-    while low <= MAX_TAU and never_better(low) <= best[0]:
-        high = min(low + width - 1, MAX_TAU)
+    while low <= st.MAX_TAU and never_better(low) <= best[0]:
+        high = min(low + width - 1, st.MAX_TAU)
         blocks = [(low, high)]
         while blocks:
             a, b = blocks.pop()
@@ -133,5 +153,6 @@ def plan_exact(epsilon: float, delta: float, rounds: int, objective: float, leng
         return None
     found, tau = best
     p = probability[tau]
-    per_round_delta = exact_accountant.release_delta(eps_r, p, tau).delta
-    return int(found), tau, p, eps_r, per_round_delta, compose_rounds(eps_r, per_round_delta, rounds)
+    delta_round = exact_accountant.release_delta(eps_r, p, tau).delta
+    return ExactChoice(holders=int(found), tau=tau, sampling_probability=p, epsilon_round=eps_r,
+                       delta_round=delta_round, composition=compose_rounds(eps_r, delta_round, rounds))

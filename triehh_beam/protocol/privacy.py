@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Iterable, List, Optional, Tuple, Union
 
 from triehh_beam.protocol.checks import ConditionError, check_int, check_real
+from triehh_beam.protocol.composition import basic_composition
 
 __all__ = [
     "THEOREM1_STATUS",
@@ -207,7 +208,7 @@ def theorem1(
 
 
 def compose(spends: Iterable[Union[DPGuarantee, Tuple[float, float]]]) -> DPGuarantee:
-    """Basic sequential composition: epsilons add up, deltas add up.
+    """Basic sequential composition: epsilons add up, deltas add up (``composition.basic_composition``).
 
     Args:
       spends: guarantees (or ``(epsilon, delta)`` pairs) of runs over the same users.
@@ -215,10 +216,5 @@ def compose(spends: Iterable[Union[DPGuarantee, Tuple[float, float]]]) -> DPGuar
     Raises:
       ValueError: for a negative or non-finite epsilon or delta.
     """
-    total_eps = 0.0
-    total_delta = 0.0
-    for spend in spends:
-        eps, delta = spend if isinstance(spend, DPGuarantee) else DPGuarantee(*spend)
-        total_eps += eps
-        total_delta += delta
-    return DPGuarantee(total_eps, total_delta)
+    checked = [spend if isinstance(spend, DPGuarantee) else DPGuarantee(*spend) for spend in spends]
+    return DPGuarantee(*basic_composition(checked))

@@ -16,6 +16,7 @@ from triehh_beam.protocol.search import first_true_doubling
 
 __all__ = [
     "MAX_ROUND_EPSILON",
+    "MAX_TAU",
     "SampleThresholdConditionError",
     "SampleThresholdGuarantee",
     "c_alpha",
@@ -30,6 +31,11 @@ __all__ = [
 
 #: The theorem covers eps_r <= 1 per round; above it there is no guarantee, not a weaker one.
 MAX_ROUND_EPSILON = 1.0
+#: The largest threshold either planner searches (``sample_threshold_planner``, ``exact_planner``).
+#: The best tau grows like ln(L / delta): the bound's planner chooses 841 at delta = 1e-300 over
+#: L = 40 rounds, the exact planner 323 at delta = 1e-100 in one release; 10,000 leaves a wide
+#: margin and keeps the exact planner (one accountant's search per tau) bounded.
+MAX_TAU = 10_000
 _MAX_HOLDERS = 2**53
 
 

@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 from triehh_beam.protocol import sample_threshold as st
 from triehh_beam.protocol.checks import check_int, check_real
+from triehh_beam.protocol.composition import round_epsilon
 from triehh_beam.protocol.privacy import exact
 from triehh_beam.protocol.protocols import Protocol
 
@@ -27,8 +28,6 @@ ACCOUNTINGS = (EXACT, BOUND)
 DEFAULT_ACCOUNTING = EXACT
 # C_alpha > 0 exactly for alpha below this root of ln(1/a) = 1/(1+a) (0.5173...).
 _ALPHA_ROOT_BRACKET = (0.5, 0.6)
-#: The largest threshold the bound's planner searches (closed forms: cheap).
-_MAX_TAU = 100_000
 
 
 def _alpha_root() -> float:
@@ -111,14 +110,6 @@ class SampleThresholdPlan:
         out["notes"] = list(self.notes)
         out["protocol"] = Protocol.TRIEHH_PP.value
         return out
-
-
-def _round_epsilon(epsilon: float, max_length: int) -> float:
-    """``epsilon / L``, nudged down so that L copies composed never exceed ``epsilon``."""
-    eps_r = epsilon / max_length
-    while sum([eps_r] * max_length) > epsilon:
-        eps_r = math.nextafter(eps_r, 0.0)
-    return eps_r
 
 
 def _largest_alpha(tau: int, epsilon_round: float, max_length: int, delta: float) -> Optional[float]:
@@ -212,11 +203,11 @@ def plan_sample_threshold(
                     f"It certifies at most epsilon = {max_length:g} over {max_length} rounds: ask "
                     f"for that, or use TrieHH (--protocol {Protocol.TRIEHH})"),
             **common)
-    eps_r = _round_epsilon(epsilon, max_length)
+    eps_r = round_epsilon(epsilon, max_length)
     per_round = objective ** (1.0 / length)
     p_max = ALPHA_MAX * -math.expm1(-eps_r)
     best = None  # (holders, tau, alpha)
-    for tau in range(1, _MAX_TAU + 1):
+    for tau in range(1, st.MAX_TAU + 1):
         if best is not None and _holders_lower_bound(tau, per_round, p_max) > best[0]:
             break
         alpha = _largest_alpha(tau, eps_r, max_length, delta)
@@ -226,8 +217,8 @@ def plan_sample_threshold(
         if holders is not None and (best is None or holders < best[0]):
             best = (holders, tau, alpha)
     if best is None:  # pragma: no cover - only for deltas far below what floats resolve
-        return SampleThresholdPlan(feasible=False, epsilon_round=eps_r,
-                                   reason=f"no tau up to {_MAX_TAU} reaches delta = {delta:.4g}", **common)
+        return SampleThresholdPlan(feasible=False, epsilon_round=eps_r, **common,
+                                   reason=f"no tau up to {st.MAX_TAU:,} reaches delta = {delta:.4g}")
     holders, tau, alpha = best
     guarantee = st.sample_threshold(alpha, eps_r, tau, max_length)
     return SampleThresholdPlan(
@@ -260,24 +251,24 @@ def check_accounting(accounting) -> str:
 
 def _plan_exact(epsilon: float, delta: float, max_length: int, objective: float, length: int, share: float,
                 common: dict) -> SampleThresholdPlan:
-    from triehh_beam.protocol.exact_planner import MAX_TAU, plan_exact  # local: SciPy only when planning
+    from triehh_beam.protocol.exact_planner import plan_exact  # local: SciPy only when planning
 
     chosen = plan_exact(epsilon, delta, max_length, objective, length, share)
     if chosen is None:
-        return SampleThresholdPlan(feasible=False, epsilon_round=epsilon / max_length,
-                                   reason=(f"no threshold up to {MAX_TAU:,} reaches delta = {delta:.4g} over "
-                                           f"{max_length} rounds at epsilon = {exact(epsilon)}"), **common)
-    holders, tau, p, eps_r, round_delta, composed = chosen
+        return SampleThresholdPlan(feasible=False, epsilon_round=epsilon / max_length, **common,
+                                   reason=(f"no threshold up to {st.MAX_TAU:,} reaches delta = {delta:.4g} "
+                                           f"over {max_length} rounds at epsilon = {exact(epsilon)}"))
+    composed = chosen.composition
     return SampleThresholdPlan(
         feasible=True,
-        epsilon_round=eps_r,
-        alpha=p / -math.expm1(-eps_r),
-        tau=tau,
-        sampling_probability=p,
-        round_delta=round_delta,
+        epsilon_round=chosen.epsilon_round,
+        alpha=chosen.sampling_probability / -math.expm1(-chosen.epsilon_round),
+        tau=chosen.tau,
+        sampling_probability=chosen.sampling_probability,
+        round_delta=chosen.delta_round,
         epsilon=composed.epsilon,
         delta=composed.delta,
-        holders=holders,
+        holders=chosen.holders,
         basic_delta=composed.basic_delta,
         pld_delta=composed.pld_delta,
         composition=composed.method,

@@ -12,6 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.protocol import sampling
 from triehh_beam.beam import RunRound, transforms
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
@@ -42,7 +43,7 @@ def _run(build):
     build(pipeline)
     result = pipeline.run()
     result.wait_until_finish()
-    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
     return {c.key.metric.name: c.committed for c in query["counters"]}
 
 

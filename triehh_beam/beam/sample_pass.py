@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam.sample_tables import SampleTableBuilder
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import PackedIds, SmallestRanks, smallest_rank_rows

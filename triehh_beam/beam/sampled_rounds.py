@@ -20,7 +20,7 @@ from triehh_beam.beam.held import HeldRows
 from triehh_beam.beam.prefix_combine import (MergeAndPruneCombineFn, PartialVotes, Prefix, PruneByPrefix,
                                              split_by_prefix)
 from triehh_beam.beam.sample_pass import RoundSample
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol.encoding import Units, is_terminated
 from triehh_beam.protocol.rounds import RoundResult

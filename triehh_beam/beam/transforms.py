@@ -1,6 +1,5 @@
 """The record-level Beam steps every job graph shares: ``DropZeroCountsDoFn`` (a record of count 0
-is no record) and the census of distinct users, ``CountDistinctUsers``; ``METRICS_NAMESPACE`` is the
-one namespace of every counter of the product.
+is no record) and the census of distinct users, ``CountDistinctUsers``.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.distinct import distinct
@@ -21,11 +21,8 @@ __all__ = [
     "CountDistinctUsers",
     "DistinctFingerprintsDoFn",
     "DropZeroCountsDoFn",
-    "METRICS_NAMESPACE",
     "UnionSizeCombineFn",
 ]
-
-METRICS_NAMESPACE = "triehh"
 
 
 def _counter(name: str):

@@ -21,9 +21,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from triehh_beam.beam import held, runners, transforms
+from triehh_beam.beam import held, runners
 from triehh_beam.beam.candidates import CandidateBounds
 from triehh_beam.beam.census import Census
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.job import graphs, input_files, levels, planning, sources
 from triehh_beam.job.cas import make_private_dir
 from triehh_beam.job.release import Release
@@ -60,7 +61,7 @@ def job_counters(result) -> Dict[str, int]:
     each distribution there as ``largest_<name>`` (``largest_rows_held``: ``beam.held``), but each
     worker's peak memory as itself (``worker_peak_rss_mb.<host>:<pid>``, in MB: ``beam.held``)."""
     counters: Dict[str, int] = {}
-    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
     for counter in query["counters"]:
         value = counter.committed if counter.committed is not None else counter.attempted
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)

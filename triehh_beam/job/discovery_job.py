@@ -20,6 +20,7 @@ from triehh_beam.beam.census import Census
 from triehh_beam.io.drops import describe_drops
 from triehh_beam.job import cas, deny_lists, jobs, levels, outputs, sources
 from triehh_beam.job.candidate_bounds import candidate_bounds
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.input_checks import check_census, describe_item_counters, describe_unusable
@@ -87,7 +88,7 @@ class DiscoveryJob:
             fields = {**fields, "private": figures}
         self.progress(message)
         if self.events is not None:
-            self.events({"event": event, "time": jobs.now(), "message": message, **fields})
+            self.events({"event": event, "time": now_iso(), "message": message, **fields})
 
     def run_job(self, build: Callable[[beam.Pipeline, Optional[str]], None], phase: str,
                 total: Optional[int] = None, estimated: bool = False, unit: str = "records") -> Dict[str, int]:
@@ -182,7 +183,7 @@ class DiscoveryJob:
                      "round's candidates in the same read", input=config.source)
         else:
             self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
-        started, created_at = time.monotonic(), jobs.now()  # the start, not after the census (its length is private)
+        started, created_at = time.monotonic(), now_iso()  # the start, not after the census (its length is private)
         counted, counters, read = self.census(release.sampler(), candidates, leased=True)  # under the lease
         self.say(
             "census_done",
@@ -230,7 +231,7 @@ class DiscoveryJob:
           BudgetExceededError: the spend no longer fits the budget.
           LedgerMismatchError: a release already charged whose record the ledger does not hold.
         """
-        details = {"job_id": state.job_id, "time": jobs.now(), "input": state.input.file_pattern or state.input.query,
+        details = {"job_id": state.job_id, "time": now_iso(), "input": state.input.file_pattern or state.input.query,
                    "state_dir": self.config.resolved_state_dir}
         if not release_lib.ensure_charged(self.ledger, state, details):
             return state

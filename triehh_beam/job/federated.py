@@ -25,14 +25,13 @@ from triehh_beam.job import cas
 from triehh_beam.job import lease as lease_lib
 from triehh_beam.job import federated_estimates, federated_outputs, outputs
 from triehh_beam.job import release as release_lib
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.federated_log import ReportLog
 from triehh_beam.job.paths import canonical_path
-from triehh_beam.protocol import rounds
 from triehh_beam.protocol.trie import Trie
 from triehh_beam.job.federated_server import (RELEASE_NAME, SEED_NAME, FederatedServer, FederatedSource, Publish,
-                                              check_protocol, check_report_goal, federated_identity, federated_job_id,
-                                              now_iso)
+                                              check_protocol, check_report_goal, federated_identity, federated_job_id)
 
 __all__ = ["FederatedResult", "FederatedSource", "Publish", "RELEASE_NAME", "check_protocol", "check_report_goal",
            "federated_identity", "federated_job_id", "run_federated", "secure_totals"]

@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import federated_state, outputs
 from triehh_beam.job import release as release_lib
+from triehh_beam.job.clock import now_iso, now_millis
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
 from triehh_beam.job.federated_secagg import SecureAggregation, is_secagg_report, run_secure_round
@@ -33,7 +34,7 @@ from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.trie import Trie
 
 __all__ = ["FederatedServer", "FederatedSource", "Publish", "RELEASE_NAME", "SEED_NAME", "check_protocol", "check_report_goal",
-           "federated_identity", "federated_job_id", "now_iso", "now_millis"]
+           "federated_identity", "federated_job_id"]
 
 #: (data, attributes) messages to one topic; raises if any is not published.
 Publish = Callable[[str, Sequence[Tuple[bytes, Dict[str, str]]]], None]
@@ -132,14 +133,6 @@ def check_report_goal(report_goal: float, no_guarantee: bool) -> None:
             "changing two counts), outside the (epsilon, delta) guarantee. Use --report-goal 1 (the "
             "default: a round closes once every selected device reported, else at --round-deadline) and "
             "a shorter --round-deadline to bound a round's length")
-
-
-def now_millis() -> int:
-    return int(time.time() * 1000)
-
-
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 class FederatedServer:

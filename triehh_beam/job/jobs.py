@@ -11,7 +11,6 @@ validates graphs.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
@@ -30,6 +29,7 @@ from triehh_beam.job.cas import make_private_dir
 from triehh_beam.job.release import Release
 from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.candidate_bounds import candidate_bounds
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
 from triehh_beam.proto import state_pb2
@@ -40,7 +40,6 @@ __all__ = [
     "PROGRESS_EVENT_SECONDS",
     "job_counters",
     "job_wide_counters",
-    "now",
     "read_single_output",
     "split_round_counters",
     "submit_job_graphs",
@@ -49,11 +48,6 @@ __all__ = [
 
 # Seconds between two progress events of a running job (``--log-format json``).
 PROGRESS_EVENT_SECONDS = 2.0
-
-
-def now() -> str:
-    """The time as events and states record it (UTC, ISO 8601, seconds)."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def job_counters(result) -> Dict[str, int]:
@@ -203,7 +197,7 @@ class JobRunner:
                   "total_estimated": progress.estimated}
         if self._verbose:
             fields["private"] = {progress.unit: progress.done, "total": progress.total}
-        self._events({"event": "progress", "time": now(), "message": line, **fields})
+        self._events({"event": "progress", "time": now_iso(), "message": line, **fields})
 
     def run(self, build: Callable[[beam.Pipeline, Optional[str]], None], phase: str,
             total: Optional[int] = None, estimated: bool = False, unit: str = "records") -> Dict[str, int]:

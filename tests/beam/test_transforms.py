@@ -212,3 +212,17 @@ def test_run_round_counts_a_heavy_user_once_and_samples_the_bottom_m():
 
     counters = _run(build)
     assert counters["round1.users_sampled"] == 5 and counters["round1.votes_cast"] == 5
+
+
+# ---- CountRows -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [(3, 0, 5, 700), ()])
+def test_count_rows_adds_every_batchs_rows_and_is_zero_for_no_batch(sizes):
+    # An empty batch counts 0, and no batch at all still gives one element (0): the driver reads
+    # it as a side input beside the census, so a job that read nothing must not lose it.
+    batches = [_batch([(f"u{size}-{i}", "a", 1) for i in range(size)]) for size in sizes]
+    with new_pipeline(test=True) as p:
+        counted = (p | beam.Create(batches, reshuffle=False).with_output_types(pa.RecordBatch)
+                   | transforms.CountRows())
+        assert_that(counted, equal_to([sum(sizes)]))

@@ -14,6 +14,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam.metrics import METRICS_NAMESPACE
+from triehh_beam.beam.text_files import one_text_file
 from triehh_beam.io.drops import DROP_REASONS, RECORDS_READ, counter_name, dead_letter_json
 from triehh_beam.io.files import match_files, split_patterns
 from triehh_beam.io.reader import iter_record_blocks, parquet_row_groups
@@ -331,7 +332,7 @@ class WriteDeadLetters(beam.PTransform):
     def expand(self, rejected: beam.PCollection) -> beam.PCollection:
         lines = rejected | "ToJson" >> beam.Map(dead_letter_json).with_output_types(str)
         if self._num_shards == 1:
-            write = beam.io.WriteToText(self._path, num_shards=1, shard_name_template="")
+            write = one_text_file(self._path)
         else:
             write = beam.io.WriteToText(self._path, num_shards=self._num_shards)
         return lines | "Write" >> write | "OwnerOnly" >> beam.Map(_owner_only)

@@ -1,5 +1,6 @@
 """The record-level Beam steps every job graph shares: ``DropZeroCountsDoFn`` (a record of count 0
-is no record) and the census of distinct users, ``CountDistinctUsers``.
+is no record), the census of distinct users, ``CountDistinctUsers``, and the records counted,
+``CountRows``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from triehh_beam.protocol.distinct import distinct
 
 __all__ = [
     "CountDistinctUsers",
+    "CountRows",
     "DistinctFingerprintsDoFn",
     "DropZeroCountsDoFn",
     "UnionSizeCombineFn",
@@ -123,5 +125,23 @@ class CountDistinctUsers(beam.PTransform):
             | "DistinctFingerprints" >> beam.ParDo(DistinctFingerprintsDoFn(self._census_key))
             | "UnionPerShard" >> beam.CombinePerKey(UnionSizeCombineFn())
             | "ShardSizes" >> beam.Values()
+            | "Total" >> beam.CombineGlobally(sum).with_output_types(int)
+        )
+
+
+def _rows(batch: pa.RecordBatch) -> int:
+    return batch.num_rows
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(int)
+class CountRows(beam.PTransform):
+    """Record batches -> one element: their rows added up (0 for no batch), the records a job read
+    or ranked, which the driver checks against the census."""
+
+    def expand(self, batches):
+        return (
+            batches
+            | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
             | "Total" >> beam.CombineGlobally(sum).with_output_types(int)
         )

@@ -12,13 +12,12 @@ import time
 import uuid
 from typing import Callable, Dict, Optional, Tuple
 
-import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam.census import Census
 from triehh_beam.io.drops import describe_drops
-from triehh_beam.job import cas, deny_lists, jobs, levels, outputs, sources
+from triehh_beam.job import cas, deny_lists, jobs, levels, outputs
 from triehh_beam.job.candidate_bounds import candidate_bounds
 from triehh_beam.job.clock import now_iso
 from triehh_beam.job import release as release_lib
@@ -90,11 +89,6 @@ class DiscoveryJob:
         if self.events is not None:
             self.events({"event": event, "time": now_iso(), "message": message, **fields})
 
-    def run_job(self, build: Callable[[beam.Pipeline, Optional[str]], None], phase: str,
-                total: Optional[int] = None, estimated: bool = False, unit: str = "records") -> Dict[str, int]:
-        """Runs one Beam job (``jobs.JobRunner.run``): its counters."""
-        return self.jobs.run(build, phase, total, estimated, unit)
-
     def census(self, sampler: Sampler, candidates=None, leased: bool = False,
                ) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
         """``jobs.take_census`` for this job (``candidates``: its). ``leased``: the caller holds
@@ -120,10 +114,6 @@ class DiscoveryJob:
                                "items_too_long": counters.get("items_too_long", 0)}))
         check_census(self.config, counters, counted, self.config.population or counted.users)
         return counters
-
-    def check_input(self, state: state_pb2.JobState, when: str) -> None:
-        """Refuses (InputChangedError) input that is not what the census read (``sources``)."""
-        sources.check_unchanged(state, self.config, when)
 
     @staticmethod
     def sampler(state: state_pb2.JobState) -> Sampler:

@@ -30,10 +30,10 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.federated_log import ReportLog
 from triehh_beam.protocol.trie import Trie
 from triehh_beam.job.federated_server import (RELEASE_NAME, SEED_NAME, FederatedServer, FederatedSource, Publish,
-                                              check_protocol, check_report_goal, federated_identity, federated_job_id)
+                                              check_protocol, check_report_goal, federated_job_id)
 
 __all__ = ["FederatedResult", "FederatedSource", "Publish", "RELEASE_NAME", "check_protocol", "check_report_goal",
-           "federated_identity", "federated_job_id", "run_federated", "secure_totals"]
+           "federated_job_id", "run_federated", "secure_totals"]
 
 
 @dataclasses.dataclass

@@ -34,7 +34,7 @@ from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.trie import Trie
 
 __all__ = ["FederatedServer", "FederatedSource", "Publish", "RELEASE_NAME", "SEED_NAME", "check_protocol", "check_report_goal",
-           "federated_identity", "federated_job_id"]
+           "federated_job_id"]
 
 #: (data, attributes) messages to one topic; raises if any is not published.
 Publish = Callable[[str, Sequence[Tuple[bytes, Dict[str, str]]]], None]
@@ -93,13 +93,6 @@ class FederatedSource:
 
 
 
-def federated_identity(config: DiscoveryConfig) -> bytes:
-    """The job's sampling identity: ``discover``'s identity of the same settings with the registry
-    as its input (so two federated jobs sharing a seed file sample independently, and a central
-    run given this identity samples the same users)."""
-    return config.sampling_identity()
-
-
 def federated_job_id(release: release_lib.Release) -> str:
     """The public job id of ``release``: a key derived from the seed and the release's keyed
     identity (the nonce included: two releases never share a job id) under its own purpose (it
@@ -152,7 +145,10 @@ class FederatedServer:
             source.secure.check(config.encoder)
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
-        self.identity = federated_identity(config)
+        # ``discover``'s identity of the same settings with the registry as its input: two
+        # federated jobs sharing a seed file sample independently, and a central run given this
+        # identity samples the same users.
+        self.identity = config.sampling_identity()
         self.root = FileSystems.join(config.resolved_state_dir, "federated")
         self.encoder = config.encoder
         self.plan = plan_for_census(config, len(source.registry))

@@ -89,7 +89,7 @@ def run_round(driver, state: state_pb2.JobState, trie: Trie, round_index: int) -
 
     drawn = list(state.samples.users_sampled)
     required = drawn[round_index - 1] if 0 < round_index <= len(drawn) else None
-    counters = driver.run_job(build, f"round {round_index}/{plan.max_length}", required, unit="users")
+    counters = driver.jobs.run(build, f"round {round_index}/{plan.max_length}", required, unit="users")
     document = json.loads(jobs_lib.read_single_output(path))
     FileSystems.delete([path])
     released = tuple(sorted((outputs.units_from_json(p, encoder), int(c)) for p, c in document["released"]))

@@ -40,6 +40,7 @@ from triehh_beam.protocol.sampling import (PassKeys, Sampler, bernoulli_threshol
 
 __all__ = [
     "build_census",
+    "build_first_read",
     "build_estimates",
     "build_first_pass",
     "build_rounds",
@@ -102,6 +103,22 @@ def build_first_pass(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: 
         | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds, config.worker_budget)
         | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
+
+
+def build_first_read(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str,
+                     candidates: Optional[Tuple[PassKeys, CandidateBounds, str]] = None,
+                     progress: Optional[str] = None, as_of_millis: Optional[int] = None,
+                     census_spill: Optional[str] = None) -> None:
+    """Adds a discovery's first job, the one read before its plan: ``build_census``, or with
+    ``candidates`` (the pass keys, the candidate bounds and a files prefix: a trie's rounds to
+    cut once the census is charged) ``build_first_pass``. The driver runs it
+    (``jobs.take_census``) and ``jobs.submit_job_graphs`` submits it."""
+    if candidates is None:
+        build_census(pipeline, config, sampler, output_path, progress, as_of_millis, census_spill)
+    else:
+        keys, bounds, prefix = candidates
+        build_first_pass(pipeline, config, sampler, keys, bounds, output_path, prefix, progress, as_of_millis,
+                         census_spill)
 
 
 def _census_json(counted: census.Census, records: int) -> str:

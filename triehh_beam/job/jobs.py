@@ -31,7 +31,7 @@ from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.candidate_bounds import candidate_bounds
 from triehh_beam.job.clock import now_iso
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
+from triehh_beam.job.graphs import build_sampled_round
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import PassKeys, Sampler, users_required
 
@@ -105,13 +105,8 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
     if clear_stale_spills:
         levels.clear_census_spills(config.resolved_state_dir)
     spill = levels.census_spill_dir(config.resolved_state_dir)
-    if candidates is None:
-        build = lambda p, reported: graphs.build_census(p, config, sampler, path, reported, as_of_millis=as_of,
-                                                       census_spill=spill)
-    else:
-        keys, bounds, prefix = candidates
-        build = lambda p, reported: graphs.build_first_pass(p, config, sampler, keys, bounds, path, prefix, reported,
-                                                           as_of_millis=as_of, census_spill=spill)
+    build = lambda p, reported: graphs.build_first_read(p, config, sampler, path, candidates, reported,
+                                                       as_of_millis=as_of, census_spill=spill)
     try:
         make_private_dir(os.path.dirname(spill))  # census/: os.makedirs would give it the umask's mode
         make_private_dir(spill)
@@ -265,13 +260,10 @@ def submit_job_graphs(
     keys = sampler.pass_keys(config.max_length)
     candidates = FileSystems.join(scratch, "candidates", "part")
     spill = FileSystems.join(scratch, "census-spill")  # as a run's census spills
-    if grows_trie:  # the one read: census and candidates
-        graphs.build_first_pass(census, config, sampler, keys, candidate_bounds(config),
-                                FileSystems.join(scratch, "population.txt"), candidates, as_of_millis=as_of,
-                                census_spill=spill)
-    else:
-        build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of,
-                     census_spill=spill)
+    # The one read: the census, and a trie's candidates (as DiscoveryJob.new_state asks for them).
+    graphs.build_first_read(census, config, sampler, FileSystems.join(scratch, "population.txt"),
+                            (keys, candidate_bounds(config), candidates) if grows_trie else None,
+                            as_of_millis=as_of, census_spill=spill)
     results.append(census.run())
     if not grows_trie:
         release = runners.make_pipeline(options)

@@ -23,7 +23,6 @@ from triehh_beam.evaluation.demo import DEMO_POPULATION_PATH
 from triehh_beam.io.pubsub_emulator import start_pubsub_emulator
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.federated import federated_identity
 
 
 def _one(devices: int, work: str, epsilon: float, max_length: int) -> dict:
@@ -38,7 +37,7 @@ def _one(devices: int, work: str, epsilon: float, max_length: int) -> dict:
     registry_config = dataclasses.replace(config, input_pattern=os.path.join(config.resolved_state_dir, "registry.txt"))
     central = dataclasses.replace(config, output_dir=os.path.join(work, f"central-{devices}"))
     started = time.monotonic()
-    run_discovery(central, identity=federated_identity(registry_config))
+    run_discovery(central, identity=registry_config.sampling_identity())
     central_seconds = time.monotonic() - started
     with open(os.path.join(summary.output, "trie.pb"), "rb") as a, open(os.path.join(central.output_dir, "trie.pb"), "rb") as b:
         same = a.read() == b.read()

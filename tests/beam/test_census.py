@@ -21,6 +21,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam import census as census_lib, transforms
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.beam.census import NEVER, Census, TakeCensus
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
 from triehh_beam.protocol.sampling import Sampler
@@ -45,7 +46,7 @@ def _run(rows, encoder, expected, truncate=False, batch=97, item_type=pa.string(
     assert_that(counted, equal_to([expected]))
     result = pipeline.run()
     result.wait_until_finish()
-    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
     return {c.key.metric.name: c.committed for c in query["counters"]}
 
 

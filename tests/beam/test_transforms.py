@@ -12,6 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.protocol import sampling
 from triehh_beam.beam import RunRound, transforms
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.protocol.counting import PrefixCounter
 from triehh_beam.protocol.encoding import ItemEncoder
 from triehh_beam.protocol.rounds import RoundResult
@@ -42,7 +43,7 @@ def _run(build):
     build(pipeline)
     result = pipeline.run()
     result.wait_until_finish()
-    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
     return {c.key.metric.name: c.committed for c in query["counters"]}
 
 
@@ -211,3 +212,17 @@ def test_run_round_counts_a_heavy_user_once_and_samples_the_bottom_m():
 
     counters = _run(build)
     assert counters["round1.users_sampled"] == 5 and counters["round1.votes_cast"] == 5
+
+
+# ---- CountRows -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [(3, 0, 5, 700), ()])
+def test_count_rows_adds_every_batchs_rows_and_is_zero_for_no_batch(sizes):
+    # An empty batch counts 0, and no batch at all still gives one element (0): the driver reads
+    # it as a side input beside the census, so a job that read nothing must not lose it.
+    batches = [_batch([(f"u{size}-{i}", "a", 1) for i in range(size)]) for size in sizes]
+    with new_pipeline(test=True) as p:
+        counted = (p | beam.Create(batches, reshuffle=False).with_output_types(pa.RecordBatch)
+                   | transforms.CountRows())
+        assert_that(counted, equal_to([sum(sizes)]))

@@ -70,8 +70,8 @@ def _sample_rows(state_dir, state):
 def test_pipeline_equals_the_keyed_simulation_and_the_samples_do_not_move(many_items, protocol, tmp_path):
     path, users = many_items
     output_dir = tmp_path / "out"  # one path for both runs: the job identity keys the samples
-    # TrieHH's rounds one job each (the default), TrieHH++'s in the sampling pass's job: each
-    # builder's deny handling held to the simulation, at 2 Beam jobs a run instead of 8 for one.
+    # TrieHH's rounds one job each (--rounds-per-job 1), TrieHH++'s in the sampling pass's job (the
+    # default): each builder's deny handling held to the simulation, at 2 Beam jobs a run instead of 8.
     fields = dict(keep_samples=True, protocol=protocol, rounds_per_job="1" if protocol == "triehh" else "all")
     if protocol == "triehh++":
         fields.update(epsilon=6.0, delta=1e-3)

@@ -1,13 +1,14 @@
 """The Beam glue of triehh-beam: PTransforms and DoFns over the pure protocol modules. The names
 below are the ones to use in your own pipeline (examples/own_pipeline.py shows them in use)."""
 
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.beam.read import ReadRecordBatches
 from triehh_beam.beam.run_round import RunRound
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.sample_pass import RoundSample, SampleAllRounds
 from triehh_beam.beam.sampled_rounds import RunAllRounds, RunSampledRound, frontier_after
 from triehh_beam.beam.samples import ReadSampleTables, WriteSampleTables
-from triehh_beam.beam.transforms import METRICS_NAMESPACE, CountDistinctUsers, DropZeroCountsDoFn
+from triehh_beam.beam.transforms import CountDistinctUsers, DropZeroCountsDoFn
 from triehh_beam.io.schema import RecordFormatError
 
 __all__ = [

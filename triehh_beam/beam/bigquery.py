@@ -12,7 +12,8 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from triehh_beam.beam.read import METRICS_NAMESPACE, RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
+from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG
 from triehh_beam.io.bigquery import (
     BIGQUERY_SCHEME,
     is_bigquery_input,

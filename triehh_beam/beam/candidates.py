@@ -22,7 +22,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from triehh_beam.beam.held import DEFAULT_BUDGET, HeldRows, check_budget
 from triehh_beam.beam.sample_pass import Candidates, candidates_by_round
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.arrays import binary_buffers
 from triehh_beam.io.normalise import single_batch
 from triehh_beam.io.schema import record_schema

@@ -27,6 +27,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from triehh_beam.beam.census_spill import merge_steps, write_spill
 from triehh_beam.beam.held import HeldRows
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind
@@ -34,7 +35,6 @@ from triehh_beam.protocol.distinct import distinct, distinct_counts
 
 __all__ = ["Census", "GROUPS", "NEVER", "SPILL_BUDGET", "TakeCensus", "item_lengths"]
 
-_NAMESPACE = "triehh"
 # The length of an item no length setting makes usable (it cannot be encoded at all).
 NEVER = np.iinfo(np.int64).max
 _CACHE_LIMIT = 1 << 17  # distinct items a worker remembers the length of
@@ -231,9 +231,9 @@ class _CensusPartsDoFn(beam.DoFn):
         self._truncate = truncate
 
     def setup(self):
-        self._records_read = Metrics.counter(_NAMESPACE, "census_records_read")
-        self._too_long = Metrics.counter(_NAMESPACE, "items_too_long")
-        self._unencodable = Metrics.counter(_NAMESPACE, "items_unencodable")
+        self._records_read = Metrics.counter(METRICS_NAMESPACE, "census_records_read")
+        self._too_long = Metrics.counter(METRICS_NAMESPACE, "items_too_long")
+        self._unencodable = Metrics.counter(METRICS_NAMESPACE, "items_unencodable")
         self._classifier = _Classifier(self._encoder, self._truncate)
 
     def _parts(self, batch) -> Optional[_ShardPart]:

@@ -16,11 +16,10 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam.messages import publish_file
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.federated_attributes import KIND, SERVER_STOP
 
 __all__ = ["LogReports", "log_line"]
-
-_NAMESPACE = "triehh"
 
 
 def log_line(message_id: str, publish_time: str, attributes: dict, data: bytes) -> str:
@@ -44,7 +43,7 @@ class _AppendDoFn(beam.DoFn):
     def __init__(self, log_dir: str):
         super().__init__()
         self._log_dir = log_dir.rstrip("/")
-        self._logged = Metrics.counter(_NAMESPACE, "federated.messages_logged")
+        self._logged = Metrics.counter(METRICS_NAMESPACE, "federated.messages_logged")
 
     def start_bundle(self) -> None:
         self._lines: List[str] = []

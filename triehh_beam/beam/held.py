@@ -14,7 +14,7 @@ import sys
 
 from apache_beam.metrics import Metrics
 
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 
 __all__ = ["DEFAULT_BUDGET", "HELD_METRIC", "HeldRows", "PEAK_METRIC", "check_budget", "worker_peak_mb"]
 

@@ -16,6 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.drops import DROP_REASONS
 from triehh_beam.io.messages import (
     MESSAGE_FORMATS,
@@ -27,7 +28,6 @@ from triehh_beam.io.messages import (
 from triehh_beam.io.schema import RecordColumns, RecordOptions
 
 __all__ = [
-    "METRICS_NAMESPACE",
     "RECORDS_TAG",
     "REJECTED_TAG",
     "ParseMessages",
@@ -36,7 +36,6 @@ __all__ = [
     "publish_file",
 ]
 
-METRICS_NAMESPACE = "triehh"
 RECORDS_TAG = "records"
 REJECTED_TAG = "rejected"
 

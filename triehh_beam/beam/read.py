@@ -13,6 +13,8 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
+from triehh_beam.beam.text_files import one_text_file
 from triehh_beam.io.drops import DROP_REASONS, RECORDS_READ, counter_name, dead_letter_json
 from triehh_beam.io.files import match_files, split_patterns
 from triehh_beam.io.reader import iter_record_blocks, parquet_row_groups
@@ -27,7 +29,6 @@ from triehh_beam.io.schema import (
 from triehh_beam.io.streams import compression_of, infer_format
 
 __all__ = [
-    "METRICS_NAMESPACE",
     "RECORDS_TAG",
     "REJECTED_TAG",
     "UNREADABLE_TAG",
@@ -38,7 +39,6 @@ __all__ = [
     "WriteDeadLetters",
 ]
 
-METRICS_NAMESPACE = "triehh"
 
 # The tags of ReadRecordBatches' outputs with dead_letter=True or unreadable=True.
 RECORDS_TAG = "records"
@@ -332,7 +332,7 @@ class WriteDeadLetters(beam.PTransform):
     def expand(self, rejected: beam.PCollection) -> beam.PCollection:
         lines = rejected | "ToJson" >> beam.Map(dead_letter_json).with_output_types(str)
         if self._num_shards == 1:
-            write = beam.io.WriteToText(self._path, num_shards=1, shard_name_template="")
+            write = one_text_file(self._path)
         else:
             write = beam.io.WriteToText(self._path, num_shards=self._num_shards)
         return lines | "Write" >> write | "OwnerOnly" >> beam.Map(_owner_only)

@@ -29,7 +29,7 @@ from triehh_beam.beam.candidates import ROUND_COLUMN
 from triehh_beam.beam.held import HeldRows
 from triehh_beam.beam.sample_pass import RoundSample, add_candidates, sampled_shards, split_shards
 from triehh_beam.beam.sample_tables import SampleTableBuilder, first_of_each_user
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import SmallestRanks
 from triehh_beam.protocol.encoding import ItemEncoder

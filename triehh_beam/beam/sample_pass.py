@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam.sample_tables import SampleTableBuilder
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
+from triehh_beam.beam.transforms import CountRows
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.bottom_m import PackedIds, SmallestRanks, smallest_rank_rows
@@ -283,10 +284,6 @@ def sample_table(builder: SampleTableBuilder, pass_keys: sampling.PassKeys,
     return round_index, builder.build(pass_keys.round_keys(round_index), shard, batches)
 
 
-def _rows(batch: pa.RecordBatch) -> int:
-    return batch.num_rows
-
-
 def rank_and_user(candidates: Candidates) -> Tuple[int, Optional[pa.RecordBatch]]:
     """A round's candidates cut to the (rank, user_id) columns its bottom-m needs."""
     round_index, batch = candidates
@@ -377,11 +374,7 @@ class SampleAllRounds(beam.PTransform):
             bound = sampling.rank_prefilter_bound(self._population, self._m)
         candidates = batches | "RankAllRounds" >> beam.ParDo(
             _RankAllRoundsDoFn(self._keys, {r: bound for r in self._rounds}))
-        records_ranked = (
-            batches
-            | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
-            | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
-        )
+        records_ranked = batches | "RecordsRanked" >> CountRows()
         return candidates | "Sample" >> SampleFromCandidates(
             self._keys, self._rounds, self._m, self._encoder, self._truncate, self._shards,
             sample_probability=self._probability, users_required=self.required_users,

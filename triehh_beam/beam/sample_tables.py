@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import columnar, sampling, user_items
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units

@@ -20,7 +20,7 @@ from triehh_beam.beam.held import HeldRows
 from triehh_beam.beam.prefix_combine import (MergeAndPruneCombineFn, PartialVotes, Prefix, PruneByPrefix,
                                              split_by_prefix)
 from triehh_beam.beam.sample_pass import RoundSample
-from triehh_beam.beam.transforms import METRICS_NAMESPACE
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.protocol import columnar
 from triehh_beam.protocol.encoding import Units, is_terminated
 from triehh_beam.protocol.rounds import RoundResult
@@ -250,7 +250,7 @@ class RunAllRounds(beam.PTransform):
         by default.
 
     Input: ``(round, sample table)`` (or its path) for the rounds. Output: one ``(round, RoundResult)`` per
-    round, each its own element; ``per_round()`` returns them as a dict of PCollections.
+    round, each its own element.
     """
 
     def __init__(
@@ -279,14 +279,6 @@ class RunAllRounds(beam.PTransform):
         self._sizes = sample_sizes
         self._required = users_required
         self._ranked = records_ranked
-        self._split = False
-
-    def per_round(self) -> "RunAllRounds":
-        """The same rounds, output as ``{round: PCollection[(round, RoundResult)]}``."""
-        other = RunAllRounds(self._first, self._last, self._theta, self._frontier, self._sizes,
-                             self._required, self._ranked, self._denied, self._from_paths, self._groups)
-        other._split = True
-        return other
 
     def expand(self, keyed_tables):
         frontier = keyed_tables.pipeline | "FirstFrontier" >> beam.Create([self._frontier]).with_output_types(
@@ -309,6 +301,4 @@ class RunAllRounds(beam.PTransform):
             frontier = results[r] | f"{label}NextFrontier" >> beam.Map(frontier_of).with_output_types(
                 FrozenSet[Prefix]
             )
-        if self._split:
-            return results
         return tuple(results.values()) | "Results" >> beam.Flatten()

@@ -1,6 +1,6 @@
 """The record-level Beam steps every job graph shares: ``DropZeroCountsDoFn`` (a record of count 0
-is no record) and the census of distinct users, ``CountDistinctUsers``; ``METRICS_NAMESPACE`` is the
-one namespace of every counter of the product.
+is no record), the census of distinct users, ``CountDistinctUsers``, and the records counted,
+``CountRows``.
 """
 
 from __future__ import annotations
@@ -13,19 +13,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
 from triehh_beam.protocol import sampling
 from triehh_beam.protocol.distinct import distinct
 
 __all__ = [
     "CountDistinctUsers",
+    "CountRows",
     "DistinctFingerprintsDoFn",
     "DropZeroCountsDoFn",
-    "METRICS_NAMESPACE",
     "UnionSizeCombineFn",
 ]
-
-METRICS_NAMESPACE = "triehh"
 
 
 def _counter(name: str):
@@ -126,5 +125,23 @@ class CountDistinctUsers(beam.PTransform):
             | "DistinctFingerprints" >> beam.ParDo(DistinctFingerprintsDoFn(self._census_key))
             | "UnionPerShard" >> beam.CombinePerKey(UnionSizeCombineFn())
             | "ShardSizes" >> beam.Values()
+            | "Total" >> beam.CombineGlobally(sum).with_output_types(int)
+        )
+
+
+def _rows(batch: pa.RecordBatch) -> int:
+    return batch.num_rows
+
+
+@beam.typehints.with_input_types(pa.RecordBatch)
+@beam.typehints.with_output_types(int)
+class CountRows(beam.PTransform):
+    """Record batches -> one element: their rows added up (0 for no batch), the records a job read
+    or ranked, which the driver checks against the census."""
+
+    def expand(self, batches):
+        return (
+            batches
+            | "RowsPerBatch" >> beam.Map(_rows).with_output_types(int)
             | "Total" >> beam.CombineGlobally(sum).with_output_types(int)
         )

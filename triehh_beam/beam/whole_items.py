@@ -12,11 +12,11 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from triehh_beam.beam import samples
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.protocol.whole_items import WholeItemCounter, count_whole_items
 
 __all__ = ["ReleaseCombineFn", "ReleaseWholeItems", "count_released"]
 
-_NAMESPACE = "triehh"
 _Sequence = Tuple[Union[str, bytes], ...]
 # (sequence -> reports of one table, users in it): private, consumed only by the combine below
 _Partial = Tuple[Dict[_Sequence, int], int]
@@ -30,9 +30,9 @@ class _ReportWholeItemsDoFn(beam.DoFn):
     """One sample table -> its per-sequence reports (private) and users, columnar."""
 
     def setup(self):
-        self._sampled = Metrics.counter(_NAMESPACE, "users_sampled")
-        self._without = Metrics.counter(_NAMESPACE, "users_without_items")
-        self._reports = Metrics.counter(_NAMESPACE, "whole_item_reports")
+        self._sampled = Metrics.counter(METRICS_NAMESPACE, "users_sampled")
+        self._without = Metrics.counter(METRICS_NAMESPACE, "users_without_items")
+        self._reports = Metrics.counter(METRICS_NAMESPACE, "whole_item_reports")
 
     def process(self, keyed):
         _, table = keyed
@@ -74,7 +74,7 @@ class ReleaseCombineFn(beam.CombineFn):
 
 def count_released(release):
     """The ``items_released`` counter (a total), the release passed on."""
-    Metrics.counter(_NAMESPACE, "items_released").inc(len(release[0]))
+    Metrics.counter(METRICS_NAMESPACE, "items_released").inc(len(release[0]))
     return release
 
 

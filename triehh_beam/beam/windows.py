@@ -16,6 +16,8 @@ from apache_beam.transforms import trigger, window
 from apache_beam.utils.timestamp import Duration, Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
+
 __all__ = [
     "ADMITTED_TAG",
     "LATE_HORIZON",
@@ -26,7 +28,6 @@ __all__ = [
     "rfc3339",
 ]
 
-_NAMESPACE = "triehh"
 LATE_TAG = "late"
 ADMITTED_TAG = "admitted"
 _SHARDS = 16  # gate keys per window: a window's records are not serialised through one key
@@ -106,7 +107,7 @@ class _SplitPanesDoFn(beam.DoFn):
         self._rows = rows
 
     def setup(self):
-        self._late = Metrics.counter(_NAMESPACE, "stream.late_records")
+        self._late = Metrics.counter(METRICS_NAMESPACE, "stream.late_records")
 
     def process(self, keyed, pane=beam.DoFn.PaneInfoParam, beam_window=beam.DoFn.WindowParam):
         (_, shard), batches = keyed

@@ -7,7 +7,6 @@ into memory (``evaluation.population``)."""
 
 from __future__ import annotations
 
-import datetime
 import tempfile
 import time
 from typing import Any, Dict, List, Optional
@@ -17,6 +16,7 @@ from triehh_beam.evaluation.config import RIVALS, EvaluationConfig
 from triehh_beam.evaluation.population import load_population
 from triehh_beam.evaluation.rivals import exact_rival, pem_rival, pipelinedp_rival_block
 from triehh_beam.evaluation.run_keys import run_seed
+from triehh_beam.job.clock import now_iso
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.reference import metrics, pipelinedp_rival
 from triehh_beam.reference.stats import mean_ci
@@ -45,10 +45,6 @@ class Progress:
 
     def note(self, line: str) -> None:
         """A line worth showing (a skipped configuration, a phase)."""
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _plans(config: EvaluationConfig, n: int, progress: Progress):
@@ -186,7 +182,7 @@ def run_evaluation(config: EvaluationConfig, pipeline_options=None, progress: Op
                                                                seeds, progress.advance)
     return {
         "schema": SCHEMA,
-        "created_at": _now(),
+        "created_at": now_iso(),
         "seconds": round(time.monotonic() - started, 1),
         "parameters": dict(config.to_dict(), ci_method=(
             "t-interval of the mean over runs (clipped to [0, 1]); Wilson score interval for "

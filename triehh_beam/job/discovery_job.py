@@ -12,14 +12,14 @@ import time
 import uuid
 from typing import Callable, Dict, Optional, Tuple
 
-import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam.census import Census
 from triehh_beam.io.drops import describe_drops
-from triehh_beam.job import cas, deny_lists, jobs, levels, outputs, sources
+from triehh_beam.job import cas, deny_lists, jobs, levels, outputs
 from triehh_beam.job.candidate_bounds import candidate_bounds
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job import release as release_lib
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.input_checks import check_census, describe_item_counters, describe_unusable
@@ -87,12 +87,7 @@ class DiscoveryJob:
             fields = {**fields, "private": figures}
         self.progress(message)
         if self.events is not None:
-            self.events({"event": event, "time": jobs.now(), "message": message, **fields})
-
-    def run_job(self, build: Callable[[beam.Pipeline, Optional[str]], None], phase: str,
-                total: Optional[int] = None, estimated: bool = False, unit: str = "records") -> Dict[str, int]:
-        """Runs one Beam job (``jobs.JobRunner.run``): its counters."""
-        return self.jobs.run(build, phase, total, estimated, unit)
+            self.events({"event": event, "time": now_iso(), "message": message, **fields})
 
     def census(self, sampler: Sampler, candidates=None, leased: bool = False,
                ) -> Tuple[Census, Dict[str, int], state_pb2.InputSnapshot]:
@@ -119,10 +114,6 @@ class DiscoveryJob:
                                "items_too_long": counters.get("items_too_long", 0)}))
         check_census(self.config, counters, counted, self.config.population or counted.users)
         return counters
-
-    def check_input(self, state: state_pb2.JobState, when: str) -> None:
-        """Refuses (InputChangedError) input that is not what the census read (``sources``)."""
-        sources.check_unchanged(state, self.config, when)
 
     @staticmethod
     def sampler(state: state_pb2.JobState) -> Sampler:
@@ -182,7 +173,7 @@ class DiscoveryJob:
                      "round's candidates in the same read", input=config.source)
         else:
             self.say("census_start", f"census: counting distinct users in {config.source}", input=config.source)
-        started, created_at = time.monotonic(), jobs.now()  # the start, not after the census (its length is private)
+        started, created_at = time.monotonic(), now_iso()  # the start, not after the census (its length is private)
         counted, counters, read = self.census(release.sampler(), candidates, leased=True)  # under the lease
         self.say(
             "census_done",
@@ -230,7 +221,7 @@ class DiscoveryJob:
           BudgetExceededError: the spend no longer fits the budget.
           LedgerMismatchError: a release already charged whose record the ledger does not hold.
         """
-        details = {"job_id": state.job_id, "time": jobs.now(), "input": state.input.file_pattern or state.input.query,
+        details = {"job_id": state.job_id, "time": now_iso(), "input": state.input.file_pattern or state.input.query,
                    "state_dir": self.config.resolved_state_dir}
         if not release_lib.ensure_charged(self.ledger, state, details):
             return state

@@ -139,7 +139,7 @@ class Driver(DiscoveryJob):
         ``run_rounds``): as ``_sampling_job``, without reading the records again."""
         summary = FileSystems.join(self.config.resolved_state_dir, "census", f"sampling-{uuid.uuid4().hex}.json")
         keys = self.sampler(state).pass_keys(state.plan.max_length)
-        counters = self.run_job(lambda p, reported: build_sampling_from_candidates(
+        counters = self.jobs.run(lambda p, reported: build_sampling_from_candidates(
             p, self.config, keys, state.plan, self.candidates_prefix, self.population(state),
             self._samples_dir(state), summary, run_rounds_into=self._levels_dir(state) if run_rounds else None,
             records_ranked=state.input_snapshot.records, denied=self.denied), "sampling")
@@ -211,7 +211,7 @@ class Driver(DiscoveryJob):
             required = required.get(round_index)
         path = FileSystems.join(
             self.config.resolved_state_dir, "rounds", f"round-{round_index:04d}-kept-{uuid.uuid4().hex}.json")
-        counters = self.run_job(lambda p, reported: build_sampled_round(
+        counters = self.jobs.run(lambda p, reported: build_sampled_round(
             p, self.config, self._samples_dir(state), state.plan, trie.frontier(), round_index, path,
             users_required=required, records_ranked=state.samples.records_ranked,
             progress=reported, denied=self.denied), f"round {round_index}/{state.plan.max_length}",
@@ -224,7 +224,7 @@ class Driver(DiscoveryJob):
         """Runs rounds ``first_round``..L on their samples in one job; each level is written as
         its round completes. Returns each round's counters (the job's, split by round)."""
         last = state.plan.max_length
-        counters = self.run_job(lambda p, reported: build_rounds(
+        counters = self.jobs.run(lambda p, reported: build_rounds(
             p, self.config, self._samples_dir(state), state.plan, trie.frontier(), first_round,
             self._levels_dir(state), users_required=self._round_required(state, range(first_round, last + 1)),
             records_ranked=state.samples.records_ranked, progress=reported, denied=self.denied),
@@ -304,7 +304,7 @@ class Driver(DiscoveryJob):
             # Once per run, before its first round: a resumed job refuses changed input before
             # it reads it or uses samples drawn from it. The sampling pass checks again after it
             # read the input (``_sampling_job``).
-            self.check_input(state, f"(before round {step.index})")
+            sources.check_unchanged(state, self.config, f"(before round {step.index})")
         resampled = False
         while not state.finished:
             started = time.monotonic()

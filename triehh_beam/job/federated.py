@@ -23,19 +23,17 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import cas
 from triehh_beam.job import lease as lease_lib
-from triehh_beam.job import federated_estimates, federated_outputs, outputs
+from triehh_beam.job import federated_estimates, federated_outputs, modes, outputs
 from triehh_beam.job import release as release_lib
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.federated_log import ReportLog
-from triehh_beam.job.paths import canonical_path
-from triehh_beam.protocol import rounds
 from triehh_beam.protocol.trie import Trie
 from triehh_beam.job.federated_server import (RELEASE_NAME, SEED_NAME, FederatedServer, FederatedSource, Publish,
-                                              check_protocol, check_report_goal, federated_identity, federated_job_id,
-                                              now_iso)
+                                              check_protocol, check_report_goal, federated_job_id)
 
 __all__ = ["FederatedResult", "FederatedSource", "Publish", "RELEASE_NAME", "check_protocol", "check_report_goal",
-           "federated_identity", "federated_job_id", "run_federated", "secure_totals"]
+           "federated_job_id", "run_federated", "secure_totals"]
 
 
 @dataclasses.dataclass
@@ -85,11 +83,11 @@ def run_federated(
     from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
     from triehh_beam.io import pubsub
-    from triehh_beam.job.stream import job_seed
 
-    # Nothing is charged that cannot be published: the locations are checked first.
-    release_lib.check_locations(canonical_path(config.output_dir), config.resolved_state_dir)
-    seed = job_seed(config, SEED_NAME)
+    # Nothing is charged that cannot be published: the locations are checked first (the
+    # collector's workers write the report log into the state directory).
+    modes.check_locations(config, options)
+    seed = modes.job_seed(config, SEED_NAME)
     server = FederatedServer(config, source, seed, publish, progress, keep_draining)
     report_path = FileSystems.join(config.resolved_state_dir, outputs.OPERATOR_REPORT_NAME)
     finished = server.progress_doc.get("finished")
@@ -131,14 +129,13 @@ def _run_held(config: DiscoveryConfig, source: FederatedSource, server: Federate
               options: Optional[PipelineOptions], report_path: str) -> FederatedResult:
     """The job, its state directory's lease held: charge, collect, rounds, outputs."""
     from triehh_beam.beam.federated import LogReports
-    from triehh_beam.job.stream import stream_pipeline
 
     publish = server.publish
     server.charge()
     log_dir = server.path("reports")
     if cas.is_local(log_dir):
         cas.make_private_dir(log_dir)
-    pipeline = stream_pipeline(options or PipelineOptions([]))
+    pipeline = modes.stream_pipeline(options or PipelineOptions([]))
     _ = pipeline | "ReadReports" >> read | "LogReports" >> LogReports(log_dir)
     collector = pipeline.run()
     log = ReportLog(log_dir)
@@ -204,16 +201,9 @@ def _read(path: str) -> bytes:
 
 
 def _stop_collector(collector, reports_topic: str, job_id: str, publish: Publish) -> None:
-    """Cancels the collector and waits for it to stop. The streaming DirectRunner's cancel waits
-    for its current pull (up to 30 s on a quiet subscription): one message marked
-    ``kind=server-stop`` (``io.federated_attributes.SERVER_STOP``) (which the collector does not log) ends that pull at once. Left running,
-    the cancelled reader would go on pulling, and acknowledging, what later jobs should read."""
-    import threading
-
-    canceller = threading.Thread(target=collector.cancel, daemon=True, name="triehh-federated-cancel")
-    canceller.start()
-    try:
-        publish(reports_topic, [(b"", {attributes.KIND: attributes.SERVER_STOP, attributes.JOB: job_id})])
-    except Exception:  # the job's result does not depend on the nudge; the wait below is bounded
-        pass
-    canceller.join(40.0)
+    """Cancels the collector and waits for it to stop (``modes.cancel_job``): one message marked
+    ``kind=server-stop`` (``io.federated_attributes.SERVER_STOP``, which the collector does not
+    log) ends its current pull at once. Left running, the cancelled reader would go on pulling, and
+    acknowledging, what later jobs should read."""
+    modes.cancel_job(collector, 40.0, nudge=lambda: publish(
+        reports_topic, [(b"", {attributes.KIND: attributes.SERVER_STOP, attributes.JOB: job_id})]))

@@ -22,7 +22,8 @@ from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import federated_state, outputs
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog
 from triehh_beam.job.federated_secagg import run_secure_estimates
-from triehh_beam.job.federated_server import FederatedServer, now_iso
+from triehh_beam.job.clock import now_iso
+from triehh_beam.job.federated_server import FederatedServer
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
 from triehh_beam.protocol.federated import Invitation

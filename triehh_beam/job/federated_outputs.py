@@ -6,9 +6,9 @@ trie, the released estimates; never a count), and the private label totals over 
 
 from __future__ import annotations
 
-import datetime
 from typing import Dict, List, Optional
 
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.proto import state_pb2
@@ -28,10 +28,6 @@ ESTIMATES_WITH_DROPOUTS = (
     "Their guarantee does not depend on who reported: each device adds at most one to one count "
     "(sensitivity 1), so the geometric noise gives epsilon_est whatever the dropouts."
 )
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 #: The published trust model: what the guarantee assumes of devices.
@@ -147,7 +143,7 @@ def state_for_outputs(config: DiscoveryConfig, job_id: str, plan: state_pb2.Priv
                       stop_reason: str, estimates: Optional[state_pb2.FrequencyEstimates] = None) -> state_pb2.JobState:
     """The finished job's state as the outputs read it: its plan, rounds, trie and released
     (noisy) estimates (no count)."""
-    state = state_pb2.JobState(job_id=job_id, created_at=_now(), input=config.input_spec(),
+    state = state_pb2.JobState(job_id=job_id, created_at=now_iso(), input=config.input_spec(),
                                truncate_long_items=config.truncate_long_items, plan=plan,
                                stop_reason=stop_reason, finished=True)
     for record in records:

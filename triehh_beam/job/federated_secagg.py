@@ -9,11 +9,11 @@ and shares, never a device's vote."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import outputs
+from triehh_beam.job.clock import now_millis
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
 from triehh_beam.protocol import rounds
 from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
@@ -82,10 +82,6 @@ class SecureAggregation:
                            tuple(u.encode("utf-8") for u in self.alphabet))
 
 
-def _now_millis() -> int:
-    return int(time.time() * 1000)
-
-
 def is_secagg_report(data: bytes, job_id: str) -> bool:
     """Whether ``data`` is a well-formed secure-aggregation report of job ``job_id``."""
     try:
@@ -123,10 +119,10 @@ def _close_phase(server, secure: SecureRound, phase: Phase, asked: frozenset, lo
 
     def closed() -> bool:
         firsts = _first_reports(pool, cache, server.job_id, r, phase, asked, deadline)
-        if len(firsts) >= len(asked) or _now_millis() * 1000 >= deadline:
+        if len(firsts) >= len(asked) or now_millis() * 1000 >= deadline:
             return True
         if heard is not None and heard(server.job_id, r, len(asked), phase=int(phase)):
-            heard_at.append(_now_millis() * 1000)
+            heard_at.append(now_millis() * 1000)
             return True
         return False
 
@@ -162,7 +158,7 @@ def _exchanges(server, secure: SecureRound, requests: List[Tuple[bytes, bytes]],
         reported = reported or answered
         requests = secure.close_phase()
         phases.append({"phase": _REPORT_OF[phase], "asked": len(asked), "answered": answered, "closed_by": why})
-        deadline = _now_millis() + int(server.source.round_deadline * 1000)
+        deadline = now_millis() + int(server.source.round_deadline * 1000)
     return phases, reported, close, pool
 
 
@@ -197,7 +193,7 @@ def run_secure_estimates(server, r: int, targets: EstimateTargets, invited, anno
         server.progress(f"estimates: fewer enrolled devices than one cohort's minimum "
                         f"({server.source.secure.policy.min_size}): nothing announced; every count is 0")
         return [0] * len(targets), {"closed_by": "fewer enrolled devices than one cohort", "goal": 0,
-                                    "close_micros": _now_millis() * 1000, "labels": {k: 0 for k in KINDS}}, pool
+                                    "close_micros": now_millis() * 1000, "labels": {k: 0 for k in KINDS}}, pool
     deadline, goal = announce()
     device_of = dict(zip(invited.tokens, invited.device_ids))
     invitations = {token: Invitation(server.job_id, r, device, token, int(word), estimate=True).to_bytes()
@@ -233,7 +229,7 @@ def run_secure_round(server, step: rounds.NextRound, selection, log: ReportLog,
         # (How many were selected is private under TrieHH++'s Bernoulli selection: the state has it.)
         server.progress(f"round {r}: fewer devices selected than one cohort's minimum "
                         f"({secure_options.policy.min_size}): nothing announced, nothing kept")
-        record = {"round": r, "closed_by": "fewer selected devices than one cohort", "close_micros": _now_millis() * 1000,
+        record = {"round": r, "closed_by": "fewer selected devices than one cohort", "close_micros": now_millis() * 1000,
                   "frontier_size": len(step.frontier), "kept": [], "selected": len(selection), "goal": 0,
                   "labels": {k: 0 for k in KINDS},
                   "secure_aggregation": {"cohorts": 0, "unmasked": 0, "dropped_by_phase": {},

@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from triehh_beam.io import federated_attributes as attributes
 from triehh_beam.job import federated_state, outputs
 from triehh_beam.job import release as release_lib
+from triehh_beam.job.clock import now_iso, now_millis
 from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.job.federated_log import LoggedMessage, ReportLog, count_until
 from triehh_beam.job.federated_secagg import SecureAggregation, is_secagg_report, run_secure_round
@@ -33,7 +34,7 @@ from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.protocol.trie import Trie
 
 __all__ = ["FederatedServer", "FederatedSource", "Publish", "RELEASE_NAME", "SEED_NAME", "check_protocol", "check_report_goal",
-           "federated_identity", "federated_job_id", "now_iso", "now_millis"]
+           "federated_job_id"]
 
 #: (data, attributes) messages to one topic; raises if any is not published.
 Publish = Callable[[str, Sequence[Tuple[bytes, Dict[str, str]]]], None]
@@ -92,13 +93,6 @@ class FederatedSource:
 
 
 
-def federated_identity(config: DiscoveryConfig) -> bytes:
-    """The job's sampling identity: ``discover``'s identity of the same settings with the registry
-    as its input (so two federated jobs sharing a seed file sample independently, and a central
-    run given this identity samples the same users)."""
-    return config.sampling_identity()
-
-
 def federated_job_id(release: release_lib.Release) -> str:
     """The public job id of ``release``: a key derived from the seed and the release's keyed
     identity (the nonce included: two releases never share a job id) under its own purpose (it
@@ -134,14 +128,6 @@ def check_report_goal(report_goal: float, no_guarantee: bool) -> None:
             "a shorter --round-deadline to bound a round's length")
 
 
-def now_millis() -> int:
-    return int(time.time() * 1000)
-
-
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
 class FederatedServer:
     """One federated job's server: its plan and release, the selection and announcement of each
     round, the count of its reports from the log and the commits of its progress."""
@@ -159,7 +145,10 @@ class FederatedServer:
             source.secure.check(config.encoder)
         self.config, self.source, self.publish, self.progress = config, source, publish, progress
         self.keep_running = keep_running
-        self.identity = federated_identity(config)
+        # ``discover``'s identity of the same settings with the registry as its input: two
+        # federated jobs sharing a seed file sample independently, and a central run given this
+        # identity samples the same users.
+        self.identity = config.sampling_identity()
         self.root = FileSystems.join(config.resolved_state_dir, "federated")
         self.encoder = config.encoder
         self.plan = plan_for_census(config, len(source.registry))

@@ -22,6 +22,7 @@ from triehh_beam.beam.partitions import ReleasePartitions
 from triehh_beam.beam.prefix_combine import prefix_groups
 from triehh_beam.beam.whole_items import ReleaseWholeItems
 from triehh_beam.beam.round_cut import CutRounds
+from triehh_beam.beam.text_files import one_text_file
 from triehh_beam.beam.rounds_from_files import RunRoundsFromFiles
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG, WriteDeadLetters
 from triehh_beam.io.schema import RecordFormatError
@@ -39,6 +40,7 @@ from triehh_beam.protocol.sampling import (PassKeys, Sampler, bernoulli_threshol
 
 __all__ = [
     "build_census",
+    "build_first_read",
     "build_estimates",
     "build_first_pass",
     "build_rounds",
@@ -75,17 +77,13 @@ def build_census(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Samp
         read[REJECTED_TAG] | "WriteDeadLetters" >> WriteDeadLetters(config.dead_letter)
     _write_unreadable(read, output_path)
     records = _reported(read[RECORDS_TAG], progress) | "DropZeroCounts" >> beam.ParDo(transforms.DropZeroCountsDoFn())
-    counted = (
-        records
-        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
-        | "CountRecords" >> beam.CombineGlobally(sum).with_output_types(int)
-    )
+    counted = records | "CountRecords" >> transforms.CountRows()
     (
         records
         | "TakeCensus" >> census.TakeCensus(sampler, config.encoder, config.truncate_long_items,
                                             spill_prefix=census_spill, spill_budget=config.worker_budget)
         | "Format" >> beam.Map(_census_json, records=beam.pvalue.AsSingleton(counted))
-        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+        | "Write" >> one_text_file(output_path)
     )
     return records
 
@@ -105,6 +103,22 @@ def build_first_pass(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: 
         | "DrawCandidates" >> DrawCandidates(keys, range(1, keys.max_rounds + 1), bounds, config.worker_budget)
         | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
+
+
+def build_first_read(pipeline: beam.Pipeline, config: DiscoveryConfig, sampler: Sampler, output_path: str,
+                     candidates: Optional[Tuple[PassKeys, CandidateBounds, str]] = None,
+                     progress: Optional[str] = None, as_of_millis: Optional[int] = None,
+                     census_spill: Optional[str] = None) -> None:
+    """Adds a discovery's first job, the one read before its plan: ``build_census``, or with
+    ``candidates`` (the pass keys, the candidate bounds and a files prefix: a trie's rounds to
+    cut once the census is charged) ``build_first_pass``. The driver runs it
+    (``jobs.take_census``) and ``jobs.submit_job_graphs`` submits it."""
+    if candidates is None:
+        build_census(pipeline, config, sampler, output_path, progress, as_of_millis, census_spill)
+    else:
+        keys, bounds, prefix = candidates
+        build_first_pass(pipeline, config, sampler, keys, bounds, output_path, prefix, progress, as_of_millis,
+                         census_spill)
 
 
 def _census_json(counted: census.Census, records: int) -> str:
@@ -151,8 +165,7 @@ def _write_unreadable(read, output_path: str) -> None:
     (
         read[UNREADABLE_TAG]
         | "UnreadableToJson" >> beam.Map(lambda unreadable: json.dumps(list(unreadable)))
-        | "WriteUnreadable"
-        >> beam.io.WriteToText(unreadable_path(output_path), num_shards=1, shard_name_template="")
+        | "WriteUnreadable" >> one_text_file(unreadable_path(output_path))
     )
 
 
@@ -207,11 +220,7 @@ def build_sampling(
                                              config.worker_budget)
         | "WriteCandidates" >> WriteCandidates(candidates_prefix, config.encoder.kind)
     )
-    ranked = (
-        records
-        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
-        | "RecordsRanked" >> beam.CombineGlobally(sum).with_output_types(int)
-    )
+    ranked = records | "RecordsRanked" >> transforms.CountRows()
     _cut_and_run(pipeline, config, keys, plan, rounds, population, candidates_prefix, samples_dir, summary_path,
                  run_rounds_into, beam.pvalue.AsSingleton(ranked), denied, after=written)
 
@@ -305,7 +314,7 @@ def _summarise(drawn_samples, summary_path: str) -> None:
         drawn_samples
         | "ToList" >> beam.combiners.ToList()
         | "Summary" >> beam.Map(_sampling_summary)
-        | "WriteSummary" >> beam.io.WriteToText(summary_path, num_shards=1, shard_name_template="")
+        | "WriteSummary" >> one_text_file(summary_path)
     )
 
 
@@ -339,7 +348,7 @@ def build_sampled_round(
             round_index, plan.theta, frontier, users_required=users_required, records_ranked=records_ranked,
             denied=denied, prefix_groups=prefix_groups(_round_users(plan, users_required), config.worker_budget))
         | "ToJson" >> beam.Map(outputs.round_result_to_json, encoder=config.encoder)
-        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+        | "Write" >> one_text_file(output_path)
     )
 
 
@@ -417,17 +426,16 @@ def build_estimates(
     records = _read_counted_records(pipeline, config, summary_path, progress, as_of_millis)
     (
         records
-        | "RowsPerBatch" >> beam.Map(lambda batch: batch.num_rows).with_output_types(int)
-        | "CountRecords" >> beam.CombineGlobally(sum).with_output_types(int)
+        | "CountRecords" >> transforms.CountRows()
         | "Summary" >> beam.Map(lambda records: json.dumps({"records": records}))
-        | "WriteSummary" >> beam.io.WriteToText(summary_path, num_shards=1, shard_name_template="")
+        | "WriteSummary" >> one_text_file(summary_path)
     )
     (
         records
         | "EstimateFrequencies" >> EstimateFrequencies(keys, epsilon, targets, config.encoder,
                                                        config.truncate_long_items, shards)
         | "ToJson" >> beam.Map(outputs.estimates_to_json, encoder=config.encoder)
-        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+        | "Write" >> one_text_file(output_path)
     )
 
 
@@ -464,7 +472,7 @@ def build_whole_item_release(
         | "ReleaseWholeItems" >> release
         | "ToJson" >> beam.Map(_release_json, encoder=config.encoder,
                                drawn=beam.pvalue.AsSingleton(drawn["samples"]))
-        | "Write" >> beam.io.WriteToText(output_path, num_shards=1, shard_name_template="")
+        | "Write" >> one_text_file(output_path)
     )
 
 

@@ -11,7 +11,6 @@ validates graphs.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
@@ -21,16 +20,18 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from triehh_beam.beam import held, runners, transforms
+from triehh_beam.beam import held, runners
 from triehh_beam.beam.candidates import CandidateBounds
 from triehh_beam.beam.census import Census
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.job import graphs, input_files, levels, planning, sources
 from triehh_beam.job.cas import make_private_dir
 from triehh_beam.job.release import Release
 from triehh_beam.job import progress as progress_lib
 from triehh_beam.job.candidate_bounds import candidate_bounds
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.graphs import build_census, build_sampled_round, build_sampling
+from triehh_beam.job.graphs import build_sampled_round
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.sampling import PassKeys, Sampler, users_required
 
@@ -39,7 +40,6 @@ __all__ = [
     "PROGRESS_EVENT_SECONDS",
     "job_counters",
     "job_wide_counters",
-    "now",
     "read_single_output",
     "split_round_counters",
     "submit_job_graphs",
@@ -50,17 +50,12 @@ __all__ = [
 PROGRESS_EVENT_SECONDS = 2.0
 
 
-def now() -> str:
-    """The time as events and states record it (UTC, ISO 8601, seconds)."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
 def job_counters(result) -> Dict[str, int]:
     """A finished job's counters in the ``triehh`` namespace, by name, and the largest value of
     each distribution there as ``largest_<name>`` (``largest_rows_held``: ``beam.held``), but each
     worker's peak memory as itself (``worker_peak_rss_mb.<host>:<pid>``, in MB: ``beam.held``)."""
     counters: Dict[str, int] = {}
-    query = result.metrics().query(MetricsFilter().with_namespace(transforms.METRICS_NAMESPACE))
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
     for counter in query["counters"]:
         value = counter.committed if counter.committed is not None else counter.attempted
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
@@ -110,13 +105,8 @@ def take_census(config: DiscoveryConfig, jobs: "JobRunner", sampler: Sampler,
     if clear_stale_spills:
         levels.clear_census_spills(config.resolved_state_dir)
     spill = levels.census_spill_dir(config.resolved_state_dir)
-    if candidates is None:
-        build = lambda p, reported: graphs.build_census(p, config, sampler, path, reported, as_of_millis=as_of,
-                                                       census_spill=spill)
-    else:
-        keys, bounds, prefix = candidates
-        build = lambda p, reported: graphs.build_first_pass(p, config, sampler, keys, bounds, path, prefix, reported,
-                                                           as_of_millis=as_of, census_spill=spill)
+    build = lambda p, reported: graphs.build_first_read(p, config, sampler, path, candidates, reported,
+                                                       as_of_millis=as_of, census_spill=spill)
     try:
         make_private_dir(os.path.dirname(spill))  # census/: os.makedirs would give it the umask's mode
         make_private_dir(spill)
@@ -202,7 +192,7 @@ class JobRunner:
                   "total_estimated": progress.estimated}
         if self._verbose:
             fields["private"] = {progress.unit: progress.done, "total": progress.total}
-        self._events({"event": "progress", "time": now(), "message": line, **fields})
+        self._events({"event": "progress", "time": now_iso(), "message": line, **fields})
 
     def run(self, build: Callable[[beam.Pipeline, Optional[str]], None], phase: str,
             total: Optional[int] = None, estimated: bool = False, unit: str = "records") -> Dict[str, int]:
@@ -270,13 +260,10 @@ def submit_job_graphs(
     keys = sampler.pass_keys(config.max_length)
     candidates = FileSystems.join(scratch, "candidates", "part")
     spill = FileSystems.join(scratch, "census-spill")  # as a run's census spills
-    if grows_trie:  # the one read: census and candidates
-        graphs.build_first_pass(census, config, sampler, keys, candidate_bounds(config),
-                                FileSystems.join(scratch, "population.txt"), candidates, as_of_millis=as_of,
-                                census_spill=spill)
-    else:
-        build_census(census, config, sampler, FileSystems.join(scratch, "population.txt"), as_of_millis=as_of,
-                     census_spill=spill)
+    # The one read: the census, and a trie's candidates (as DiscoveryJob.new_state asks for them).
+    graphs.build_first_read(census, config, sampler, FileSystems.join(scratch, "population.txt"),
+                            (keys, candidate_bounds(config), candidates) if grows_trie else None,
+                            as_of_millis=as_of, census_spill=spill)
     results.append(census.run())
     if not grows_trie:
         release = runners.make_pipeline(options)

@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam import samples
 from triehh_beam.beam.noisy_rounds import ReleaseNoisyRound
+from triehh_beam.beam.text_files import one_text_file
 from triehh_beam.job import jobs as jobs_lib
 from triehh_beam.job import levels, outputs
 from triehh_beam.job.discovery_job import copy_state
@@ -84,11 +85,11 @@ def run_round(driver, state: state_pb2.JobState, trie: Trie, round_index: int) -
          | "KeyByRound" >> beam.Map(lambda table: (round_index, table))
          | f"ReleaseNoisyRound({round_index})" >> release
          | "ToJson" >> beam.Map(_released_json, encoder=encoder)
-         | "Write" >> beam.io.WriteToText(path, num_shards=1, shard_name_template=""))
+         | "Write" >> one_text_file(path))
 
     drawn = list(state.samples.users_sampled)
     required = drawn[round_index - 1] if 0 < round_index <= len(drawn) else None
-    counters = driver.run_job(build, f"round {round_index}/{plan.max_length}", required, unit="users")
+    counters = driver.jobs.run(build, f"round {round_index}/{plan.max_length}", required, unit="users")
     document = json.loads(jobs_lib.read_single_output(path))
     FileSystems.delete([path])
     released = tuple(sorted((outputs.units_from_json(p, encoder), int(c)) for p, c in document["released"]))

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam import runners
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, WriteDeadLetters
@@ -27,7 +27,7 @@ from triehh_beam.beam.transforms import DropZeroCountsDoFn
 from triehh_beam.beam.windows import ADMITTED_TAG, LATE_TAG, GateLateRecords, SplitIntoWindows, rfc3339
 from triehh_beam.io.drops import DROP_REASONS, bad_fraction, counter_name
 from triehh_beam.io.schema import RecordColumns
-from triehh_beam.job import cas, input_checks, leftovers, outputs, release, sources, windowed
+from triehh_beam.job import cas, input_checks, leftovers, modes, outputs, sources, windowed
 from triehh_beam.job import stream_clock
 from triehh_beam.job.wording import counted
 from triehh_beam.job.window_releases import WindowReleases
@@ -36,8 +36,6 @@ from triehh_beam.job.config import DiscoveryConfig
 from triehh_beam.protocol.sampling import Sampler
 
 __all__ = [
-    "cancel_job",
-    "job_seed",
     "StreamSource",
     "WindowedRun",
     "count_dead_letters",
@@ -181,19 +179,8 @@ def describe_dead_letters(counts: Dict[str, int], verbose: bool = False) -> str:
     return text
 
 
+# The windowed job's secret seed in its state directory (``modes.job_seed``).
 SEED_NAME = "windowed_seed"
-
-
-def job_seed(config: DiscoveryConfig, name: str = SEED_NAME) -> bytes:
-    """The job's secret seed: ``--seed-file``'s, else one drawn on the job's first run and kept,
-    private, in its state directory (``name``, created once by compare-and-swap), so a
-    restarted job draws the same samples and finds its earlier charges, as a batch job does."""
-    if config.seed is not None:
-        return config.seed
-    root = config.resolved_state_dir
-    if cas.is_local(root):
-        cas.make_private_dir(root)
-    return cas.read_or_create(cas.cas_store_for(root), name, lambda: os.urandom(32))
 
 
 def _estimates_note(config: DiscoveryConfig) -> str:
@@ -293,10 +280,10 @@ def run_replay(config: DiscoveryConfig, options: PipelineOptions,
         raise ValueError("--windows FROM.. (open-ended) is for triehh stream: over files, declare FROM..TO")
     root = config.resolved_state_dir
     windowed.WindowedJob.check(config)
-    release.check_locations(config.output_dir, root, options)  # LocationError, before anything is made or charged
+    modes.check_locations(config, options)  # LocationError, before anything is made or charged
     before = leftovers.local_entries(root)
     try:
-        seed = job_seed(config)
+        seed = modes.job_seed(config, SEED_NAME)
         job = windowed.WindowedJob.for_config(config, seed)
         dead_letter = _prepare(job, "dead_letter.jsonl")
         _check_replay_input(config, options, seed, progress, dead_letter)
@@ -367,25 +354,8 @@ def _wait(result, ended: List[BaseException]) -> None:
         ended.append(e)
 
 
-def cancel_job(result, wait_seconds: float = 5.0) -> str:
-    """Cancels the job; the streaming DirectRunner's cancel waits for its current Pub/Sub pull
-    (up to 30 s on a quiet subscription), so it runs in a daemon thread, given a few seconds."""
-    canceller = threading.Thread(target=result.cancel, daemon=True, name="triehh-stream-cancel")
-    canceller.start()
-    canceller.join(wait_seconds)
-    return "CANCELLED"
-
-
-def stream_pipeline(options: PipelineOptions, log_dir: Optional[str] = None) -> beam.Pipeline:
-    """A streaming pipeline: Beam's streaming DirectRunner in process by default (never the
-    Prism download), else the runner the options name (Prism: the local binary, its own log
-    lines in ``log_dir``, the state directory: ``runners.make_pipeline``)."""
-    options.view_as(StandardOptions).streaming = True
-    if runners.uses_in_process_runner(options):
-        from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-
-        return beam.Pipeline(runner=BundleBasedDirectRunner(), options=options)
-    return runners.make_pipeline(options, log_dir)
+# How long a stream waits for its job to cancel (``modes.cancel_job``).
+_CANCEL_WAIT_SECONDS = 5.0
 
 
 def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineOptions,
@@ -398,14 +368,14 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
     stream_source.check_subscription(source.subscription)
     windowed.WindowedJob.check(config)
     source.check(config)
-    release.check_locations(config.output_dir, config.resolved_state_dir, options)  # before anything is made or charged
-    seed = job_seed(config)
+    modes.check_locations(config, options)  # before anything is made or charged
+    seed = modes.job_seed(config, SEED_NAME)
     job = windowed.WindowedJob.for_config(config, seed)
     read = stream_source.read_messages(options, job, source.subscription, source.timestamp_attribute)
     dead_letter = _prepare(job, "dead-letter")
     first = stream_clock.first_open_window(job)  # a restart resumes at the first window not released
     declared = stream_clock.graph_starts(job, first)
-    pipeline = stream_pipeline(options, config.resolved_state_dir)
+    pipeline = modes.stream_pipeline(options, config.resolved_state_dir)
     parsed = (
         pipeline
         | "ReadFromPubSub" >> read
@@ -460,7 +430,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
                     why = stream_clock.describe_refusal(refused)
                 if why:
                     progress(why)
-                    state = cancel_job(result)
+                    state = modes.cancel_job(result, _CANCEL_WAIT_SECONDS)
                     break
                 if not waiter.is_alive():
                     state = str(result.state).split(".")[-1]
@@ -470,7 +440,7 @@ def run_stream(config: DiscoveryConfig, source: StreamSource, options: PipelineO
         resume = next((start for start in declared if rfc3339(start) not in seen), None)
         progress("interrupted: cancelling the job; every released window is kept"
                  + (f"; run the same command to resume at window {rfc3339(resume)}" if resume is not None else ""))
-        state = cancel_job(result)
+        state = modes.cancel_job(result, _CANCEL_WAIT_SECONDS)
     status.write(state.lower())
     if ended and state != "CANCELLED":
         raise ended[0]

@@ -142,7 +142,7 @@ def run_release(driver: DiscoveryJob, state: state_pb2.JobState) -> Tuple[state_
     # Budget before release: charged (once per job) before the pass can release anything.
     state = driver.charge(state)
     if not state.HasField("release"):
-        driver.check_input(state, "(before the release)")
+        sources.check_unchanged(state, driver.config, "(before the release)")
         driver.say("release_start", "release: every user contributing, items kept by their keyed coins, in one pass"
                    if protocol_of(state.plan).selects_partitions else
                    "release: sampling users and counting their whole items in one pass")

@@ -16,8 +16,9 @@ from typing import Optional
 from apache_beam.io.filesystems import FileSystems
 
 from triehh_beam.beam.windows import rfc3339
-from triehh_beam.job import cas, deny_lists, jobs, outputs, release
+from triehh_beam.job import cas, deny_lists, outputs, release
 from triehh_beam.job import ledger as ledger_lib
+from triehh_beam.job.clock import now_iso
 from triehh_beam.job.state_store import StateStore
 from triehh_beam.job.windowed import (
     REFUSED_MARKER, WITHHELD_NAME, WindowedJob, WindowStateMismatchError, window_dir_name)
@@ -134,7 +135,7 @@ class WindowReleases:
 
     def _charge(self, store: StateStore, state: state_pb2.JobState, start: int) -> Decision:
         details = {"window_start": rfc3339(start), "window_end": rfc3339(self._interval(start)[1]),
-                   "time": jobs.now(), "mode": "window", "job_id": state.job_id,
+                   "time": now_iso(), "mode": "window", "job_id": state.job_id,
                    "input": self._job.config.input_pattern, "state_dir": self._job.config.resolved_state_dir}
         try:
             release.charge_committed(store, state, self.ledger, details, self._interval(start))

@@ -21,6 +21,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from triehh_beam.beam.metrics import METRICS_NAMESPACE as _NAMESPACE
 from triehh_beam.beam.window_census import CensusEachWindow
 from triehh_beam.beam.window_join import GIVEN, MAIN, MeetGiven
 from triehh_beam.beam.windowed import (
@@ -60,7 +61,6 @@ REFUSED_MARKER = "_REFUSED"
 #: Beside a window's state: why the driver did not release it (private).
 WITHHELD_NAME = "withheld.json"
 _LOG = logging.getLogger(__name__)
-_NAMESPACE = "triehh"
 # The keyed uniform of a round's count of real users sampled (``sampling.real_users_sampled``).
 _PHANTOMS = "phantoms"
 

@@ -137,3 +137,40 @@ def test_ctrl_c_anywhere_gives_one_line_and_130_or_a_finished_run_and_0(tmp_path
         assert _trie(output) == _trie(tmp_path / "fresh"), where
         assert len(_ledger_records(output)) == 1, where  # resumed under the same record: charged once
     assert outcomes[0] == 130 and outcomes[_POINTS.index(("discovered ", 0.0, 1))] == 0, outcomes
+
+
+def test_a_ctrl_c_once_every_window_is_released_prints_the_windows_and_exits_0(tmp_path, capsys, monkeypatch):
+    # A windowed discover's windows are all released and charged when run_replay returns: a Ctrl-C
+    # from there on (here remembered as it returns, as when a Beam job swallowed it) must not turn
+    # the printed result into an interrupted run (exit 130 after the windows' lines).
+    import csv
+    import os
+
+    from triehh_beam.cli import main
+    from triehh_beam.job import stream
+
+    records = tmp_path / "records.csv"
+    with open(records, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["user_id", "item", "ts"])
+        writer.writerows([f"u{user}", ("the", "to", "of")[user % 3], f"2026-11-01T00:{user % 60:02d}:00Z"]
+                         for user in range(3000))
+    release = stream.run_replay
+
+    def released_then_interrupted(*args, **kwargs):
+        ran = release(*args, **kwargs)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs between bytecodes, soon after the signal
+                pass
+        except KeyboardInterrupt:
+            pass
+        return ran
+
+    monkeypatch.setattr(stream, "run_replay", released_then_interrupted)
+    code = main(["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--window", "1h",
+                 "--windows", "2026-11-01T00:00:00Z..2026-11-01T01:00:00Z", "--timestamp-column", "ts",
+                 "--epsilon", "4", "--delta", "1e-6", "--max-length", "4"])
+    captured = capsys.readouterr()
+    assert code == 0 and "interrupted" not in captured.err, captured.err
+    assert "1 window" in captured.out, captured.out  # the summary line, printed whole

@@ -185,6 +185,26 @@ def test_a_local_writer_that_dies_before_the_rename_leaves_the_old_object(tmp_pa
     assert store.replace("MANIFEST.json", b"round 2", generation)  # the lock was released
 
 
+def test_an_interrupt_after_the_local_rename_goes_up_as_the_interrupt(tmp_path, monkeypatch):
+    # Ctrl-C between the rename and the end of its ``try`` found the temporary file gone: the
+    # clean-up's FileNotFoundError replaced the KeyboardInterrupt ("triehh: error: .cas/tmp/....tmp:
+    # No such file or directory", exit 2). The rename is done, so the new object stays.
+    store = LocalCasStore(str(tmp_path))
+    generation = store.create("MANIFEST.json", b"round 1")
+    rename = os.replace
+
+    def rename_then_interrupted(source, target):
+        rename(source, target)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cas.os, "replace", rename_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.replace("MANIFEST.json", b"round 2", generation)
+    monkeypatch.undo()
+    assert store.read("MANIFEST.json").data == b"round 2"
+    assert os.listdir(tmp_path / ".cas" / "tmp") == []
+
+
 def test_cas_store_for_picks_the_store_from_the_path(tmp_path):
     local = cas_store_for(str(tmp_path / "state"))
     assert isinstance(local, LocalCasStore) and local.root == str(tmp_path / "state")

@@ -267,6 +267,7 @@ def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: 
         ran = stream.run_replay(config, options, progress=_quiet if as_json else say)
     except (RecordFormatError, FileNotFoundError, ValueError) as e:
         return _fail(str(e), 2)
+    interrupts.finishing()  # every window is released: print them whole and exit 0, even after Ctrl-C
     if as_json:
         for report in ran.reports:
             _print_json_line({"event": "window", "window_start": report["window_start"],

@@ -95,7 +95,9 @@ def _run(args: argparse.Namespace, beam_args: List[str], argv: Sequence[str]) ->
 
 
 def _interrupted(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """One line, not Beam's 60-odd frames: what was committed stays, and the same command resumes."""
+    """One line, not Beam's 60-odd frames: what was committed stays, and the same command resumes.
+    A second Ctrl-C from here on changes nothing (it would print the line twice)."""
+    interrupts.finishing()
     again = f"; resume with: {shlex.join(['triehh', *argv])}" if getattr(args, "resumable", False) else ""
     print(f"\ntriehh {args.command}: interrupted{again}", file=sys.stderr)
     return EXIT_INTERRUPTED

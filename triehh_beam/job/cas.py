@@ -287,7 +287,10 @@ class LocalCasStore(CasStore):
             try:
                 os.replace(temporary, path)
             except BaseException:
-                os.unlink(temporary)
+                # A Ctrl-C that lands once the rename is done finds no temporary file: the
+                # interrupt, not a FileNotFoundError about a file nobody asked for, goes up.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
                 raise
             _fsync_directory(os.path.dirname(path))
         return _content_generation(data)

@@ -20,7 +20,7 @@ setuptools.setup(
     # The keyed hash of every user id, compiled (native/siphash.c: the CPython C API only, no
     # new dependency), as a top-level module so that tests run from the checkout use the
     # installed build too. Optional: without a C compiler the install still succeeds and
-    # protocol/keyed_hash.py hashes with numpy (keyed_hash.implementation() says which).
+    # protocol/randomness/keyed_hash.py hashes with numpy (keyed_hash.implementation() says which).
     ext_modules=[setuptools.Extension("triehh_beam_siphash", sources=["native/siphash.c"], optional=True)],
     install_requires=[
         "apache-beam[gcp]>=2.77,<2.78",

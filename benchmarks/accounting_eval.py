@@ -46,7 +46,7 @@ from scipy.stats import binom  # noqa: E402
 from triehh_beam.evaluation import demo, heldout  # noqa: E402
 
 from triehh_beam.reference import metrics
-from triehh_beam.protocol.encoding import ItemEncoder, ItemTooLongError  # noqa: E402
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemTooLongError  # noqa: E402
 
 DEFAULT_POPULATION = os.path.join("bench-data", "heldout_words.parquet")
 

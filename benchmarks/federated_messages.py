@@ -7,7 +7,7 @@ Frontiers: for each prefix length 2..6 (rounds 3..7), the 1,000 prefixes of that
 the most users of the bundled demo population (200,000 users, one English word each; fewer
 when fewer exist), text units of 1 character, L = 10; and 1,000 distinct random prefixes of
 random bytes (units of 1 byte) of the same lengths. Every message is built and serialized by
-the library (``protocol/federated.py``) and parsed back; the device's costs (parse the
+the library (``protocol/federated/messages.py``) and parsed back; the device's costs (parse the
 announcement, answer one invitation) are timed on this machine, best of 5.
 
 Usage (from the repository root)::
@@ -37,9 +37,9 @@ import pyarrow.parquet as pq  # noqa: E402
 from triehh_beam.device import DeviceClient  # noqa: E402
 from triehh_beam.evaluation.demo import demo_population_path  # noqa: E402
 from triehh_beam.proto import vote_pb2  # noqa: E402
-from triehh_beam.protocol.encoding import ItemEncoder  # noqa: E402
-from triehh_beam.protocol.federated import Invitation, RoundAnnouncement, VoteReport  # noqa: E402
-from triehh_beam.protocol.messages import SCHEMA_VERSION, encoding_to_proto  # noqa: E402
+from triehh_beam.protocol.items.encoding import ItemEncoder  # noqa: E402
+from triehh_beam.protocol.federated.messages import Invitation, RoundAnnouncement, VoteReport  # noqa: E402
+from triehh_beam.protocol.rounds.wire import SCHEMA_VERSION, encoding_to_proto  # noqa: E402
 
 PREFIXES = 1000
 LENGTHS = range(2, 7)

@@ -18,11 +18,11 @@ import time
 
 import pyarrow.parquet as pq
 
-from triehh_beam.evaluation import fleet_run
 from triehh_beam.evaluation.demo import DEMO_POPULATION_PATH
-from triehh_beam.io.pubsub_emulator import start_pubsub_emulator
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.driver import run_discovery
+from triehh_beam.evaluation.fleet import run as fleet_run
+from triehh_beam.io.pubsub.emulator import start_pubsub_emulator
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.settings.config import DiscoveryConfig
 
 
 def _one(devices: int, work: str, epsilon: float, max_length: int) -> dict:

@@ -20,15 +20,15 @@ import time
 import numpy as np
 
 from triehh_beam.evaluation import demo
-from triehh_beam.evaluation.fleet import SimulatedFleet
-from triehh_beam.evaluation.fleet_faults import FleetOptions
-from triehh_beam.io import federated_attributes as fa
-from triehh_beam.io import pubsub
-from triehh_beam.io.pubsub_emulator import start_pubsub_emulator
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.federated import Invitation, RoundAnnouncement
-from triehh_beam.protocol.keyed_hash import pack_messages
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.evaluation.fleet.devices import SimulatedFleet
+from triehh_beam.evaluation.fleet.faults import FleetOptions
+from triehh_beam.io.pubsub import client as pubsub
+from triehh_beam.io.pubsub import federated_attributes as fa
+from triehh_beam.io.pubsub.emulator import start_pubsub_emulator
+from triehh_beam.protocol.federated.messages import Invitation, RoundAnnouncement
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.randomness.keyed_hash import pack_messages
+from triehh_beam.protocol.randomness.sampling import Sampler
 
 PROJECT = "bench"
 

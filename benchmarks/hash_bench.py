@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from triehh_beam.io.arrays import binary_buffers
-from triehh_beam.protocol import keyed_hash
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.randomness import keyed_hash
+from triehh_beam.protocol.randomness.sampling import Sampler
 
 
 @contextlib.contextmanager

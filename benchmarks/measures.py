@@ -71,7 +71,7 @@ def _files(manifest: Dict) -> List[str]:
 
 
 def plan_for(manifest: Dict, args) -> Dict:
-    from triehh_beam.protocol import planner
+    from triehh_beam.protocol.planning import planner
 
     n = manifest["users"]
     delta = args.delta if args.delta is not None else 1.0 / n**2
@@ -88,7 +88,7 @@ def _read_and_hash(manifest: Dict, kind: str) -> Dict:
     import pyarrow.parquet as pq
 
     from triehh_beam.io import binary_buffers
-    from triehh_beam.protocol.sampling import Sampler
+    from triehh_beam.protocol.randomness.sampling import Sampler
 
     sampler = Sampler(SEED)
     # One SipHash per id (the census fingerprint), or the sampling rank (one SipHash plus one AES
@@ -97,7 +97,7 @@ def _read_and_hash(manifest: Dict, kind: str) -> Dict:
     if kind == "siphash":
         hash_ids = sampler.fingerprints_packed
     elif kind == "numpy":
-        from triehh_beam.protocol import keyed_hash
+        from triehh_beam.protocol.randomness import keyed_hash
 
         hash_ids = lambda data, offsets: keyed_hash.siphash24_batch_numpy((1, 2), data, offsets)  # noqa: E731
     else:
@@ -139,7 +139,7 @@ def measure_reader(manifest: Dict, args) -> Dict:
     import numpy as np
 
     from triehh_beam.io import binary_buffers, iter_record_batches
-    from triehh_beam.protocol.sampling import Sampler
+    from triehh_beam.protocol.randomness.sampling import Sampler
 
     sampler = Sampler(SEED)
     t0 = time.perf_counter()
@@ -208,7 +208,7 @@ def output_dir(manifest: Dict) -> str:
 
 
 def _config(manifest: Dict, plan: Dict, rounds_per_job: str = "1"):
-    from triehh_beam.job.config import DiscoveryConfig
+    from triehh_beam.job.settings.config import DiscoveryConfig
 
     return DiscoveryConfig(
         input_pattern=manifest["pattern"], output_dir=output_dir(manifest), epsilon=plan["epsilon"],
@@ -255,8 +255,8 @@ def samples_digest(samples_dir: str, rounds: int) -> Dict[str, str]:
 
 
 def _sampling_pass(manifest: Dict, args, samples_dir: str, pipeline_args: List[str]) -> Dict:
-    from triehh_beam.job import graphs
-    from triehh_beam.protocol.sampling import Sampler
+    from triehh_beam.job.batch import graphs
+    from triehh_beam.protocol.randomness.sampling import Sampler
 
     plan = {**plan_for(manifest, args), "max_length": args.max_length}
     config = _config(manifest, plan)
@@ -285,9 +285,9 @@ def measure_sampling_pass(manifest: Dict, args) -> Dict:
 
 
 def measure_first_pass(manifest: Dict, args) -> Dict:
-    from triehh_beam.job import graphs
-    from triehh_beam.job.candidate_bounds import candidate_bounds
-    from triehh_beam.protocol.sampling import Sampler
+    from triehh_beam.job.batch import graphs
+    from triehh_beam.job.batch.candidate_bounds import candidate_bounds
+    from triehh_beam.protocol.randomness.sampling import Sampler
 
     plan = {**plan_for(manifest, args), "max_length": args.max_length}
     config = _config(manifest, plan)
@@ -364,8 +364,8 @@ def ensure_samples(manifest: Dict, args) -> None:
 
 
 def measure_sampled_round(manifest: Dict, args) -> Dict:
-    from triehh_beam.job import graphs
-    from triehh_beam.job.outputs import round_result_from_json
+    from triehh_beam.job.batch import graphs
+    from triehh_beam.job.release.outputs import round_result_from_json
 
     plan = {**plan_for(manifest, args), "max_length": args.max_length}
     samples_dir = samples_cache_dir(manifest, args)
@@ -384,8 +384,8 @@ def measure_sampled_round(manifest: Dict, args) -> Dict:
 def _discovery(manifest: Dict, args, rounds_per_job: str) -> Dict:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from triehh_beam.job.driver import run_discovery
-    from triehh_beam.job.release import Release
+    from triehh_beam.job.batch.driver import run_discovery
+    from triehh_beam.job.release.lifecycle import Release
 
     plan = {**plan_for(manifest, args), "max_length": args.max_length}
     config = _config(manifest, plan, rounds_per_job)
@@ -453,8 +453,8 @@ def measure_discovery_all(manifest: Dict, args) -> Dict:
 def measure_whole_items(manifest: Dict, args) -> Dict:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from triehh_beam.job.config import DiscoveryConfig
-    from triehh_beam.job.driver import run_discovery
+    from triehh_beam.job.batch.driver import run_discovery
+    from triehh_beam.job.settings.config import DiscoveryConfig
 
     plan = plan_for(manifest, args)
     config = DiscoveryConfig(

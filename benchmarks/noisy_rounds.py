@@ -51,9 +51,9 @@ def main(argv=None) -> int:
 
     import pyarrow.parquet as pq
 
-    from triehh_beam.protocol.encoding import ItemEncoder
-    from triehh_beam.protocol.noisy_rounds import plan_noisy_rounds
-    from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
+    from triehh_beam.protocol.central.noisy_rounds import plan_noisy_rounds
+    from triehh_beam.protocol.items.encoding import ItemEncoder
+    from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_threshold
     from triehh_beam.reference.keyed_runs import encode_population
     from triehh_beam.reference.noisy_rounds import simulate_noisy_rounds
     from triehh_beam.reference.simulation import simulate_sample_threshold

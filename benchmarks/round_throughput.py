@@ -104,7 +104,7 @@ def run_measurement(args) -> Dict:
     from cryptography.hazmat.primitives.ciphers import Cipher  # noqa: F401  (the sampling rank.s AES, lazily)
 
     import triehh_beam.beam.transforms  # noqa: F401
-    import triehh_beam.job.driver  # noqa: F401
+    import triehh_beam.job.batch.driver  # noqa: F401
 
     import_seconds = time.perf_counter() - i0
     manifest = ensure_dataset(args.workdir, args.records[0], args.items_per_user, args.files,
@@ -414,7 +414,7 @@ def main(argv=None) -> int:
     for records in args.records:
         manifest = ensure_dataset(args.workdir, records, args.items_per_user, args.files,
                                   args.vocabulary, args.zipf, log)
-        from triehh_beam.protocol import planner
+        from triehh_beam.protocol.planning import planner
 
         n = manifest["users"]
         delta = args.delta if args.delta is not None else 1.0 / n**2

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from triehh_beam.beam.prefix_combine import prefix_groups
+from triehh_beam.beam.rounds.prefix_combine import prefix_groups
 
 # Measured (benchmarks/README.md, "Latest figures" and "10^8 records", 2026-11-27).
 MEASURED = {
@@ -82,7 +82,7 @@ def parquet_bytes_per_row(rows: int = 200_000, sampled: bool = False) -> float:
 
 
 def plan(n: int):
-    from triehh_beam.protocol import planner
+    from triehh_beam.protocol.planning import planner
 
     chosen = planner.plan(n, EPSILON, 1.0 / n**2, ROUNDS)
     return chosen.batch_size, chosen.theta

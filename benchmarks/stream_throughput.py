@@ -121,7 +121,7 @@ def measure_ingest(emulator: PubsubEmulator, total: int, per_message: int, messa
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
-    from triehh_beam.beam.messages import ParseMessages
+    from triehh_beam.beam.pubsub.messages import ParseMessages
     from triehh_beam.io.schema import RecordOptions
 
     paths = emulator.topic(f"ingest-{message_format}-{per_message}")

@@ -26,11 +26,12 @@ import pyarrow as pa
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam import RunRound, make_pipeline
-from triehh_beam.protocol import planner, rounds
-from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
-from triehh_beam.protocol.rounds import RoundResult
-from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.items.encoding import ItemEncoder, is_terminated
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds import loop as rounds
+from triehh_beam.protocol.rounds.loop import RoundResult
+from triehh_beam.protocol.rounds.trie import Trie
 
 WORDS = ["the", "of", "and", "to", "in", "is", "was", "that", "for", "on", "with", "as", "his", "they",
          "at", "be", "this", "from", "have", "one", "had", "by", "word", "but", "not", "what", "all"]

@@ -4,7 +4,7 @@ and a few hundred MB, and a per-test fixture that points ``PUBSUB_EMULATOR_HOST`
 ``google.cloud.pubsub`` clients, Beam's Pub/Sub reader among them, honour: an insecure channel,
 no credential lookup) and hands out fresh topics and subscriptions, so that tests sharing the
 server never see each other's messages. The server is the library's
-(``triehh_beam.io.pubsub_emulator``: the Debian package ``google-cloud-cli-pubsub-emulator`` in
+(``triehh_beam.io.pubsub.emulator``: the Debian package ``google-cloud-cli-pubsub-emulator`` in
 its own process group, stopped as a whole); where its launcher or Java is absent the fixtures
 skip with the one line ``emulator_missing`` gives.
 """
@@ -17,7 +17,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from triehh_beam.io.pubsub_emulator import EMULATOR_BINARY, emulator_missing, start_pubsub_emulator
+from triehh_beam.io.pubsub.emulator import EMULATOR_BINARY, emulator_missing, start_pubsub_emulator
 
 __all__ = [
     "EMULATOR_BINARY",

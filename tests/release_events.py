@@ -1,13 +1,13 @@
 """Records, in order, every state commit and every ledger charge a test's job makes, so a test
-can check the one release order (``job.release``): the release committed, then charged, then
+can check the one release order (``job.release.lifecycle``): the release committed, then charged, then
 committed marked charged, in every mode."""
 
 from __future__ import annotations
 
 from typing import List, Tuple
 
-from triehh_beam.job.ledger import Ledger
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.state.ledger import Ledger
+from triehh_beam.job.state.state_store import StateStore
 
 
 def record_events(monkeypatch) -> List[Tuple[str, str, bool]]:

@@ -1,13 +1,13 @@
 """The keys a finished or resumed job's release drew with, as its committed state records them.
 
-Every release draws a fresh nonce (``job.release``), so a test that recomputes a job's samples,
+Every release draws a fresh nonce (``job.release.lifecycle``), so a test that recomputes a job's samples,
 choices or noise (the keyed simulation, the estimates' reference) takes the release's keyed
 identity from the job's state, never from its settings alone.
 """
 
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.release import Release
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.state_store import StateStore
 
 
 def keyed_identity(where) -> bytes:

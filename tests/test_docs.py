@@ -75,7 +75,7 @@ _REPO_PATH = re.compile(r"(?<![\w/.-])((?:triehh_beam|tests|benchmarks|examples|
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_file_of_the_repository_named_exists(page):
-    """A path the prose names (``triehh_beam/job/cas.py``, ``benchmarks/README.md``) is there:
+    """A path the prose names (``triehh_beam/job/state/cas.py``, ``benchmarks/README.md``) is there:
     a module moved or renamed without its docs fails here."""
     named = set(_REPO_PATH.findall(page.read_text(encoding="utf-8")))
     missing = sorted(path for path in named if "*" not in path and not (REPO / path).exists())
@@ -194,8 +194,8 @@ def test_every_evaluation_row_states_its_guarantee_as_the_report_writes_it():
     # The demo's recall table's privacy column (unit sizes 2 and 3 read only "central"): every row
     # is what report.html's table (present.report.summary_rows) writes for that configuration's
     # plan, from the planner at the page's n = 200,000, delta = 1e-10, rule authors.
-    from triehh_beam.protocol import planner
     from triehh_beam.present.report import summary_rows
+    from triehh_beam.protocol.planning import planner
 
     page = (DOCS / "evaluation.md").read_text(encoding="utf-8")
     table = page[page.index("### Recall@K: mean over 10 runs"):].split("\n\n")[1]

@@ -17,18 +17,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.testing.util import assert_that, equal_to
 
-from triehh_beam.beam.bigquery import (
-    ReadBigQueryBatches,
-    RowsToRecordBatches,
-    is_bigquery_input,
-    parse_bigquery_table,
-)
+from triehh_beam.beam.bigquery import (ReadBigQueryBatches, RowsToRecordBatches, is_bigquery_input,
+                                       parse_bigquery_table)
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG
 from triehh_beam.io import RecordOptions, write_records
 from tests.pipeline_factory import new_pipeline
 from tests.e2e.test_dataflow_dry_run import DATAFLOW_DRY_RUN, offline  # noqa: F401 (fixture)
 from tests.io.helpers import batch_rows, counters, read_rows
-from tests.io.test_rows import RECORDS, as_rows
+from tests.io.records.test_rows import RECORDS, as_rows
 
 
 def test_table_uris():

@@ -12,11 +12,11 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import window as beam_window
 from apache_beam.testing.util import assert_that, equal_to
 
-from tests.beam.test_candidates import _records
-from triehh_beam.beam.candidates import CandidateBounds, DrawCandidates
+from tests.beam.samples.test_candidates import _records
 from triehh_beam.beam.census import _SpillCensusDoFn
-from triehh_beam.protocol import sampling
-from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.beam.samples.candidates import CandidateBounds, DrawCandidates
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.randomness import sampling
 
 ROUNDS = [1, 2]
 # A rate bound keeping about a tenth, and each bundle's 40 smallest above it (emitted at the

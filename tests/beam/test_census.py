@@ -21,10 +21,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam import census as census_lib, transforms
-from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.beam.census import NEVER, Census, TakeCensus
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
+from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
+from triehh_beam.protocol.randomness.sampling import Sampler
 
 SEED = b"triehh-beam census tests seed 01"
 

@@ -23,8 +23,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from triehh_beam.beam import census as census_lib
 from triehh_beam.beam import census_spill
 from triehh_beam.beam.census import GROUPS, SPILL_BUDGET, Census, TakeCensus
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.randomness.sampling import Sampler
 from tests.pipeline_factory import new_pipeline
 from tests.beam.test_census import SEED, _batch, _oracle, _text_population
 

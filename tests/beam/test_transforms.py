@@ -10,13 +10,13 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.pipeline_factory import new_pipeline
-from triehh_beam.protocol import sampling
 from triehh_beam.beam import RunRound, transforms
 from triehh_beam.beam.metrics import METRICS_NAMESPACE
-from triehh_beam.protocol.counting import PrefixCounter
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.rounds import RoundResult
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.randomness import sampling
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds.counting import PrefixCounter
+from triehh_beam.protocol.rounds.loop import RoundResult
 
 SEED = bytes(range(32))
 

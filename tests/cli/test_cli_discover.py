@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from triehh_beam.protocol import planner
 from triehh_beam.cli import main
+from triehh_beam.protocol.planning import planner
 
 SEED = bytes(range(100, 132))
 # 2,000 users (a steep Zipf law over 60 short words) are enough for a planned run at this target

@@ -7,14 +7,14 @@ import json
 import pytest
 
 from triehh_beam.cli import main
+from triehh_beam.job.release import outputs
 from triehh_beam.present import result as published
 from triehh_beam.present import show
-from triehh_beam.job import outputs
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.count_intervals import noisy_count_intervals
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
-from triehh_beam.protocol.frequency_estimates import EstimateTargets, FrequencyEstimates
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.estimates.count_intervals import noisy_count_intervals
+from triehh_beam.protocol.estimates.frequency_estimates import EstimateTargets, FrequencyEstimates
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.rounds.trie import Trie
 
 SEED = bytes(range(40, 72))
 TARGET = ["--epsilon", "4", "--delta", "1e-6", "--max-length", "4"]

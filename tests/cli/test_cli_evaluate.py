@@ -43,7 +43,8 @@ def test_max_length_counts_units_as_in_discover(tmp_path):
     sizes L counts units of the smallest and each other one fits the same characters."""
     import argparse
 
-    from triehh_beam.cli import argtypes, discover, evaluate
+    from triehh_beam.cli import argtypes, discover
+    from triehh_beam.cli.measure import evaluate
 
     flags = ["--input", str(tmp_path / "records.csv"), "--epsilon", "8", "--delta", "1e-3",
              "--max-length", "10", "--unit-size", "3"]

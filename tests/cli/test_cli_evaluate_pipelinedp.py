@@ -10,7 +10,8 @@ import pytest
 
 from tests.holders import write_holders
 
-from triehh_beam.cli import evaluate as evaluate_cli, main
+from triehh_beam.cli import main
+from triehh_beam.cli.measure import evaluate as evaluate_cli
 
 POPULATION = {"aa": 600, "ab": 400, "b": 300, "cc": 200, "d": 150, "e": 100, "rare": 2}
 

@@ -147,7 +147,7 @@ def test_a_ctrl_c_once_every_window_is_released_prints_the_windows_and_exits_0(t
     import os
 
     from triehh_beam.cli import main
-    from triehh_beam.job import stream
+    from triehh_beam.job.windows import stream
 
     records = tmp_path / "records.csv"
     with open(records, "w", newline="") as f:

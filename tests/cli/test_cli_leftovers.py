@@ -3,7 +3,7 @@ nothing behind: no output, no state directory, no ledger (issue 15, item 10).
 
 Today the driver creates the state directory (lease, census and round folders) before it counts
 the users, and leaves it when it refuses: the test is marked as an expected failure, strict, so
-that it fails as soon as the driver (``job/driver.py``, ``job/dry_run.py``) is fixed and the
+that it fails as soon as the driver (``job/batch/driver.py``, ``job/batch/dry_run.py``) is fixed and the
 marker must go.
 """
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.protocol import planner, utility
+from triehh_beam.protocol.planning import planner, utility
 
 FEASIBLE = ["plan", "--protocol", "triehh", "--population", "100000", "--epsilon", "4", "--delta", "1e-10",
             "--max-length", "10"]
@@ -200,7 +200,7 @@ def test_the_default_protocol_is_triehh_pp_with_exact_accounting(capsys):
                                  "--json"])
     data = json.loads(out)
     assert code == 0 and data["protocol"] == "triehh++" and data["accounting"] == "exact"
-    from triehh_beam.job.config import BY_NAME
+    from triehh_beam.job.settings.config import BY_NAME
     from triehh_beam.protocol.protocols import DEFAULT_PROTOCOL, Protocol
 
     assert DEFAULT_PROTOCOL is Protocol.TRIEHH_PP and BY_NAME["protocol"].default is DEFAULT_PROTOCOL

@@ -11,11 +11,11 @@ import json
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.job.partition_outputs import central_advice
+from triehh_beam.job.release.partition_outputs import central_advice
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol import sample_threshold
-from triehh_beam.protocol.noisy_rounds import plan_noisy_rounds
-from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
+from triehh_beam.protocol.accounting import sample_threshold
+from triehh_beam.protocol.central.noisy_rounds import plan_noisy_rounds
+from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_threshold
 
 TARGET = ["--population", "100000", "--epsilon", "0.5", "--delta", "1e-8", "--max-length", "4", "--unit-size", "3"]
 

@@ -10,14 +10,14 @@ import json
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.federated_server import FederatedServer
-from triehh_beam.job.partition_outputs import central_advice
+from triehh_beam.job.federated.server import FederatedServer
+from triehh_beam.job.release.partition_outputs import central_advice
+from triehh_beam.job.settings.config import DiscoveryConfig
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol import sample_threshold
-from triehh_beam.protocol.noisy_rounds import plan_noisy_rounds
-from triehh_beam.protocol.partition_selection import holders_for
-from triehh_beam.protocol.whole_items import plan_whole_items
+from triehh_beam.protocol.accounting import sample_threshold
+from triehh_beam.protocol.central.noisy_rounds import plan_noisy_rounds
+from triehh_beam.protocol.central.partition_selection import holders_for
+from triehh_beam.protocol.central.whole_items import plan_whole_items
 
 TARGET = ["--population", "1000000", "--epsilon", "1", "--delta", "1e-8", "--max-length", "10"]
 

@@ -1,5 +1,5 @@
 """`triehh plan --unit-size auto` / `--compare-units`: the table and the recommendation, as text
-and JSON, equal to what `protocol.unit_advice` computes (itself tested against the planners);
+and JSON, equal to what `protocol.planning.unit_advice` computes (itself tested against the planners);
 `--protocol` restricts it; flags that belong to one unit size are refused in one line."""
 
 import json
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.protocol import unit_advice as ua
+from triehh_beam.protocol.planning import unit_advice as ua
 
 BASE = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-8", "--max-length", "10"]
 

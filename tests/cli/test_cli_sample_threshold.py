@@ -18,10 +18,10 @@ import pytest
 from triehh_beam import cli
 from triehh_beam.evaluation import plans as evaluation_plans
 from triehh_beam.io.write import write_records
-from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.composition import compose_rounds
-from triehh_beam.protocol.exact_accountant import release_delta
-from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
+from triehh_beam.protocol.accounting import sample_threshold as st
+from triehh_beam.protocol.accounting.composition import compose_rounds
+from triehh_beam.protocol.accounting.exact_accountant import release_delta
+from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_threshold
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAN = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-8", "--max-length", "4"]

@@ -16,9 +16,9 @@ import pytest
 from triehh_beam import cli
 from triehh_beam.evaluation import plans as evaluation_plans
 from triehh_beam.io.write import write_records
-from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.exact_accountant import release_delta
-from triehh_beam.protocol.whole_items import plan_whole_items, release_probability
+from triehh_beam.protocol.accounting import sample_threshold as st
+from triehh_beam.protocol.accounting.exact_accountant import release_delta
+from triehh_beam.protocol.central.whole_items import plan_whole_items, release_probability
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAN = ["plan", "--population", "200000", "--epsilon", "1", "--delta", "1e-8", "--max-length", "10",

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from triehh_beam.job.release import Release
-from triehh_beam.job.state_store import StateStore
 from triehh_beam import cli
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.state.state_store import StateStore
 
 SEED = bytes(range(7, 39))
 
@@ -97,7 +97,7 @@ def test_an_argument_no_options_class_defines_is_refused_in_one_line(records, tm
 
 
 def test_the_library_never_imports_pipelines(subprocess_env, tmp_path):
-    code = ("import sys, triehh_beam.cli, triehh_beam.job.driver, triehh_beam.evaluation.experiment; "
+    code = ("import sys, triehh_beam.cli, triehh_beam.job.batch.driver, triehh_beam.evaluation.experiment; "
             "assert not [m for m in sys.modules if m == 'pipelines' or m.startswith('pipelines.')]")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=subprocess_env, cwd=tmp_path, timeout=120)

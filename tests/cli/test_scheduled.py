@@ -13,7 +13,7 @@ import pytest
 from triehh_beam import cli
 from triehh_beam.cli import scheduled
 from triehh_beam.io.write import write_records
-from triehh_beam.job import ledger
+from triehh_beam.job.state import ledger
 
 
 def _bucket(url: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 from triehh_beam import cli
 from triehh_beam.cli import scheduled
 from triehh_beam.io.write import write_records
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.state.state_store import StateStore
 
 from tests.job.test_deny_list_files import release_document
 

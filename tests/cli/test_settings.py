@@ -1,4 +1,4 @@
-"""Every setting defined once (``job.config.SETTINGS``): ``triehh discover`` and ``triehh scheduled``
+"""Every setting defined once (``job.settings.config.SETTINGS``): ``triehh discover`` and ``triehh scheduled``
 accept each one and build the same configuration from it, unknown keys are refused in one line,
 the recorded ``InputSpec`` matches the identity settings, and a resume refuses a change of
 exactly the identity settings. Parametrised over the definitions: a new setting is covered."""
@@ -10,10 +10,10 @@ import pytest
 
 from triehh_beam import cli
 from triehh_beam.cli import discover, scheduled
-from triehh_beam.job import config as config_lib
-from triehh_beam.job.config import SETTINGS, DiscoveryConfig
+from triehh_beam.job.settings import config as config_lib
+from triehh_beam.job.settings.config import SETTINGS, DiscoveryConfig
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.rounds.trie import Trie
 
 from tests.job.test_deny_list_files import release_document
 

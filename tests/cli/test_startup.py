@@ -19,7 +19,7 @@ ROOT = pathlib.Path(triehh_beam.__file__).parents[1]
 HEAVY = ("apache_beam", "scipy", "matplotlib", "dp_accounting", "pipeline_dp", "mkdocs", "tqdm")
 # What a plain central discovery (TrieHH, the authors' rule, in-process runner; TrieHH++'s exact
 # accounting needs dp_accounting) never needs: Beam
-# it does, and scipy.special (the rank prefilter, its plan's unit advice: protocol.distributions),
+# it does, and scipy.special (the rank prefilter, its plan's unit advice: protocol.planning.distributions),
 # never scipy.stats (0.5-0.9 s to import); tqdm comes with Beam's BigQuery client.
 NOT_IN_A_DISCOVERY = ("matplotlib", "dp_accounting", "pipeline_dp", "mkdocs", "scipy.stats")
 

@@ -60,4 +60,4 @@ def test_the_sdist_that_workers_install_holds_the_c_source(tmp_path):
     [sdist] = (tmp_path / "dist").glob("triehh_beam-*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"native/siphash.c", "setup.py", "triehh_beam/protocol/keyed_hash.py"} <= names
+    assert {"native/siphash.c", "setup.py", "triehh_beam/protocol/randomness/keyed_hash.py"} <= names

@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from triehh_beam.cli import main
-from triehh_beam.job.stream import describe_window
+from triehh_beam.job.windows.stream import describe_window
 
 WINDOW = ["--window", "1h", "--windows", "2026-11-01T00:00:00Z..2026-11-01T01:00:00Z", "--timestamp-column", "ts",
           "--epsilon", "4", "--delta", "1e-6", "--max-length", "4"]
@@ -130,7 +130,7 @@ def test_a_window_line_counts_everything_in_the_singular_and_plural(counts, says
 
 
 def test_a_stream_stopping_after_one_window_says_one_window():
-    from triehh_beam.job.stream import stop_reason
+    from triehh_beam.job.windows.stream import stop_reason
 
     assert stop_reason(1, 1, 3, 1) == "1 window closed: stopping (--stop-after-windows)"
     assert stop_reason(2, 2, 3, 2) == "2 windows closed: stopping (--stop-after-windows)"
@@ -139,7 +139,7 @@ def test_a_stream_stopping_after_one_window_says_one_window():
 def test_the_stream_summary_line_counts_one_window_in_the_singular(tmp_path, capsys, monkeypatch):
     # The line cli/stream.py prints once the stream ends; the stream itself runs against the
     # Pub/Sub emulator in tests/e2e/test_stream_emulator.py, replaced here by what it returns.
-    from triehh_beam.job import stream
+    from triehh_beam.job.windows import stream
 
     def ran(config, source, options, progress=print, poll_seconds=1.0):
         return stream.WindowedRun([_window_report(1, 1, 1, 1)], "CANCELLED", str(tmp_path / "dead-letter"))

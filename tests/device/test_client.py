@@ -16,14 +16,16 @@ import pytest
 
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.evaluation.demo import demo_population_path
+from triehh_beam.protocol.federated.messages import (FederatedFormatError, Invitation, RoundAnnouncement,
+                                                     VoteReport)
+from triehh_beam.protocol.items.encoding import ItemEncoder, is_terminated
+from triehh_beam.protocol.items.tokenize import tokenize
+from triehh_beam.protocol.randomness import keyed_hash
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds import columnar, loop as rounds
+from triehh_beam.protocol.rounds.trie import Trie
+from triehh_beam.protocol.rounds.vote import client_vote
 from triehh_beam.reference.simulation import encode_population, simulate
-from triehh_beam.protocol import columnar, keyed_hash, rounds
-from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
-from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement, VoteReport
-from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.tokenize import tokenize
-from triehh_beam.protocol.trie import Trie
-from triehh_beam.protocol.vote import client_vote
 
 SAMPLER = Sampler(bytes(range(7, 39)), b"federated-test-identity")
 JOB = "job-federated-test"

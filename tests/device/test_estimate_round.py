@@ -12,13 +12,14 @@ import pytest
 
 from tests.device.test_client import DEADLINE, JOB, POPULATIONS, SAMPLER, _token
 from triehh_beam.device import DeviceClient, InvitationMismatchError
+from triehh_beam.protocol.estimates.frequency_estimates import (EstimateKeys, EstimateTargets,
+                                                                reference_estimates, release,
+                                                                user_choice)
+from triehh_beam.protocol.federated.estimate import EstimateAnnouncement
+from triehh_beam.protocol.federated.messages import Invitation, RoundAnnouncement, VoteReport
+from triehh_beam.protocol.items.encoding import ItemEncoder, is_terminated
+from triehh_beam.protocol.randomness import keyed_hash
 from triehh_beam.reference.simulation import encode_population
-from triehh_beam.protocol import keyed_hash
-from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
-from triehh_beam.protocol.federated import Invitation, RoundAnnouncement, VoteReport
-from triehh_beam.protocol.federated_estimate import EstimateAnnouncement
-from triehh_beam.protocol.frequency_estimates import (EstimateKeys, EstimateTargets, reference_estimates, release,
-                                                      user_choice)
 
 KEYS = EstimateKeys.derive(SAMPLER.seed, SAMPLER.identity)
 ROUND = 5

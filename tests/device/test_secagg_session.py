@@ -12,9 +12,9 @@ import pytest
 
 from triehh_beam.device import DeviceClient
 from triehh_beam.device.secagg import SecureVoteSession
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.federated import Invitation, RoundAnnouncement
-from triehh_beam.protocol.federated_tally import RoundTally
+from triehh_beam.protocol.federated.messages import Invitation, RoundAnnouncement
+from triehh_beam.protocol.federated.tally import RoundTally
+from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.protocol.secagg.cohorts import CohortPolicy
 from triehh_beam.protocol.secagg.messages import SecAggRequest
 from triehh_beam.protocol.secagg.round import SecureRound

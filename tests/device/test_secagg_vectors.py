@@ -17,7 +17,7 @@ import pytest
 from tests.vectors.secagg_generate import VECTORS, build_vectors, replay_refusal
 from triehh_beam.device import DeviceClient
 from triehh_beam.device.secagg import SecureVoteSession
-from triehh_beam.protocol.federated import RoundAnnouncement
+from triehh_beam.protocol.federated.messages import RoundAnnouncement
 from triehh_beam.protocol.secagg.device import SecAggProtocolError
 from triehh_beam.protocol.secagg.messages import SecAggRequest
 

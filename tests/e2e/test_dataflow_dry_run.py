@@ -49,11 +49,11 @@ from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.internal import apiclient
 
-from triehh_beam.job import driver
-from triehh_beam.job import jobs as jobs_lib
-from triehh_beam.protocol import planner
 from triehh_beam.io.write import write_records
-from triehh_beam.protocol.encoding import ItemEncoder
+from triehh_beam.job.batch import driver
+from triehh_beam.job.batch import jobs as jobs_lib
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.planning import planner
 
 pytestmark = pytest.mark.slow  # whole discoveries in subprocesses or many rounds: see README, Tests
 
@@ -447,8 +447,8 @@ LAUNCHER_ARGV = [  # what Dataflow's Python Flex Template launcher passes (param
 
 
 def test_the_flex_launcher_turns_template_parameters_into_a_discover_command():
-    from triehh_beam.cli.discover import config_from_args
     from triehh_beam import cli
+    from triehh_beam.cli.discover import config_from_args
 
     launcher = _load_flex_launcher()
     discover_args, beam_args, launch, wrapper = launcher.translate(

@@ -18,12 +18,12 @@ import pytest
 from tests.release_keys import keyed_identity
 from tests.word_population import write_word_population
 from triehh_beam import cli
-from triehh_beam.job import noisy_rounds as noisy_job
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.encoding import is_terminated
-from triehh_beam.protocol.noisy_rounds import plan_noisy_rounds
+from triehh_beam.job.batch import noisy_rounds as noisy_job
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.central.noisy_rounds import plan_noisy_rounds
+from triehh_beam.protocol.items.encoding import is_terminated
 from triehh_beam.reference.keyed_runs import encode_population
 from triehh_beam.reference.noisy_rounds import simulate_noisy_rounds
 from triehh_beam.reference.simulation import sampler_for_seed
@@ -85,7 +85,7 @@ def test_the_pipeline_grows_exactly_the_in_memory_loops_trie_and_counts(run, pop
     encoder = _config(run["records"], "x").encoder
     expected = _simulated(users, state, encoder)
     assert state.plan.round_epsilon == pytest.approx(plan_noisy_rounds(EPSILON, DELTA, L).round_epsilon, rel=1e-12)
-    from triehh_beam.protocol.trie import Trie
+    from triehh_beam.protocol.rounds.trie import Trie
 
     trie = Trie.from_proto(state.trie)
     assert trie.levels == expected.levels

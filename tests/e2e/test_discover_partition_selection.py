@@ -19,13 +19,13 @@ import pytest
 from tests.release_keys import keyed_identity
 from tests.word_population import write_word_population
 from triehh_beam import cli
-from triehh_beam.job import graphs
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.partition_release import PartitionCounter, SelectionKeys, more_uniforms
-from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
-from triehh_beam.protocol.vote import choose_sequence
+from triehh_beam.job.batch import graphs
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.central.partition_release import PartitionCounter, SelectionKeys, more_uniforms
+from triehh_beam.protocol.central.partition_selection import PartitionSelectionPlan
+from triehh_beam.protocol.rounds.vote import choose_sequence
 from triehh_beam.reference.simulation import sampler_for_seed
 
 WORDS = ["quokkaps", "zorbips", "plimsops", "wendraps", "tovalips", "gravunps", "snerdips", "yolpazps",

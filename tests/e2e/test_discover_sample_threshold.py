@@ -22,20 +22,20 @@ import numpy as np
 import pytest
 
 from tests.release_keys import keyed_identity
-from triehh_beam.job.release import Release
 from triehh_beam import cli
-from triehh_beam.reference.simulation import simulate_sample_threshold
 from triehh_beam.io.write import write_records
-from triehh_beam.job import levels
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.outputs import ACCOUNTING_NOTES, published_plan_document
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.batch import levels
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.release.outputs import ACCOUNTING_NOTES, published_plan_document
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.state_store import StateStore
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.composition import compose_rounds
-from triehh_beam.protocol.exact_accountant import release_delta
-from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.accounting.composition import compose_rounds
+from triehh_beam.protocol.accounting.exact_accountant import release_delta
+from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_threshold
+from triehh_beam.protocol.rounds.trie import Trie
+from triehh_beam.reference.simulation import simulate_sample_threshold
 
 WORDS = ["apple", "apply", "ample", "maple", "mango", "man", "map", "zebra", "zero", "zoo", "zone"]
 N_USERS = 3000

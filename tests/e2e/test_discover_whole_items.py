@@ -21,16 +21,16 @@ import pytest
 from tests.release_keys import keyed_identity
 from tests.word_population import write_word_population
 from triehh_beam import cli
+from triehh_beam.job.batch import graphs
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.release.outputs import ACCOUNTING_NOTES
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.accounting.exact_accountant import release_delta
+from triehh_beam.protocol.central.whole_items import estimate_interval, plan_whole_items
+from triehh_beam.protocol.rounds.vote import choose_sequence
 from triehh_beam.reference.simulation import sampler_for_seed
 from triehh_beam.reference.whole_items import simulate_whole_items
-from triehh_beam.job import graphs
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.outputs import ACCOUNTING_NOTES
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.exact_accountant import release_delta
-from triehh_beam.protocol.whole_items import estimate_interval, plan_whole_items
-from triehh_beam.protocol.vote import choose_sequence
 
 # Distinctive made-up words, so that grepping for one finds nothing by accident.
 WORDS = ["quokkax", "zorbix", "plimsox", "wendrak", "tovalix", "gravunk", "snerdix", "yolpaz", "mirvotk",

@@ -1,5 +1,5 @@
 """Federated rounds end to end through the Pub/Sub emulator (issue 13's "done when"): the server
-(``job.federated``), its streaming Beam collector and a simulated fleet of 20,000 devices, one per
+(``job.federated.serve``), its streaming Beam collector and a simulated fleet of 20,000 devices, one per
 user of a records file. With no faults the trie equals ``triehh discover``'s on the same records
 with the same seed (and the federated job's identity); with 30% dropouts, duplicates, late and
 malformed reports (2,000 devices: the accounting does not need 20,000) the job completes and its
@@ -20,18 +20,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from triehh_beam.evaluation import fleet_run
 from triehh_beam.evaluation.demo import DEMO_POPULATION_PATH
-from triehh_beam.evaluation.fleet import SimulatedFleet
-from triehh_beam.evaluation.fleet_faults import FleetOptions
-from triehh_beam.io import pubsub
-from triehh_beam.job import federated
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.ledger import BudgetExceededError, Ledger
-from triehh_beam.job.release import Release
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.federated_selection import Registry
+from triehh_beam.evaluation.fleet import run as fleet_run
+from triehh_beam.evaluation.fleet.devices import SimulatedFleet
+from triehh_beam.evaluation.fleet.faults import FleetOptions
+from triehh_beam.io.pubsub import client as pubsub
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.federated import serve as federated
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.ledger import BudgetExceededError, Ledger
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.federated.selection import Registry
 
 SEED = bytes(range(100, 132))
 FLAGS = ["--epsilon", "8", "--delta", "1e-6", "--max-length", "8"]
@@ -318,7 +318,7 @@ def test_an_announce_topic_nobody_reads_is_refused_before_anything_is_spent(pubs
 
 
 def test_a_second_server_on_the_same_state_is_refused_before_anything_is_spent(pubsub_emulator, tmp_path):
-    from triehh_beam.job.lease import LeaseHeld, StateLease
+    from triehh_beam.job.state.lease import LeaseHeld, StateLease
 
     _, users, registry, registry_path = _population(tmp_path, n=500)
     config = _config(tmp_path, registry_path)

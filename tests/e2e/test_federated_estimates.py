@@ -17,11 +17,11 @@ import pytest
 
 from tests.e2e.test_federated_emulator import (FLAGS, SEED, _Crash, _committed_release, _committed_state, _config,
                                                _population, _records, _run)
-from triehh_beam.job import federated
-from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.ledger import Ledger
-from triehh_beam.protocol.federated import Invitation
-from triehh_beam.protocol.federated_estimate import EstimateAnnouncement
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.federated import serve as federated
+from triehh_beam.job.state.ledger import Ledger
+from triehh_beam.protocol.federated.estimate import EstimateAnnouncement
+from triehh_beam.protocol.federated.messages import Invitation
 
 EPSILON_EST = "1"
 

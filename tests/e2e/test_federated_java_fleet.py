@@ -32,10 +32,10 @@ import pytest
 from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
 from tests.e2e.test_federated_estimates import _estimates_of
 from triehh_beam.device import DeviceClient, InvitationMismatchError
-from triehh_beam.evaluation.fleet import SimulatedFleet
-from triehh_beam.evaluation import fleet_secagg
-from triehh_beam.evaluation.fleet_faults import FleetOptions
-from triehh_beam.protocol.federated import FederatedFormatError, VoteReport
+from triehh_beam.evaluation.fleet import secagg as fleet_secagg
+from triehh_beam.evaluation.fleet.devices import SimulatedFleet
+from triehh_beam.evaluation.fleet.faults import FleetOptions
+from triehh_beam.protocol.federated.messages import FederatedFormatError, VoteReport
 from triehh_beam.protocol.secagg.device import SecAggProtocolError
 from triehh_beam.protocol.secagg.messages import SecAggRequest
 

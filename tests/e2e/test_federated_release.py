@@ -1,4 +1,4 @@
-"""Every federated run is a release (``job.release``, issue 24 finding 3): a run after the state
+"""Every federated run is a release (``job.release.lifecycle``, issue 24 finding 3): a run after the state
 was deleted draws a fresh nonce, so it selects other devices under another job id and is charged
 again under another record id; a resume (a crash after the first announcement) keeps the
 committed nonce, selects the same devices and finds its one charge. Each run here stops at its
@@ -11,9 +11,9 @@ import shutil
 import pytest
 
 from tests.e2e.test_federated_emulator import SEED, _config, _population, _topics
-from triehh_beam.io import pubsub
-from triehh_beam.job import federated
-from triehh_beam.job.ledger import Ledger
+from triehh_beam.io.pubsub import client as pubsub
+from triehh_beam.job.federated import serve as federated
+from triehh_beam.job.state.ledger import Ledger
 
 
 class _Stop(Exception):

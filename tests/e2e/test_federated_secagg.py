@@ -20,11 +20,11 @@ import pytest
 
 from tests.e2e.test_federated_emulator import FLAGS, SEED, _published, _records, _simulate
 from triehh_beam.device.secagg import SecureVoteSession
-from triehh_beam.evaluation import fleet_run, fleet_secagg
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.federated_log import ReportLog
-from triehh_beam.job.federated_secagg import SecureAggregation
-from triehh_beam.protocol.federated_estimate import EstimateAnnouncement
+from triehh_beam.evaluation.fleet import run as fleet_run, secagg as fleet_secagg
+from triehh_beam.job.federated.log import ReportLog
+from triehh_beam.job.federated.secagg import SecureAggregation
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.protocol.federated.estimate import EstimateAnnouncement
 from triehh_beam.protocol.secagg.cohorts import CohortPolicy
 
 SECURE = ["--secure-aggregation", "--cohort-size", "100"]
@@ -104,7 +104,7 @@ def test_no_file_the_server_writes_holds_a_plaintext_vote(pubsub_emulator, tmp_p
 
     monkeypatch.setattr(fleet_secagg, "SecureVoteSession", Recording)
     if not secure:  # the plain run: the devices' reports, as the fleet sends them
-        from triehh_beam.evaluation import fleet as fleet_module
+        from triehh_beam.evaluation.fleet import devices as fleet_module
 
         original = fleet_module.DeviceClient.respond
 

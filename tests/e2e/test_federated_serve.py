@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
-from triehh_beam.evaluation.fleet import SimulatedFleet
-from triehh_beam.evaluation.fleet_faults import FleetOptions
+from triehh_beam.evaluation.fleet.devices import SimulatedFleet
+from triehh_beam.evaluation.fleet.faults import FleetOptions
 
 PROJECT = "projects/test-project"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from tests.e2e.test_federated_emulator import FLAGS, SEED, _records
-from triehh_beam.evaluation import fleet_run
-from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.evaluation.fleet import run as fleet_run
+from triehh_beam.job.settings.config import DiscoveryConfig
 
 DEADLINE_S = 60.0
 

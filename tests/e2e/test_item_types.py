@@ -1,5 +1,5 @@
 """Item types: unicode text at unit sizes 1-4, integers as bit units (values, ranges, order),
-bytes from base64/hex text, and the tokenising encoder (the rule itself: tests/protocol/test_tokenize.py)."""
+bytes from base64/hex text, and the tokenising encoder (the rule itself: tests/protocol/items/test_tokenize.py)."""
 
 from __future__ import annotations
 
@@ -16,24 +16,13 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam.read import ReadRecordBatches
-from triehh_beam.io import (
-    RecordFormatError,
-    RecordOptions,
-    iter_record_batches,
-    normalise_batch,
-    record_schema,
-    write_records,
-)
-from triehh_beam.protocol.encoding import (
-    EncodingError,
-    ItemEncoder,
-    ItemKind,
-    ItemTooLongError,
-    is_terminated,
-)
+from triehh_beam.io import (RecordFormatError, RecordOptions, iter_record_batches, normalise_batch,
+                            record_schema, write_records)
 from triehh_beam.proto import trie_pb2
-from triehh_beam.protocol.tokenize import TOKENIZER_ID
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.items.encoding import (EncodingError, ItemEncoder, ItemKind, ItemTooLongError,
+                                                 is_terminated)
+from triehh_beam.protocol.items.tokenize import TOKENIZER_ID
+from triehh_beam.protocol.rounds.trie import Trie
 
 # --- unicode text ---------------------------------------------------------------------------
 

@@ -47,23 +47,24 @@ from apache_beam.testing.util import assert_that, equal_to
 from scipy import stats
 
 from tests.release_keys import keyed_identity
-from triehh_beam.job.release import Release
-from triehh_beam.protocol import planner
-from triehh_beam.beam import SampleAllRounds, runners, samples
+from triehh_beam.beam import SampleAllRounds, runners
 from triehh_beam.beam.read import ReadRecordBatches
+from triehh_beam.beam.samples import samples
+from triehh_beam.cli import main
 from triehh_beam.io.schema import RecordOptions
 from triehh_beam.io.write import write_records
-from triehh_beam.cli import main
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.job.ledger import LEDGER_NAME
-from triehh_beam.reference.metrics import ground_truth, recall_at_k
+from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.state.ledger import LEDGER_NAME
+from triehh_beam.job.state.state_store import MANIFEST_NAME, StateStore
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.items.tokenize import TOKENIZER_ID, tokenize
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds.trie import Trie
+from triehh_beam.reference.metrics import ground_truth, recall_at_k
 from triehh_beam.reference.simulation import simulate, simulate_many
-from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
-from triehh_beam.protocol.tokenize import TOKENIZER_ID, tokenize
-from triehh_beam.protocol.trie import Trie
 
 pytestmark = pytest.mark.slow  # whole discoveries in subprocesses or many rounds: see README, Tests
 
@@ -115,7 +116,7 @@ def _assert_equals_keyed_simulation(output_dir, simulated):
     """The pipeline's trie and its per-round totals are the keyed simulation's, exactly."""
     assert _levels(output_dir) == simulated.levels
     rounds = _rounds(output_dir)
-    # One round loop (protocol.rounds): the same rounds, the same stop.
+    # One round loop (protocol.rounds.loop): the same rounds, the same stop.
     assert len(rounds) == simulated.rounds_run
     assert StateStore(str(output_dir) + ".state").load().stop_reason == simulated.stop.describe()
     for summary, expected in zip(rounds, simulated.round_stats):
@@ -573,7 +574,7 @@ def _sentence(rng, words) -> str:
 def test_tokenize_discovers_the_frequent_words_of_sentences(tmp_path, capsys, short_words, monkeypatch):
     """What is asserted: with --tokenize every discovered item is a word token of the corpus
     (letters only, or the emoji token; never punctuation or white space); the trie is exactly the
-    keyed simulation's on the population pre-tokenised with ``triehh_beam.protocol.tokenize`` (a record
+    keyed simulation's on the population pre-tokenised with ``triehh_beam.protocol.items.tokenize`` (a record
     counts ``count`` for each of its tokens, a token twice in a sentence counts twice; case is
     kept, so "The" and "the" are different items); the two words held by most users are
     discovered; and without --tokenize the same records (whole sentences, all longer than L - 1)

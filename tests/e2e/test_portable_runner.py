@@ -38,11 +38,11 @@ import time
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from triehh_beam.job.release import Release
-from triehh_beam.job.state_store import StateStore
 from triehh_beam.beam import runners
 from triehh_beam.io.write import write_records
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.state.state_store import StateStore
 
 pytestmark = [pytest.mark.portable, pytest.mark.slow]
 

@@ -28,7 +28,7 @@ import pytest
 
 from tests.e2e.test_stream_emulator import StreamRun
 from tests.e2e.test_stream_soak import _accounted_settles, _instant, _late_per_window, _wait_for, stream_command
-from triehh_beam.job import windowed
+from triehh_beam.job.windows import windowed
 
 WINDOW = 4  # seconds
 LATENESS = 1

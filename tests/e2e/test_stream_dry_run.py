@@ -8,8 +8,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.dataflow.internal import apiclient
 
 from tests.e2e.test_dataflow_dry_run import DATAFLOW_DRY_RUN, offline, step_names  # noqa: F401 (fixture)
-from triehh_beam.job import stream
-from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.windows import stream
 
 pytestmark = pytest.mark.slow
 

@@ -22,16 +22,16 @@ import time
 
 import pytest
 
-from tests.job.test_windowed import SEED, _population
+from tests.job.windows.test_windowed import SEED, _population
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
-from triehh_beam.reference.simulation import simulate
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol import planner
-from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.trie import Trie
-from triehh_beam.job import windowed
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.job.windows import windowed
 from triehh_beam.proto import stream_pb2 as pb
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds.trie import Trie
+from triehh_beam.reference.simulation import simulate
 
 WINDOW = 10  # seconds
 LATENESS = 2
@@ -218,7 +218,7 @@ def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_em
     document = json.loads((streamed / "heavy_hitters.json").read_text())
     assert document["heavy_hitters"] and all(
         e["estimate"] == estimates[config.encoder.encode(e["item"])] for e in document["heavy_hitters"])
-    from triehh_beam.job.ledger import Ledger
+    from triehh_beam.job.state.ledger import Ledger
 
     (charge,) = Ledger(str(tmp_path / "ledger")).records()
     assert charge["estimate_epsilon"] == 0.5 and charge["window_start"] == released[0].split("=", 1)[1]

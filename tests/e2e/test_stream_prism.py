@@ -11,7 +11,7 @@ must then be in the dead letter; every other record must be counted.)
 
 These are what once failed on Prism 2.77: it hands a streaming window's per-window side inputs to
 their consumer before they are filled (windows released short); the windowed graph now reads no
-side input (its values meet its records by key, ``beam/window_join.py``).
+side input (its values meet its records by key, ``beam/windows/window_join.py``).
 
 Prism binds every network interface, so each test runs its body in a network namespace with
 only loopback (``unshare -n``, as root), the emulator started inside it: the outer test runs
@@ -34,14 +34,14 @@ from typing import Dict, List, Optional
 import pytest
 
 from tests import prism_runner
-from tests.job.test_windowed import SEED, _population
-from triehh_beam.job import windowed
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.state_store import StateStore
+from tests.job.windows.test_windowed import SEED, _population
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.job.windows import windowed
 from triehh_beam.proto import stream_pb2 as pb
-from triehh_beam.protocol import planner
-from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate
 
 INSIDE = os.environ.get("TRIEHH_IN_NETNS") == "1"
@@ -407,7 +407,7 @@ def test_a_soak_of_twenty_windows_with_a_kill_releases_each_once(subprocess_env)
 
 @inside_only
 def test_a_soak_of_twenty_windows_with_a_kill_releases_each_once_inside(pubsub_emulator, tmp_path):
-    from triehh_beam.job.ledger import Ledger
+    from triehh_beam.job.state.ledger import Ledger
 
     paths = pubsub_emulator.topic("soak")
     # The first window starts once the stream's read is through its first ack deadline.

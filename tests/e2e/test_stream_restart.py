@@ -17,10 +17,10 @@ import time
 import pytest
 
 from tests.e2e.test_stream_emulator import StreamRun
-from tests.job.test_windowed import SEED
-from triehh_beam.job import windowed
-from triehh_beam.job.ledger import Ledger
-from triehh_beam.job.state_store import StateStore
+from tests.job.windows.test_windowed import SEED
+from triehh_beam.job.state.ledger import Ledger
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.job.windows import windowed
 
 WINDOW = 2  # seconds
 
@@ -112,7 +112,7 @@ def test_a_killed_open_ended_stream_restarts_at_the_first_unreleased_window(pubs
 @pytest.mark.slow
 def test_an_open_ended_stream_stops_when_the_budget_refuses_the_window_now_open(pubsub_emulator, subprocess_env,
                                                                                  tmp_path):
-    from triehh_beam.job.config import DiscoveryConfig
+    from triehh_beam.job.settings.config import DiscoveryConfig
 
     env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=pubsub_emulator.host, PUBSUB_PROJECT_ID=pubsub_emulator.project)
     paths = pubsub_emulator.topic("budget")

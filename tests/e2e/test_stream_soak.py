@@ -40,9 +40,9 @@ from typing import Dict, List
 import pytest
 
 from tests.e2e.test_stream_emulator import StreamRun
-from tests.job.test_windowed import SEED
-from triehh_beam.job import windowed
-from triehh_beam.job.ledger import Ledger
+from tests.job.windows.test_windowed import SEED
+from triehh_beam.job.state.ledger import Ledger
+from triehh_beam.job.windows import windowed
 
 WINDOW = 2  # seconds
 LATENESS = 2  # (1 s: a stall of the runner's first release, under load, made a window late)

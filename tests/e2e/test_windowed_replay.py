@@ -9,20 +9,20 @@ import re
 import numpy as np
 import pytest
 
+from triehh_beam.beam.windows.windowed_estimates import window_estimate_keys
 from triehh_beam.cli.main import main
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.ledger import Ledger
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.job.windows import windowed
+from triehh_beam.protocol.estimates.frequency_estimates import EstimateKeys, EstimateTargets, user_choice
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_threshold
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
-from triehh_beam.beam.windowed_estimates import window_estimate_keys
-from triehh_beam.job import windowed
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.ledger import Ledger
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol import planner
-from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets, user_choice
-from triehh_beam.protocol.sample_threshold_planner import plan_sample_threshold
-from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.trie import Trie
-from tests.job.test_windowed import HOUR, SEED, T0, _population, fixed_nonces  # noqa: F401 (fixture)
+from tests.job.windows.test_windowed import HOUR, SEED, T0, _population, fixed_nonces  # noqa: F401 (fixture)
 
 # Two declared windows from T0 (2025-11-23T10:00:00Z); TrieHH's planned for 2,500 users.
 DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-23T12:00:00Z"]
@@ -108,7 +108,7 @@ def test_discover_window_with_triehh_plus_plus_releases_each_window_as_its_keyed
 
 def test_discover_window_with_triehh_plus_plus_refuses_an_infeasible_target_unread(tmp_path, capsys):
     # Infeasible under the bound (eps_r > 1); under exact accounting the same target is a plan
-    # (tests/job/test_windowed.py).
+    # (tests/job/windows/test_windowed.py).
     records = tmp_path / "records.jsonl"
     records.write_text('{"user_id": "u", "item": "the", "ts": 0}\n')
     code = main(_replay_args(records, tmp_path / "out", "--protocol", "triehh++", "--epsilon", "8",
@@ -211,7 +211,7 @@ def test_every_release_is_charged_once_per_output_and_input(tmp_path):
     shared = ["--seed-file", str(seed_file), "--ledger", str(tmp_path / "ledger")]
     for out in ("out-a", "out-b", "out-a"):
         assert main(_replay_args(records, tmp_path / out, *shared)) == 0
-    from triehh_beam.job.ledger import Ledger
+    from triehh_beam.job.state.ledger import Ledger
 
     charges = [c for c in Ledger(str(tmp_path / "ledger")).records() if c["window_start"] == windowed.rfc3339(T0)]
     assert len(charges) == 2 and len({c["record_id"] for c in charges}) == 2
@@ -230,7 +230,7 @@ def test_without_a_seed_file_a_rerun_keeps_its_first_seed(tmp_path, capsys):
     capsys.readouterr()
     assert main(_replay_args(records, tmp_path / "out", *ledger)) == 0
     assert "already released" in capsys.readouterr().out
-    from triehh_beam.job.ledger import Ledger
+    from triehh_beam.job.state.ledger import Ledger
 
     charges = Ledger(str(tmp_path / "ledger")).records()  # the records' window and the empty one
     assert sorted(c["window_start"] for c in charges) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]

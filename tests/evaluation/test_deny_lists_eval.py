@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from triehh_beam.evaluation import deny_lists
+from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.reference.keyed_runs import encode_population, run_keyed
 from triehh_beam.reference.simulation import sampler_for_seed, simulate
-from triehh_beam.protocol.encoding import ItemEncoder
 
 WORDS = ["the", "then", "they", "to", "of", "off", "in", "and", "an", "a", "at", "on", "one"]
 ENCODER = ItemEncoder(max_length=5)

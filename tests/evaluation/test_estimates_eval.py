@@ -13,11 +13,11 @@ import pytest
 from scipy import stats
 
 from triehh_beam.evaluation import estimates_eval
+from triehh_beam.protocol.estimates.frequency_estimates import EstimateKeys, EstimateTargets
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.central_top_k import central_top_k, laplace_threshold
 from triehh_beam.reference.simulation import simulate
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.frequency_estimates import EstimateKeys, EstimateTargets
-from triehh_beam.protocol.trie import Trie
 
 ENCODER = ItemEncoder(max_length=5)
 SEED = bytes(range(3, 35))

@@ -1,5 +1,5 @@
 """Tests of the evaluation (triehh_beam/evaluation.py) and of ``triehh evaluate``
-(triehh_beam/cli/evaluate.py).
+(triehh_beam/cli/measure/evaluate.py).
 
 Statistical tests run at fixed seeds, so they are deterministic; each states its tolerance.
 The pipeline engine is run once (two runs on a tiny population) and compared with the keyed
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from triehh_beam.cli import evaluate as evaluate_cli
+from triehh_beam.cli.measure import evaluate as evaluate_cli
 from triehh_beam.evaluation import experiment as evaluation
+from triehh_beam.io.write import write_records
+from triehh_beam.protocol.planning import planner
 from triehh_beam.reference import metrics
 from triehh_beam.reference import stats as eval_stats
-from triehh_beam.protocol import planner
-from triehh_beam.io.write import write_records
 
 # --------------------------------------------------------------------------------------------
 # A tiny population with a known truth (n = 2000, one item per user).

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.reference.keyed_runs import encode_population, run_keyed
 from triehh_beam.reference.simulation import sampler_for_seed, simulate
-from triehh_beam.protocol.encoding import ItemEncoder
 
 WORDS = ["the", "then", "they", "to", "top", "a", "an", "and", "ant", "be", "bee", "été", "überlong-item"]
 

@@ -11,17 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
+from triehh_beam.protocol.items.encoding import ItemEncoder, is_terminated
+from triehh_beam.protocol.randomness.sampling import Sampler, user_id_bytes
+from triehh_beam.protocol.rounds.vote import client_vote
 from triehh_beam.reference.metrics import ground_truth, recall_at_k
-from triehh_beam.protocol.sampling import Sampler, user_id_bytes
-from triehh_beam.reference.simulation import (
-    RoundStats,
-    SimulationResult,
-    sampler_for_seed,
-    simulate,
-    simulate_many,
-)
-from triehh_beam.protocol.vote import client_vote
+from triehh_beam.reference.simulation import (RoundStats, SimulationResult, sampler_for_seed, simulate,
+                                              simulate_many)
 
 ENC = ItemEncoder(max_length=10)
 ALPHA = 1e-3

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
+from triehh_beam.protocol.accounting import sample_threshold as st
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.randomness.sampling import Sampler, user_id_bytes
 from triehh_beam.reference.simulation import simulate_many_sample_threshold, simulate_sample_threshold
-from triehh_beam.protocol import sample_threshold as st
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.sampling import Sampler, user_id_bytes
 
 ENC = ItemEncoder(max_length=8)
 WORDS = ["the", "then", "they", "this", "that", "a", "an", "and", "ant", "be", "bee", "been", "cat", "car"]

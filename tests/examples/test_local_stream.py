@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from triehh_beam.io.pubsub_emulator import emulator_missing
+from triehh_beam.io.pubsub.emulator import emulator_missing
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "local_stream.py"

@@ -10,9 +10,9 @@ import re
 import subprocess
 import sys
 
-from triehh_beam.protocol import planner
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.randomness.sampling import Sampler
 from triehh_beam.reference.simulation import simulate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -12,15 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from triehh_beam.protocol import keyed_hash, sampling
-from triehh_beam.io import (
-    RECORD_SCHEMA,
-    RecordColumns,
-    RecordFormatError,
-    RecordOptions,
-    binary_buffers,
-    normalise_batch,
-)
+from triehh_beam.io import (RECORD_SCHEMA, RecordColumns, RecordFormatError, RecordOptions,
+                            binary_buffers, normalise_batch)
+from triehh_beam.protocol.randomness import keyed_hash, sampling
 from tests.io.helpers import (
     batch_rows,
 )

@@ -17,10 +17,10 @@ from typing import Callable, List, Optional, Sequence
 import pytest
 
 from tests.gcs_emulators import anonymous_client
-from triehh_beam.job import cas
-from triehh_beam.job.cas import LocalCasStore, PreconditionFailed, cas_store_for
-from triehh_beam.job.lease import Lease, LeaseHeld
-from triehh_beam.job.record_log import append_record
+from triehh_beam.job.state import cas
+from triehh_beam.job.state.cas import LocalCasStore, PreconditionFailed, cas_store_for
+from triehh_beam.job.state.lease import Lease, LeaseHeld
+from triehh_beam.job.state.record_log import append_record
 
 BACKENDS = ["local", "gcs"]
 PROCESS_TIMEOUT_S = 60
@@ -58,7 +58,7 @@ def process_context():
     from the (threaded) test process itself. The server is stopped with the module."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(
-        ["triehh_beam.job.cas", "triehh_beam.job.lease", "triehh_beam.job.record_log",
+        ["triehh_beam.job.state.cas", "triehh_beam.job.state.lease", "triehh_beam.job.state.record_log",
          "google.cloud.storage", __name__]
     )
     # Python 3.11's forkserver does not apply the parent's sys.path before it preloads (the

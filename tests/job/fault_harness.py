@@ -58,8 +58,12 @@ def _nth(n, condition=lambda args, kwargs: True):
 
 
 def _install(point: str) -> None:
-    from triehh_beam.job import driver, ledger, levels, outputs, state_store
-    from triehh_beam.beam import census, sampled_rounds, samples
+    from triehh_beam.beam import census
+    from triehh_beam.beam.rounds import sampled_rounds
+    from triehh_beam.beam.samples import samples
+    from triehh_beam.job.batch import driver, levels
+    from triehh_beam.job.release import outputs
+    from triehh_beam.job.state import ledger, state_store
 
     def object_of_round(r):
         return lambda args, kwargs: f"state-{r:04d}-" in args[0]
@@ -134,7 +138,7 @@ FIXED_NONCE = bytes(range(16))
 
 
 def _fix_the_nonce() -> None:
-    from triehh_beam.job import release
+    from triehh_beam.job.release import lifecycle as release
 
     release.Release.fresh = classmethod(lambda cls, seed, identity: cls(seed, identity, FIXED_NONCE))
 
@@ -148,10 +152,14 @@ def _preload() -> None:
     import pyarrow.dataset  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     from triehh_beam import cli  # noqa: F401
-    from triehh_beam.job import driver, ledger, levels, outputs, state_store  # noqa: F401
-    from triehh_beam.beam import census, sample_pass, sampled_rounds  # noqa: F401
-    from triehh_beam.evaluation import audit  # noqa: F401
-    from triehh_beam.job import dry_run  # noqa: F401
+    from triehh_beam.job.batch import driver, levels  # noqa: F401
+    from triehh_beam.job.state import ledger, state_store
+    from triehh_beam.job.release import outputs
+    from triehh_beam.beam import census  # noqa: F401
+    from triehh_beam.beam.samples import sample_pass
+    from triehh_beam.beam.rounds import sampled_rounds
+    from triehh_beam.evaluation.audits import audit  # noqa: F401
+    from triehh_beam.job.batch import dry_run  # noqa: F401
 
 
 def _child(point: str, argv, log: str) -> None:

@@ -21,18 +21,20 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from triehh_beam import cli
-from triehh_beam.cli import discover
 from triehh_beam.beam.bigquery import ReadBigQueryBatches
 from triehh_beam.beam.read import ReadRecordBatches
+from triehh_beam.cli import discover
 from triehh_beam.io.bigquery import TIME_TRAVEL_DAYS, pinned_table_query, quote_identifier
-from triehh_beam.job import driver, outputs, sources
-from triehh_beam.job import jobs as jobs_lib
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.input_files import InputChangedError
-from triehh_beam.job.paths import canonical_pattern
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.batch import driver
+from triehh_beam.job.batch import jobs as jobs_lib
+from triehh_beam.job.release import outputs
+from triehh_beam.job.settings import sources
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.settings.input_files import InputChangedError
+from triehh_beam.job.settings.paths import canonical_pattern
+from triehh_beam.job.state.state_store import StateStore
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.rounds.trie import Trie
 from tests.e2e.test_dataflow_dry_run import (  # noqa: F401 (offline is a fixture)
     DATAFLOW_DRY_RUN,
     DEFAULT_IMAGE,

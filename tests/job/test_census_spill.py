@@ -23,10 +23,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.beam.census import Census
 from triehh_beam.io.schema import RecordFormatError
 from triehh_beam.io.write import write_records
-from triehh_beam.job import jobs
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
-from triehh_beam.job.dry_run import dry_run
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.job.batch import jobs
+from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.batch.dry_run import dry_run
+from triehh_beam.protocol.randomness.sampling import Sampler
 
 SEED = hashlib.sha256(b"triehh-beam census spill job tests").digest()
 

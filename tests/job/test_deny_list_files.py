@@ -1,4 +1,4 @@
-"""``job.deny_lists``: a deny-list file must be a published ``heavy_hitters.json`` whose items
+"""``job.settings.deny_lists``: a deny-list file must be a published ``heavy_hitters.json`` whose items
 mean what this job's items mean and encode under its encoder; anything else is refused naming
 the file and why; the digests move with the items (and the identity's with the files)."""
 
@@ -10,13 +10,13 @@ import re
 import pytest
 
 from triehh_beam import cli
-from triehh_beam.job import deny_lists
-from triehh_beam.job import outputs
-from triehh_beam.job.deny_lists import DenyListError
 from triehh_beam.io.write import write_records
+from triehh_beam.job.release import outputs
+from triehh_beam.job.settings import deny_lists
+from triehh_beam.job.settings.deny_lists import DenyListError
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.rounds.trie import Trie
 
 TEXT = {"kind": "text", "unit": "characters", "unit_size": 1, "case_fold": False, "int_bits": None,
         "tokenizer": None, "bytes_encoding": None, "long_items": "drop"}

@@ -16,9 +16,9 @@ import types
 import numpy as np
 import pytest
 
-from triehh_beam.job import cas, ledger
-from triehh_beam.job.lease import Lease
 from triehh_beam.io.write import write_records
+from triehh_beam.job.state import cas, ledger
+from triehh_beam.job.state.lease import Lease
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fault_harness import FIXED_NONCE, ONE_JOB_POINTS, POINTS  # noqa: E402

@@ -20,9 +20,10 @@ from tests.gcs_emulators import (  # noqa: F401 (fixtures)
     gcs_emulator_client,
     gcs_emulator_server,
 )
-from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
+from triehh_beam.job.batch.driver import DiscoveryConfig, InputChangedError, run_discovery
+from triehh_beam.job.state.state_store import (MANIFEST_NAME, STATE_SCHEMA_VERSION, StateStore,
+                                               release_version)
 from triehh_beam.proto import state_pb2
-from triehh_beam.job.state_store import MANIFEST_NAME, STATE_SCHEMA_VERSION, StateStore, release_version
 
 def _names(client, bucket):
     return sorted(blob.name for blob in client.list_blobs(bucket))

@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from triehh_beam.io.write import write_records
-from triehh_beam.job import graphs
-from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.batch import graphs
+from triehh_beam.job.batch.driver import DiscoveryConfig, InputChangedError, run_discovery
+from triehh_beam.job.state.state_store import StateStore
 
 SEED = hashlib.sha256(b"triehh-beam input change tests").digest()  # public: tests only
 EPSILON, DELTA, L = 4.0, 1e-6, 6

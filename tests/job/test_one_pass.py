@@ -3,7 +3,7 @@ round's sample once; rounds read only their sample; one job per round and every 
 (``rounds_per_job="all"``) give byte-identical ``trie.pb``, equal to the keyed simulation for the
 same seed and job identity, for several seeds (one per item type), item types and many items per user. Also: the
 samples are private and deleted at the end unless kept, the pass is checked against the census,
-a lost sample is drawn again (the short sample: tests/job/test_driver.py), and levels a
+a lost sample is drawn again (the short sample: tests/job/batch/test_driver.py), and levels a
 one-job run wrote are committed in order by the next run.
 """
 
@@ -19,16 +19,17 @@ import shutil
 import numpy as np
 import pytest
 
-from triehh_beam.reference.simulation import simulate
 from triehh_beam.io.write import write_records
-from triehh_beam.job import driver as driver_lib
-from triehh_beam.job import levels, sources
-from triehh_beam.job.driver import DiscoveryConfig, InputChangedError, run_discovery
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.job.batch import driver as driver_lib
+from triehh_beam.job.batch import levels
+from triehh_beam.job.batch.driver import DiscoveryConfig, InputChangedError, run_discovery
+from triehh_beam.job.settings import sources
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.rounds.trie import Trie
+from triehh_beam.reference.simulation import simulate
 from tests.release_keys import keyed_identity
-from triehh_beam.job.release import Release
+from triehh_beam.job.release.lifecycle import Release
 
 WORDS = ["apple", "apply", "ample", "maple", "mango", "man", "map", "zebra", "zero", "zoo", "zone"]
 
@@ -94,7 +95,7 @@ def _clear(output_dir) -> None:
 
 
 # One seed per item type, three in all: a second seed on the same population ran the same code
-# (tests/job/test_driver.py holds ten seeds to the keyed simulation, in both modes).
+# (tests/job/batch/test_driver.py holds ten seeds to the keyed simulation, in both modes).
 @pytest.mark.parametrize("kind, label", [
     ("one_word", "a"),
     pytest.param("many_items", "b", marks=pytest.mark.slow),

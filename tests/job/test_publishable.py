@@ -18,10 +18,10 @@ import shutil
 import pytest
 
 from triehh_beam.io.write import write_records
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
-from triehh_beam.job.release import Release
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol import planner
+from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.planning import planner
 
 SEED = hashlib.sha256(b"triehh-beam publishable tests").digest()  # public: tests only
 EPSILON, DELTA, L = 4.0, 1e-6, 6

@@ -11,8 +11,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.cli.main import main
 from triehh_beam.io.write import write_records
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
-from triehh_beam.job.release import LocationError, check_locations
+from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.release.lifecycle import LocationError, check_locations
 
 SEED = hashlib.sha256(b"triehh-beam remote state tests").digest()  # public: tests only
 DATAFLOW = ["--runner=DataflowRunner", "--project=p", "--region=europe-west1", "--temp_location=gs://b/tmp"]

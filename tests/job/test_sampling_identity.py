@@ -17,12 +17,12 @@ import shutil
 import pytest
 
 from triehh_beam.io.write import write_records
-from triehh_beam.job.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
-from triehh_beam.job.ledger import Ledger
-from triehh_beam.job.release import Release
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.job.batch.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.state.ledger import Ledger
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds.trie import Trie
 
 SEED = hashlib.sha256(b"triehh-beam one seed file, many jobs").digest()  # public: tests only
 N, M = 4000, 400
@@ -161,7 +161,7 @@ def test_a_protocol_s_own_settings_key_only_that_protocol():
     # The noisy rounds' --alphabet and --false-prefixes joined every protocol's identity when they
     # were added, so a state written before (the demo's, a scheduled run's) was refused on resume
     # and every protocol's keys changed; they key --protocol noisy-rounds alone.
-    from triehh_beam.job.identity import sampling_identity
+    from triehh_beam.job.settings.identity import sampling_identity
 
     for protocol in ("triehh", "triehh++", "sample-threshold", "partition-selection"):
         keyed = json.loads(sampling_identity(_config("in.jsonl", "out", protocol=protocol,

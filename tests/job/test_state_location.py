@@ -13,9 +13,9 @@ import pytest
 
 from triehh_beam import cli
 from triehh_beam.io.write import write_records
-from triehh_beam.job import cas
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
-from triehh_beam.job.state_store import MANIFEST_NAME, StateStore
+from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.state import cas
+from triehh_beam.job.state.state_store import MANIFEST_NAME, StateStore
 
 SEED = hashlib.sha256(b"triehh-beam state location tests").digest()  # public: tests only
 WORDS = ["apple", "bread", "cider", "dough", "eggs"]

@@ -6,10 +6,10 @@ items in units of bits). One end-to-end run checks where the line goes."""
 import pytest
 
 from triehh_beam.cli import main
-from triehh_beam.job import outputs
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.planning import plan_for_census
-from triehh_beam.protocol import unit_advice
+from triehh_beam.job.release import outputs
+from triehh_beam.job.release.planning import plan_for_census
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.protocol.planning import unit_advice
 
 SEED = bytes(range(32))
 

@@ -14,13 +14,14 @@ import random
 
 import pytest
 
-from triehh_beam.reference.simulation import simulate
 from triehh_beam.io.write import write_records
-from triehh_beam.job.driver import BadInputError, DiscoveryConfig, UnusableItemsError, run_discovery
-from triehh_beam.job.ledger import Ledger
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.job.batch.driver import (BadInputError, DiscoveryConfig, UnusableItemsError,
+                                          run_discovery)
+from triehh_beam.job.state.ledger import Ledger
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.rounds.trie import Trie
+from triehh_beam.reference.simulation import simulate
 from tests.release_keys import keyed_identity
 
 SEED = hashlib.sha256(b"triehh-beam unusable items tests").digest()  # public: tests only

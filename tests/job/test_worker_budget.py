@@ -18,9 +18,9 @@ import pytest
 
 from tests.job.test_one_pass import WORDS, _config, _seed
 from triehh_beam.io.write import write_records
-from triehh_beam.job.driver import run_discovery
-from triehh_beam.job.release import Release
-from triehh_beam.job.state_store import StateStore
+from triehh_beam.job.batch.driver import run_discovery
+from triehh_beam.job.release.lifecycle import Release
+from triehh_beam.job.state.state_store import StateStore
 
 
 def _rows(users: int, rng: np.random.Generator):

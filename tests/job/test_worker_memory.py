@@ -20,7 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tests.job.test_one_pass import _config, _seed
 from tests.job.test_worker_budget import _rows
 from triehh_beam.io.write import write_records
-from triehh_beam.job.driver import run_discovery
+from triehh_beam.job.batch.driver import run_discovery
 
 
 def _report(tmp_path, name, options=None, **fields):

@@ -5,11 +5,11 @@ sample and the pipeline equals the keyed simulation (whose ``user_records`` leav
 import hashlib
 import json
 
+from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
+from triehh_beam.job.state.state_store import StateStore
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate
-from triehh_beam.job.driver import DiscoveryConfig, run_discovery
-from triehh_beam.job.state_store import StateStore
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.trie import Trie
 
 SEED = hashlib.sha256(b"triehh-beam zero count tests").digest()  # public: tests only
 WORDS = ["hello", "hey", "hi", "ho", "hum"]

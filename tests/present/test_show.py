@@ -1,5 +1,5 @@
 """Reading a published result back and rendering it (triehh_beam.present.show, show_page):
-hand-written tries with known answers, and the files ``job.outputs`` really writes."""
+hand-written tries with known answers, and the files ``job.release.outputs`` really writes."""
 
 import json
 import os
@@ -11,12 +11,12 @@ from tests.gcs_emulators import (  # noqa: F401 (fixtures)
     gcs_emulator_client,
     gcs_emulator_server,
 )
+from triehh_beam.job.release import outputs
 from triehh_beam.present import result as published
 from triehh_beam.present import show, show_page
-from triehh_beam.job import outputs
 from triehh_beam.proto import state_pb2
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.rounds.trie import Trie
 
 TEXT = ItemEncoder(max_length=5)
 
@@ -35,7 +35,7 @@ def _text_trie():
 
 
 def _publish(tmp_path, trie, state=None, name="out"):
-    """The two files ``job.outputs.write_outputs`` publishes for ``trie``."""
+    """The two files ``job.release.outputs.write_outputs`` publishes for ``trie``."""
     state = state or state_pb2.JobState(job_id="0123456789abcdef", created_at="2026-01-02T03:04:05+00:00",
                                         stop_reason="no prefix left to extend")
     state.plan.target_epsilon, state.plan.target_delta = 4.0, 1e-10
@@ -264,7 +264,7 @@ def test_write_image_as_png_and_svg(tmp_path):
 
 
 def test_the_published_json_is_what_the_loader_parses(tmp_path):
-    # The loader reads job.outputs' format: a field renamed there breaks this test.
+    # The loader reads job.release.outputs' format: a field renamed there breaks this test.
     directory = _publish(tmp_path, _text_trie())
     with open(directory / "heavy_hitters.json", encoding="utf-8") as f:
         document = json.load(f)
@@ -301,7 +301,7 @@ def test_an_integer_prefix_reads_as_its_bits_and_values_everywhere():
 
 
 def test_a_window_is_shown_only_once_released(tmp_path):
-    from triehh_beam.job import windowed
+    from triehh_beam.job.windows import windowed
 
     directory = _publish(tmp_path, _text_trie(), name="window=2026-11-23T10:00:00Z")
     with pytest.raises(published.ResultError, match="not released \\(no _RELEASED marker yet\\)"):

@@ -1,5 +1,5 @@
 """``triehh show OUT`` on a stream's output: the status the stream writes as windows close
-(``job.stream_clock.StreamStatus``) shown as its windows (released, empty, refused by the
+(``job.windows.stream_clock.StreamStatus``) shown as its windows (released, empty, refused by the
 budget) and the spend per period; the lag of the last release, and when each window was seen,
 depend on how long the records took to process, so they are written only to the private state
 directory, and ``show`` reads them from there, marked operator-only."""
@@ -9,9 +9,9 @@ import json
 import os
 
 from triehh_beam import cli
-from triehh_beam.job import stream_clock, windowed
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.ledger import Ledger, Spend
+from triehh_beam.job.settings.config import DiscoveryConfig
+from triehh_beam.job.state.ledger import Ledger, Spend
+from triehh_beam.job.windows import stream_clock, windowed
 from triehh_beam.present import show_stream
 
 SEED = bytes(range(32))

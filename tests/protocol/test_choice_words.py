@@ -8,10 +8,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from triehh_beam.protocol import keyed_hash, sampling
-from triehh_beam.protocol.sampling import Sampler, uniform_from_word
+from triehh_beam.protocol.randomness import keyed_hash, sampling
+from triehh_beam.protocol.randomness.sampling import Sampler, uniform_from_word
 
-from tests.protocol.test_sampling_scheme import IDS, SEED, V2_GOLDEN
+from tests.protocol.randomness.test_sampling_scheme import IDS, SEED, V2_GOLDEN
 
 EDGES = [0, 1, 2**11 - 1, 2**11, 2**11 + 1, 2**52, 2**53, 2**63 - 1, 2**63, 2**64 - 2**11 - 1, 2**64 - 2**11,
          2**64 - 2, 2**64 - 1]

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from triehh_beam.protocol import columnar
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
-from triehh_beam.protocol.sampling import Sampler
-from triehh_beam.protocol.vote import choose_sequence, client_vote
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.randomness.sampling import Sampler
+from triehh_beam.protocol.rounds import columnar
+from triehh_beam.protocol.rounds.vote import choose_sequence, client_vote
 
-from tests.protocol.test_columnar import ENCODERS, _frontier, _population, _table
+from tests.protocol.rounds.test_columnar import ENCODERS, _frontier, _population, _table
 
 ENCODER = ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=4)
 A, B, C = (ENCODER.encode(w) for w in ("a", "b", "c"))

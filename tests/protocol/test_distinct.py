@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from triehh_beam.protocol.bottom_m import PackedIds
 from triehh_beam.protocol.distinct import distinct, distinct_counts, union
+from triehh_beam.protocol.randomness.bottom_m import PackedIds
 
 
 @pytest.mark.parametrize("dtype", [np.uint64, np.int64, np.int32, np.uint8])

@@ -8,7 +8,7 @@ import math
 from collections import Counter
 from fractions import Fraction
 
-from triehh_beam.protocol.privacy import theorem1_delta
+from triehh_beam.protocol.accounting.privacy import theorem1_delta
 
 
 def _enumerated(votes, m, theta):

@@ -8,7 +8,7 @@ of a window planned for a declared population, follows the hypergeometric law.""
 import numpy as np
 import pytest
 
-from triehh_beam.protocol.sampling import Sampler
+from triehh_beam.protocol.randomness.sampling import Sampler
 
 SEED = bytes(range(32))
 IDENTITY = b'{"job": "window keys test"}'
@@ -72,7 +72,7 @@ def test_real_users_sampled_is_hypergeometric(declared, population, m):
     # distance of the empirical law below 0.05 (its expectation here is below 0.03).
     from scipy import stats
 
-    from triehh_beam.protocol.sampling import real_users_sampled
+    from triehh_beam.protocol.randomness.sampling import real_users_sampled
 
     keys = Sampler(SEED, IDENTITY).window_keys()
     draws = np.array([real_users_sampled(keys.sampler(START + i * HOUR, NONCE).round_uniform("phantoms", 1),
@@ -87,7 +87,7 @@ def test_real_users_sampled_is_hypergeometric(declared, population, m):
 
 
 def test_real_users_sampled_without_phantoms_is_min_of_m_and_n():
-    from triehh_beam.protocol.sampling import real_users_sampled
+    from triehh_beam.protocol.randomness.sampling import real_users_sampled
 
     assert real_users_sampled(0.5, 1_000, 1_000, 80) == 80
     assert real_users_sampled(0.99, 1_000, 5_000, 80) == 80

@@ -4,18 +4,9 @@ import collections
 
 import pytest
 
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.reference.metrics import (
-    discovery_rates,
-    f1_at_k,
-    ground_truth,
-    item_counts,
-    ncr_at_k,
-    precision_at_k,
-    recall_at_k,
-    true_top_k,
-    user_records,
-)
+from triehh_beam.protocol.items.encoding import ItemEncoder
+from triehh_beam.reference.metrics import (discovery_rates, f1_at_k, ground_truth, item_counts, ncr_at_k,
+                                           precision_at_k, recall_at_k, true_top_k, user_records)
 
 # A strict ranking: a > b > c > d > e.
 STRICT = {"a": 10, "b": 8, "c": 6, "d": 4, "e": 2}

@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.noisy_release import candidate_units
-from triehh_beam.protocol.noisy_rounds import NoisyRoundsPlan, plan_noisy_rounds
+from triehh_beam.protocol.central.noisy_release import candidate_units
+from triehh_beam.protocol.central.noisy_rounds import NoisyRoundsPlan, plan_noisy_rounds
+from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.reference.keyed_runs import encode_population
 from triehh_beam.reference.noisy_rounds import simulate_noisy_rounds
 

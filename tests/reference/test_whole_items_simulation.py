@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from triehh_beam.protocol.central.whole_items import plan_whole_items
+from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.reference.whole_items import simulate_many_whole_items, simulate_whole_items
-from triehh_beam.protocol.encoding import ItemEncoder
-from triehh_beam.protocol.whole_items import plan_whole_items
 
 ENCODER = ItemEncoder(max_length=8)
 PLAN = plan_whole_items(1.0, 1e-6)  # the default (exact) accounting's plan

@@ -14,10 +14,10 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from triehh_beam.device import DeviceClient
 from triehh_beam.proto import federated_pb2, trie_pb2, vote_pb2
-from triehh_beam.protocol.encoding import ItemEncoder, is_terminated
-from triehh_beam.protocol.federated import Invitation, RoundAnnouncement
-from triehh_beam.protocol.federated_estimate import EstimateAnnouncement
-from triehh_beam.protocol.frequency_estimates import EstimateTargets
+from triehh_beam.protocol.estimates.frequency_estimates import EstimateTargets
+from triehh_beam.protocol.federated.estimate import EstimateAnnouncement
+from triehh_beam.protocol.federated.messages import Invitation, RoundAnnouncement
+from triehh_beam.protocol.items.encoding import ItemEncoder, is_terminated
 
 JOB = "job-vectors-7f3a"
 DEADLINE = 1_790_000_000_000

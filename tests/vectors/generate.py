@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 from tests.vectors.cases import all_cases, record_sets  # noqa: E402
 from triehh_beam.device import DeviceClient, InvitationMismatchError  # noqa: E402
-from triehh_beam.protocol.federated import FederatedFormatError  # noqa: E402
+from triehh_beam.protocol.federated.messages import FederatedFormatError  # noqa: E402
 
 VECTORS = ROOT / "tests" / "vectors" / "device_vectors.json"
 RESOURCES = ROOT / "device-java" / "src" / "main" / "resources" / "org" / "triehh" / "device"

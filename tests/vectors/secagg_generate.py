@@ -28,9 +28,9 @@ if str(ROOT) not in sys.path:
 
 from triehh_beam.device import DeviceClient, InvitationMismatchError  # noqa: E402
 from triehh_beam.device.secagg import SecureVoteSession  # noqa: E402
-from triehh_beam.protocol.encoding import ItemEncoder  # noqa: E402
+from triehh_beam.protocol.items.encoding import ItemEncoder  # noqa: E402
 from triehh_beam.proto import secagg_pb2  # noqa: E402
-from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement  # noqa: E402
+from triehh_beam.protocol.federated.messages import FederatedFormatError, Invitation, RoundAnnouncement  # noqa: E402
 from triehh_beam.protocol.secagg.cohorts import CohortPolicy  # noqa: E402
 from triehh_beam.protocol.secagg.device import SecAggProtocolError  # noqa: E402
 from triehh_beam.protocol.secagg.messages import SecAggRequest  # noqa: E402

@@ -3,11 +3,11 @@ below are the ones to use in your own pipeline (examples/own_pipeline.py shows t
 
 from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.beam.read import ReadRecordBatches
-from triehh_beam.beam.run_round import RunRound
+from triehh_beam.beam.rounds.run_round import RunRound
+from triehh_beam.beam.rounds.sampled_rounds import RunAllRounds, RunSampledRound, frontier_after
 from triehh_beam.beam.runners import make_pipeline
-from triehh_beam.beam.sample_pass import RoundSample, SampleAllRounds
-from triehh_beam.beam.sampled_rounds import RunAllRounds, RunSampledRound, frontier_after
-from triehh_beam.beam.samples import ReadSampleTables, WriteSampleTables
+from triehh_beam.beam.samples.sample_pass import RoundSample, SampleAllRounds
+from triehh_beam.beam.samples.samples import ReadSampleTables, WriteSampleTables
 from triehh_beam.beam.transforms import CountDistinctUsers, DropZeroCountsDoFn
 from triehh_beam.io.schema import RecordFormatError
 

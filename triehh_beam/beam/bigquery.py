@@ -14,20 +14,12 @@ from apache_beam.metrics import Metrics
 
 from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.beam.read import RECORDS_TAG, REJECTED_TAG, UNREADABLE_TAG
-from triehh_beam.io.bigquery import (
-    BIGQUERY_SCHEME,
-    is_bigquery_input,
-    parse_bigquery_table,
-    pinned_table_query,
-)
+from triehh_beam.io.bigquery import (BIGQUERY_SCHEME, is_bigquery_input, parse_bigquery_table,
+                                     pinned_table_query)
 from triehh_beam.io.drops import DROP_REASONS, RECORDS_READ, counter_name
-from triehh_beam.io.rows import normalise_rows, row_columns
-from triehh_beam.io.schema import (
-    DEFAULT_BATCH_SIZE,
-    RecordColumns,
-    RecordOptions,
-    check_timestamp_column,
-)
+from triehh_beam.io.records.rows import normalise_rows, row_columns
+from triehh_beam.io.schema import (DEFAULT_BATCH_SIZE, RecordColumns, RecordOptions,
+                                   check_timestamp_column)
 
 __all__ = [
     "BIGQUERY_SCHEME",

@@ -29,9 +29,9 @@ from triehh_beam.beam.census_spill import merge_steps, write_spill
 from triehh_beam.beam.held import HeldRows
 from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
-from triehh_beam.protocol import sampling
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemKind
 from triehh_beam.protocol.distinct import distinct, distinct_counts
+from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder, ItemKind
+from triehh_beam.protocol.randomness import sampling
 
 __all__ = ["Census", "GROUPS", "NEVER", "SPILL_BUDGET", "TakeCensus", "item_lengths"]
 

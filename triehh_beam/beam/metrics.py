@@ -1,5 +1,5 @@
 """The one Beam metrics namespace of the product, ``triehh``: every counter and distribution a step
-reports is declared in it, and a job reads back only what is there (``job.jobs.job_counters``)."""
+reports is declared in it, and a job reads back only what is there (``job.batch.jobs.job_counters``)."""
 
 from __future__ import annotations
 

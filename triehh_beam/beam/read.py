@@ -17,15 +17,9 @@ from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.beam.text_files import one_text_file
 from triehh_beam.io.drops import DROP_REASONS, RECORDS_READ, counter_name, dead_letter_json
 from triehh_beam.io.files import match_files, split_patterns
-from triehh_beam.io.reader import iter_record_blocks, parquet_row_groups
-from triehh_beam.io.schema import (
-    DEFAULT_BATCH_SIZE,
-    FORMATS,
-    RecordColumns,
-    RecordFormatError,
-    RecordOptions,
-    check_timestamp_column,
-)
+from triehh_beam.io.records.reader import iter_record_blocks, parquet_row_groups
+from triehh_beam.io.schema import (DEFAULT_BATCH_SIZE, FORMATS, RecordColumns, RecordFormatError,
+                                   RecordOptions, check_timestamp_column)
 from triehh_beam.io.streams import compression_of, infer_format
 
 __all__ = [

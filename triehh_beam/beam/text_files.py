@@ -1,5 +1,5 @@
 """A job's small outputs as text: ``one_text_file`` writes a PCollection of lines as exactly one
-file at a path the driver reads back (``job.jobs.read_single_output``), with no shard suffix."""
+file at a path the driver reads back (``job.batch.jobs.read_single_output``), with no shard suffix."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from apache_beam.metrics import Metrics
 
 from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.io.normalise import binary_buffers
-from triehh_beam.protocol import sampling
 from triehh_beam.protocol.distinct import distinct
+from triehh_beam.protocol.randomness import sampling
 
 __all__ = [
     "CountDistinctUsers",

@@ -13,7 +13,7 @@ import math
 import sys
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
-from triehh_beam.protocol import parameters
+from triehh_beam.protocol.planning import parameters
 
 __all__ = [
     "EXIT_USAGE",

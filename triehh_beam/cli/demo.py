@@ -29,7 +29,7 @@ def default_output() -> str:
 def _recorded_population(state_dir: str) -> Optional[str]:
     """The input a demo state in ``state_dir`` was run on; None when there is no state, "" when
     there is one this release cannot resume (an earlier release's, or damaged)."""
-    from triehh_beam.job.state_store import StateError, StateStore
+    from triehh_beam.job.state.state_store import StateError, StateStore
 
     if not os.path.isdir(state_dir):
         return None
@@ -46,8 +46,8 @@ def output_for_install(population: str) -> str:
     or of an earlier release (a state this one cannot resume) holds it; then a sibling named for
     this install's file and state schema, ``output-<8 hex>``, so that the demo runs instead of
     being refused the directory."""
-    from triehh_beam.job.paths import canonical_pattern
-    from triehh_beam.job.state_store import STATE_SCHEMA_VERSION
+    from triehh_beam.job.settings.paths import canonical_pattern
+    from triehh_beam.job.state.state_store import STATE_SCHEMA_VERSION
 
     base = default_output()
     recorded = _recorded_population(base + ".state")
@@ -75,8 +75,8 @@ def register_demo(subparsers) -> None:
 def _earlier_result(config) -> Optional[Tuple[str, str]]:
     """The job id and start time of a finished demo with these settings in the state directory
     (the run will republish it, not discover anew), or None."""
-    from triehh_beam.job.state_store import StateError, StateStore
-    from triehh_beam.protocol.trie import Trie
+    from triehh_beam.job.state.state_store import StateError, StateStore
+    from triehh_beam.protocol.rounds.trie import Trie
 
     if not os.path.isdir(config.resolved_state_dir):
         return None

@@ -1,4 +1,4 @@
-"""``triehh discover``: parses the flags (one per setting of ``job.config``, plus how to report)
+"""``triehh discover``: parses the flags (one per setting of ``job.settings.config``, plus how to report)
 into a frozen ``DiscoveryConfig`` and Beam ``PipelineOptions`` (an unknown flag must be a Beam
 option, else it is refused: Beam would drop it) and hands both to the driver (``execute``, shared
 with ``demo`` and ``scheduled``); the end of a run is printed by ``summary``. Exit codes: 0
@@ -18,8 +18,8 @@ import time
 from typing import Optional, Sequence
 
 from triehh_beam.cli import interrupts, summary
-from triehh_beam.job import config as config_lib
-from triehh_beam.job.config import DiscoveryConfig
+from triehh_beam.job.settings import config as config_lib
+from triehh_beam.job.settings.config import DiscoveryConfig
 
 __all__ = [
     "DEMO_DEFAULTS",
@@ -36,7 +36,7 @@ DEMO_DEFAULTS = dict(epsilon=4.0, delta=1e-10, max_length=10)
 
 
 def add_discover_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
-    """The flags of a discovery: one per setting (``job.config.SETTINGS``) and how to report.
+    """The flags of a discovery: one per setting (``job.settings.config.SETTINGS``) and how to report.
 
     ``demo`` reads the bundled population: no input flags, an output directory and a privacy
     target by default.
@@ -155,18 +155,12 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
 
     from triehh_beam.io.schema import RecordFormatError
     from triehh_beam.io.streams import UnknownFormatError
-    from triehh_beam.job.lease import LeaseHeld
-    from triehh_beam.job.driver import (
-        BadInputError,
-        ConfigMismatchError,
-        InfeasiblePlanError,
-        InputChangedError,
-        PopulationError,
-        run_discovery,
-    )
-    from triehh_beam.job.dry_run import dry_run as plan_only
-    from triehh_beam.job.ledger import BudgetExceededError
-    from triehh_beam.job.state_store import StateError
+    from triehh_beam.job.batch.driver import (BadInputError, ConfigMismatchError, InfeasiblePlanError,
+                                              InputChangedError, PopulationError, run_discovery)
+    from triehh_beam.job.batch.dry_run import dry_run as plan_only
+    from triehh_beam.job.state.lease import LeaseHeld
+    from triehh_beam.job.state.ledger import BudgetExceededError
+    from triehh_beam.job.state.state_store import StateError
 
     started = time.monotonic()
     as_json = log_format == "json"
@@ -178,7 +172,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
         return _fail(
             "--dry_run=True only builds one Beam job; a discovery runs several and reads each "
             "one's output. Use --dry-run to plan without running rounds, or "
-            "triehh_beam.job.driver.submit_job_graphs to validate every job graph on a runner",
+            "triehh_beam.job.batch.driver.submit_job_graphs to validate every job graph on a runner",
             2,
         )
     from triehh_beam.beam import prism, runners
@@ -195,7 +189,7 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
     if config.window is not None or config.timestamp_column is not None or config.windows is not None:
         return _execute_windowed(config, options, dry_run, as_json)
     try:
-        from triehh_beam.job.progress import TerminalBar
+        from triehh_beam.job.state.progress import TerminalBar
 
         ticks = None if as_json else TerminalBar()  # a running job's progress, on stderr
         if dry_run:
@@ -251,10 +245,10 @@ def execute(config: DiscoveryConfig, beam_args: Sequence[str], *, dry_run: bool 
 
 
 def _execute_windowed(config: DiscoveryConfig, options, dry_run: bool, as_json: bool) -> int:
-    """``--window``: one discovery per event-time window of the files (``job.stream.run_replay``)."""
+    """``--window``: one discovery per event-time window of the files (``job.windows.stream.run_replay``)."""
     from triehh_beam.io.schema import RecordFormatError
-    from triehh_beam.job import stream
-    from triehh_beam.job.wording import counted
+    from triehh_beam.job.release.wording import counted
+    from triehh_beam.job.windows import stream
 
     if config.window is None or config.timestamp_column is None:
         return _fail("--window and --timestamp-column go together: windows need each record's event time", 2)

@@ -1,5 +1,5 @@
 """``triehh federated``: TrieHH rounds where devices keep their records and only votes arrive:
-``serve`` is the server (``job.federated``: n from a registry of enrolled devices, the plan and
+``serve`` is the server (``job.federated.serve``: n from a registry of enrolled devices, the plan and
 ledger as in ``discover``, rounds announced and counted over Pub/Sub), ``simulate`` runs it
 against a simulated fleet (on ``PUBSUB_EMULATOR_HOST`` or an emulator it starts) and reports
 recall against the central run. Unknown flags must be Beam options. Exit codes: 0 done; 2 bad
@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Sequence
 
-from triehh_beam.job import config as config_lib
+from triehh_beam.job.settings import config as config_lib
 
 __all__ = ["register_federated", "secure_option"]
 
@@ -61,7 +61,7 @@ def secure_option(args: argparse.Namespace):
       ValueError: a cohort bound or alphabet out of range, or a secure-aggregation flag without
         ``--secure-aggregation``.
     """
-    from triehh_beam.job.federated_secagg import DEFAULT_ALPHABET, SecureAggregation
+    from triehh_beam.job.federated.secagg import DEFAULT_ALPHABET, SecureAggregation
     from triehh_beam.protocol.secagg.cohorts import CohortPolicy
 
     if not args.secure_aggregation:
@@ -129,12 +129,12 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.cli.discover import unknown_arguments
-    from triehh_beam.io import pubsub
+    from triehh_beam.io.pubsub import client as pubsub
     from triehh_beam.io.registry import RegistryError, read_registry
-    from triehh_beam.job import federated, federated_outputs
-    from triehh_beam.job.lease import LeaseHeld
-    from triehh_beam.job.ledger import BudgetExceededError
-    from triehh_beam.job.planning import InfeasiblePlanError
+    from triehh_beam.job.federated import serve as federated, outputs as federated_outputs
+    from triehh_beam.job.release.planning import InfeasiblePlanError
+    from triehh_beam.job.state.lease import LeaseHeld
+    from triehh_beam.job.state.ledger import BudgetExceededError
 
     refused = unknown_arguments([a for a in beam_args if not a.startswith("--streaming")])
     if refused:
@@ -175,8 +175,8 @@ def _serve(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
 def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from triehh_beam.cli.discover import unknown_arguments
-    from triehh_beam.evaluation import fleet_run
-    from triehh_beam.job import federated
+    from triehh_beam.evaluation.fleet import run as fleet_run
+    from triehh_beam.job.federated import serve as federated
 
     refused = unknown_arguments([a for a in beam_args if not a.startswith("--streaming")])
     if refused:
@@ -193,9 +193,9 @@ def _simulate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     except (ValueError, OSError) as e:
         return _fail("simulate", str(e))
     _quiet_beam(config)
-    from triehh_beam.io.pubsub import PubsubUnavailableError
+    from triehh_beam.io.pubsub.client import PubsubUnavailableError
     from triehh_beam.io.schema import RecordFormatError
-    from triehh_beam.job.planning import InfeasiblePlanError
+    from triehh_beam.job.release.planning import InfeasiblePlanError
 
     try:
         return fleet_run.main(config, faults, args.round_deadline, args.report_goal, list(beam_args), args.json,

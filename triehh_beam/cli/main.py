@@ -14,8 +14,11 @@ import shlex
 import sys
 from typing import Callable, List, Optional, Sequence
 
-from triehh_beam.cli import audit, demo, discover, evaluate, federated, interrupts, ledger, plan, scheduled, show, stream
+from triehh_beam.cli import demo, discover, federated, interrupts, scheduled, stream
 from triehh_beam.cli.argtypes import EXIT_USAGE, ArgumentParser, UsageError
+from triehh_beam.cli.inspect import ledger, show
+from triehh_beam.cli.measure import audit, evaluate
+from triehh_beam.cli.plan import command as plan
 
 __all__ = ["EXIT_INTERRUPTED", "build_parser", "entry", "main"]
 

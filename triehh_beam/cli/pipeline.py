@@ -16,9 +16,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.beam.runners import describe_unknown, unknown_pipeline_args
 from triehh_beam.cli.argtypes import EXIT_USAGE
-from triehh_beam.job import config as config_lib
-from triehh_beam.job.config import DiscoveryConfig
-from triehh_beam.job.driver import DiscoveryResult, run_discovery
+from triehh_beam.job.batch.driver import DiscoveryResult, run_discovery
+from triehh_beam.job.settings import config as config_lib
+from triehh_beam.job.settings.config import DiscoveryConfig
 
 __all__ = ["DiscoveryOptions", "config_from_options", "main", "options_from_argv", "run"]
 

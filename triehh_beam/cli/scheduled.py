@@ -18,9 +18,9 @@ import tomllib
 from typing import Any, Dict, List, Optional, Tuple
 
 from triehh_beam.cli import discover
-from triehh_beam.job import config as config_lib
-from triehh_beam.job import paths
-from triehh_beam.job.config import DiscoveryConfig, Setting
+from triehh_beam.job.settings import config as config_lib
+from triehh_beam.job.settings import paths
+from triehh_beam.job.settings.config import DiscoveryConfig, Setting
 from triehh_beam.protocol.protocols import DEFAULT_PROTOCOL, Protocol
 
 __all__ = [
@@ -230,7 +230,7 @@ def schedule_ledgers(config: dict) -> List[str]:
     order)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from triehh_beam.job.ledger import LEDGER_NAME
+    from triehh_beam.job.state.ledger import LEDGER_NAME
 
     shared = config.get("budget", {}).get(config_lib.BY_NAME["ledger_dir"].key)
     if isinstance(shared, str):
@@ -260,7 +260,7 @@ def spend_summary(config: dict, date: str) -> dict:
     Raises:
       CasError: a ledger that is not a JSON-lines log; OSError, ValueError: one unreadable.
     """
-    from triehh_beam.job import ledger as ledger_lib
+    from triehh_beam.job.state import ledger as ledger_lib
 
     ledgers = schedule_ledgers(config)
     records = [r for location in ledgers for r in ledger_lib.Ledger(location).records()]
@@ -273,7 +273,7 @@ def spend_summary(config: dict, date: str) -> dict:
         event.update(budget=None, note="no lifetime budget ([budget] epsilon and delta unset): the "
                                        "schedule's spend is totalled here, never limited")
     else:
-        from triehh_beam.job.settings import parse_duration
+        from triehh_beam.job.settings.setting import parse_duration
 
         period_text = budget_section.get(config_lib.BY_NAME["budget_period"].key)
         period = None if period_text is None else parse_duration(str(period_text))
@@ -349,7 +349,7 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
                       **({"deny_list": list(discovery.deny_list)} if discovery.deny_list else {})}), flush=True)
     code = discover.execute(discovery, beam_options, dry_run=args.dry_run)
     # After every run, charged or refused: the schedule's spend so far, budget or not.
-    from triehh_beam.job.cas import CasError
+    from triehh_beam.job.state.cas import CasError
 
     try:
         print(json.dumps(spend_summary(config, date)), flush=True)

@@ -1,5 +1,5 @@
 """``triehh stream``: one private discovery per event-time window of device records read from
-Pub/Sub (``job.stream``), with ``discover``'s settings except where records come from and how a
+Pub/Sub (``job.windows.stream``), with ``discover``'s settings except where records come from and how a
 batch job is split, plus the subscription, message format, event-time attribute and
 ``--stop-after-windows``; unknown flags must be Beam options (``--streaming`` implied). Exit
 codes: 0 the job ended (after ``--stop-after-windows``, once every declared window closed, or
@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Sequence
 
-from triehh_beam.job import config as config_lib
+from triehh_beam.job.settings import config as config_lib
 
 __all__ = ["register_stream", "run"]
 
@@ -47,9 +47,9 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from triehh_beam.cli.discover import unknown_arguments
-    from triehh_beam.job import stream, windowed
-    from triehh_beam.job.ledger import BudgetExceededError
-    from triehh_beam.job.wording import counted
+    from triehh_beam.job.release.wording import counted
+    from triehh_beam.job.state.ledger import BudgetExceededError
+    from triehh_beam.job.windows import stream, windowed
 
     def fail(message: str, code: int = 2) -> int:
         print(f"triehh stream: error: {message}", file=sys.stderr)

@@ -102,7 +102,7 @@ def _protocol(plan) -> Protocol:
 
 def _population_note(plan, verbose: bool) -> str:
     """n where it may be shown: declared public, or with ``--verbose`` marked private."""
-    from triehh_beam.job.outputs import population_is_public
+    from triehh_beam.job.release.outputs import population_is_public
 
     if population_is_public(plan):
         return f"; n={plan.population:,} (declared public)"
@@ -236,7 +236,7 @@ def _print_partitions(result, elapsed: float, config, say: Callable[[str], None]
 
 
 def print_summary(result, elapsed: float, config, say: Callable[[str], None]) -> None:
-    """The end of a discovery (``job.driver.DiscoveryResult``) on the console, then the input
+    """The end of a discovery (``job.batch.driver.DiscoveryResult``) on the console, then the input
     warnings (``input_warnings``) on stderr, last, where they are seen."""
     if _protocol(result.plan) is Protocol.PARTITION_SELECTION:
         _print_partitions(result, elapsed, config, say)

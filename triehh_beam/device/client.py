@@ -8,13 +8,13 @@ from __future__ import annotations
 import numbers
 from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
 
-from triehh_beam.protocol.encoding import Item, ItemEncoder, Units
-from triehh_beam.protocol.federated import Invitation, RoundAnnouncement, VoteReport
-from triehh_beam.protocol.federated_estimate import EstimateAnnouncement, read_announcement
-from triehh_beam.protocol.frequency_estimates import user_choice
-from triehh_beam.protocol.sampling import uniform_from_word
-from triehh_beam.protocol.user_items import weighted_sequences
-from triehh_beam.protocol.vote import client_vote
+from triehh_beam.protocol.estimates.frequency_estimates import user_choice
+from triehh_beam.protocol.federated.estimate import EstimateAnnouncement, read_announcement
+from triehh_beam.protocol.federated.messages import Invitation, RoundAnnouncement, VoteReport
+from triehh_beam.protocol.items.encoding import Item, ItemEncoder, Units
+from triehh_beam.protocol.items.user_items import weighted_sequences
+from triehh_beam.protocol.randomness.sampling import uniform_from_word
+from triehh_beam.protocol.rounds.vote import client_vote
 
 __all__ = ["DeviceClient", "InvitationMismatchError"]
 

@@ -9,13 +9,13 @@ import os
 from typing import Callable, Optional, Union
 
 from triehh_beam.device.client import DeviceClient, InvitationMismatchError
-from triehh_beam.protocol import messages as wire
-from triehh_beam.protocol.federated import FederatedFormatError, Invitation, RoundAnnouncement
-from triehh_beam.protocol.federated_estimate import EstimateAnnouncement
+from triehh_beam.protocol.federated.estimate import EstimateAnnouncement
+from triehh_beam.protocol.federated.messages import FederatedFormatError, Invitation, RoundAnnouncement
+from triehh_beam.protocol.rounds import wire
 from triehh_beam.protocol.secagg.crypto import CohortContext
 from triehh_beam.protocol.secagg.device import SecAggDevice, SecAggProtocolError
-from triehh_beam.protocol.secagg.messages import (
-    Inbox, Keys, Masked, Roster, SecAggReport, SecAggRequest, Setup, Shares, Survivors, Unmask)
+from triehh_beam.protocol.secagg.messages import (Inbox, Keys, Masked, Roster, SecAggReport,
+                                                  SecAggRequest, Setup, Shares, Survivors, Unmask)
 from triehh_beam.protocol.secagg.vectors import CandidateSlots, round_candidates
 
 __all__ = ["SecureVoteSession", "vote_slots"]

@@ -13,8 +13,8 @@ from typing import Optional, Tuple
 import numpy as np
 
 from triehh_beam.io.schema import FORMATS, RecordColumns
-from triehh_beam.protocol import parameters
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.planning import parameters
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.reference import pipelinedp_rival
 

@@ -20,12 +20,13 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from triehh_beam.evaluation.run_keys import run_seed
+from triehh_beam.protocol.items.encoding import ItemEncoder, Units
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.randomness.sampling import UserId
+from triehh_beam.protocol.rounds import columnar
 from triehh_beam.reference.keyed_runs import EncodedPopulation, encode_population, run_keyed
 from triehh_beam.reference.metrics import UserItems, user_records
 from triehh_beam.reference.simulation import sampler_for_seed
-from triehh_beam.protocol import columnar, planner
-from triehh_beam.protocol.encoding import ItemEncoder, Units
-from triehh_beam.protocol.sampling import UserId
 
 __all__ = ["heavy_hitters", "main", "restrict", "schedule", "several_words"]
 

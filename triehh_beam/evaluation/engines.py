@@ -55,7 +55,7 @@ def _run_output(work_dir: str, protocol: Protocol, epsilon: float, unit_size: in
 def _discovery_config(config: EvaluationConfig, protocol: Protocol, unit_size: int, epsilon: float,
                       seed: bytes, out: str):
     """The ``DiscoveryConfig`` of one pipeline-engine run (its identity keys the run's draws)."""
-    from triehh_beam.job.driver import DiscoveryConfig
+    from triehh_beam.job.batch.driver import DiscoveryConfig
 
     extra = {"protocol": protocol.value, **({"rule": config.rule} if protocol is Protocol.TRIEHH else {})}
     if protocol.grows_trie:
@@ -85,8 +85,8 @@ def pipeline_runs(config: EvaluationConfig, protocol: Protocol, unit_size: int, 
     read): ``TrieRun``s, or ``WholeItemRun``s for the whole-item release."""
     from apache_beam.io.filesystems import FileSystems
 
-    from triehh_beam.job.driver import run_discovery
-    from triehh_beam.protocol.trie import Trie
+    from triehh_beam.job.batch.driver import run_discovery
+    from triehh_beam.protocol.rounds.trie import Trie
 
     runs = []
     for index, seed in enumerate(seeds):

@@ -18,16 +18,18 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triehh_beam.protocol.estimates.frequency_estimates import (EstimateKeys, EstimateTargets,
+                                                                FrequencyEstimates, count_choices,
+                                                                reference_estimates, release)
+from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
+from triehh_beam.protocol.planning import planner
+from triehh_beam.protocol.randomness import keyed_hash
+from triehh_beam.protocol.randomness.discrete_laplace import TwoSidedGeometric
+from triehh_beam.protocol.randomness.sampling import UserId
+from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.central_top_k import central_top_k
 from triehh_beam.reference.metrics import UserItems, ground_truth, recall_at_k, user_records
 from triehh_beam.reference.simulation import sampler_for_seed, simulate_many
-from triehh_beam.protocol import keyed_hash, planner
-from triehh_beam.protocol.discrete_laplace import TwoSidedGeometric
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder, ItemTooLongError, Units
-from triehh_beam.protocol.frequency_estimates import (EstimateKeys, EstimateTargets, FrequencyEstimates,
-                                                      count_choices, reference_estimates, release)
-from triehh_beam.protocol.sampling import UserId
-from triehh_beam.protocol.trie import Trie
 
 __all__ = ["EncodedPopulation", "compare", "encode_population", "estimate", "main", "simulate_estimates"]
 

@@ -16,7 +16,7 @@ from triehh_beam.evaluation.config import RIVALS, EvaluationConfig
 from triehh_beam.evaluation.population import load_population
 from triehh_beam.evaluation.rivals import exact_rival, pem_rival, pipelinedp_rival_block
 from triehh_beam.evaluation.run_keys import run_seed
-from triehh_beam.job.clock import now_iso
+from triehh_beam.job.state.clock import now_iso
 from triehh_beam.protocol.protocols import Protocol
 from triehh_beam.reference import metrics, pipelinedp_rival
 from triehh_beam.reference.stats import mean_ci

@@ -10,7 +10,7 @@ import collections
 import math
 from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder
+from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder
 from triehh_beam.reference import metrics
 from triehh_beam.reference.stats import mean_ci, wilson_interval
 

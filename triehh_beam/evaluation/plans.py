@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence, Tuple
 
-from triehh_beam.protocol import planner, privacy, utility
-from triehh_beam.protocol import sample_threshold as st
+from triehh_beam.protocol.accounting import privacy
+from triehh_beam.protocol.accounting import sample_threshold as st
+from triehh_beam.protocol.central.whole_items import plan_whole_items, release_probability
+from triehh_beam.protocol.planning import planner, utility
+from triehh_beam.protocol.planning.sample_threshold_planner import (SampleThresholdPlan,
+                                                                    plan_sample_threshold)
 from triehh_beam.protocol.protocols import Protocol
-from triehh_beam.protocol.sample_threshold_planner import SampleThresholdPlan, plan_sample_threshold
-from triehh_beam.protocol.whole_items import plan_whole_items, release_probability
 
 __all__ = ["bound_for", "plan_for", "plan_triehh_pp", "privacy_block", "whole_item_plans"]
 

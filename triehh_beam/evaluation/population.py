@@ -1,5 +1,5 @@
 """An evaluation input read into memory: every record of the matched files, through the same
-checks and drops as the pipeline's reader (``io.reader.iter_record_batches``), grouped per user;
+checks and drops as the pipeline's reader (``io.records.reader.iter_record_batches``), grouped per user;
 meant for evaluation inputs of up to a few million records."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from triehh_beam.io.drops import DROP_REASONS
 from triehh_beam.io.files import match_files
-from triehh_beam.io.reader import iter_record_batches
+from triehh_beam.io.records.reader import iter_record_batches
 from triehh_beam.io.schema import RecordColumns, RecordOptions
 
 __all__ = ["Population", "load_population"]

@@ -14,7 +14,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 from triehh_beam.evaluation.config import EvaluationConfig
 from triehh_beam.evaluation.measures import metric_block
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder
+from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder
 from triehh_beam.reference import metrics, pem, pipelinedp_rival
 from triehh_beam.reference.stats import mean_ci
 
@@ -81,8 +81,8 @@ def _ours_on_the_same_rows(users, epsilon: float, delta: float, seeds: Sequence[
     budget PipelineDP's selection spends) on each run's rows, PipelineDP's own (one item per
     user, ``one_item_per_user``), its coins keyed from the run's seed: the product's keyed
     counter (``PartitionCounter``), as its pipeline runs it. Sorted items per run."""
-    from triehh_beam.protocol.partition_release import PartitionCounter, SelectionKeys
-    from triehh_beam.protocol.partition_selection import PartitionSelectionPlan
+    from triehh_beam.protocol.central.partition_release import PartitionCounter, SelectionKeys
+    from triehh_beam.protocol.central.partition_selection import PartitionSelectionPlan
 
     plan = PartitionSelectionPlan(epsilon, delta, 1, 1.0)
     released = []

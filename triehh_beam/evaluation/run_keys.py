@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from triehh_beam.job.release import NONCE_BYTES, Release
+from triehh_beam.job.release.lifecycle import NONCE_BYTES, Release
 
 __all__ = ["evaluation_release", "run_seed"]
 

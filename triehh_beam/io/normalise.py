@@ -18,29 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from triehh_beam.io.arrays import (
-    as_binary,
-    as_text,
-    at_most,
-    binary_buffers,
-    decode_base64,
-    decode_hex,
-    decoded,
-    is_bytes,
-    is_text,
-    nonempty,
-    true_count,
-    utf8_ok,
-)
+from triehh_beam.io.arrays import (as_binary, as_text, at_most, binary_buffers, decode_base64,
+                                   decode_hex, decoded, is_bytes, is_text, nonempty, true_count, utf8_ok)
 from triehh_beam.io.drops import DROP_REASONS
-from triehh_beam.io.schema import (
-    ITEM_TYPES,
-    RecordColumns,
-    RecordFormatError,
-    RecordOptions,
-)
+from triehh_beam.io.schema import ITEM_TYPES, RecordColumns, RecordFormatError, RecordOptions
 from triehh_beam.io.timestamps import check_timestamp_type, timestamp_micros
-from triehh_beam.protocol.encoding import ItemKind
+from triehh_beam.protocol.items.encoding import ItemKind
 
 # binary_buffers lives in io.arrays; the Beam transforms import it from here too.
 __all__ = ["binary_buffers", "normalise_batch", "normalise_block"]

@@ -10,7 +10,7 @@ from typing import List
 
 from apache_beam.io.filesystems import FileSystems
 
-from triehh_beam.protocol.federated_selection import Registry
+from triehh_beam.protocol.federated.selection import Registry
 
 __all__ = ["RegistryError", "read_registry"]
 

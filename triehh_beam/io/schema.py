@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import pyarrow as pa
 
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
 
 __all__ = [
     "BYTES_ENCODINGS",

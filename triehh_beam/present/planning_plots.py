@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from triehh_beam.present.plots import colour, epsilon_label, pyplot, save
-from triehh_beam.protocol import parameters, planner, utility
+from triehh_beam.protocol.planning import parameters, planner, utility
 
 __all__ = ["write_planning_plots"]
 

@@ -11,7 +11,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from triehh_beam.io.drops import DROP_REASONS
-from triehh_beam.job.wording import counted
+from triehh_beam.job.release.wording import counted
 from triehh_beam.present import evaluation_plots as plots
 
 __all__ = ["summary_rows", "write_report"]

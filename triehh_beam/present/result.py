@@ -13,11 +13,11 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units
-from triehh_beam.protocol.messages import TrieFormatError
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind, Units
+from triehh_beam.protocol.items.tokenize import TOKENIZER_ID
 from triehh_beam.protocol.protocols import Protocol
-from triehh_beam.protocol.tokenize import TOKENIZER_ID
-from triehh_beam.protocol.trie import RadixNode, Trie
+from triehh_beam.protocol.rounds.trie import RadixNode, Trie
+from triehh_beam.protocol.rounds.wire import TrieFormatError
 
 __all__ = [
     "HEAVY_HITTERS_NAME",
@@ -39,7 +39,7 @@ __all__ = [
 
 HEAVY_HITTERS_NAME = "heavy_hitters.json"
 TRIE_NAME = "trie.pb"
-RELEASED_MARKER = "_RELEASED"  # a window's last file (job.windowed, which imports Beam)
+RELEASED_MARKER = "_RELEASED"  # a window's last file (job.windows.windowed, which imports Beam)
 
 
 class ResultError(ValueError):
@@ -196,7 +196,7 @@ def _read(path: str) -> bytes:
 
 def _check_released(path: str, exists) -> None:
     """A windowed job's window directory (``window=<start>``) is a result only once its
-    ``_RELEASED`` marker (``job.windowed.RELEASED_MARKER``) is written after its files."""
+    ``_RELEASED`` marker (``job.windows.windowed.RELEASED_MARKER``) is written after its files."""
     name = path.rstrip("/").rsplit("/", 1)[-1]
     if name.startswith("window=") and not exists(path.rstrip("/") + "/" + RELEASED_MARKER):
         raise ResultError(f"{path}: this window is not released (no {RELEASED_MARKER} marker yet): its "

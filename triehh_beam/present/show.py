@@ -11,20 +11,13 @@ from __future__ import annotations
 import datetime
 from typing import List, Mapping, Optional, Sequence, Tuple
 
-from triehh_beam.present.result import (
-    HEAVY_HITTERS_NAME,
-    TRIE_NAME,
-    Entry,
-    PublishedResult,
-    display,
-    is_whole_item_release,
-    node_label,
-)
+from triehh_beam.present.result import (HEAVY_HITTERS_NAME, TRIE_NAME, Entry, PublishedResult, display,
+                                        is_whole_item_release, node_label)
 from triehh_beam.present.show_release import whole_item_lines
 from triehh_beam.present.text import columns, wrap
-from triehh_beam.protocol.encoding import ItemKind, Units
+from triehh_beam.protocol.items.encoding import ItemKind, Units
 from triehh_beam.protocol.protocols import Protocol
-from triehh_beam.protocol.trie import RadixNode, Trie
+from triehh_beam.protocol.rounds.trie import RadixNode, Trie
 
 __all__ = [
     "FREQUENT_PREFIX_NOTE",

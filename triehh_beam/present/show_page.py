@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Tuple
 from triehh_beam.present.plots import pyplot
 from triehh_beam.present.result import Entry, PublishedResult, display, node_label
 from triehh_beam.present.show import FREQUENT_PREFIX_NOTE, ORDER, render_tree, summary_lines
-from triehh_beam.protocol.encoding import ItemKind
-from triehh_beam.protocol.trie import RadixNode, Trie
+from triehh_beam.protocol.items.encoding import ItemKind
+from triehh_beam.protocol.rounds.trie import RadixNode, Trie
 
 __all__ = ["END_LABEL", "MAX_LEAVES_DRAWN", "Box", "draw_trie", "layout", "page_html", "write_image", "write_page"]
 

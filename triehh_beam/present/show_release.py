@@ -11,7 +11,7 @@ from typing import Any, List, Mapping
 
 from triehh_beam.present.result import display
 from triehh_beam.present.text import columns, wrap
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
 
 __all__ = ["whole_item_lines"]
 

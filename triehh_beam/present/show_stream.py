@@ -11,11 +11,11 @@ import json
 import os
 from typing import List, Optional
 
-from triehh_beam.job.wording import counted
+from triehh_beam.job.release.wording import counted
 
 __all__ = ["OPERATOR_STATUS_NAME", "STATUS_NAME", "load_operator_status", "load_status", "stream_lines"]
 
-#: The stream's status in its output (``job.stream_clock`` writes it).
+#: The stream's status in its output (``job.windows.stream_clock`` writes it).
 STATUS_NAME = "_STREAM.json"
 #: Its private part, in its state directory.
 OPERATOR_STATUS_NAME = "stream_status.json"

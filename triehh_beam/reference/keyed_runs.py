@@ -14,12 +14,13 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from triehh_beam.protocol.items.encoding import (EmptyItemError, ItemEncoder, ItemTooLongError, Units,
+                                                 is_terminated)
+from triehh_beam.protocol.randomness import keyed_hash
+from triehh_beam.protocol.randomness.bottom_m import bottom_m
+from triehh_beam.protocol.randomness.sampling import Sampler, UserId, user_id_bytes
+from triehh_beam.protocol.rounds.columnar import SequenceTable, count_votes, sequence_table
 from triehh_beam.reference.metrics import UserItems, user_records
-from triehh_beam.protocol import keyed_hash
-from triehh_beam.protocol.columnar import SequenceTable, count_votes, sequence_table
-from triehh_beam.protocol.encoding import EmptyItemError, ItemEncoder, ItemTooLongError, Units, is_terminated
-from triehh_beam.protocol.bottom_m import bottom_m
-from triehh_beam.protocol.sampling import Sampler, UserId, user_id_bytes
 
 __all__ = ["EncodedPopulation", "Members", "encode_population", "run_keyed"]
 
@@ -171,7 +172,7 @@ def run_keyed(population: EncodedPopulation, members: Members, theta: int, m: in
               max_rounds: Optional[int] = None) -> np.ndarray:
     """One keyed TrieHH run over ``members``: ``simulate(..., sampling="keyed")``'s trie.
 
-    Rounds follow ``protocol.rounds``: round ``r`` samples the bottom ``m`` ranks, each sampled
+    Rounds follow ``protocol.rounds.loop``: round ``r`` samples the bottom ``m`` ranks, each sampled
     user votes for the length-``r`` prefix of its chosen sequence when its length-``r - 1``
     prefix is in the trie, prefixes with at least ``theta`` votes are kept; the run ends after a
     round that keeps nothing or only complete items, or after ``max_rounds`` (default, and at

@@ -30,7 +30,7 @@ from typing import (
     Union,
 )
 
-from triehh_beam.protocol.sampling import UserId, user_id_bytes
+from triehh_beam.protocol.randomness.sampling import UserId, user_id_bytes
 
 __all__ = [
     "GroundTruth",

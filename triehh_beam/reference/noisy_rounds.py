@@ -1,5 +1,5 @@
 """Noisy prefix rounds in memory (docs/protocol.md §8), on the round loop every protocol runs
-(``protocol.rounds``) and the same vote: every user (no sample) votes in every round with
+(``protocol.rounds.loop``) and the same vote: every user (no sample) votes in every round with
 ``columnar.count_votes`` and its keyed choice uniform of (seed, release, round, user), exactly as
 the sampled protocols' users do; ``noisy_release.release_round`` keeps the candidates whose
 noisy count reaches the round's threshold. A vote whose last unit is outside the declared
@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, FrozenSet, Hashable, Mapping, Optional, Tuple
 
-from triehh_beam.protocol import columnar, rounds
-from triehh_beam.protocol.encoding import ItemEncoder, ItemKind, Units, is_terminated
-from triehh_beam.protocol.noisy_release import NoisyRoundKeys, candidate_units, release_round, round_candidates
-from triehh_beam.protocol.noisy_rounds import NoisyRoundsPlan
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.central.noisy_release import (NoisyRoundKeys, candidate_units, release_round,
+                                                        round_candidates)
+from triehh_beam.protocol.central.noisy_rounds import NoisyRoundsPlan
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind, Units, is_terminated
+from triehh_beam.protocol.rounds import columnar, loop as rounds
+from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.keyed_runs import EncodedPopulation
 from triehh_beam.reference.simulation import Seed, sampler_for_seed
 

@@ -17,10 +17,10 @@ import operator
 import time
 from typing import Callable, Dict, FrozenSet, Hashable, Iterator, List, Mapping, Sequence, Tuple
 
+from triehh_beam.protocol.accounting import privacy
+from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder
+from triehh_beam.protocol.rounds.vote import choose_sequence
 from triehh_beam.reference.simulation import Seed, sampler_for_seed
-from triehh_beam.protocol import privacy
-from triehh_beam.protocol.encoding import EncodingError, ItemEncoder
-from triehh_beam.protocol.vote import choose_sequence
 
 __all__ = ["INSTALL", "NAME", "STRATEGY", "PartitionRun", "RivalUnavailableError", "holders_for_half",
            "keep_probability", "library_version", "normalised_users", "one_item_per_user", "privacy_block",

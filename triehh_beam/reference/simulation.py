@@ -1,5 +1,5 @@
 """The whole TrieHH protocol in memory, rounds and all, on the round loop the driver runs
-(``protocol.rounds``): with ``sampling="keyed"`` the pipeline's oracle (its samples from
+(``protocol.rounds.loop``): with ``sampling="keyed"`` the pipeline's oracle (its samples from
 ``Sampler``, its votes counted by ``columnar.count_votes``, so for one seed exactly the pipeline's
 trie in exactly its rounds); with ``sampling="numpy"`` an independent re-implementation whose
 statistics the keyed mode must agree with. TrieHH++ (``simulate_sample_threshold``) differs only
@@ -15,12 +15,12 @@ from typing import Collection, Dict, FrozenSet, Hashable, Iterable, List, Mappin
 
 import numpy as np
 
-from triehh_beam.reference.metrics import UserItems
-from triehh_beam.protocol import columnar, rounds
-from triehh_beam.protocol.encoding import ItemEncoder, Units, is_terminated
-from triehh_beam.protocol.sampling import Sampler, UserId
-from triehh_beam.protocol.trie import Trie
+from triehh_beam.protocol.items.encoding import ItemEncoder, Units, is_terminated
+from triehh_beam.protocol.randomness.sampling import Sampler, UserId
+from triehh_beam.protocol.rounds import columnar, loop as rounds
+from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.keyed_runs import EncodedPopulation, encode_population
+from triehh_beam.reference.metrics import UserItems
 
 __all__ = [
     "EncodedPopulation",
@@ -68,7 +68,7 @@ class SimulationResult:
       heavy_hitter_sequences: the discovered sequences (prefixes that end with the terminator).
       heavy_hitters: the same, decoded (terminator stripped, normalised form of the items).
       rounds_run: rounds executed, a final one that added nothing included (exactly the rounds
-        the pipeline runs: ``protocol.rounds`` is both loops).
+        the pipeline runs: ``protocol.rounds.loop`` is both loops).
       round_stats: one ``RoundStats`` per round run.
       stopped_because: the ``rounds.StopReason`` value: ``"empty_round"`` (a round kept
         nothing), ``"max_rounds"`` or ``"nothing_to_extend"`` (every deepest prefix is a
@@ -281,7 +281,7 @@ def simulate(
     and encoded with the ``ItemEncoder``; an item longer than ``L`` units is dropped
     (``too_long="drop"``) or truncated to its first ``L`` units (``"truncate"``: it can then
     only show up as a frequent prefix); empty items are dropped. The rounds are
-    ``protocol.rounds``'s: a round that keeps nothing is run and counted (as in the paper's
+    ``protocol.rounds.loop``'s: a round that keeps nothing is run and counted (as in the paper's
     worked example, "the algorithm terminates in the sixth round"), no round is run once every
     deepest prefix is a complete item, and at most ``max_rounds`` run.
 
@@ -300,7 +300,7 @@ def simulate(
       identity: ``"keyed"``: the job identity mixed into the keys, as the pipeline's
         (``DiscoveryConfig.sampling_identity()``; a job's state records it as
         ``sampling_identity``). Default: none, the seed alone.
-      denied: encoded sequences on a deny list (``job.deny_lists``): the samples are the same,
+      denied: encoded sequences on a deny list (``job.settings.deny_lists``): the samples are the same,
         a sampled user draws among its other sequences and abstains if it holds none.
 
     Returns:

@@ -15,11 +15,11 @@ from typing import Dict, Hashable, Iterable, Mapping, Tuple
 
 import numpy as np
 
+from triehh_beam.protocol.central.whole_items import WholeItemCounter, estimate, whole_item_report
+from triehh_beam.protocol.items.encoding import ItemEncoder, Units
+from triehh_beam.protocol.randomness.sampling import UserId
 from triehh_beam.reference.metrics import UserItems
 from triehh_beam.reference.simulation import Seed, EncodedPopulation, encode_population, sampler_for_seed
-from triehh_beam.protocol.encoding import ItemEncoder, Units
-from triehh_beam.protocol.sampling import UserId
-from triehh_beam.protocol.whole_items import WholeItemCounter, estimate, whole_item_report
 
 __all__ = ["WholeItemResult", "simulate_many_whole_items", "simulate_whole_items"]
 

@@ -4,10 +4,11 @@ mutated, mis-versioned or inconsistent bytes are refused with FederatedFormatErr
 import pytest
 
 from triehh_beam.proto import secagg_pb2
-from triehh_beam.protocol.federated import FederatedFormatError
+from triehh_beam.protocol.federated.messages import FederatedFormatError
 from triehh_beam.protocol.secagg.device import ShareKind
-from triehh_beam.protocol.secagg.messages import (
-    CIPHERTEXT_BYTES, Inbox, Keys, Masked, Roster, SecAggReport, SecAggRequest, Setup, Shares, Survivors, Unmask)
+from triehh_beam.protocol.secagg.messages import (CIPHERTEXT_BYTES, Inbox, Keys, Masked, Roster,
+                                                  SecAggReport, SecAggRequest, Setup, Shares, Survivors,
+                                                  Unmask)
 
 TOKEN = bytes(range(16))
 REQUESTS = [Setup(0, 2, 5, 4, (b"a", b"b"), 13, b"invitation"), Roster(((2, b"c" * 32, b"m" * 32), (1, b"C" * 32, b"M" * 32))),

@@ -12,9 +12,9 @@ from typing import ClassVar, Optional, Tuple, Union
 import numpy as np
 
 from triehh_beam.proto import secagg_pb2
-from triehh_beam.protocol.federated import (
-    FederatedFormatError, build_checked, check_bounded, check_header, check_token, check_version, parse_message,
-    serialize_message)
+from triehh_beam.protocol.federated.messages import (FederatedFormatError, build_checked, check_bounded,
+                                                     check_header, check_token, check_version,
+                                                     parse_message, serialize_message)
 from triehh_beam.protocol.secagg import shamir
 from triehh_beam.protocol.secagg.crypto import KEY_BYTES
 from triehh_beam.protocol.secagg.device import SHARE_PLAINTEXT_BYTES, ShareKind

@@ -14,12 +14,12 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triehh_beam.protocol.encoding import Units
-from triehh_beam.protocol.federated import FederatedFormatError
+from triehh_beam.protocol.federated.messages import FederatedFormatError
+from triehh_beam.protocol.items.encoding import Units
 from triehh_beam.protocol.secagg.cohorts import CohortPolicy
 from triehh_beam.protocol.secagg.crypto import CohortContext
-from triehh_beam.protocol.secagg.messages import (
-    Inbox, Keys, Masked, Roster, SecAggReport, SecAggRequest, Setup, Shares, Survivors, Unmask)
+from triehh_beam.protocol.secagg.messages import (Inbox, Keys, Masked, Roster, SecAggReport,
+                                                  SecAggRequest, Setup, Shares, Survivors, Unmask)
 from triehh_beam.protocol.secagg.server import CohortFailedError, Phase, SecAggCohort
 from triehh_beam.protocol.secagg.vectors import CandidateSlots
 

@@ -9,7 +9,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
-from triehh_beam.protocol.encoding import Units
+from triehh_beam.protocol.items.encoding import Units
 
 __all__ = ["CandidateSlots", "round_candidates"]
 

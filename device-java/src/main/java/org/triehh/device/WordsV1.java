@@ -5,7 +5,7 @@ import java.util.List;
 
 /**
  * The {@code words-v1} tokenisation rule (docs/protocol.md §1, "The words-v1 tokenisation rule";
- * the Python {@code triehh_beam.protocol.tokenize}): words (letters and numbers of one script,
+ * the Python {@code triehh_beam.protocol.items.tokenize}): words (letters and numbers of one script,
  * joined by apostrophes or zero-width joiners, with their combining marks), pictographic symbols
  * (with skin tones, tags and zero-width-joined sequences) and flags (two regional indicators), in
  * order of appearance, repeats included, each NFC-normalised.

@@ -1,6 +1,7 @@
 """The packages are layers: each imports only the layers below it, with no import cycle, no
 private name used outside its module, no module over 500 lines and module docstrings of one
-paragraph (design text lives once, in docs/) (CONTRIBUTING.md, "Layout").
+paragraph (design text lives once, in docs/) (CONTRIBUTING.md, "Layout"). Inside a layer, the
+rooms (subpackages by concern) are layers too, and no folder holds more than 12 modules.
 
 Imports are read from the source (``ast``), those inside functions included: a deferred import
 is still a dependency.
@@ -23,6 +24,20 @@ ORDER = ("proto", "protocol", "reference", "io", "beam", "job", "present", "eval
 BESIDE = {"device": ("proto", "protocol")}
 BESIDE_USERS = {"device": ("evaluation", "cli")}
 MAX_LINES = 500
+# Inside a layer, its rooms lowest first: a module imports only its own room, the rooms before
+# it, and the layer's own top-level modules (its base, lowest of all: a base module imports no
+# room, except a dispatcher that assembles them). ``job`` has no base.
+ROOMS = {
+    "protocol": ("items", "randomness", "rounds", "estimates", "accounting", "planning", "central",
+                 "federated", "secagg"),
+    "job": ("state", "settings", "release", "batch", "windows", "federated"),
+    "beam": ("samples", "rounds", "releases", "windows", "pubsub"),
+    "io": ("records", "pubsub"),
+    "cli": ("plan", "measure", "inspect"),
+    "evaluation": ("fleet", "audits"),
+}
+DISPATCHERS = {"triehh_beam.cli.main", "triehh_beam.cli.__main__"}
+MAX_MODULES = 12
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -185,3 +200,56 @@ def test_module_docstrings_are_one_paragraph():
     long = [m for m in sorted(set(MODULES) - GENERATED)
             if "\n\n" in (ast.get_docstring(_tree(m), clean=True) or "").strip()]
     assert long == []
+
+
+def _room(module: str):
+    """(layer, room) of ``module``; room "" is the layer's base (its top-level modules)."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] not in ROOMS:
+        return None
+    return parts[1], parts[2] if parts[2] in ROOMS[parts[1]] else ""
+
+
+def test_every_folder_of_a_layer_is_a_room_in_order():
+    for layer, rooms in ROOMS.items():
+        folders = {p.parent.name for p in (PACKAGE / layer).glob("*/__init__.py")}
+        assert folders == set(rooms), layer
+    assert [m for m in MODULES if _room(m) == ("job", "")] == []  # every module of job/ in a room
+
+
+def test_each_room_imports_only_its_base_and_the_rooms_before_it():
+    wrong = []
+    for module in MODULES:
+        own = _room(module)
+        if own is None or module in DISPATCHERS:
+            continue
+        is_room_init = own[1] and module == f"triehh_beam.{own[0]}.{own[1]}"
+        order = ("",) + ROOMS[own[0]]
+        for target in _dependencies(module):
+            theirs = _room(target)
+            if theirs is None or theirs[0] != own[0] or theirs == own:
+                continue
+            if target == f"triehh_beam.{own[0]}" or (is_room_init and target.startswith(module + ".")):
+                continue  # the layer's own __init__, or a room's __init__ re-exporting its modules
+            if order.index(theirs[1]) > order.index(own[1]) or (own[1] == "" and theirs[1]):
+                wrong.append(f"{module} ({own[1] or 'base'}) imports {target} ({theirs[1] or 'base'})")
+    assert wrong == []
+
+
+def test_no_folder_holds_more_than_12_modules():
+    crowded = {}
+    for folder in {p.parent for p in PACKAGE.rglob("*.py")}:
+        if folder.name == "proto":
+            continue  # generated from protos/, one module per .proto file
+        count = len([p for p in folder.glob("*.py") if p.stem not in ("__init__", "__main__")])
+        if count > MAX_MODULES:
+            crowded[str(folder.relative_to(PACKAGE.parent))] = count
+    assert crowded == {}
+
+
+def test_every_room_says_what_it_owns_and_what_it_may_import():
+    for layer, rooms in ROOMS.items():
+        for room in rooms:
+            doc = ast.get_docstring(_tree(f"triehh_beam.{layer}.{room}"), clean=True) or ""
+            assert len(doc.split()) >= 15, f"{layer}.{room}: no docstring worth the name"
+            assert "import" in doc.lower(), f"{layer}.{room}: say what it may import"

@@ -1,5 +1,7 @@
-"""The Beam glue of triehh-beam: PTransforms and DoFns over the pure protocol modules. The names
-below are the ones to use in your own pipeline (examples/own_pipeline.py shows them in use)."""
+"""The Beam glue of triehh-beam: PTransforms and DoFns over the pure protocol modules. The base
+(reading record batches, the census, shared steps, memory budgets, runners) and the rooms
+``samples``, ``rounds``, ``releases``, ``windows`` and ``pubsub``. The names below are the ones
+to use in your own pipeline (examples/own_pipeline.py shows them in use)."""
 
 from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.beam.read import ReadRecordBatches

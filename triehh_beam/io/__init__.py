@@ -1,16 +1,13 @@
-"""Reading device records with Arrow, one layer below Beam: one module per input format (``jsonl``,
-``delimited`` for CSV, ``parquet``), the pure normalisation of user ids, items, counts and
-timestamps (``normalise``, ``timestamps``, on the array helpers of ``arrays``), the accounting
-of dropped rows (``drops``), opening and decompressing files (``streams``), matching file
-patterns (``files``), reading one file (``reader``), records that arrive as rows (``rows``:
-BigQuery's; ``bigquery``: table names and the time-travel query that pins a table), writing test
-files (``write``), and Pub/Sub outside Beam: topics, a batching publisher and a pull loop
-(``pubsub``), the stream's pull-and-acknowledge reader (``pubsub_pull``), the federated
-messages' attributes (``federated_attributes``) and the local emulator (``pubsub_emulator``). ``triehh_beam.beam.read`` (and ``triehh_beam.beam.bigquery``)
-wrap it in PTransforms. The names below are imported from their modules on first use (PEP 562):
-``files`` and ``streams`` open paths through Beam's ``FileSystems``, and a module that needs
-only ``schema`` (the ``triehh`` tool's parser does) should not pay for importing Beam.
-"""
+"""Reading device records with Arrow, one layer below Beam. The base: the pure normalisation of
+user ids, items, counts and timestamps (``normalise``, ``timestamps``, on the array helpers of
+``arrays``), the record shape (``schema``), the accounting of dropped rows (``drops``), opening
+files (``streams``) and matching patterns (``files``), BigQuery table names (``bigquery``), the
+device registry and test files (``write``). Its rooms: ``records`` (one module per format, the
+one-file reader, rows) and ``pubsub`` (Pub/Sub outside Beam: client helpers, the pull reader,
+stream messages, the federated attributes, the emulator). ``triehh_beam.beam.read`` wraps it in
+PTransforms. The names below are imported from their modules on first use (PEP 562): ``files``
+and ``streams`` open paths through Beam's ``FileSystems``, and a module that needs only
+``schema`` (the ``triehh`` tool's parser does) should not pay for importing Beam."""
 
 import importlib
 

@@ -1,2 +1,5 @@
-"""Running a discovery as a job: its settings (defined once), the multi-round driver, the
-versioned state store, the privacy ledger, and storage with compare-and-swap and a lease."""
+"""Running a discovery as a job, in rooms each importing only those before it: ``state``
+(compare-and-swap, the lease, the ledger, the versioned state store), ``settings`` (every setting
+defined once, the configuration, identity and pinned sources), ``release`` (the lifecycle: plan,
+checks, commit, charge, outputs), ``batch`` (the multi-round driver and its graphs),
+``windows`` (windowed discovery and streams) and ``federated`` (the federated server)."""

@@ -36,7 +36,7 @@ ROOMS = {
     "cli": ("plan", "measure", "inspect"),
     "evaluation": ("fleet", "audits"),
 }
-DISPATCHERS = {"triehh_beam.cli.main", "triehh_beam.cli.__main__"}
+DISPATCHERS = {"triehh_beam.cli.dispatch", "triehh_beam.cli.__main__"}
 MAX_MODULES = 12
 
 

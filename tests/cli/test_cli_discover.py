@@ -1,4 +1,4 @@
-"""``triehh discover`` through ``triehh_beam.cli.main``: a run on a small fixture, the one-line
+"""``triehh discover`` through ``triehh_beam.cli.dispatch``: a run on a small fixture, the one-line
 refusals with exit code 2, and Beam options passed through."""
 
 import json

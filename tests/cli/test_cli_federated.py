@@ -4,7 +4,7 @@ end to end in tests/e2e/test_federated_emulator.py and test_federated_serve.py."
 
 import pytest
 
-from triehh_beam.cli.main import main
+from triehh_beam.cli.dispatch import main
 
 TARGET = ["--epsilon", "8", "--delta", "1e-6", "--max-length", "6"]
 SERVE = ["--announce-topic", "projects/p/topics/a", "--reports-subscription", "projects/p/subscriptions/r"]

@@ -174,3 +174,43 @@ def test_a_ctrl_c_once_every_window_is_released_prints_the_windows_and_exits_0(t
     captured = capsys.readouterr()
     assert code == 0 and "interrupted" not in captured.err, captured.err
     assert "1 window" in captured.out, captured.out  # the summary line, printed whole
+
+
+# The executable as the console script runs it, with Ctrl-C delivered while ``module`` is being
+# imported: a meta-path finder that sends the process SIGINT when the import system first looks
+# for the module, then lets the import go on.
+_WHILE_IMPORTING = """
+import os, signal, sys
+
+class CtrlCOnImport:
+    def __init__(self, module):
+        self.module = module
+
+    def find_spec(self, name, path=None, target=None):
+        if name == self.module:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlCOnImport(sys.argv[1]))
+sys.argv[1:] = sys.argv[2:]
+from triehh_beam.cli import entry
+entry()
+"""
+
+
+@pytest.mark.parametrize("module", ["triehh_beam.cli.dispatch", "triehh_beam.cli.discover",
+                                    "triehh_beam.job.settings.fields", "scipy"])
+def test_ctrl_c_while_the_commands_load_gives_the_one_line_and_130(tmp_path, module):
+    # A Ctrl-C in the first second, while the tool imports its commands (about 0.3 s idle, 1 s
+    # loaded), printed Python's KeyboardInterrupt traceback from inside an import.
+    records = write_holders(str(tmp_path / "records.jsonl"), {"abc": 50})
+    argv = ["discover", "--input", str(records), "--output", str(tmp_path / "out"), "--epsilon", "1",
+            "--delta", "1e-6", "--max-length", "4"]
+    run = subprocess.run([sys.executable, "-c", _WHILE_IMPORTING, module, *argv], cwd=ROOT, text=True,
+                         capture_output=True, timeout=120)
+    assert run.returncode == 130, run.stderr
+    assert "Traceback" not in run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines == [f"triehh discover: interrupted; resume with: {shlex.join(['triehh', *argv])}"]
+    assert not (tmp_path / "out").exists()  # it stopped before the command began

@@ -4,7 +4,7 @@ in tests/e2e/test_stream_emulator.py."""
 
 import pytest
 
-from triehh_beam.cli.main import main
+from triehh_beam.cli.dispatch import main
 
 SUBSCRIPTION = "projects/p/subscriptions/records"
 TARGET = ["--epsilon", "4", "--delta", "1e-8", "--max-length", "6"]

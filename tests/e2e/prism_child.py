@@ -63,7 +63,7 @@ def _services(log_dir: str):
 
 
 def main(argv) -> int:
-    from triehh_beam.cli.main import main as triehh
+    from triehh_beam.cli.dispatch import main as triehh
     from triehh_beam.job.release import lifecycle as release
 
     split = argv.index("--")

@@ -61,7 +61,7 @@ def test_a_missing_subscription_is_refused_before_anything_is_spent(pubsub_emula
 # host costs that deadline, and nothing else about the command changes.
 _SHORT_PUBSUB_TIMEOUT = ("-c", "import functools, sys; from triehh_beam.io import pubsub; "
                          "pubsub.check_subscription = functools.partial(pubsub.check_subscription, timeout=2); "
-                         "from triehh_beam.cli.main import main; sys.exit(main())")
+                         "from triehh_beam.cli.dispatch import main; sys.exit(main())")
 
 
 def test_an_unreachable_pubsub_is_one_line_and_spends_nothing(tmp_path):
@@ -81,7 +81,7 @@ def test_an_unreachable_pubsub_is_one_line_and_spends_nothing(tmp_path):
 def test_a_bad_registry_is_refused(tmp_path, capsys, content, message):
     """In process (``triehh``'s ``main``): the registry is read before Beam or Pub/Sub is touched,
     and the subprocess's console is what the tests above check."""
-    from triehh_beam.cli.main import main
+    from triehh_beam.cli.dispatch import main
 
     registry = tmp_path / "registry.txt"
     registry.write_bytes(content)

@@ -1,7 +1,7 @@
 """Real-world device data: many items per user, any item type, bad input handled without loss.
 
 End to end on Beam's in-process runner (``run_discovery`` with no options, or
-``triehh_beam.cli.main``), each test on a small population written to ``tmp_path``:
+``triehh_beam.cli.dispatch``), each test on a small population written to ``tmp_path``:
 
 1. A user with 10^5 records (Parquet, spread over 3 files with everybody else's records) is one
    user in the census and casts at most one vote per round; its unique item is never

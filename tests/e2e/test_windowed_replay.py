@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from triehh_beam.beam.windows.windowed_estimates import window_estimate_keys
-from triehh_beam.cli.main import main
+from triehh_beam.cli.dispatch import main
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
 from triehh_beam.job.settings.config import DiscoveryConfig
 from triehh_beam.job.state.ledger import Ledger

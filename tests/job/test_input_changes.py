@@ -179,7 +179,7 @@ def sample_by_reading_again(self, state, run_rounds):
     rounds = list(range(1, state.plan.max_length + 1))
     return self._sampling_job(state, rounds, self.population(state), run_rounds)
 driver.Driver._cut_job = sample_by_reading_again
-from triehh_beam.cli.main import main
+from triehh_beam.cli.dispatch import main
 sys.exit(main(sys.argv[2:]))
 """
 

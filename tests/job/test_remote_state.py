@@ -9,7 +9,7 @@ import hashlib
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from triehh_beam.cli.main import main
+from triehh_beam.cli.dispatch import main
 from triehh_beam.io.write import write_records
 from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
 from triehh_beam.job.release.lifecycle import LocationError, check_locations

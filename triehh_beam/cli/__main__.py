@@ -1,5 +1,5 @@
 """``python -m triehh_beam.cli``: the ``triehh`` command."""
 
-from triehh_beam.cli.main import entry
+from triehh_beam.cli import entry
 
 entry()

@@ -34,7 +34,8 @@ def check_outputs(named: Mapping[str, beam.PCollection], check: Callable[[Dict[s
     at once (an empty one gives ``[]``); ``check`` fails with ``AssertionError``. ``label`` must be
     unique in its pipeline."""
     names = tuple(named)
-    tagged = [pcoll | f"{label}Tag{i}" >> beam.Map(_tag, name) for i, (name, pcoll) in enumerate(named.items())]
+    tagged = [pcoll | f"{label}Tag{i}" >> beam.Map(_tag, name)
+              for i, (name, pcoll) in enumerate(named.items())]
     flat = tagged | f"{label}Flatten" >> beam.Flatten()
     assert_that(flat, functools.partial(_grouped, names=names, check=check), label=label)
 
@@ -50,7 +51,8 @@ class _StepsUnder:
 
     def query(self, metrics_filter):
         found = self._result.metrics().query(metrics_filter)
-        return {kind: [m for m in values if m.key.step.startswith(self._prefix)] for kind, values in found.items()}
+        return {kind: [m for m in values if m.key.step.startswith(self._prefix)]
+                for kind, values in found.items()}
 
 
 def counters_of(result, step_prefix: str = "") -> Dict[str, int]:

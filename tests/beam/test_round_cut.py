@@ -59,8 +59,9 @@ def _in_memory_cut(p, prefix, keys, directory, shards, **sizes):
 
 def _cut_by_round(p, prefix, keys, directory, shards, budget=DEFAULT_BUDGET, **sizes):
     """The cut a round at a time, its tables under ``directory``; its samples and written paths."""
-    drawn = p | "Cut" >> round_cut.CutRounds(prefix, keys, ROUNDS, encoder=ENCODER, truncate=False, shards=shards,
-                                              samples_dir=directory, records_ranked=7, budget=budget, **sizes)
+    drawn = p | "Cut" >> round_cut.CutRounds(prefix, keys, ROUNDS, encoder=ENCODER, truncate=False,
+                                              shards=shards, samples_dir=directory, records_ranked=7,
+                                              budget=budget, **sizes)
     return drawn["samples"], drawn["tables"]
 
 

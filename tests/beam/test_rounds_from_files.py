@@ -78,8 +78,8 @@ def test_the_same_results_and_counters_as_every_round_unrolled(tmp_path, kind, m
         else:
             assert all(not r.kept for r in results.values())
 
-    expected_counters, counters = _both(tmp_path, batches, keys, encoder, m, population, shards, theta, denied,
-                                        groups, check)
+    expected_counters, counters = _both(tmp_path, batches, keys, encoder, m, population, shards, theta,
+                                        denied, groups, check)
     # The counters, not the most rows a step held (which prefix groups change by design).
     assert _counted(counters) == _counted(expected_counters)
     if short:

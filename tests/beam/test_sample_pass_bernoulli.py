@@ -56,7 +56,8 @@ def test_the_pass_draws_exactly_the_keyed_bernoulli_sample_and_the_rounds_equal_
     probability = 0.3
     expected = simulation.simulate_sample_threshold(population, encoder, TAU, probability, sampler)
     assert len(expected.levels) >= 2, "a population where little is kept would prove little"
-    drawn = {r: sampler.bernoulli_sample(r, population, probability) for r in range(1, encoder.max_length + 1)}
+    drawn = {r: sampler.bernoulli_sample(r, population, probability)
+             for r in range(1, encoder.max_length + 1)}
 
     def check(sizes, results):
         assert sorted(sizes) == sorted(results) == list(range(1, encoder.max_length + 1))

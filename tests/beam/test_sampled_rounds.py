@@ -180,8 +180,8 @@ def test_a_resume_runs_the_later_rounds_from_a_given_frontier():
     def build(p):
         whole = _unrolled(p, batches, sampler, encoder, False, len(population), 1, encoder.max_length,
                           frozenset({()}), label="Whole")
-        resumed = _unrolled(p, batches, sampler, encoder, False, len(population), 3, encoder.max_length, frontier,
-                            label="Resumed")
+        resumed = _unrolled(p, batches, sampler, encoder, False, len(population), 3, encoder.max_length,
+                            frontier, label="Resumed")
         check_outputs({"whole": whole, "resumed": resumed}, check)
 
     run_pipeline(build)

@@ -114,13 +114,13 @@ def test_an_earlier_releases_demo_in_the_cache_is_left_and_the_demo_runs_beside_
     turn `triehh demo` into a refusal after an upgrade: the demo writes to a sibling."""
     import shutil
 
-    from tests.job.test_state_location import _as_written_by_0_1_0
+    from tests.old_states import as_written_by_0_1_0
 
     cache = tmp_path / "cache"
     shutil.copytree(first_run[0], cache)  # the first run's cache, left as the other tests see it
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     base = cache / "triehh-demo" / "output"
-    _as_written_by_0_1_0(str(base) + ".state")
+    as_written_by_0_1_0(str(base) + ".state")
     out, code = _run_capturing(["demo"])
     assert code == 0, out
     from triehh_beam.evaluation.demo import demo_population_path

@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from tests.conftest import Population
+from tests.driver_events import StoppedAfterRound, stop_after_round
 from triehh_beam.job.driver import DiscoveryConfig, run_discovery
 from triehh_beam.job.ledger import Ledger
 from triehh_beam.job.release import LedgerMismatchError, Release
@@ -107,21 +108,13 @@ def test_a_whole_item_release_under_another_state_directory_draws_a_fresh_sample
     assert len({r["record_id"] for r in Ledger(ledger).records()}) == 2
 
 
-class _Stop(Exception):
-    pass
-
-
 def test_a_resume_whose_ledger_lost_its_charge_is_refused_in_one_line(populations, tmp_path):
     plain, _ = populations
     output, ledger = tmp_path / "out", tmp_path / "ledger"
     config = _config(plain, output, epsilon=4.0, delta=1e-6, ledger_dir=str(ledger))
 
-    def stop_after_round_1(line):
-        if line.startswith("round 1/"):
-            raise _Stop()
-
-    with pytest.raises(_Stop):
-        run_discovery(config, progress=stop_after_round_1)
+    with pytest.raises(StoppedAfterRound):
+        run_discovery(config, events=stop_after_round(1))
     state = StateStore(f"{output}.state").load()
     [record] = Ledger(str(ledger)).records()
     assert record["record_id"] == state.ledger_record == Release.of_state(state).record_id(state.job_id)

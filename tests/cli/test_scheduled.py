@@ -81,6 +81,7 @@ def _spend_events(out: str):
     return [json.loads(line) for line in out.splitlines() if line.startswith('{"event": "scheduled_spend"')]
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_schedule_without_a_budget_totals_its_spend_after_each_date(tmp_path, capsys):
     records = tmp_path / "records.jsonl"
     write_records(str(records), [(f"u{i}", ["to", "of", "in"][i % 3], 1) for i in range(1500)])

@@ -54,7 +54,7 @@ def _clear(output_dir) -> None:
 # One seed per item type, three in all: a second seed on the same population ran the same code
 # (tests/job/test_driver.py holds ten seeds to the keyed simulation, in both modes).
 @pytest.mark.parametrize("kind, label", [
-    ("one_word", "a"),
+    pytest.param("one_word", "a", marks=pytest.mark.slow),  # over 5 s, as the others
     pytest.param("many_items", "b", marks=pytest.mark.slow),
     pytest.param("int", "c", marks=pytest.mark.slow),
 ])
@@ -85,6 +85,7 @@ def test_per_round_jobs_one_job_and_keyed_simulation_give_the_same_trie(populati
         assert list(states[mode].samples.users_sampled) == [state.plan.batch_size] * state.plan.max_length
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_the_samples_are_private_and_deleted_when_the_job_ends(populations, tmp_path):
     path, _, _ = populations["one_word"]
     config = discovery_config(path, tmp_path / "out", job_seed("a"))
@@ -107,6 +108,7 @@ def test_the_samples_are_private_and_deleted_when_the_job_ends(populations, tmp_
     assert not list(pathlib.Path(kept.output_dir).rglob("*.parquet"))
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_discovery_reads_the_input_once_and_rounds_never(populations, tmp_path, monkeypatch):
     # Every record is read by the one first pass (census and candidates together): the cut and
     # the rounds read candidates and samples only (the read transform is built exactly once).

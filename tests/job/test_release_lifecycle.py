@@ -54,6 +54,7 @@ def _published(output, key: str, value: str) -> dict:
     return {entry["item"]: entry[value] for entry in document[key]}
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_triehh_pp_release_run_again_after_its_state_is_deleted_draws_fresh_estimate_noise(populations, tmp_path):
     """Finding 1, first case: TrieHH++ with estimates, output and state deleted, one more holder
     of "the", the same seed file and ledger. Under shared keys every other estimate was

@@ -63,6 +63,7 @@ def _move_aside(output, name) -> pathlib.Path:
     return aside
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_two_jobs_sharing_a_seed_file_draw_independent_samples(inputs, tmp_path):
     first, second = tmp_path / "runs" / "day-1", tmp_path / "runs" / "day-2"
     run_discovery(_config(inputs[0], first))

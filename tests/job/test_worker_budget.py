@@ -23,6 +23,7 @@ from triehh_beam.job.release import Release
 from triehh_beam.job.state_store import StateStore
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 @pytest.mark.parametrize("protocol", ["triehh", "triehh++"])
 def test_a_tiny_budget_gives_the_same_trie_and_no_step_holds_more(tmp_path, protocol):
     path = tmp_path / "records.parquet"

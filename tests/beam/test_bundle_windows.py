@@ -12,7 +12,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import window as beam_window
 from apache_beam.testing.util import assert_that, equal_to
 
-from tests.beam.samples.test_candidates import _records
+from tests.candidate_records import user_records
 from triehh_beam.beam.census import _SpillCensusDoFn
 from triehh_beam.beam.samples.candidates import CandidateBounds, DrawCandidates
 from triehh_beam.protocol.items.encoding import ItemEncoder
@@ -32,7 +32,7 @@ def _keyed(element, window=beam.DoFn.WindowParam):
 
 def _per_window_batches():
     """Two windows' batches (timestamps 0-9 s and 10-19 s), one bundle for both."""
-    tables = {start: _records(150, np.random.default_rng(start + 1)) for start in (0, 10)}
+    tables = {start: user_records(150, np.random.default_rng(start + 1)) for start in (0, 10)}
     return tables, [(start + 1, batch) for start, table in tables.items() for batch in table.to_batches(max_chunksize=60)]
 
 

@@ -9,40 +9,27 @@ seeds; batches are small so that users' records land in several batches and the 
 compaction runs.
 """
 
-import collections
 import random
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.census_oracle import CENSUS_SEED, census_batch, census_oracle, text_population
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam import census as census_lib, transforms
 from triehh_beam.beam.census import NEVER, Census, TakeCensus
-from triehh_beam.beam.metrics import METRICS_NAMESPACE
-from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
+from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.randomness.sampling import Sampler
-
-SEED = b"triehh-beam census tests seed 01"
-
-
-def _batch(rows, item_type=pa.string()):
-    users, items = zip(*rows)
-    return pa.record_batch(
-        [pa.array([str(u).encode() for u in users], pa.binary()), pa.array(items, item_type),
-         pa.array(np.ones(len(rows), np.int64))],
-        names=["user_id", "item", "count"])
-
 
 def _run(rows, encoder, expected, truncate=False, batch=97, item_type=pa.string()):
     """Runs the census of ``rows`` (user, item) in batches of ``batch`` rows, asserts that it
     counts ``expected`` (a ``Census``); returns its counters."""
     pipeline = new_pipeline()
-    batches = [_batch(rows[i:i + batch], item_type) for i in range(0, len(rows), batch)]
-    counted = pipeline | beam.Create(batches) | TakeCensus(Sampler(SEED), encoder, truncate)
+    batches = [census_batch(rows[i:i + batch], item_type) for i in range(0, len(rows), batch)]
+    counted = pipeline | beam.Create(batches) | TakeCensus(Sampler(CENSUS_SEED), encoder, truncate)
     assert_that(counted, equal_to([expected]))
     result = pipeline.run()
     result.wait_until_finish()
@@ -50,71 +37,12 @@ def _run(rows, encoder, expected, truncate=False, batch=97, item_type=pa.string(
     return {c.key.metric.name: c.committed for c in query["counters"]}
 
 
-def _oracle(rows, encoder, truncate=False):
-    """(Census, items too long, items not encodable) by asking the encoder item by item."""
-    by_user = collections.defaultdict(list)
-    too_long = unencodable = 0
-    for user, value in rows:
-        try:
-            parts = encoder.items_of(value)
-        except EncodingError:
-            parts = []
-        if not parts:
-            unencodable += 1
-            by_user[user].append((False, NEVER))
-        for item in parts:
-            try:
-                encoder.encode(item)
-                by_user[user].append((True, 0))
-            except ItemTooLongError as e:
-                too_long += 1
-                # Units of one base unit: the terminator is the one unit more.
-                by_user[user].append((truncate, e.length - 1))
-            except EncodingError:
-                unencodable += 1
-                by_user[user].append((False, NEVER))
-    lengths = collections.Counter()
-    usable = 0
-    for items in by_user.values():
-        if any(ok for ok, _ in items):
-            usable += 1
-        else:
-            lengths[min(length for _, length in items)] += 1
-    return Census(len(by_user), usable, dict(lengths)), too_long, unencodable
-
-
-def _text_population(rng, users=600):
-    """Users with 1-4 records: short and long ASCII words, long and short non-ASCII words (one
-    whose case folding is longer: 'ß' -> 'ss'; some not in NFC, which NFC makes shorter or
-    longer), empty items."""
-    alphabet = "abcdefghij"
-    rows = []
-    for u in range(users):
-        for _ in range(rng.randint(1, 4)):
-            kind = rng.random()
-            if kind < 0.4:
-                item = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
-            elif kind < 0.6:
-                item = "é" * rng.randint(1, 12) + "ß" * rng.randint(0, 3)
-            elif kind < 0.7:
-                # Not in NFC: "e" + a combining acute composes to one character, U+0958 (a
-                # composition exclusion) decomposes to two.
-                item = "e\u0301" * rng.randint(1, 9) + "\u0958" * rng.randint(0, 4)
-            elif kind < 0.75:
-                item = ""
-            else:
-                item = "https://example.com/" + "x" * rng.randint(0, 40)
-            rows.append((f"user-{u}", item))
-    rng.shuffle(rows)
-    return rows
-
-
 @pytest.mark.parametrize("case_fold", [False, True])
 @pytest.mark.parametrize("truncate", [False, True])
 def test_the_census_counts_users_without_a_usable_item_as_the_encoder_says(case_fold, truncate):
-    rows = _text_population(random.Random(11 + case_fold + 2 * truncate))
+    rows = text_population(random.Random(11 + case_fold + 2 * truncate))
     encoder = ItemEncoder(max_length=9, case_fold=case_fold)
-    expected, too_long, unencodable = _oracle(rows, encoder, truncate)
+    expected, too_long, unencodable = census_oracle(rows, encoder, truncate)
     assert 0 < expected.unusable_users < expected.users  # the population exercises both
     assert len(expected.unusable_lengths) >= (1 if truncate else 4)  # lengths to tell apart
     counters = _run(rows, encoder, expected, truncate)
@@ -123,15 +51,15 @@ def test_the_census_counts_users_without_a_usable_item_as_the_encoder_says(case_
 
 
 def test_n_is_what_count_distinct_users_counts():
-    rows = _text_population(random.Random(3), users=1500)
+    rows = text_population(random.Random(3), users=1500)
     encoder = ItemEncoder(max_length=6)
-    expected, _, _ = _oracle(rows, encoder)
+    expected, _, _ = census_oracle(rows, encoder)
     assert expected.users == 1500
     pipeline = new_pipeline()
-    batches = pipeline | beam.Create([_batch(rows[i:i + 97]) for i in range(0, len(rows), 97)])
-    counted = batches | TakeCensus(Sampler(SEED), encoder) | beam.Map(lambda census: census.users)
+    batches = pipeline | beam.Create([census_batch(rows[i:i + 97]) for i in range(0, len(rows), 97)])
+    counted = batches | TakeCensus(Sampler(CENSUS_SEED), encoder) | beam.Map(lambda census: census.users)
     assert_that(counted, equal_to([1500]), label="TakeCensus")
-    assert_that(batches | transforms.CountDistinctUsers(Sampler(SEED)), equal_to([1500]), label="CountDistinct")
+    assert_that(batches | transforms.CountDistinctUsers(Sampler(CENSUS_SEED)), equal_to([1500]), label="CountDistinct")
     pipeline.run().wait_until_finish()
 
 
@@ -145,7 +73,7 @@ def test_units_of_several_characters_count_lengths_in_characters():
 def test_tokenised_text_is_usable_when_one_token_is():
     encoder = ItemEncoder(max_length=5, tokenize=True)
     rows = [("a", "a verylongword"), ("b", "verylongword anotherlongone"), ("c", "!!! ..."), ("d", "ok")]
-    expected, too_long, unencodable = _oracle(rows, encoder)
+    expected, too_long, unencodable = census_oracle(rows, encoder)
     assert expected == Census(4, 2, {12: 1, NEVER: 1})
     counters = _run(rows, encoder, expected)
     assert (counters["items_too_long"], counters["items_unencodable"]) == (too_long, unencodable) == (3, 1)

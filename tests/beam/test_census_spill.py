@@ -26,7 +26,7 @@ from triehh_beam.beam.census import GROUPS, SPILL_BUDGET, Census, TakeCensus
 from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.protocol.randomness.sampling import Sampler
 from tests.pipeline_factory import new_pipeline
-from tests.beam.test_census import SEED, _batch, _oracle, _text_population
+from tests.census_oracle import CENSUS_SEED, census_batch, census_oracle, text_population
 
 
 def _mixed_population(rng: random.Random, users: int = 400):
@@ -44,7 +44,7 @@ def _mixed_population(rng: random.Random, users: int = 400):
 
 
 def _batches(rows, batch):
-    return [_batch(rows[i:i + batch]) for i in range(0, len(rows), batch)]
+    return [census_batch(rows[i:i + batch]) for i in range(0, len(rows), batch)]
 
 
 def _run(rows, encoder, spill, tmp_path, batch=97, budget=SPILL_BUDGET, truncate=False, options=(), runner=None):
@@ -56,7 +56,7 @@ def _run(rows, encoder, spill, tmp_path, batch=97, budget=SPILL_BUDGET, truncate
     (
         pipeline
         | beam.Create(_batches(rows, batch))
-        | TakeCensus(Sampler(SEED), encoder, truncate, spill_prefix=spill, spill_budget=budget)
+        | TakeCensus(Sampler(CENSUS_SEED), encoder, truncate, spill_prefix=spill, spill_budget=budget)
         | beam.Map(lambda c: json.dumps([c.users, c.usable_users, sorted(c.unusable_lengths.items())]))
         | beam.io.WriteToText(str(out), shard_name_template="")
     )
@@ -72,9 +72,9 @@ def _files(spill) -> list:
 @pytest.mark.parametrize("batch, budget", [(3, 1), (97, 1), (97, 200), (1000, 700), (10**6, SPILL_BUDGET)])
 @pytest.mark.parametrize("truncate", [False, True])
 def test_the_spilled_census_is_the_independent_census(tmp_path, batch, budget, truncate):
-    rows = _text_population(random.Random(batch + budget + truncate), users=500) + _mixed_population(random.Random(5))
+    rows = text_population(random.Random(batch + budget + truncate), users=500) + _mixed_population(random.Random(5))
     encoder = ItemEncoder(max_length=9)
-    expected, _, _ = _oracle(rows, encoder, truncate)
+    expected, _, _ = census_oracle(rows, encoder, truncate)
     assert 0 < expected.unusable_users < expected.users  # both kinds of user
     spill = tmp_path / "spill"
     assert _run(rows, encoder, str(spill), tmp_path, batch, budget, truncate) == expected
@@ -93,7 +93,7 @@ def test_a_user_usable_in_any_flush_is_usable_and_the_shortest_length_is_kept(tm
     rows = [(f"u{u}", "z" * (40 - r)) for r in range(5) for u in range(300)]
     rows += [(f"u{u}", "ok") for u in range(0, 300, 2)]
     expected = Census(300, 150, {36: 150})
-    assert _oracle(rows, ItemEncoder(max_length=10))[0] == expected
+    assert census_oracle(rows, ItemEncoder(max_length=10))[0] == expected
     assert _run(rows, ItemEncoder(max_length=10), str(tmp_path / "spill"), tmp_path, batch=300, budget=1) == expected
 
 
@@ -101,7 +101,7 @@ def test_a_user_usable_in_any_flush_is_usable_and_the_shortest_length_is_kept(tm
 def test_bundles_of_two_workers_and_a_replayed_bundle_count_each_user_once(tmp_path):
     rows = _mixed_population(random.Random(7), users=800)
     encoder = ItemEncoder(max_length=10)
-    expected, _, _ = _oracle(rows, encoder)
+    expected, _, _ = census_oracle(rows, encoder)
     two = ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]
     # One flush a bundle: more files than groups say there were several bundles.
     assert _run(rows, encoder, str(tmp_path / "two"), tmp_path, batch=50, options=two) == expected
@@ -117,13 +117,13 @@ def test_bundles_of_two_workers_and_a_replayed_bundle_count_each_user_once(tmp_p
 def test_any_bundling_of_the_batches_gives_the_same_census(tmp_path):
     # The DoFn driven by hand over bundles drawn at random, its (group, path) outputs grouped
     # as the GroupByKey would, each group merged and the groups added.
-    rows = _mixed_population(random.Random(9), users=300) + _text_population(random.Random(9), users=200)
+    rows = _mixed_population(random.Random(9), users=300) + text_population(random.Random(9), users=200)
     encoder = ItemEncoder(max_length=9)
-    expected, _, _ = _oracle(rows, encoder)
+    expected, _, _ = census_oracle(rows, encoder)
     rng = random.Random(13)
     for trial in range(4):
         batches = _batches(rows, rng.choice([5, 40, 300]))
-        do_fn = census_lib._SpillCensusDoFn(Sampler(SEED).census_key(), encoder, False,
+        do_fn = census_lib._SpillCensusDoFn(Sampler(CENSUS_SEED).census_key(), encoder, False,
                                            str(tmp_path / f"spill-{trial}"), budget=rng.choice([1, 100, 10**6]))
         do_fn.setup()
         paths = {}
@@ -144,7 +144,7 @@ def test_a_dropped_spill_file_is_noticed(tmp_path, monkeypatch):
     # whose records are in other files too may still be counted, as usable or not).
     rows = _mixed_population(random.Random(11))
     encoder = ItemEncoder(max_length=10)
-    expected, _, _ = _oracle(rows, encoder)
+    expected, _, _ = census_oracle(rows, encoder)
     opened = census_spill.SpillCursor.__init__
     first = []
 
@@ -165,8 +165,8 @@ def test_no_records_no_files_and_an_empty_census(tmp_path):
     out = tmp_path / "census.json"
     (
         pipeline
-        | beam.Create([_batch([("a", "x")]).slice(0, 0)])
-        | TakeCensus(Sampler(SEED), ItemEncoder(), spill_prefix=str(spill))
+        | beam.Create([census_batch([("a", "x")]).slice(0, 0)])
+        | TakeCensus(Sampler(CENSUS_SEED), ItemEncoder(), spill_prefix=str(spill))
         | beam.Map(lambda c: json.dumps(list(c)))
         | beam.io.WriteToText(str(out), shard_name_template="")
     )

@@ -18,6 +18,7 @@ def records(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_json_is_one_object_with_the_verdict_the_claim_and_the_counts(records, capsys):
     argv = ["audit", "--input", records, "--protocol", "sample-threshold", "--epsilon", "1", "--delta", "1e-3",
             "--runs", "1", "--target", "ab", "--target-holders", "3", "--event", "estimate-at-least", "--at-least", "5", "--json",
@@ -37,6 +38,7 @@ def test_json_is_one_object_with_the_verdict_the_claim_and_the_counts(records, c
     assert [d["numerator"] for d in result["directions"]] == ["D'", "D"]
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_text_report_of_a_windowed_replay(capsys):
     argv = ["audit", "--protocol", "triehh++", "--epsilon", "1", "--delta", "1e-3", "--max-length", "2",
             "--users", "30", "--window", "--runs", "3"]

@@ -80,6 +80,7 @@ def test_a_demo_with_other_settings_on_the_earlier_result_is_refused(first_run, 
     assert "holds a job with a different epsilon (state has 4.0, asked 2.0)" in err
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_second_install_runs_its_own_demo_beside_the_first(first_run, monkeypatch, tmp_path):
     """Another venv's bundled file sits at another path, so its demo is another job: it writes to
     a sibling of the first install's output (named for its file), not refused the first one's."""
@@ -108,19 +109,20 @@ def test_a_second_install_runs_its_own_demo_beside_the_first(first_run, monkeypa
     assert demo_cli.output_for_install(demo.demo_population_path()) == str(cache / "triehh-demo" / "output")
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_an_earlier_releases_demo_in_the_cache_is_left_and_the_demo_runs_beside_it(first_run, monkeypatch,
                                                                                      tmp_path):
     """A demo an earlier release left in the cache (a state this release cannot resume) must not
     turn `triehh demo` into a refusal after an upgrade: the demo writes to a sibling."""
     import shutil
 
-    from tests.job.test_state_location import _as_written_by_0_1_0
+    from tests.old_states import as_written_by_0_1_0
 
     cache = tmp_path / "cache"
     shutil.copytree(first_run[0], cache)  # the first run's cache, left as the other tests see it
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     base = cache / "triehh-demo" / "output"
-    _as_written_by_0_1_0(str(base) + ".state")
+    as_written_by_0_1_0(str(base) + ".state")
     out, code = _run_capturing(["demo"])
     assert code == 0, out
     from triehh_beam.evaluation.demo import demo_population_path

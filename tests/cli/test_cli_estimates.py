@@ -102,6 +102,7 @@ def test_without_estimates_the_document_is_unchanged():
     assert published.PublishedResult(trie, document, ()).estimates() == {}
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_discover_prints_the_estimates_and_show_tables_them(tmp_path, make_population, capsys):
     records = make_population(2000, max_chars=3, vocabulary=60, exponent=1.5).write(tmp_path, name="users")
     seed = tmp_path / "seed.bin"

@@ -69,6 +69,7 @@ def test_item_length_option(capsys):
     assert "item of 4 units:" in text
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_items_per_user_plans_for_holders_of_several_items(capsys):
     # Issue 15: "users holding it" assumes one item per user; with K items a holder votes for
     # this one with probability 1/K, so more holders are needed than K times the one-item count.

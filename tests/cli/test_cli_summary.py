@@ -22,6 +22,7 @@ def seed_file(tmp_path):
     return str(path)
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_discovery_lists_a_screenful_and_says_where_the_rest_is(tmp_path, seed_file, capsys):
     # 26 two-letter words of 400 holders each: at epsilon 8 (theta 14) nearly all are found; each
     # run is a fresh release, so one may be missed, and its first letter kept as a frequent prefix.

@@ -148,6 +148,7 @@ def words(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_evaluate_pipeline_and_simulate_release_the_same_and_an_epsilon_above_one_is_planned_exactly(
         words, tmp_path, capsys):
     # Four real pipeline releases (in-process runner, 2,300 users, ~3 s each) through the command

@@ -96,6 +96,7 @@ def test_an_argument_no_options_class_defines_is_refused_in_one_line(records, tm
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_the_library_never_imports_pipelines(subprocess_env, tmp_path):
     code = ("import sys, triehh_beam.cli, triehh_beam.job.batch.driver, triehh_beam.evaluation.experiment; "
             "assert not [m for m in sys.modules if m == 'pipelines' or m.startswith('pipelines.')]")

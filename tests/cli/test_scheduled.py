@@ -31,7 +31,9 @@ def test_the_help_example_keeps_the_private_locations_out_of_the_output_bucket(t
     assert _bucket(example["discovery"]["input"]) != public  # raw records are not published either
     path = tmp_path / "example.toml"
     path.write_text(textwrap.dedent(scheduled.CONFIG_EXAMPLE))
-    scheduled.load_config(str(path))  # the example itself loads
+    loaded = scheduled.load_config(str(path))  # the example itself loads, as written
+    assert (loaded["discovery"]["output_root"], loaded["discovery"]["state_dir"], loaded["budget"]["ledger"]) == (
+        example["discovery"]["output_root"], example["discovery"]["state_dir"], example["budget"]["ledger"])
 
 
 BASE = ('[discovery]\ninput = "records.jsonl"\noutput_root = "{root}"\nepsilon = 4.0\ndelta = 1e-6\n'
@@ -79,6 +81,7 @@ def _spend_events(out: str):
     return [json.loads(line) for line in out.splitlines() if line.startswith('{"event": "scheduled_spend"')]
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_schedule_without_a_budget_totals_its_spend_after_each_date(tmp_path, capsys):
     records = tmp_path / "records.jsonl"
     write_records(str(records), [(f"u{i}", ["to", "of", "in"][i % 3], 1) for i in range(1500)])
@@ -92,6 +95,10 @@ def test_a_schedule_without_a_budget_totals_its_spend_after_each_date(tmp_path, 
         assert len(events) == 1, events
         totals.append(events[0])
     per_date = [ledger.Ledger(str(tmp_path / "runs.state" / d)).spent() for d in ("2026-03-01", "2026-03-02")]
+    # The second run of 2026-03-02 resumed its release: one charge a date, and the total did not grow.
+    dates = ("2026-03-01", "2026-03-02")
+    assert [len(ledger.Ledger(str(tmp_path / "runs.state" / d)).records()) for d in dates] == [1, 1]
+    assert totals[2]["spent"] == totals[1]["spent"]
     assert [t["jobs"] for t in totals] == [1, 2, 2]
     assert totals[0]["spent"]["epsilon"] == pytest.approx(per_date[0].epsilon)
     assert totals[2]["spent"]["epsilon"] == pytest.approx(per_date[0].epsilon + per_date[1].epsilon)

@@ -14,7 +14,7 @@ from triehh_beam.cli import scheduled
 from triehh_beam.io.write import write_records
 from triehh_beam.job.state.state_store import StateStore
 
-from tests.job.test_deny_list_files import release_document
+from tests.published_releases import release_document
 
 def _publish(root, date, items):
     (root / date).mkdir(parents=True)
@@ -52,6 +52,7 @@ def test_each_run_denies_the_union_of_the_earlier_dates_in_date_order(schedule):
     assert len(scheduled.run_config(loaded, "2026-03-09").deny_list) == 3  # 03-05's too
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_scheduled_run_applies_it(schedule, capsys):
     config, root = schedule
     assert cli.main(["scheduled", "--config", str(config), "--date", "2026-03-03"]) == 0

@@ -15,7 +15,7 @@ from triehh_beam.job.settings.config import SETTINGS, DiscoveryConfig
 from triehh_beam.proto import state_pb2
 from triehh_beam.protocol.rounds.trie import Trie
 
-from tests.job.test_deny_list_files import release_document
+from tests.published_releases import release_document
 
 DATE = "2026-03-04"
 SEED = bytes(range(1, 33))

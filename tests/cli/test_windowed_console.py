@@ -83,7 +83,7 @@ def test_a_window_line_counts_its_rounds_in_the_singular_and_plural(rounds, says
 def test_a_windowed_discover_with_a_deny_list_says_so_and_its_window_records_it(tmp_path, capsys):
     import json
 
-    from tests.job.test_deny_list_files import release_document
+    from tests.published_releases import release_document
 
     records = tmp_path / "records.csv"
     _records(records, ["u-extra", "to", "2026-11-01T00:01:00Z"])

@@ -268,6 +268,7 @@ def _pinned_instant(job) -> int:
     return int(match.group(1))
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_submit_job_graphs_reads_a_table_pinned_once_in_the_first_read(tmp_path, offline):
     config = _config(tmp_path, output_dir="gs://triehh-test/out", state_dir="gs://triehh-test-private/state",
                      rounds_per_job="all")
@@ -284,6 +285,7 @@ def test_submit_job_graphs_reads_a_table_pinned_once_in_the_first_read(tmp_path,
     assert offline == []
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_query_job_reads_the_query_once_in_the_first_read(tmp_path, offline):
     config = _config(tmp_path, input_pattern=None, query=QUERY, output_dir="gs://triehh-test/out",
                      state_dir="gs://triehh-test-private/state", rounds_per_job="all")
@@ -326,6 +328,7 @@ def _run(config, monkeypatch, die_reading: str = ""):
     return result, jobs
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_the_driver_reads_a_table_as_of_the_instant_its_state_records_also_on_resume(tmp_path, offline,
                                                                                      monkeypatch):
     """The census pins the table; the state records the instant; a run that died after the census
@@ -355,6 +358,7 @@ def test_the_driver_reads_a_table_as_of_the_instant_its_state_records_also_on_re
     assert offline == []
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_resume_past_the_time_travel_window_is_refused_before_any_job(tmp_path, offline, monkeypatch):
     config = _config(tmp_path)
     monkeypatch.setattr(sources, "time", _Clock(time.time() - 8 * 86400))

@@ -139,6 +139,7 @@ def test_a_spill_a_killed_run_left_is_deleted_by_the_next_census_that_holds_the_
                                  "spill-" + "1" * 32, "unrelated.txt"]
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_discovery_leaves_nothing_under_census(tmp_path):
     rows = [(f"u{u}", ["apple", "apply", "maple", "zoo"][u % 4], 1) for u in range(3000)]
     write_records(str(tmp_path / "records.parquet"), rows)
@@ -149,6 +150,7 @@ def test_a_discovery_leaves_nothing_under_census(tmp_path):
     assert census.is_dir() and _left(config) == []
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_discovery_deletes_a_killed_runs_spill_and_a_dry_run_does_not(tmp_path):
     """A dry run holds no lease: a spill it finds may be a running discovery's, so it stays; the
     discovery (under the lease) deletes it."""

@@ -14,6 +14,7 @@ import pytest
 
 from apache_beam.io.filesystems import FileSystems
 
+from tests.driver_events import StoppedAfterRound, stop_after_round
 from tests.gcs_emulators import (  # noqa: F401 (fixtures)
     beam_environment,
     gcs_emulator,
@@ -158,15 +159,8 @@ def test_a_rewritten_gcs_object_is_refused_by_its_generation(gcs_emulator, gcs_e
         epsilon=1.0, delta=1e-6, max_length=8, theta=1, batch_size=3, allow_no_guarantee=True, protocol="triehh"
     )
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_round_1(line):
-        if line.startswith("round 1/"):
-            raise Stop(line)
-
-    with pytest.raises(Stop):
-        run_discovery(config, progress=stop_after_round_1)
+    with pytest.raises(StoppedAfterRound):
+        run_discovery(config, events=stop_after_round(1))
     state = StateStore(config.resolved_state_dir).load()
     (recorded,) = state.input_snapshot.files
     assert recorded.path == f"gs://{gcs_emulator}/changing/records-00.jsonl"

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tests.driver_events import StoppedAfterRound, stop_after_round
 from triehh_beam.io.write import write_records
 from triehh_beam.job.batch import graphs
 from triehh_beam.job.batch.driver import DiscoveryConfig, InputChangedError, run_discovery
@@ -22,15 +23,6 @@ SEED = hashlib.sha256(b"triehh-beam input change tests").digest()  # public: tes
 EPSILON, DELTA, L = 4.0, 1e-6, 6
 
 
-class _Stop(Exception):
-    """Raised from the progress callback: the job stops right after a committed round."""
-
-
-def _stop_after_round_1(line: str) -> None:
-    if line.startswith("round 1/"):  # announced only once round 1 is committed
-        raise _Stop(line)
-
-
 def _config(pattern, output, **overrides) -> DiscoveryConfig:
     fields = dict(epsilon=EPSILON, delta=DELTA, max_length=L, seed=SEED)
     fields.update(overrides)
@@ -38,8 +30,8 @@ def _config(pattern, output, **overrides) -> DiscoveryConfig:
 
 
 def _stopped_after_round_1(config: DiscoveryConfig):
-    with pytest.raises(_Stop):
-        run_discovery(config, progress=_stop_after_round_1)
+    with pytest.raises(StoppedAfterRound):
+        run_discovery(config, events=stop_after_round(1))
     state = StateStore(config.resolved_state_dir).load()
     assert state.rounds_completed == 1 and not state.finished
     return state

@@ -10,7 +10,6 @@ one-job run wrote are committed in order by the next run.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import pathlib
@@ -27,62 +26,20 @@ from triehh_beam.job.settings import sources
 from triehh_beam.job.state.state_store import StateStore
 from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.protocol.rounds.trie import Trie
-from triehh_beam.reference.simulation import simulate
+from tests.one_pass_jobs import discovery_config, job_seed, population
 from tests.release_keys import keyed_identity
 from triehh_beam.job.release.lifecycle import Release
-
-WORDS = ["apple", "apply", "ample", "maple", "mango", "man", "map", "zebra", "zero", "zoo", "zone"]
-
-
-def _seed(label: str) -> bytes:
-    return hashlib.sha256(b"triehh-beam one-pass tests: " + label.encode()).digest()
-
-
-def _population(kind: str, rng: np.random.Generator):
-    """(rows, users mapping for the simulation, encoder fields) of one test population."""
-    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.1
-    weights /= weights.sum()
-    rows, users = [], {}
-    if kind == "one_word":
-        for user, word in enumerate(rng.choice(WORDS, size=3000, p=weights)):
-            rows.append((f"u{user}", str(word), 1))
-            users[f"u{user}"] = {str(word): 1}
-        return rows, users, {}
-    if kind == "many_items":
-        for user in range(1500):
-            held = {}
-            for word in rng.choice(WORDS, size=int(rng.integers(1, 7)), p=weights):
-                count = int(rng.integers(1, 4))
-                rows.append((f"u{user}", str(word), count))
-                held[str(word)] = held.get(str(word), 0) + count
-            users[f"u{user}"] = held
-        return rows, users, {}
-    if kind == "int":
-        values = [7, 7, 1000, -3, 123456, 7, 1000]
-        for user in range(3000):
-            value = int(values[int(rng.integers(len(values)))])
-            rows.append((user, value, 1))
-            users[user] = {value: 1}
-        return rows, users, dict(item_kind="int", int_bits=20, unit_size=4, max_length=6)
-    raise ValueError(kind)
-
 
 @pytest.fixture(scope="module")
 def populations(tmp_path_factory):
     root = tmp_path_factory.mktemp("one-pass")
     made = {}
     for kind in ("one_word", "many_items", "int"):
-        rows, users, fields = _population(kind, np.random.default_rng(sum(map(ord, kind))))
+        rows, users, fields = population(kind, np.random.default_rng(sum(map(ord, kind))))
         path = root / f"{kind}.parquet"
         write_records(str(path), rows)
         made[kind] = (path, users, fields)
     return made
-
-
-def _config(path, output_dir, seed, **fields) -> DiscoveryConfig:
-    values = dict(epsilon=6.0, delta=1e-5, max_length=6)
-    values.update(fields)
-    return DiscoveryConfig(input_pattern=str(path), output_dir=str(output_dir), seed=seed, **{"protocol": "triehh", **values})
 
 
 def _encoder(config: DiscoveryConfig) -> ItemEncoder:
@@ -97,7 +54,7 @@ def _clear(output_dir) -> None:
 # One seed per item type, three in all: a second seed on the same population ran the same code
 # (tests/job/batch/test_driver.py holds ten seeds to the keyed simulation, in both modes).
 @pytest.mark.parametrize("kind, label", [
-    ("one_word", "a"),
+    pytest.param("one_word", "a", marks=pytest.mark.slow),  # over 5 s, as the others
     pytest.param("many_items", "b", marks=pytest.mark.slow),
     pytest.param("int", "c", marks=pytest.mark.slow),
 ])
@@ -108,14 +65,14 @@ def test_per_round_jobs_one_job_and_keyed_simulation_give_the_same_trie(populati
     release = None
     for mode in ("1", "all"):
         _clear(output_dir)
-        config = _config(path, output_dir, _seed(label), rounds_per_job=mode, **fields)
+        config = discovery_config(path, output_dir, job_seed(label), rounds_per_job=mode, **fields)
         run_discovery(config, release=release)
         tries[mode] = (output_dir / "trie.pb").read_bytes()
         states[mode] = StateStore(config.resolved_state_dir).load()
         release = Release.of_state(states[mode])  # its keys: seed, identity and nonce
     assert tries["1"] == tries["all"]
     state = states["1"]
-    simulated = simulate(users, config.encoder, state.plan.theta, state.plan.batch_size, _seed(label),
+    simulated = simulate(users, config.encoder, state.plan.theta, state.plan.batch_size, job_seed(label),
                          sampling="keyed", identity=keyed_identity(state))
     trie = Trie.from_bytes(tries["1"])
     assert trie.levels == simulated.levels
@@ -128,9 +85,10 @@ def test_per_round_jobs_one_job_and_keyed_simulation_give_the_same_trie(populati
         assert list(states[mode].samples.users_sampled) == [state.plan.batch_size] * state.plan.max_length
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_the_samples_are_private_and_deleted_when_the_job_ends(populations, tmp_path):
     path, _, _ = populations["one_word"]
-    config = _config(path, tmp_path / "out", _seed("a"))
+    config = discovery_config(path, tmp_path / "out", job_seed("a"))
     run_discovery(config)
     state = StateStore(config.resolved_state_dir).load()
     assert state.samples.complete and state.samples.deleted
@@ -139,7 +97,7 @@ def test_the_samples_are_private_and_deleted_when_the_job_ends(populations, tmp_
     report = json.loads(pathlib.Path(config.resolved_state_dir, "operator_report.json").read_text())
     assert report["sampling"]["samples"] == "deleted"
 
-    kept = _config(path, tmp_path / "kept", _seed("a"), keep_samples=True)
+    kept = discovery_config(path, tmp_path / "kept", job_seed("a"), keep_samples=True)
     run_discovery(kept)
     state = StateStore(kept.resolved_state_dir).load()
     assert not state.samples.deleted and state.samples.dir.startswith(kept.resolved_state_dir)
@@ -150,6 +108,7 @@ def test_the_samples_are_private_and_deleted_when_the_job_ends(populations, tmp_
     assert not list(pathlib.Path(kept.output_dir).rglob("*.parquet"))
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_discovery_reads_the_input_once_and_rounds_never(populations, tmp_path, monkeypatch):
     # Every record is read by the one first pass (census and candidates together): the cut and
     # the rounds read candidates and samples only (the read transform is built exactly once).
@@ -164,7 +123,7 @@ def test_a_discovery_reads_the_input_once_and_rounds_never(populations, tmp_path
     monkeypatch.setattr(sources, "read_transform", counting)
     for mode in ("1", "all"):
         built.clear()
-        result = run_discovery(_config(path, tmp_path / mode, _seed("a"), rounds_per_job=mode))
+        result = run_discovery(discovery_config(path, tmp_path / mode, job_seed("a"), rounds_per_job=mode))
         assert result.rounds_run >= 3
         assert len(built) == 1, mode
 
@@ -176,7 +135,7 @@ def test_input_changed_before_a_resumed_pass_is_refused(tmp_path, monkeypatch):
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps({"user_id": u, "item": w}) + "\n"
                                for u, w in enumerate(["hello", "hey", "hi"] * 20)), encoding="utf-8")
-    config = _config(records, tmp_path / "out", _seed("a"), epsilon=1.0, theta=1, batch_size=5,
+    config = discovery_config(records, tmp_path / "out", job_seed("a"), epsilon=1.0, theta=1, batch_size=5,
                      allow_no_guarantee=True)
 
     def die(*args, **kwargs):
@@ -216,7 +175,7 @@ def one_word_baseline(populations, tmp_path_factory):
     worker runs a module's tests in turn)."""
     path, _, _ = populations["one_word"]
     output_dir = tmp_path_factory.mktemp("one-word-baseline") / "out"
-    config = _config(path, output_dir, _seed("a"), rounds_per_job="all")
+    config = discovery_config(path, output_dir, job_seed("a"), rounds_per_job="all")
     run_discovery(config)
     expected = (output_dir / "trie.pb").read_bytes()
     release = Release.of_state(StateStore(config.resolved_state_dir).load())
@@ -230,7 +189,7 @@ def test_a_lost_sample_is_drawn_again_and_changes_nothing(populations, one_word_
     path, _, _ = populations["one_word"]
     output_dir, expected, release = one_word_baseline  # the unbroken job, run again below
     _clear(output_dir)
-    config = _config(path, output_dir, _seed("a"), rounds_per_job=mode)
+    config = discovery_config(path, output_dir, job_seed("a"), rounds_per_job=mode)
 
     def stop(*args, **kwargs):
         raise _Stop()
@@ -258,7 +217,7 @@ def test_levels_a_one_job_run_wrote_are_committed_in_order_by_the_next_run(popul
     path, _, _ = populations["one_word"]
     output_dir, expected, release = one_word_baseline  # the unbroken job, run again below
     _clear(output_dir)
-    config = _config(path, output_dir, _seed("a"), rounds_per_job="all")
+    config = discovery_config(path, output_dir, job_seed("a"), rounds_per_job="all")
     original = levels.write_level
     count = [0]
 
@@ -288,7 +247,7 @@ def test_candidates_a_killed_run_left_are_deleted_and_none_outlive_the_samples(p
     # the state directory: the next run deletes them before its own read, and its own once its
     # samples are drawn. The directory stays owner-only.
     path, _, _ = populations["one_word"]
-    config = _config(path, tmp_path / "out", _seed("a"))
+    config = discovery_config(path, tmp_path / "out", job_seed("a"))
     left = pathlib.Path(config.resolved_state_dir, "candidates", "0" * 32)
     left.mkdir(parents=True)
     (left / "part-00000-of-00001.parquet").write_bytes(b"raw items of a killed run")

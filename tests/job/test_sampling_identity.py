@@ -16,6 +16,7 @@ import shutil
 
 import pytest
 
+from tests.driver_events import StoppedAfterRound, stop_after_round
 from triehh_beam.io.write import write_records
 from triehh_beam.job.batch.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
 from triehh_beam.job.release.lifecycle import Release
@@ -62,6 +63,7 @@ def _move_aside(output, name) -> pathlib.Path:
     return aside
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_two_jobs_sharing_a_seed_file_draw_independent_samples(inputs, tmp_path):
     first, second = tmp_path / "runs" / "day-1", tmp_path / "runs" / "day-2"
     run_discovery(_config(inputs[0], first))
@@ -107,22 +109,13 @@ def test_the_same_job_twice_is_two_releases_with_independent_samples(inputs, tmp
     assert [r["record_id"] for r in ledger] == [state.ledger_record, again.ledger_record]
 
 
-class _Stop(Exception):
-    pass
-
-
-def _stop_after_round_1(line: str) -> None:
-    if line.startswith("round 1/"):
-        raise _Stop()  # round 1 is committed before its line is printed
-
-
 def test_a_resumed_job_draws_what_an_unbroken_one_does(inputs, tmp_path):
     output = tmp_path / "out"
     run_discovery(_config(inputs[0], output))
     release = Release.of_state(StateStore(f"{output}.state").load())  # the same release, broken below
     unbroken = _move_aside(output, "unbroken")
-    with pytest.raises(_Stop):
-        run_discovery(_config(inputs[0], output), progress=_stop_after_round_1, release=release)
+    with pytest.raises(StoppedAfterRound):
+        run_discovery(_config(inputs[0], output), events=stop_after_round(1), release=release)
     assert StateStore(f"{output}.state").load().rounds_completed == 1
     result = run_discovery(_config(inputs[0], output))
     assert result.resumed_from_round == 1

@@ -11,11 +11,11 @@ import stat
 import numpy as np
 import pytest
 
+from tests.old_states import as_written_by_0_1_0
 from triehh_beam import cli
 from triehh_beam.io.write import write_records
 from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
-from triehh_beam.job.state import cas
-from triehh_beam.job.state.state_store import MANIFEST_NAME, StateStore
+from triehh_beam.job.state.state_store import StateStore
 
 SEED = hashlib.sha256(b"triehh-beam state location tests").digest()  # public: tests only
 WORDS = ["apple", "bread", "cider", "dough", "eggs"]
@@ -139,28 +139,13 @@ def test_a_state_directory_left_open_is_tightened(records, tmp_path, umask_zero)
     assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
 
 
-def _as_written_by_0_1_0(state_dir) -> None:
-    """Rewrites the state published in ``state_dir`` as triehh-beam 0.1.0 wrote states (state
-    schema 1, no ``written_by``), its manifest's checksum matching: only its version is at fault."""
-    store = StateStore(str(state_dir))
-    manifest = store.read_manifest()
-    state = store.load()
-    state.schema_version, state.written_by = 1, ""
-    data = state.SerializeToString()
-    with open(os.path.join(state_dir, manifest["state_object"]), "wb") as f:
-        f.write(data)
-    manifest["sha256"] = hashlib.sha256(data).hexdigest()
-    objects = cas.LocalCasStore(str(state_dir))
-    objects.replace(MANIFEST_NAME, json.dumps(manifest).encode(), objects.read(MANIFEST_NAME).generation)
-
-
 def test_a_state_written_by_0_1_0_is_refused_in_one_line_naming_the_version(records, tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["discover", "--protocol", "triehh", "--input", records, "--output", str(out), "--epsilon", "3", "--delta", "1e-6",
             "--max-length", "6"]
     assert cli.main(argv) == 0
     assert StateStore(str(out) + ".state").load().written_by  # this release records itself
-    _as_written_by_0_1_0(str(out) + ".state")
+    as_written_by_0_1_0(str(out) + ".state")
     capsys.readouterr()
     assert cli.main(argv) == 2
     captured = capsys.readouterr()

@@ -16,30 +16,24 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.job.test_one_pass import WORDS, _config, _seed
+from tests.one_pass_jobs import discovery_config, job_seed, word_rows
 from triehh_beam.io.write import write_records
 from triehh_beam.job.batch.driver import run_discovery
 from triehh_beam.job.release.lifecycle import Release
 from triehh_beam.job.state.state_store import StateStore
 
 
-def _rows(users: int, rng: np.random.Generator):
-    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.1
-    weights /= weights.sum()
-    return [(f"u{user}", str(word), 1) for user in range(users)
-            for word in rng.choice(WORDS, size=int(rng.integers(1, 3)), p=weights)]
-
-
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 @pytest.mark.parametrize("protocol", ["triehh", "triehh++"])
 def test_a_tiny_budget_gives_the_same_trie_and_no_step_holds_more(tmp_path, protocol):
     path = tmp_path / "records.parquet"
-    write_records(str(path), _rows(3000, np.random.default_rng(37)))
+    write_records(str(path), word_rows(3000, np.random.default_rng(37)))
     output_dir = tmp_path / "out"
     tries, reports, release = {}, {}, None
     for budget in (1 << 22, 256, 64):
         shutil.rmtree(output_dir, ignore_errors=True)
         shutil.rmtree(f"{output_dir}.state", ignore_errors=True)
-        config = _config(path, output_dir, _seed("budget"), protocol=protocol, worker_budget=budget)
+        config = discovery_config(path, output_dir, job_seed("budget"), protocol=protocol, worker_budget=budget)
         run_discovery(config, release=release)
         release = release or Release.of_state(StateStore(config.resolved_state_dir).load())
         tries[budget] = (output_dir / "trie.pb").read_bytes()

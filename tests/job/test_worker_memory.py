@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tests.job.test_one_pass import _config, _seed
-from tests.job.test_worker_budget import _rows
+from tests.one_pass_jobs import discovery_config, job_seed, word_rows
 from triehh_beam.io.write import write_records
 from triehh_beam.job.batch.driver import run_discovery
 
@@ -27,9 +26,9 @@ def _report(tmp_path, name, options=None, **fields):
     path = tmp_path / "records"
     path.mkdir(exist_ok=True)
     for shard in range(2):  # two files of different users: both workers read
-        rows = [(f"s{shard}{user}", item, count) for user, item, count in _rows(1500, np.random.default_rng(shard))]
+        rows = [(f"s{shard}{user}", item, count) for user, item, count in word_rows(1500, np.random.default_rng(shard))]
         write_records(str(path / f"part-{shard}.parquet"), rows)
-    config = _config(f"{path}/*.parquet", tmp_path / name, _seed("memory"), protocol="triehh++", **fields)
+    config = discovery_config(f"{path}/*.parquet", tmp_path / name, job_seed("memory"), protocol="triehh++", **fields)
     run_discovery(config, options)
     return json.loads(pathlib.Path(config.resolved_state_dir, "operator_report.json").read_text())
 

@@ -13,7 +13,7 @@ from triehh_beam.protocol.randomness.sampling import Sampler
 from triehh_beam.protocol.rounds import columnar
 from triehh_beam.protocol.rounds.vote import choose_sequence, client_vote
 
-from tests.protocol.rounds.test_columnar import ENCODERS, _frontier, _population, _table
+from tests.columnar_population import ENCODERS, random_frontier, sequence_rows, sequence_table
 
 ENCODER = ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=4)
 A, B, C = (ENCODER.encode(w) for w in ("a", "b", "c"))
@@ -80,8 +80,8 @@ def test_a_user_holding_only_denied_items_abstains():
 @pytest.mark.parametrize("kind", sorted(ENCODERS))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_count_votes_with_a_deny_list_equals_client_vote_user_by_user(kind, seed):
-    population = _population(kind, seed)
-    table = _table(population)
+    population = sequence_rows(kind, seed)
+    table = sequence_table(population)
     rng = np.random.default_rng(200 + seed)
     held = sorted({s for rows in population for s, c in rows if c})
     denied = frozenset(s for s in held if rng.random() < 0.3)
@@ -92,7 +92,7 @@ def test_count_votes_with_a_deny_list_equals_client_vote_user_by_user(kind, seed
         expected = choose_sequence(rows, float(uniforms[i]), denied)
         assert (None if chosen[i] < 0 else table.sequences[chosen[i]]) == expected
     for round_index in range(1, ENCODERS[kind].max_length + 1):
-        frontier = _frontier(population, round_index, rng)
+        frontier = random_frontier(population, round_index, rng)
         expected = {}
         only_denied = 0
         for i, rows in enumerate(population):

@@ -4,82 +4,22 @@ spread over batches), truncation on and off, any number of shards, and the leave
 value or as a side-input PCollection."""
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.pipeline_factory import new_pipeline
+from tests.skewed_records import (ENCODERS, VOCABULARY, encoded_rows, population as skewed_population,
+                                   split_count_batches)
 from triehh_beam.beam.releases.estimates import EstimateFrequencies
 from triehh_beam.protocol.estimates.frequency_estimates import (EstimateKeys, EstimateTargets,
                                                                 reference_estimates)
-from triehh_beam.protocol.items.encoding import EncodingError, ItemEncoder, ItemKind, ItemTooLongError
 from triehh_beam.protocol.rounds.trie import Trie
 
 SEED = bytes(range(7, 39))
-ENCODERS = {
-    "text": ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=5),
-    "bytes": ItemEncoder(ItemKind.BYTES, unit_size=1, max_length=4),
-    "int": ItemEncoder(ItemKind.INT, unit_size=2, max_length=5, int_bits=8),
-}
-ARROW_ITEMS = {"text": pa.string(), "bytes": pa.binary(), "int": pa.int64()}
-VOCABULARY = {
-    "text": ["ab", "abc", "a", "ba", "bab", "c", "abcdef", "bbbbbbb", "cab", "ca"],
-    "bytes": [b"\x01\x02", b"\x01", b"\x02\x01", b"\x01\x02\x03", b"\x01\x01\x01\x01\x01", b"\x03"],
-    "int": [0, 1, 2, -1, 17, 100, -128, 127],
-}
-
-
-def _population(kind, seed, users=250):
-    rng = np.random.default_rng(seed)
-    vocabulary = VOCABULARY[kind]
-    weights = 1.0 / np.arange(1, len(vocabulary) + 1)
-    weights /= weights.sum()
-    population = {}
-    for user in range(users):
-        held = {}
-        for _ in range(rng.integers(1, 5)):
-            item = vocabulary[rng.choice(len(vocabulary), p=weights)]
-            held[item] = held.get(item, 0) + int(rng.integers(1, 4))
-        population[f"u{user}"] = held
-    return population
-
-
-def _batches(population, kind, size=61):
-    # One row per (user, item) and a user's count split over two rows when > 1: a user's
-    # records are spread over batches, as in any file.
-    rows = []
-    for user, held in population.items():
-        for item, count in held.items():
-            parts = [count] if count == 1 else [1, count - 1]
-            rows += [(user.encode(), item, part) for part in parts]
-    rows = [rows[i] for i in np.random.default_rng(1).permutation(len(rows))]
-    out = []
-    for i in range(0, len(rows), size):
-        users, items, counts = zip(*rows[i:i + size])
-        out.append(pa.record_batch([pa.array(users, pa.binary()), pa.array(items, ARROW_ITEMS[kind]),
-                                    pa.array(counts, pa.int64())], names=["user_id", "item", "count"]))
-    return out
-
-
-def _weighted(population, encoder, truncate):
-    """user -> [(sequence, count)], encoded as the pipeline's rules do."""
-    out = {}
-    for user, held in population.items():
-        rows = []
-        for item, count in held.items():
-            try:
-                sequence = encoder.encode_truncated(item) if truncate else encoder.encode(item)
-            except (ItemTooLongError, EncodingError):
-                continue
-            rows.append((sequence, count))
-        out[user] = rows
-    return out
-
-
 def _leaves(kind, encoder, truncate):
     """A trie over some of the vocabulary: whole items and a frequent prefix or two."""
-    sequences = [s for s in (_weighted({"x": {v: 1 for v in VOCABULARY[kind]}}, encoder, truncate)["x"])]
+    sequences = [s for s in (encoded_rows({"x": {v: 1 for v in VOCABULARY[kind]}}, encoder, truncate)["x"])]
     chosen = sorted({s for s, _ in sequences})[::2]
     levels = [{s[:r] for s in chosen if len(s) >= r} for r in range(1, max(map(len, chosen)) + 1)]
     trie = Trie(encoder, levels)
@@ -101,15 +41,15 @@ def _run(build):
 @pytest.mark.parametrize("truncate", [False, True])
 def test_the_pipeline_releases_exactly_the_reference_estimates(kind, truncate):
     encoder = ENCODERS[kind]
-    population = _population(kind, seed=3)
+    population = skewed_population(kind, seed=3, users=250, most_items=4)
     targets = _leaves(kind, encoder, truncate)
     keys = EstimateKeys.derive(SEED, b"identity " + kind.encode())
-    expected = reference_estimates(_weighted(population, encoder, truncate), targets, 0.7, keys)
+    expected = reference_estimates(encoded_rows(population, encoder, truncate), targets, 0.7, keys)
     # The noise is not what makes them equal: the exact counts behind them are not trivial.
     assert sum(expected.estimates) > 50
 
     def build(p):
-        released = (p | beam.Create(_batches(population, kind))
+        released = (p | beam.Create(split_count_batches(population, kind))
                     | EstimateFrequencies(keys, 0.7, targets, encoder, truncate, shards=5))
         assert_that(released, equal_to([expected]))
 
@@ -124,13 +64,13 @@ def test_the_pipeline_releases_exactly_the_reference_estimates(kind, truncate):
 
 def test_shards_and_a_side_input_of_leaves_change_nothing():
     encoder = ENCODERS["text"]
-    population = _population("text", seed=9)
+    population = skewed_population("text", seed=9, users=250, most_items=4)
     targets = _leaves("text", encoder, False)
     keys = EstimateKeys.derive(SEED, b"shards")
-    expected = reference_estimates(_weighted(population, encoder, False), targets, 2.0, keys)
+    expected = reference_estimates(encoded_rows(population, encoder, False), targets, 2.0, keys)
 
     def build(p):
-        batches = p | beam.Create(_batches(population, "text", size=17))
+        batches = p | beam.Create(split_count_batches(population, "text", size=17))
         one = batches | "One" >> EstimateFrequencies(keys, 2.0, targets, encoder, shards=1)
         many = batches | "Many" >> EstimateFrequencies(keys, 2.0, targets, encoder, shards=2048)
         leaves = p | "Leaves" >> beam.Create([targets])
@@ -150,7 +90,7 @@ def test_leaves_nobody_holds_still_get_an_estimate_and_no_records_still_release(
     population = {"u1": {"ab": 3}, "u2": {"c": 1}}
 
     def build(p):
-        some = (p | "Some" >> beam.Create(_batches(population, "text"))
+        some = (p | "Some" >> beam.Create(split_count_batches(population, "text"))
                 | "WithRecords" >> EstimateFrequencies(keys, 1.0, targets, encoder))
         none = (p | "None" >> beam.Create([]).with_output_types(pa.RecordBatch)
                 | "WithoutRecords" >> EstimateFrequencies(keys, 1.0, targets, encoder))

@@ -16,6 +16,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.util import assert_that, equal_to
 
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam.rounds import prefix_combine
@@ -25,19 +26,6 @@ from triehh_beam.beam.rounds.prefix_combine import (PruneByPrefix, prefix_group,
 THETA = 5
 PREFIXES = [tuple(f"w{i}") for i in range(600)]
 BYTE_PREFIXES = [(bytes([i % 256]), bytes([i // 256])) for i in range(300)]
-
-
-_COLLECTED = {}
-
-
-class _Collect(beam.DoFn):
-    """Collects elements into a module-level list (the in-process runner shares the process)."""
-
-    def __init__(self, key):
-        self._key = key
-
-    def process(self, element):
-        _COLLECTED.setdefault(self._key, []).append(element)
 
 
 def _partials(seed: int, tables: int = 20):
@@ -55,22 +43,21 @@ def _partials(seed: int, tables: int = 20):
     return partials, total, users
 
 
-def _prune(partials, groups):
-    key = f"prune-{groups}-{len(partials)}"
+def _prune(partials, groups, expected):
+    """Prunes ``partials`` in ``groups`` groups; asserts inside the job that it gives exactly
+    ``[expected]``; returns the most rows each kind of step held."""
     pipeline = new_pipeline()
-    (
+    kept = (
         pipeline
         | beam.Create(partials, reshuffle=False)
         | beam.FlatMap(split_by_prefix, groups=groups)
         | PruneByPrefix(THETA, groups)
-        | beam.ParDo(_Collect(key))
     )
+    assert_that(kept, equal_to([expected]))
     result = pipeline.run()
     result.wait_until_finish()
-    collected = _COLLECTED.pop(key, [])
     query = result.metrics().query(MetricsFilter().with_namespace("triehh"))
-    held = {d.key.metric.name: d.committed.max for d in query["distributions"] if d.committed is not None}
-    return collected, held
+    return {d.key.metric.name: d.committed.max for d in query["distributions"] if d.committed is not None}
 
 
 def test_a_prefix_has_the_same_group_in_every_process():
@@ -114,10 +101,9 @@ def test_groups_keep_a_groups_votes_within_a_quarter_of_the_budget(users, budget
 @pytest.mark.parametrize("groups", [1, 4, 13])
 def test_the_kept_prefixes_are_those_whose_summed_votes_reach_theta(groups):
     partials, total, users = _partials(37)
-    collected, held = _prune(partials, groups)
     expected = sorted(p for p, votes in total.items() if votes >= THETA)
-    assert collected == [(expected, users)]
     assert 0 < len(expected) < len(total)  # some prefixes pruned, some kept
+    held = _prune(partials, groups, (expected, users))
     # Each merge held one group's prefixes: the largest group's distinct prefixes at most.
     largest_group = max(collections.Counter(prefix_group(p, groups) for p in total).values())
     assert held["rows_held.prefix_merge"] <= largest_group
@@ -132,14 +118,12 @@ def test_more_distinct_prefixes_than_the_budget_still_run_within_it():
     budget = 200
     assert len(total) > budget  # the round's distinct prefixes pass the budget
     groups = prefix_groups(sum(sum(c.values()) for c, _ in partials), budget)
-    collected, held = _prune(partials, groups)
-    assert collected == [(sorted(p for p, votes in total.items() if votes >= THETA), users)]
+    held = _prune(partials, groups, (sorted(p for p, votes in total.items() if votes >= THETA), users))
     assert held["rows_held.prefix_merge"] <= budget
 
 
 def test_no_votes_keep_nothing():
-    collected, _ = _prune([], 3)
-    assert collected == [([], 0)]
+    _prune([], 3, ([], 0))
 
 
 def test_the_merge_is_the_same_in_any_order():

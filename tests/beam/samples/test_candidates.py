@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.candidate_records import user_records
 from triehh_beam.beam.samples import candidates
 from triehh_beam.beam.samples.candidates import (CandidateBounds, DrawCandidates, WriteCandidates,
                                                  candidates_pattern, BundleSmallest)
@@ -21,19 +22,6 @@ from triehh_beam.io.arrays import binary_buffers
 from triehh_beam.protocol.items.encoding import ItemKind
 from triehh_beam.protocol.randomness.bottom_m import bottom_m
 from triehh_beam.protocol.randomness.sampling import Sampler
-
-
-def _records(users: int, rng: np.random.Generator) -> pa.Table:
-    """Users with one to three records each (a user's records share its rank), shuffled."""
-    ids, items = [], []
-    for user in range(users):
-        for k in range(int(rng.integers(1, 4))):
-            ids.append(f"user-{user}".encode())
-            items.append(f"w{(user * 7 + k) % 50}")
-    order = rng.permutation(len(ids))
-    return pa.table({"user_id": pa.array([ids[i] for i in order], pa.binary()),
-                     "item": pa.array([items[i] for i in order], pa.string()),
-                     "count": pa.array(np.ones(len(ids), np.int64))})
 
 
 def _kept_by_bundles(table: pa.Table, ranks: np.ndarray, bounds: CandidateBounds, bundles: int,
@@ -59,7 +47,7 @@ def _kept_by_bundles(table: pa.Table, ranks: np.ndarray, bounds: CandidateBounds
 @pytest.mark.parametrize("bundles, batch_rows", [(1, 64), (3, 50), (7, 1000)])
 def test_every_covered_bottom_m_is_among_the_candidates(bundles, batch_rows):
     rng = np.random.default_rng(bundles)
-    table = _records(2000, rng)
+    table = user_records(2000, rng)
     users = table.column("user_id").to_pylist()
     ranks = Sampler(b"k" * 32, identity=b"candidates").pass_keys(1).ranks_all(
         *binary_buffers(table.column("user_id")))[0]
@@ -78,7 +66,7 @@ def test_every_covered_bottom_m_is_among_the_candidates(bundles, batch_rows):
 
 def test_bundle_smallest_alone_holds_the_bottom_m_whatever_the_bundles():
     rng = np.random.default_rng(11)
-    table = _records(1500, rng)
+    table = user_records(1500, rng)
     users = table.column("user_id").to_pylist()
     ranks = Sampler(b"k" * 32, identity=b"bundles").pass_keys(1).ranks_all(
         *binary_buffers(table.column("user_id")))[0]
@@ -94,7 +82,7 @@ def test_candidates_round_trip_through_parquet_by_round(tmp_path, monkeypatch, o
     if output_rows is not None:  # a round's rows go out many times per bundle, not only at its end
         monkeypatch.setattr(candidates, "_OUTPUT_ROWS", output_rows)
     rng = np.random.default_rng(5)
-    table = _records(3000, rng)
+    table = user_records(3000, rng)
     keys = Sampler(b"k" * 32, identity=b"round-trip").pass_keys(3)
     ranks = keys.ranks_all(*binary_buffers(table.column("user_id")))
     bounds = CandidateBounds(rate_bound=int(0.05 * 2**64), bundle_keep=10)

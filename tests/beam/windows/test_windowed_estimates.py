@@ -9,8 +9,8 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from tests.pipeline_factory import new_pipeline
-from tests.beam.releases.test_estimates import ENCODERS, _batches, _population
-from tests.beam.releases.test_estimates import _weighted as _encoded
+from tests.skewed_records import ENCODERS, encoded_rows as _encoded, population as skewed_population
+from tests.skewed_records import split_count_batches
 from triehh_beam.beam.windows.windowed import WindowPlan
 from triehh_beam.beam.windows.windowed_estimates import EstimateEachWindow, window_estimate_keys
 from triehh_beam.beam.windows.windows import EventWindows
@@ -38,7 +38,8 @@ def _weighted(population):
 def test_each_window_releases_the_reference_of_its_own_records_with_its_keys():
     windows = EventWindows(HOUR)
     # The same user ids in every window: a window counts only its own records.
-    populations = {start: _population("text", seed) for seed, start in enumerate((T0, T0 + HOUR, T0 + 2 * HOUR))}
+    populations = {start: skewed_population("text", seed, users=250, most_items=4)
+                   for seed, start in enumerate((T0, T0 + HOUR, T0 + 2 * HOUR))}
     expected = [reference_estimates(_weighted(populations[start]), leaves, 0.5,
                                     window_estimate_keys(WINDOW_KEYS, start, NONCES[start]))
                 for start, leaves in LEAVES.items()]
@@ -48,7 +49,7 @@ def test_each_window_releases_the_reference_of_its_own_records_with_its_keys():
     with new_pipeline() as p:
         batches = p | "Batches" >> beam.Create(
             [TimestampedValue(b, Timestamp(micros=start + 1)) for start, population in populations.items()
-             for b in _batches(population, "text")]).with_output_types(pa.RecordBatch) | "BatchesIntoWindows" >> beam.WindowInto(windows.window_fn())
+             for b in split_count_batches(population, "text")]).with_output_types(pa.RecordBatch) | "BatchesIntoWindows" >> beam.WindowInto(windows.window_fn())
         given = p | "PlansAndLeaves" >> beam.Create(
             [TimestampedValue((WindowPlan(start, True, 0, 0, nonce=nonce), LEAVES.get(start, EstimateTargets(()))),
                               Timestamp(micros=start))

@@ -122,10 +122,15 @@ def test_three_users_discover_exactly_their_words_without_a_guarantee(three_user
 def test_rerunning_a_finished_job_runs_nothing_and_republishes_the_same_result(three_users):
     config, first = three_users
     trie_before = pathlib.Path(config.output_dir, "trie.pb").read_bytes()
-    lines = []
-    again = run_discovery(config, progress=lines.append)
-    assert lines[0] == f"resuming job {_heavy_hitters_document(config.output_dir)['job_id'][:8]} after round 6 (finished)"
-    assert not [line for line in lines if line.startswith(("census", "round"))]
+    lines, events = [], []
+    again = run_discovery(config, progress=lines.append, events=events.append)
+    job_id = _heavy_hitters_document(config.output_dir)["job_id"]
+    assert lines[0] == f"resuming job {job_id[:8]} after round 6 (finished)"  # the wording
+    resume = events[0]
+    assert (resume["event"], resume["job_id"], resume["rounds_completed"], resume["finished"]) == (
+        "resume", job_id, 6, True)
+    ran = {e["event"] for e in events} & {"census_start", "sampling_start", "round", "estimates_start"}
+    assert not ran, events
     assert again.resumed_from_round == 6
     assert again.heavy_hitters == first.heavy_hitters
     assert pathlib.Path(config.output_dir, "trie.pb").read_bytes() == trie_before
@@ -251,7 +256,7 @@ def zipf_population(make_population):
 @pytest.fixture(scope="session")
 def pipeline_runs(zipf_population, compute_once):
     """One run_discovery per PIPELINE_SEEDS entry, with what the published state held at the
-    moment each round was announced (progress line ``round r/L: ...``). The first runs one Beam
+    moment each round was announced (the driver's ``round`` event). The first runs one Beam
     job per round (``rounds_per_job="1"``); the other nine run every round in the sampling pass's
     job (``rounds_per_job="all"``, the default: 2 Beam jobs instead of 8), so that both
     modes are held to the keyed simulation here (tests/job/test_one_pass.py shows the two give
@@ -265,22 +270,21 @@ def pipeline_runs(zipf_population, compute_once):
             store = StateStore(str(output_dir) + ".state")
             announced = []
 
-            def progress(line, store=store, announced=announced):
-                # A round run on its own (not in the samples' job): nothing after "prefixes" (its
-                # duration is private since issue 38, shown only with --verbose).
-                match = re.match(r"round (\d+)/\d+: .* kept (\d+) prefix(?:es)?$", line)
-                if match:
+            def on_event(event, store=store, announced=announced):
+                # The driver's event for each round it announces (run on its own or in the
+                # samples' job), with the published state as it stood then.
+                if event["event"] == "round":
                     published = store.load()
                     announced.append(dict(
-                        round=int(match.group(1)),
-                        kept=int(match.group(2)),
+                        round=event["round"],
+                        kept=event["prefixes_kept"],
                         rounds_completed=published.rounds_completed,
                         epsilon=published.plan.epsilon,
                         delta=published.plan.delta,
                     ))
 
             config = _config(pattern, output_dir, seed=seed, rounds_per_job="1" if i == 0 else "all")
-            result = run_discovery(config, progress=progress)
+            result = run_discovery(config, events=on_event)
             runs.append(dict(
                 seed=seed.hex(),
                 identity=config.sampling_identity().decode(),
@@ -351,6 +355,7 @@ def test_mean_recall_agrees_with_the_independent_numpy_simulation(pipeline_runs,
     assert abs(pipeline.mean() - reference.mean()) < 0.1
 
 
+@pytest.mark.slow  # the ten discoveries of pipeline_runs
 def test_the_budget_is_committed_before_round_one_is_released(pipeline_runs):
     run = pipeline_runs[0]
     objects = _state_objects(run["state_dir"])
@@ -379,6 +384,7 @@ def test_the_budget_is_committed_before_round_one_is_released(pipeline_runs):
     assert later and all(path.stat().st_mtime_ns <= p.stat().st_mtime_ns for p in later)
 
 
+@pytest.mark.slow  # the ten discoveries of pipeline_runs
 def test_a_round_is_committed_before_it_is_announced(pipeline_runs):
     for run in pipeline_runs:
         for announced in run["announced"]:

@@ -215,18 +215,19 @@ def test_a_rerun_releases_identical_estimates(records, tmp_path):
     state.ClearField("estimates")
     store.commit(state)
     (out / "heavy_hitters.json").unlink()
-    lines = []
-    run_discovery(config, progress=lines.append)
-    assert any(line.startswith("estimates: done") for line in lines)
+    events = []
+    run_discovery(config, events=events.append)
+    estimated = [e["event"] for e in events if e["event"].startswith("estimates_")]
+    assert estimated == ["estimates_start", "estimates_done"]
     assert _document(out) == first
     # A finished job republishes its committed estimates without reading the input.
     moved = records.with_name("moved.jsonl")
     records.rename(moved)
     try:
         (out / "heavy_hitters.json").unlink()
-        lines = []
-        run_discovery(config, progress=lines.append)
-        assert not any(line.startswith("estimates:") for line in lines)
+        events = []
+        run_discovery(config, events=events.append)
+        assert not [e for e in events if e["event"].startswith("estimates_")], events
         assert _document(out) == first
     finally:
         moved.rename(records)

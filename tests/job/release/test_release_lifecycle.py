@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from tests.conftest import Population
+from tests.driver_events import StoppedAfterRound, stop_after_round
 from triehh_beam.job.batch.driver import DiscoveryConfig, run_discovery
 from triehh_beam.job.release.lifecycle import LedgerMismatchError, Release
 from triehh_beam.job.state.ledger import Ledger
@@ -53,6 +54,7 @@ def _published(output, key: str, value: str) -> dict:
     return {entry["item"]: entry[value] for entry in document[key]}
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_triehh_pp_release_run_again_after_its_state_is_deleted_draws_fresh_estimate_noise(populations, tmp_path):
     """Finding 1, first case: TrieHH++ with estimates, output and state deleted, one more holder
     of "the", the same seed file and ledger. Under shared keys every other estimate was
@@ -107,21 +109,13 @@ def test_a_whole_item_release_under_another_state_directory_draws_a_fresh_sample
     assert len({r["record_id"] for r in Ledger(ledger).records()}) == 2
 
 
-class _Stop(Exception):
-    pass
-
-
 def test_a_resume_whose_ledger_lost_its_charge_is_refused_in_one_line(populations, tmp_path):
     plain, _ = populations
     output, ledger = tmp_path / "out", tmp_path / "ledger"
     config = _config(plain, output, epsilon=4.0, delta=1e-6, ledger_dir=str(ledger))
 
-    def stop_after_round_1(line):
-        if line.startswith("round 1/"):
-            raise _Stop()
-
-    with pytest.raises(_Stop):
-        run_discovery(config, progress=stop_after_round_1)
+    with pytest.raises(StoppedAfterRound):
+        run_discovery(config, events=stop_after_round(1))
     state = StateStore(f"{output}.state").load()
     [record] = Ledger(str(ledger)).records()
     assert record["record_id"] == state.ledger_record == Release.of_state(state).record_id(state.job_id)

@@ -24,8 +24,8 @@ from triehh_beam.job.state.state_store import StateStore
 from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 
-from tests.job.test_deny_list_files import release_document
-from tests.job.test_one_pass import _population
+from tests.published_releases import release_document
+from tests.one_pass_jobs import population as one_pass_population
 
 
 def _seed(label: str) -> bytes:
@@ -34,7 +34,7 @@ def _seed(label: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def many_items(tmp_path_factory):
-    rows, users, _ = _population("many_items", np.random.default_rng(14))
+    rows, users, _ = one_pass_population("many_items", np.random.default_rng(14))
     path = tmp_path_factory.mktemp("deny") / "records.parquet"
     write_records(str(path), rows)
     return path, users
@@ -66,6 +66,7 @@ def _sample_rows(state_dir, state):
     return rows
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 @pytest.mark.parametrize("protocol", ["triehh", "triehh++"])
 def test_pipeline_equals_the_keyed_simulation_and_the_samples_do_not_move(many_items, protocol, tmp_path):
     path, users = many_items

@@ -12,6 +12,7 @@ import pathlib
 
 import pytest
 
+from tests.driver_events import StoppedAfterRound, stop_after_round
 from triehh_beam.job.batch.driver import ConfigMismatchError, DiscoveryConfig, run_discovery
 from triehh_beam.job.release.lifecycle import Release
 from triehh_beam.job.settings.paths import canonical_path, canonical_pattern
@@ -44,15 +45,6 @@ def test_canonical_patterns_are_sorted_distinct_parts(tmp_path, monkeypatch):
     assert canonical_pattern("b/*.csv, ./a.csv,a.csv") == f"{tmp_path}/a.csv,{tmp_path}/b/*.csv"
     assert canonical_pattern("data/*.parquet") == canonical_pattern(f"{tmp_path}/data/*.parquet")
     assert canonical_pattern("data/*.parquet") != canonical_pattern("data/*.jsonl")
-
-
-class _Stop(Exception):
-    pass
-
-
-def _stop_after_round_1(line: str) -> None:
-    if line.startswith("round 1/"):  # announced once round 1 is committed
-        raise _Stop(line)
 
 
 def _config(pattern, output, **overrides) -> DiscoveryConfig:
@@ -90,8 +82,8 @@ def project(unbroken):
 
 
 def _stopped(config, release=None):
-    with pytest.raises(_Stop):
-        run_discovery(config, progress=_stop_after_round_1, release=release)
+    with pytest.raises(StoppedAfterRound):
+        run_discovery(config, events=stop_after_round(1), release=release)
     assert StateStore(config.resolved_state_dir).load().rounds_completed == 1
 
 

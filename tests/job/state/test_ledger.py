@@ -324,6 +324,7 @@ def test_the_ledger_command_shows_the_spend_per_period(tmp_path, capsys):
     assert "not a duration" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_scheduled_runs_under_a_daily_budget_stop_at_the_days_budget(records, tmp_path, capsys):
     # Each run is charged at the instant it runs: all three dates run today, so today's period
     # holds two spends of about 2.9995 and refuses the third (a run on another day would fit).

@@ -19,7 +19,7 @@ from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_t
 from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 
-from tests.job.test_deny_list_files import release_document
+from tests.published_releases import release_document
 from tests.job.windows.test_windowed import (HOUR, T0, WORDS, _batches, _committed, _config, _one_stamp_batches, _run,
                                      _streaming_run, _window_sampler,
                                      fixed_nonces)  # noqa: F401 (the fixture: fixed release nonces)

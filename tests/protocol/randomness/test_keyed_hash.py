@@ -6,6 +6,7 @@ import random
 import numpy as np
 import pytest
 
+from tests.reference_siphash import PAPER_KEY, reference_siphash24
 from triehh_beam.protocol.randomness import keyed_hash
 
 SEED = bytes(range(100, 132))
@@ -15,52 +16,6 @@ SEED = bytes(range(100, 132))
 # keyed_hash: SipHash-2-4
 # --------------------------------------------------------------------------------------------
 
-PAPER_KEY = (
-    int.from_bytes(bytes(range(0, 8)), "little"),
-    int.from_bytes(bytes(range(8, 16)), "little"),
-)
-
-
-def _reference_siphash24(key, message: bytes) -> int:
-    """A plain-integer SipHash-2-4, written from the paper, independent of the numpy code."""
-    mask = (1 << 64) - 1
-
-    def rotl(x, b):
-        return ((x << b) | (x >> (64 - b))) & mask
-
-    def sipround(v0, v1, v2, v3):
-        v0 = (v0 + v1) & mask
-        v1 = rotl(v1, 13) ^ v0
-        v0 = rotl(v0, 32)
-        v2 = (v2 + v3) & mask
-        v3 = rotl(v3, 16) ^ v2
-        v0 = (v0 + v3) & mask
-        v3 = rotl(v3, 21) ^ v0
-        v2 = (v2 + v1) & mask
-        v1 = rotl(v1, 17) ^ v2
-        v2 = rotl(v2, 32)
-        return v0, v1, v2, v3
-
-    k0, k1 = key
-    v0 = k0 ^ 0x736F6D6570736575
-    v1 = k1 ^ 0x646F72616E646F6D
-    v2 = k0 ^ 0x6C7967656E657261
-    v3 = k1 ^ 0x7465646279746573
-    full = len(message) // 8 * 8
-    for i in range(0, full, 8):
-        m = int.from_bytes(message[i : i + 8], "little")
-        v3 ^= m
-        v0, v1, v2, v3 = sipround(*sipround(v0, v1, v2, v3))
-        v0 ^= m
-    last = int.from_bytes(message[full:], "little") | ((len(message) & 0xFF) << 56)
-    v3 ^= last
-    v0, v1, v2, v3 = sipround(*sipround(v0, v1, v2, v3))
-    v0 ^= last
-    v2 ^= 0xFF
-    for _ in range(4):
-        v0, v1, v2, v3 = sipround(v0, v1, v2, v3)
-    return v0 ^ v1 ^ v2 ^ v3
-
 
 @pytest.mark.parametrize(
     "length, expected",
@@ -69,7 +24,7 @@ def _reference_siphash24(key, message: bytes) -> int:
 def test_siphash_matches_paper_vectors(length, expected):
     message = bytes(range(length))
     assert keyed_hash.siphash24(PAPER_KEY, message) == expected
-    assert _reference_siphash24(PAPER_KEY, message) == expected
+    assert reference_siphash24(PAPER_KEY, message) == expected
 
 
 def test_siphash_batch_equals_scalar_for_lengths_0_to_63():
@@ -79,7 +34,7 @@ def test_siphash_batch_equals_scalar_for_lengths_0_to_63():
     assert batch.dtype == np.uint64
     scalar = [keyed_hash.siphash24(PAPER_KEY, msg) for msg in messages]
     assert [int(h) for h in batch] == scalar
-    assert scalar == [_reference_siphash24(PAPER_KEY, msg) for msg in messages]
+    assert scalar == [reference_siphash24(PAPER_KEY, msg) for msg in messages]
 
 
 def test_siphash_batch_random_keys_long_messages_and_offset_slices():
@@ -88,7 +43,7 @@ def test_siphash_batch_random_keys_long_messages_and_offset_slices():
     # Lengths past 255 exercise the "length mod 256" byte of the final word.
     messages = [bytes(rng.getrandbits(8) for _ in range(n)) for n in (0, 1, 7, 8, 9, 255, 256, 300)]
     data, offsets = keyed_hash.pack_messages(messages)
-    expected = [_reference_siphash24(key, msg) for msg in messages]
+    expected = [reference_siphash24(key, msg) for msg in messages]
     assert [int(h) for h in keyed_hash.siphash24_batch(key, data, offsets)] == expected
     # A slice of the offsets (an Arrow array with a non-zero offset) hashes the same messages.
     sliced = keyed_hash.siphash24_batch(key, data, offsets[3:7])
@@ -104,7 +59,7 @@ def test_words_packed_once_hash_the_same_under_every_key():
     for _ in range(3):
         key = (rng.getrandbits(64), rng.getrandbits(64))
         assert [int(h) for h in keyed_hash.siphash24_words(key, words, n_words)] == [
-            _reference_siphash24(key, msg) for msg in messages]
+            reference_siphash24(key, msg) for msg in messages]
     empty = keyed_hash.message_words(*keyed_hash.pack_messages([]))
     assert len(keyed_hash.siphash24_words(PAPER_KEY, *empty)) == 0
 

@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from tests.protocol.randomness.test_keyed_hash import PAPER_KEY, _reference_siphash24
+from tests.reference_siphash import PAPER_KEY, reference_siphash24
 from triehh_beam.protocol.randomness import keyed_hash
 
 ALLOW_NUMPY = os.environ.get("TRIEHH_ALLOW_NUMPY_HASH") == "1"
@@ -39,7 +39,7 @@ def test_compiled_equals_numpy_and_the_paper_on_every_length_0_to_80():
         compiled = keyed_hash.siphash24_batch(key, data, offsets)
         assert compiled.dtype == np.uint64 and compiled.shape == (81,)
         assert compiled.tolist() == keyed_hash.siphash24_batch_numpy(key, data, offsets).tolist()
-        assert compiled.tolist() == [_reference_siphash24(key, m) for m in messages]
+        assert compiled.tolist() == [reference_siphash24(key, m) for m in messages]
 
 
 @compiled_only

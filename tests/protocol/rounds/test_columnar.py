@@ -5,74 +5,22 @@ import itertools
 import numpy as np
 import pytest
 
-from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
+from tests.columnar_population import ENCODERS, random_frontier, sequence_rows, sequence_table
 from triehh_beam.protocol.rounds import columnar
 from triehh_beam.protocol.rounds.counting import PrefixCounter
 from triehh_beam.protocol.rounds.vote import choose_sequence, client_vote
 
-ENCODERS = {
-    "text": ItemEncoder(ItemKind.TEXT, unit_size=1, max_length=6),
-    "bytes": ItemEncoder(ItemKind.BYTES, unit_size=2, max_length=5),
-    "int": ItemEncoder(ItemKind.INT, unit_size=3, max_length=4, int_bits=9),
-}
-
-
-def _items(kind, rng, size):
-    if kind == "text":
-        return ["".join(rng.choice(list("abcé"), size=rng.integers(1, 6))) for _ in range(size)]
-    if kind == "bytes":
-        return [bytes(rng.integers(0, 3, size=rng.integers(1, 8)).astype(np.uint8)) for _ in range(size)]
-    return [int(v) for v in rng.integers(-256, 256, size=size)]
-
-
-def _population(kind, seed, users=400):
-    """Per user a list of (sequence, count) rows: repeats, zero counts, users with nothing."""
-    rng = np.random.default_rng(seed)
-    encoder = ENCODERS[kind]
-    vocabulary = []
-    for item in _items(kind, rng, 60):
-        try:
-            vocabulary.append(encoder.encode_truncated(item))
-        except ValueError:
-            pass
-    population = []
-    for _ in range(users):
-        rows = rng.integers(0, 12) if rng.random() > 0.1 else 0
-        population.append(
-            [(vocabulary[rng.integers(len(vocabulary))], int(rng.choice([0, 1, 1, 2, 7, 1000])))
-             for _ in range(rows)]
-        )
-    return population
-
-
-def _table(population):
-    distinct = sorted({s for rows in population for s, _ in rows}, key=repr)  # not canonical
-    index = {s: i for i, s in enumerate(distinct)}
-    offsets = np.zeros(len(population) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(rows) for rows in population])
-    codes = [index[s] for rows in population for s, _ in rows]
-    counts = [c for rows in population for _, c in rows]
-    return columnar.sequence_table(distinct, offsets, np.array(codes, dtype=np.int64), np.array(counts, dtype=np.int64))
-
-
-def _frontier(population, round_index, rng):
-    candidates = sorted({s[: round_index - 1] for rows in population for s, _ in rows if len(s) >= round_index}, key=repr)
-    if round_index == 1:
-        return frozenset({()})
-    return frozenset(c for c in candidates if rng.random() < 0.6)
-
-
 @pytest.mark.parametrize("kind", sorted(ENCODERS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_count_votes_equals_client_vote_user_by_user(kind, seed):
-    population = _population(kind, seed)
-    table = _table(population)
+    population = sequence_rows(kind, seed)
+    table = sequence_table(population)
     rng = np.random.default_rng(100 + seed)
     uniforms = rng.random(len(population))
     uniforms[:4] = [0.0, np.nextafter(1.0, 0.0), 1e-300, 0.5]  # u at the edges
     chosen = columnar.choose_codes(table, uniforms)
     for round_index in range(1, ENCODERS[kind].max_length + 1):
-        frontier = _frontier(population, round_index, rng)
+        frontier = random_frontier(population, round_index, rng)
         expected = {}
         without = filtered = 0
         for i, rows in enumerate(population):
@@ -120,7 +68,7 @@ def test_cumulative_boundaries_are_compared_exactly():
     x, y = ("x", ""), ("y", "")
     total = 1 + big
     rows = [[(x, 3), (y, 5)]] * 1000 + [[(x, 1), (y, big)]]
-    table = _table(rows)
+    table = sequence_table(rows)
     for u in [0.0, np.nextafter(1 / total, 0.0), 1 / total, np.nextafter(1 / total, 1.0), 0.999999]:
         uniforms = np.full(len(rows), 0.3)
         uniforms[-1] = u
@@ -134,19 +82,19 @@ def test_cumulative_boundaries_are_compared_exactly():
 def test_a_total_beyond_2_53_is_drawn_by_the_reference():
     x, y = ("x", ""), ("y", "")
     rows = [[(x, 2**60), (y, 2**61)], [(x, 1)]]
-    table = _table(rows)
+    table = sequence_table(rows)
     for u in [0.0, 0.33, 1 / 3, 0.34, 0.9]:
         chosen = columnar.choose_codes(table, np.array([u, 0.5]))
         assert table.sequences[chosen[0]] == choose_sequence(rows[0], u)
 
 
 def test_partial_counts_merge_and_prune_to_the_whole_populations_kept_prefixes():
-    population = _population("text", 7, users=900)
+    population = sequence_rows("text", 7, users=900)
     uniforms = np.random.default_rng(7).random(900)
     frontier = frozenset({()})
-    whole = columnar.count_votes(_table(population), uniforms, frontier, 1).counts
+    whole = columnar.count_votes(sequence_table(population), uniforms, frontier, 1).counts
     parts = [
-        columnar.count_votes(_table(population[i : i + 250]), uniforms[i : i + 250], frontier, 1).counts
+        columnar.count_votes(sequence_table(population[i : i + 250]), uniforms[i : i + 250], frontier, 1).counts
         for i in range(0, 900, 250)
     ]
     for order in itertools.permutations(parts):

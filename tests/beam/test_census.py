@@ -21,6 +21,7 @@ from tests.census_oracle import CENSUS_SEED, census_batch, census_oracle, text_p
 from tests.pipeline_factory import new_pipeline
 from triehh_beam.beam import census as census_lib, transforms
 from triehh_beam.beam.census import NEVER, Census, TakeCensus
+from triehh_beam.beam.metrics import METRICS_NAMESPACE
 from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.randomness.sampling import Sampler
 

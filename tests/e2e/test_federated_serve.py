@@ -59,7 +59,7 @@ def test_a_missing_subscription_is_refused_before_anything_is_spent(pubsub_emula
 # ``triehh`` as ``python -m triehh_beam.cli`` runs it, with the subscription check's retry
 # deadline (``pubsub.DEFAULT_TIMEOUT_S``, 30 s, which no flag sets) bound to 2 s: an unreachable
 # host costs that deadline, and nothing else about the command changes.
-_SHORT_PUBSUB_TIMEOUT = ("-c", "import functools, sys; from triehh_beam.io import pubsub; "
+_SHORT_PUBSUB_TIMEOUT = ("-c", "import functools, sys; from triehh_beam.io.pubsub import client as pubsub; "
                          "pubsub.check_subscription = functools.partial(pubsub.check_subscription, timeout=2); "
                          "from triehh_beam.cli.dispatch import main; sys.exit(main())")
 

@@ -160,7 +160,7 @@ def test_a_finished_job_republishes_without_its_input(tmp_path):
 # ``triehh discover`` runs with the given arguments.
 _CORRUPT_THEN_DISCOVER = """
 import os, sys
-from triehh_beam.job import driver
+from triehh_beam.job.batch import driver
 path = sys.argv[1]
 def sample_by_reading_again(self, state, run_rounds):
     data = open(path, "rb").read()

@@ -26,6 +26,7 @@ from triehh_beam.job.settings import sources
 from triehh_beam.job.state.state_store import StateStore
 from triehh_beam.protocol.items.encoding import ItemEncoder
 from triehh_beam.protocol.rounds.trie import Trie
+from triehh_beam.reference.simulation import simulate
 from tests.one_pass_jobs import discovery_config, job_seed, population
 from tests.release_keys import keyed_identity
 from triehh_beam.job.release.lifecycle import Release

@@ -22,8 +22,10 @@ from tests.pipeline_checks import check_outputs, counters_of, run_pipeline
 from tests.pipeline_factory import new_pipeline
 
 from triehh_beam.beam.held import DEFAULT_BUDGET
+from triehh_beam.beam.samples import round_cut, sample_pass, samples
+from triehh_beam.beam.samples.candidates import (CandidateBounds, DrawCandidates, WriteCandidates,
+                                                 candidates_pattern)
 from triehh_beam.io.arrays import binary_buffers
-from triehh_beam.job.batch.jobs import job_counters
 from triehh_beam.protocol.items.encoding import ItemEncoder, ItemKind
 from triehh_beam.protocol.randomness import sampling
 

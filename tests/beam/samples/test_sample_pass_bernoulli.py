@@ -14,6 +14,7 @@ from tests.pipeline_checks import check_outputs, run_pipeline
 from tests.skewed_records import ENCODERS, population as skewed_population, record_batches
 from triehh_beam.beam.rounds import sampled_rounds
 from triehh_beam.beam.samples import sample_pass, samples
+from triehh_beam.protocol.randomness.sampling import Sampler
 from triehh_beam.reference import simulation
 
 TAU = 4

@@ -181,7 +181,7 @@ def test_subcommands_are_registered_by_functions():
 
 @pytest.mark.slow
 def test_python_dash_m(tmp_path):
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[3]
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     ok = subprocess.run([sys.executable, "-m", "triehh_beam.cli", *INFEASIBLE],
                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)

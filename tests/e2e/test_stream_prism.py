@@ -174,6 +174,16 @@ def _wait_until(condition, seconds: float, what: str, stream: _Stream) -> None:
         time.sleep(0.1)
 
 
+def _wait_for_half_or_some(stream: _Stream, windows: int, seconds: float) -> None:
+    """Waits until half of ``windows`` are released or, after ``seconds``, at least one and not
+    all of them: a kill then is still mid-stream, however slowly a loaded machine runs it."""
+    try:
+        _wait_until(lambda: len(stream.reports) >= windows // 2, seconds, "half the windows", stream)
+    except AssertionError:
+        if stream.process.poll() is not None or not 0 < len(stream.reports) < windows:
+            raise
+
+
 def _publish_at_rate(emulator, topic: str, base: int, end: int, rate: int, per_message: int, window: int,
                      word, stop: threading.Event, lateness: int = 1):
     """From ``base`` to ``end`` (seconds), ``rate`` records a second in messages of ``per_message``,
@@ -401,8 +411,10 @@ def test_a_soak_of_twenty_windows_with_a_kill_releases_each_once(subprocess_env)
     killed (SIGKILL) once half its windows are released and started again: every window released
     and charged once, counting every record it was sent, holding every word that 5% of its users
     hold; the peak memory after the restart within 10% of before. Failed before the windowed
-    graph stopped reading side inputs (the first window after the restart sampled nobody)."""
-    _run_inside("test_a_soak_of_twenty_windows_with_a_kill_releases_each_once", subprocess_env, timeout=420)
+    graph stopped reading side inputs (the first window after the restart sampled nobody). On a
+    machine too loaded for the stream to keep up (CI once released 9 of 20 in 200 s), the kill
+    comes after 300 s with some but not all windows released: still a kill mid-stream."""
+    _run_inside("test_a_soak_of_twenty_windows_with_a_kill_releases_each_once", subprocess_env, timeout=720)
 
 
 @inside_only
@@ -430,11 +442,11 @@ def test_a_soak_of_twenty_windows_with_a_kill_releases_each_once_inside(pubsub_e
 
     threading.Thread(target=sample, daemon=True).start()
     try:
-        _wait_until(lambda: len(stream.reports) >= SOAK_WINDOWS // 2, 200, "half the windows", stream)
+        _wait_for_half_or_some(stream, SOAK_WINDOWS, 300)
         stream.kill()
         half = 1
         stream.start()
-        assert stream.wait(240) == 0, "\n".join(stream.lines[-40:])
+        assert stream.wait(360) == 0, "\n".join(stream.lines[-40:])
     finally:
         stop.set()
         stream.close()

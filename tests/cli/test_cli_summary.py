@@ -59,6 +59,7 @@ def test_a_notable_share_of_unusable_input_is_a_warning_in_words(tmp_path, seed_
         "(dropped); more than a quarter of the users hold no usable item and could not vote: raise --max-length "
         "or --unit-size (triehh plan --compare-units shows what each finds); exact counts in the operator report"]
     assert not re.search(r"1,?500|4,?500|3,?000", out + err)  # no exact count on the console
+    assert re.search(r"^discovered 1 heavy hitter in \d+ rounds \(", out, re.M), out  # "ab" alone, in the singular
     report = json.loads((tmp_path / "out.state" / "operator_report.json").read_text())
     assert report["input"]["users_without_usable_item"] == 1500  # ... they are in the operator report
 

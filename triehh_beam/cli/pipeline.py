@@ -17,6 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from triehh_beam.beam.runners import describe_unknown, unknown_pipeline_args
 from triehh_beam.cli.argtypes import EXIT_USAGE
 from triehh_beam.job.batch.driver import DiscoveryResult, run_discovery
+from triehh_beam.job.release.wording import counted
 from triehh_beam.job.settings import config as config_lib
 from triehh_beam.job.settings.config import DiscoveryConfig
 
@@ -79,7 +80,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     result = run_discovery(config, options, progress=_say)
-    _say(f"discovered {len(result.heavy_hitters)} heavy hitters in {result.rounds_run} rounds "
+    _say(f"discovered {counted(len(result.heavy_hitters), 'heavy hitter')} in {counted(result.rounds_run, 'round')} "
          f"({result.stop_reason}): {result.output_path}")
     return 0
 

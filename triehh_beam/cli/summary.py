@@ -156,6 +156,7 @@ def _rest(say: Callable[[str], None], shown: int, total: int, prefixes: int, res
 
 
 def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> None:
+    from triehh_beam.job.release.wording import counted
     from triehh_beam.present import result as published
     from triehh_beam.present.text import columns
 
@@ -169,7 +170,8 @@ def _print_trie(result, elapsed: float, config, say: Callable[[str], None]) -> N
              f"; the top {SCREENFUL} by estimate" if estimates else
              f"; the first {SCREENFUL} found (the rounds publish no counts; --estimate-frequencies adds them)")
     say("")
-    say(f"discovered {len(entries)} heavy hitters in {result.rounds_run} rounds ({result.stop_reason})"
+    say(f"discovered {counted(len(entries), 'heavy hitter')} in {counted(result.rounds_run, 'round')} "
+        f"({result.stop_reason})"
         + (f", {elapsed:.1f} s (private: it depends on the records)" if config.verbose else "") + f"{which}:")
     if estimates and top:
         say(f"  (estimate: weighted users, each user counted once for one of its discovered entries, "

@@ -69,12 +69,13 @@ def test_a_tiny_budget_gives_the_same_trie_and_no_step_holds_more(tmp_path, prot
 @pytest.mark.slow  # over 5 s: kept out of the fast tier (CONTRIBUTING.md, the tiers)
 def test_a_short_first_round_runs_its_rounds_again_within_the_budget(tmp_path):
     # A pinned release whose round 1 comes up short at 64 rows (found by trying nonces; about
-    # one fresh release in ten does), so the check above meets this case on every run. The old
+    # one fresh release in ten did here), so that ``_within`` meets the case on every run. The old
     # check failed on it: it read the sampling pass's prefix_merge, 0, as a step held outside.
     path = tmp_path / "records.parquet"
     write_records(str(path), word_rows(3000, np.random.default_rng(37)))
     config = discovery_config(path, tmp_path / "out", job_seed("budget"), worker_budget=64)
-    release = Release(job_seed("budget"), b"pinned: a tiny budget's short first round", bytes([6]) * NONCE_BYTES)
+    pinned = b"pinned: a tiny budget's short first round"
+    release = Release(job_seed("budget"), pinned, bytes([6]) * NONCE_BYTES)
     events = []
     run_discovery(config, release=release, events=events.append)
     assert [e["rounds"] for e in events if e["event"] == "prefilter_retry"] == [[1]]

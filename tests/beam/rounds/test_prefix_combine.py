@@ -3,7 +3,8 @@ groups by a hash of the prefix that every process computes alike, each group mer
 its own, give exactly the prefixes whose votes over all tables reach theta (an independent sum
 over every partial), whatever the number of groups, with the users once; each merge holds one
 group's prefixes (``largest_rows_held.prefix_merge``), so a round with more distinct prefixes than
-the worker budget still runs within it; no input gives nothing kept."""
+the worker budget still runs within it; no input gives nothing kept (and no merge reports rows held),
+and votes for no prefix a merge that reports holding none."""
 
 from __future__ import annotations
 
@@ -122,8 +123,18 @@ def test_more_distinct_prefixes_than_the_budget_still_run_within_it():
     assert held["rows_held.prefix_merge"] <= budget
 
 
-def test_no_votes_keep_nothing():
-    _prune([], 3, ([], 0))
+@pytest.mark.parametrize("groups", [1, 3])
+def test_no_votes_keep_nothing_and_no_merge_reports_rows_held(groups):
+    assert "rows_held.prefix_merge" not in _prune([], groups, ([], 0))
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_a_merge_of_votes_for_no_prefix_reports_that_it_held_none(groups):
+    # Tables whose every vote the frontier filtered (a round after one that kept nothing, as a
+    # sampling pass's rounds after a short round 1): the merge ran and held no prefix, so it
+    # reports 0 held, where no input at all reports nothing (above).
+    held = _prune([({}, 30), ({}, 25)], groups, ([], 55))
+    assert held["rows_held.prefix_merge"] == 0
 
 
 def test_the_merge_is_the_same_in_any_order():

@@ -158,8 +158,10 @@ class Driver(DiscoveryJob):
 
         With ``--rounds-per-job all`` the same job also runs the rounds, from ``first_round``
         (a fresh job: 1) on the empty trie, each level written as its round completes. A round
-        whose sample came up short (the rank prefilter kept too few users, odds about 1e-12)
-        is drawn again, alone, without the prefilter: the same, complete sample.
+        whose sample came up short (the candidates kept too few users: odds about 1e-12 by the
+        rank prefilter, but common when a tiny worker budget caps each bundle's smallest ranks
+        below m) is drawn again, alone, without the prefilter: the same, complete sample; the
+        loop then runs it and the rounds after it again (in this job they met an empty frontier).
         """
         rounds = list(range(1, state.plan.max_length + 1))
         run_rounds = self.config.rounds_per_job == "all" and first_round == 1

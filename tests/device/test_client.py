@@ -11,89 +11,23 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
+from tests.device.device_populations import DEADLINE, JOB, POPULATIONS, SAMPLER, USERS, invitation_token
 from triehh_beam.device import DeviceClient, InvitationMismatchError
-from triehh_beam.evaluation.demo import demo_population_path
 from triehh_beam.protocol.federated.messages import (FederatedFormatError, Invitation, RoundAnnouncement,
                                                      VoteReport)
 from triehh_beam.protocol.items.encoding import ItemEncoder, is_terminated
-from triehh_beam.protocol.items.tokenize import tokenize
 from triehh_beam.protocol.randomness import keyed_hash
-from triehh_beam.protocol.randomness.sampling import Sampler
 from triehh_beam.protocol.rounds import columnar, loop as rounds
 from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.protocol.rounds.vote import client_vote
 from triehh_beam.reference.simulation import encode_population, simulate
 
-SAMPLER = Sampler(bytes(range(7, 39)), b"federated-test-identity")
-JOB = "job-federated-test"
-DEADLINE = 1_790_000_000_000
-USERS = 3000
-
-
-def _token(user_id: bytes, round_index: int) -> bytes:
-    return (user_id + bytes([round_index]) * 16)[:16].ljust(16, b"\x00")
-
 
 def _words(round_index, user_ids):
     """The choice words a server sends these users in this round (canonical id bytes)."""
     return SAMPLER.round_keys(round_index).choice_words_packed(*keyed_hash.pack_messages(user_ids)).tolist()
-
-
-def _demo_words(count=400):
-    """The bundled demo population's most held words and how many users hold each."""
-    items = pq.read_table(demo_population_path(), columns=["item"]).column("item").to_pylist()
-    return Counter(items).most_common(count)
-
-
-def _pick(rng, words, weights, k):
-    return rng.choices(words, weights=weights, k=k)
-
-
-def _populations():
-    """name -> (encoder, too_long, records per user for the devices, the same records for the
-    simulation, pre-tokenised when the encoder tokenises)."""
-    rng = random.Random(2020)
-    common = _demo_words()
-    words = [w for w, _ in common]
-    weights = [n for _, n in common]
-    out = {}
-
-    sentences = {}
-    for user in range(USERS):
-        sentences[f"user-{user}"] = {
-            " ".join(_pick(rng, words, weights, rng.randint(1, 3))).capitalize() + rng.choice([".", "!", ""]):
-            rng.randint(1, 3) for _ in range(rng.randint(1, 4))}
-    tokens = {}
-    for user, records in sentences.items():
-        per_user = Counter()
-        for value, count in records.items():
-            for token in tokenize(value):
-                per_user[token] += count
-        tokens[user] = dict(per_user)
-    out["text-tokenized-units-1"] = (ItemEncoder(tokenize=True, case_fold=True, max_length=7), "drop", sentences, tokens)
-
-    plain = {f"{user}": {w: rng.randint(1, 4) for w in _pick(rng, words, weights, rng.randint(1, 5))}
-             for user in range(USERS)}
-    out["text-units-2-truncate"] = (ItemEncoder(unit_size=2, max_length=4), "truncate", plain, plain)
-
-    raw = {user: {w.encode() + bytes([rng.randrange(3)]): rng.randint(1, 2)
-                  for w in _pick(rng, words, weights, rng.randint(1, 3))} for user in range(USERS)}
-    out["bytes-units-1"] = (ItemEncoder(kind="bytes", unit_size=1, max_length=6), "drop", raw, raw)
-    out["bytes-units-2"] = (ItemEncoder(kind="bytes", unit_size=2, max_length=4), "drop", raw, raw)
-
-    values = np.arange(-40, 40)
-    value_weights = 1.0 / (1 + np.abs(values - 3)) ** 1.3
-    ints = {f"u{user}".encode(): {int(v): rng.randint(1, 3) for v in rng.choices(values.tolist(), value_weights.tolist(),
-                                                                                  k=rng.randint(1, 4))}
-            for user in range(USERS)}
-    out["int-16-bits-units-2"] = (ItemEncoder(kind="int", int_bits=16, unit_size=2, max_length=9), "drop", ints, ints)
-    return out
-
-
-POPULATIONS = _populations()
 
 
 @pytest.fixture(scope="module", params=sorted(POPULATIONS))
@@ -125,7 +59,7 @@ def test_every_device_votes_exactly_the_central_vote(population):
         words = _words(r, central.user_ids)
         uniforms = SAMPLER.choice_uniforms(r, central.user_ids).tolist()
         for i, (user_id, weighted) in enumerate(zip(central.user_ids, central.weighted)):
-            invitation = Invitation(JOB, r, user_id, _token(user_id, r), words[i])
+            invitation = Invitation(JOB, r, user_id, invitation_token(user_id, r), words[i])
             expected = client_vote(weighted, frontier, r, uniforms[i])
             report = devices[user_id].respond(announcement, invitation)
             assert report.prefix == expected, (user_id, r)
@@ -160,7 +94,7 @@ def test_a_run_on_device_reports_grows_the_keyed_simulations_trie(population):
         sampled = SAMPLER.sample(step.index, central.user_ids, m)
         tally = Counter()
         for user_id, word in zip(sampled, _words(step.index, sampled)):
-            invitation = Invitation(JOB, step.index, user_id, _token(user_id, step.index), word)
+            invitation = Invitation(JOB, step.index, user_id, invitation_token(user_id, step.index), word)
             report = devices[user_id].respond(announcement, invitation)
             if report.prefix is not None:
                 tally[report.prefix] += 1

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from tests.device.test_client import DEADLINE, JOB, POPULATIONS, SAMPLER, _token
+from tests.device.device_populations import DEADLINE, JOB, POPULATIONS, SAMPLER, invitation_token
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.protocol.estimates.frequency_estimates import (EstimateKeys, EstimateTargets,
                                                                 reference_estimates, release,
@@ -48,7 +48,8 @@ def test_every_device_reports_the_central_estimates_choice(name):
     outcomes = Counter()
     for i, (user_id, weighted) in enumerate(zip(central.user_ids, central.weighted)):
         device = DeviceClient(device_records[_record_key(device_records, user_id)], device_id=user_id)
-        invitation = Invitation(JOB, ROUND, user_id, _token(user_id, ROUND), words[i], estimate=True)
+        invitation = Invitation(JOB, ROUND, user_id, invitation_token(user_id, ROUND), words[i],
+                                estimate=True)
         expected = user_choice(weighted, targets, uniforms[i])
         report = device.respond(announcement, invitation)
         assert report.estimate and report.prefix == (None if expected is None else targets.sequences[expected])

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from tests.e2e.test_federated_emulator import (FLAGS, SEED, _Crash, _committed_release, _committed_state, _config,
-                                               _population, _records, _run)
+from tests.e2e.federated_jobs import (FLAGS, SEED, Crash, committed_release, committed_state, demo_records,
+                                      estimates_of, federated_config, fleet_population, serve_fleet)
 from triehh_beam.job.batch.driver import run_discovery
 from triehh_beam.job.federated import serve as federated
 from triehh_beam.job.state.ledger import Ledger
@@ -38,13 +38,8 @@ def _simulate(tmp_path, env, records, *extra):
     return {**summary, **summary.pop("private")}  # --verbose: the private fields, marked as such
 
 
-def _estimates_of(document):
-    return ({json.dumps(e["item"]): (e["estimate"], e["interval"]) for e in document["heavy_hitters"]},
-            {json.dumps(e["prefix"]): (e["estimate"], e["interval"]) for e in document["frequent_prefixes"]})
-
-
 def test_simulate_with_no_fault_publishes_the_central_estimates(pubsub_emulator, tmp_path, subprocess_env):
-    records = _records(tmp_path / "records.parquet", 3000)
+    records = demo_records(tmp_path / "records.parquet", 3000)
     summary = _simulate(tmp_path, subprocess_env, records, "--round-deadline", "60")
     assert summary["trie_equal_to_central"], summary
     assert summary["estimates_equal_to_central"] is True, summary
@@ -52,7 +47,7 @@ def test_simulate_with_no_fault_publishes_the_central_estimates(pubsub_emulator,
     assert summary["estimates"]['"fed"'] > 500  # a quarter of the users hold the planted "fed"
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     central = json.loads(next((tmp_path / "out.state" / "central-run").rglob("heavy_hitters.json")).read_text())
-    assert _estimates_of(published) == _estimates_of(central)
+    assert estimates_of(published) == estimates_of(central)
     assert published["frequency_estimates"] == central["frequency_estimates"]
     assert "estimates_with_dropouts" in published["federated"]
     for private in ('"counted"', '"abstained"', '"labels"', '"off_target"', '"invited"'):  # no count of any kind
@@ -69,14 +64,14 @@ def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_e
     is down); the restart announces the round again with the same deadline and counts it from
     the log (the fleet, a new one, answers the re-invitations again: duplicates, or late): the
     estimates are the central ones. A rerun of the finished job returns them."""
-    records, users, registry, registry_path = _population(tmp_path, n=3000)
-    config = _config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
+    records, users, registry, registry_path = fleet_population(tmp_path, n=3000)
+    config = federated_config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
     announced = []
 
     def check_the_ledger_and_note_announcements(topic, messages):
         if not announced:
             ledger = Ledger(config.resolved_ledger_dir).records()
-            release = _committed_release(config)  # committed after its charge, before any announcement
+            release = committed_release(config)  # committed after its charge, before any announcement
             record_id = release.record_id(federated.federated_job_id(release))
             assert [(r["record_id"], r["estimate_epsilon"]) for r in ledger] == [(record_id, 1.0)]
             # Charged: the discovery's achieved epsilon (at most the target, 8) plus epsilon_est.
@@ -89,16 +84,16 @@ def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_e
     def die_after_the_estimate_invitations(topic, messages):
         if messages[0][1]["kind"] == "invitation" and Invitation.from_bytes(messages[0][0]).estimate:
             assert len(messages) == len(registry)  # every enrolled device is invited
-            raise _Crash()
+            raise Crash()
 
-    with pytest.raises(_Crash):
-        _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements,
-             after_publish=die_after_the_estimate_invitations)
-    progress = _committed_state(config).federated
+    with pytest.raises(Crash):
+        serve_fleet(config, users, registry, publish_hook=check_the_ledger_and_note_announcements,
+                    after_publish=die_after_the_estimate_invitations)
+    progress = committed_state(config).federated
     assert not progress.HasField("estimate_round") and progress.rounds
     first = EstimateAnnouncement.from_bytes(announced[-1])
     assert first.round_index == len(progress.rounds) + 1
-    result = _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements)
+    result = serve_fleet(config, users, registry, publish_hook=check_the_ledger_and_note_announcements)
     again = EstimateAnnouncement.from_bytes(announced[-1])
     assert again == first  # the same round, targets and deadline
     # Every device's first report counted once: those the first run's collector left in the
@@ -108,14 +103,14 @@ def test_a_crash_in_the_estimate_round_resumes_to_the_central_estimates(pubsub_e
     assert len(Ledger(config.resolved_ledger_dir).records()) == 1
     central = dataclasses.replace(config, input_pattern=records, output_dir=str(tmp_path / "central"),
                                   state_dir=None, ledger_dir=str(tmp_path / "central-ledger"))
-    run_discovery(central, release=_committed_release(config))
+    run_discovery(central, release=committed_release(config))
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     central_published = json.loads((tmp_path / "central" / "heavy_hitters.json").read_text())
-    assert _estimates_of(published) == _estimates_of(central_published)
+    assert estimates_of(published) == estimates_of(central_published)
     assert not (tmp_path / "out.state" / "federated" / "reports").exists()
     # A rerun of the finished job returns its result and announces nothing.
     count = len(announced)
-    rerun = _run(config, users, registry, publish_hook=check_the_ledger_and_note_announcements)
+    rerun = serve_fleet(config, users, registry, publish_hook=check_the_ledger_and_note_announcements)
     assert len(announced) == count and rerun.estimate == result.estimate
 
 
@@ -157,7 +152,7 @@ def test_with_dropouts_the_job_completes_and_the_estimates_are_lower(pubsub_emul
     is 0.7 of that; tolerance 0.1: three runs here gave 0.673, 0.703 and 0.747, a wider spread
     than the reporting devices' binomial alone (sd about 0.016 over about 860 users) explains;
     0.1 still tells this from no dropout (1.0) or dropouts counted twice (0.49)."""
-    records = _records(tmp_path / "records.parquet", 3000)
+    records = demo_records(tmp_path / "records.parquet", 3000)
     # A deadline no round should reach: the simulator closes each round once its fleet answered
     # (a 3-s deadline cut off devices whose invitations were slow to arrive on a loaded machine).
     summary = _simulate(tmp_path, subprocess_env, records, "--round-deadline", "60", "--dropout", "0.3")

@@ -29,8 +29,8 @@ from typing import Dict, List
 
 import pytest
 
-from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
-from tests.e2e.test_federated_estimates import _estimates_of
+from tests.e2e.federated_jobs import (SEED, central_discovery, estimates_of, federated_config,
+                                      fleet_population, new_topics)
 from triehh_beam.device import DeviceClient, InvitationMismatchError
 from triehh_beam.evaluation.fleet import secagg as fleet_secagg
 from triehh_beam.evaluation.fleet.devices import SimulatedFleet
@@ -191,8 +191,8 @@ def _serve(tmp_path, registry_path, announce, subscription, *extra):
 
 
 def test_serve_answered_by_java_devices_publishes_the_central_trie_and_estimates(pubsub_emulator, tmp_path):
-    records, users, _, registry_path = _population(tmp_path, n=2000)
-    announce, reports, subscription = _topics()
+    records, users, _, registry_path = fleet_population(tmp_path, n=2000)
+    announce, reports, subscription = new_topics()
     java = JavaFleetProcess(users, tmp_path / "fleet_records.tsv")
     try:
         with JavaFleet(java, users, announce, reports, FleetOptions(latency_median_s=0.05)) as fleet:
@@ -206,20 +206,20 @@ def test_serve_answered_by_java_devices_publishes_the_central_trie_and_estimates
     # The vote rounds' selected devices, then every one of the 2,000 in the estimate round.
     assert java.answered == counts["reports"] >= 2000 + 3 * 100 and counts["refused"] == 0, counts
     assert counts["abstentions"] < counts["reports"]
-    config = _config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
-    central_trie, _ = _central(tmp_path, records, config)
+    config = federated_config(tmp_path, registry_path, estimate_frequencies=float(EPSILON_EST))
+    central_trie, _ = central_discovery(tmp_path, records, config)
     assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     central = json.loads((tmp_path / "central" / "heavy_hitters.json").read_text())
-    assert '"fed"' in _estimates_of(published)[0]
-    assert _estimates_of(published) == _estimates_of(central)
+    assert '"fed"' in estimates_of(published)[0]
+    assert estimates_of(published) == estimates_of(central)
 
 
 
 def _secure_serve(tmp_path, monkeypatch, options: FleetOptions, *extra):
     """``serve --secure-aggregation`` (cohorts of at most 100) answered by Java sessions."""
-    records, users, _, registry_path = _population(tmp_path, n=2000)
-    announce, reports, subscription = _topics()
+    records, users, _, registry_path = fleet_population(tmp_path, n=2000)
+    announce, reports, subscription = new_topics()
     monkeypatch.setattr(fleet_secagg, "SecureVoteSession", _JavaSession)
     monkeypatch.setattr(_JavaSession, "runs", 0)
     java = JavaFleetProcess(users, tmp_path / "fleet_records.tsv")
@@ -240,7 +240,7 @@ def test_serve_with_secure_aggregation_answered_by_java_devices_publishes_the_ce
     # Every selected device ran the four exchanges in the JVM, and no answer was refused.
     assert _JavaSession.runs == counts["invitations"] > 0 and counts["refused"] == counts["dropped"] == 0, counts
     assert counts["reports"] == counts["secagg_requests"] == 4 * counts["invitations"], counts
-    central_trie, _ = _central(tmp_path, records, _config(tmp_path, registry_path))
+    central_trie, _ = central_discovery(tmp_path, records, federated_config(tmp_path, registry_path))
     assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     assert published["heavy_hitters"] and "secure aggregation" in published["federated"]["mode"]

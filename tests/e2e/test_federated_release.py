@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from tests.e2e.test_federated_emulator import SEED, _config, _population, _topics
+from tests.e2e.federated_jobs import federated_config, fleet_population, new_topics
 from triehh_beam.io.pubsub import client as pubsub
 from triehh_beam.job.federated import serve as federated
 from triehh_beam.job.state.ledger import Ledger
@@ -23,7 +23,7 @@ class _Stop(Exception):
 def _first_invitations(config, registry):
     """Runs the server until it publishes round 1's invitations; returns (job id, the invited
     device ids), both read from the published messages."""
-    announce, _, server_sub = _topics()
+    announce, _, server_sub = new_topics()
     pubsub.ensure_subscription(announce.replace("/topics/", "/subscriptions/") + "-devices", announce)
     source = federated.FederatedSource(registry, announce, server_sub, round_deadline=60.0, poll_seconds=0.2)
     seen = {}
@@ -46,9 +46,9 @@ def _first_invitations(config, registry):
 
 
 def test_a_rerun_after_the_state_is_deleted_is_a_new_release_charged_again(pubsub_emulator, tmp_path):
-    _, _, registry, registry_path = _population(tmp_path, n=2000)
+    _, _, registry, registry_path = fleet_population(tmp_path, n=2000)
     ledger_dir = tmp_path / "ledger"  # outside the state directory: it outlives it
-    config = _config(tmp_path, registry_path, ledger_dir=str(ledger_dir))
+    config = federated_config(tmp_path, registry_path, ledger_dir=str(ledger_dir))
     job_1, devices_1 = _first_invitations(config, registry)
     # A crash after the first announcement: the resume keeps the release (same job, same
     # devices) and its one charge.
@@ -67,11 +67,11 @@ def test_a_rerun_after_the_state_is_deleted_is_a_new_release_charged_again(pubsu
 
 
 def test_a_resume_with_another_ledger_is_refused_in_one_line(pubsub_emulator, tmp_path):
-    _, _, registry, registry_path = _population(tmp_path, n=2000)
-    config = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
+    _, _, registry, registry_path = fleet_population(tmp_path, n=2000)
+    config = federated_config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
     _first_invitations(config, registry)
-    moved = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "another-ledger"))
-    announce, _, server_sub = _topics()
+    moved = federated_config(tmp_path, registry_path, ledger_dir=str(tmp_path / "another-ledger"))
+    announce, _, server_sub = new_topics()
     pubsub.ensure_subscription(announce.replace("/topics/", "/subscriptions/") + "-devices", announce)
     source = federated.FederatedSource(registry, announce, server_sub, round_deadline=60.0)
     with pytest.raises(ValueError, match="holds no charge"):
@@ -79,9 +79,9 @@ def test_a_resume_with_another_ledger_is_refused_in_one_line(pubsub_emulator, tm
 
 
 def test_an_output_that_is_a_file_is_refused_before_anything_is_charged(tmp_path):
-    _, _, registry, registry_path = _population(tmp_path, n=500)
+    _, _, registry, registry_path = fleet_population(tmp_path, n=500)
     (tmp_path / "out").write_text("not a directory")
-    config = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
+    config = federated_config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
     source = federated.FederatedSource(registry, "projects/p/topics/t", "projects/p/subscriptions/s")
     with pytest.raises(ValueError, match="is not a directory"):
         federated.run_federated(config, source, lambda topic, messages: None, progress=lambda line: None)
@@ -91,8 +91,8 @@ def test_an_output_that_is_a_file_is_refused_before_anything_is_charged(tmp_path
 def test_a_federated_release_is_committed_then_charged_then_marked_charged(pubsub_emulator, tmp_path, monkeypatch):
     from tests.release_events import check_order, record_events
 
-    _, _, registry, registry_path = _population(tmp_path, n=2000)
-    config = _config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
+    _, _, registry, registry_path = fleet_population(tmp_path, n=2000)
+    config = federated_config(tmp_path, registry_path, ledger_dir=str(tmp_path / "ledger"))
     events = record_events(monkeypatch)
     job_id, _ = _first_invitations(config, registry)
     charged = check_order(events)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.e2e.test_federated_emulator import FLAGS, SEED, _published, _records, _simulate
+from tests.e2e.federated_jobs import SEED, demo_records, published_messages, run_simulate
 from triehh_beam.device.secagg import SecureVoteSession
 from triehh_beam.evaluation.fleet import run as fleet_run, secagg as fleet_secagg
 from triehh_beam.job.federated.log import ReportLog
@@ -32,26 +32,26 @@ SECURE = ["--secure-aggregation", "--cohort-size", "100"]
 
 @pytest.mark.slow
 def test_secure_rounds_without_faults_publish_the_central_trie(pubsub_emulator, tmp_path):
-    records = _records(tmp_path / "records.parquet", 2000)
-    summary = _simulate(tmp_path, "out", records, "--round-deadline", "60", *SECURE)
+    records = demo_records(tmp_path / "records.parquet", 2000)
+    summary = run_simulate(tmp_path, "out", records, "--round-deadline", "60", *SECURE)
     assert summary["trie_equal_to_central"], summary
     assert summary["heavy_hitters"] == summary["central_heavy_hitters"] and summary["heavy_hitters"]
     secure, sent, received = summary["secure_aggregation"], summary["sent"], summary["received"]
     assert secure["unmasked"] == secure["cohorts"] > 0 and secure["devices_in_dropped_cohorts"] == 0
     assert secure["devices_summed"] == sent["invitations"]  # every selected device in a sum
     assert received["counted"] == sent["reports"] == sent["secagg_requests"] == 4 * sent["invitations"]
-    assert summary["unread"] == 0 and sum(received.values()) == _published(sent)
+    assert summary["unread"] == 0 and sum(received.values()) == published_messages(sent)
     published = (tmp_path / "out" / "heavy_hitters.json").read_text()
     assert "secure aggregation" in published and "Sybils" in published  # the default threshold is a majority
 
 
 @pytest.mark.slow
 def test_fifteen_percent_dropping_at_each_exchange_completes_and_counts_the_lost(pubsub_emulator, tmp_path):
-    records = _records(tmp_path / "records.parquet", 2000)
-    summary = _simulate(tmp_path, "out", records, "--round-deadline", "10", "--dropout", "0.15",
-                        "--cohort-threshold", "0.4", *SECURE)
+    records = demo_records(tmp_path / "records.parquet", 2000)
+    summary = run_simulate(tmp_path, "out", records, "--round-deadline", "10", "--dropout", "0.15",
+                           "--cohort-threshold", "0.4", *SECURE)
     secure, sent, received = summary["secure_aggregation"], summary["sent"], summary["received"]
-    assert summary["unread"] == 0 and sum(received.values()) == _published(sent), summary
+    assert summary["unread"] == 0 and sum(received.values()) == published_messages(sent), summary
     assert secure["unmasked"] + sum(secure["dropped_by_phase"].values()) == secure["cohorts"]
     assert secure["unmasked"] > 0 and summary["rounds"] >= 1
     # Each exchange loses 15% of the devices asked: binomial over the requests, 6 sd.
@@ -66,11 +66,12 @@ def test_fifteen_percent_dropping_at_each_exchange_completes_and_counts_the_lost
 
 @pytest.mark.slow
 def test_every_fault_kind_at_every_exchange_is_accounted_for(pubsub_emulator, tmp_path):
-    records = _records(tmp_path / "records.parquet", 2000)
-    summary = _simulate(tmp_path, "out", records, "--round-deadline", "4", "--dropout", "0.05", "--duplicate",
-                        "0.05", "--late", "0.05", "--malformed", "0.05", "--cohort-threshold", "0.4", *SECURE)
+    records = demo_records(tmp_path / "records.parquet", 2000)
+    summary = run_simulate(tmp_path, "out", records, "--round-deadline", "4", "--dropout", "0.05",
+                           "--duplicate", "0.05", "--late", "0.05", "--malformed", "0.05",
+                           "--cohort-threshold", "0.4", *SECURE)
     sent, received = summary["sent"], summary["received"]
-    assert summary["unread"] == 0 and sum(received.values()) == _published(sent), summary
+    assert summary["unread"] == 0 and sum(received.values()) == published_messages(sent), summary
     assert received["duplicate"] == sent["duplicates"] > 0 and received["malformed"] == sent["malformed"] > 0
     assert sent["late"] > 0 and received["out_of_phase"] + received["late"] >= sent["late"], summary
     assert received["not_selected"] == received["other_job"] == 0
@@ -91,7 +92,7 @@ def _contents(path: pathlib.Path) -> bytes:
 @pytest.mark.slow
 @pytest.mark.parametrize("secure", [True, False])
 def test_no_file_the_server_writes_holds_a_plaintext_vote(pubsub_emulator, tmp_path, monkeypatch, secure):
-    records = _records(tmp_path / "records.parquet", 1000)
+    records = demo_records(tmp_path / "records.parquet", 1000)
     encodings = []  # every selected device's plaintext report and one-hot vector, per round
 
     class Recording(SecureVoteSession):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.e2e.test_federated_emulator import SEED, _central, _config, _population, _topics
+from tests.e2e.federated_jobs import SEED, central_discovery, federated_config, fleet_population, new_topics
 from triehh_beam.evaluation.fleet.devices import SimulatedFleet
 from triehh_beam.evaluation.fleet.faults import FleetOptions
 
@@ -28,14 +28,14 @@ def _serve(tmp_path, registry_path, announce, subscription, env=None, timeout=30
 
 
 def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_path):
-    records, users, _, registry_path = _population(tmp_path, n=2000)
-    announce, reports, subscription = _topics()
+    records, users, _, registry_path = fleet_population(tmp_path, n=2000)
+    announce, reports, subscription = new_topics()
     with SimulatedFleet(users, announce, reports, FleetOptions(latency_median_s=0.05)):
         done = _serve(tmp_path, registry_path, announce, subscription)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "round 1: closed (report goal)" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     assert "assuming honest, non-colluding devices" in done.stdout  # the trust model, on the console
-    central_trie, _ = _central(tmp_path, records, _config(tmp_path, registry_path))
+    central_trie, _ = central_discovery(tmp_path, records, federated_config(tmp_path, registry_path))
     assert (tmp_path / "out" / "trie.pb").read_bytes() == central_trie
     published = json.loads((tmp_path / "out" / "heavy_hitters.json").read_text())
     assert "fed" in published["heavy_hitters"] and "federated" in published
@@ -47,7 +47,7 @@ def test_serve_against_a_fleet_publishes_the_central_trie(pubsub_emulator, tmp_p
 
 
 def test_a_missing_subscription_is_refused_before_anything_is_spent(pubsub_emulator, tmp_path):
-    _, _, _, registry_path = _population(tmp_path, n=500)
+    _, _, _, registry_path = fleet_population(tmp_path, n=500)
     done = _serve(tmp_path, registry_path, f"{PROJECT}/topics/a-topic", f"{PROJECT}/subscriptions/missing")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
@@ -65,7 +65,7 @@ _SHORT_PUBSUB_TIMEOUT = ("-c", "import functools, sys; from triehh_beam.io.pubsu
 
 
 def test_an_unreachable_pubsub_is_one_line_and_spends_nothing(tmp_path):
-    _, _, _, registry_path = _population(tmp_path, n=500)
+    _, _, _, registry_path = fleet_population(tmp_path, n=500)
     env = dict(os.environ, PUBSUB_EMULATOR_HOST="127.0.0.1:9")  # discard port: nothing listens
     done = _serve(tmp_path, registry_path, f"{PROJECT}/topics/t", f"{PROJECT}/subscriptions/s", env=env,
                   python=_SHORT_PUBSUB_TIMEOUT)

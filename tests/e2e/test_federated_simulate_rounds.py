@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.test_federated_emulator import FLAGS, SEED, _records
+from tests.e2e.federated_jobs import SEED, demo_records
 from triehh_beam.evaluation.fleet import run as fleet_run
 from triehh_beam.job.settings.config import DiscoveryConfig
 
@@ -15,7 +15,7 @@ DEADLINE_S = 60.0
 
 
 def test_simulate_with_dropouts_closes_each_round_once_the_fleet_has_answered(pubsub_emulator, tmp_path):
-    records = _records(tmp_path / "records.parquet", 2000)
+    records = demo_records(tmp_path / "records.parquet", 2000)
     config = DiscoveryConfig(input_pattern=records, output_dir=str(tmp_path / "out"), epsilon=8.0, delta=1e-6,
                              max_length=8, seed=SEED, protocol="triehh")
     lines = []

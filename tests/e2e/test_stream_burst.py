@@ -26,8 +26,8 @@ import time
 
 import pytest
 
-from tests.e2e.test_stream_emulator import StreamRun
-from tests.e2e.test_stream_soak import _accounted_settles, _instant, _late_per_window, _wait_for, stream_command
+from tests.e2e.stream_runs import (StreamRun, accounted_settles, instant, late_per_window, stream_command,
+                                   wait_for)
 from triehh_beam.job.windows import windowed
 
 WINDOW = 4  # seconds
@@ -42,7 +42,7 @@ PER_MESSAGE = 500
 def test_a_burst_inside_one_window_is_counted_in_it(pubsub_emulator, subprocess_env, tmp_path):
     start = math.ceil((time.time() + 12) / WINDOW) * WINDOW
     env, topic, command = stream_command(
-        pubsub_emulator, subprocess_env, tmp_path, "burst", WINDOW, LATENESS, f"{_instant(start)}..",
+        pubsub_emulator, subprocess_env, tmp_path, "burst", WINDOW, LATENESS, f"{instant(start)}..",
         "--protocol", "triehh++", "--epsilon", "4", "--delta", "1e-5", "--max-length", "4")
     out, dead = tmp_path / "out", tmp_path / "dead"
     payloads = [json.dumps([{"user_id": f"u{j}", "item": f"w{j % 7}"} for j in range(k, k + PER_MESSAGE)]).encode()
@@ -59,7 +59,7 @@ def test_a_burst_inside_one_window_is_counted_in_it(pubsub_emulator, subprocess_
         # The burst goes to a window that starts once the stream reads: a malformed message
         # published now has reached its dead letter.
         pubsub_emulator.publisher.publish(topic, b"not a record").result(30)
-        _wait_for(lambda: list(dead.glob("malformed_message/*.jsonl")), 180, run)
+        wait_for(lambda: list(dead.glob("malformed_message/*.jsonl")), 180, run)
         base = max(start, math.ceil((time.time() + 0.5) / WINDOW) * WINDOW)
         while time.time() < base:
             time.sleep(0.01)
@@ -72,8 +72,8 @@ def test_a_burst_inside_one_window_is_counted_in_it(pubsub_emulator, subprocess_
         # Published before the window's close (end + lateness): every record belongs in it.
         assert published < base + WINDOW + LATENESS, f"publishing took {published - started:.1f} s"
         name = windowed.window_dir_name(base * 1_000_000)
-        _wait_for(lambda: (out / name / windowed.RELEASED_MARKER).exists(), 300, run)
-        _wait_for(_accounted_settles(tmp_path), 120, run)  # what was still queued, read (late)
+        wait_for(lambda: (out / name / windowed.RELEASED_MARKER).exists(), 300, run)
+        wait_for(accounted_settles(tmp_path), 120, run)  # what was still queued, read (late)
         run.process.send_signal(signal.SIGTERM)
         code = run.process.wait(timeout=60)
     finally:
@@ -83,7 +83,7 @@ def test_a_burst_inside_one_window_is_counted_in_it(pubsub_emulator, subprocess_
     output = "\n".join(run.output)
     assert code == 0, output
     report = json.loads((tmp_path / "out.state" / "windows" / name / "operator_report.json").read_text())
-    late = _late_per_window(dead).get(name, 0)
+    late = late_per_window(dead).get(name, 0)
     released_after = (out / name / windowed.RELEASED_MARKER).stat().st_mtime - (base + WINDOW + LATENESS)
     figures = (f"{BURST_RECORDS:,} records published in {published - started:.1f} s inside window {name}: "
                f"{report['input']['records']:,} counted, {late:,} late, released {released_after:.1f} s after "

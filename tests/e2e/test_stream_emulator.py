@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from tests.job.windows.test_windowed import SEED, _population
+from tests.e2e.stream_runs import StreamRun
+from tests.windowed_jobs import SEED, one_word_population
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
 from triehh_beam.job.settings.config import DiscoveryConfig
 from triehh_beam.job.state.state_store import StateStore
@@ -55,21 +56,6 @@ def _messages(windows, message_format):
                 payload = pb.DeviceRecords(records=[pb.DeviceRecord(user_id=u, text=item) for u, item in part]).SerializeToString()
             out.append((payload, start_ms + 137 * k))
     return out
-
-
-class StreamRun:
-    """One ``triehh stream`` process, its output lines collected as they come."""
-
-    def __init__(self, command, env):
-        # umask 022, a common default: what the stream keeps private it makes so by itself.
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        umask=0o022)
-        self.output = []
-        threading.Thread(target=self._collect, daemon=True).start()
-
-    def _collect(self):
-        for line in self.process.stdout:
-            self.output.append(line.rstrip("\n"))
 
 
 class _Stream:
@@ -128,7 +114,7 @@ def _window_sampler(stream_dir, flags, start_micros):
 def test_two_windows_through_the_emulator_equal_their_keyed_simulation(pubsub_emulator, subprocess_env, tmp_path):
     env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=pubsub_emulator.host, PUBSUB_PROJECT_ID=pubsub_emulator.project)
     base = math.ceil((time.time() + 10) / WINDOW) * WINDOW  # window A starts in 10-20 s, B after it
-    first, second = _population(5000, 1, "a"), _population(5000, 2, "b")
+    first, second = one_word_population(5000, 1, "a"), one_word_population(5000, 2, "b")
     windows = [(base * 1000, first), ((base + WINDOW) * 1000, second)]
     declared = _declared(base)
     streams = {

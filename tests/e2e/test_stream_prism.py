@@ -34,7 +34,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from tests import prism_runner
-from tests.job.windows.test_windowed import SEED, _population
+from tests.windowed_jobs import SEED, one_word_population
 from triehh_beam.job.settings.config import DiscoveryConfig
 from triehh_beam.job.state.state_store import StateStore
 from triehh_beam.job.windows import windowed
@@ -244,7 +244,7 @@ def test_a_backlog_of_windows_each_equals_its_keyed_simulation_inside(pubsub_emu
     # Every window ended before the stream starts: the whole backlog is read, then the windows
     # close (one ack deadline after the start, when a killed run's leases would have lapsed).
     base = math.floor((time.time() - 60) / BACKLOG_WINDOW) * BACKLOG_WINDOW
-    populations = [_population(BACKLOG_USERS, 10 + k, f"w{k}-") for k in range(BACKLOG_WINDOWS)]
+    populations = [one_word_population(BACKLOG_USERS, 10 + k, f"w{k}-") for k in range(BACKLOG_WINDOWS)]
     futures = []
     for k, population in enumerate(populations):
         records = [(user, item) for user, items in population.items() for item in items]

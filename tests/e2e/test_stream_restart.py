@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from tests.e2e.test_stream_emulator import StreamRun
-from tests.job.windows.test_windowed import SEED
+from tests.e2e.stream_runs import StreamRun
+from tests.windowed_jobs import SEED
 from triehh_beam.job.state.ledger import Ledger
 from triehh_beam.job.state.state_store import StateStore
 from triehh_beam.job.windows import windowed

@@ -32,15 +32,14 @@ import math
 import os
 import re
 import signal
-import sys
 import threading
 import time
 from typing import Dict, List
 
 import pytest
 
-from tests.e2e.test_stream_emulator import StreamRun
-from tests.job.windows.test_windowed import SEED
+from tests.e2e.stream_runs import (StreamRun, accounted_settles, instant, late_per_window, stream_command,
+                                   wait_for)
 from triehh_beam.job.state.ledger import Ledger
 from triehh_beam.job.windows import windowed
 
@@ -65,25 +64,6 @@ FLAGS = ["--protocol", "triehh++", "--epsilon", "4", "--delta", "1e-5", "--max-l
 KILL_REACH = 30
 
 
-def _instant(seconds: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-def stream_command(emulator, subprocess_env, tmp_path, name: str, window: int, lateness: int, windows: str,
-                   *flags: str):
-    """A fresh topic, and the ``triehh stream`` command reading its subscription (results in
-    ``tmp_path/out``, dead letters in ``tmp_path/dead``, event times in the ``ts`` attribute);
-    returns ``(env, topic, command)``."""
-    env = dict(subprocess_env, PUBSUB_EMULATOR_HOST=emulator.host, PUBSUB_PROJECT_ID=emulator.project)
-    paths = emulator.topic(name)
-    (tmp_path / "seed.bin").write_bytes(SEED)
-    command = [sys.executable, "-m", "triehh_beam.cli", "stream", "--subscription", paths["subscription"],
-               "--output", str(tmp_path / "out"), "--seed-file", str(tmp_path / "seed.bin"),
-               "--timestamp-attribute", "ts", "--window", f"{window}s", "--allowed-lateness", f"{lateness}s",
-               "--windows", windows, "--dead-letter", str(tmp_path / "dead"), *flags]
-    return env, paths["topic"], command
-
-
 def _word(i: int) -> str:
     return COMMON[i % 4] if i % 4 < 3 else f"r{i // 4 % 100:02d}"
 
@@ -100,44 +80,6 @@ def _released(out) -> List[str]:
     return sorted(p.parent.name for p in out.glob("window=*/" + windowed.RELEASED_MARKER))
 
 
-def _wait_for(predicate, timeout: float, run: StreamRun) -> None:
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline or run.process.poll() is not None:
-            run.process.kill()
-            raise AssertionError("the stream did not get there:\n" + "\n".join(run.output[-40:]))
-        time.sleep(0.2)
-
-
-def _late_per_window(dead) -> Dict[str, int]:
-    late: Dict[str, int] = {}
-    for path in dead.glob("late/*.jsonl"):
-        for line in path.read_text().splitlines():
-            if line.strip():  # the late record's window, named in the entry ("late for window=...")
-                name = re.search(r"window=[0-9TZ:-]+", line).group(0)
-                late[name] = late.get(name, 0) + 1
-    return late
-
-
-def _accounted_settles(tmp_path):
-    """A predicate: True once the records counted by the windows' reports and dead-lettered as
-    late have not changed over three looks 2 s apart (the stream has read what it was behind on)."""
-    seen: List[int] = []
-
-    def settled() -> bool:
-        total = sum(_late_per_window(tmp_path / "dead").values())
-        for path in (tmp_path / "out.state" / "windows").glob("window=*/operator_report.json"):
-            try:
-                total += json.loads(path.read_text())["input"]["records"]
-            except (OSError, ValueError, KeyError):
-                pass
-        seen.append(total)
-        time.sleep(2)
-        return len(seen) >= 3 and len(set(seen[-3:])) == 1
-
-    return settled
-
-
 def _no_counts(lines: List[str], counts: List[int]) -> None:
     """The default output names no count of messages or records (any count it could)."""
     text = "\n".join(lines)
@@ -150,7 +92,7 @@ def _no_counts(lines: List[str], counts: List[int]) -> None:
 def test_a_soak_of_a_hundred_windows_with_a_kill_releases_each_once(pubsub_emulator, subprocess_env, tmp_path):
     first = math.ceil((time.time() + 15) / WINDOW) * WINDOW  # the stream is up by then
     env, topic, command = stream_command(pubsub_emulator, subprocess_env, tmp_path, "soak", WINDOW, LATENESS,
-                                         f"{_instant(first)}..", *FLAGS)
+                                         f"{instant(first)}..", *FLAGS)
     out, dead = tmp_path / "out", tmp_path / "dead"
     stop, quiet = threading.Event(), threading.Event()
     published: Dict[int, int] = {}  # records per window start (seconds)
@@ -191,18 +133,18 @@ def test_a_soak_of_a_hundred_windows_with_a_kill_releases_each_once(pubsub_emula
         runs.append(StreamRun(command, env))
         publisher.start()
         sampler.start()
-        _wait_for(lambda: len(_released(out)) >= WINDOWS // 2, 300, runs[0])
+        wait_for(lambda: len(_released(out)) >= WINDOWS // 2, 300, runs[0])
         killed_at = time.time()
         runs[0].process.send_signal(signal.SIGKILL)
         runs[0].process.wait(timeout=30)
         half[0] = 1
         restarted_at = time.time()
         runs.append(StreamRun(command, env))  # the same command
-        _wait_for(lambda: len(_released(out)) >= WINDOWS, 300, runs[1])
+        wait_for(lambda: len(_released(out)) >= WINDOWS, 300, runs[1])
         quiet.set()  # then every window it published into is released before the stop
         last = windowed.window_dir_name(math.ceil((time.time() + LATENESS) / WINDOW) * WINDOW * 1_000_000)
-        _wait_for(lambda: last in _released(out), 120, runs[1])
-        _wait_for(_accounted_settles(tmp_path), 120, runs[1])  # what it was behind on, read (late)
+        wait_for(lambda: last in _released(out), 120, runs[1])
+        wait_for(accounted_settles(tmp_path), 120, runs[1])  # what it was behind on, read (late)
         runs[1].process.send_signal(signal.SIGTERM)
         code = runs[1].process.wait(timeout=60)
     finally:
@@ -233,7 +175,7 @@ def test_a_soak_of_a_hundred_windows_with_a_kill_releases_each_once(pubsub_emula
     # wall clock), but for those the killed run had pulled (the read acknowledges as it pulls)
     # into windows it had not released: at most what was published in the KILL_REACH seconds
     # before the kill, into windows that started then.
-    late = _late_per_window(dead)
+    late = late_per_window(dead)
     lost, late_windows, exact = 0, [], 0
     for i, name in enumerate(released):
         start = first + WINDOW * i

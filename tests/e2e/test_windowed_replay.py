@@ -22,7 +22,7 @@ from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_t
 from triehh_beam.protocol.randomness.sampling import Sampler
 from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
-from tests.job.windows.test_windowed import HOUR, SEED, T0, _population, fixed_nonces  # noqa: F401 (fixture)
+from tests.windowed_jobs import HOUR, SEED, T0, one_word_population, fixed_nonces  # noqa: F401 (fixture)
 
 # Two declared windows from T0 (2025-11-23T10:00:00Z); TrieHH's planned for 2,500 users.
 DECLARED = ["--windows", "2025-11-23T10:00:00Z..2025-11-23T12:00:00Z"]
@@ -53,7 +53,7 @@ def _write_jsonl(path, windows, rng):
 
 def test_discover_window_releases_each_window_as_its_own_discovery(tmp_path):
     rng = np.random.default_rng(11)
-    first, second = _population(3000, 1, "a"), _population(2600, 2, "b")
+    first, second = one_word_population(3000, 1, "a"), one_word_population(2600, 2, "b")
     records = tmp_path / "records.jsonl"
     _write_jsonl(records, [(T0, first), (T0 + HOUR, second)], rng)
     seed_file = tmp_path / "seed.bin"
@@ -79,7 +79,7 @@ def test_discover_window_releases_each_window_as_its_own_discovery(tmp_path):
 
 def test_discover_window_with_triehh_plus_plus_releases_each_window_as_its_keyed_simulation(tmp_path, capsys):
     rng = np.random.default_rng(12)
-    first, second = _population(3000, 1, "a"), _population(2600, 2, "b")
+    first, second = one_word_population(3000, 1, "a"), one_word_population(2600, 2, "b")
     records = tmp_path / "records.jsonl"
     _write_jsonl(records, [(T0, first), (T0 + HOUR, second)], rng)
     seed_file = tmp_path / "seed.bin"
@@ -168,7 +168,7 @@ def test_discover_window_names_its_dead_letters_by_kind_counts_only_when_verbose
 def test_discover_window_refuses_bad_input_before_any_window_is_charged(tmp_path, capsys, case, extra, message):
     records = tmp_path / "records.jsonl"
     rng = np.random.default_rng(3)
-    good = _population(3000, 1, "a")
+    good = one_word_population(3000, 1, "a")
     lines = []
     for k, (user, items) in enumerate(good.items()):
         item = items[0] if case == "bad rows" else "a-much-longer-item-than-six"
@@ -193,7 +193,7 @@ def _replay_args(records, out, *extra):
 
 def _one_window(tmp_path, name="records.jsonl", zero_users=0):
     records = tmp_path / name
-    population = _population(3000, 1, "a")
+    population = one_word_population(3000, 1, "a")
     lines = [json.dumps({"user_id": u, "item": items[0], "ts": T0 // 1000 + k})
              for k, (u, items) in enumerate(population.items())]
     lines += [json.dumps({"user_id": f"z{k}", "item": "zero", "count": 0, "ts": T0 // 1000 + k})
@@ -253,7 +253,7 @@ def test_records_of_count_zero_are_no_records_as_in_discover(tmp_path):
 
 def test_discover_window_publishes_each_windows_estimates_and_no_exact_count(tmp_path, capsys):
     rng = np.random.default_rng(13)
-    first, second = _population(3000, 1, "a"), _population(2600, 2, "b")
+    first, second = one_word_population(3000, 1, "a"), one_word_population(2600, 2, "b")
     records = tmp_path / "records.jsonl"
     _write_jsonl(records, [(T0, first), (T0 + HOUR, second)], rng)
     seed_file = tmp_path / "seed.bin"
@@ -318,7 +318,7 @@ def test_two_replays_of_one_window_and_one_more_user_are_two_releases_with_their
     # its own input and output file, the state deleted between, one seed file and one ledger.
     import shutil
 
-    population = _population(3000, 1, "a")
+    population = one_word_population(3000, 1, "a")
     lines = [json.dumps({"user_id": u, "item": items[0], "ts": T0 // 1000 + k})
              for k, (u, items) in enumerate(population.items())]
     (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")

@@ -12,18 +12,16 @@ import pyarrow as pa
 import pytest
 
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.transforms.window import TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
 
+from tests.windowed_jobs import (HOUR, SEED, T0, committed_window, decide_windows, fixed_nonces,  # noqa: F401
+                                 hour_batches, one_stamp_batches, one_word_population, run_streaming_windows,
+                                 run_windows, window_sampler, windowed_config)  # (fixed_nonces: the fixture)
 from triehh_beam.beam.runners import make_pipeline
 from triehh_beam.beam.windows.windows import GateLateRecords, SplitIntoWindows
-from triehh_beam.job.release import outputs, lifecycle as release
+from triehh_beam.job.release import outputs
 from triehh_beam.job.release.planning import InfeasiblePlanError
-from triehh_beam.job.settings.config import DiscoveryConfig
 from triehh_beam.job.state.ledger import Ledger
-from triehh_beam.job.state.state_store import StateStore
-from triehh_beam.job.windows import stream, windowed
-from triehh_beam.job.windows.releases import WindowReleases
+from triehh_beam.job.windows import windowed
 from triehh_beam.protocol.accounting.exact_accountant import release_delta
 from triehh_beam.protocol.planning import planner
 from triehh_beam.protocol.planning.sample_threshold_planner import plan_sample_threshold
@@ -32,93 +30,19 @@ from triehh_beam.protocol.randomness.sampling import Sampler
 from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 
-SEED = bytes(range(32))
-WORDS = ["the", "and", "that", "have", "with", "this", "from", "they", "will", "would", "there",
-         "their", "what", "about", "which", "when", "make", "like", "time", "just"]
-HOUR = 3600 * 1_000_000
-T0 = 1_763_892_000 * 1_000_000  # 2025-11-23T10:00:00Z
-
-
-@pytest.fixture(autouse=True)
-def fixed_nonces(monkeypatch):
-    """Release nonces from a fixed seed (a new one per draw, as os.urandom's), so that every run
-    of a test draws the same windows' samples. Modules that import it use it too."""
-    rng = np.random.default_rng(24)
-    monkeypatch.setattr(release, "fresh_nonce", lambda: rng.bytes(16))
-
-
-def _population(users: int, seed: int, prefix: str):
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, len(WORDS) + 1)
-    words = rng.choice(len(WORDS), size=users, p=weights / weights.sum())
-    return {f"{prefix}{i}": [WORDS[w]] for i, w in enumerate(words)}
-
-
-def _batches(population, start_micros, rng):
-    ids = list(population)
-    rows = [(u, item) for u in ids for item in population[u]]
-    stamps = start_micros + rng.integers(0, HOUR // 1000, size=len(rows)) * 1000  # milliseconds
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array([u.encode() for u, _ in rows], pa.binary()), pa.array([i for _, i in rows], pa.string()),
-         pa.array(np.ones(len(rows), np.int64)), pa.array(stamps, pa.int64())],
-        names=["user_id", "item", "count", "timestamp"])
-    return [batch.slice(i, 500) for i in range(0, batch.num_rows, 500)]
-
-
-def _config(tmp_path, **overrides):
-    """Two declared windows from T0; TrieHH's planned for a declared population of 2,000."""
-    values = dict(input_pattern="unused", output_dir=str(tmp_path / "out"), epsilon=4.0, delta=1e-5,
-                  max_length=6, window=3600, seed=SEED, state_dir=str(tmp_path / "state"),
-                  windows=(T0, T0 + 2 * HOUR))
-    if overrides.get("protocol") != "triehh++":
-        values["population"] = 2000
-    values.update(overrides)
-    return DiscoveryConfig(**{"protocol": "triehh", **values})
-
-
-def _committed(job, start):
-    """The window's committed state (its plan, release nonce and ledger record)."""
-    return StateStore(job.window_state_dir(start)).load()
-
-
-def _window_sampler(job, start):
-    """The sampler of the window's committed release."""
-    return Sampler(SEED, job.config.window_identity()).window_keys().sampler(start, _committed(job, start).release_nonce)
-
-
-def _decide(job):
-    """The driver's part: every declared window committed and charged (or refused), in order."""
-    releases = WindowReleases(job)
-    return [releases.decide(start) for start in job.declared_starts]
-
-
-def _run(config, batches):
-    job = windowed.WindowedJob.for_config(config, config.seed)
-    _decide(job)
-    sampler = Sampler(config.seed, config.window_identity())
-    with make_pipeline(PipelineOptions([])) as p:
-        records = (
-            p
-            | beam.Create(batches)
-            | SplitIntoWindows(job.windows)
-        )
-        gated = records | GateLateRecords(job.windows)
-        windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
-        windowed.note_admitted(gated["admitted"], job)
-    return job
-
 
 def test_each_window_equals_the_keyed_simulation_of_its_own_records(tmp_path):
     rng = np.random.default_rng(1)
-    first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
-    batches = _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng)
-    config = _config(tmp_path, population=2500)
-    job = _run(config, batches)
+    first, second = one_word_population(3000, 1, "a"), one_word_population(2500, 2, "b")
+    batches = hour_batches(first, T0, rng) + hour_batches(second, T0 + HOUR, rng)
+    config = windowed_config(tmp_path, population=2500)
+    job = run_windows(config, batches)
     plan = planner.plan(2500, 4.0, 1e-5, 6)  # the declared population's, whatever each window's n
     for start, population in ((T0, first), (T0 + HOUR, second)):
         out = tmp_path / "out" / windowed.window_dir_name(start)
         assert (out / windowed.RELEASED_MARKER).exists()
-        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, _window_sampler(job, start))
+        expected = simulate(population, config.encoder, plan.theta, plan.batch_size,
+                            window_sampler(job, start))
         trie = Trie.from_bytes((out / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
         assert len(expected.heavy_hitters) >= 2  # "the" and "and" (28% and 14% of the users) at m = 135
@@ -130,22 +54,23 @@ def test_each_window_equals_the_keyed_simulation_of_its_own_records(tmp_path):
         assert report["records_admitted_after_close"] == 0
     charges = Ledger(config.resolved_ledger_dir).records()
     assert sorted(r["window_start"] for r in charges) == ["2025-11-23T10:00:00Z", "2025-11-23T11:00:00Z"]
-    assert sorted(r["record_id"] for r in charges) == sorted(_committed(job, s).ledger_record for s in (T0, T0 + HOUR))
+    assert sorted(r["record_id"] for r in charges) == sorted(committed_window(job, s).ledger_record
+                                                             for s in (T0, T0 + HOUR))
 
 
 def test_triehh_plus_plus_each_window_equals_the_keyed_sample_and_threshold_simulation(tmp_path):
     rng = np.random.default_rng(6)
-    first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
-    batches = _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng)
-    config = _config(tmp_path, protocol="triehh++")
-    job = _run(config, batches)
+    first, second = one_word_population(3000, 1, "a"), one_word_population(2500, 2, "b")
+    batches = hour_batches(first, T0, rng) + hour_batches(second, T0 + HOUR, rng)
+    config = windowed_config(tmp_path, protocol="triehh++")
+    job = run_windows(config, batches)
     chosen = plan_sample_threshold(4.0, 1e-5, 6)
     assert job.theta == chosen.tau and job.sample_probability == chosen.sampling_probability
     for start, population in ((T0, first), (T0 + HOUR, second)):
         out = tmp_path / "out" / windowed.window_dir_name(start)
         assert (out / windowed.RELEASED_MARKER).exists()
         expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
-                                             _window_sampler(job, start))
+                                             window_sampler(job, start))
         trie = Trie.from_bytes((out / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
         assert len(expected.heavy_hitters) >= 2
@@ -163,7 +88,7 @@ def test_triehh_plus_plus_each_window_equals_the_keyed_sample_and_threshold_simu
 
 def test_triehh_plus_plus_under_the_bound_refuses_an_infeasible_target_before_any_window(tmp_path):
     # eps / L = 8 / 6 > 1: outside the bound's theorem.
-    config = _config(tmp_path, protocol="triehh++", epsilon=8.0, accounting="bound")
+    config = windowed_config(tmp_path, protocol="triehh++", epsilon=8.0, accounting="bound")
     with pytest.raises(InfeasiblePlanError):
         windowed.WindowedJob.for_config(config, SEED)
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
@@ -171,7 +96,7 @@ def test_triehh_plus_plus_under_the_bound_refuses_an_infeasible_target_before_an
 
 def test_triehh_plus_plus_windows_plan_the_same_target_exactly(tmp_path):
     # Under exact accounting (the default) eps_r = 8 / 6 is a plan, every window's.
-    config = _config(tmp_path, protocol="triehh++", epsilon=8.0)
+    config = windowed_config(tmp_path, protocol="triehh++", epsilon=8.0)
     job = windowed.WindowedJob.for_config(config, SEED)
     chosen = plan_sample_threshold(8.0, 1e-5, 6)
     plan = job.plan()
@@ -185,9 +110,10 @@ def test_triehh_plus_plus_windows_plan_the_same_target_exactly(tmp_path):
 
 def test_a_budget_for_one_window_releases_one_and_withholds_the_other(tmp_path):
     rng = np.random.default_rng(3)
-    batches = _batches(_population(3000, 1, "a"), T0, rng) + _batches(_population(3000, 2, "b"), T0 + HOUR, rng)
-    config = _config(tmp_path, ledger_dir=str(tmp_path / "ledger"), budget_epsilon=5.0)
-    job = _run(config, batches)
+    batches = (hour_batches(one_word_population(3000, 1, "a"), T0, rng)
+               + hour_batches(one_word_population(3000, 2, "b"), T0 + HOUR, rng))
+    config = windowed_config(tmp_path, ledger_dir=str(tmp_path / "ledger"), budget_epsilon=5.0)
+    job = run_windows(config, batches)
     reports = windowed.read_window_reports(job)
     assert sorted(r["released"] for r in reports) == [False, True]
     withheld = next(r for r in reports if not r["released"])
@@ -205,9 +131,10 @@ def test_a_triehh_window_of_452_users_is_released_as_one_of_453(tmp_path):
     # holding nothing were there). The published documents differ in nothing but their content.
     rng = np.random.default_rng(4)
     assert not planner.plan(452, 3.448, 1e-5, 6).feasible and planner.plan(453, 3.448, 1e-5, 6).feasible
-    batches = _batches(_population(452, 1, "a"), T0, rng) + _batches(_population(453, 2, "b"), T0 + HOUR, rng)
-    config = _config(tmp_path, epsilon=3.448, population=453)
-    job = _run(config, batches)
+    batches = (hour_batches(one_word_population(452, 1, "a"), T0, rng)
+               + hour_batches(one_word_population(453, 2, "b"), T0 + HOUR, rng))
+    config = windowed_config(tmp_path, epsilon=3.448, population=453)
+    job = run_windows(config, batches)
     reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
     assert [reports[w]["released"] for w in sorted(reports)] == [True, True]
     documents = [json.loads((tmp_path / "out" / windowed.window_dir_name(s) / "heavy_hitters.json").read_text())
@@ -219,7 +146,7 @@ def test_a_triehh_window_of_452_users_is_released_as_one_of_453(tmp_path):
     assert len(Ledger(config.resolved_ledger_dir).records()) == 2
     # Round r of the 452-user window sampled K_r real users, K_r the plan's draw for it.
     plan = planner.plan(453, 3.448, 1e-5, 6)
-    sampler = _window_sampler(job, T0)
+    sampler = window_sampler(job, T0)
     drawn = [sampling.real_users_sampled(sampler.round_uniform("phantoms", r), 453, 452, plan.batch_size)
              for r in range(1, 7)]
     sampled = {r["round"]: r["users_sampled"] for r in reports["2025-11-23T10:00:00Z"]["rounds"]}
@@ -229,86 +156,44 @@ def test_a_triehh_window_of_452_users_is_released_as_one_of_453(tmp_path):
 
 def test_triehh_windows_need_a_declared_population_and_a_declared_range(tmp_path):
     with pytest.raises(ValueError, match="need --population N.*--protocol triehh[+][+]"):
-        windowed.WindowedJob.for_config(_config(tmp_path, population=None), SEED)
+        windowed.WindowedJob.for_config(windowed_config(tmp_path, population=None), SEED)
     with pytest.raises(ValueError, match="--window needs --windows FROM..TO"):
-        windowed.WindowedJob.for_config(_config(tmp_path, windows=None), SEED)
+        windowed.WindowedJob.for_config(windowed_config(tmp_path, windows=None), SEED)
     with pytest.raises(ValueError, match="not a window boundary"):
-        _config(tmp_path, windows=(T0 + 1_000_000, T0 + HOUR))
+        windowed_config(tmp_path, windows=(T0 + 1_000_000, T0 + HOUR))
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 
 def test_a_rerun_never_releases_a_window_twice(tmp_path):
     rng = np.random.default_rng(5)
-    batches = _batches(_population(3000, 1, "a"), T0, rng)
-    config = _config(tmp_path, windows=(T0, T0 + HOUR))
-    _run(config, batches)
+    batches = hour_batches(one_word_population(3000, 1, "a"), T0, rng)
+    config = windowed_config(tmp_path, windows=(T0, T0 + HOUR))
+    run_windows(config, batches)
     trie = (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes()
-    job = _run(config, batches + _batches(_population(500, 9, "c"), T0, rng))
+    job = run_windows(config, batches + hour_batches(one_word_population(500, 9, "c"), T0, rng))
     (report,) = windowed.read_window_reports(job)
     assert not report["released"] and "already released" in report["reason"]
     assert (tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes() == trie
     assert len(Ledger(config.resolved_ledger_dir).records()) == 1
 
 
-def _streaming_run(config, events):
-    """The windowed graph on Beam's streaming DirectRunner, fed by a ``TestStream``."""
-    from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-    from apache_beam.testing.test_stream import TestStream
-
-    job = windowed.WindowedJob.for_config(config, config.seed)
-    _decide(job)
-    sampler = Sampler(config.seed, config.window_identity())
-    stream = TestStream()
-    for event in events:
-        if isinstance(event, int):
-            stream = stream.advance_watermark_to(Timestamp(micros=event))
-        else:
-            stream = stream.add_elements(
-                [TimestampedValue(b.drop_columns(["timestamp"]), Timestamp(micros=int(b.column("timestamp")[0].as_py())))
-                 for b in event])
-    stream = stream.advance_watermark_to_infinity()
-    options = PipelineOptions([], streaming=True)
-    with beam.Pipeline(runner=BundleBasedDirectRunner(), options=options) as p:
-        gated = p | stream | GateLateRecords(job.windows)
-        windowed.build_windowed_discovery(gated["records"], job, sampler.window_keys(), sampler.census_key())
-        windowed.note_admitted(gated["admitted"], job)
-        gated["late"] | beam.Map(lambda kv, out=str(job.state_root): _note_late(out, kv))
-    return job
-
-
-def _note_late(directory, keyed):
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "late.txt"), "a") as f:
-        f.write(f"{keyed[0]} {keyed[1].num_rows}\n")
-
-
-def _one_stamp_batches(population, start, rng, size=200):
-    """Batches whose records share one event time (a Pub/Sub message's), within the window."""
-    batches = []
-    for b in _batches(population, start, rng):
-        for i in range(0, b.num_rows, size):
-            part = b.slice(i, size)
-            stamp = int(part.column("timestamp")[0].as_py())
-            batches.append(part.set_column(3, "timestamp", pa.array([stamp] * part.num_rows, pa.int64())))
-    return batches
-
-
 def test_streaming_windows_with_lateness_equal_the_keyed_simulation_and_late_records_leave(tmp_path):
     rng = np.random.default_rng(7)
-    first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
-    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
-    straggler = _one_stamp_batches({"late-1": ["the"]}, T0, rng)  # within the lateness
-    too_late = _one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng)
+    first, second = one_word_population(2000, 1, "a"), one_word_population(2000, 2, "b")
+    early, second_batches = one_stamp_batches(first, T0, rng), one_stamp_batches(second, T0 + HOUR, rng)
+    straggler = one_stamp_batches({"late-1": ["the"]}, T0, rng)  # within the lateness
+    too_late = one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng)
     lateness = 600
-    config = _config(tmp_path / "stream", allowed_lateness=lateness)
+    config = windowed_config(tmp_path / "stream", allowed_lateness=lateness)
     events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
               T0 + HOUR + 1000, straggler, second_batches[5:],
               T0 + HOUR + lateness * 1_000_000 + 1000, too_late, T0 + 3 * HOUR]
-    job = _streaming_run(config, events)
+    job = run_streaming_windows(config, events)
     plan = planner.plan(2000, 4.0, 1e-5, 6)
     for start, population in ((T0, {**first, "late-1": ["the"]}), (T0 + HOUR, second)):
         streamed = tmp_path / "stream" / "out" / windowed.window_dir_name(start)
-        expected = simulate(population, config.encoder, plan.theta, plan.batch_size, _window_sampler(job, start))
+        expected = simulate(population, config.encoder, plan.theta, plan.batch_size,
+                            window_sampler(job, start))
         trie = Trie.from_bytes((streamed / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
         hitters = json.loads((streamed / "heavy_hitters.json").read_text())["heavy_hitters"]
@@ -323,16 +208,16 @@ def test_streaming_windows_with_lateness_equal_the_keyed_simulation_and_late_rec
 
 def test_triehh_plus_plus_streaming_windows_equal_the_keyed_simulation(tmp_path):
     rng = np.random.default_rng(8)
-    first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
-    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
-    config = _config(tmp_path, protocol="triehh++")
+    first, second = one_word_population(2000, 1, "a"), one_word_population(2000, 2, "b")
+    early, second_batches = one_stamp_batches(first, T0, rng), one_stamp_batches(second, T0 + HOUR, rng)
+    config = windowed_config(tmp_path, protocol="triehh++")
     events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
               T0 + HOUR + 1000, second_batches[5:], T0 + 3 * HOUR]
-    job = _streaming_run(config, events)
+    job = run_streaming_windows(config, events)
     chosen = plan_sample_threshold(4.0, 1e-5, 6)
     for start, population in ((T0, first), (T0 + HOUR, second)):
         expected = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
-                                             _window_sampler(job, start))
+                                             window_sampler(job, start))
         trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
         assert len(expected.heavy_hitters) >= 2
@@ -346,10 +231,11 @@ def test_a_late_record_is_dead_lettered_whatever_shard_it_falls_in(tmp_path):
     # Every on-time record of window T0 at one millisecond (one shard); the late ones one
     # millisecond later (another shard, which saw nothing on time): late all the same.
     rng = np.random.default_rng(7)
-    early = _at_ms(_one_stamp_batches(_population(2000, 1, "a"), T0, rng), T0 // 1000 + 16_000)
-    late = _at_ms(_one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng), T0 // 1000 + 16_001)
+    early = _at_ms(one_stamp_batches(one_word_population(2000, 1, "a"), T0, rng), T0 // 1000 + 16_000)
+    late = _at_ms(one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0, rng), T0 // 1000 + 16_001)
     events = [T0, early, T0 + HOUR + 120 * 1_000_000, late, T0 + 3 * HOUR]
-    job = _streaming_run(_config(tmp_path, allowed_lateness=60, windows=(T0, T0 + HOUR)), events)
+    job = run_streaming_windows(windowed_config(tmp_path, allowed_lateness=60, windows=(T0, T0 + HOUR)),
+                                events)
     (report,) = windowed.read_window_reports(job)
     assert report["released"] and report["input"]["records"] == 2000
     assert open(os.path.join(job.state_root, "late.txt")).read().split() == [str(T0), "2"]
@@ -357,10 +243,10 @@ def test_a_late_record_is_dead_lettered_whatever_shard_it_falls_in(tmp_path):
 
 def test_the_late_records_of_a_window_without_on_time_records_are_dead_lettered(tmp_path):
     rng = np.random.default_rng(8)
-    early = _one_stamp_batches(_population(2000, 1, "a"), T0, rng)
-    late = _one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0 + HOUR, rng)  # all of window 2
+    early = one_stamp_batches(one_word_population(2000, 1, "a"), T0, rng)
+    late = one_stamp_batches({"late-2": ["the"], "late-3": ["and"]}, T0 + HOUR, rng)  # all of window 2
     events = [T0, early, T0 + 2 * HOUR + 120 * 1_000_000, late, T0 + 4 * HOUR]
-    job = _streaming_run(_config(tmp_path, allowed_lateness=60), events)
+    job = run_streaming_windows(windowed_config(tmp_path, allowed_lateness=60), events)
     # Declared, the second window is released all the same: empty (its census counted 0 users).
     reports = windowed.read_window_reports(job)
     assert [(r["window_start"], r["released"]) for r in reports] == [
@@ -372,7 +258,7 @@ def test_the_late_records_of_a_window_without_on_time_records_are_dead_lettered(
 def test_records_admitted_after_a_window_was_computed_are_reported_not_lost_silently(tmp_path):
     from triehh_beam.job.windows.stream import describe_window
 
-    job = windowed.WindowedJob.for_config(_config(tmp_path), SEED)
+    job = windowed.WindowedJob.for_config(windowed_config(tmp_path), SEED)
     outputs.write_json(job.report_path(T0), {"window_start": windowed.rfc3339(T0), "released": True,
                                                "reason": None, "input": {"distinct_users": 9, "records": 10},
                                                "heavy_hitters": 1, "rounds": [], "published_to": "out"}, True)
@@ -392,8 +278,8 @@ def test_a_window_with_one_record_and_an_empty_window_publish_the_same_kind_of_r
     one = pa.RecordBatch.from_arrays(
         [pa.array([b"u1"], pa.binary()), pa.array(["that"], pa.string()), pa.array([1], pa.int64()),
          pa.array([T0 + 5_000_000], pa.int64())], names=["user_id", "item", "count", "timestamp"])
-    config = _config(tmp_path, protocol="triehh++")
-    job = _run(config, [one])
+    config = windowed_config(tmp_path, protocol="triehh++")
+    job = run_windows(config, [one])
     published = [tmp_path / "out" / windowed.window_dir_name(start) for start in (T0, T0 + HOUR)]
     assert [sorted(os.listdir(d)) for d in published] == [["_RELEASED", "heavy_hitters.json", "trie.pb"]] * 2
     documents = [json.loads((d / "heavy_hitters.json").read_text()) for d in published]
@@ -409,10 +295,11 @@ def test_records_outside_the_declared_windows_are_dropped_and_counted(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
     rng = np.random.default_rng(9)
-    batches = _batches(_population(2000, 1, "a"), T0, rng) + _batches(_population(30, 2, "b"), T0 + 2 * HOUR, rng)
-    config = _config(tmp_path, protocol="triehh++", windows=(T0, T0 + HOUR))
+    batches = (hour_batches(one_word_population(2000, 1, "a"), T0, rng)
+               + hour_batches(one_word_population(30, 2, "b"), T0 + 2 * HOUR, rng))
+    config = windowed_config(tmp_path, protocol="triehh++", windows=(T0, T0 + HOUR))
     job = windowed.WindowedJob.for_config(config, config.seed)
-    _decide(job)
+    decide_windows(job)
     sampler = Sampler(config.seed, config.window_identity())
     p = make_pipeline(PipelineOptions([]))
     gated = p | beam.Create(batches) | SplitIntoWindows(job.windows) | GateLateRecords(job.windows)
@@ -434,12 +321,13 @@ def _delete(*paths):
 
 def test_a_window_replayed_three_times_with_output_and_state_deleted_is_charged_three_times(tmp_path):
     rng = np.random.default_rng(10)
-    batches = _batches(_population(2000, 1, "a"), T0, rng)
-    config = _config(tmp_path, protocol="triehh++", windows=(T0, T0 + HOUR), ledger_dir=str(tmp_path / "ledger"))
+    batches = hour_batches(one_word_population(2000, 1, "a"), T0, rng)
+    config = windowed_config(tmp_path, protocol="triehh++", windows=(T0, T0 + HOUR),
+                             ledger_dir=str(tmp_path / "ledger"))
     nonces = []
     for _ in range(3):
-        job = _run(config, batches)
-        nonces.append(_committed(job, T0).release_nonce)
+        job = run_windows(config, batches)
+        nonces.append(committed_window(job, T0).release_nonce)
         _delete(tmp_path / "out", tmp_path / "state")
     charges = Ledger(config.resolved_ledger_dir).records()
     assert len(charges) == 3 and len({r["record_id"] for r in charges}) == 3
@@ -448,9 +336,9 @@ def test_a_window_replayed_three_times_with_output_and_state_deleted_is_charged_
 
 def test_a_restart_with_the_state_kept_reuses_the_windows_nonce_and_charges_once(tmp_path, monkeypatch):
     rng = np.random.default_rng(11)
-    population = _population(2000, 1, "a")
-    batches = _batches(population, T0, rng)
-    config = _config(tmp_path, windows=(T0, T0 + HOUR))
+    population = one_word_population(2000, 1, "a")
+    batches = hour_batches(population, T0, rng)
+    config = windowed_config(tmp_path, windows=(T0, T0 + HOUR))
 
     def crash(self, window):
         raise RuntimeError("the job died after the window was charged and committed")
@@ -458,20 +346,20 @@ def test_a_restart_with_the_state_kept_reuses_the_windows_nonce_and_charges_once
     with monkeypatch.context() as patched:
         patched.setattr(windowed._ReleaseDoFn, "process", crash)
         with pytest.raises(Exception, match="the job died"):
-            _run(config, batches)
+            run_windows(config, batches)
     job = windowed.WindowedJob.for_config(config, config.seed)
-    first = _committed(job, T0)
+    first = committed_window(job, T0)
     assert first.release_nonce and not first.finished and not (tmp_path / "out").exists()
     # Resumed with other settings: refused, nothing charged or published.
     with pytest.raises(Exception, match="planned with other settings"):
-        _run(_config(tmp_path, windows=(T0, T0 + HOUR), population=2100), batches)
-    _run(config, batches)
-    again = _committed(job, T0)
+        run_windows(windowed_config(tmp_path, windows=(T0, T0 + HOUR), population=2100), batches)
+    run_windows(config, batches)
+    again = committed_window(job, T0)
     assert again.finished and again.release_nonce == first.release_nonce
     assert again.ledger_record == first.ledger_record
     assert [r["record_id"] for r in Ledger(config.resolved_ledger_dir).records()] == [first.ledger_record]
     plan = planner.plan(2000, 4.0, 1e-5, 6)
-    expected = simulate(population, config.encoder, plan.theta, plan.batch_size, _window_sampler(job, T0))
+    expected = simulate(population, config.encoder, plan.theta, plan.batch_size, window_sampler(job, T0))
     trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(T0) / "trie.pb").read_bytes())
     assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels]
 
@@ -480,19 +368,20 @@ def test_a_daily_budget_for_three_windows_refuses_the_fourth_and_releases_the_ne
     day = 24 * HOUR
     d0 = T0 - 10 * HOUR  # 2025-11-23T00:00:00Z
     rng = np.random.default_rng(12)
-    batches = (_batches(_population(1500, 1, "a"), d0 + 18 * HOUR, rng)
-               + _batches(_population(1500, 2, "b"), d0 + day, rng))
-    probe = _config(tmp_path / "probe", protocol="triehh++")
+    batches = (hour_batches(one_word_population(1500, 1, "a"), d0 + 18 * HOUR, rng)
+               + hour_batches(one_word_population(1500, 2, "b"), d0 + day, rng))
+    probe = windowed_config(tmp_path / "probe", protocol="triehh++")
     spend = windowed.WindowedJob.for_config(probe, SEED).plan().epsilon
-    config = _config(tmp_path, protocol="triehh++", window=6 * 3600, windows=(d0, d0 + 2 * day),
-                     ledger_dir=str(tmp_path / "ledger"), budget_epsilon=3.5 * spend, budget_period=86400)
+    config = windowed_config(tmp_path, protocol="triehh++", window=6 * 3600, windows=(d0, d0 + 2 * day),
+                             ledger_dir=str(tmp_path / "ledger"), budget_epsilon=3.5 * spend,
+                             budget_period=86400)
     job = windowed.WindowedJob.for_config(config, SEED)
-    decisions = _decide(job)
+    decisions = decide_windows(job)
     assert [d.charged for d in decisions] == [True, True, True, False, True, True, True, False]
     assert decisions[3].refused_by_budget and decisions[3].next_allowed == d0 + day
     assert "refused by the budget (a user per day)" in decisions[3].reason
     assert decisions[7].next_allowed == d0 + 2 * day
-    _run(config, batches)  # decides again (finds every decision) and publishes
+    run_windows(config, batches)  # decides again (finds every decision) and publishes
     out = tmp_path / "out"
     released = sorted(d for d in os.listdir(out) if (out / d / "_RELEASED").exists())
     refused = sorted(d for d in os.listdir(out) if (out / d / "_REFUSED").exists())
@@ -522,7 +411,7 @@ def test_the_windowed_graph_reads_no_side_input(tmp_path, overrides):
     from apache_beam.portability import common_urns
     from apache_beam.portability.api import beam_runner_api_pb2
 
-    config = _config(tmp_path, **overrides)
+    config = windowed_config(tmp_path, **overrides)
     job = windowed.WindowedJob.for_config(config, config.seed)
     sampler = Sampler(config.seed, config.window_identity())
     p = beam.Pipeline()

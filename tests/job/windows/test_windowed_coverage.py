@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from tests.job.windows.test_windowed import HOUR, T0, _batches, _config, _run
+from tests.windowed_jobs import HOUR, T0, hour_batches, run_windows, windowed_config
 from triehh_beam.beam.windows.windows import rfc3339
 from triehh_beam.job.release.planning import InfeasiblePlanError, plan_for_census, window_coverage
 from triehh_beam.job.windows import windowed
@@ -23,7 +23,7 @@ def _one_letter_population(users: int, prefix: str) -> dict:
 
 
 def test_the_issues_window_plan_is_refused_by_the_crowding_guard(tmp_path):
-    config = _config(tmp_path, population=1000, epsilon=4.0, delta=1e-6, max_length=8)
+    config = windowed_config(tmp_path, population=1000, epsilon=4.0, delta=1e-6, max_length=8)
     try:
         windowed.WindowedJob.check(config)
     except InfeasiblePlanError as refused:
@@ -33,13 +33,13 @@ def test_the_issues_window_plan_is_refused_by_the_crowding_guard(tmp_path):
 
 
 def test_a_window_above_m_squared_is_published_alike_and_claims_nothing_it_lacks(tmp_path):
-    config = _config(tmp_path, population=600, epsilon=4.0, delta=1e-4, max_length=2)
+    config = windowed_config(tmp_path, population=600, epsilon=4.0, delta=1e-4, max_length=2)
     plan = plan_for_census(config, 600)
     assert (plan.theta, plan.batch_size) == (8, 64) and window_coverage(plan) == 4096
     assert planner.plan(600, 4.0, 1e-4, 2).feasible
     rng = np.random.default_rng(38)
     small, large = _one_letter_population(600, "s"), _one_letter_population(4500, "l")
-    job = _run(config, _batches(small, T0, rng) + _batches(large, T0 + HOUR, rng))
+    job = run_windows(config, hour_batches(small, T0, rng) + hour_batches(large, T0 + HOUR, rng))
     documents = [json.loads((tmp_path / "out" / windowed.window_dir_name(s) / "heavy_hitters.json").read_text())
                  for s in (T0, T0 + HOUR)]
     # What a window publishes about its guarantee is the same on both sides of m^2 ...

@@ -20,9 +20,9 @@ from triehh_beam.protocol.rounds.trie import Trie
 from triehh_beam.reference.simulation import simulate, simulate_sample_threshold
 
 from tests.published_releases import release_document
-from tests.job.windows.test_windowed import (HOUR, T0, WORDS, _batches, _committed, _config, _one_stamp_batches, _run,
-                                     _streaming_run, _window_sampler,
-                                     fixed_nonces)  # noqa: F401 (the fixture: fixed release nonces)
+from tests.windowed_jobs import (HOUR, T0, WORDS, committed_window, hour_batches, one_stamp_batches,
+                                 run_streaming_windows, run_windows, window_sampler, windowed_config,
+                                 fixed_nonces)  # noqa: F401 (the fixture: fixed release nonces)
 
 DENIED = ["the", "and"]
 
@@ -49,15 +49,15 @@ def _deny_file(tmp_path, items=DENIED, name="earlier_heavy_hitters.json") -> str
 def test_each_window_with_a_deny_list_equals_the_keyed_simulation_with_it(tmp_path, protocol):
     rng = np.random.default_rng(3)
     first, second = _several_words(2500, 11, "a"), _several_words(2200, 12, "b")
-    batches = _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng)
+    batches = hour_batches(first, T0, rng) + hour_batches(second, T0 + HOUR, rng)
     overrides = {"protocol": "triehh++"} if protocol == "triehh++" else {"population": 2200}
-    config = _config(tmp_path, deny_list=(_deny_file(tmp_path),), **overrides)
+    config = windowed_config(tmp_path, deny_list=(_deny_file(tmp_path),), **overrides)
     denied = config.deny.sequences
     assert denied == {config.encoder.encode(w) for w in DENIED}
-    job = _run(config, batches)
+    job = run_windows(config, batches)
     for start, population in ((T0, first), (T0 + HOUR, second)):
         out = tmp_path / "out" / windowed.window_dir_name(start)
-        sampler = _window_sampler(job, start)
+        sampler = window_sampler(job, start)
         if protocol == "triehh":
             plan = planner.plan(2200, 4.0, 1e-5, 6)
             expected, without = (simulate(population, config.encoder, plan.theta, plan.batch_size, sampler,
@@ -78,7 +78,7 @@ def test_each_window_with_a_deny_list_equals_the_keyed_simulation_with_it(tmp_pa
         assert document["deny_list"]["items"] == 2
         assert document["deny_list"]["items_digest"] == deny_lists.sequences_digest(denied, config.encoder)
         assert config.deny_list[0] not in (out / "heavy_hitters.json").read_text()  # operator paths stay private
-        assert _committed(job, start).deny_list.digest == config.deny.digest
+        assert committed_window(job, start).deny_list.digest == config.deny.digest
         (report,) = [r for r in windowed.read_window_reports(job) if r["window_start"] == windowed.rfc3339(start)]
         assert report["deny_list"]["files"] == list(config.deny_list)
 
@@ -87,14 +87,15 @@ def test_streaming_windows_with_a_deny_list_equal_the_keyed_simulation_with_it(t
     """The same graph on the streaming DirectRunner (``triehh stream``'s), fed by a TestStream."""
     rng = np.random.default_rng(9)
     first, second = _several_words(2000, 21, "a"), _several_words(2000, 22, "b")
-    early, later = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
-    config = _config(tmp_path, protocol="triehh++", deny_list=(_deny_file(tmp_path),))
-    job = _streaming_run(config, [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], later[:5],
-                                  T0 + HOUR + 1000, later[5:], T0 + 3 * HOUR])
+    early, later = one_stamp_batches(first, T0, rng), one_stamp_batches(second, T0 + HOUR, rng)
+    config = windowed_config(tmp_path, protocol="triehh++", deny_list=(_deny_file(tmp_path),))
+    job = run_streaming_windows(config, [T0, early[: len(early) // 2], T0 + HOUR // 2,
+                                         early[len(early) // 2:], later[:5], T0 + HOUR + 1000, later[5:],
+                                         T0 + 3 * HOUR])
     chosen = plan_sample_threshold(4.0, 1e-5, 6)
     for start, population in ((T0, first), (T0 + HOUR, second)):
         expected, without = (simulate_sample_threshold(population, config.encoder, chosen.tau,
-                                                       chosen.sampling_probability, _window_sampler(job, start),
+                                                       chosen.sampling_probability, window_sampler(job, start),
                                                        denied=d) for d in (config.deny.sequences, frozenset()))
         trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
         assert [set(level) for level in trie.levels] == [set(level) for level in expected.levels], start
@@ -103,7 +104,7 @@ def test_streaming_windows_with_a_deny_list_equal_the_keyed_simulation_with_it(t
 
 
 def test_a_window_planned_with_a_deny_list_is_not_resumed_with_another(tmp_path):
-    config = _config(tmp_path, protocol="triehh++", deny_list=(_deny_file(tmp_path),))
+    config = windowed_config(tmp_path, protocol="triehh++", deny_list=(_deny_file(tmp_path),))
     job = windowed.WindowedJob.for_config(config, config.seed)
     assert WindowReleases(job).decide(T0).charged
     for other in ((), (_deny_file(tmp_path, ["the"], "another.json"),)):
@@ -115,7 +116,7 @@ def test_a_window_planned_with_a_deny_list_is_not_resumed_with_another(tmp_path)
 def test_a_bad_deny_list_file_is_refused_before_any_window(tmp_path):
     path = tmp_path / "raw.json"
     path.write_text(json.dumps({"heavy_hitters": ["the"]}))
-    config = _config(tmp_path, protocol="triehh++", deny_list=(str(path),))
+    config = windowed_config(tmp_path, protocol="triehh++", deny_list=(str(path),))
     with pytest.raises(deny_lists.DenyListError, match="raw.json"):
         windowed.WindowedJob.check(config)
     assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()

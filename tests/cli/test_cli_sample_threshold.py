@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from tests.cli_runs import run_cli
 from triehh_beam import cli
 from triehh_beam.evaluation import plans as evaluation_plans
 from triehh_beam.io.write import write_records
@@ -27,14 +28,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PLAN = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-8", "--max-length", "4"]
 
 
-def _run(capsys, argv):
-    code = cli.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_plan_text_shows_the_exact_plan_and_the_bounds_beside_it(capsys):
-    code, out, err = _run(capsys, PLAN + ["--unit-size", "3", "--protocol", "triehh++"])
+    code, out, err = run_cli(capsys, PLAN + ["--unit-size", "3", "--protocol", "triehh++"])
     assert code == 0 and err == ""
     expected = plan_sample_threshold(4, 1e-8, 4)
     assert expected.accounting == "exact"  # the default
@@ -64,7 +59,7 @@ def test_plan_text_shows_the_exact_plan_and_the_bounds_beside_it(capsys):
 
 
 def test_plan_text_under_the_bound_shows_alpha_and_c_alpha(capsys):
-    code, out, err = _run(capsys, PLAN + ["--unit-size", "3", "--protocol", "triehh++", "--accounting", "bound"])
+    code, out, err = run_cli(capsys, PLAN + ["--unit-size", "3", "--protocol", "triehh++", "--accounting", "bound"])
     assert code == 0 and err == ""
     expected = plan_sample_threshold(4, 1e-8, 4, accounting="bound")
     alpha, tau = expected.alpha, expected.tau
@@ -87,7 +82,7 @@ def test_plan_text_under_the_bound_shows_alpha_and_c_alpha(capsys):
 
 
 def test_plan_json_is_the_planners_plan(capsys):
-    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh++", "--json", "--item-length", "3"])
+    code, out, _ = run_cli(capsys, PLAN + ["--protocol", "triehh++", "--json", "--item-length", "3"])
     assert code == 0
     report = json.loads(out)
     expected = plan_sample_threshold(4, 1e-8, 4, length=3)
@@ -100,7 +95,7 @@ def test_plan_json_is_the_planners_plan(capsys):
 
 
 def test_plan_under_the_bound_refuses_eps_r_above_one_with_the_reason_not_a_clipped_plan(capsys):
-    code, out, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+    code, out, _ = run_cli(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
                                  "--max-length", "2", "--protocol", "triehh++", "--accounting", "bound"])
     assert code == 0  # a plan, as TrieHH's infeasible ones are
     rows = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.strip()]
@@ -116,7 +111,7 @@ def test_plan_under_the_bound_refuses_eps_r_above_one_with_the_reason_not_a_clip
 
 def test_plan_eps_r_above_one_is_a_plan_under_exact_accounting(capsys):
     # eps_r = 2 is outside the bound's theorem (above), not outside the exact accountant.
-    code, out, err = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+    code, out, err = run_cli(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
                                    "--max-length", "2", "--protocol", "triehh++", "--json"])
     assert code == 0 and err == ""
     report = json.loads(out)
@@ -133,7 +128,7 @@ def test_plan_eps_r_above_one_is_a_plan_under_exact_accounting(capsys):
     assert report["discovery"][1]["count"] == st.min_holders(0.9, p, tau, 2)
     other = report["other_accounting"]
     assert other["accounting"] == "bound" and not other["feasible"] and "eps_r = 2 > 1" in other["reason"]
-    code, text, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+    code, text, _ = run_cli(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
                                   "--max-length", "2", "--protocol", "triehh++"])
     flat = " ".join(text.split())
     assert "FEASIBLE" in flat and "INFEASIBLE" not in flat.split("under bound")[0]
@@ -141,7 +136,7 @@ def test_plan_eps_r_above_one_is_a_plan_under_exact_accounting(capsys):
 
 
 def test_plan_several_items_per_user_thins_the_votes(capsys):
-    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh++", "--json", "--items-per-user", "2"])
+    code, out, _ = run_cli(capsys, PLAN + ["--protocol", "triehh++", "--json", "--items-per-user", "2"])
     report = json.loads(out)
     p = report["sampling_probability"]
     count = report["discovery"][1]["count"]
@@ -150,17 +145,17 @@ def test_plan_several_items_per_user_thins_the_votes(capsys):
 
 
 def test_triehh_plan_mentions_triehh_plus_plus_in_one_line(capsys):
-    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh"])
+    code, out, _ = run_cli(capsys, PLAN + ["--protocol", "triehh"])
     assert code == 0
     out = " ".join(out.split())  # the line is wrapped
     expected = plan_sample_threshold(4, 1e-8, 4)
     assert f"TrieHH++ (sample-and-threshold) at the same target needs {expected.holders:,} holders" in out
-    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh", "--json"])
+    code, out, _ = run_cli(capsys, PLAN + ["--protocol", "triehh", "--json"])
     assert '"protocol": "triehh++"' not in out  # the JSON is TrieHH's plan only
 
 
 def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta(capsys, tmp_path):
-    code, out, _ = _run(capsys, PLAN + ["--protocol", "triehh++", "--json"])
+    code, out, _ = run_cli(capsys, PLAN + ["--protocol", "triehh++", "--json"])
     assert code == 0
     report = json.loads(out)
     expected = plan_sample_threshold(4, 1e-8, 4)
@@ -177,7 +172,7 @@ def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta
     assert report["round_delta"] == release_delta(report["epsilon_round"], report["sampling_probability"],
                                                   report["tau"]).delta
     # Under the bound there is no exact delta to recompute: the closed form is the plan.
-    bound = json.loads(_run(capsys, PLAN + ["--protocol", "triehh++", "--json", "--accounting", "bound"])[1])
+    bound = json.loads(run_cli(capsys, PLAN + ["--protocol", "triehh++", "--json", "--accounting", "bound"])[1])
     assert bound["accounting"] == "bound" and "recompute_round_delta" not in bound
     assert bound["other_accounting"]["accounting"] == "exact" and bound["other_accounting"]["tau"] == expected.tau
 
@@ -190,7 +185,7 @@ def test_plan_json_states_the_plan_and_a_command_that_recomputes_its_round_delta
      "--accounting is for one plan: --compare-units plans TrieHH++ with exact accounting"),
 ])
 def test_plan_refuses_accounting_where_it_would_be_ignored(capsys, extra, message):
-    code, out, err = _run(capsys, PLAN + extra)
+    code, out, err = run_cli(capsys, PLAN + extra)
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 
 
@@ -199,7 +194,7 @@ def test_plan_refuses_accounting_where_it_would_be_ignored(capsys, extra, messag
     (["--rule", "corollary1"], "--rule chooses TrieHH's theta"),
 ])
 def test_plan_refuses_triehh_only_flags(capsys, extra, message):
-    code, _, err = _run(capsys, PLAN + ["--protocol", "triehh++"] + extra)
+    code, _, err = run_cli(capsys, PLAN + ["--protocol", "triehh++"] + extra)
     assert code == 2 and message in err
 
 

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tests.cli_runs import run_cli
 from triehh_beam import cli
 from triehh_beam.evaluation import plans as evaluation_plans
 from triehh_beam.io.write import write_records
@@ -25,16 +26,10 @@ PLAN = ["plan", "--population", "200000", "--epsilon", "1", "--delta", "1e-8", "
         "--protocol", "sample-threshold"]
 
 
-def _run(capsys, argv):
-    code = cli.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_plan_text_and_json_are_the_whole_item_planners(capsys):
     expected = plan_whole_items(1, 1e-8)
     assert expected.accounting == "exact"  # the default
-    code, out, err = _run(capsys, PLAN)
+    code, out, err = run_cli(capsys, PLAN)
     assert code == 0 and err == ""
     assert "whole items, one release" in out and "FEASIBLE" in out
     assert f"threshold tau             {expected.tau} reports" in out
@@ -50,7 +45,7 @@ def test_plan_text_and_json_are_the_whole_item_planners(capsys):
     assert (f"under bound tau = {bound.tau}, p_s = {100 * bound.sampling_probability:.4g}%, delta = "
             f"{bound.delta:.4g}: {st.min_holders(0.9, bound.sampling_probability, bound.tau, 1):,} holders for "
             f"90% release") in flat
-    code, out, _ = _run(capsys, PLAN + ["--json"])
+    code, out, _ = run_cli(capsys, PLAN + ["--json"])
     report = json.loads(out)
     assert report["protocol"] == "sample-threshold" and report["releases"] == 1
     for key in ("alpha", "tau", "sampling_probability", "epsilon", "delta", "holders", "accounting"):
@@ -69,7 +64,7 @@ def test_plan_text_and_json_are_the_whole_item_planners(capsys):
 
 def test_plan_under_the_bound_shows_alpha_and_its_closed_form(capsys):
     expected = plan_whole_items(1, 1e-8, accounting="bound")
-    code, out, err = _run(capsys, PLAN + ["--accounting", "bound"])
+    code, out, err = run_cli(capsys, PLAN + ["--accounting", "bound"])
     assert code == 0 and err == ""
     alpha, tau = expected.alpha, expected.tau
     c_alpha = math.log(1 / alpha) - 1 / (1 + alpha)  # the bound's closed form, computed here
@@ -82,14 +77,14 @@ def test_plan_under_the_bound_shows_alpha_and_its_closed_form(capsys):
     assert "target epsilon            1 (the bound needs epsilon <= 1)" in out
     exact_plan = plan_whole_items(1, 1e-8)
     assert f"under exact tau = {exact_plan.tau}, p_s = {100 * exact_plan.sampling_probability:.4g}%" in flat
-    report = json.loads(_run(capsys, PLAN + ["--accounting", "bound", "--json"])[1])
+    report = json.loads(run_cli(capsys, PLAN + ["--accounting", "bound", "--json"])[1])
     assert report["accounting"] == "bound" and "recompute_round_delta" not in report
     for key in ("alpha", "c_alpha", "tau", "sampling_probability", "epsilon", "delta", "holders"):
         assert report[key] == getattr(expected, key), key
 
 
 def test_plan_under_the_bound_above_epsilon_one_is_infeasible_with_the_reason(capsys):
-    code, out, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+    code, out, _ = run_cli(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
                                  "--max-length", "10", "--protocol", "sample-threshold", "--accounting", "bound"])
     assert code == 0
     rows = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.strip()]
@@ -101,7 +96,7 @@ def test_plan_under_the_bound_above_epsilon_one_is_infeasible_with_the_reason(ca
 
 
 def test_plan_above_epsilon_one_is_a_plan_under_exact_accounting(capsys):
-    code, out, err = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
+    code, out, err = run_cli(capsys, ["plan", "--population", "1e5", "--epsilon", "4", "--delta", "1e-8",
                                    "--max-length", "10", "--protocol", "sample-threshold", "--json"])
     assert code == 0 and err == ""
     report = json.loads(out)
@@ -117,7 +112,7 @@ def test_plan_above_epsilon_one_is_a_plan_under_exact_accounting(capsys):
 
 
 def test_plan_json_recomputes_its_delta_with_the_command_it_prints(capsys, tmp_path):
-    report = json.loads(_run(capsys, PLAN + ["--json"])[1])
+    report = json.loads(run_cli(capsys, PLAN + ["--json"])[1])
     expected = plan_whole_items(1, 1e-8)
     for key in ("sampling_probability", "tau", "epsilon", "delta", "accounting"):
         assert report[key] == getattr(expected, key), key
@@ -133,7 +128,7 @@ def test_plan_json_recomputes_its_delta_with_the_command_it_prints(capsys, tmp_p
 @pytest.mark.parametrize("extra", [["--rule", "corollary1"], ["--compare-units"], ["--item-length", "3"],
                                    ["--estimate-frequencies", "1"]])
 def test_trie_only_flags_are_refused(capsys, extra):
-    code, out, err = _run(capsys, PLAN + extra)
+    code, out, err = run_cli(capsys, PLAN + extra)
     assert code == 2 and "no meaning with --protocol sample-threshold" in err and out == ""
 
 
@@ -213,7 +208,7 @@ def test_evaluate_lists_an_infeasible_whole_item_target(words, tmp_path, capsys,
 def test_a_target_just_above_one_is_refused_under_the_bound_showing_the_value_given(capsys, tmp_path):
     """1.0000001 was shown as "epsilon = 1 is outside it", beside a bound of 1: the refusal
     (plan and discover alike, under --accounting bound) shows every digit it takes, and the bound."""
-    code, out, _ = _run(capsys, ["plan", "--population", "1e5", "--epsilon", "1.0000001", "--delta", "1e-8",
+    code, out, _ = run_cli(capsys, ["plan", "--population", "1e5", "--epsilon", "1.0000001", "--delta", "1e-8",
                                  "--max-length", "10", "--protocol", "sample-threshold", "--accounting", "bound"])
     flat = " ".join(out.split())
     assert code == 0 and "INFEASIBLE" in flat
@@ -221,7 +216,7 @@ def test_a_target_just_above_one_is_refused_under_the_bound_showing_the_value_gi
     assert "epsilon = 1.0000001 > 1 is outside it" in flat and "epsilon = 1 is" not in flat
     records = tmp_path / "records.jsonl"
     write_records(str(records), [(f"u{i}", "to", 1) for i in range(100)])
-    code, out, err = _run(capsys, ["discover", "--input", str(records), "--output", str(tmp_path / "out"),
+    code, out, err = run_cli(capsys, ["discover", "--input", str(records), "--output", str(tmp_path / "out"),
                                    "--epsilon", "1.0000001", "--delta", "1e-8", "--max-length", "4",
                                    "--protocol", "sample-threshold", "--accounting", "bound"])
     assert code == 2 and "epsilon = 1.0000001 > 1 is outside it" in err, err

@@ -80,8 +80,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     result = run_discovery(config, options, progress=_say)
-    _say(f"discovered {counted(len(result.heavy_hitters), 'heavy hitter')} in {counted(result.rounds_run, 'round')} "
-         f"({result.stop_reason}): {result.output_path}")
+    found = counted(len(result.heavy_hitters), "heavy hitter")
+    _say(f"discovered {found} in {counted(result.rounds_run, 'round')} ({result.stop_reason}): {result.output_path}")
     return 0
 
 

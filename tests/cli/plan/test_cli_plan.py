@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.cli_runs import run_cli
 from triehh_beam import cli
 from triehh_beam.protocol.planning import planner, utility
 
@@ -17,14 +18,8 @@ INFEASIBLE = ["plan", "--protocol", "triehh", "--population", "1e4", "--epsilon"
               "--max-length", "10"]
 
 
-def _run(capsys, argv):
-    code = cli.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_feasible_plan_text(capsys):
-    code, out, err = _run(capsys, FEASIBLE)
+    code, out, err = run_cli(capsys, FEASIBLE)
     assert code == 0 and err == ""
     assert "FEASIBLE" in out and "INFEASIBLE" not in out
     assert "threshold theta           14" in out
@@ -40,7 +35,7 @@ def test_feasible_plan_text(capsys):
 
 
 def test_feasible_plan_json(capsys):
-    code, out, err = _run(capsys, FEASIBLE + ["--json", "--unit-size", "2"])
+    code, out, err = run_cli(capsys, FEASIBLE + ["--json", "--unit-size", "2"])
     assert code == 0 and err == ""
     data = json.loads(out)
     for key in ("feasible", "theta", "gamma", "batch_size", "epsilon", "delta", "reason",
@@ -59,13 +54,13 @@ def test_feasible_plan_json(capsys):
 
 
 def test_item_length_option(capsys):
-    code, out, _ = _run(capsys, FEASIBLE + ["--item-length", "4", "--json"])
+    code, out, _ = run_cli(capsys, FEASIBLE + ["--item-length", "4", "--json"])
     assert code == 0
     data = json.loads(out)
     assert data["item_length"] == 4 and data["item_length_is_worst_case"] is False
-    code, worst, _ = _run(capsys, FEASIBLE + ["--json"])
+    code, worst, _ = run_cli(capsys, FEASIBLE + ["--json"])
     assert data["discovery"][1]["count"] < json.loads(worst)["discovery"][1]["count"]
-    code, text, _ = _run(capsys, FEASIBLE + ["--item-length", "4"])
+    code, text, _ = run_cli(capsys, FEASIBLE + ["--item-length", "4"])
     assert "item of 4 units:" in text
 
 
@@ -73,9 +68,9 @@ def test_item_length_option(capsys):
 def test_items_per_user_plans_for_holders_of_several_items(capsys):
     # Issue 15: "users holding it" assumes one item per user; with K items a holder votes for
     # this one with probability 1/K, so more holders are needed than K times the one-item count.
-    code, one, _ = _run(capsys, FEASIBLE)
+    code, one, _ = run_cli(capsys, FEASIBLE)
     assert "Assumes one item per user" in one and "--items-per-user K" in one
-    code, out, err = _run(capsys, FEASIBLE + ["--items-per-user", "4", "--json"])
+    code, out, err = run_cli(capsys, FEASIBLE + ["--items-per-user", "4", "--json"])
     assert code == 0 and err == ""
     data = json.loads(out)
     assert data["items_per_user"] == 4 and data["item_share"] == 0.25
@@ -85,7 +80,7 @@ def test_items_per_user_plans_for_holders_of_several_items(capsys):
         single = utility.min_frequency_for_plan(p, row["probability"])
         assert row["count"] == need.count > 4 * single.count
         assert row["user_equivalents"] == need.count / 4
-    code, text, _ = _run(capsys, FEASIBLE + ["--items-per-user", "4"])
+    code, text, _ = run_cli(capsys, FEASIBLE + ["--items-per-user", "4"])
     assert "(holders of 4 items)" in text and "user-equivalents" in text
     need = utility.min_frequency_for_plan(p, 0.9, share=0.25)
     assert f"{need.count:,}" in text and "at least 1/4 of its records" in text
@@ -94,7 +89,7 @@ def test_items_per_user_plans_for_holders_of_several_items(capsys):
 
 
 def test_infeasible_plan_text(capsys):
-    code, out, err = _run(capsys, INFEASIBLE)
+    code, out, err = run_cli(capsys, INFEASIBLE)
     assert code == 0 and err == ""
     assert "INFEASIBLE" in out
     assert "THETACEIL" in out and "gamma >= 1 fails" in out
@@ -105,7 +100,7 @@ def test_infeasible_plan_text(capsys):
 
 
 def test_infeasible_plan_json(capsys):
-    code, out, _ = _run(capsys, INFEASIBLE + ["--json"])
+    code, out, _ = run_cli(capsys, INFEASIBLE + ["--json"])
     assert code == 0
     data = json.loads(out)
     assert data["feasible"] is False
@@ -119,12 +114,12 @@ def test_infeasible_plan_json(capsys):
 
 
 def test_rule_option(capsys):
-    code, out, _ = _run(capsys, ["plan", "--protocol", "triehh", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
+    code, out, _ = run_cli(capsys, ["plan", "--protocol", "triehh", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
                                  "--max-length", "10", "--rule", "corollary1", "--json"])
     assert code == 0
     data = json.loads(out)
     assert data["rule"] == "corollary1" and data["theta"] == 10  # Corollary 1's floor
-    code, out, _ = _run(capsys, ["plan", "--protocol", "triehh", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
+    code, out, _ = run_cli(capsys, ["plan", "--protocol", "triehh", "-n", "1e5", "--epsilon", "4", "--delta", "0.001",
                                  "--max-length", "10", "--json"])
     assert json.loads(out)["theta"] == 7  # the exact smallest theta
 
@@ -154,21 +149,21 @@ def test_invalid_arguments_exit_2_with_one_line(capsys, change, message):
         argv[argv.index(change[0]) + 1] = change[1]
     else:
         argv += list(change)
-    code, out, err = _run(capsys, argv)
+    code, out, err = run_cli(capsys, argv)
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
 def test_missing_arguments_and_command(capsys):
-    code, _, err = _run(capsys, ["plan", "--protocol", "triehh", "--population", "100"])
+    code, _, err = run_cli(capsys, ["plan", "--protocol", "triehh", "--population", "100"])
     assert code == 2 and err.count("\n") == 1 and "required" in err
-    code, _, err = _run(capsys, [])
+    code, _, err = run_cli(capsys, [])
     assert code == 2 and err.count("\n") == 1
 
 
 def test_help_exits_0(capsys):
-    code, out, _ = _run(capsys, ["plan", "--protocol", "triehh", "--help"])
+    code, out, _ = run_cli(capsys, ["plan", "--protocol", "triehh", "--help"])
     assert code == 0
     assert "--unit-size" in out and "units of K characters" in out
 
@@ -197,7 +192,7 @@ def test_python_dash_m(tmp_path):
 
 def test_the_default_protocol_is_triehh_pp_with_exact_accounting(capsys):
     # issue 38: the default is the protocol certified exactly; TrieHH is --protocol triehh.
-    code, out, _ = _run(capsys, ["plan", "-n", "100000", "--epsilon", "2", "--delta", "1e-8", "--max-length", "4",
+    code, out, _ = run_cli(capsys, ["plan", "-n", "100000", "--epsilon", "2", "--delta", "1e-8", "--max-length", "4",
                                  "--json"])
     data = json.loads(out)
     assert code == 0 and data["protocol"] == "triehh++" and data["accounting"] == "exact"

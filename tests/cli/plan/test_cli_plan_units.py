@@ -6,20 +6,14 @@ import json
 
 import pytest
 
-from triehh_beam import cli
+from tests.cli_runs import run_cli
 from triehh_beam.protocol.planning import unit_advice as ua
 
 BASE = ["plan", "--population", "100000", "--epsilon", "4", "--delta", "1e-8", "--max-length", "10"]
 
 
-def _run(capsys, argv):
-    code = cli.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_json_is_the_comparison_with_its_recommendations(capsys):
-    code, out, err = _run(capsys, BASE + ["--unit-size", "auto", "--find-frequency", "0.3%",
+    code, out, err = run_cli(capsys, BASE + ["--unit-size", "auto", "--find-frequency", "0.3%",
                                           "--json"])
     assert code == 0 and err == ""
     data = json.loads(out)
@@ -30,7 +24,7 @@ def test_json_is_the_comparison_with_its_recommendations(capsys):
 
 
 def test_text_shows_every_row_and_the_rule(capsys):
-    code, out, err = _run(capsys, BASE + ["--compare-units", "--find-frequency", "0.003"])
+    code, out, err = run_cli(capsys, BASE + ["--compare-units", "--find-frequency", "0.003"])
     assert code == 0 and err == ""
     advice = ua.compare_units(4, 1e-8, 9, 100_000, find_frequency=0.003)
     for row in advice.options:
@@ -54,7 +48,7 @@ def test_text_shows_every_row_and_the_rule(capsys):
 
 def test_an_infeasible_row_points_to_its_reason_below_the_table(capsys):
     # Theorem 1 cannot certify epsilon 1 over L = 10 for n = 10,000 (the other unit sizes it can).
-    code, out, err = _run(capsys, ["plan", "--population", "10000", "--epsilon", "1", "--delta", "1e-8",
+    code, out, err = run_cli(capsys, ["plan", "--population", "10000", "--epsilon", "1", "--delta", "1e-8",
                                    "--max-length", "10", "--compare-units", "--protocol", "triehh"])
     assert code == 0 and err == ""
     advice = ua.compare_units(1, 1e-8, 9, 10_000, protocols=("triehh",))
@@ -67,20 +61,20 @@ def test_an_infeasible_row_points_to_its_reason_below_the_table(capsys):
 
 
 def test_protocol_restricts_the_table_and_unit_size_sets_the_characters(capsys):
-    code, out, _ = _run(capsys, BASE + ["--compare-units", "--unit-size", "2", "--protocol",
+    code, out, _ = run_cli(capsys, BASE + ["--compare-units", "--unit-size", "2", "--protocol",
                                         "triehh", "--json"])
     assert code == 0
     data = json.loads(out)
     assert data["max_characters"] == 18  # (L - 1) * K: the items --unit-size 2 admits
     assert {o["protocol"] for o in data["options"]} == {"triehh"}
     assert data["recommendations"][0]["find_frequency"] is None
-    code, text, _ = _run(capsys, BASE + ["--unit-size", "auto", "--protocol", "triehh++"])
+    code, text, _ = run_cli(capsys, BASE + ["--unit-size", "auto", "--protocol", "triehh++"])
     assert "TrieHH++" in text and "theta" not in text
     assert "Fewest holders for 90%" in text
 
 
 def test_nothing_found_names_the_closest(capsys):
-    code, out, _ = _run(capsys, BASE + ["--unit-size", "auto", "--find-frequency", "0.001"])
+    code, out, _ = run_cli(capsys, BASE + ["--unit-size", "auto", "--find-frequency", "0.001"])
     assert code == 0
     assert "no unit size finds it; the closest is" in out
 
@@ -94,14 +88,14 @@ def test_nothing_found_names_the_closest(capsys):
     (["--unit-size", "autox"], "argument --unit-size"),
 ])
 def test_wrong_combinations_fail_in_one_line(capsys, extra, message):
-    code, out, err = _run(capsys, BASE + extra)
+    code, out, err = run_cli(capsys, BASE + extra)
     assert code == 2 and out == ""
     assert message in err
 
 
 def test_one_unit_plans_as_before(capsys):
     # Without --compare-units one plan: the default protocol's (TrieHH++ since issue 38), or TrieHH's.
-    code, out, _ = _run(capsys, BASE + ["--json"])
+    code, out, _ = run_cli(capsys, BASE + ["--json"])
     assert code == 0 and json.loads(out)["protocol"] == "triehh++" and "compare_units" not in json.loads(out)
-    code, out, _ = _run(capsys, BASE + ["--protocol", "triehh", "--json"])
+    code, out, _ = run_cli(capsys, BASE + ["--protocol", "triehh", "--json"])
     assert code == 0 and json.loads(out)["theta"] == 12 and "compare_units" not in json.loads(out)

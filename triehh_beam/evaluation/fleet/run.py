@@ -23,8 +23,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from triehh_beam.evaluation.fleet.faults import FleetOptions, check_fate_probabilities
 from triehh_beam.io.schema import RecordColumns
-from triehh_beam.job.settings.config import DiscoveryConfig
 from triehh_beam.job.release.wording import counted
+from triehh_beam.job.settings.config import DiscoveryConfig
 from triehh_beam.protocol.federated.selection import Registry
 
 __all__ = ["SimulationSummary", "fleet_options", "main", "simulate"]
@@ -254,7 +254,8 @@ def main(config: DiscoveryConfig, faults: FleetOptions, round_deadline: float, r
         print(json.dumps(summary.document(counts=verbose), sort_keys=True))
         return 0
     recall = "n/a" if summary.recall_vs_central is None else f"{summary.recall_vs_central:.3f}"
-    print(f"federated: {counted(len(summary.heavy_hitters), 'heavy hitter')} in {counted(summary.rounds, 'round')}"
+    found = counted(len(summary.heavy_hitters), "heavy hitter")
+    print(f"federated: {found} in {counted(summary.rounds, 'round')}"
           + ("" if summary.estimates is None else f"; {len(summary.estimates)} frequency estimates"))
     if verbose:  # the central run reuses the federated release's keys: a second release, private
         print(f"central comparison (private, {summary.seconds:.1f} s): central {len(summary.central_heavy_hitters or [])}; "

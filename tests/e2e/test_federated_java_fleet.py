@@ -52,7 +52,7 @@ def _classpath() -> str:
             pytest.skip("device-java is not built and there is no mvn on PATH to build it")
         subprocess.run(["mvn", "-q", "-B", "test-compile"], cwd=DEVICE_JAVA, check=True, timeout=600)
     pom = (DEVICE_JAVA / "pom.xml").read_text()
-    repository = pathlib.Path.home() / ".m2" / "repository"
+    repository = _java_user_home() / ".m2" / "repository"  # Maven's default local repository
     jars = []
     for group, artifact, prop in (("com/google/protobuf", "protobuf-java", "protobuf.version"),
                                   ("org/bouncycastle", "bcprov-jdk18on", "bouncycastle.version")):
@@ -61,6 +61,15 @@ def _classpath() -> str:
         assert jar.exists(), f"{jar} missing: build device-java with mvn first"
         jars.append(jar)
     return os.pathsep.join(str(p) for p in (classes, test_classes, *jars))
+
+
+def _java_user_home() -> pathlib.Path:
+    """Java's ``user.home``, under which Maven keeps its repository: the account's home, which is
+    not ``$HOME`` when HOME is set elsewhere (a fresh HOME for a newcomer's run found no jars)."""
+    shown = subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True, text=True,
+                           timeout=60)
+    match = re.search(r"^\s*user\.home = (.+)$", shown.stderr, re.M)
+    return pathlib.Path(match.group(1).strip()) if match else pathlib.Path.home()
 
 
 def _item_fields(item) -> str:
